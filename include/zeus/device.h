@@ -1,0 +1,134 @@
+/* zeus/device.h: GPUs (and CPU packages) behind one interface.
+ *
+ * A zeus_devices handle is the set of GPUs visible to this process from one backend:
+ *   "nvml"  NVIDIA GPUs through libnvidia-ml.so.1, loaded with dlopen at run time
+ *           (path: ZEUS_NVML_LIBRARY). Setters need root or CAP_SYS_ADMIN.
+ *   "sim"   simulated GPUs (see zeus/sim.h), configured by ZEUS_SIM_* settings.
+ *   "none"  no GPU; every per-GPU call fails with ZEUS_ENOENT.
+ * Selection: opts->backend, else ZEUS_GPU_BACKEND, else nvml when it loads, else none.
+ *
+ * GPU indices are visible indices: CUDA_VISIBLE_DEVICES is honoured as CUDA does (unset: all;
+ * empty: none; comma-separated integers or GPU-<uuid> prefixes; parsing stops at the first
+ * invalid entry; MIG-... entries are refused with ZEUS_ENOTSUP), mapped to devices by UUID.
+ *
+ * Units: power in mW, energy in mJ, clocks in MHz, time in s. A reading a GPU cannot make is
+ * ZEUS_ENOTSUP, never zero.
+ *
+ * Settings the library changes (power limit, persistence mode, locked clocks) are recorded
+ * before the first change and put back by zeus_devices_restore() and zeus_devices_close().
+ *
+ * Thread safety: every function may be called from several threads on the same handle.
+ */
+#ifndef ZEUS_DEVICE_H
+#define ZEUS_DEVICE_H
+
+#include "zeus/common.h"
+
+ZEUS_BEGIN_DECLS
+
+#define ZEUS_MAX_GPUS 64
+#define ZEUS_MAX_CPUS 16
+#define ZEUS_NAME_LEN 96  /* enough for any GPU name or UUID, NUL included */
+
+typedef struct zeus_devices zeus_devices;
+struct zeus_sim_config;
+
+typedef struct zeus_devices_opts {
+  /* "nvml", "sim", "none"; NULL: ZEUS_GPU_BACKEND, else nvml if it loads, else none. */
+  const char *backend;
+  /* Path or name of the NVML library; NULL: ZEUS_NVML_LIBRARY, else "libnvidia-ml.so.1". */
+  const char *nvml_library;
+  /* The CUDA_VISIBLE_DEVICES value to apply; NULL: read the environment. */
+  const char *visible_devices;
+  /* true: ignore CUDA_VISIBLE_DEVICES and expose every GPU. */
+  bool all_devices;
+  /* Simulated GPUs (backend "sim"); NULL: from ZEUS_SIM_* settings. Copied. */
+  const struct zeus_sim_config *sim;
+  /* true: zeus_devices_close() does not restore changed settings. */
+  bool keep_settings_on_close;
+} zeus_devices_opts;
+
+/* Opens the GPUs of one backend. opts may be NULL (all defaults). Errors: ZEUS_EINVAL for a
+ * bad setting or option (named), ZEUS_ENOLIB when "nvml" was asked for explicitly and cannot be
+ * loaded, ZEUS_ENOTSUP for MIG entries in CUDA_VISIBLE_DEVICES, ZEUS_ENOMEM. */
+ZEUS_EXTERN int zeus_devices_open(zeus_devices **out /* out */, const zeus_devices_opts *opts);
+
+/* Restores changed settings (unless keep_settings_on_close) and releases the handle. */
+ZEUS_EXTERN void zeus_devices_close(zeus_devices *d);
+
+/* The process-wide device set, opened on first use from the environment, shared by every
+ * caller that passes no handle of its own (the monitor's default). Closed at exit, restoring
+ * changed settings. Returns a borrowed handle. */
+ZEUS_EXTERN int zeus_devices_default(zeus_devices **out /* out, borrowed */);
+
+/* The backend's name: "nvml", "sim" or "none". */
+ZEUS_EXTERN const char *zeus_devices_backend(const zeus_devices *d);
+
+/* Seconds on the backend's own monotonic clock (the simulated clock for "sim"). Every
+ * measurement window is timed on it. */
+ZEUS_EXTERN double zeus_devices_now(const zeus_devices *d);
+
+/* Number of visible GPUs (0 is not an error). */
+ZEUS_EXTERN unsigned zeus_gpu_count(const zeus_devices *d);
+
+/* Name and UUID ("GPU-…") of a visible GPU, NUL-terminated and truncated to `len`. */
+ZEUS_EXTERN int zeus_gpu_name(zeus_devices *d, unsigned gpu, char *buf /* out */, size_t len);
+ZEUS_EXTERN int zeus_gpu_uuid(zeus_devices *d, unsigned gpu, char *buf /* out */, size_t len);
+
+/* Whether the GPU has a total-energy counter (Volta and newer on NVML). */
+ZEUS_EXTERN int zeus_gpu_energy_counter_supported(zeus_devices *d, unsigned gpu, bool *out /* out */);
+
+/* Power-limit range and default, in mW. */
+ZEUS_EXTERN int zeus_gpu_power_limit_constraints(zeus_devices *d, unsigned gpu,
+                                                 unsigned *min_mw /* out */, unsigned *max_mw /* out */,
+                                                 unsigned *default_mw /* out */);
+ZEUS_EXTERN int zeus_gpu_get_power_limit(zeus_devices *d, unsigned gpu, unsigned *mw /* out */);
+/* Sets the power limit; ZEUS_ERANGE outside the constraints (checked before the device is
+ * called), ZEUS_EPERM without the privilege. Records the previous limit for restoring. */
+ZEUS_EXTERN int zeus_gpu_set_power_limit(zeus_devices *d, unsigned gpu, unsigned mw);
+
+ZEUS_EXTERN int zeus_gpu_get_persistence_mode(zeus_devices *d, unsigned gpu, bool *enabled /* out */);
+ZEUS_EXTERN int zeus_gpu_set_persistence_mode(zeus_devices *d, unsigned gpu, bool enabled);
+
+/* Energy used by the GPU since some fixed point (driver load), in mJ; ZEUS_ENOTSUP without a counter. */
+ZEUS_EXTERN int zeus_gpu_total_energy(zeus_devices *d, unsigned gpu, uint64_t *mj /* out */);
+/* Current power draw in mW. */
+ZEUS_EXTERN int zeus_gpu_instant_power(zeus_devices *d, unsigned gpu, unsigned *mw /* out */);
+
+/* Supported clocks, highest first. `*count` goes in as the capacity of `mhz` and comes out as
+ * the number written; ZEUS_ERANGE (with *count set to the number needed) when too small. */
+ZEUS_EXTERN int zeus_gpu_supported_memory_clocks(zeus_devices *d, unsigned gpu, unsigned *mhz /* out */,
+                                                 size_t *count /* in, out */);
+ZEUS_EXTERN int zeus_gpu_supported_graphics_clocks(zeus_devices *d, unsigned gpu, unsigned mem_mhz,
+                                                   unsigned *mhz /* out */, size_t *count /* in, out */);
+
+/* Locks the SM (graphics) clock to [min_mhz, max_mhz]; ZEUS_EINVAL when min > max. */
+ZEUS_EXTERN int zeus_gpu_set_locked_clocks(zeus_devices *d, unsigned gpu, unsigned min_mhz, unsigned max_mhz);
+ZEUS_EXTERN int zeus_gpu_reset_locked_clocks(zeus_devices *d, unsigned gpu);
+/* Locks the memory clock (Ampere and newer on NVML). */
+ZEUS_EXTERN int zeus_gpu_set_memory_locked_clocks(zeus_devices *d, unsigned gpu, unsigned min_mhz,
+                                                  unsigned max_mhz);
+ZEUS_EXTERN int zeus_gpu_reset_memory_locked_clocks(zeus_devices *d, unsigned gpu);
+
+/* Puts back every setting changed through this handle since it was opened (power limit and
+ * persistence mode to their earlier values; locked clocks reset). Lost GPUs are skipped.
+ * Idempotent. Returns the first error but tries every GPU. */
+ZEUS_EXTERN int zeus_devices_restore(zeus_devices *d);
+
+/* Restores the GPUs of every open handle; async-signal-tolerant enough for a SIGINT/SIGTERM
+ * handler that exits right after (it takes no locks another thread could hold forever). */
+ZEUS_EXTERN void zeus_devices_restore_all(void);
+
+/* ---- CPU packages (Intel RAPL through /sys/class/powercap) ---- */
+
+/* Number of CPU packages whose energy counter is readable (0 when none). The root folder is
+ * /sys/class/powercap, or ZEUS_RAPL_ROOT. */
+ZEUS_EXTERN unsigned zeus_cpu_count(void);
+/* Package energy in mJ, and whether a DRAM sub-zone exists (then its energy too). */
+ZEUS_EXTERN int zeus_cpu_energy(unsigned cpu, uint64_t *pkg_mj /* out */, bool *has_dram /* out */,
+                                uint64_t *dram_mj /* out */);
+/* The value at which the package (dram) counter wraps around, in mJ. */
+ZEUS_EXTERN int zeus_cpu_energy_range(unsigned cpu, uint64_t *pkg_max_mj /* out */, uint64_t *dram_max_mj /* out */);
+
+ZEUS_END_DECLS
+#endif

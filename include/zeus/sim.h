@@ -1,0 +1,146 @@
+/* zeus/sim.h: the simulated GPU.
+ *
+ * A simulated node holds one or more GPUs on one clock. Each GPU has a workload model that
+ * maps its knobs (power limit, locked SM clock) to the time and power of one unit of work:
+ *   - DVFS (built in, parametric): at SM clock f (MHz),
+ *       time per unit  t(f) = time_per_unit_s * (m + (1 - m) * f_max / f)   m = mem_bound_fraction
+ *       working power  P(f) = static_power_w + dynamic_power_w * (f / f_max)^3
+ *     The power limit caps the clock: the GPU runs at the highest supported clock not above the
+ *     locked maximum whose P(f) fits under the limit. Energy per unit P*t falls and then rises as
+ *     the clock drops.
+ *   - TABLE: rows of (power limit, time per unit, energy per unit), e.g. from a power-limit
+ *     profile CSV (start_time,window_name,elapsed_time,gpu<i>_energy; window names end in the limit
+ *     in W). The GPU runs at the row with the largest limit not above its own limit.
+ * Between pieces of work a GPU draws idle_power_w.
+ *
+ * Clocks: VIRTUAL (time moves only through zeus_sim_work* and zeus_sim_idle; deterministic, for
+ * tests and simulations) or WALL (time is CLOCK_MONOTONIC since the node opened; work sleeps for
+ * its duration; the CLI's default, so that measuring a real command gives sensible figures).
+ *
+ * Settings read by zeus_sim_config_from_env() (the "sim" device backend and the fake NVML):
+ *   ZEUS_SIM_GPUS            number of GPUs, 1..64 (default 1, or the model file's count)
+ *   ZEUS_SIM_MODEL_FILE      a profile CSV (table model, one GPU per gpu<i>_energy column) or a
+ *                            JSON model file (see zeus_sim_config_load)
+ *   ZEUS_SIM_UNITS_PER_ROW   units of work one CSV row measured (default 40, the profile window)
+ *   ZEUS_SIM_CLOCK           virtual | wall (default virtual; the CLI defaults to wall)
+ *   ZEUS_SIM_ENERGY_COUNTER  1 | 0: whether GPUs have a total-energy counter (default 1)
+ *   ZEUS_SIM_COUNTER_PERIOD_MS  energy counter update period (default 0: always current)
+ *   ZEUS_SIM_VARIATION       GPU i's time per unit is scaled by 1 + i*variation (default 0)
+ *
+ * Thread safety: all functions may be called from several threads on one node.
+ */
+#ifndef ZEUS_SIM_H
+#define ZEUS_SIM_H
+
+#include "zeus/common.h"
+#include "zeus/device.h"
+
+ZEUS_BEGIN_DECLS
+
+typedef enum zeus_sim_model_kind { ZEUS_SIM_DVFS = 0, ZEUS_SIM_TABLE = 1 } zeus_sim_model_kind;
+typedef enum zeus_sim_clock_kind { ZEUS_SIM_CLOCK_VIRTUAL = 0, ZEUS_SIM_CLOCK_WALL = 1 } zeus_sim_clock_kind;
+
+/* DVFS parameters; a zero field takes the default shown (an A40-like GPU). */
+typedef struct zeus_sim_dvfs {
+  unsigned max_clock_mhz;      /* 1740 */
+  unsigned min_clock_mhz;      /* 210 */
+  unsigned clock_step_mhz;     /* 15 */
+  unsigned mem_clock_mhz;      /* 7251 */
+  double min_power_limit_w;    /* 100 */
+  double max_power_limit_w;    /* 300 */
+  double default_power_limit_w;/* max_power_limit_w */
+  double idle_power_w;         /* 30 */
+  double static_power_w;       /* 75 */
+  double dynamic_power_w;      /* 215 */
+  double time_per_unit_s;      /* 0.05 at max_clock_mhz */
+  double mem_bound_fraction;   /* 0.25 (exactly 0 is taken as the default; use 1e-9 for none) */
+} zeus_sim_dvfs;
+
+typedef struct zeus_sim_table_row {
+  double power_limit_w;
+  double time_per_unit_s;
+  double energy_per_unit_j;
+} zeus_sim_table_row;
+
+typedef struct zeus_sim_gpu_config {
+  zeus_sim_model_kind model;
+  zeus_sim_dvfs dvfs;               /* DVFS parameters; for TABLE only the clocks and idle power */
+  const zeus_sim_table_row *table;  /* TABLE rows (any order); copied at open */
+  size_t table_len;
+  char name[ZEUS_NAME_LEN];         /* "" gives "Zeus Simulated GPU (<model>)" */
+  bool no_energy_counter;           /* the GPU lacks a total-energy counter */
+  double counter_period_s;          /* energy counter update period; 0: continuous */
+} zeus_sim_gpu_config;
+
+typedef struct zeus_sim_config {
+  unsigned num_gpus;                /* 1..ZEUS_MAX_GPUS */
+  zeus_sim_gpu_config *gpus;        /* num_gpus entries; NULL: every GPU default DVFS */
+  zeus_sim_clock_kind clock;
+} zeus_sim_config;
+
+/* Builds a config from the ZEUS_SIM_* settings above. Free with zeus_sim_config_free. */
+ZEUS_EXTERN int zeus_sim_config_from_env(zeus_sim_config **out /* out */);
+/* Loads a model file: a power-limit profile CSV (table model; `units_per_row` units per row,
+ * 0 means 40) or a JSON file {"clock": "virtual"|"wall", "gpus": [{"model": "dvfs"|"table",
+ * "name": ..., "<dvfs field>": ..., "table": [[limit_w, time_per_unit_s, energy_per_unit_j], ...],
+ * "energy_counter": true, "counter_period_s": 0}, ...]}. Errors name the file, line and field. */
+ZEUS_EXTERN int zeus_sim_config_load(const char *path, unsigned units_per_row,
+                                     zeus_sim_config **out /* out */);
+ZEUS_EXTERN void zeus_sim_config_free(zeus_sim_config *cfg);
+
+typedef struct zeus_sim_node zeus_sim_node;
+
+/* Opens a node; cfg NULL reads the environment. GPU uuids are GPU-5a1a0000-0000-4000-8000-<index>. */
+ZEUS_EXTERN int zeus_sim_node_open(zeus_sim_node **out /* out */, const zeus_sim_config *cfg);
+ZEUS_EXTERN void zeus_sim_node_close(zeus_sim_node *n);
+ZEUS_EXTERN unsigned zeus_sim_node_gpu_count(const zeus_sim_node *n);
+/* The node's clock in seconds. */
+ZEUS_EXTERN double zeus_sim_now(zeus_sim_node *n);
+
+/* Runs `units` of work on one GPU at its current knobs; the other GPUs idle meanwhile. Advances
+ * the clock (virtual) or sleeps (wall) for the work's duration, returned in *elapsed_s (may be NULL). */
+ZEUS_EXTERN int zeus_sim_work(zeus_sim_node *n, unsigned gpu, double units, double *elapsed_s /* out */);
+/* Runs units[i] of work on every GPU i at once; the clock advances by the longest, and GPUs that
+ * finish earlier idle until then. */
+ZEUS_EXTERN int zeus_sim_work_all(zeus_sim_node *n, const double *units, double *elapsed_s /* out */);
+/* Lets every GPU idle for `seconds`. */
+ZEUS_EXTERN int zeus_sim_idle(zeus_sim_node *n, double seconds);
+
+/* Ground truth: exact energy used by a GPU since the node opened, in J. */
+ZEUS_EXTERN int zeus_sim_true_energy(zeus_sim_node *n, unsigned gpu, double *joules /* out */);
+/* The SM clock a unit of work would run at now, and its working power in W. */
+ZEUS_EXTERN int zeus_sim_operating_point(zeus_sim_node *n, unsigned gpu, unsigned *clock_mhz /* out */,
+                                         double *power_w /* out */);
+
+/* The same knobs and readings as zeus/device.h, by node-local GPU index (the fake NVML and the
+ * "sim" backend are built on these). */
+ZEUS_EXTERN int zeus_sim_gpu_name(zeus_sim_node *n, unsigned gpu, char *buf, size_t len);
+ZEUS_EXTERN int zeus_sim_gpu_uuid(zeus_sim_node *n, unsigned gpu, char *buf, size_t len);
+ZEUS_EXTERN int zeus_sim_gpu_energy_counter_supported(zeus_sim_node *n, unsigned gpu, bool *out);
+ZEUS_EXTERN int zeus_sim_gpu_power_limit_constraints(zeus_sim_node *n, unsigned gpu, unsigned *min_mw,
+                                                     unsigned *max_mw, unsigned *default_mw);
+ZEUS_EXTERN int zeus_sim_gpu_get_power_limit(zeus_sim_node *n, unsigned gpu, unsigned *mw);
+ZEUS_EXTERN int zeus_sim_gpu_set_power_limit(zeus_sim_node *n, unsigned gpu, unsigned mw);
+ZEUS_EXTERN int zeus_sim_gpu_get_persistence_mode(zeus_sim_node *n, unsigned gpu, bool *enabled);
+ZEUS_EXTERN int zeus_sim_gpu_set_persistence_mode(zeus_sim_node *n, unsigned gpu, bool enabled);
+ZEUS_EXTERN int zeus_sim_gpu_total_energy(zeus_sim_node *n, unsigned gpu, uint64_t *mj);
+ZEUS_EXTERN int zeus_sim_gpu_instant_power(zeus_sim_node *n, unsigned gpu, unsigned *mw);
+ZEUS_EXTERN int zeus_sim_gpu_memory_clocks(zeus_sim_node *n, unsigned gpu, unsigned *mhz, size_t *count);
+ZEUS_EXTERN int zeus_sim_gpu_graphics_clocks(zeus_sim_node *n, unsigned gpu, unsigned mem_mhz,
+                                             unsigned *mhz, size_t *count);
+/* Current locked ranges; 0,0 when not locked. */
+ZEUS_EXTERN int zeus_sim_gpu_get_locked_clocks(zeus_sim_node *n, unsigned gpu, unsigned *min_mhz,
+                                               unsigned *max_mhz, unsigned *mem_min_mhz, unsigned *mem_max_mhz);
+ZEUS_EXTERN int zeus_sim_gpu_set_locked_clocks(zeus_sim_node *n, unsigned gpu, unsigned min_mhz, unsigned max_mhz);
+ZEUS_EXTERN int zeus_sim_gpu_reset_locked_clocks(zeus_sim_node *n, unsigned gpu);
+ZEUS_EXTERN int zeus_sim_gpu_set_memory_locked_clocks(zeus_sim_node *n, unsigned gpu, unsigned min_mhz,
+                                                      unsigned max_mhz);
+ZEUS_EXTERN int zeus_sim_gpu_reset_memory_locked_clocks(zeus_sim_node *n, unsigned gpu);
+
+/* The node behind a "sim" devices handle (borrowed), or NULL for other backends. Visible index
+ * i of the handle is node GPU zeus_devices_sim_index(d, i). */
+ZEUS_EXTERN zeus_sim_node *zeus_devices_sim_node(zeus_devices *d);
+ZEUS_EXTERN int zeus_devices_sim_index(zeus_devices *d, unsigned gpu, unsigned *node_gpu /* out */);
+
+ZEUS_END_DECLS
+#endif
