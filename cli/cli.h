@@ -1,0 +1,35 @@
+/* cli/cli.h: the zeus command-line tool. One file per subcommand, each a client of <zeus.h>.
+ *
+ * A subcommand is `int cmd_<name>(int argc, char **argv)` where argv[0] is the subcommand's own
+ * name; it returns the process exit code (0 ok, 1 failure, 2 usage error). Register it in the
+ * table of cli/main.c. Every subcommand answers --help with what it does, an example, and the
+ * environment variables it reads. */
+#ifndef ZEUS_CLI_H
+#define ZEUS_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include <zeus.h>
+
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+
+/* Prints "zeus <cmd>: <message>" to stderr, then zeus_errmsg() when `with_zeus_error`. */
+void cli_error(const char *cmd, bool with_zeus_error, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* True when argv holds -h or --help before any "--". */
+bool cli_wants_help(int argc, char **argv);
+/* Parses a number option value; prints an error naming the option and returns false when bad. */
+bool cli_parse_long(const char *cmd, const char *opt, const char *text, long min, long max, long *out);
+bool cli_parse_double(const char *cmd, const char *opt, const char *text, double min, double max,
+                      double *out);
+/* Parses "0,1,3" into indices (at most `cap`); prints an error and returns false when bad. */
+bool cli_parse_index_list(const char *cmd, const char *opt, const char *text, unsigned *out,
+                          size_t cap, size_t *n);
+
+int cmd_gpus(int argc, char **argv);
+int cmd_monitor(int argc, char **argv);
+
+#endif
