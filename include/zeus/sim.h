@@ -70,6 +70,7 @@ typedef struct zeus_sim_gpu_config {
   char name[ZEUS_NAME_LEN];         /* "" gives "Zeus Simulated GPU (<model>)" */
   bool no_energy_counter;           /* the GPU lacks a total-energy counter */
   double counter_period_s;          /* energy counter update period; 0: continuous */
+  double time_scale;                /* every piece of work takes this many times longer; 0 means 1 */
 } zeus_sim_gpu_config;
 
 typedef struct zeus_sim_config {

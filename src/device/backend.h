@@ -1,0 +1,56 @@
+/* src/device/backend.h: the GPU backend vtable (internal).
+ *
+ * A backend works on physical indices 0..count-1; src/device/device.c maps visible indices
+ * (CUDA_VISIBLE_DEVICES) onto them, records settings before the first change, and restores them.
+ * A NULL slot means "not supported" (ZEUS_ENOTSUP). Every slot sets zeus_errmsg on failure with
+ * the GPU and the operation named.
+ */
+#ifndef ZEUS_DEVICE_BACKEND_H
+#define ZEUS_DEVICE_BACKEND_H
+
+#include "core/core.h"
+#include "zeus/device.h"
+#include "zeus/sim.h"
+
+typedef struct zeus__gpu_backend {
+  const char *name;
+  /* Creates the backend state. ZEUS_ENOLIB when the vendor library is missing. */
+  int (*open)(void **state, const zeus_devices_opts *opts);
+  void (*close)(void *state);
+  unsigned (*count)(void *st);
+  double (*now)(void *st);
+  int (*name_of)(void *st, unsigned i, char *buf, size_t len);
+  int (*uuid)(void *st, unsigned i, char *buf, size_t len);
+  int (*energy_counter_supported)(void *st, unsigned i, bool *out);
+  int (*power_limit_constraints)(void *st, unsigned i, unsigned *min_mw, unsigned *max_mw,
+                                 unsigned *default_mw);
+  int (*get_power_limit)(void *st, unsigned i, unsigned *mw);
+  int (*set_power_limit)(void *st, unsigned i, unsigned mw);
+  int (*get_persistence_mode)(void *st, unsigned i, bool *enabled);
+  int (*set_persistence_mode)(void *st, unsigned i, bool enabled);
+  int (*total_energy)(void *st, unsigned i, uint64_t *mj);
+  int (*instant_power)(void *st, unsigned i, unsigned *mw);
+  int (*memory_clocks)(void *st, unsigned i, unsigned *mhz, size_t *count);
+  int (*graphics_clocks)(void *st, unsigned i, unsigned mem_mhz, unsigned *mhz, size_t *count);
+  int (*set_locked_clocks)(void *st, unsigned i, unsigned min_mhz, unsigned max_mhz);
+  int (*reset_locked_clocks)(void *st, unsigned i);
+  int (*set_memory_locked_clocks)(void *st, unsigned i, unsigned min_mhz, unsigned max_mhz);
+  int (*reset_memory_locked_clocks)(void *st, unsigned i);
+  /* "sim" only: the node behind the state. */
+  zeus_sim_node *(*sim_node)(void *st);
+} zeus__gpu_backend;
+
+extern const zeus__gpu_backend zeus__backend_nvml;
+extern const zeus__gpu_backend zeus__backend_sim;
+extern const zeus__gpu_backend zeus__backend_none;
+
+/* The explicit table of backends, in the order auto-selection tries them (src/device/backends.c). */
+extern const zeus__gpu_backend *const zeus__gpu_backends[];
+
+/* Parses a CUDA_VISIBLE_DEVICES value against the physical devices' UUIDs (uuids[i] of device i,
+ * NULL for a device this user cannot open). Writes visible → physical indices to map[] (capacity
+ * ZEUS_MAX_GPUS) and their number to *n. ZEUS_ENOTSUP for a MIG entry. Exposed for tests. */
+int zeus__parse_visible_devices(const char *value, const char *const *uuids, unsigned count,
+                                unsigned *map, unsigned *n);
+
+#endif

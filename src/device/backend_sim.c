@@ -1,0 +1,62 @@
+/* The "sim" backend: the device vtable over a simulated node (zeus/sim.h). */
+#include "device/backend.h"
+
+static int sim_open(void **state, const zeus_devices_opts *opts) {
+  zeus_sim_node *n;
+  int rc = zeus_sim_node_open(&n, opts ? opts->sim : NULL);
+  if (rc) return rc;
+  *state = n;
+  return ZEUS_OK;
+}
+
+static void sim_close(void *st) { zeus_sim_node_close(st); }
+static unsigned sim_count(void *st) { return zeus_sim_node_gpu_count(st); }
+static double sim_now(void *st) { return zeus_sim_now(st); }
+static zeus_sim_node *sim_node(void *st) { return st; }
+/* Thin wrappers: the vtable takes void *state, the engine a zeus_sim_node *. */
+#define WRAP(name, fn, params, args) \
+  static int name params { return fn args; }
+WRAP(w_name, zeus_sim_gpu_name, (void *st, unsigned i, char *b, size_t l), (st, i, b, l))
+WRAP(w_uuid, zeus_sim_gpu_uuid, (void *st, unsigned i, char *b, size_t l), (st, i, b, l))
+WRAP(w_counter, zeus_sim_gpu_energy_counter_supported, (void *st, unsigned i, bool *o), (st, i, o))
+WRAP(w_constraints, zeus_sim_gpu_power_limit_constraints, (void *st, unsigned i, unsigned *a, unsigned *b, unsigned *c),
+     (st, i, a, b, c))
+WRAP(w_get_pl, zeus_sim_gpu_get_power_limit, (void *st, unsigned i, unsigned *mw), (st, i, mw))
+WRAP(w_set_pl, zeus_sim_gpu_set_power_limit, (void *st, unsigned i, unsigned mw), (st, i, mw))
+WRAP(w_get_pm, zeus_sim_gpu_get_persistence_mode, (void *st, unsigned i, bool *e), (st, i, e))
+WRAP(w_set_pm, zeus_sim_gpu_set_persistence_mode, (void *st, unsigned i, bool e), (st, i, e))
+WRAP(w_energy, zeus_sim_gpu_total_energy, (void *st, unsigned i, uint64_t *mj), (st, i, mj))
+WRAP(w_power, zeus_sim_gpu_instant_power, (void *st, unsigned i, unsigned *mw), (st, i, mw))
+WRAP(w_mem_clocks, zeus_sim_gpu_memory_clocks, (void *st, unsigned i, unsigned *m, size_t *c), (st, i, m, c))
+WRAP(w_gr_clocks, zeus_sim_gpu_graphics_clocks, (void *st, unsigned i, unsigned mem, unsigned *m, size_t *c),
+     (st, i, mem, m, c))
+WRAP(w_lock, zeus_sim_gpu_set_locked_clocks, (void *st, unsigned i, unsigned lo, unsigned hi), (st, i, lo, hi))
+WRAP(w_unlock, zeus_sim_gpu_reset_locked_clocks, (void *st, unsigned i), (st, i))
+WRAP(w_mem_lock, zeus_sim_gpu_set_memory_locked_clocks, (void *st, unsigned i, unsigned lo, unsigned hi), (st, i, lo, hi))
+WRAP(w_mem_unlock, zeus_sim_gpu_reset_memory_locked_clocks, (void *st, unsigned i), (st, i))
+#undef WRAP
+
+const zeus__gpu_backend zeus__backend_sim = {
+    .name = "sim",
+    .open = sim_open,
+    .close = sim_close,
+    .count = sim_count,
+    .now = sim_now,
+    .name_of = w_name,
+    .uuid = w_uuid,
+    .energy_counter_supported = w_counter,
+    .power_limit_constraints = w_constraints,
+    .get_power_limit = w_get_pl,
+    .set_power_limit = w_set_pl,
+    .get_persistence_mode = w_get_pm,
+    .set_persistence_mode = w_set_pm,
+    .total_energy = w_energy,
+    .instant_power = w_power,
+    .memory_clocks = w_mem_clocks,
+    .graphics_clocks = w_gr_clocks,
+    .set_locked_clocks = w_lock,
+    .reset_locked_clocks = w_unlock,
+    .set_memory_locked_clocks = w_mem_lock,
+    .reset_memory_locked_clocks = w_mem_unlock,
+    .sim_node = sim_node,
+};

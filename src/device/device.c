@@ -1,0 +1,418 @@
+/* The device layer: backend selection, visible-device mapping, settings bookkeeping and restore. */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "device/backend.h"
+
+typedef struct saved_state {
+  bool lost;             /* GPU_IS_LOST seen: never call it again */
+  bool pl_saved;         /* pl_mw holds the limit before our first change */
+  unsigned pl_mw;
+  bool pm_saved;
+  bool pm;
+  bool clocks_locked;    /* we locked the SM clock */
+  bool mem_locked;       /* we locked the memory clock */
+} saved_state;
+
+struct zeus_devices {
+  const zeus__gpu_backend *be;
+  void *st;
+  unsigned n;
+  unsigned map[ZEUS_MAX_GPUS]; /* visible index -> backend index */
+  pthread_mutex_t mu;          /* guards saved[] */
+  saved_state saved[ZEUS_MAX_GPUS];
+  bool keep;
+};
+
+/* Open handles, for zeus_devices_restore_all() from a signal handler: lock-free slots. */
+#define MAX_OPEN_HANDLES 64
+static zeus_devices *open_handles[MAX_OPEN_HANDLES];
+
+static void track(zeus_devices *d, bool add) {
+  for (int i = 0; i < MAX_OPEN_HANDLES; i++) {
+    zeus_devices *expect = add ? NULL : d;
+    if (__atomic_compare_exchange_n(&open_handles[i], &expect, add ? d : NULL, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST))
+      return;
+  }
+}
+
+static const zeus__gpu_backend *find_backend(const char *name) {
+  for (int i = 0; zeus__gpu_backends[i]; i++)
+    if (strcasecmp(zeus__gpu_backends[i]->name, name) == 0) return zeus__gpu_backends[i];
+  return NULL;
+}
+
+static bool starts_with_ci(const char *s, const char *prefix) {
+  return strncasecmp(s, prefix, strlen(prefix)) == 0;
+}
+
+int zeus__parse_visible_devices(const char *value, const char *const *uuids, unsigned count, unsigned *map,
+                                unsigned *n) {
+  *n = 0;
+  if (!value) {
+    for (unsigned i = 0; i < count && i < ZEUS_MAX_GPUS; i++) map[(*n)++] = i;
+    return ZEUS_OK;
+  }
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", value);
+  int mode = -1; /* 0 integers, 1 uuids */
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    while (isspace((unsigned char)*tok)) tok++;
+    size_t tl = strlen(tok);
+    while (tl && isspace((unsigned char)tok[tl - 1])) tok[--tl] = '\0';
+    if (starts_with_ci(tok, "MIG-"))
+      return zeus__error(ZEUS_ENOTSUP,
+                         "CUDA_VISIBLE_DEVICES entry '%s' is a MIG device: MIG is not supported, because NVML "
+                         "cannot measure the power or energy of one MIG slice; list whole GPUs instead",
+                         tok);
+    bool is_uuid = starts_with_ci(tok, "GPU-");
+    if (mode < 0) mode = is_uuid ? 1 : 0;
+    unsigned idx = 0;
+    if (mode == 0) {
+      const char *p = tok;
+      if (*p == '+') p++;
+      if (!isdigit((unsigned char)*p)) {
+        zeus__log(ZEUS_LOG_WARN, "device", "CUDA_VISIBLE_DEVICES: entry '%s' is not a GPU index; ignoring it and every later entry", tok);
+        break;
+      }
+      unsigned long v = strtoul(p, NULL, 10);
+      if (v >= count) {
+        zeus__log(ZEUS_LOG_WARN, "device", "CUDA_VISIBLE_DEVICES: GPU %lu does not exist (%u GPUs); ignoring it and every later entry", v, count);
+        break;
+      }
+      idx = (unsigned)v;
+    } else {
+      if (!is_uuid) {
+        zeus__log(ZEUS_LOG_WARN, "device", "CUDA_VISIBLE_DEVICES: entry '%s' is not a GPU-<uuid>; ignoring it and every later entry", tok);
+        break;
+      }
+      unsigned matches = 0;
+      for (unsigned i = 0; i < count; i++) {
+        if (uuids[i] && starts_with_ci(uuids[i], tok)) { idx = i; matches++; }
+      }
+      if (matches != 1) {
+        zeus__log(ZEUS_LOG_WARN, "device", "CUDA_VISIBLE_DEVICES: '%s' matches %s GPU; ignoring it and every later entry", tok,
+                  matches ? "more than one" : "no");
+        break;
+      }
+    }
+    for (unsigned k = 0; k < *n; k++) {
+      if (map[k] == idx) {
+        zeus__log(ZEUS_LOG_WARN, "device", "CUDA_VISIBLE_DEVICES lists GPU %u twice ('%s'); as CUDA does, no GPU is visible", idx, value);
+        *n = 0;
+        return ZEUS_OK;
+      }
+    }
+    if (*n == ZEUS_MAX_GPUS) break;
+    map[(*n)++] = idx;
+  }
+  return ZEUS_OK;
+}
+
+static int map_visible(zeus_devices *d, const zeus_devices_opts *opts) {
+  unsigned count = d->be->count(d->st);
+  if (count > ZEUS_MAX_GPUS) count = ZEUS_MAX_GPUS;
+  const char *value = NULL;
+  if (!opts || !opts->all_devices) {
+    value = opts && opts->visible_devices ? opts->visible_devices : getenv("CUDA_VISIBLE_DEVICES");
+  }
+  char uuidbuf[ZEUS_MAX_GPUS][ZEUS_NAME_LEN];
+  const char *uuids[ZEUS_MAX_GPUS];
+  for (unsigned i = 0; i < count; i++) {
+    uuids[i] = NULL;
+    if (value && d->be->uuid && d->be->uuid(d->st, i, uuidbuf[i], sizeof uuidbuf[i]) == ZEUS_OK) uuids[i] = uuidbuf[i];
+  }
+  return zeus__parse_visible_devices(value, uuids, count, d->map, &d->n);
+}
+
+int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
+  if (!out) return zeus__error(ZEUS_EINVAL, "zeus_devices_open: out is required");
+  const char *name = opts && opts->backend ? opts->backend : zeus__env_str("ZEUS_GPU_BACKEND");
+  const zeus__gpu_backend *be = NULL;
+  bool explicit_choice = name != NULL;
+  if (name && !(be = find_backend(name)))
+    return zeus__error(ZEUS_EINVAL, "%s '%s' is not a GPU backend (expected nvml, sim or none)",
+                       opts && opts->backend ? "backend" : "ZEUS_GPU_BACKEND", name);
+  zeus_devices *d = calloc(1, sizeof *d);
+  if (!d) return zeus__oom("opening the GPUs");
+  pthread_mutex_init(&d->mu, NULL);
+  d->keep = opts && opts->keep_settings_on_close;
+  int rc;
+  if (be) {
+    d->be = be;
+    rc = be->open(&d->st, opts);
+  } else {
+    d->be = &zeus__backend_nvml;
+    rc = d->be->open(&d->st, opts);
+    if (rc == ZEUS_ENOLIB) {
+      zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA GPUs: %s; using the 'none' backend", zeus_errmsg());
+      d->be = &zeus__backend_none;
+      rc = d->be->open(&d->st, opts);
+    }
+  }
+  (void)explicit_choice;
+  if (!rc) rc = map_visible(d, opts);
+  if (rc) {
+    if (d->st) d->be->close(d->st);
+    pthread_mutex_destroy(&d->mu);
+    free(d);
+    return rc;
+  }
+  track(d, true);
+  zeus__log(ZEUS_LOG_DEBUG, "device", "backend %s: %u visible GPU(s)", d->be->name, d->n);
+  *out = d;
+  return ZEUS_OK;
+}
+
+void zeus_devices_close(zeus_devices *d) {
+  if (!d) return;
+  track(d, false);
+  if (!d->keep) zeus_devices_restore(d);
+  d->be->close(d->st);
+  pthread_mutex_destroy(&d->mu);
+  free(d);
+}
+
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+static zeus_devices *default_devices;
+static int default_rc;
+static char default_err[512];
+
+static void close_default(void) {
+  zeus_devices_close(default_devices);
+  default_devices = NULL;
+}
+
+static void open_default(void) {
+  default_rc = zeus_devices_open(&default_devices, NULL);
+  if (default_rc)
+    snprintf(default_err, sizeof default_err, "%s", zeus_errmsg());
+  else
+    atexit(close_default);
+}
+
+int zeus_devices_default(zeus_devices **out) {
+  pthread_once(&default_once, open_default);
+  if (default_rc) return zeus__error(default_rc, "%s", default_err);
+  *out = default_devices;
+  return ZEUS_OK;
+}
+
+const char *zeus_devices_backend(const zeus_devices *d) { return d ? d->be->name : "none"; }
+double zeus_devices_now(const zeus_devices *d) { return d->be->now(d->st); }
+unsigned zeus_gpu_count(const zeus_devices *d) { return d ? d->n : 0; }
+
+/* Resolves a visible index and refuses lost GPUs. */
+static int resolve(zeus_devices *d, unsigned gpu, unsigned *phys) {
+  if (!d) return zeus__error(ZEUS_EINVAL, "no device handle given");
+  if (gpu >= d->n)
+    return zeus__error(ZEUS_ENOENT, "GPU %u is not visible (%u visible GPU%s, backend %s)", gpu, d->n,
+                       d->n == 1 ? "" : "s", d->be->name);
+  if (__atomic_load_n(&d->saved[gpu].lost, __ATOMIC_RELAXED))
+    return zeus__error(ZEUS_EGPULOST, "GPU %u was lost earlier (fallen off the bus or needs a reset); it is no longer used", gpu);
+  *phys = d->map[gpu];
+  return ZEUS_OK;
+}
+
+static int note(zeus_devices *d, unsigned gpu, int rc) {
+  if (rc == ZEUS_EGPULOST) __atomic_store_n(&d->saved[gpu].lost, true, __ATOMIC_RELAXED);
+  return rc;
+}
+
+static int unsupported(zeus_devices *d, unsigned gpu, const char *what) {
+  return zeus__error(ZEUS_ENOTSUP, "GPU %u (backend %s): %s is not supported", gpu, d->be->name, what);
+}
+
+#define CALL(d, gpu, slot, what, ...)                                 \
+  do {                                                                \
+    unsigned phys_;                                                   \
+    int rc_ = resolve((d), (gpu), &phys_);                            \
+    if (rc_) return rc_;                                              \
+    if (!(d)->be->slot) return unsupported((d), (gpu), (what));       \
+    return note((d), (gpu), (d)->be->slot((d)->st, phys_, __VA_ARGS__)); \
+  } while (0)
+
+int zeus_gpu_name(zeus_devices *d, unsigned gpu, char *buf, size_t len) { CALL(d, gpu, name_of, "reading the name", buf, len); }
+int zeus_gpu_uuid(zeus_devices *d, unsigned gpu, char *buf, size_t len) { CALL(d, gpu, uuid, "reading the UUID", buf, len); }
+int zeus_gpu_energy_counter_supported(zeus_devices *d, unsigned gpu, bool *out) {
+  CALL(d, gpu, energy_counter_supported, "the energy counter query", out);
+}
+int zeus_gpu_power_limit_constraints(zeus_devices *d, unsigned gpu, unsigned *min_mw, unsigned *max_mw,
+                                     unsigned *default_mw) {
+  CALL(d, gpu, power_limit_constraints, "reading the power-limit range", min_mw, max_mw, default_mw);
+}
+int zeus_gpu_get_power_limit(zeus_devices *d, unsigned gpu, unsigned *mw) {
+  CALL(d, gpu, get_power_limit, "reading the power limit", mw);
+}
+int zeus_gpu_get_persistence_mode(zeus_devices *d, unsigned gpu, bool *enabled) {
+  CALL(d, gpu, get_persistence_mode, "reading persistence mode", enabled);
+}
+int zeus_gpu_total_energy(zeus_devices *d, unsigned gpu, uint64_t *mj) {
+  CALL(d, gpu, total_energy, "the total-energy counter", mj);
+}
+int zeus_gpu_instant_power(zeus_devices *d, unsigned gpu, unsigned *mw) {
+  CALL(d, gpu, instant_power, "reading the power draw", mw);
+}
+int zeus_gpu_supported_memory_clocks(zeus_devices *d, unsigned gpu, unsigned *mhz, size_t *count) {
+  CALL(d, gpu, memory_clocks, "listing memory clocks", mhz, count);
+}
+int zeus_gpu_supported_graphics_clocks(zeus_devices *d, unsigned gpu, unsigned mem_mhz, unsigned *mhz,
+                                       size_t *count) {
+  CALL(d, gpu, graphics_clocks, "listing SM clocks", mem_mhz, mhz, count);
+}
+
+int zeus_gpu_set_power_limit(zeus_devices *d, unsigned gpu, unsigned mw) {
+  unsigned phys;
+  int rc = resolve(d, gpu, &phys);
+  if (rc) return rc;
+  if (!d->be->set_power_limit || !d->be->get_power_limit || !d->be->power_limit_constraints)
+    return unsupported(d, gpu, "setting the power limit");
+  unsigned lo, hi, def;
+  if ((rc = note(d, gpu, d->be->power_limit_constraints(d->st, phys, &lo, &hi, &def)))) return rc;
+  if (mw < lo || mw > hi)
+    return zeus__error(ZEUS_ERANGE, "GPU %u: power limit %u mW is outside the allowed range [%u, %u] mW", gpu, mw, lo, hi);
+  pthread_mutex_lock(&d->mu);
+  saved_state *s = &d->saved[gpu];
+  if (!s->pl_saved) {
+    unsigned cur;
+    if ((rc = note(d, gpu, d->be->get_power_limit(d->st, phys, &cur)))) goto out;
+    s->pl_mw = cur;
+    s->pl_saved = true;
+  }
+  rc = note(d, gpu, d->be->set_power_limit(d->st, phys, mw));
+out:
+  pthread_mutex_unlock(&d->mu);
+  return rc;
+}
+
+int zeus_gpu_set_persistence_mode(zeus_devices *d, unsigned gpu, bool enabled) {
+  unsigned phys;
+  int rc = resolve(d, gpu, &phys);
+  if (rc) return rc;
+  if (!d->be->set_persistence_mode) return unsupported(d, gpu, "setting persistence mode");
+  pthread_mutex_lock(&d->mu);
+  saved_state *s = &d->saved[gpu];
+  if (!s->pm_saved && d->be->get_persistence_mode) {
+    bool cur;
+    if (d->be->get_persistence_mode(d->st, phys, &cur) == ZEUS_OK) {
+      s->pm = cur;
+      s->pm_saved = true;
+    }
+  }
+  rc = note(d, gpu, d->be->set_persistence_mode(d->st, phys, enabled));
+  pthread_mutex_unlock(&d->mu);
+  return rc;
+}
+
+static int set_lock(zeus_devices *d, unsigned gpu, unsigned lo, unsigned hi, bool mem) {
+  unsigned phys;
+  int rc = resolve(d, gpu, &phys);
+  if (rc) return rc;
+  if (lo > hi)
+    return zeus__error(ZEUS_EINVAL, "GPU %u: locked %s clock range needs min <= max, got [%u, %u] MHz", gpu,
+                       mem ? "memory" : "SM", lo, hi);
+  int (*fn)(void *, unsigned, unsigned, unsigned) = mem ? d->be->set_memory_locked_clocks : d->be->set_locked_clocks;
+  if (!fn) return unsupported(d, gpu, mem ? "locking the memory clock" : "locking the SM clock");
+  pthread_mutex_lock(&d->mu);
+  rc = note(d, gpu, fn(d->st, phys, lo, hi));
+  if (!rc) *(mem ? &d->saved[gpu].mem_locked : &d->saved[gpu].clocks_locked) = true;
+  pthread_mutex_unlock(&d->mu);
+  return rc;
+}
+
+static int reset_lock(zeus_devices *d, unsigned gpu, bool mem) {
+  unsigned phys;
+  int rc = resolve(d, gpu, &phys);
+  if (rc) return rc;
+  int (*fn)(void *, unsigned) = mem ? d->be->reset_memory_locked_clocks : d->be->reset_locked_clocks;
+  if (!fn) return unsupported(d, gpu, mem ? "resetting the memory clock" : "resetting the SM clock");
+  pthread_mutex_lock(&d->mu);
+  rc = note(d, gpu, fn(d->st, phys));
+  if (!rc) *(mem ? &d->saved[gpu].mem_locked : &d->saved[gpu].clocks_locked) = false;
+  pthread_mutex_unlock(&d->mu);
+  return rc;
+}
+
+int zeus_gpu_set_locked_clocks(zeus_devices *d, unsigned gpu, unsigned min_mhz, unsigned max_mhz) {
+  return set_lock(d, gpu, min_mhz, max_mhz, false);
+}
+int zeus_gpu_reset_locked_clocks(zeus_devices *d, unsigned gpu) { return reset_lock(d, gpu, false); }
+int zeus_gpu_set_memory_locked_clocks(zeus_devices *d, unsigned gpu, unsigned min_mhz, unsigned max_mhz) {
+  return set_lock(d, gpu, min_mhz, max_mhz, true);
+}
+int zeus_gpu_reset_memory_locked_clocks(zeus_devices *d, unsigned gpu) { return reset_lock(d, gpu, true); }
+
+/* Restores one GPU without taking the handle's lock (also used from signal handlers). */
+static int restore_gpu(zeus_devices *d, unsigned gpu) {
+  saved_state *s = &d->saved[gpu];
+  if (s->lost) return ZEUS_OK;
+  unsigned phys = d->map[gpu];
+  int first = ZEUS_OK, rc;
+  if (s->clocks_locked && d->be->reset_locked_clocks) {
+    if ((rc = d->be->reset_locked_clocks(d->st, phys)) == ZEUS_OK) s->clocks_locked = false;
+    else if (!first) first = rc;
+  }
+  if (s->mem_locked && d->be->reset_memory_locked_clocks) {
+    if ((rc = d->be->reset_memory_locked_clocks(d->st, phys)) == ZEUS_OK) s->mem_locked = false;
+    else if (!first) first = rc;
+  }
+  if (s->pl_saved) {
+    unsigned cur = 0;
+    if (d->be->get_power_limit(d->st, phys, &cur) == ZEUS_OK && cur == s->pl_mw) {
+      s->pl_saved = false;
+    } else if ((rc = d->be->set_power_limit(d->st, phys, s->pl_mw)) == ZEUS_OK) {
+      zeus__log(ZEUS_LOG_INFO, "device", "GPU %u: power limit restored to %u mW", gpu, s->pl_mw);
+      s->pl_saved = false;
+    } else if (!first) {
+      first = rc;
+    }
+  }
+  if (s->pm_saved && d->be->set_persistence_mode) {
+    if ((rc = d->be->set_persistence_mode(d->st, phys, s->pm)) == ZEUS_OK) s->pm_saved = false;
+    else if (!first) first = rc;
+  }
+  if (first == ZEUS_EGPULOST) s->lost = true;
+  return first;
+}
+
+int zeus_devices_restore(zeus_devices *d) {
+  if (!d) return ZEUS_OK;
+  int first = ZEUS_OK;
+  pthread_mutex_lock(&d->mu);
+  for (unsigned g = 0; g < d->n; g++) {
+    int rc = restore_gpu(d, g);
+    if (rc && !first) first = rc;
+  }
+  pthread_mutex_unlock(&d->mu);
+  return first;
+}
+
+void zeus_devices_restore_all(void) {
+  for (int i = 0; i < MAX_OPEN_HANDLES; i++) {
+    zeus_devices *d = __atomic_load_n(&open_handles[i], __ATOMIC_SEQ_CST);
+    if (!d) continue;
+    /* A handler may interrupt a thread holding d->mu: try the lock, and restore anyway if it is
+     * taken, since the process is about to exit. */
+    bool locked = pthread_mutex_trylock(&d->mu) == 0;
+    for (unsigned g = 0; g < d->n; g++) restore_gpu(d, g);
+    if (locked) pthread_mutex_unlock(&d->mu);
+  }
+}
+
+zeus_sim_node *zeus_devices_sim_node(zeus_devices *d) {
+  return d && d->be->sim_node ? d->be->sim_node(d->st) : NULL;
+}
+
+int zeus_devices_sim_index(zeus_devices *d, unsigned gpu, unsigned *node_gpu) {
+  if (!zeus_devices_sim_node(d)) return zeus__error(ZEUS_ENOTSUP, "the %s backend is not simulated", zeus_devices_backend(d));
+  unsigned phys;
+  int rc = resolve(d, gpu, &phys);
+  if (rc) return rc;
+  *node_gpu = phys;
+  return ZEUS_OK;
+}

@@ -1,0 +1,385 @@
+/* The "nvml" backend: NVIDIA GPUs through libnvidia-ml.so.1, loaded at run time.
+ *
+ * Required symbols (the backend fails cleanly without them): init, shutdown, count, handle by
+ * index, UUID, name. Every other function is optional: a missing one reads as "not supported".
+ * Every NVML return code maps to a zeus code, and messages carry NVML's own name for the code,
+ * the GPU and the operation. */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/backend.h"
+#include "device/nvml_types.h"
+
+typedef struct nvml_state {
+  void *lib;
+  char path[512];
+  nvmlReturn_t (*Init)(void);
+  nvmlReturn_t (*Shutdown)(void);
+  const char *(*ErrorString)(nvmlReturn_t);
+  nvmlReturn_t (*GetCount)(unsigned *);
+  nvmlReturn_t (*GetHandleByIndex)(unsigned, nvmlDevice_t *);
+  nvmlReturn_t (*GetUUID)(nvmlDevice_t, char *, unsigned);
+  nvmlReturn_t (*GetName)(nvmlDevice_t, char *, unsigned);
+  nvmlReturn_t (*GetPowerManagementLimitConstraints)(nvmlDevice_t, unsigned *, unsigned *);
+  nvmlReturn_t (*GetPowerManagementLimit)(nvmlDevice_t, unsigned *);
+  nvmlReturn_t (*GetPowerManagementDefaultLimit)(nvmlDevice_t, unsigned *);
+  nvmlReturn_t (*SetPowerManagementLimit)(nvmlDevice_t, unsigned);
+  nvmlReturn_t (*GetPersistenceMode)(nvmlDevice_t, nvmlEnableState_t *);
+  nvmlReturn_t (*SetPersistenceMode)(nvmlDevice_t, nvmlEnableState_t);
+  nvmlReturn_t (*GetTotalEnergyConsumption)(nvmlDevice_t, unsigned long long *);
+  nvmlReturn_t (*GetPowerUsage)(nvmlDevice_t, unsigned *);
+  nvmlReturn_t (*GetSupportedMemoryClocks)(nvmlDevice_t, unsigned *, unsigned *);
+  nvmlReturn_t (*GetSupportedGraphicsClocks)(nvmlDevice_t, unsigned, unsigned *, unsigned *);
+  nvmlReturn_t (*SetGpuLockedClocks)(nvmlDevice_t, unsigned, unsigned);
+  nvmlReturn_t (*ResetGpuLockedClocks)(nvmlDevice_t);
+  nvmlReturn_t (*SetMemoryLockedClocks)(nvmlDevice_t, unsigned, unsigned);
+  nvmlReturn_t (*ResetMemoryLockedClocks)(nvmlDevice_t);
+  /* Optional clock of a simulated NVML (the test library): seconds. NULL for real NVML. */
+  double (*SimClockNow)(void);
+  unsigned count;
+  nvmlDevice_t dev[ZEUS_MAX_GPUS];
+  nvmlReturn_t dev_err[ZEUS_MAX_GPUS]; /* why a handle is missing (NO_PERMISSION...) */
+} nvml_state;
+
+static const char *ret_name(nvmlReturn_t r) {
+  switch (r) {
+#define ZEUS__NVML_NAME(name, value) \
+  case (value):                      \
+    return #name;
+    ZEUS_NVML_RETURN_MAP(ZEUS__NVML_NAME)
+#undef ZEUS__NVML_NAME
+  }
+  return "UNKNOWN_CODE";
+}
+
+static int map_code(nvmlReturn_t r) {
+  switch (r) {
+    case NVML_SUCCESS: return ZEUS_OK;
+    case NVML_ERROR_INVALID_ARGUMENT: return ZEUS_EINVAL;
+    case NVML_ERROR_NOT_SUPPORTED:
+    case NVML_ERROR_FREQ_NOT_SUPPORTED:
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+    case NVML_ERROR_DEPRECATED: return ZEUS_ENOTSUP;
+    case NVML_ERROR_NO_PERMISSION:
+    case NVML_ERROR_OPERATING_SYSTEM: return ZEUS_EPERM;
+    case NVML_ERROR_NOT_FOUND:
+    case NVML_ERROR_GPU_NOT_FOUND: return ZEUS_ENOENT;
+    case NVML_ERROR_INSUFFICIENT_SIZE: return ZEUS_ERANGE;
+    case NVML_ERROR_GPU_IS_LOST:
+    case NVML_ERROR_RESET_REQUIRED: return ZEUS_EGPULOST;
+    case NVML_ERROR_UNINITIALIZED:
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+    case NVML_ERROR_LIBRARY_NOT_FOUND:
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return ZEUS_ENOLIB;
+    case NVML_ERROR_TIMEOUT: return ZEUS_ETIMEDOUT;
+    case NVML_ERROR_MEMORY: return ZEUS_ENOMEM;
+    case NVML_ERROR_IN_USE:
+    case NVML_ERROR_NOT_READY:
+    case NVML_ERROR_INVALID_STATE: return ZEUS_ESTATE;
+    default: return ZEUS_EDEVICE;
+  }
+}
+
+/* Turns an NVML failure into a zeus error naming the code, NVML's text, the GPU and the operation. */
+static int nv_fail(const nvml_state *s, nvmlReturn_t r, unsigned gpu, const char *what) {
+  const char *text = s->ErrorString ? s->ErrorString(r) : NULL;
+  const char *hint = "";
+  if (r == NVML_ERROR_NO_PERMISSION)
+    hint = ": this operation needs root or CAP_SYS_ADMIN (e.g. docker run --cap-add SYS_ADMIN)";
+  else if (r == NVML_ERROR_GPU_IS_LOST || r == NVML_ERROR_RESET_REQUIRED)
+    hint = ": the GPU has fallen off the bus or needs a reset; it will not be used again";
+  else if (r == NVML_ERROR_OPERATING_SYSTEM)
+    hint = ": blocked by the operating system (cgroups or a container policy)";
+  return zeus__error(map_code(r), "NVML %s (%s, code %d) on GPU %u while %s%s", ret_name(r), text ? text : "no text", r,
+                     gpu, what, hint);
+}
+
+static void *sym(void *lib, const char *v2, const char *v1) {
+  void *p = dlsym(lib, v2);
+  if (!p && v1) p = dlsym(lib, v1);
+  return p;
+}
+
+static void nv_close(void *st) {
+  nvml_state *s = st;
+  if (!s) return;
+  if (s->Shutdown) s->Shutdown();
+  if (s->lib) dlclose(s->lib);
+  free(s);
+}
+
+static int nv_open(void **state, const zeus_devices_opts *opts) {
+  const char *path = opts && opts->nvml_library ? opts->nvml_library : zeus__env_str("ZEUS_NVML_LIBRARY");
+  if (!path) path = "libnvidia-ml.so.1";
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return zeus__error(ZEUS_ENOLIB, "cannot load the NVML library '%s': %s", path, dlerror());
+  nvml_state *s = calloc(1, sizeof *s);
+  if (!s) {
+    dlclose(lib);
+    return zeus__oom("loading NVML");
+  }
+  s->lib = lib;
+  snprintf(s->path, sizeof s->path, "%s", path);
+#define REQ(field, v2, v1)                                                                             \
+  do {                                                                                                 \
+    *(void **)&s->field = sym(lib, v2, v1);                                                            \
+    if (!s->field) {                                                                                   \
+      int rc_ = zeus__error(ZEUS_ENOLIB, "the NVML library '%s' lacks the required function %s", path, v2); \
+      s->Shutdown = NULL;                                                                              \
+      nv_close(s);                                                                                     \
+      return rc_;                                                                                      \
+    }                                                                                                  \
+  } while (0)
+#define OPT(field, name) *(void **)&s->field = dlsym(lib, name)
+  REQ(Init, "nvmlInit_v2", "nvmlInit");
+  REQ(Shutdown, "nvmlShutdown", NULL);
+  REQ(GetCount, "nvmlDeviceGetCount_v2", "nvmlDeviceGetCount");
+  REQ(GetHandleByIndex, "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex");
+  REQ(GetUUID, "nvmlDeviceGetUUID", NULL);
+  REQ(GetName, "nvmlDeviceGetName", NULL);
+  OPT(ErrorString, "nvmlErrorString");
+  OPT(GetPowerManagementLimitConstraints, "nvmlDeviceGetPowerManagementLimitConstraints");
+  OPT(GetPowerManagementLimit, "nvmlDeviceGetPowerManagementLimit");
+  OPT(GetPowerManagementDefaultLimit, "nvmlDeviceGetPowerManagementDefaultLimit");
+  OPT(SetPowerManagementLimit, "nvmlDeviceSetPowerManagementLimit");
+  OPT(GetPersistenceMode, "nvmlDeviceGetPersistenceMode");
+  OPT(SetPersistenceMode, "nvmlDeviceSetPersistenceMode");
+  OPT(GetTotalEnergyConsumption, "nvmlDeviceGetTotalEnergyConsumption");
+  OPT(GetPowerUsage, "nvmlDeviceGetPowerUsage");
+  OPT(GetSupportedMemoryClocks, "nvmlDeviceGetSupportedMemoryClocks");
+  OPT(GetSupportedGraphicsClocks, "nvmlDeviceGetSupportedGraphicsClocks");
+  OPT(SetGpuLockedClocks, "nvmlDeviceSetGpuLockedClocks");
+  OPT(ResetGpuLockedClocks, "nvmlDeviceResetGpuLockedClocks");
+  OPT(SetMemoryLockedClocks, "nvmlDeviceSetMemoryLockedClocks");
+  OPT(ResetMemoryLockedClocks, "nvmlDeviceResetMemoryLockedClocks");
+  OPT(SimClockNow, "zeusSimClockNow");
+#undef REQ
+#undef OPT
+  nvmlReturn_t r = s->Init();
+  if (r != NVML_SUCCESS) {
+    const char *text = s->ErrorString ? s->ErrorString(r) : NULL;
+    int rc = zeus__error(ZEUS_ENOLIB, "NVML initialisation failed: %s (%s, code %d)", ret_name(r), text ? text : "no text", r);
+    s->Shutdown = NULL;
+    nv_close(s);
+    return rc;
+  }
+  unsigned count = 0;
+  if ((r = s->GetCount(&count)) != NVML_SUCCESS) {
+    int rc = nv_fail(s, r, 0, "counting GPUs");
+    nv_close(s);
+    return rc;
+  }
+  if (count > ZEUS_MAX_GPUS) {
+    zeus__log(ZEUS_LOG_WARN, "device", "NVML reports %u GPUs; using the first %d", count, ZEUS_MAX_GPUS);
+    count = ZEUS_MAX_GPUS;
+  }
+  s->count = count;
+  for (unsigned i = 0; i < count; i++) {
+    r = s->GetHandleByIndex(i, &s->dev[i]);
+    if (r != NVML_SUCCESS) {
+      /* A GPU this user may not open still counts toward the indices. */
+      s->dev[i] = NULL;
+      s->dev_err[i] = r;
+      zeus__log(ZEUS_LOG_WARN, "device", "NVML GPU %u cannot be opened: %s", i, ret_name(r));
+    }
+  }
+  *state = s;
+  return ZEUS_OK;
+}
+
+static unsigned nv_count(void *st) { return ((nvml_state *)st)->count; }
+
+static double nv_now(void *st) {
+  nvml_state *s = st;
+  return s->SimClockNow ? s->SimClockNow() : zeus_monotonic_s();
+}
+
+/* Checks that GPU i has a handle and that the function exists. */
+#define NV_DEV(s, i, fn, what)                                                                        \
+  nvml_state *s = st;                                                                                 \
+  if (!s->dev[i]) return nv_fail(s, s->dev_err[i], i, what);                                          \
+  if (!s->fn)                                                                                         \
+    return zeus__error(ZEUS_ENOTSUP, "GPU %u: %s is not supported by the NVML library '%s' (no %s)", i, what, \
+                       s->path, #fn);                                                                 \
+  nvmlDevice_t dev = s->dev[i]
+
+static int nv_name(void *st, unsigned i, char *buf, size_t len) {
+  NV_DEV(s, i, GetName, "reading the name");
+  char tmp[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+  nvmlReturn_t r = s->GetName(dev, tmp, sizeof tmp);
+  if (r) return nv_fail(s, r, i, "reading the name");
+  snprintf(buf, len, "%s", tmp);
+  return ZEUS_OK;
+}
+
+static int nv_uuid(void *st, unsigned i, char *buf, size_t len) {
+  NV_DEV(s, i, GetUUID, "reading the UUID");
+  char tmp[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+  nvmlReturn_t r = s->GetUUID(dev, tmp, sizeof tmp);
+  if (r) return nv_fail(s, r, i, "reading the UUID");
+  snprintf(buf, len, "%s", tmp);
+  return ZEUS_OK;
+}
+
+static int nv_counter_supported(void *st, unsigned i, bool *out) {
+  nvml_state *s = st;
+  if (!s->dev[i]) return nv_fail(s, s->dev_err[i], i, "querying the energy counter");
+  if (!s->GetTotalEnergyConsumption) { *out = false; return ZEUS_OK; }
+  unsigned long long mj;
+  nvmlReturn_t r = s->GetTotalEnergyConsumption(s->dev[i], &mj);
+  if (r == NVML_SUCCESS) { *out = true; return ZEUS_OK; }
+  if (r == NVML_ERROR_NOT_SUPPORTED) { *out = false; return ZEUS_OK; }
+  return nv_fail(s, r, i, "querying the energy counter");
+}
+
+static int nv_constraints(void *st, unsigned i, unsigned *lo, unsigned *hi, unsigned *def) {
+  NV_DEV(s, i, GetPowerManagementLimitConstraints, "reading the power-limit range");
+  unsigned a, b, c = 0;
+  nvmlReturn_t r = s->GetPowerManagementLimitConstraints(dev, &a, &b);
+  if (r) return nv_fail(s, r, i, "reading the power-limit range");
+  if (def) {
+    if (!s->GetPowerManagementDefaultLimit) return zeus__error(ZEUS_ENOTSUP, "GPU %u: no default power limit in '%s'", i, s->path);
+    if ((r = s->GetPowerManagementDefaultLimit(dev, &c))) return nv_fail(s, r, i, "reading the default power limit");
+  }
+  if (lo) *lo = a;
+  if (hi) *hi = b;
+  if (def) *def = c;
+  return ZEUS_OK;
+}
+
+static int nv_get_pl(void *st, unsigned i, unsigned *mw) {
+  NV_DEV(s, i, GetPowerManagementLimit, "reading the power limit");
+  nvmlReturn_t r = s->GetPowerManagementLimit(dev, mw);
+  return r ? nv_fail(s, r, i, "reading the power limit") : ZEUS_OK;
+}
+
+static int nv_set_pl(void *st, unsigned i, unsigned mw) {
+  NV_DEV(s, i, SetPowerManagementLimit, "setting the power limit");
+  nvmlReturn_t r = s->SetPowerManagementLimit(dev, mw);
+  if (!r) return ZEUS_OK;
+  char what[64];
+  snprintf(what, sizeof what, "setting the power limit to %u mW", mw);
+  return nv_fail(s, r, i, what);
+}
+
+static int nv_get_pm(void *st, unsigned i, bool *enabled) {
+  NV_DEV(s, i, GetPersistenceMode, "reading persistence mode");
+  nvmlEnableState_t e;
+  nvmlReturn_t r = s->GetPersistenceMode(dev, &e);
+  if (r) return nv_fail(s, r, i, "reading persistence mode");
+  *enabled = e == NVML_FEATURE_ENABLED;
+  return ZEUS_OK;
+}
+
+static int nv_set_pm(void *st, unsigned i, bool enabled) {
+  NV_DEV(s, i, SetPersistenceMode, "setting persistence mode");
+  nvmlReturn_t r = s->SetPersistenceMode(dev, enabled ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED);
+  return r ? nv_fail(s, r, i, enabled ? "enabling persistence mode" : "disabling persistence mode") : ZEUS_OK;
+}
+
+static int nv_energy(void *st, unsigned i, uint64_t *mj) {
+  NV_DEV(s, i, GetTotalEnergyConsumption, "reading the total-energy counter");
+  unsigned long long v;
+  nvmlReturn_t r = s->GetTotalEnergyConsumption(dev, &v);
+  if (r) return nv_fail(s, r, i, "reading the total-energy counter");
+  *mj = v;
+  return ZEUS_OK;
+}
+
+static int nv_power(void *st, unsigned i, unsigned *mw) {
+  NV_DEV(s, i, GetPowerUsage, "reading the power draw");
+  nvmlReturn_t r = s->GetPowerUsage(dev, mw);
+  return r ? nv_fail(s, r, i, "reading the power draw") : ZEUS_OK;
+}
+
+/* NVML's count protocol: *n in = capacity, out = entries (or the number needed on
+ * INSUFFICIENT_SIZE). Sorts highest first, as the API promises. */
+static int sort_desc_cmp(const void *a, const void *b) {
+  unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+  return (x < y) - (x > y);
+}
+
+static int finish_clocks(nvml_state *s, nvmlReturn_t r, unsigned n, unsigned *mhz, size_t *count, unsigned i,
+                         const char *what) {
+  if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
+    size_t given = *count;
+    *count = n;
+    return zeus__error(ZEUS_ERANGE, "GPU %u: %u entries needed while %s, more than the %zu given", i, n, what,
+                       given);
+  }
+  if (r) return nv_fail(s, r, i, what);
+  qsort(mhz, n, sizeof *mhz, sort_desc_cmp);
+  *count = n;
+  return ZEUS_OK;
+}
+
+static int nv_mem_clocks(void *st, unsigned i, unsigned *mhz, size_t *count) {
+  NV_DEV(s, i, GetSupportedMemoryClocks, "listing memory clocks");
+  unsigned n = *count > 4096 ? 4096 : (unsigned)*count;
+  nvmlReturn_t r = s->GetSupportedMemoryClocks(dev, &n, mhz);
+  return finish_clocks(s, r, n, mhz, count, i, "listing memory clocks");
+}
+
+static int nv_gr_clocks(void *st, unsigned i, unsigned mem, unsigned *mhz, size_t *count) {
+  NV_DEV(s, i, GetSupportedGraphicsClocks, "listing SM clocks");
+  unsigned n = *count > 4096 ? 4096 : (unsigned)*count;
+  nvmlReturn_t r = s->GetSupportedGraphicsClocks(dev, mem, &n, mhz);
+  char what[64];
+  snprintf(what, sizeof what, "listing SM clocks for memory clock %u MHz", mem);
+  return finish_clocks(s, r, n, mhz, count, i, what);
+}
+
+static int nv_lock(void *st, unsigned i, unsigned lo, unsigned hi) {
+  NV_DEV(s, i, SetGpuLockedClocks, "locking the SM clock");
+  nvmlReturn_t r = s->SetGpuLockedClocks(dev, lo, hi);
+  if (!r) return ZEUS_OK;
+  char what[80];
+  snprintf(what, sizeof what, "locking the SM clock to [%u, %u] MHz", lo, hi);
+  return nv_fail(s, r, i, what);
+}
+
+static int nv_unlock(void *st, unsigned i) {
+  NV_DEV(s, i, ResetGpuLockedClocks, "resetting the SM clock");
+  nvmlReturn_t r = s->ResetGpuLockedClocks(dev);
+  return r ? nv_fail(s, r, i, "resetting the locked SM clock") : ZEUS_OK;
+}
+
+static int nv_mem_lock(void *st, unsigned i, unsigned lo, unsigned hi) {
+  NV_DEV(s, i, SetMemoryLockedClocks, "locking the memory clock");
+  nvmlReturn_t r = s->SetMemoryLockedClocks(dev, lo, hi);
+  if (!r) return ZEUS_OK;
+  char what[80];
+  snprintf(what, sizeof what, "locking the memory clock to [%u, %u] MHz", lo, hi);
+  return nv_fail(s, r, i, what);
+}
+
+static int nv_mem_unlock(void *st, unsigned i) {
+  NV_DEV(s, i, ResetMemoryLockedClocks, "resetting the memory clock");
+  nvmlReturn_t r = s->ResetMemoryLockedClocks(dev);
+  return r ? nv_fail(s, r, i, "resetting the locked memory clock") : ZEUS_OK;
+}
+
+const zeus__gpu_backend zeus__backend_nvml = {
+    .name = "nvml",
+    .open = nv_open,
+    .close = nv_close,
+    .count = nv_count,
+    .now = nv_now,
+    .name_of = nv_name,
+    .uuid = nv_uuid,
+    .energy_counter_supported = nv_counter_supported,
+    .power_limit_constraints = nv_constraints,
+    .get_power_limit = nv_get_pl,
+    .set_power_limit = nv_set_pl,
+    .get_persistence_mode = nv_get_pm,
+    .set_persistence_mode = nv_set_pm,
+    .total_energy = nv_energy,
+    .instant_power = nv_power,
+    .memory_clocks = nv_mem_clocks,
+    .graphics_clocks = nv_gr_clocks,
+    .set_locked_clocks = nv_lock,
+    .reset_locked_clocks = nv_unlock,
+    .set_memory_locked_clocks = nv_mem_lock,
+    .reset_memory_locked_clocks = nv_mem_unlock,
+};

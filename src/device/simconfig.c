@@ -1,0 +1,262 @@
+/* Simulated-GPU configurations: from ZEUS_SIM_* settings, a profile CSV, or a JSON model file. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/csv.h"
+#include "core/json.h"
+#include "zeus/sim.h"
+
+void zeus_sim_config_free(zeus_sim_config *cfg) {
+  if (!cfg) return;
+  if (cfg->gpus)
+    for (unsigned i = 0; i < cfg->num_gpus; i++) free((void *)cfg->gpus[i].table);
+  free(cfg->gpus);
+  free(cfg);
+}
+
+static int alloc_config(unsigned n, zeus_sim_config **out) {
+  zeus_sim_config *c = calloc(1, sizeof *c);
+  if (!c || !(c->gpus = calloc(n ? n : 1, sizeof *c->gpus))) {
+    free(c);
+    return zeus__oom("building a simulated-GPU configuration");
+  }
+  c->num_gpus = n;
+  *out = c;
+  return ZEUS_OK;
+}
+
+/* Power-limit profile CSV: one row per limit (window names end in _<W>), one GPU per
+ * gpu<i>_energy column. */
+static int load_profile_csv(const char *path, unsigned units_per_row, zeus_sim_config **out) {
+  zeus__csv *csv;
+  int rc = zeus__csv_read_file(path, &csv);
+  if (rc) return rc;
+  zeus_sim_config *cfg = NULL;
+  size_t c_name, c_time;
+  if ((rc = zeus__csv_require_col(csv, "window_name", &c_name)) ||
+      (rc = zeus__csv_require_col(csv, "elapsed_time", &c_time)))
+    goto done;
+  unsigned ngpu = 0;
+  long gcol[ZEUS_MAX_GPUS];
+  for (;; ngpu++) {
+    char col[32];
+    snprintf(col, sizeof col, "gpu%u_energy", ngpu);
+    long j = zeus__csv_find_col(csv, col);
+    if (j < 0) break;
+    if (ngpu == ZEUS_MAX_GPUS) {
+      rc = zeus__error(ZEUS_EPARSE, "%s: more than %d gpu<i>_energy columns", path, ZEUS_MAX_GPUS);
+      goto done;
+    }
+    gcol[ngpu] = j;
+  }
+  if (ngpu == 0) {
+    rc = zeus__error(ZEUS_EPARSE, "%s: no gpu0_energy column (expected start_time,window_name,elapsed_time,gpu<i>_energy...)", path);
+    goto done;
+  }
+  size_t nrows = zeus__csv_nrows(csv);
+  if (nrows == 0) {
+    rc = zeus__error(ZEUS_EPARSE, "%s: no rows after the header, expected one row per power limit", path);
+    goto done;
+  }
+  if ((rc = alloc_config(ngpu, &cfg))) goto done;
+  double upr = units_per_row ? units_per_row : 40;
+  for (unsigned g = 0; g < ngpu; g++) {
+    zeus_sim_table_row *rows = calloc(nrows, sizeof *rows);
+    if (!rows) { rc = zeus__oom("loading a profile"); goto done; }
+    cfg->gpus[g].model = ZEUS_SIM_TABLE;
+    cfg->gpus[g].table = rows;
+    cfg->gpus[g].table_len = nrows;
+    const char *base = strrchr(path, '/');
+    snprintf(cfg->gpus[g].name, sizeof cfg->gpus[g].name, "Zeus Simulated GPU (table %s)", base ? base + 1 : path);
+  }
+  for (size_t r = 0; r < nrows; r++) {
+    const char *wn = zeus__csv_cell(csv, r, c_name);
+    const char *us = strrchr(wn, '_');
+    char *end = NULL;
+    double limit = us ? strtod(us + 1, &end) : 0;
+    if (!us || end == us + 1 || *end || !(limit > 0)) {
+      rc = zeus__error(ZEUS_EPARSE, "%s:%zu: window_name '%s' does not end in _<power limit in W>", path,
+                       zeus__csv_line(csv, r), wn);
+      goto done;
+    }
+    double t;
+    if ((rc = zeus__csv_double(csv, r, c_time, &t))) goto done;
+    if (!(t > 0)) {
+      rc = zeus__error(ZEUS_EPARSE, "%s:%zu: elapsed_time must be positive, got %g", path, zeus__csv_line(csv, r), t);
+      goto done;
+    }
+    for (unsigned g = 0; g < ngpu; g++) {
+      double e;
+      if ((rc = zeus__csv_double(csv, r, (size_t)gcol[g], &e))) goto done;
+      if (!(e > 0)) {
+        rc = zeus__error(ZEUS_EPARSE, "%s:%zu: gpu%u_energy must be positive, got %g", path, zeus__csv_line(csv, r), g, e);
+        goto done;
+      }
+      zeus_sim_table_row *row = (zeus_sim_table_row *)&cfg->gpus[g].table[r];
+      row->power_limit_w = limit;
+      row->time_per_unit_s = t / upr;
+      row->energy_per_unit_j = e / upr;
+    }
+  }
+done:
+  zeus__csv_free(csv);
+  if (rc) zeus_sim_config_free(cfg);
+  else *out = cfg;
+  return rc;
+}
+
+static int json_gpu(const char *path, size_t idx, json_t *o, zeus_sim_gpu_config *g) {
+  char ctx[600];
+  snprintf(ctx, sizeof ctx, "%s: gpus[%zu]", path, idx);
+  if (!json_is_object(o)) return zeus__error(ZEUS_EPARSE, "%s: expected an object, got %s", ctx, zeus__json_type_name(o));
+  static const struct { const char *key; size_t off; bool is_uint; } nums[] = {
+#define U(f) {#f, offsetof(zeus_sim_dvfs, f), true}
+#define D(f) {#f, offsetof(zeus_sim_dvfs, f), false}
+      U(max_clock_mhz), U(min_clock_mhz), U(clock_step_mhz), U(mem_clock_mhz), D(min_power_limit_w),
+      D(max_power_limit_w), D(default_power_limit_w), D(idle_power_w), D(static_power_w), D(dynamic_power_w),
+      D(time_per_unit_s), D(mem_bound_fraction),
+#undef U
+#undef D
+  };
+  const char *key;
+  json_t *v;
+  json_object_foreach(o, key, v) {
+    bool known = false;
+    for (size_t k = 0; k < ZEUS__ARRAY_LEN(nums); k++) {
+      if (strcmp(key, nums[k].key) != 0) continue;
+      known = true;
+      if (!json_is_number(v) || json_number_value(v) < 0)
+        return zeus__error(ZEUS_EPARSE, "%s: field '%s' must be a number >= 0, got %s", ctx, key, zeus__json_type_name(v));
+      double x = json_number_value(v);
+      char *dst = (char *)&g->dvfs + nums[k].off;
+      if (nums[k].is_uint) {
+        if (x > 100000 || x != floor(x))
+          return zeus__error(ZEUS_EPARSE, "%s: field '%s' must be a whole number of MHz up to 100000, got %g", ctx, key, x);
+        *(unsigned *)dst = (unsigned)x;
+      } else {
+        *(double *)dst = x;
+      }
+    }
+    if (known) continue;
+    if (strcmp(key, "model") == 0) {
+      const char *m = json_string_value(v);
+      if (m && strcmp(m, "dvfs") == 0) g->model = ZEUS_SIM_DVFS;
+      else if (m && strcmp(m, "table") == 0) g->model = ZEUS_SIM_TABLE;
+      else return zeus__error(ZEUS_EPARSE, "%s: field 'model' must be \"dvfs\" or \"table\"", ctx);
+    } else if (strcmp(key, "name") == 0) {
+      if (!json_is_string(v)) return zeus__error(ZEUS_EPARSE, "%s: field 'name' must be a string", ctx);
+      snprintf(g->name, sizeof g->name, "%s", json_string_value(v));
+    } else if (strcmp(key, "energy_counter") == 0) {
+      if (!json_is_boolean(v)) return zeus__error(ZEUS_EPARSE, "%s: field 'energy_counter' must be true or false", ctx);
+      g->no_energy_counter = !json_is_true(v);
+    } else if (strcmp(key, "counter_period_s") == 0 || strcmp(key, "time_scale") == 0) {
+      if (!json_is_number(v) || json_number_value(v) < 0)
+        return zeus__error(ZEUS_EPARSE, "%s: field '%s' must be a number >= 0", ctx, key);
+      if (key[0] == 'c') g->counter_period_s = json_number_value(v);
+      else g->time_scale = json_number_value(v);
+    } else if (strcmp(key, "table") == 0) {
+      if (!json_is_array(v) || json_array_size(v) == 0)
+        return zeus__error(ZEUS_EPARSE, "%s: field 'table' must be a non-empty list of [limit_w, time_per_unit_s, energy_per_unit_j]", ctx);
+      zeus_sim_table_row *rows = calloc(json_array_size(v), sizeof *rows);
+      if (!rows) return zeus__oom("loading a model file");
+      free((void *)g->table);
+      g->table = rows;
+      g->table_len = json_array_size(v);
+      size_t r;
+      json_t *row;
+      json_array_foreach(v, r, row) {
+        if (!json_is_array(row) || json_array_size(row) != 3 || !json_is_number(json_array_get(row, 0)) ||
+            !json_is_number(json_array_get(row, 1)) || !json_is_number(json_array_get(row, 2)))
+          return zeus__error(ZEUS_EPARSE, "%s: table[%zu] must be [limit_w, time_per_unit_s, energy_per_unit_j]", ctx, r);
+        rows[r].power_limit_w = json_number_value(json_array_get(row, 0));
+        rows[r].time_per_unit_s = json_number_value(json_array_get(row, 1));
+        rows[r].energy_per_unit_j = json_number_value(json_array_get(row, 2));
+      }
+    } else {
+      return zeus__error(ZEUS_EPARSE, "%s: unknown field '%s'", ctx, key);
+    }
+  }
+  return ZEUS_OK;
+}
+
+static int load_json(const char *path, zeus_sim_config **out) {
+  json_t *root;
+  int rc = zeus__json_load_file(path, &root);
+  if (rc) return rc;
+  zeus_sim_config *cfg = NULL;
+  json_t *gpus = json_object_get(root, "gpus");
+  if (!json_is_object(root) || !json_is_array(gpus) || json_array_size(gpus) == 0 ||
+      json_array_size(gpus) > ZEUS_MAX_GPUS) {
+    rc = zeus__error(ZEUS_EPARSE, "%s: expected an object with a 'gpus' list of 1 to %d GPU models", path, ZEUS_MAX_GPUS);
+    goto done;
+  }
+  if ((rc = alloc_config((unsigned)json_array_size(gpus), &cfg))) goto done;
+  json_t *clock = json_object_get(root, "clock");
+  if (clock) {
+    const char *c = json_string_value(clock);
+    if (c && strcmp(c, "virtual") == 0) cfg->clock = ZEUS_SIM_CLOCK_VIRTUAL;
+    else if (c && strcmp(c, "wall") == 0) cfg->clock = ZEUS_SIM_CLOCK_WALL;
+    else { rc = zeus__error(ZEUS_EPARSE, "%s: 'clock' must be \"virtual\" or \"wall\"", path); goto done; }
+  }
+  size_t i;
+  json_t *g;
+  json_array_foreach(gpus, i, g) {
+    if ((rc = json_gpu(path, i, g, &cfg->gpus[i]))) goto done;
+  }
+done:
+  json_decref(root);
+  if (rc) zeus_sim_config_free(cfg);
+  else *out = cfg;
+  return rc;
+}
+
+int zeus_sim_config_load(const char *path, unsigned units_per_row, zeus_sim_config **out) {
+  if (!path || !out) return zeus__error(ZEUS_EINVAL, "zeus_sim_config_load: path and out are required");
+  size_t n = strlen(path);
+  if (n > 5 && strcmp(path + n - 5, ".json") == 0) return load_json(path, out);
+  return load_profile_csv(path, units_per_row, out);
+}
+
+int zeus_sim_config_from_env(zeus_sim_config **out) {
+  long ngpus, upr, period_ms;
+  double variation;
+  bool counter;
+  int clock, rc;
+  static const char *const clocks[] = {"virtual", "wall", NULL};
+  if ((rc = zeus__env_long("ZEUS_SIM_UNITS_PER_ROW", 1, 1000000, 40, &upr)) ||
+      (rc = zeus__env_choice("ZEUS_SIM_CLOCK", clocks, 0, &clock)) ||
+      (rc = zeus__env_bool("ZEUS_SIM_ENERGY_COUNTER", true, &counter)) ||
+      (rc = zeus__env_long("ZEUS_SIM_COUNTER_PERIOD_MS", 0, 10000, 0, &period_ms)) ||
+      (rc = zeus__env_double("ZEUS_SIM_VARIATION", 0, 10, 0, &variation)))
+    return rc;
+  zeus_sim_config *cfg = NULL;
+  const char *file = zeus__env_str("ZEUS_SIM_MODEL_FILE");
+  if (file) {
+    if ((rc = zeus_sim_config_load(file, (unsigned)upr, &cfg)))
+      return zeus__error_ctx(rc, "ZEUS_SIM_MODEL_FILE");
+    if (!strstr(file, ".json")) cfg->clock = (zeus_sim_clock_kind)clock;
+  }
+  const char *ng = zeus__env_str("ZEUS_SIM_GPUS");
+  if (ng || !cfg) {
+    if ((rc = zeus__env_long("ZEUS_SIM_GPUS", 1, ZEUS_MAX_GPUS, cfg ? cfg->num_gpus : 1, &ngpus))) {
+      zeus_sim_config_free(cfg);
+      return rc;
+    }
+    if (cfg && (unsigned)ngpus != cfg->num_gpus) {
+      rc = zeus__error(ZEUS_EINVAL, "ZEUS_SIM_GPUS=%ld disagrees with the %u GPUs of ZEUS_SIM_MODEL_FILE '%s'", ngpus,
+                       cfg->num_gpus, file);
+      zeus_sim_config_free(cfg);
+      return rc;
+    }
+    if (!cfg && (rc = alloc_config((unsigned)ngpus, &cfg))) return rc;
+  }
+  if (zeus__env_str("ZEUS_SIM_CLOCK")) cfg->clock = (zeus_sim_clock_kind)clock;
+  for (unsigned i = 0; i < cfg->num_gpus; i++) {
+    if (!counter) cfg->gpus[i].no_energy_counter = true;
+    if (period_ms) cfg->gpus[i].counter_period_s = period_ms / 1000.0;
+    if (variation > 0) cfg->gpus[i].time_scale = (cfg->gpus[i].time_scale > 0 ? cfg->gpus[i].time_scale : 1) * (1 + variation * i);
+  }
+  *out = cfg;
+  return ZEUS_OK;
+}

@@ -1,0 +1,538 @@
+/* The simulated GPU engine: workload models, a virtual or wall clock, exact energy accounting.
+ *
+ * Energy bookkeeping: each GPU keeps the energy used up to t_last and at most one piece of work
+ * [.., busy_until) at busy_power; idle power fills the rest. Every reading first advances the
+ * GPU to "now", so the energy at any instant is exact (piecewise-constant power). */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+#include "zeus/sim.h"
+
+#define SIM_MAX_CLOCKS 512
+
+typedef struct simgpu {
+  zeus_sim_dvfs p; /* defaults applied */
+  zeus_sim_model_kind model;
+  zeus_sim_table_row *table; /* sorted by power limit, highest first */
+  size_t ntable;
+  char name[ZEUS_NAME_LEN];
+  bool has_counter;
+  double counter_period;
+  double time_scale;
+  unsigned gclocks[SIM_MAX_CLOCKS]; /* highest first */
+  size_t ngclocks;
+  unsigned min_mw, max_mw, default_mw, limit_mw;
+  bool persistence;
+  unsigned lock_min, lock_max, mem_lock_min, mem_lock_max;
+  double t_last, energy_j, busy_until, busy_power;
+  double counter_t, counter_j;
+} simgpu;
+
+struct zeus_sim_node {
+  pthread_mutex_t mu;
+  unsigned n;
+  simgpu *g;
+  zeus_sim_clock_kind clock;
+  double t_virtual;
+  double t0_wall;
+};
+
+static void dvfs_defaults(zeus_sim_dvfs *p) {
+  if (!p->max_clock_mhz) p->max_clock_mhz = 1740;
+  if (!p->min_clock_mhz) p->min_clock_mhz = 210;
+  if (!p->clock_step_mhz) p->clock_step_mhz = 15;
+  if (!p->mem_clock_mhz) p->mem_clock_mhz = 7251;
+  if (p->min_power_limit_w <= 0) p->min_power_limit_w = 100;
+  if (p->max_power_limit_w <= 0) p->max_power_limit_w = 300;
+  if (p->default_power_limit_w <= 0) p->default_power_limit_w = p->max_power_limit_w;
+  if (p->idle_power_w <= 0) p->idle_power_w = 30;
+  if (p->static_power_w <= 0) p->static_power_w = 75;
+  if (p->dynamic_power_w <= 0) p->dynamic_power_w = 215;
+  if (p->time_per_unit_s <= 0) p->time_per_unit_s = 0.05;
+  if (p->mem_bound_fraction <= 0) p->mem_bound_fraction = 0.25;
+}
+
+static int check_gpu_config(const zeus_sim_gpu_config *c, unsigned i) {
+  const zeus_sim_dvfs *p = &c->dvfs;
+  if (p->min_clock_mhz > p->max_clock_mhz)
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: min_clock_mhz %u is above max_clock_mhz %u", i,
+                       p->min_clock_mhz, p->max_clock_mhz);
+  if (p->min_power_limit_w > p->max_power_limit_w)
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: min_power_limit_w %g is above max_power_limit_w %g",
+                       i, p->min_power_limit_w, p->max_power_limit_w);
+  if (p->default_power_limit_w < p->min_power_limit_w || p->default_power_limit_w > p->max_power_limit_w)
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: default_power_limit_w %g is outside [%g, %g]", i,
+                       p->default_power_limit_w, p->min_power_limit_w, p->max_power_limit_w);
+  if (p->mem_bound_fraction > 1)
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: mem_bound_fraction %g is above 1", i,
+                       p->mem_bound_fraction);
+  if ((p->max_clock_mhz - p->min_clock_mhz) / p->clock_step_mhz + 1 > SIM_MAX_CLOCKS)
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: more than %d SM clocks between %u and %u MHz", i,
+                       SIM_MAX_CLOCKS, p->min_clock_mhz, p->max_clock_mhz);
+  if (c->counter_period_s < 0 || c->counter_period_s > 10)
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: counter_period_s %g is outside [0, 10]", i,
+                       c->counter_period_s);
+  if (c->model == ZEUS_SIM_TABLE) {
+    if (!c->table || c->table_len == 0)
+      return zeus__error(ZEUS_EINVAL, "simulated GPU %u: the table model has no rows", i);
+    for (size_t r = 0; r < c->table_len; r++) {
+      const zeus_sim_table_row *row = &c->table[r];
+      if (!(row->power_limit_w > 0) || !(row->time_per_unit_s > 0) || !(row->energy_per_unit_j > 0))
+        return zeus__error(ZEUS_EINVAL,
+                           "simulated GPU %u: table row %zu must have a positive power limit, time and "
+                           "energy (got %g W, %g s, %g J)",
+                           i, r + 1, row->power_limit_w, row->time_per_unit_s, row->energy_per_unit_j);
+      for (size_t q = 0; q < r; q++)
+        if (c->table[q].power_limit_w == row->power_limit_w)
+          return zeus__error(ZEUS_EINVAL, "simulated GPU %u: power limit %g W appears twice in the table", i,
+                             row->power_limit_w);
+    }
+  } else if (c->model != ZEUS_SIM_DVFS) {
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: unknown model %d", i, (int)c->model);
+  }
+  return ZEUS_OK;
+}
+
+static int cmp_row_desc(const void *a, const void *b) {
+  double x = ((const zeus_sim_table_row *)a)->power_limit_w;
+  double y = ((const zeus_sim_table_row *)b)->power_limit_w;
+  return (x < y) - (x > y);
+}
+
+static int init_gpu(simgpu *g, const zeus_sim_gpu_config *c, unsigned i) {
+  memset(g, 0, sizeof *g);
+  g->p = c ? c->dvfs : (zeus_sim_dvfs){0};
+  dvfs_defaults(&g->p);
+  zeus_sim_gpu_config tmp = {0};
+  if (c) tmp = *c;
+  tmp.dvfs = g->p;
+  int rc = check_gpu_config(&tmp, i);
+  if (rc) return rc;
+  g->model = tmp.model;
+  g->has_counter = !tmp.no_energy_counter;
+  g->counter_period = tmp.counter_period_s;
+  g->time_scale = tmp.time_scale > 0 ? tmp.time_scale : 1.0;
+  for (unsigned f = g->p.max_clock_mhz;; f -= g->p.clock_step_mhz) {
+    g->gclocks[g->ngclocks++] = f;
+    if (f < g->p.min_clock_mhz + g->p.clock_step_mhz) break;
+  }
+  if (g->model == ZEUS_SIM_TABLE) {
+    g->table = malloc(tmp.table_len * sizeof *g->table);
+    if (!g->table) return zeus__oom("creating a simulated GPU");
+    memcpy(g->table, tmp.table, tmp.table_len * sizeof *g->table);
+    g->ntable = tmp.table_len;
+    qsort(g->table, g->ntable, sizeof *g->table, cmp_row_desc);
+    g->min_mw = (unsigned)lround(g->table[g->ntable - 1].power_limit_w * 1000);
+    g->max_mw = (unsigned)lround(g->table[0].power_limit_w * 1000);
+    g->default_mw = g->max_mw;
+  } else {
+    g->min_mw = (unsigned)lround(g->p.min_power_limit_w * 1000);
+    g->max_mw = (unsigned)lround(g->p.max_power_limit_w * 1000);
+    g->default_mw = (unsigned)lround(g->p.default_power_limit_w * 1000);
+  }
+  g->limit_mw = g->default_mw;
+  if (tmp.name[0])
+    snprintf(g->name, sizeof g->name, "%s", tmp.name);
+  else
+    snprintf(g->name, sizeof g->name, "Zeus Simulated GPU (%s)", g->model == ZEUS_SIM_TABLE ? "table" : "DVFS");
+  return ZEUS_OK;
+}
+
+static double sim_now_locked(const zeus_sim_node *n) {
+  return n->clock == ZEUS_SIM_CLOCK_VIRTUAL ? n->t_virtual : zeus_monotonic_s() - n->t0_wall;
+}
+
+/* Energy of g at time t >= t_last, from its bookkeeping. */
+static double energy_at(const simgpu *g, double t) {
+  double e = g->energy_j;
+  if (g->busy_until > g->t_last) e += g->busy_power * (fmin(t, g->busy_until) - g->t_last);
+  double idle_from = fmax(g->t_last, g->busy_until);
+  if (t > idle_from) e += g->p.idle_power_w * (t - idle_from);
+  return e;
+}
+
+static void advance(simgpu *g, double t) {
+  if (t <= g->t_last) return;
+  if (g->counter_period > 0) {
+    double boundary = floor(t / g->counter_period) * g->counter_period;
+    if (boundary > g->counter_t) {
+      g->counter_j = energy_at(g, fmax(boundary, g->t_last));
+      g->counter_t = boundary;
+    }
+  }
+  g->energy_j = energy_at(g, t);
+  g->t_last = t;
+}
+
+static void advance_all(zeus_sim_node *n, double t) {
+  for (unsigned i = 0; i < n->n; i++) advance(&n->g[i], t);
+}
+
+/* The operating point of the DVFS model: the highest allowed clock whose power fits the limit. */
+static void dvfs_point(const simgpu *g, unsigned *clock, double *t_unit, double *power) {
+  const zeus_sim_dvfs *p = &g->p;
+  double limit_w = g->limit_mw / 1000.0;
+  unsigned lo = g->lock_max ? g->lock_min : 0, hi = g->lock_max ? g->lock_max : ~0u;
+  unsigned best = 0, lowest_allowed = 0;
+  for (size_t k = 0; k < g->ngclocks; k++) {
+    unsigned f = g->gclocks[k];
+    if (f > hi || f < lo) continue;
+    lowest_allowed = f;
+    double x = (double)f / p->max_clock_mhz;
+    if (!best && p->static_power_w + p->dynamic_power_w * x * x * x <= limit_w + 1e-9) best = f;
+  }
+  if (!lowest_allowed) { /* lock range between two supported clocks: nearest below the maximum */
+    lowest_allowed = g->gclocks[g->ngclocks - 1];
+    for (size_t k = 0; k < g->ngclocks; k++)
+      if (g->gclocks[k] <= hi) { lowest_allowed = g->gclocks[k]; break; }
+  }
+  if (!best) best = lowest_allowed;
+  double x = (double)best / p->max_clock_mhz;
+  *clock = best;
+  *power = p->static_power_w + p->dynamic_power_w * x * x * x;
+  *t_unit = g->time_scale * p->time_per_unit_s * (p->mem_bound_fraction + (1 - p->mem_bound_fraction) / x);
+}
+
+static void operating_point(const simgpu *g, unsigned *clock, double *t_unit, double *power) {
+  if (g->model == ZEUS_SIM_DVFS) {
+    dvfs_point(g, clock, t_unit, power);
+    return;
+  }
+  const zeus_sim_table_row *row = &g->table[g->ntable - 1];
+  for (size_t r = 0; r < g->ntable; r++) {
+    if (g->table[r].power_limit_w * 1000 <= g->limit_mw + 0.5) { row = &g->table[r]; break; }
+  }
+  *clock = g->gclocks[0];
+  *t_unit = row->time_per_unit_s * g->time_scale;
+  *power = row->energy_per_unit_j / row->time_per_unit_s;
+}
+
+int zeus_sim_node_open(zeus_sim_node **out, const zeus_sim_config *cfg) {
+  zeus_sim_config *envcfg = NULL;
+  if (!cfg) {
+    int rc = zeus_sim_config_from_env(&envcfg);
+    if (rc) return rc;
+    cfg = envcfg;
+  }
+  int rc = ZEUS_OK;
+  zeus_sim_node *n = calloc(1, sizeof *n);
+  if (!n) { rc = zeus__oom("opening a simulated node"); goto done; }
+  if (cfg->num_gpus < 1 || cfg->num_gpus > ZEUS_MAX_GPUS) {
+    rc = zeus__error(ZEUS_EINVAL, "simulated node: %u GPUs is outside [1, %d]", cfg->num_gpus, ZEUS_MAX_GPUS);
+    goto done;
+  }
+  if (cfg->clock != ZEUS_SIM_CLOCK_VIRTUAL && cfg->clock != ZEUS_SIM_CLOCK_WALL) {
+    rc = zeus__error(ZEUS_EINVAL, "simulated node: unknown clock kind %d", (int)cfg->clock);
+    goto done;
+  }
+  n->g = calloc(cfg->num_gpus, sizeof *n->g);
+  if (!n->g) { rc = zeus__oom("opening a simulated node"); goto done; }
+  for (unsigned i = 0; i < cfg->num_gpus; i++) {
+    if ((rc = init_gpu(&n->g[i], cfg->gpus ? &cfg->gpus[i] : NULL, i))) goto done;
+    n->n = i + 1;
+  }
+  pthread_mutex_init(&n->mu, NULL);
+  n->clock = cfg->clock;
+  n->t0_wall = zeus_monotonic_s();
+  *out = n;
+  n = NULL;
+done:
+  if (n) {
+    for (unsigned i = 0; i < n->n; i++) free(n->g[i].table);
+    free(n->g);
+    free(n);
+  }
+  zeus_sim_config_free(envcfg);
+  return rc;
+}
+
+void zeus_sim_node_close(zeus_sim_node *n) {
+  if (!n) return;
+  for (unsigned i = 0; i < n->n; i++) free(n->g[i].table);
+  free(n->g);
+  pthread_mutex_destroy(&n->mu);
+  free(n);
+}
+
+unsigned zeus_sim_node_gpu_count(const zeus_sim_node *n) { return n ? n->n : 0; }
+
+double zeus_sim_now(zeus_sim_node *n) {
+  pthread_mutex_lock(&n->mu);
+  double t = sim_now_locked(n);
+  pthread_mutex_unlock(&n->mu);
+  return t;
+}
+
+#define SIM_GPU(n, i)                                                                          \
+  do {                                                                                         \
+    if (!(n)) return zeus__error(ZEUS_EINVAL, "simulated GPU: no node given");                 \
+    if ((i) >= (n)->n)                                                                         \
+      return zeus__error(ZEUS_ENOENT, "simulated GPU %u does not exist (the node has %u)", (i), (n)->n); \
+  } while (0)
+
+static void sleep_s(double s) {
+  if (s <= 0) return;
+  struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+static int run_work(zeus_sim_node *n, const double *units, double *elapsed) {
+  pthread_mutex_lock(&n->mu);
+  double t = sim_now_locked(n);
+  advance_all(n, t);
+  double longest = 0;
+  for (unsigned i = 0; i < n->n; i++) {
+    double u = units[i];
+    if (!(u > 0)) continue;
+    simgpu *g = &n->g[i];
+    unsigned clock;
+    double t_unit, power;
+    operating_point(g, &clock, &t_unit, &power);
+    double d = u * t_unit;
+    g->busy_until = t + d;
+    g->busy_power = power;
+    if (d > longest) longest = d;
+  }
+  if (n->clock == ZEUS_SIM_CLOCK_VIRTUAL) {
+    n->t_virtual = t + longest;
+    advance_all(n, n->t_virtual);
+    pthread_mutex_unlock(&n->mu);
+  } else {
+    pthread_mutex_unlock(&n->mu);
+    sleep_s(longest);
+  }
+  if (elapsed) *elapsed = longest;
+  return ZEUS_OK;
+}
+
+int zeus_sim_work(zeus_sim_node *n, unsigned gpu, double units, double *elapsed_s) {
+  SIM_GPU(n, gpu);
+  if (!(units >= 0) || isinf(units))
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: units of work must be a finite number >= 0, got %g", gpu,
+                       units);
+  double u[ZEUS_MAX_GPUS] = {0};
+  u[gpu] = units;
+  return run_work(n, u, elapsed_s);
+}
+
+int zeus_sim_work_all(zeus_sim_node *n, const double *units, double *elapsed_s) {
+  if (!n || !units) return zeus__error(ZEUS_EINVAL, "zeus_sim_work_all: node and units are required");
+  for (unsigned i = 0; i < n->n; i++)
+    if (!(units[i] >= 0) || isinf(units[i]))
+      return zeus__error(ZEUS_EINVAL, "simulated GPU %u: units of work must be a finite number >= 0, got %g", i,
+                         units[i]);
+  return run_work(n, units, elapsed_s);
+}
+
+int zeus_sim_idle(zeus_sim_node *n, double seconds) {
+  if (!n) return zeus__error(ZEUS_EINVAL, "zeus_sim_idle: no node given");
+  if (!(seconds >= 0) || isinf(seconds))
+    return zeus__error(ZEUS_EINVAL, "zeus_sim_idle: seconds must be a finite number >= 0, got %g", seconds);
+  if (n->clock == ZEUS_SIM_CLOCK_WALL) {
+    sleep_s(seconds);
+    return ZEUS_OK;
+  }
+  pthread_mutex_lock(&n->mu);
+  n->t_virtual += seconds;
+  advance_all(n, n->t_virtual);
+  pthread_mutex_unlock(&n->mu);
+  return ZEUS_OK;
+}
+
+int zeus_sim_true_energy(zeus_sim_node *n, unsigned gpu, double *joules) {
+  SIM_GPU(n, gpu);
+  pthread_mutex_lock(&n->mu);
+  advance(&n->g[gpu], sim_now_locked(n));
+  *joules = n->g[gpu].energy_j;
+  pthread_mutex_unlock(&n->mu);
+  return ZEUS_OK;
+}
+
+int zeus_sim_operating_point(zeus_sim_node *n, unsigned gpu, unsigned *clock_mhz, double *power_w) {
+  SIM_GPU(n, gpu);
+  pthread_mutex_lock(&n->mu);
+  unsigned c;
+  double t, p;
+  operating_point(&n->g[gpu], &c, &t, &p);
+  pthread_mutex_unlock(&n->mu);
+  if (clock_mhz) *clock_mhz = c;
+  if (power_w) *power_w = p;
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_name(zeus_sim_node *n, unsigned gpu, char *buf, size_t len) {
+  SIM_GPU(n, gpu);
+  snprintf(buf, len, "%s", n->g[gpu].name);
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_uuid(zeus_sim_node *n, unsigned gpu, char *buf, size_t len) {
+  SIM_GPU(n, gpu);
+  snprintf(buf, len, "GPU-5a1a0000-0000-4000-8000-%012x", gpu);
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_energy_counter_supported(zeus_sim_node *n, unsigned gpu, bool *out) {
+  SIM_GPU(n, gpu);
+  *out = n->g[gpu].has_counter;
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_power_limit_constraints(zeus_sim_node *n, unsigned gpu, unsigned *min_mw, unsigned *max_mw,
+                                         unsigned *default_mw) {
+  SIM_GPU(n, gpu);
+  if (min_mw) *min_mw = n->g[gpu].min_mw;
+  if (max_mw) *max_mw = n->g[gpu].max_mw;
+  if (default_mw) *default_mw = n->g[gpu].default_mw;
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_get_power_limit(zeus_sim_node *n, unsigned gpu, unsigned *mw) {
+  SIM_GPU(n, gpu);
+  pthread_mutex_lock(&n->mu);
+  *mw = n->g[gpu].limit_mw;
+  pthread_mutex_unlock(&n->mu);
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_set_power_limit(zeus_sim_node *n, unsigned gpu, unsigned mw) {
+  SIM_GPU(n, gpu);
+  simgpu *g = &n->g[gpu];
+  if (mw < g->min_mw || mw > g->max_mw)
+    return zeus__error(ZEUS_ERANGE, "simulated GPU %u: power limit %u mW is outside [%u, %u] mW", gpu, mw,
+                       g->min_mw, g->max_mw);
+  pthread_mutex_lock(&n->mu);
+  advance(g, sim_now_locked(n));
+  g->limit_mw = mw;
+  pthread_mutex_unlock(&n->mu);
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_get_persistence_mode(zeus_sim_node *n, unsigned gpu, bool *enabled) {
+  SIM_GPU(n, gpu);
+  pthread_mutex_lock(&n->mu);
+  *enabled = n->g[gpu].persistence;
+  pthread_mutex_unlock(&n->mu);
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_set_persistence_mode(zeus_sim_node *n, unsigned gpu, bool enabled) {
+  SIM_GPU(n, gpu);
+  pthread_mutex_lock(&n->mu);
+  n->g[gpu].persistence = enabled;
+  pthread_mutex_unlock(&n->mu);
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_total_energy(zeus_sim_node *n, unsigned gpu, uint64_t *mj) {
+  SIM_GPU(n, gpu);
+  simgpu *g = &n->g[gpu];
+  if (!g->has_counter)
+    return zeus__error(ZEUS_ENOTSUP, "simulated GPU %u has no total-energy counter", gpu);
+  pthread_mutex_lock(&n->mu);
+  advance(g, sim_now_locked(n));
+  double e = g->counter_period > 0 ? g->counter_j : g->energy_j;
+  pthread_mutex_unlock(&n->mu);
+  *mj = (uint64_t)floor(e * 1000.0);
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_instant_power(zeus_sim_node *n, unsigned gpu, unsigned *mw) {
+  SIM_GPU(n, gpu);
+  simgpu *g = &n->g[gpu];
+  pthread_mutex_lock(&n->mu);
+  double t = sim_now_locked(n);
+  advance(g, t);
+  double p = g->busy_until > t ? g->busy_power : g->p.idle_power_w;
+  pthread_mutex_unlock(&n->mu);
+  *mw = (unsigned)lround(p * 1000);
+  return ZEUS_OK;
+}
+
+static int copy_clocks(const unsigned *src, size_t nsrc, unsigned *mhz, size_t *count, const char *what,
+                       unsigned gpu) {
+  if (*count < nsrc) {
+    size_t have = *count;
+    *count = nsrc;
+    return zeus__error(ZEUS_ERANGE, "simulated GPU %u: %zu %s clocks do not fit in %zu entries", gpu, nsrc, what,
+                       have);
+  }
+  memcpy(mhz, src, nsrc * sizeof *src);
+  *count = nsrc;
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_memory_clocks(zeus_sim_node *n, unsigned gpu, unsigned *mhz, size_t *count) {
+  SIM_GPU(n, gpu);
+  return copy_clocks(&n->g[gpu].p.mem_clock_mhz, 1, mhz, count, "memory", gpu);
+}
+
+int zeus_sim_gpu_graphics_clocks(zeus_sim_node *n, unsigned gpu, unsigned mem_mhz, unsigned *mhz, size_t *count) {
+  SIM_GPU(n, gpu);
+  simgpu *g = &n->g[gpu];
+  if (mem_mhz != g->p.mem_clock_mhz)
+    return zeus__error(ZEUS_ENOENT, "simulated GPU %u: memory clock %u MHz is not supported (supported: %u MHz)",
+                       gpu, mem_mhz, g->p.mem_clock_mhz);
+  return copy_clocks(g->gclocks, g->ngclocks, mhz, count, "graphics", gpu);
+}
+
+int zeus_sim_gpu_get_locked_clocks(zeus_sim_node *n, unsigned gpu, unsigned *min_mhz, unsigned *max_mhz,
+                                   unsigned *mem_min_mhz, unsigned *mem_max_mhz) {
+  SIM_GPU(n, gpu);
+  pthread_mutex_lock(&n->mu);
+  simgpu *g = &n->g[gpu];
+  if (min_mhz) *min_mhz = g->lock_min;
+  if (max_mhz) *max_mhz = g->lock_max;
+  if (mem_min_mhz) *mem_min_mhz = g->mem_lock_min;
+  if (mem_max_mhz) *mem_max_mhz = g->mem_lock_max;
+  pthread_mutex_unlock(&n->mu);
+  return ZEUS_OK;
+}
+
+static int set_lock(zeus_sim_node *n, unsigned gpu, unsigned lo, unsigned hi, bool mem) {
+  SIM_GPU(n, gpu);
+  if (lo > hi || hi == 0)
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: locked %s clock range [%u, %u] MHz needs 0 < min <= max",
+                       gpu, mem ? "memory" : "SM", lo, hi);
+  pthread_mutex_lock(&n->mu);
+  simgpu *g = &n->g[gpu];
+  advance(g, sim_now_locked(n));
+  if (mem) {
+    g->mem_lock_min = lo;
+    g->mem_lock_max = hi;
+  } else {
+    g->lock_min = lo;
+    g->lock_max = hi;
+  }
+  pthread_mutex_unlock(&n->mu);
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_set_locked_clocks(zeus_sim_node *n, unsigned gpu, unsigned min_mhz, unsigned max_mhz) {
+  return set_lock(n, gpu, min_mhz, max_mhz, false);
+}
+
+int zeus_sim_gpu_set_memory_locked_clocks(zeus_sim_node *n, unsigned gpu, unsigned min_mhz, unsigned max_mhz) {
+  return set_lock(n, gpu, min_mhz, max_mhz, true);
+}
+
+static int reset_lock(zeus_sim_node *n, unsigned gpu, bool mem) {
+  SIM_GPU(n, gpu);
+  pthread_mutex_lock(&n->mu);
+  simgpu *g = &n->g[gpu];
+  advance(g, sim_now_locked(n));
+  if (mem)
+    g->mem_lock_min = g->mem_lock_max = 0;
+  else
+    g->lock_min = g->lock_max = 0;
+  pthread_mutex_unlock(&n->mu);
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_reset_locked_clocks(zeus_sim_node *n, unsigned gpu) { return reset_lock(n, gpu, false); }
+int zeus_sim_gpu_reset_memory_locked_clocks(zeus_sim_node *n, unsigned gpu) { return reset_lock(n, gpu, true); }
