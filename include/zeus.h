@@ -20,6 +20,6 @@
 /* module headers are added below as they land */
 #include "zeus/device.h"
 #include "zeus/sim.h"
-/* #include "zeus/monitor.h" */
+#include "zeus/monitor.h"
 
 #endif

@@ -1,0 +1,98 @@
+/* zeus/monitor.h: time and energy of named measurement windows.
+ *
+ * A monitor measures a set of GPUs (and CPU packages through RAPL where the machine exposes
+ * them). Windows are named; many may be open at once and they may overlap or nest.
+ *
+ *   zeus_monitor *m;
+ *   zeus_monitor_open(&m, NULL);                  // every visible GPU, CPUs if readable
+ *   zeus_monitor_begin_window(m, "epoch", false);
+ *   ...                                           // the work to measure
+ *   zeus_measurement r;
+ *   zeus_monitor_end_window(m, "epoch", false, &r);
+ *   printf("%.2f s, %.1f J\n", r.time_s, r.total_energy_j);
+ *   zeus_monitor_close(m);
+ *
+ * Energy comes from each GPU's total-energy counter where it has one; otherwise a background
+ * thread samples the GPU's power draw every poll interval and integrates it (trapezoids), and
+ * the window bounds take a sample of their own, so the window's energy is the integral between
+ * its bounds. Time is the device backend's clock (the simulated clock on the "sim" backend).
+ *
+ * Thread safety: a monitor may be used from several threads; calls are serialised internally.
+ */
+#ifndef ZEUS_MONITOR_H
+#define ZEUS_MONITOR_H
+
+#include "zeus/common.h"
+#include "zeus/device.h"
+
+ZEUS_BEGIN_DECLS
+
+typedef struct zeus_monitor zeus_monitor;
+
+typedef struct zeus_monitor_opts {
+  /* The GPUs to read; NULL: the process default (zeus_devices_default()). Borrowed: it must
+   * outlive the monitor. */
+  zeus_devices *devices;
+  /* Visible GPU indices to measure. NULL: every visible GPU. A non-NULL pointer with
+   * num_gpu_indices == 0 measures no GPU. */
+  const unsigned *gpu_indices;
+  size_t num_gpu_indices;
+  /* CPU package indices. NULL: every package whose RAPL counter is readable (none on machines
+   * without RAPL). Non-NULL: exactly these, and an unreadable one is an error. */
+  const unsigned *cpu_indices;
+  size_t num_cpu_indices;
+  /* When a GPU's energy counter did not move during a window (too short for its update
+   * period), report instant power x time instead of 0 J. */
+  bool approx_instant_energy;
+  /* Append one CSV row per ended window: start_time,window_name,elapsed_time,gpu<i>_energy...
+   * (then cpu<i>_energy... when CPUs are measured). The header is written to a new or empty file. */
+  const char *log_file;
+  /* Power sampling period for GPUs without an energy counter; 0: 0.05 s. */
+  double poll_interval_s;
+  /* Integrate sampled power even on GPUs that have an energy counter. */
+  bool force_power_polling;
+} zeus_monitor_opts;
+
+typedef struct zeus_measurement {
+  double time_s;                           /* window length on the backend's clock */
+  unsigned num_gpus;
+  unsigned gpu_indices[ZEUS_MAX_GPUS];     /* visible GPU index of each entry */
+  double gpu_energy_j[ZEUS_MAX_GPUS];
+  unsigned num_cpus;
+  unsigned cpu_indices[ZEUS_MAX_CPUS];
+  double cpu_energy_j[ZEUS_MAX_CPUS];      /* package energy */
+  bool dram_valid[ZEUS_MAX_CPUS];          /* the package has a DRAM zone */
+  double dram_energy_j[ZEUS_MAX_CPUS];
+  double total_energy_j;                   /* every GPU + every CPU package (DRAM not included) */
+} zeus_measurement;
+
+/* Opens a monitor. opts may be NULL (defaults). Errors: ZEUS_ENOENT for a GPU or CPU index
+ * that does not exist (named), ZEUS_EINVAL for a duplicate index or bad option, ZEUS_EIO when
+ * the log file cannot be opened, errors of zeus_devices_default(). */
+ZEUS_EXTERN int zeus_monitor_open(zeus_monitor **out /* out */, const zeus_monitor_opts *opts);
+/* Stops the polling thread and frees the monitor; open windows are discarded. */
+ZEUS_EXTERN void zeus_monitor_close(zeus_monitor *m);
+
+/* Begins window `key` (any non-empty string, copied). An open key begun again is ZEUS_EEXIST
+ * unless `restart`, which starts it over. */
+ZEUS_EXTERN int zeus_monitor_begin_window(zeus_monitor *m, const char *key, bool restart);
+
+/* Ends window `key` and writes its measurement to *out (may be NULL). With `cancel` the window
+ * is discarded: nothing is measured or logged. An unknown key is ZEUS_ENOENT naming it. */
+ZEUS_EXTERN int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel,
+                                        zeus_measurement *out /* out */);
+
+/* Whether window `key` is open. */
+ZEUS_EXTERN bool zeus_monitor_is_open(zeus_monitor *m, const char *key);
+
+/* The measured GPUs: their number, and the visible index of entry k. */
+ZEUS_EXTERN unsigned zeus_monitor_num_gpus(const zeus_monitor *m);
+ZEUS_EXTERN unsigned zeus_monitor_gpu_index(const zeus_monitor *m, unsigned k);
+ZEUS_EXTERN unsigned zeus_monitor_num_cpus(const zeus_monitor *m);
+/* Whether entry k is measured by power polling (no energy counter, or forced). */
+ZEUS_EXTERN bool zeus_monitor_gpu_polled(const zeus_monitor *m, unsigned k);
+/* The device set the monitor reads (borrowed). */
+ZEUS_EXTERN zeus_devices *zeus_monitor_devices(const zeus_monitor *m);
+
+ZEUS_END_DECLS
+#endif

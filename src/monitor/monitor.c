@@ -1,0 +1,387 @@
+/* Measurement windows over GPUs (energy counters or integrated power) and CPU packages (RAPL).
+ *
+ * Every GPU exposes one "energy reading" in J: its counter, or for polled GPUs the running
+ * trapezoidal integral of sampled power. A window stores the readings at its start; its energy
+ * is the difference at its end. Polled GPUs are sampled by a thread and at every window bound. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+#include "core/csv.h"
+#include "zeus/monitor.h"
+
+typedef struct polled {
+  bool have;      /* a sample was taken */
+  double t, p_w;  /* last sample */
+  double e_j;     /* integral up to t */
+} polled;
+
+typedef struct window {
+  char *key;
+  uint64_t hash;
+  double t0;
+  double gpu0[ZEUS_MAX_GPUS];
+  double cpu0[ZEUS_MAX_CPUS], dram0[ZEUS_MAX_CPUS];
+} window;
+
+struct zeus_monitor {
+  zeus_devices *dev;
+  pthread_mutex_t mu;
+  unsigned ngpu, gpu[ZEUS_MAX_GPUS];
+  bool is_polled[ZEUS_MAX_GPUS];
+  polled poll[ZEUS_MAX_GPUS];
+  unsigned npolled;
+  unsigned ncpu, cpu[ZEUS_MAX_CPUS];
+  bool has_dram[ZEUS_MAX_CPUS];
+  uint64_t cpu_range_mj[ZEUS_MAX_CPUS], dram_range_mj[ZEUS_MAX_CPUS];
+  bool approx;
+  window *win;
+  size_t nwin, capwin;
+  FILE *log;
+  /* polling thread */
+  pthread_t thread;
+  bool thread_running, stop;
+  pthread_cond_t cv;
+  double interval;
+};
+
+static uint64_t hash_key(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static window *find(zeus_monitor *m, const char *key, uint64_t h) {
+  for (size_t i = 0; i < m->nwin; i++)
+    if (m->win[i].hash == h && strcmp(m->win[i].key, key) == 0) return &m->win[i];
+  return NULL;
+}
+
+/* Samples power of polled GPU k and extends its integral. Called with m->mu held. */
+static int sample(zeus_monitor *m, unsigned k, double t) {
+  unsigned mw;
+  int rc = zeus_gpu_instant_power(m->dev, m->gpu[k], &mw);
+  if (rc) return rc;
+  polled *p = &m->poll[k];
+  double w = mw / 1000.0;
+  if (p->have && t > p->t) p->e_j += 0.5 * (p->p_w + w) * (t - p->t);
+  if (!p->have || t >= p->t) {
+    p->t = t;
+    p->have = true;
+  }
+  p->p_w = w;
+  return ZEUS_OK;
+}
+
+/* The energy reading of every GPU and CPU now, in J. Called with m->mu held. */
+static int read_all(zeus_monitor *m, double t, double *gpu, double *cpu, double *dram) {
+  int rc;
+  for (unsigned k = 0; k < m->ngpu; k++) {
+    if (m->is_polled[k]) {
+      if ((rc = sample(m, k, t))) return rc;
+      gpu[k] = m->poll[k].e_j;
+    } else {
+      uint64_t mj;
+      if ((rc = zeus_gpu_total_energy(m->dev, m->gpu[k], &mj))) return rc;
+      gpu[k] = mj / 1000.0;
+    }
+  }
+  for (unsigned c = 0; c < m->ncpu; c++) {
+    uint64_t pkg, dr = 0;
+    bool hd;
+    if ((rc = zeus_cpu_energy(m->cpu[c], &pkg, &hd, &dr))) return rc;
+    cpu[c] = pkg / 1000.0;
+    dram[c] = dr / 1000.0;
+  }
+  return ZEUS_OK;
+}
+
+static void *poll_main(void *arg) {
+  zeus_monitor *m = arg;
+  pthread_mutex_lock(&m->mu);
+  while (!m->stop) {
+    double t = zeus_devices_now(m->dev);
+    for (unsigned k = 0; k < m->ngpu; k++) {
+      if (m->is_polled[k] && sample(m, k, t) != ZEUS_OK)
+        zeus__log(ZEUS_LOG_WARN, "monitor", "power sample of GPU %u failed: %s", m->gpu[k], zeus_errmsg());
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double ns = ts.tv_nsec + m->interval * 1e9;
+    ts.tv_sec += (time_t)(ns / 1e9);
+    ts.tv_nsec = (long)fmod(ns, 1e9);
+    while (!m->stop && pthread_cond_timedwait(&m->cv, &m->mu, &ts) != ETIMEDOUT) {
+    }
+  }
+  pthread_mutex_unlock(&m->mu);
+  return NULL;
+}
+
+static int write_header(zeus_monitor *m) {
+  zeus__buf b = {0};
+  int rc = zeus__buf_puts(&b, "start_time,window_name,elapsed_time");
+  for (unsigned k = 0; !rc && k < m->ngpu; k++) rc = zeus__buf_printf(&b, ",gpu%u_energy", m->gpu[k]);
+  for (unsigned c = 0; !rc && c < m->ncpu; c++) rc = zeus__buf_printf(&b, ",cpu%u_energy", m->cpu[c]);
+  if (!rc) rc = zeus__buf_puts(&b, "\n");
+  if (!rc) {
+    fputs(b.data, m->log);
+    fflush(m->log);
+  }
+  zeus__buf_free(&b);
+  return rc;
+}
+
+int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
+  if (!out) return zeus__error(ZEUS_EINVAL, "zeus_monitor_open: out is required");
+  zeus_monitor_opts o = opts ? *opts : (zeus_monitor_opts){0};
+  zeus_devices *dev = o.devices;
+  int rc;
+  if (!dev && (rc = zeus_devices_default(&dev))) return rc;
+  if (o.poll_interval_s < 0 || o.poll_interval_s > 60)
+    return zeus__error(ZEUS_EINVAL, "monitor: poll_interval_s %g is outside [0, 60]", o.poll_interval_s);
+  zeus_monitor *m = calloc(1, sizeof *m);
+  if (!m) return zeus__oom("opening a monitor");
+  m->dev = dev;
+  m->approx = o.approx_instant_energy;
+  m->interval = o.poll_interval_s > 0 ? o.poll_interval_s : 0.05;
+  pthread_mutex_init(&m->mu, NULL);
+  pthread_cond_init(&m->cv, NULL);
+  unsigned visible = zeus_gpu_count(dev);
+  if (o.gpu_indices) {
+    if (o.num_gpu_indices > ZEUS_MAX_GPUS) {
+      rc = zeus__error(ZEUS_EINVAL, "monitor: %zu GPU indices given, at most %d", o.num_gpu_indices, ZEUS_MAX_GPUS);
+      goto fail;
+    }
+    for (size_t i = 0; i < o.num_gpu_indices; i++) {
+      unsigned g = o.gpu_indices[i];
+      if (g >= visible) {
+        rc = zeus__error(ZEUS_ENOENT, "monitor: GPU %u does not exist (%u visible GPU%s on backend %s)", g, visible,
+                         visible == 1 ? "" : "s", zeus_devices_backend(dev));
+        goto fail;
+      }
+      for (size_t j = 0; j < i; j++)
+        if (o.gpu_indices[j] == g) {
+          rc = zeus__error(ZEUS_EINVAL, "monitor: GPU %u is listed twice", g);
+          goto fail;
+        }
+      m->gpu[m->ngpu++] = g;
+    }
+  } else {
+    for (unsigned g = 0; g < visible && g < ZEUS_MAX_GPUS; g++) m->gpu[m->ngpu++] = g;
+  }
+  for (unsigned k = 0; k < m->ngpu; k++) {
+    bool counter = false;
+    if ((rc = zeus_gpu_energy_counter_supported(dev, m->gpu[k], &counter))) goto fail;
+    m->is_polled[k] = !counter || o.force_power_polling;
+    if (m->is_polled[k]) m->npolled++;
+  }
+  unsigned ncpu_avail = zeus_cpu_count();
+  if (o.cpu_indices) {
+    if (o.num_cpu_indices > ZEUS_MAX_CPUS) {
+      rc = zeus__error(ZEUS_EINVAL, "monitor: %zu CPU indices given, at most %d", o.num_cpu_indices, ZEUS_MAX_CPUS);
+      goto fail;
+    }
+    for (size_t i = 0; i < o.num_cpu_indices; i++) {
+      unsigned c = o.cpu_indices[i];
+      if (c >= ncpu_avail) {
+        rc = zeus__error(ZEUS_ENOENT,
+                         "monitor: CPU package %u was asked for, but %u package%s readable RAPL energy counter "
+                         "(/sys/class/powercap/intel-rapl:*; reading it may need root)",
+                         c, ncpu_avail, ncpu_avail == 1 ? " has a" : "s have a");
+        goto fail;
+      }
+      for (size_t j = 0; j < i; j++)
+        if (o.cpu_indices[j] == c) {
+          rc = zeus__error(ZEUS_EINVAL, "monitor: CPU package %u is listed twice", c);
+          goto fail;
+        }
+      m->cpu[m->ncpu++] = c;
+    }
+  } else {
+    for (unsigned c = 0; c < ncpu_avail; c++) m->cpu[m->ncpu++] = c;
+  }
+  for (unsigned c = 0; c < m->ncpu; c++) {
+    uint64_t pkg, dr;
+    if ((rc = zeus_cpu_energy(m->cpu[c], &pkg, &m->has_dram[c], &dr)) ||
+        (rc = zeus_cpu_energy_range(m->cpu[c], &m->cpu_range_mj[c], &m->dram_range_mj[c])))
+      goto fail;
+  }
+  if (o.log_file) {
+    m->log = fopen(o.log_file, "a");
+    if (!m->log) {
+      rc = zeus__error(ZEUS_EIO, "monitor: cannot open the log file '%s': %s", o.log_file, strerror(errno));
+      goto fail;
+    }
+    if (ftell(m->log) == 0 && (rc = write_header(m))) goto fail;
+  }
+  if (m->npolled) {
+    pthread_mutex_lock(&m->mu);
+    double t = zeus_devices_now(dev);
+    for (unsigned k = 0; k < m->ngpu; k++)
+      if (m->is_polled[k] && (rc = sample(m, k, t))) break;
+    pthread_mutex_unlock(&m->mu);
+    if (rc) goto fail;
+    if (pthread_create(&m->thread, NULL, poll_main, m) != 0) {
+      rc = zeus__error(ZEUS_EINTERNAL, "monitor: cannot start the power-polling thread");
+      goto fail;
+    }
+    m->thread_running = true;
+  }
+  zeus__log(ZEUS_LOG_DEBUG, "monitor", "monitoring %u GPU(s) (%u by power polling every %g s) and %u CPU package(s)",
+            m->ngpu, m->npolled, m->interval, m->ncpu);
+  *out = m;
+  return ZEUS_OK;
+fail:
+  zeus_monitor_close(m);
+  return rc;
+}
+
+void zeus_monitor_close(zeus_monitor *m) {
+  if (!m) return;
+  if (m->thread_running) {
+    pthread_mutex_lock(&m->mu);
+    m->stop = true;
+    pthread_cond_signal(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    pthread_join(m->thread, NULL);
+  }
+  for (size_t i = 0; i < m->nwin; i++) free(m->win[i].key);
+  free(m->win);
+  if (m->log) fclose(m->log);
+  pthread_cond_destroy(&m->cv);
+  pthread_mutex_destroy(&m->mu);
+  free(m);
+}
+
+int zeus_monitor_begin_window(zeus_monitor *m, const char *key, bool restart) {
+  if (!m || !key || !*key) return zeus__error(ZEUS_EINVAL, "begin_window: a monitor and a non-empty window name are required");
+  uint64_t h = hash_key(key);
+  int rc = ZEUS_OK;
+  pthread_mutex_lock(&m->mu);
+  window *w = find(m, key, h);
+  if (w && !restart) {
+    rc = zeus__error(ZEUS_EEXIST, "window '%s' is already open: end it first, or begin it with restart", key);
+    goto out;
+  }
+  window fresh = {0};
+  double t = zeus_devices_now(m->dev);
+  fresh.t0 = t;
+  if ((rc = read_all(m, t, fresh.gpu0, fresh.cpu0, fresh.dram0))) {
+    zeus__error_ctx(rc, "begin_window '%s'", key);
+    goto out;
+  }
+  if (w) { /* restart: keep the key, take new readings */
+    fresh.key = w->key;
+    fresh.hash = h;
+    *w = fresh;
+    goto out;
+  }
+  if (m->nwin == m->capwin) {
+    size_t cap = m->capwin ? m->capwin * 2 : 8;
+    window *nw = realloc(m->win, cap * sizeof *nw);
+    if (!nw) { rc = zeus__oom("opening a window"); goto out; }
+    m->win = nw;
+    m->capwin = cap;
+  }
+  if (!(fresh.key = strdup(key))) { rc = zeus__oom("opening a window"); goto out; }
+  fresh.hash = h;
+  m->win[m->nwin++] = fresh;
+out:
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
+
+static double counter_delta(double end, double begin, uint64_t range_mj) {
+  if (end >= begin) return end - begin;
+  return end + range_mj / 1000.0 - begin; /* the counter wrapped around */
+}
+
+static void log_row(zeus_monitor *m, const window *w, const zeus_measurement *r) {
+  zeus__buf b = {0};
+  zeus__buf_printf(&b, "%.6f,", w->t0);
+  zeus__csv_put_field(&b, w->key);
+  zeus__buf_printf(&b, ",%.9g", r->time_s);
+  for (unsigned k = 0; k < r->num_gpus; k++) zeus__buf_printf(&b, ",%.6f", r->gpu_energy_j[k]);
+  for (unsigned c = 0; c < r->num_cpus; c++) zeus__buf_printf(&b, ",%.6f", r->cpu_energy_j[c]);
+  zeus__buf_puts(&b, "\n");
+  if (b.data && (fputs(b.data, m->log) < 0 || fflush(m->log) != 0))
+    zeus__log(ZEUS_LOG_WARN, "monitor", "cannot append window '%s' to the log file: %s", w->key, strerror(errno));
+  zeus__buf_free(&b);
+}
+
+int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_measurement *out) {
+  if (!m || !key) return zeus__error(ZEUS_EINVAL, "end_window: a monitor and a window name are required");
+  uint64_t h = hash_key(key);
+  int rc = ZEUS_OK;
+  pthread_mutex_lock(&m->mu);
+  window *w = find(m, key, h);
+  if (!w) {
+    zeus__buf names = {0};
+    for (size_t i = 0; i < m->nwin && i < 8; i++) zeus__buf_printf(&names, "%s'%s'", i ? ", " : "", m->win[i].key);
+    rc = zeus__error(ZEUS_ENOENT, "no open window named '%s' (open: %s)", key, names.data ? names.data : "none");
+    zeus__buf_free(&names);
+    goto out;
+  }
+  if (!cancel) {
+    double t = zeus_devices_now(m->dev);
+    double gpu[ZEUS_MAX_GPUS], cpu[ZEUS_MAX_CPUS], dram[ZEUS_MAX_CPUS];
+    if ((rc = read_all(m, t, gpu, cpu, dram))) {
+      zeus__error_ctx(rc, "end_window '%s'", key);
+      goto out; /* the window stays open: the caller may retry or cancel */
+    }
+    zeus_measurement r;
+    r.time_s = t - w->t0;
+    r.num_gpus = m->ngpu;
+    r.num_cpus = m->ncpu;
+    r.total_energy_j = 0;
+    for (unsigned k = 0; k < m->ngpu; k++) {
+      double e = gpu[k] - w->gpu0[k];
+      if (!m->is_polled[k] && e == 0 && r.time_s > 0) {
+        unsigned mw;
+        if (m->approx && zeus_gpu_instant_power(m->dev, m->gpu[k], &mw) == ZEUS_OK) {
+          e = mw / 1000.0 * r.time_s;
+        } else {
+          zeus__log(ZEUS_LOG_WARN, "monitor",
+                    "window '%s' (%.3g s) was too short for GPU %u's energy counter to move; reporting 0 J "
+                    "(enable approx_instant_energy to estimate it from power)",
+                    key, r.time_s, m->gpu[k]);
+        }
+      }
+      r.gpu_indices[k] = m->gpu[k];
+      r.gpu_energy_j[k] = e;
+      r.total_energy_j += e;
+    }
+    for (unsigned c = 0; c < m->ncpu; c++) {
+      r.cpu_indices[c] = m->cpu[c];
+      r.cpu_energy_j[c] = counter_delta(cpu[c], w->cpu0[c], m->cpu_range_mj[c]);
+      r.dram_valid[c] = m->has_dram[c];
+      r.dram_energy_j[c] = m->has_dram[c] ? counter_delta(dram[c], w->dram0[c], m->dram_range_mj[c]) : 0;
+      r.total_energy_j += r.cpu_energy_j[c];
+    }
+    if (m->log) log_row(m, w, &r);
+    if (out) *out = r;
+  }
+  free(w->key);
+  *w = m->win[--m->nwin];
+out:
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
+
+bool zeus_monitor_is_open(zeus_monitor *m, const char *key) {
+  if (!m || !key) return false;
+  pthread_mutex_lock(&m->mu);
+  bool open = find(m, key, hash_key(key)) != NULL;
+  pthread_mutex_unlock(&m->mu);
+  return open;
+}
+
+unsigned zeus_monitor_num_gpus(const zeus_monitor *m) { return m ? m->ngpu : 0; }
+unsigned zeus_monitor_gpu_index(const zeus_monitor *m, unsigned k) { return m && k < m->ngpu ? m->gpu[k] : 0; }
+unsigned zeus_monitor_num_cpus(const zeus_monitor *m) { return m ? m->ncpu : 0; }
+bool zeus_monitor_gpu_polled(const zeus_monitor *m, unsigned k) { return m && k < m->ngpu && m->is_polled[k]; }
+zeus_devices *zeus_monitor_devices(const zeus_monitor *m) { return m ? m->dev : NULL; }

@@ -1,0 +1,386 @@
+/* monitor: windows against the simulated GPU's ground truth. */
+#include <math.h>
+
+#include "test_util.h"
+
+#include <zeus.h>
+
+typedef struct fixture {
+  zeus_devices *dev;
+  zeus_sim_node *node;
+  zeus_sim_gpu_config gpus[4];
+  zeus_sim_config cfg;
+} fixture;
+
+/* Opens `n` simulated GPUs on the given clock; GPU i runs 10% slower per index. */
+static void fx_open(fixture *f, unsigned n, zeus_sim_clock_kind clock, bool counter) {
+  memset(f, 0, sizeof *f);
+  for (unsigned i = 0; i < n; i++) {
+    f->gpus[i].model = ZEUS_SIM_DVFS;
+    f->gpus[i].time_scale = 1.0 + 0.1 * i;
+    f->gpus[i].no_energy_counter = !counter;
+  }
+  f->cfg.num_gpus = n;
+  f->cfg.gpus = f->gpus;
+  f->cfg.clock = clock;
+  zeus_devices_opts o = {.backend = "sim", .sim = &f->cfg, .all_devices = true};
+  assert_zeus_ok(zeus_devices_open(&f->dev, &o));
+  f->node = zeus_devices_sim_node(f->dev);
+  assert_non_null(f->node);
+}
+
+static double truth(fixture *f, unsigned g) {
+  double j;
+  assert_zeus_ok(zeus_sim_true_energy(f->node, g, &j));
+  return j;
+}
+
+static zeus_monitor *mon_open(fixture *f, const zeus_monitor_opts *extra) {
+  zeus_monitor_opts o = extra ? *extra : (zeus_monitor_opts){0};
+  o.devices = f->dev;
+  static const unsigned none[1] = {0};
+  if (!o.cpu_indices) { o.cpu_indices = none; o.num_cpu_indices = 0; }
+  zeus_monitor *m;
+  assert_zeus_ok(zeus_monitor_open(&m, &o));
+  return m;
+}
+
+/* Counter granularity is 1 mJ, floored at both ends. */
+#define MJ 0.0011
+
+static void monitor_window_matches_ground_truth(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 2, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  zeus_monitor *m = mon_open(&f, NULL);
+  assert_int_equal(zeus_monitor_num_gpus(m), 2);
+  double t0 = zeus_sim_now(f.node), e0 = truth(&f, 0), e1 = truth(&f, 1);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "step", false));
+  double units[2] = {10, 4};
+  double el;
+  assert_zeus_ok(zeus_sim_work_all(f.node, units, &el));
+  assert_zeus_ok(zeus_sim_idle(f.node, 0.25));
+  zeus_measurement r;
+  assert_zeus_ok(zeus_monitor_end_window(m, "step", false, &r));
+  assert_true(el > 0.4);
+  assert_true(fabs(r.time_s - (zeus_sim_now(f.node) - t0)) < 1e-9);
+  assert_true(fabs(r.time_s - (el + 0.25)) < 1e-9);
+  assert_int_equal(r.num_gpus, 2);
+  assert_true(fabs(r.gpu_energy_j[0] - (truth(&f, 0) - e0)) < MJ);
+  assert_true(fabs(r.gpu_energy_j[1] - (truth(&f, 1) - e1)) < MJ);
+  assert_true(r.gpu_energy_j[0] > r.gpu_energy_j[1]); /* GPU 0 worked more */
+  assert_true(fabs(r.total_energy_j - r.gpu_energy_j[0] - r.gpu_energy_j[1]) < 1e-9);
+  zeus_monitor_close(m);
+  zeus_devices_close(f.dev);
+}
+
+static void monitor_overlapping_windows_each_match_truth(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 1, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  zeus_monitor *m = mon_open(&f, NULL);
+  double a0 = truth(&f, 0);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "outer", false));
+  assert_zeus_ok(zeus_sim_work(f.node, 0, 5, NULL));
+  double b0 = truth(&f, 0);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "overlap", false));
+  assert_zeus_ok(zeus_monitor_begin_window(m, "nested", false));
+  assert_zeus_ok(zeus_sim_work(f.node, 0, 3, NULL));
+  double c1 = truth(&f, 0);
+  zeus_measurement nested, outer, overlap;
+  assert_zeus_ok(zeus_monitor_end_window(m, "nested", false, &nested));
+  assert_zeus_ok(zeus_sim_work(f.node, 0, 2, NULL));
+  double a1 = truth(&f, 0);
+  assert_zeus_ok(zeus_monitor_end_window(m, "outer", false, &outer));
+  assert_zeus_ok(zeus_sim_idle(f.node, 1.0));
+  double b1 = truth(&f, 0);
+  assert_zeus_ok(zeus_monitor_end_window(m, "overlap", false, &overlap));
+  assert_true(fabs(outer.gpu_energy_j[0] - (a1 - a0)) < MJ);
+  assert_true(fabs(overlap.gpu_energy_j[0] - (b1 - b0)) < MJ);
+  assert_true(fabs(nested.gpu_energy_j[0] - (c1 - b0)) < MJ);
+  assert_true(overlap.time_s > nested.time_s);
+  zeus_monitor_close(m);
+  zeus_devices_close(f.dev);
+}
+
+static void monitor_cancel_discards_window(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 1, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  zeus_monitor *m = mon_open(&f, NULL);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "w", false));
+  assert_true(zeus_monitor_is_open(m, "w"));
+  zeus_measurement r = {.time_s = -7};
+  assert_zeus_ok(zeus_monitor_end_window(m, "w", true, &r));
+  assert_true(r.time_s == -7); /* nothing written on cancel */
+  assert_false(zeus_monitor_is_open(m, "w"));
+  assert_zeus_err(zeus_monitor_end_window(m, "w", false, &r), ZEUS_ENOENT, "'w'");
+  zeus_monitor_close(m);
+  zeus_devices_close(f.dev);
+}
+
+static void monitor_duplicate_key_is_error_unless_restart(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 1, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  zeus_monitor *m = mon_open(&f, NULL);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "w", false));
+  assert_zeus_err(zeus_monitor_begin_window(m, "w", false), ZEUS_EEXIST, "already open");
+  assert_zeus_ok(zeus_sim_work(f.node, 0, 5, NULL));
+  double t_restart = zeus_sim_now(f.node), e_restart = truth(&f, 0);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "w", true));
+  assert_zeus_ok(zeus_sim_work(f.node, 0, 2, NULL));
+  zeus_measurement r;
+  assert_zeus_ok(zeus_monitor_end_window(m, "w", false, &r));
+  assert_true(fabs(r.time_s - (zeus_sim_now(f.node) - t_restart)) < 1e-9);
+  assert_true(fabs(r.gpu_energy_j[0] - (truth(&f, 0) - e_restart)) < MJ);
+  zeus_monitor_close(m);
+  zeus_devices_close(f.dev);
+}
+
+static void monitor_unknown_key_names_it_and_open_windows(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 1, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  zeus_monitor *m = mon_open(&f, NULL);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "train", false));
+  zeus_measurement r;
+  assert_zeus_err(zeus_monitor_end_window(m, "eval", false, &r), ZEUS_ENOENT, "no open window named 'eval'");
+  assert_true(strstr(zeus_errmsg(), "'train'") != NULL);
+  assert_zeus_err(zeus_monitor_begin_window(m, "", false), ZEUS_EINVAL, "non-empty");
+  zeus_monitor_close(m);
+  zeus_devices_close(f.dev);
+}
+
+static void monitor_many_windows_grow_and_close_cleanly(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 1, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  zeus_monitor *m = mon_open(&f, NULL);
+  char key[32];
+  for (int i = 0; i < 100; i++) {
+    snprintf(key, sizeof key, "w%d", i);
+    assert_zeus_ok(zeus_monitor_begin_window(m, key, false));
+    assert_zeus_ok(zeus_sim_work(f.node, 0, 0.1, NULL));
+  }
+  zeus_measurement r0, r99;
+  assert_zeus_ok(zeus_monitor_end_window(m, "w99", false, &r99));
+  assert_zeus_ok(zeus_monitor_end_window(m, "w0", false, &r0));
+  assert_true(r0.gpu_energy_j[0] > 50 * r99.gpu_energy_j[0]);
+  zeus_monitor_close(m); /* 98 windows still open: freed */
+  zeus_devices_close(f.dev);
+}
+
+/* A GPU without an energy counter is measured by integrating sampled power; on the wall clock
+ * with power stepping between levels, the result agrees with the engine's truth within 1%. */
+static void monitor_power_polling_agrees_with_truth_within_1pct(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 1, ZEUS_SIM_CLOCK_WALL, false);
+  zeus_monitor_opts o = {.poll_interval_s = 0.001};
+  zeus_monitor *m = mon_open(&f, &o);
+  assert_true(zeus_monitor_gpu_polled(m, 0));
+  double e0 = truth(&f, 0);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "w", false));
+  /* ~0.3 s at full power, 0.2 s idle, ~0.3 s at a 150 W limit. */
+  assert_zeus_ok(zeus_sim_work(f.node, 0, 6, NULL));
+  assert_zeus_ok(zeus_sim_idle(f.node, 0.2));
+  assert_zeus_ok(zeus_gpu_set_power_limit(f.dev, 0, 150000));
+  assert_zeus_ok(zeus_sim_work(f.node, 0, 3, NULL));
+  zeus_measurement r;
+  assert_zeus_ok(zeus_monitor_end_window(m, "w", false, &r));
+  double want = truth(&f, 0) - e0;
+  double err = fabs(r.gpu_energy_j[0] - want) / want;
+  print_message("power polling: measured %.3f J, truth %.3f J, error %.3f%%\n", r.gpu_energy_j[0], want, 100 * err);
+  assert_true(err < 0.01);
+  zeus_monitor_close(m);
+  zeus_devices_close(f.dev);
+}
+
+static void monitor_forced_polling_on_virtual_clock_is_exact_at_bounds(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 1, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  zeus_monitor_opts o = {.force_power_polling = true, .poll_interval_s = 10};
+  zeus_monitor *m = mon_open(&f, &o);
+  assert_true(zeus_monitor_gpu_polled(m, 0));
+  double e0 = truth(&f, 0);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "idle", false));
+  assert_zeus_ok(zeus_sim_idle(f.node, 2.0));
+  zeus_measurement r;
+  assert_zeus_ok(zeus_monitor_end_window(m, "idle", false, &r));
+  /* Constant idle power: the trapezoid between the two bound samples is exact. */
+  assert_true(fabs(r.gpu_energy_j[0] - (truth(&f, 0) - e0)) < 1e-6);
+  zeus_monitor_close(m);
+  zeus_devices_close(f.dev);
+}
+
+static void monitor_approx_instant_energy_fills_short_windows(void **state) {
+  (void)state;
+  for (int approx = 0; approx <= 1; approx++) {
+    fixture f;
+    fx_open(&f, 1, ZEUS_SIM_CLOCK_VIRTUAL, true);
+    zeus_devices_close(f.dev);
+    f.gpus[0].counter_period_s = 0.1; /* the counter moves every 100 ms */
+    zeus_devices_opts dopts = {.backend = "sim", .sim = &f.cfg, .all_devices = true};
+    assert_zeus_ok(zeus_devices_open(&f.dev, &dopts));
+    f.node = zeus_devices_sim_node(f.dev);
+    assert_zeus_ok(zeus_sim_idle(f.node, 0.01));
+    zeus_monitor_opts o = {.approx_instant_energy = approx};
+    zeus_monitor *m = mon_open(&f, &o);
+    assert_zeus_ok(zeus_monitor_begin_window(m, "short", false));
+    assert_zeus_ok(zeus_sim_idle(f.node, 0.02));
+    zeus_measurement r;
+    assert_zeus_ok(zeus_monitor_end_window(m, "short", false, &r));
+    if (approx)
+      assert_true(fabs(r.gpu_energy_j[0] - 30.0 * 0.02) < 1e-6); /* idle power x time */
+    else
+      assert_true(r.gpu_energy_j[0] == 0.0);
+    zeus_monitor_close(m);
+    zeus_devices_close(f.dev);
+  }
+}
+
+static void monitor_csv_log_has_one_row_per_ended_window(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 2, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  char dir[256], path[512];
+  zeus_test_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/log.csv", dir);
+  zeus_monitor_opts o = {.log_file = path};
+  zeus_monitor *m = mon_open(&f, &o);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "a,b", false));
+  assert_zeus_ok(zeus_sim_work(f.node, 1, 2, NULL));
+  zeus_measurement r;
+  assert_zeus_ok(zeus_monitor_end_window(m, "a,b", false, &r));
+  assert_zeus_ok(zeus_monitor_begin_window(m, "gone", false));
+  assert_zeus_ok(zeus_monitor_end_window(m, "gone", true, NULL));
+  assert_zeus_ok(zeus_monitor_begin_window(m, "second", false));
+  assert_zeus_ok(zeus_monitor_end_window(m, "second", false, NULL));
+  zeus_monitor_close(m);
+  FILE *fp = fopen(path, "r");
+  assert_non_null(fp);
+  char line[512];
+  assert_non_null(fgets(line, sizeof line, fp));
+  assert_string_equal(line, "start_time,window_name,elapsed_time,gpu0_energy,gpu1_energy\n");
+  assert_non_null(fgets(line, sizeof line, fp));
+  assert_non_null(strstr(line, ",\"a,b\","));
+  double t0, el, g0, g1;
+  char *q = strstr(line, "\",");
+  assert_int_equal(sscanf(line, "%lf", &t0), 1);
+  assert_int_equal(sscanf(q + 2, "%lf,%lf,%lf", &el, &g0, &g1), 3);
+  assert_true(fabs(el - r.time_s) < 1e-6 && fabs(g1 - r.gpu_energy_j[1]) < 1e-5 && fabs(g0 - r.gpu_energy_j[0]) < 1e-5);
+  assert_non_null(fgets(line, sizeof line, fp));
+  assert_non_null(strstr(line, ",second,"));
+  assert_null(fgets(line, sizeof line, fp));
+  fclose(fp);
+  /* Appending to an existing log does not repeat the header. */
+  m = mon_open(&f, &o);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "third", false));
+  assert_zeus_ok(zeus_monitor_end_window(m, "third", false, NULL));
+  zeus_monitor_close(m);
+  fp = fopen(path, "r");
+  int lines = 0, headers = 0;
+  while (fgets(line, sizeof line, fp)) {
+    lines++;
+    headers += strncmp(line, "start_time", 10) == 0;
+  }
+  fclose(fp);
+  assert_int_equal(lines, 4);
+  assert_int_equal(headers, 1);
+  zeus_devices_close(f.dev);
+}
+
+static void monitor_gpu_subset_and_bad_indices(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 3, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  unsigned one[] = {2};
+  zeus_monitor_opts o = {.gpu_indices = one, .num_gpu_indices = 1};
+  zeus_monitor *m = mon_open(&f, &o);
+  assert_int_equal(zeus_monitor_num_gpus(m), 1);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "w", false));
+  assert_zeus_ok(zeus_sim_work(f.node, 2, 1, NULL));
+  zeus_measurement r;
+  assert_zeus_ok(zeus_monitor_end_window(m, "w", false, &r));
+  assert_int_equal(r.num_gpus, 1);
+  assert_int_equal(r.gpu_indices[0], 2);
+  assert_true(r.gpu_energy_j[0] > 1.0);
+  zeus_monitor_close(m);
+  unsigned bad[] = {5};
+  zeus_monitor_opts ob = {.devices = f.dev, .gpu_indices = bad, .num_gpu_indices = 1, .cpu_indices = one};
+  assert_zeus_err(zeus_monitor_open(&m, &ob), ZEUS_ENOENT, "GPU 5 does not exist");
+  unsigned dup[] = {1, 1};
+  zeus_monitor_opts od = {.devices = f.dev, .gpu_indices = dup, .num_gpu_indices = 2, .cpu_indices = one};
+  assert_zeus_err(zeus_monitor_open(&m, &od), ZEUS_EINVAL, "listed twice");
+  zeus_devices_close(f.dev);
+}
+
+static void write_rapl(const char *root, unsigned pkg, const char *sub, const char *name, unsigned long long uj,
+                       unsigned long long range) {
+  char dir[512], path[600], buf[64];
+  snprintf(dir, sizeof dir, "%s/intel-rapl:%u%s", root, pkg, sub);
+  mkdir(dir, 0755);
+  snprintf(path, sizeof path, "%s/energy_uj", dir);
+  snprintf(buf, sizeof buf, "%llu\n", uj);
+  zeus_test_write_file(path, buf);
+  snprintf(path, sizeof path, "%s/max_energy_range_uj", dir);
+  snprintf(buf, sizeof buf, "%llu\n", range);
+  zeus_test_write_file(path, buf);
+  snprintf(path, sizeof path, "%s/name", dir);
+  zeus_test_write_file(path, name);
+}
+
+static void monitor_cpu_rapl_counters_with_wraparound(void **state) {
+  (void)state;
+  char root[256];
+  zeus_test_tmpdir(root, sizeof root);
+  setenv("ZEUS_RAPL_ROOT", root, 1);
+  fixture f;
+  fx_open(&f, 1, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  unsigned none[1];
+  zeus_monitor *m;
+  unsigned cpu0[] = {0};
+  zeus_monitor_opts bad = {.devices = f.dev, .gpu_indices = none, .num_gpu_indices = 0, .cpu_indices = cpu0,
+                           .num_cpu_indices = 1};
+  assert_zeus_err(zeus_monitor_open(&m, &bad), ZEUS_ENOENT, "CPU package 0 was asked for");
+  write_rapl(root, 0, "", "package-0\n", 999000000ull, 1000000000ull); /* 1 s before wrapping at 1000 J */
+  write_rapl(root, 0, ":0", "dram\n", 5000000ull, 1000000000ull);
+  zeus_monitor_opts o = {.devices = f.dev, .gpu_indices = none, .num_gpu_indices = 0};
+  assert_zeus_ok(zeus_monitor_open(&m, &o)); /* auto: every readable package */
+  assert_int_equal(zeus_monitor_num_cpus(m), 1);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "w", false));
+  write_rapl(root, 0, "", "package-0\n", 4000000ull, 1000000000ull); /* wrapped: +5 J */
+  write_rapl(root, 0, ":0", "dram\n", 7500000ull, 1000000000ull);    /* +2.5 J */
+  zeus_measurement r;
+  assert_zeus_ok(zeus_monitor_end_window(m, "w", false, &r));
+  assert_int_equal(r.num_cpus, 1);
+  assert_true(fabs(r.cpu_energy_j[0] - 5.0) < 1e-9);
+  assert_true(r.dram_valid[0]);
+  assert_true(fabs(r.dram_energy_j[0] - 2.5) < 1e-9);
+  assert_true(fabs(r.total_energy_j - 5.0) < 1e-9);
+  zeus_monitor_close(m);
+  zeus_devices_close(f.dev);
+  unsetenv("ZEUS_RAPL_ROOT");
+}
+
+int main(int argc, char **argv) {
+  setenv("ZEUS_RAPL_ROOT", "/nonexistent-rapl-root", 1); /* tests choose their CPUs */
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(monitor_window_matches_ground_truth),
+      cmocka_unit_test(monitor_overlapping_windows_each_match_truth),
+      cmocka_unit_test(monitor_cancel_discards_window),
+      cmocka_unit_test(monitor_duplicate_key_is_error_unless_restart),
+      cmocka_unit_test(monitor_unknown_key_names_it_and_open_windows),
+      cmocka_unit_test(monitor_many_windows_grow_and_close_cleanly),
+      cmocka_unit_test(monitor_power_polling_agrees_with_truth_within_1pct),
+      cmocka_unit_test(monitor_forced_polling_on_virtual_clock_is_exact_at_bounds),
+      cmocka_unit_test(monitor_approx_instant_energy_fills_short_windows),
+      cmocka_unit_test(monitor_csv_log_has_one_row_per_ended_window),
+      cmocka_unit_test(monitor_gpu_subset_and_bad_indices),
+      cmocka_unit_test(monitor_cpu_rapl_counters_with_wraparound),
+  };
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
