@@ -50,8 +50,8 @@ typedef struct zeus_sim_dvfs {
   double max_power_limit_w;    /* 300 */
   double default_power_limit_w;/* max_power_limit_w */
   double idle_power_w;         /* 30 */
-  double static_power_w;       /* 75 */
-  double dynamic_power_w;      /* 215 */
+  double static_power_w;       /* 120 */
+  double dynamic_power_w;      /* 170 */
   double time_per_unit_s;      /* 0.05 at max_clock_mhz */
   double mem_bound_fraction;   /* 0.25 (exactly 0 is taken as the default; use 1e-9 for none) */
 } zeus_sim_dvfs;

@@ -50,8 +50,8 @@ static void dvfs_defaults(zeus_sim_dvfs *p) {
   if (p->max_power_limit_w <= 0) p->max_power_limit_w = 300;
   if (p->default_power_limit_w <= 0) p->default_power_limit_w = p->max_power_limit_w;
   if (p->idle_power_w <= 0) p->idle_power_w = 30;
-  if (p->static_power_w <= 0) p->static_power_w = 75;
-  if (p->dynamic_power_w <= 0) p->dynamic_power_w = 215;
+  if (p->static_power_w <= 0) p->static_power_w = 120;
+  if (p->dynamic_power_w <= 0) p->dynamic_power_w = 170;
   if (p->time_per_unit_s <= 0) p->time_per_unit_s = 0.05;
   if (p->mem_bound_fraction <= 0) p->mem_bound_fraction = 0.25;
 }

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# make demo: a short tour of the zeus CLI and library on the simulated GPU (or real GPUs when
+# ZEUS_GPU_BACKEND=nvml is set on an NVIDIA machine).
+set -eu
+build=${1:-build}
+Z="$build/zeus"
+export ZEUS_GPU_BACKEND=${ZEUS_GPU_BACKEND:-sim}
+export ZEUS_SIM_GPUS=${ZEUS_SIM_GPUS:-2}
+step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+
+step "zeus --version"
+"$Z" --version
+step "zeus gpus            # backend: $ZEUS_GPU_BACKEND"
+"$Z" gpus
+step "zeus monitor energy -- sleep 1     # energy of a whole command (idle GPUs here)"
+"$Z" monitor energy -- sleep 1
+step "zeus monitor power --interval-ms 200 --duration-s 1"
+"$Z" monitor power --interval-ms 200 --duration-s 1
+step "ZEUS_SIM_CLOCK=virtual measure_power_limits 200   # library example: same work at each power limit"
+ZEUS_SIM_CLOCK=virtual "$build/measure_power_limits" 200
+echo
+echo "Lower power limits cap the simulated GPU's clock: the work takes longer but, down to a point,"
+echo "uses less energy. The power-limit optimizer finds that point during training."

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# valgrind --leak-check=full on CLI smoke runs: no leak, no invalid access (exit 1 on any error).
+set -u
+. "$(dirname "$0")/lib.sh"
+if ! command -v valgrind >/dev/null 2>&1; then
+  echo "SKIPPED: valgrind is not installed"
+  exit 77
+fi
+vg() { valgrind -q --leak-check=full --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99 "$@"; }
+export ZEUS_GPU_BACKEND=sim ZEUS_SIM_GPUS=2
+expect_ok "valgrind: zeus gpus --json (sim)" vg "$ZEUS" gpus --json
+expect_ok "valgrind: zeus gpus (sim)" vg "$ZEUS" gpus
+expect_ok "valgrind: monitor energy (sim)" vg "$ZEUS" monitor energy --json -- true
+expect_ok "valgrind: monitor power (sim)" vg "$ZEUS" monitor power --interval-ms 20 --duration-s 0.1
+ZEUS_SIM_ENERGY_COUNTER=0 expect_ok "valgrind: monitor energy, polled power (sim)" vg "$ZEUS" monitor energy -- sleep 0.2
+expect_code "valgrind: a usage error exits cleanly" 2 vg "$ZEUS" monitor energy --gpus x -- true
+if [ -n "${FAKE_NVML:-}" ] && [ -f "$FAKE_NVML" ]; then
+  ZEUS_GPU_BACKEND=nvml ZEUS_NVML_LIBRARY="$FAKE_NVML" expect_ok "valgrind: zeus gpus (nvml over the fake library)" vg "$ZEUS" gpus --json
+  ZEUS_GPU_BACKEND=nvml ZEUS_NVML_LIBRARY="$FAKE_NVML" expect_ok "valgrind: monitor energy (nvml over the fake library)" vg "$ZEUS" monitor energy -- true
+fi
+ZEUS_GPU_BACKEND= ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 expect_ok "valgrind: no NVML falls back to none" vg "$ZEUS" gpus
+finish
