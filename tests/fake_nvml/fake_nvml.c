@@ -16,7 +16,8 @@
  *   - SetGpuLockedClocks with both values special (0xffffff01 TDP / 0xffffff02 unlimited) acts
  *     as a reset; one special value with a normal one is INVALID_ARGUMENT.
  *
- * Test controls, read from the environment at the first (reference-creating) Init:
+ * Test controls, read from the environment at the first (reference-creating) Init, except
+ * FAKE_NVML_INIT_ERROR, which every Init reads:
  *   FAKE_NVML_LOG=<path>
  *       Appends one line per setter call (SetPowerManagementLimit, SetPersistenceMode,
  *       SetGpuLockedClocks, ResetGpuLockedClocks, SetMemoryLockedClocks,
