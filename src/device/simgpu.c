@@ -172,25 +172,32 @@ static void advance_all(zeus_sim_node *n, double t) {
   for (unsigned i = 0; i < n->n; i++) advance(&n->g[i], t);
 }
 
-/* The operating point of the DVFS model: the highest allowed clock whose power fits the limit. */
+/* The operating point of the DVFS model: the highest allowed clock whose power fits the limit.
+ * As on hardware, the power limit wins over a locked minimum: when no clock of the locked range
+ * fits, the GPU drops to the highest clock below the range that does. */
 static void dvfs_point(const simgpu *g, unsigned *clock, double *t_unit, double *power) {
   const zeus_sim_dvfs *p = &g->p;
   double limit_w = g->limit_mw / 1000.0;
   unsigned lo = g->lock_max ? g->lock_min : 0, hi = g->lock_max ? g->lock_max : ~0u;
-  unsigned best = 0, lowest_allowed = 0;
+  unsigned best = 0, below = 0, lowest_allowed = 0;
   for (size_t k = 0; k < g->ngclocks; k++) {
     unsigned f = g->gclocks[k];
-    if (f > hi || f < lo) continue;
-    lowest_allowed = f;
+    if (f > hi) continue;
     double x = (double)f / p->max_clock_mhz;
-    if (!best && p->static_power_w + p->dynamic_power_w * x * x * x <= limit_w + 1e-9) best = f;
+    bool fits = p->static_power_w + p->dynamic_power_w * x * x * x <= limit_w + 1e-9;
+    if (f < lo) {
+      if (!below && fits) below = f;
+      continue;
+    }
+    lowest_allowed = f;
+    if (!best && fits) best = f;
   }
   if (!lowest_allowed) { /* lock range between two supported clocks: nearest below the maximum */
     lowest_allowed = g->gclocks[g->ngclocks - 1];
     for (size_t k = 0; k < g->ngclocks; k++)
       if (g->gclocks[k] <= hi) { lowest_allowed = g->gclocks[k]; break; }
   }
-  if (!best) best = lowest_allowed;
+  if (!best) best = below ? below : lowest_allowed;
   double x = (double)best / p->max_clock_mhz;
   *clock = best;
   *power = p->static_power_w + p->dynamic_power_w * x * x * x;

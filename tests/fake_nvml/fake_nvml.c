@@ -1,3 +1,757 @@
-/* placeholder: replaced by the full fake NVML */
-__attribute__((visibility("default"))) int nvmlInit_v2(void);
-int nvmlInit_v2(void) { return 0; }
+/* A fake libnvidia-ml.so.1 for tests: NVML's C ABI over the simulated-GPU engine (zeus/sim.h).
+ *
+ * The first nvmlInit_v2/nvmlInitWithFlags creates one simulated node from the ZEUS_SIM_*
+ * settings (see zeus/sim.h); the last nvmlShutdown destroys it. Init is reference-counted as in
+ * the real library. Device handles point into a static array, one slot per GPU.
+ *
+ * Behaviour modelled on the real library (see shared/NVML.md):
+ *   - every call but nvmlErrorString returns ERROR_UNINITIALIZED before Init;
+ *   - INVALID_ARGUMENT for NULL pointers, unknown handles, a power limit outside the
+ *     constraints, and locked clocks with min > max (or a zero maximum);
+ *   - the INSUFFICIENT_SIZE count protocol for the clock lists, and INSUFFICIENT_SIZE for
+ *     string buffers that are too short;
+ *   - NOT_SUPPORTED for the energy counter on a GPU without one (ZEUS_SIM_ENERGY_COUNTER=0);
+ *     such a GPU also reports the Pascal architecture, every other one Ampere;
+ *   - NOT_FOUND from GetSupportedGraphicsClocks for an unsupported memory clock;
+ *   - SetGpuLockedClocks with both values special (0xffffff01 TDP / 0xffffff02 unlimited) acts
+ *     as a reset; one special value with a normal one is INVALID_ARGUMENT.
+ *
+ * Test controls, read from the environment at the first (reference-creating) Init, except
+ * FAKE_NVML_INIT_ERROR, which every Init reads:
+ *   FAKE_NVML_LOG=<path>
+ *       Appends one line per setter call (SetPowerManagementLimit, SetPersistenceMode,
+ *       SetGpuLockedClocks, ResetGpuLockedClocks, SetMemoryLockedClocks,
+ *       ResetMemoryLockedClocks), failed ones included:
+ *         <function> <gpu index> <args...> -> <return code>
+ *       e.g. "nvmlDeviceSetPowerManagementLimit 0 250000 -> 0". The file is opened with O_APPEND
+ *       and each line is one write(), so several processes may share it. A call with an invalid
+ *       handle logs "?" as the GPU index.
+ *   FAKE_NVML_INJECT=<spec>[;<spec>...]   spec = <function>:<code>[:<gpu>[:<after>]]
+ *       <function>  an exported NVML name (nvmlDeviceSetPowerManagementLimit), or * for every
+ *                   device function;
+ *       <code>      a number or a name with or without ERROR_ (NO_PERMISSION, NOT_SUPPORTED,
+ *                   GPU_IS_LOST, ERROR_UNKNOWN...);
+ *       <gpu>       a GPU index, or * for every GPU (the default);
+ *       <after>     how many matching calls succeed normally before the injection fires
+ *                   (default 0).
+ *       Rule: once a spec has fired it answers every later matching call with its code. An
+ *       injected GPU_IS_LOST or RESET_REQUIRED also marks the GPU lost, so that every later
+ *       device call on that GPU returns GPU_IS_LOST (as a GPU that fell off the bus does).
+ *       Injected failures do not reach the engine (a failed setter changes nothing).
+ *   FAKE_NVML_INIT_ERROR=<code>
+ *       nvmlInit_v2 / nvmlInitWithFlags fail with that code (a number or a name, e.g.
+ *       DRIVER_NOT_LOADED), creating nothing.
+ * A malformed control or ZEUS_SIM_* setting makes Init fail with ERROR_UNKNOWN and one line on
+ * stderr saying why.
+ *
+ * Test helpers (exported too; reach them with dlopen of the same path + dlsym):
+ *   int    fakeNvmlRunWork(unsigned gpu, double units)  zeus_sim_work on the node (NVML code)
+ *   int    fakeNvmlIdle(double seconds)                 zeus_sim_idle on the node (NVML code)
+ *   double fakeNvmlTrueEnergy(unsigned gpu)             ground-truth energy in J (NAN on error)
+ *   unsigned long fakeNvmlCalls(unsigned gpu)           device calls made on that GPU so far
+ *                                                       (any nvmlDevice* function, valid handle)
+ *   double zeusSimClockNow(void)                        the node's clock in s (0 without a node);
+ *                                                       the nvml backend times windows on it.
+ *
+ * Built twice: libnvidia-ml.so.1 (everything), and with -DFAKE_NVML_OMIT_REQUIRED
+ * libnvidia-ml-missing.so.1, which lacks nvmlDeviceGetUUID (a symbol the backend requires).
+ * The engine comes from zeus_static, linked with --exclude-libs so that none of it is exported.
+ */
+#include <ctype.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "device/nvml_types.h"
+#include "zeus/sim.h"
+
+#define FAKE_API __attribute__((visibility("default")))
+
+#define FAKE_CLOCK_LIMIT_TDP 0xffffff01u
+#define FAKE_CLOCK_LIMIT_UNLIMITED 0xffffff02u
+#define FAKE_ARCH_PASCAL 4u
+#define FAKE_ARCH_AMPERE 7u
+#define FAKE_DRIVER_VERSION "555.42.06-zeus-fake"
+#define FAKE_MAX_INJECT 16
+
+/* ---- the exported API (prototypes, since nothing else declares them) ---- */
+FAKE_API nvmlReturn_t nvmlInit_v2(void);
+FAKE_API nvmlReturn_t nvmlInitWithFlags(unsigned flags);
+FAKE_API nvmlReturn_t nvmlShutdown(void);
+FAKE_API const char *nvmlErrorString(nvmlReturn_t r);
+FAKE_API nvmlReturn_t nvmlSystemGetDriverVersion(char *ver, unsigned len);
+FAKE_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *count);
+FAKE_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned idx, nvmlDevice_t *out);
+FAKE_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *out);
+#ifndef FAKE_NVML_OMIT_REQUIRED
+FAKE_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char *uuid, unsigned len);
+#endif
+FAKE_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *name, unsigned len);
+FAKE_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t dev, unsigned *idx);
+FAKE_API nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t dev, unsigned *arch);
+FAKE_API nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t dev, unsigned *min_mw,
+                                                                    unsigned *max_mw);
+FAKE_API nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t dev, unsigned *mw);
+FAKE_API nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t dev, unsigned *mw);
+FAKE_API nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t dev, unsigned *mw);
+FAKE_API nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t dev, unsigned mw);
+FAKE_API nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t dev, nvmlEnableState_t *mode);
+FAKE_API nvmlReturn_t nvmlDeviceSetPersistenceMode(nvmlDevice_t dev, nvmlEnableState_t mode);
+FAKE_API nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t dev, unsigned long long *mj);
+FAKE_API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned *mw);
+FAKE_API nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t dev, unsigned *count, unsigned *mhz);
+FAKE_API nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t dev, unsigned mem_mhz, unsigned *count,
+                                                           unsigned *mhz);
+FAKE_API nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t dev, nvmlClockType_t type, unsigned *mhz);
+FAKE_API nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t dev, nvmlClockType_t type, nvmlClockId_t id, unsigned *mhz);
+FAKE_API nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t dev, unsigned min_mhz, unsigned max_mhz);
+FAKE_API nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t dev);
+FAKE_API nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t dev, unsigned min_mhz, unsigned max_mhz);
+FAKE_API nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t dev);
+
+FAKE_API int fakeNvmlRunWork(unsigned gpu, double units);
+FAKE_API int fakeNvmlIdle(double seconds);
+FAKE_API double fakeNvmlTrueEnergy(unsigned gpu);
+FAKE_API unsigned long fakeNvmlCalls(unsigned gpu);
+FAKE_API double zeusSimClockNow(void);
+
+/* ---- state ---- */
+
+/* What a handle points at. The slot's address is the handle; `index` is its GPU. */
+typedef struct fake_dev {
+  unsigned index;
+} fake_dev;
+
+typedef struct inject_spec {
+  char fn[64];     /* exported name, or "*" */
+  nvmlReturn_t code;
+  int gpu;         /* -1: every GPU */
+  unsigned after;  /* matching calls let through before firing */
+  unsigned seen;   /* matching calls so far */
+  bool fired;
+} inject_spec;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static unsigned g_refs;           /* Init reference count */
+static zeus_sim_node *g_node;     /* non-NULL while g_refs > 0 */
+static unsigned g_count;
+static fake_dev g_devs[ZEUS_MAX_GPUS];
+static bool g_lost[ZEUS_MAX_GPUS];
+static unsigned long g_calls[ZEUS_MAX_GPUS];
+static char g_log_path[1024];     /* "" when not logging */
+static inject_spec g_inject[FAKE_MAX_INJECT];
+static unsigned g_ninject;
+
+/* ---- return codes ---- */
+
+/* Parses a code given as a number or as a name, with or without the ERROR_ prefix. */
+static bool parse_code(const char *text, nvmlReturn_t *out) {
+  while (isspace((unsigned char)*text)) text++;
+  if (isdigit((unsigned char)*text)) {
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (*end || v < 0 || v > 100000) return false;
+    *out = (nvmlReturn_t)v;
+    return true;
+  }
+  if (strncasecmp(text, "NVML_", 5) == 0) text += 5;
+  static const struct { const char *name; nvmlReturn_t value; } codes[] = {
+#define FAKE__ENTRY(name, value) {#name, (value)},
+      ZEUS_NVML_RETURN_MAP(FAKE__ENTRY)
+#undef FAKE__ENTRY
+  };
+  for (size_t i = 0; i < ZEUS__ARRAY_LEN(codes); i++) {
+    const char *n = codes[i].name;
+    if (strcasecmp(text, n) == 0 || (strncmp(n, "ERROR_", 6) == 0 && strcasecmp(text, n + 6) == 0)) {
+      *out = codes[i].value;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* NVIDIA's wording for the common codes; the backend never relies on these texts. */
+const char *nvmlErrorString(nvmlReturn_t r) {
+  switch (r) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_INSUFFICIENT_POWER: return "Insufficient External Power";
+    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT: return "Timeout";
+    case NVML_ERROR_IRQ_ISSUE: return "Interrupt Request Issue";
+    case NVML_ERROR_LIBRARY_NOT_FOUND: return "NVML Shared Library Not Found";
+    case NVML_ERROR_FUNCTION_NOT_FOUND: return "Function Not Found";
+    case NVML_ERROR_CORRUPTED_INFOROM: return "Corrupted infoROM";
+    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
+    case NVML_ERROR_RESET_REQUIRED: return "GPU requires restart";
+    case NVML_ERROR_OPERATING_SYSTEM: return "The operating system has blocked the request";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch";
+    case NVML_ERROR_IN_USE: return "In use by another client";
+    case NVML_ERROR_MEMORY: return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA: return "No data";
+    default: return "Unknown Error";
+  }
+}
+
+/* ---- test controls ---- */
+
+/* Parses FAKE_NVML_INJECT into g_inject. Returns false (with a line on stderr) when malformed. */
+static bool parse_inject(const char *value) {
+  g_ninject = 0;
+  if (!value || !*value) return true;
+  char buf[2048];
+  snprintf(buf, sizeof buf, "%s", value);
+  char *save = NULL;
+  for (char *spec = strtok_r(buf, ";", &save); spec; spec = strtok_r(NULL, ";", &save)) {
+    if (g_ninject == FAKE_MAX_INJECT) {
+      fprintf(stderr, "fake NVML: FAKE_NVML_INJECT has more than %d specs\n", FAKE_MAX_INJECT);
+      return false;
+    }
+    inject_spec *s = &g_inject[g_ninject];
+    memset(s, 0, sizeof *s);
+    s->gpu = -1;
+    char *field[4] = {0};
+    int nf = 0;
+    for (char *p = spec; nf < 4;) {
+      field[nf++] = p;
+      char *colon = strchr(p, ':');
+      if (!colon) break;
+      *colon = '\0';
+      p = colon + 1;
+    }
+    if (nf < 2 || !*field[0] || strlen(field[0]) >= sizeof s->fn || !parse_code(field[1], &s->code)) {
+      fprintf(stderr,
+              "fake NVML: FAKE_NVML_INJECT spec '%s' is not <function>:<code>[:<gpu>[:<after>]] with a known "
+              "code\n",
+              spec);
+      return false;
+    }
+    snprintf(s->fn, sizeof s->fn, "%s", field[0]);
+    char *end;
+    if (nf >= 3 && strcmp(field[2], "*") != 0 && *field[2]) {
+      long g = strtol(field[2], &end, 10);
+      if (*end || g < 0 || g >= ZEUS_MAX_GPUS) {
+        fprintf(stderr, "fake NVML: FAKE_NVML_INJECT gpu '%s' is not an index or *\n", field[2]);
+        return false;
+      }
+      s->gpu = (int)g;
+    }
+    if (nf >= 4 && *field[3]) {
+      long a = strtol(field[3], &end, 10);
+      if (*end || a < 0) {
+        fprintf(stderr, "fake NVML: FAKE_NVML_INJECT after-count '%s' is not a number >= 0\n", field[3]);
+        return false;
+      }
+      s->after = (unsigned)a;
+    }
+    g_ninject++;
+  }
+  return true;
+}
+
+/* The injected answer for this call, or SUCCESS to run it normally. Caller holds g_mu.
+ * gpu < 0 for functions without a device. */
+static nvmlReturn_t injected(const char *fn, int gpu) {
+  if (gpu >= 0 && g_lost[gpu]) return NVML_ERROR_GPU_IS_LOST;
+  for (unsigned k = 0; k < g_ninject; k++) {
+    inject_spec *s = &g_inject[k];
+    if (strcmp(s->fn, "*") == 0 ? gpu < 0 : strcmp(s->fn, fn) != 0) continue;
+    if (s->gpu >= 0 && s->gpu != gpu) continue;
+    if (!s->fired && s->seen++ < s->after) continue;
+    s->fired = true;
+    if (gpu >= 0 && (s->code == NVML_ERROR_GPU_IS_LOST || s->code == NVML_ERROR_RESET_REQUIRED)) g_lost[gpu] = true;
+    return s->code;
+  }
+  return NVML_SUCCESS;
+}
+
+/* Appends "<fn> <gpu> <args> -> <code>" to FAKE_NVML_LOG with one write(). */
+static void log_setter(const char *fn, int gpu, const char *args, nvmlReturn_t r) {
+  char path[sizeof g_log_path];
+  pthread_mutex_lock(&g_mu);
+  memcpy(path, g_log_path, sizeof path);
+  pthread_mutex_unlock(&g_mu);
+  if (!path[0]) return;
+  char line[256];
+  char gpustr[16];
+  if (gpu >= 0) snprintf(gpustr, sizeof gpustr, "%d", gpu);
+  else snprintf(gpustr, sizeof gpustr, "?");
+  int n = snprintf(line, sizeof line, "%s %s%s%s -> %d\n", fn, gpustr, args[0] ? " " : "", args, r);
+  if (n <= 0) return;
+  if ((size_t)n >= sizeof line) n = (int)sizeof line - 1;
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    fprintf(stderr, "fake NVML: cannot open FAKE_NVML_LOG '%s'\n", path);
+    return;
+  }
+  ssize_t w = write(fd, line, (size_t)n);
+  (void)w;
+  close(fd);
+}
+
+/* ---- init / shutdown ---- */
+
+static nvmlReturn_t do_init(void) {
+  const char *err = getenv("FAKE_NVML_INIT_ERROR");
+  if (err && *err) {
+    nvmlReturn_t code;
+    if (!parse_code(err, &code)) {
+      fprintf(stderr, "fake NVML: FAKE_NVML_INIT_ERROR '%s' is not an NVML return code\n", err);
+      return NVML_ERROR_UNKNOWN;
+    }
+    if (code != NVML_SUCCESS) return code;
+  }
+  pthread_mutex_lock(&g_mu);
+  nvmlReturn_t r = NVML_SUCCESS;
+  if (g_refs == 0) {
+    if (!parse_inject(getenv("FAKE_NVML_INJECT"))) {
+      r = NVML_ERROR_UNKNOWN;
+      goto out;
+    }
+    zeus_sim_node *n;
+    if (zeus_sim_node_open(&n, NULL) != ZEUS_OK) {
+      fprintf(stderr, "fake NVML: cannot create the simulated GPUs: %s\n", zeus_errmsg());
+      r = NVML_ERROR_UNKNOWN;
+      goto out;
+    }
+    const char *log = getenv("FAKE_NVML_LOG");
+    snprintf(g_log_path, sizeof g_log_path, "%s", log ? log : "");
+    g_node = n;
+    g_count = zeus_sim_node_gpu_count(n);
+    for (unsigned i = 0; i < ZEUS_MAX_GPUS; i++) {
+      g_devs[i].index = i;
+      g_lost[i] = false;
+      g_calls[i] = 0;
+    }
+  }
+  g_refs++;
+out:
+  pthread_mutex_unlock(&g_mu);
+  return r;
+}
+
+nvmlReturn_t nvmlInit_v2(void) { return do_init(); }
+nvmlReturn_t nvmlInitWithFlags(unsigned flags) {
+  (void)flags;
+  return do_init();
+}
+
+nvmlReturn_t nvmlShutdown(void) {
+  pthread_mutex_lock(&g_mu);
+  nvmlReturn_t r = NVML_SUCCESS;
+  if (g_refs == 0) {
+    r = NVML_ERROR_UNINITIALIZED;
+  } else if (--g_refs == 0) {
+    zeus_sim_node_close(g_node);
+    g_node = NULL;
+    g_count = 0;
+    g_ninject = 0;
+    g_log_path[0] = '\0';
+  }
+  pthread_mutex_unlock(&g_mu);
+  return r;
+}
+
+/* ---- handles ---- */
+
+/* Resolves a handle to its GPU index, applying injections and counting the call. On success
+ * *node is the node to call (valid until Shutdown, which tests do not race with calls). */
+static nvmlReturn_t enter(const char *fn, nvmlDevice_t dev, unsigned *gpu, zeus_sim_node **node) {
+  pthread_mutex_lock(&g_mu);
+  nvmlReturn_t r = NVML_SUCCESS;
+  if (!g_node) {
+    r = NVML_ERROR_UNINITIALIZED;
+    goto out;
+  }
+  const fake_dev *p = (const fake_dev *)(const void *)dev;
+  if (!p || p < g_devs || p >= g_devs + g_count) {
+    r = NVML_ERROR_INVALID_ARGUMENT;
+    goto out;
+  }
+  *gpu = p->index;
+  g_calls[*gpu]++;
+  r = injected(fn, (int)*gpu);
+  *node = g_node;
+out:
+  pthread_mutex_unlock(&g_mu);
+  return r;
+}
+
+/* For functions without a device argument. */
+static nvmlReturn_t enter_global(const char *fn, zeus_sim_node **node) {
+  pthread_mutex_lock(&g_mu);
+  nvmlReturn_t r = g_node ? injected(fn, -1) : NVML_ERROR_UNINITIALIZED;
+  *node = g_node;
+  pthread_mutex_unlock(&g_mu);
+  return r;
+}
+
+/* The GPU index of a handle for the setter log, or -1 when the handle is not ours. */
+static int log_index(nvmlDevice_t dev) {
+  const fake_dev *p = (const fake_dev *)(const void *)dev;
+  pthread_mutex_lock(&g_mu);
+  int i = p && p >= g_devs && p < g_devs + g_count ? (int)p->index : -1;
+  pthread_mutex_unlock(&g_mu);
+  return i;
+}
+
+/* Declares gpu, node and r for a device call named `fn`; returns early on a failed entry. */
+#define ENTER_AS(fn, dev)                           \
+  unsigned gpu = 0;                                 \
+  zeus_sim_node *node = NULL;                       \
+  nvmlReturn_t r = enter((fn), (dev), &gpu, &node); \
+  if (r != NVML_SUCCESS) return r
+#define ENTER(dev) ENTER_AS(__func__, dev)
+
+/* Engine failures (already checked for before calling) map to UNKNOWN. */
+static nvmlReturn_t engine(int rc) {
+  switch (rc) {
+    case ZEUS_OK: return NVML_SUCCESS;
+    case ZEUS_EINVAL:
+    case ZEUS_ERANGE: return NVML_ERROR_INVALID_ARGUMENT;
+    case ZEUS_ENOTSUP: return NVML_ERROR_NOT_SUPPORTED;
+    case ZEUS_ENOENT: return NVML_ERROR_NOT_FOUND;
+    default: return NVML_ERROR_UNKNOWN;
+  }
+}
+
+static nvmlReturn_t copy_string(const char *s, char *buf, unsigned len) {
+  size_t n = strlen(s);
+  if (len < n + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+  memcpy(buf, s, n + 1);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char *ver, unsigned len) {
+  zeus_sim_node *node;
+  nvmlReturn_t r = enter_global(__func__, &node);
+  if (r) return r;
+  if (!ver) return NVML_ERROR_INVALID_ARGUMENT;
+  return copy_string(FAKE_DRIVER_VERSION, ver, len);
+}
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *count) {
+  zeus_sim_node *node;
+  nvmlReturn_t r = enter_global(__func__, &node);
+  if (r) return r;
+  if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = zeus_sim_node_gpu_count(node);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned idx, nvmlDevice_t *out) {
+  zeus_sim_node *node;
+  nvmlReturn_t r = enter_global(__func__, &node);
+  if (r) return r;
+  if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+  pthread_mutex_lock(&g_mu);
+  if (idx >= g_count) {
+    r = NVML_ERROR_INVALID_ARGUMENT;
+  } else {
+    g_calls[idx]++;
+    r = injected(__func__, (int)idx);
+  }
+  pthread_mutex_unlock(&g_mu);
+  if (r) return r;
+  *out = (nvmlDevice_t)(void *)&g_devs[idx];
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *out) {
+  zeus_sim_node *node;
+  nvmlReturn_t r = enter_global(__func__, &node);
+  if (r) return r;
+  if (!uuid || !out) return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned i = 0; i < g_count; i++) {
+    char u[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    zeus_sim_gpu_uuid(node, i, u, sizeof u);
+    if (strcmp(u, uuid) == 0) {
+      *out = (nvmlDevice_t)(void *)&g_devs[i];
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+#ifndef FAKE_NVML_OMIT_REQUIRED
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char *uuid, unsigned len) {
+  ENTER(dev);
+  if (!uuid) return NVML_ERROR_INVALID_ARGUMENT;
+  char u[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+  if ((r = engine(zeus_sim_gpu_uuid(node, gpu, u, sizeof u)))) return r;
+  return copy_string(u, uuid, len);
+}
+#endif
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *name, unsigned len) {
+  ENTER(dev);
+  if (!name) return NVML_ERROR_INVALID_ARGUMENT;
+  char n[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+  if ((r = engine(zeus_sim_gpu_name(node, gpu, n, sizeof n)))) return r;
+  return copy_string(n, name, len);
+}
+
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t dev, unsigned *idx) {
+  ENTER(dev);
+  if (!idx) return NVML_ERROR_INVALID_ARGUMENT;
+  *idx = gpu;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t dev, unsigned *arch) {
+  ENTER(dev);
+  if (!arch) return NVML_ERROR_INVALID_ARGUMENT;
+  bool counter = false;
+  if ((r = engine(zeus_sim_gpu_energy_counter_supported(node, gpu, &counter)))) return r;
+  *arch = counter ? FAKE_ARCH_AMPERE : FAKE_ARCH_PASCAL;
+  return NVML_SUCCESS;
+}
+
+/* ---- power ---- */
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t dev, unsigned *min_mw, unsigned *max_mw) {
+  ENTER(dev);
+  if (!min_mw || !max_mw) return NVML_ERROR_INVALID_ARGUMENT;
+  return engine(zeus_sim_gpu_power_limit_constraints(node, gpu, min_mw, max_mw, NULL));
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t dev, unsigned *mw) {
+  ENTER(dev);
+  if (!mw) return NVML_ERROR_INVALID_ARGUMENT;
+  return engine(zeus_sim_gpu_get_power_limit(node, gpu, mw));
+}
+
+nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t dev, unsigned *mw) {
+  ENTER(dev);
+  if (!mw) return NVML_ERROR_INVALID_ARGUMENT;
+  return engine(zeus_sim_gpu_power_limit_constraints(node, gpu, NULL, NULL, mw));
+}
+
+/* No out-of-band limiter in the simulation: the enforced limit is the software one. */
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t dev, unsigned *mw) {
+  ENTER(dev);
+  if (!mw) return NVML_ERROR_INVALID_ARGUMENT;
+  return engine(zeus_sim_gpu_get_power_limit(node, gpu, mw));
+}
+
+static nvmlReturn_t set_power_limit(const char *fn, nvmlDevice_t dev, unsigned mw) {
+  ENTER_AS(fn, dev);
+  unsigned lo, hi;
+  if ((r = engine(zeus_sim_gpu_power_limit_constraints(node, gpu, &lo, &hi, NULL)))) return r;
+  if (mw < lo || mw > hi) return NVML_ERROR_INVALID_ARGUMENT;
+  return engine(zeus_sim_gpu_set_power_limit(node, gpu, mw));
+}
+
+nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t dev, unsigned mw) {
+  nvmlReturn_t r = set_power_limit(__func__, dev, mw);
+  char args[32];
+  snprintf(args, sizeof args, "%u", mw);
+  log_setter(__func__, log_index(dev), args, r);
+  return r;
+}
+
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t dev, nvmlEnableState_t *mode) {
+  ENTER(dev);
+  if (!mode) return NVML_ERROR_INVALID_ARGUMENT;
+  bool on = false;
+  if ((r = engine(zeus_sim_gpu_get_persistence_mode(node, gpu, &on)))) return r;
+  *mode = on ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+static nvmlReturn_t set_persistence(const char *fn, nvmlDevice_t dev, nvmlEnableState_t mode) {
+  ENTER_AS(fn, dev);
+  if (mode != NVML_FEATURE_ENABLED && mode != NVML_FEATURE_DISABLED) return NVML_ERROR_INVALID_ARGUMENT;
+  return engine(zeus_sim_gpu_set_persistence_mode(node, gpu, mode == NVML_FEATURE_ENABLED));
+}
+
+nvmlReturn_t nvmlDeviceSetPersistenceMode(nvmlDevice_t dev, nvmlEnableState_t mode) {
+  nvmlReturn_t r = set_persistence(__func__, dev, mode);
+  char args[32];
+  snprintf(args, sizeof args, "%d", mode);
+  log_setter(__func__, log_index(dev), args, r);
+  return r;
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t dev, unsigned long long *mj) {
+  ENTER(dev);
+  if (!mj) return NVML_ERROR_INVALID_ARGUMENT;
+  bool counter = false;
+  if ((r = engine(zeus_sim_gpu_energy_counter_supported(node, gpu, &counter)))) return r;
+  if (!counter) return NVML_ERROR_NOT_SUPPORTED;
+  uint64_t v;
+  if ((r = engine(zeus_sim_gpu_total_energy(node, gpu, &v)))) return r;
+  *mj = (unsigned long long)v;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned *mw) {
+  ENTER(dev);
+  if (!mw) return NVML_ERROR_INVALID_ARGUMENT;
+  return engine(zeus_sim_gpu_instant_power(node, gpu, mw));
+}
+
+/* ---- clocks ---- */
+
+/* NVML's count protocol over an engine list: *count in = capacity, out = entries or needed. */
+static nvmlReturn_t clock_list(int rc, size_t n, unsigned *count) {
+  if (rc == ZEUS_ERANGE) {
+    *count = (unsigned)n;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  if (rc) return engine(rc);
+  *count = (unsigned)n;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t dev, unsigned *count, unsigned *mhz) {
+  ENTER(dev);
+  if (!count || (*count && !mhz)) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned scratch;
+  size_t n = *count;
+  int rc = zeus_sim_gpu_memory_clocks(node, gpu, mhz ? mhz : &scratch, &n);
+  return clock_list(rc, n, count);
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t dev, unsigned mem_mhz, unsigned *count,
+                                                  unsigned *mhz) {
+  ENTER(dev);
+  if (!count || (*count && !mhz)) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned scratch;
+  size_t n = *count;
+  int rc = zeus_sim_gpu_graphics_clocks(node, gpu, mem_mhz, mhz ? mhz : &scratch, &n);
+  return clock_list(rc, n, count);
+}
+
+/* The clock a unit of work runs at now (SM/graphics), or the memory clock. */
+static nvmlReturn_t current_clock(zeus_sim_node *node, unsigned gpu, nvmlClockType_t type, unsigned *mhz) {
+  if (type == NVML_CLOCK_GRAPHICS || type == NVML_CLOCK_SM) return engine(zeus_sim_operating_point(node, gpu, mhz, NULL));
+  if (type == NVML_CLOCK_MEM) {
+    size_t n = 1;
+    return engine(zeus_sim_gpu_memory_clocks(node, gpu, mhz, &n));
+  }
+  return NVML_ERROR_NOT_SUPPORTED; /* VIDEO and anything newer */
+}
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t dev, nvmlClockType_t type, unsigned *mhz) {
+  ENTER(dev);
+  if (!mhz) return NVML_ERROR_INVALID_ARGUMENT;
+  return current_clock(node, gpu, type, mhz);
+}
+
+/* CURRENT as GetClockInfo; every other id (application clocks, customer boost) is the highest
+ * supported clock of that type. */
+nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t dev, nvmlClockType_t type, nvmlClockId_t id, unsigned *mhz) {
+  ENTER(dev);
+  if (!mhz || id < 0 || id > 3) return NVML_ERROR_INVALID_ARGUMENT;
+  if (id == 0) return current_clock(node, gpu, type, mhz);
+  if (type == NVML_CLOCK_MEM) return current_clock(node, gpu, type, mhz);
+  if (type != NVML_CLOCK_GRAPHICS && type != NVML_CLOCK_SM) return NVML_ERROR_NOT_SUPPORTED;
+  unsigned mem;
+  size_t n = 1;
+  if ((r = engine(zeus_sim_gpu_memory_clocks(node, gpu, &mem, &n)))) return r;
+  unsigned list[1024];
+  n = ZEUS__ARRAY_LEN(list);
+  if ((r = engine(zeus_sim_gpu_graphics_clocks(node, gpu, mem, list, &n)))) return r;
+  *mhz = list[0];
+  return NVML_SUCCESS;
+}
+
+static bool special_clock(unsigned v) { return v == FAKE_CLOCK_LIMIT_TDP || v == FAKE_CLOCK_LIMIT_UNLIMITED; }
+
+static nvmlReturn_t set_locked(const char *fn, nvmlDevice_t dev, unsigned lo, unsigned hi, bool mem) {
+  ENTER_AS(fn, dev);
+  if (special_clock(lo) || special_clock(hi)) {
+    if (mem || !special_clock(lo) || !special_clock(hi)) return NVML_ERROR_INVALID_ARGUMENT;
+    return engine(zeus_sim_gpu_reset_locked_clocks(node, gpu));
+  }
+  if (lo > hi || hi == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  return engine(mem ? zeus_sim_gpu_set_memory_locked_clocks(node, gpu, lo, hi)
+                    : zeus_sim_gpu_set_locked_clocks(node, gpu, lo, hi));
+}
+
+static nvmlReturn_t reset_locked(const char *fn, nvmlDevice_t dev, bool mem) {
+  ENTER_AS(fn, dev);
+  return engine(mem ? zeus_sim_gpu_reset_memory_locked_clocks(node, gpu) : zeus_sim_gpu_reset_locked_clocks(node, gpu));
+}
+
+nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t dev, unsigned min_mhz, unsigned max_mhz) {
+  nvmlReturn_t r = set_locked(__func__, dev, min_mhz, max_mhz, false);
+  char args[32];
+  snprintf(args, sizeof args, "%u %u", min_mhz, max_mhz);
+  log_setter(__func__, log_index(dev), args, r);
+  return r;
+}
+
+nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t dev) {
+  nvmlReturn_t r = reset_locked(__func__, dev, false);
+  log_setter(__func__, log_index(dev), "", r);
+  return r;
+}
+
+nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t dev, unsigned min_mhz, unsigned max_mhz) {
+  nvmlReturn_t r = set_locked(__func__, dev, min_mhz, max_mhz, true);
+  char args[32];
+  snprintf(args, sizeof args, "%u %u", min_mhz, max_mhz);
+  log_setter(__func__, log_index(dev), args, r);
+  return r;
+}
+
+nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t dev) {
+  nvmlReturn_t r = reset_locked(__func__, dev, true);
+  log_setter(__func__, log_index(dev), "", r);
+  return r;
+}
+
+/* ---- test helpers ---- */
+
+static zeus_sim_node *node_now(void) {
+  pthread_mutex_lock(&g_mu);
+  zeus_sim_node *n = g_node;
+  pthread_mutex_unlock(&g_mu);
+  return n;
+}
+
+int fakeNvmlRunWork(unsigned gpu, double units) {
+  zeus_sim_node *n = node_now();
+  if (!n) return NVML_ERROR_UNINITIALIZED;
+  return engine(zeus_sim_work(n, gpu, units, NULL));
+}
+
+int fakeNvmlIdle(double seconds) {
+  zeus_sim_node *n = node_now();
+  if (!n) return NVML_ERROR_UNINITIALIZED;
+  return engine(zeus_sim_idle(n, seconds));
+}
+
+double fakeNvmlTrueEnergy(unsigned gpu) {
+  zeus_sim_node *n = node_now();
+  double j;
+  if (!n || zeus_sim_true_energy(n, gpu, &j) != ZEUS_OK) return NAN;
+  return j;
+}
+
+unsigned long fakeNvmlCalls(unsigned gpu) {
+  if (gpu >= ZEUS_MAX_GPUS) return 0;
+  pthread_mutex_lock(&g_mu);
+  unsigned long c = g_calls[gpu];
+  pthread_mutex_unlock(&g_mu);
+  return c;
+}
+
+double zeusSimClockNow(void) {
+  zeus_sim_node *n = node_now();
+  return n ? zeus_sim_now(n) : 0.0;
+}
