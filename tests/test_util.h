@@ -28,8 +28,9 @@
     int zeus__t_rc = (call);                                                            \
     if (zeus__t_rc != (code))                                                           \
       fail_msg("%s -> %d, expected %d (%s)", #call, zeus__t_rc, (int)(code), zeus_errmsg()); \
-    if ((needle) && !strstr(zeus_errmsg(), (needle)))                                   \
-      fail_msg("%s: message '%s' lacks '%s'", #call, zeus_errmsg(), (const char *)(needle)); \
+    const char *zeus__t_needle = (needle);                                              \
+    if (zeus__t_needle && !strstr(zeus_errmsg(), zeus__t_needle))                       \
+      fail_msg("%s: message '%s' lacks '%s'", #call, zeus_errmsg(), zeus__t_needle);    \
   } while (0)
 
 /* A fresh temporary directory (static buffer of the caller). */

@@ -334,16 +334,16 @@ static void nvml_setters_reach_the_engine_and_are_logged_in_order(void **state) 
   assert_zeus_ok(zeus_gpu_get_power_limit(d, 0, &mw));
   assert_int_equal(mw, 150000);
   assert_int_equal(fake_power_limit(&f, 0), 150000);
-  /* 75 + 215 x^3 <= 150 W caps the clock at 1215 MHz, so a unit of work takes longer. */
-  assert_int_equal(fake_sm_clock(&f, 0), 1215);
+  /* 120 + 170 x^3 <= 150 W caps the clock at 975 MHz, so a unit of work takes longer. */
+  assert_int_equal(fake_sm_clock(&f, 0), 975);
   t0 = f.ClockNow();
   assert_int_equal(f.RunWork(0, 1), NVML_SUCCESS);
   assert_true(f.ClockNow() - t0 > full_speed * 1.1);
 
-  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 210, 1005));
-  assert_int_equal(fake_sm_clock(&f, 0), 1005);
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 210, 900));
+  assert_int_equal(fake_sm_clock(&f, 0), 900);
   assert_zeus_ok(zeus_gpu_reset_locked_clocks(d, 0));
-  assert_int_equal(fake_sm_clock(&f, 0), 1215);
+  assert_int_equal(fake_sm_clock(&f, 0), 975);
 
   bool on = false;
   assert_zeus_ok(zeus_gpu_set_persistence_mode(d, 0, true));
@@ -359,7 +359,7 @@ static void nvml_setters_reach_the_engine_and_are_logged_in_order(void **state) 
 
   assert_log(&s,
              "nvmlDeviceSetPowerManagementLimit 0 150000 -> 0\n"
-             "nvmlDeviceSetGpuLockedClocks 0 210 1005 -> 0\n"
+             "nvmlDeviceSetGpuLockedClocks 0 210 900 -> 0\n"
              "nvmlDeviceResetGpuLockedClocks 0 -> 0\n"
              "nvmlDeviceSetPersistenceMode 0 1 -> 0\n"
              "nvmlDeviceSetMemoryLockedClocks 0 7251 7251 -> 0\n"

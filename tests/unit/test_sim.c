@@ -1,6 +1,6 @@
 /* The simulated-GPU engine (zeus/sim.h) on its own, its configuration loading, and the "sim"
  * device backend. Expected figures follow the DVFS model of zeus/sim.h with the default
- * (A40-like) parameters: 1740..210 MHz in 15 MHz steps, P(f) = 75 + 215 (f/1740)^3 W,
+ * (A40-like) parameters: 1740..210 MHz in 15 MHz steps, P(f) = 120 + 170 (f/1740)^3 W,
  * t(f) = 0.05 (0.25 + 0.75 * 1740/f) s per unit, idle 30 W, limits 100..300 W. */
 #include "test_util.h"
 
@@ -20,7 +20,7 @@
 
 static double dvfs_power(unsigned f) {
   double x = f / 1740.0;
-  return 75 + 215 * x * x * x;
+  return 120 + 170 * x * x * x;
 }
 static double dvfs_time(unsigned f) { return 0.05 * (0.25 + 0.75 * 1740.0 / f); }
 
@@ -86,8 +86,8 @@ static void dvfs_energy_per_unit_falls_then_rises_as_the_locked_clock_drops(void
 static void dvfs_power_limit_caps_the_clock_and_stretches_the_work(void **state) {
   (void)state;
   zeus_sim_node *n = open_default(1, ZEUS_SIM_CLOCK_VIRTUAL);
-  static const unsigned limits[] = {300000, 150000, 100000};
-  static const unsigned want_clock[] = {1740, 1215, 840}; /* highest f with P(f) <= limit */
+  static const unsigned limits[] = {300000, 150000, 125000};
+  static const unsigned want_clock[] = {1740, 975, 525}; /* highest f with P(f) <= limit */
   unsigned prev_clock = ~0u;
   double prev_t = 0;
   for (size_t k = 0; k < 3; k++) {
@@ -112,12 +112,12 @@ static void dvfs_power_limit_caps_the_clock_and_stretches_the_work(void **state)
   unsigned f;
   double p;
   assert_zeus_ok(zeus_sim_operating_point(n, 0, &f, &p));
-  assert_int_equal(f, 840);
-  assert_true(p <= 100.0);
+  assert_int_equal(f, 525);
+  assert_true(p <= 125.0);
   /* Within the limit the lock is honoured. */
-  assert_zeus_ok(zeus_sim_gpu_set_locked_clocks(n, 0, 300, 600));
+  assert_zeus_ok(zeus_sim_gpu_set_locked_clocks(n, 0, 300, 450));
   assert_zeus_ok(zeus_sim_operating_point(n, 0, &f, NULL));
-  assert_int_equal(f, 600);
+  assert_int_equal(f, 450);
   zeus_sim_node_close(n);
 }
 
