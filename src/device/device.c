@@ -134,7 +134,6 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
   if (!out) return zeus__error(ZEUS_EINVAL, "zeus_devices_open: out is required");
   const char *name = opts && opts->backend ? opts->backend : zeus__env_str("ZEUS_GPU_BACKEND");
   const zeus__gpu_backend *be = NULL;
-  bool explicit_choice = name != NULL;
   if (name && !(be = find_backend(name)))
     return zeus__error(ZEUS_EINVAL, "%s '%s' is not a GPU backend (expected nvml, sim or none)",
                        opts && opts->backend ? "backend" : "ZEUS_GPU_BACKEND", name);
@@ -143,6 +142,7 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
   pthread_mutex_init(&d->mu, NULL);
   d->keep = opts && opts->keep_settings_on_close;
   int rc;
+  bool fell_back = false;
   if (be) {
     d->be = be;
     rc = be->open(&d->st, opts);
@@ -153,9 +153,9 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
       zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA GPUs: %s; using the 'none' backend", zeus_errmsg());
       d->be = &zeus__backend_none;
       rc = d->be->open(&d->st, opts);
+      fell_back = true;
     }
   }
-  (void)explicit_choice;
   if (!rc) rc = map_visible(d, opts);
   if (rc) {
     if (d->st) d->be->close(d->st);
@@ -164,7 +164,8 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
     return rc;
   }
   track(d, true);
-  zeus__log(ZEUS_LOG_DEBUG, "device", "backend %s: %u visible GPU(s)", d->be->name, d->n);
+  if (!fell_back) /* the fallback already said why in its one line */
+    zeus__log(ZEUS_LOG_DEBUG, "device", "backend %s: %u visible GPU(s)", d->be->name, d->n);
   *out = d;
   return ZEUS_OK;
 }

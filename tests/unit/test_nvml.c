@@ -565,6 +565,7 @@ static void auto_backend_without_library_falls_back_to_none_with_one_debug_line(
   assert_int_equal(zeus_gpu_count(d), 0);
   assert_int_equal(log_debug_lines_naming_path, 1);
   assert_int_equal(log_louder_lines, 0);
+  assert_int_equal(log_lines, 1); /* exactly one line, at debug level */
   assert_zeus_err(zeus_gpu_name(d, 0, (char[8]){0}, 8), ZEUS_ENOENT, "");
   zeus_devices_close(d);
 }
