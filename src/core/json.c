@@ -72,7 +72,7 @@ static int wrong_type(const char *ctx, const char *key, const char *want, const 
 }
 
 int zeus__json_req_number(const json_t *obj, const char *key, const char *ctx, double *out) {
-  json_t *v;
+  json_t *v = NULL;
   int rc = get_field(obj, key, ctx, &v);
   if (rc) return rc;
   if (!json_is_number(v)) return wrong_type(ctx, key, "a number", v);
@@ -81,7 +81,7 @@ int zeus__json_req_number(const json_t *obj, const char *key, const char *ctx, d
 }
 
 int zeus__json_req_int(const json_t *obj, const char *key, const char *ctx, long long *out) {
-  json_t *v;
+  json_t *v = NULL;
   int rc = get_field(obj, key, ctx, &v);
   if (rc) return rc;
   if (!json_is_integer(v)) return wrong_type(ctx, key, "an integer", v);
@@ -90,7 +90,7 @@ int zeus__json_req_int(const json_t *obj, const char *key, const char *ctx, long
 }
 
 int zeus__json_req_string(const json_t *obj, const char *key, const char *ctx, const char **out) {
-  json_t *v;
+  json_t *v = NULL;
   int rc = get_field(obj, key, ctx, &v);
   if (rc) return rc;
   if (!json_is_string(v)) return wrong_type(ctx, key, "a string", v);
@@ -99,7 +99,7 @@ int zeus__json_req_string(const json_t *obj, const char *key, const char *ctx, c
 }
 
 int zeus__json_req_array(const json_t *obj, const char *key, const char *ctx, json_t **out) {
-  json_t *v;
+  json_t *v = NULL;
   int rc = get_field(obj, key, ctx, &v);
   if (rc) return rc;
   if (!json_is_array(v)) return wrong_type(ctx, key, "a list", v);
@@ -108,7 +108,7 @@ int zeus__json_req_array(const json_t *obj, const char *key, const char *ctx, js
 }
 
 int zeus__json_req_object(const json_t *obj, const char *key, const char *ctx, json_t **out) {
-  json_t *v;
+  json_t *v = NULL;
   int rc = get_field(obj, key, ctx, &v);
   if (rc) return rc;
   if (!json_is_object(v)) return wrong_type(ctx, key, "an object", v);
