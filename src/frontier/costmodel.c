@@ -54,7 +54,9 @@ static void fit_exponential(zeus__fopts *o) {
   for (int i = 0; i < GRID; i++) {
     double b = (-umax + 2.0 * umax * i / (GRID - 1)) / span, a, c;
     double sse = fit_linear(o, b, &a, &c);
-    if (sse < best) {
+    /* Ties (as with two options, which every exponent fits) go to the least curved model. */
+    bool tie = fabs(sse - best) <= 1e-12 * (1.0 + best) && fabs(b) < fabs(bbest);
+    if (i == 0 || sse < best - 1e-12 * (1.0 + best) || tie) {
       best = sse;
       bbest = b;
       ibest = i;
@@ -78,7 +80,7 @@ static void fit_exponential(zeus__fopts *o) {
     }
   }
   double bref = f1 < f2 ? x1 : x2;
-  if (fit_linear(o, bref, &a, &c) <= best) bbest = bref;
+  if (fit_linear(o, bref, &a, &c) < best - 1e-12 * (1.0 + best)) bbest = bref;
   o->b = bbest;
   fit_linear(o, bbest, &o->a, &o->c);
 }

@@ -147,4 +147,12 @@ struct zeus_frontier {
 /* The option each node runs at point i (NULL for source/sink). */
 const zeus__fopt *zeus__frontier_node_opt(const zeus_frontier *f, size_t i, int node);
 
+/* ---- synthetic profiles (tests, benchmarks) ---- */
+/* Adds a profile from a DVFS model to `p`: `stages` stages of unequal speed (imbalanced by a
+ * deterministic pattern from `seed`), `nclocks` SM clocks from 1410 MHz down in even steps to
+ * about 45 % of it; time(f) = t·(0.35 + 0.65·fmax/f), power(f) = 70 W + 230 W·(f/fmax)^2.6,
+ * energy = power × time with ±0.5 % deterministic jitter; a backward takes about twice a
+ * forward. `fwd_s` is the forward time of the fastest stage at the top clock. */
+int zeus__frontier_synth(zeus_frontier_profile *p, int stages, int nclocks, double fwd_s, unsigned seed);
+
 #endif
