@@ -112,6 +112,8 @@ typedef struct zeus__flow {
   int *head, *next, *to; /* edge e and its reverse e ^ 1 */
   double *cap;
   int *level, *it, *queue;
+  double *d; /* per-node scratch of the lower-bound cut */
+  int dcap;
 } zeus__flow;
 
 int zeus__flow_reset(zeus__flow *f, int n);
@@ -122,8 +124,9 @@ void zeus__flow_reachable(zeus__flow *f, int s, unsigned char *mark);
 void zeus__flow_free(zeus__flow *f);
 
 /* Minimum s–t cut of a network whose edges carry lower and upper bounds (lb <= ub; ub may be
- * `inf`, any value >= inf counting as infinite): a feasible flow, then a maximum flow, then the
- * source side of the residual graph in side[] (1 = source side). Returns 1 when a finite cut
+ * `inf`, any value >= inf counting as infinite), the cut's value being Σ ub forwards − Σ lb
+ * backwards: one maximum flow on an equivalent network (see maxflow.c), then the source side
+ * of the residual graph in side[] (1 = source side); `inf` must exceed 3 × (Σ finite ub + Σ lb). Returns 1 when a finite cut
  * exists (its value in *value), 0 when every cut is infinite, < 0 on error. */
 typedef struct zeus__lbedge {
   int u, v;

@@ -86,19 +86,24 @@ static bool bfs(zeus__flow *f, int s, int t) {
   return f->level[t] >= 0;
 }
 
-static double dfs(zeus__flow *f, int u, int t, double pushed) {
-  if (u == t) return pushed;
+/* Blocking flow: pushes as much as `limit` allows from u along level-increasing arcs, several
+ * arcs per visit; an arc that cannot carry more is skipped for the rest of the phase. */
+static double dfs(zeus__flow *f, int u, int t, double limit) {
+  if (u == t) return limit;
+  double pushed = 0;
   for (; f->it[u] >= 0; f->it[u] = f->next[f->it[u]]) {
     int e = f->it[u], v = f->to[e];
     if (f->cap[e] <= ZEUS__FLOW_EPS || f->level[v] != f->level[u] + 1) continue;
-    double d = dfs(f, v, t, pushed < f->cap[e] ? pushed : f->cap[e]);
+    double room = limit - pushed;
+    double d = dfs(f, v, t, room < f->cap[e] ? room : f->cap[e]);
     if (d > 0) {
       f->cap[e] -= d;
       f->cap[e ^ 1] += d;
-      return d;
+      pushed += d;
+      if (limit - pushed <= ZEUS__FLOW_EPS) return pushed;
     }
   }
-  return 0;
+  return pushed;
 }
 
 double zeus__flow_max(zeus__flow *f, int s, int t) {
@@ -137,53 +142,47 @@ void zeus__flow_free(zeus__flow *f) {
   free(f->level);
   free(f->it);
   free(f->queue);
+  free(f->d);
   memset(f, 0, sizeof *f);
 }
 
+/* The cut function with lower bounds, Σ ub over forward edges − Σ lb over backward edges,
+ * equals Σ (ub − lb) over forward edges + Σ_v [v on the source side]·(lb out of v − lb into v).
+ * Each node term becomes an edge v → t (a positive term) or s → v (a negative one, plus a
+ * constant), so one maximum flow finds the minimum cut; no feasible flow is needed. */
 int zeus__flow_min_cut_lb(zeus__flow *f, int n, const zeus__lbedge *e, int m, int s, int t,
                           double inf, unsigned char *side, double *value) {
-  int S2 = n, T2 = n + 1, rc;
-  if ((rc = zeus__flow_reset(f, n + 2))) return rc;
-  double *excess = calloc((size_t)n, sizeof *excess);
-  if (!excess) return zeus__oom("computing a minimum cut");
+  int rc;
+  if ((rc = zeus__flow_reset(f, n))) return rc;
+  if (n > f->dcap) {
+    double *d = realloc(f->d, (size_t)n * sizeof *d);
+    if (!d) return zeus__oom("computing a minimum cut");
+    f->d = d;
+    f->dcap = n;
+  }
+  double *d = f->d;
+  for (int v = 0; v < n; v++) d[v] = 0;
   for (int i = 0; i < m; i++) {
     double lb = e[i].lb > 0 ? e[i].lb : 0;
     double cap = e[i].ub >= inf ? inf : e[i].ub - lb;
     if (cap < 0) cap = 0;
-    if ((rc = zeus__flow_add(f, e[i].u, e[i].v, cap)) < 0) goto done;
-    excess[e[i].v] += lb;
-    excess[e[i].u] -= lb;
+    if ((rc = zeus__flow_add(f, e[i].u, e[i].v, cap)) < 0) return rc;
+    d[e[i].u] += lb;
+    d[e[i].v] -= lb;
   }
-  int ts = zeus__flow_add(f, t, s, inf);
-  if ((rc = ts) < 0) goto done;
-  int first_aux = f->m;
-  double need = 0;
+  double konst = d[s];
   for (int v = 0; v < n; v++) {
-    if (excess[v] > 0) {
-      need += excess[v];
-      if ((rc = zeus__flow_add(f, S2, v, excess[v])) < 0) goto done;
-    } else if (excess[v] < 0) {
-      if ((rc = zeus__flow_add(f, v, T2, -excess[v])) < 0) goto done;
+    if (v == s || v == t || d[v] == 0) continue;
+    if (d[v] > 0) rc = zeus__flow_add(f, v, t, d[v]);
+    else {
+      rc = zeus__flow_add(f, s, v, -d[v]);
+      konst += d[v];
     }
+    if (rc < 0) return rc;
   }
-  double got = zeus__flow_max(f, S2, T2);
-  if (got < need - ZEUS__FLOW_EPS * (m + 1) - 1e-9 * need) {
-    rc = zeus__error(ZEUS_EINTERNAL, "no feasible flow meets the lower bounds (%g of %g)", got, need);
-    goto done;
-  }
-  double flow0 = f->cap[ts ^ 1];
-  f->cap[ts] = f->cap[ts ^ 1] = 0;
-  for (int k = first_aux; k < f->m; k++) f->cap[k] = 0;
-  double total = flow0 + zeus__flow_max(f, s, t);
-  if (total >= inf / 2) {
-    rc = 0;
-    goto done;
-  }
-  f->n = n; /* the auxiliary nodes are done with */
+  double flow = zeus__flow_max(f, s, t);
+  if (flow >= inf / 2) return 0;
   zeus__flow_reachable(f, s, side);
-  *value = total;
-  rc = 1;
-done:
-  free(excess);
-  return rc;
+  *value = flow + konst;
+  return 1;
 }

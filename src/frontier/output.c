@@ -87,7 +87,7 @@ int zeus_frontier_write(const zeus_frontier *f, const char *dir, const zeus_fron
     }
   } else {
     for (size_t i = 0; i < f->npts; i++) want[i] = every <= 1 || i % (size_t)every == 0;
-    want[f->npts - 1] = 1;
+    if (f->npts > 0) want[f->npts - 1] = 1;
   }
   for (size_t i = 0; i < f->npts && !rc; i++) {
     if (!want[i]) continue;

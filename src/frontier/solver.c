@@ -292,7 +292,7 @@ int zeus_frontier_solve(zeus_frontier **out, const zeus_frontier_profile *p, con
   long T = schedule(&st);
   if ((rc = record_point(&st, T))) goto done;
   while (o.max_iterations == 0 || (long)f->npts < o.max_iterations) {
-    long Tn;
+    long Tn = T;
     rc = pd_step(&st, T, &Tn);
     if (rc < 0) goto done;
     if (rc == 0) break;
