@@ -75,6 +75,7 @@ static bool bfs(zeus__flow *f, int s, int t) {
   f->queue[tail++] = s;
   while (head < tail) {
     int u = f->queue[head++];
+    if (f->level[t] >= 0 && f->level[u] >= f->level[t]) break; /* deeper nodes cannot help */
     for (int e = f->head[u]; e >= 0; e = f->next[e]) {
       int v = f->to[e];
       if (f->level[v] < 0 && f->cap[e] > ZEUS__FLOW_EPS) {
