@@ -14,6 +14,7 @@ typedef struct {
 static const command commands[] = {
     {"gpus", cmd_gpus, "list GPUs, their power limits, clocks and energy counters"},
     {"monitor", cmd_monitor, "measure the energy of a command, or sample power"},
+    {"frontier", cmd_frontier, "time–energy frontier of a pipeline (Perseus optimizer) from a profile"},
 };
 
 static void usage(FILE *out) {

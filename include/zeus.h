@@ -21,5 +21,6 @@
 #include "zeus/device.h"
 #include "zeus/sim.h"
 #include "zeus/monitor.h"
+#include "zeus/frontier.h"
 
 #endif

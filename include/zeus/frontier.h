@@ -1,0 +1,153 @@
+/* zeus/frontier.h: the iteration time–energy frontier of pipeline-parallel training
+ * (Perseus' optimizer, "lowtime", in C).
+ *
+ * From an instruction profile (the time and energy of one forward or backward of one
+ * microbatch on each pipeline stage at each GPU clock) the solver computes every
+ * Pareto-optimal GPU frequency plan of one synchronous 1F1B training iteration, from the
+ * all-slowest plan down to the shortest iteration time, one time unit per step
+ * (Phillips–Dessouky iterative minimum cut). Each point carries a frequency plan
+ * (one list of ("forward"|"backward", MHz) per stage, in schedule order) that the PFO
+ * server's PointSolution scheduler deploys.
+ *
+ * Typical use:
+ *   zeus_frontier_profile *p;  zeus_frontier *f;
+ *   zeus_frontier_profile_load(&p, "profile.csv");
+ *   zeus_frontier_opts o = {.stages = 4, .microbatches = 8, .blocking_power_w = 83.64};
+ *   zeus_frontier_solve(&f, p, &o);
+ *   zeus_frontier_write(f, "out", NULL);
+ *   zeus_frontier_free(f);  zeus_frontier_profile_free(p);
+ *
+ * Threads: distinct objects may be used from distinct threads; one object is not
+ * thread-safe. Units are in the names (_s seconds, _j joules, _w watts, _mhz).
+ */
+#ifndef ZEUS_FRONTIER_H
+#define ZEUS_FRONTIER_H
+
+#include "zeus/common.h"
+
+ZEUS_BEGIN_DECLS
+
+/* ---- instruction profiles ---------------------------------------------------------- */
+
+typedef struct zeus_frontier_profile zeus_frontier_profile;
+
+/* The instruction kinds of a 1F1B pipeline. */
+typedef enum zeus_frontier_instr {
+  ZEUS_FRONTIER_FORWARD = 0,
+  ZEUS_FRONTIER_BACKWARD = 1
+} zeus_frontier_instr;
+
+/* Loads a profile CSV with (at least) the columns stage,instruction,frequency,time,energy
+ * (other columns, such as rank, are ignored): one row per stage, instruction ("forward" or
+ * "backward"), SM clock in MHz, time in seconds and energy in joules.
+ * Errors: ZEUS_ENOENT/ZEUS_EIO (file), ZEUS_EPARSE naming the file, line and column (missing
+ * column, non-numeric value, unknown instruction, negative stage, time <= 0, energy < 0). */
+ZEUS_EXTERN int zeus_frontier_profile_load(zeus_frontier_profile **out /* out */, const char *path);
+
+/* An empty profile to fill with zeus_frontier_profile_add() (for callers that hold the
+ * measurements in memory, such as the server). `name` names it in errors (NULL: "profile"). */
+ZEUS_EXTERN int zeus_frontier_profile_new(zeus_frontier_profile **out /* out */, const char *name);
+
+/* Adds one measurement. ZEUS_EINVAL for a negative stage, a kind out of range, a clock <= 0,
+ * time_s <= 0, a negative energy or a non-finite value. */
+ZEUS_EXTERN int zeus_frontier_profile_add(zeus_frontier_profile *p, int stage,
+                                          zeus_frontier_instr kind, int freq_mhz, double time_s,
+                                          double energy_j);
+
+/* Number of stages in the profile (highest stage index + 1). */
+ZEUS_EXTERN int zeus_frontier_profile_num_stages(const zeus_frontier_profile *p);
+
+ZEUS_EXTERN void zeus_frontier_profile_free(zeus_frontier_profile *p);
+
+/* ---- solving ----------------------------------------------------------------------- */
+
+typedef enum zeus_frontier_cost_model {
+  /* cost(t) = a·e^(b·t) + c, least squares with a >= 0 (the original's model). Default. */
+  ZEUS_FRONTIER_COST_EXPONENTIAL = 0,
+  /* The lower convex hull of the options, piecewise linear (no fitting). */
+  ZEUS_FRONTIER_COST_HULL = 1
+} zeus_frontier_cost_model;
+
+/* Zero-initialised fields take the default given. */
+typedef struct zeus_frontier_opts {
+  int stages;              /* pipeline stages S (required, >= 1; the profile must have >= S) */
+  int microbatches;        /* microbatches M per iteration (required, >= S) */
+  double blocking_power_w; /* GPU power while blocked on pipeline communication (>= 0) */
+  double unit_time_s;      /* time quantum; 0: 0.001 s */
+  double noise_factor;     /* Pareto filter retry factor in (0, 1]; 0: 0.95 */
+  zeus_frontier_cost_model cost_model; /* 0: exponential */
+  long max_iterations;     /* stop after this many points; 0: no limit */
+} zeus_frontier_opts;
+
+/* One frontier point. time_s is the quantised iteration time (units × unit_time_s) the
+ * solver reached; cost_j the cost model's sum over instructions of
+ * (energy − blocking power × time); cost_with_blocking_j = cost_j + blocking power × S ×
+ * time_s (the model's iteration energy); eval_* recompute the plan's iteration time and
+ * energy from the profile's measured values (critical path over the 1F1B DAG with the chosen
+ * clocks; energy of every instruction plus blocking power × idle time of every stage). */
+typedef struct zeus_frontier_point {
+  long iteration;
+  long time_units;
+  double time_s;
+  double cost_j;
+  double cost_with_blocking_j;
+  double eval_time_s;
+  double eval_energy_j;
+} zeus_frontier_point;
+
+typedef struct zeus_frontier zeus_frontier;
+
+/* Computes the frontier. The profile is borrowed for the call only. Errors: ZEUS_EINVAL for
+ * bad options (microbatches < stages, the profile has fewer stages than `stages`, a stage
+ * without options for an instruction, a unit time or noise factor out of range), naming the
+ * value; ZEUS_ENOMEM. */
+ZEUS_EXTERN int zeus_frontier_solve(zeus_frontier **out /* out */, const zeus_frontier_profile *p,
+                                    const zeus_frontier_opts *opts);
+
+ZEUS_EXTERN void zeus_frontier_free(zeus_frontier *f);
+
+/* Number of points (>= 1). Point 0 is the all-slowest plan; the last reaches the all-fastest
+ * iteration time. */
+ZEUS_EXTERN size_t zeus_frontier_num_points(const zeus_frontier *f);
+
+/* Copies point `i`. ZEUS_ERANGE when i >= num_points. */
+ZEUS_EXTERN int zeus_frontier_get_point(const zeus_frontier *f, size_t i,
+                                        zeus_frontier_point *out /* out */);
+
+/* The plan of point `i` for one stage: writes up to `cap` entries of the stage's schedule
+ * (kinds[] and freqs_mhz[], either may be NULL) and sets *n to the stage's length (2 × M).
+ * ZEUS_ERANGE for a bad point or stage. */
+ZEUS_EXTERN int zeus_frontier_get_plan(const zeus_frontier *f, size_t i, int stage,
+                                       zeus_frontier_instr *kinds, int *freqs_mhz, size_t cap,
+                                       size_t *n /* out */);
+
+/* ---- output ------------------------------------------------------------------------ */
+
+typedef struct zeus_frontier_write_opts {
+  long every;  /* write the plan of every N-th point (and the last); 0: every point */
+  long sample; /* instead, K plans evenly spaced in iteration time (K >= 2); 0: off */
+} zeus_frontier_write_opts;
+
+/* Writes DIR/frontier.csv (iteration,time_s,cost_j,cost_with_blocking_j,eval_time_s,
+ * eval_energy_j; every point) and the plan files DIR/freqs_pipeline_%05d.py (named by
+ * iteration; selected by `wo`, NULL: all). DIR is created when missing. Files are written
+ * atomically. Errors: ZEUS_EIO naming the path; ZEUS_EINVAL for every and sample both set. */
+ZEUS_EXTERN int zeus_frontier_write(const zeus_frontier *f, const char *dir,
+                                    const zeus_frontier_write_opts *wo);
+
+/* The frontier.csv text (caller frees with free()). */
+ZEUS_EXTERN int zeus_frontier_csv(const zeus_frontier *f, char **text /* out */);
+
+/* The plan file text of point `i` (caller frees with free()). ZEUS_ERANGE for a bad point. */
+ZEUS_EXTERN int zeus_frontier_plan_text(const zeus_frontier *f, size_t i, char **text /* out */);
+
+/* An SVG of energy against iteration time: the evaluated points and the model's. */
+ZEUS_EXTERN int zeus_frontier_write_plot_svg(const zeus_frontier *f, const char *path);
+
+/* An SVG of point i's pipeline: one row per stage, one box per instruction from its start
+ * to its end (measured times), coloured by clock, the critical path outlined. */
+ZEUS_EXTERN int zeus_frontier_write_timeline_svg(const zeus_frontier *f, size_t i,
+                                                 const char *path);
+
+ZEUS_END_DECLS
+#endif

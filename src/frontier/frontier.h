@@ -1,0 +1,161 @@
+/* src/frontier/frontier.h: internals of the frontier solver (not API).
+ *
+ * Pieces, one file each: profile.c (measurements), options.c (quantised, Pareto-filtered
+ * options per stage and instruction), costmodel.c (exponential fit, convex hull), dag.c (1F1B
+ * DAG, longest paths, evaluation with measured values), maxflow.c (Dinic, minimum cut with
+ * lower bounds), solver.c (Phillips–Dessouky), output.c (CSV, plan files), svg.c (pictures).
+ */
+#ifndef ZEUS_FRONTIER_INTERNAL_H
+#define ZEUS_FRONTIER_INTERNAL_H
+
+#include "core/core.h"
+#include "zeus/frontier.h"
+
+/* ---- tolerances, all in one place ---- */
+/* Quantisation: floor(time / unit + ZEUS__QUANT_EPS), so a time that is an exact multiple of
+ * the unit up to floating-point error (0.030 s at 1 ms) gives that many units (30), not one
+ * fewer as plain floating-point floor division does. */
+#define ZEUS__QUANT_EPS 1e-9
+/* Max flow: a residual capacity at or below this (joules) counts as saturated. */
+#define ZEUS__FLOW_EPS 1e-9
+/* Exponential fit: golden-section refinement steps of the exponent. */
+#define ZEUS__FIT_REFINE_STEPS 80
+
+/* ---- profile ---- */
+typedef struct zeus__fmeas {
+  int freq_mhz;
+  double time_s;
+  double energy_j;
+  size_t line; /* input line, 0 when added in memory */
+} zeus__fmeas;
+
+struct zeus_frontier_profile {
+  char *name;
+  int nstages;             /* highest stage + 1 */
+  zeus__fmeas *rows[2];    /* per kind: all rows, stage-major after sorting */
+  size_t nrows[2], cap[2];
+  int *row_stage[2];       /* stage of each row */
+};
+
+/* ---- options of one (stage, instruction) ---- */
+typedef struct zeus__fopt {
+  int freq_mhz;
+  double time_s;
+  double energy_j;
+  long quant;  /* whole time units */
+  double cost; /* energy − blocking power × quant × unit */
+} zeus__fopt;
+
+typedef struct zeus__fopts {
+  int stage;
+  zeus_frontier_instr kind;
+  zeus__fopt *opt; /* kept options, fastest first, distinct quant */
+  size_t nopt;
+  long qmin, qmax; /* quant of fastest and slowest option */
+  /* cost model */
+  zeus_frontier_cost_model model;
+  double a, b, c; /* exponential: a·e^(b·(q − qmin)) + c */
+  long *hull_q;   /* hull vertices (quant, cost), fastest first */
+  double *hull_c;
+  size_t nhull;
+  double *table;  /* model cost at quant qmin..qmax */
+} zeus__fopts;
+
+/* Quantises a time: floor(time_s / unit_s + ZEUS__QUANT_EPS). */
+long zeus__frontier_quantise(double time_s, double unit_s);
+
+/* Builds the options of one stage and instruction from the profile's rows: quantise, cost,
+ * Pareto filter on (time, cost) (retried with the noise factor when <= 3 survive: then an
+ * option is dominated only by a faster one whose cost is below c − (1 − noise)·|c|), one
+ * option per quantum (the fastest), sorted fastest first; then fits the cost model.
+ * ZEUS_EINVAL "stage S has no options for forward" when the profile has none. */
+int zeus__fopts_build(zeus__fopts *o, const zeus_frontier_profile *p, int stage,
+                      zeus_frontier_instr kind, const zeus_frontier_opts *opts);
+void zeus__fopts_free(zeus__fopts *o);
+/* The option that runs a duration of q units: the slowest option with quant <= q. */
+const zeus__fopt *zeus__fopts_pick(const zeus__fopts *o, long q);
+/* Text of the options and the model, for golden files and debugging. */
+int zeus__fopts_dump(const zeus__fopts *o, zeus__buf *b);
+
+/* costmodel.c: fits o->model to o->opt and fills o->table. */
+int zeus__costmodel_fit(zeus__fopts *o);
+double zeus__costmodel_eval(const zeus__fopts *o, double q);
+
+/* ---- 1F1B DAG ---- */
+typedef struct zeus__fdag {
+  int S, M;
+  int n;              /* nodes: 0 source, 1..S·2M instructions, n − 1 sink */
+  int *stage, *mb;    /* per node (−1 for source/sink) */
+  zeus_frontier_instr *kind;
+  int *succ_off, *succ; /* CSR successors */
+  int *pred_off, *pred; /* CSR predecessors */
+  int *topo;          /* a topological order */
+} zeus__fdag;
+
+/* Node id of the k-th instruction (schedule order) of stage s. */
+static inline int zeus__fdag_node(const zeus__fdag *d, int s, int k) { return 1 + s * 2 * d->M + k; }
+/* The 1F1B schedule of stage s: kinds and microbatches of its 2M instructions in order. */
+void zeus__fdag_1f1b_order(int S, int M, int s, zeus_frontier_instr *kinds, int *mbs);
+int zeus__fdag_build(zeus__fdag *d, int S, int M);
+void zeus__fdag_free(zeus__fdag *d);
+/* Longest path with real durations dur[node] (source/sink 0): start[] and finish[] (either
+ * may be NULL when not needed... both required here), returns the makespan. */
+double zeus__fdag_longest(const zeus__fdag *d, const double *dur, double *start, double *finish);
+/* Evaluates a plan with measured values: time[node], energy[node] of each instruction.
+ * Energy = Σ energy + blocking power × Σ_stage (makespan − busy time of the stage). */
+void zeus__fdag_evaluate(const zeus__fdag *d, const double *time, const double *energy,
+                         double blocking_w, double *time_out, double *energy_out);
+
+/* ---- max flow ---- */
+typedef struct zeus__flow {
+  int n, m, ncap, mcap;
+  int *head, *next, *to; /* edge e and its reverse e ^ 1 */
+  double *cap;
+  int *level, *it, *queue;
+  double *d; /* per-node scratch of the lower-bound cut */
+  int dcap;
+} zeus__flow;
+
+int zeus__flow_reset(zeus__flow *f, int n);
+int zeus__flow_add(zeus__flow *f, int u, int v, double cap); /* returns edge id or < 0 */
+double zeus__flow_max(zeus__flow *f, int s, int t);
+/* Marks mark[v] = 1 for every node reachable from s in the residual graph. */
+void zeus__flow_reachable(zeus__flow *f, int s, unsigned char *mark);
+void zeus__flow_free(zeus__flow *f);
+
+/* Minimum s–t cut of a network whose edges carry lower and upper bounds (lb <= ub; ub may be
+ * `inf`, any value >= inf counting as infinite), the cut's value being Σ ub forwards − Σ lb
+ * backwards: one maximum flow on an equivalent network (see maxflow.c), then the source side
+ * of the residual graph in side[] (1 = source side); `inf` must exceed 3 × (Σ finite ub + Σ lb). Returns 1 when a finite cut
+ * exists (its value in *value), 0 when every cut is infinite, < 0 on error. */
+typedef struct zeus__lbedge {
+  int u, v;
+  double lb, ub;
+} zeus__lbedge;
+int zeus__flow_min_cut_lb(zeus__flow *f, int n, const zeus__lbedge *e, int m, int s, int t,
+                          double inf, unsigned char *side, double *value);
+
+/* ---- the solved frontier ---- */
+struct zeus_frontier {
+  zeus_frontier_opts opts;
+  zeus__fdag dag;
+  zeus__fopts *fo;      /* per (stage, kind): fo[2 * s + kind] */
+  int *node_fo;         /* per node: index into fo, −1 for source/sink */
+  zeus_frontier_point *pts;
+  int32_t *durs;        /* per point: quant duration of every node (n entries) */
+  size_t npts, cappts;
+  char *profile_name;
+};
+
+/* The option each node runs at point i (NULL for source/sink). */
+const zeus__fopt *zeus__frontier_node_opt(const zeus_frontier *f, size_t i, int node);
+
+/* ---- synthetic profiles (tests, benchmarks) ---- */
+/* Adds a profile from a DVFS model to `p`: `stages` stages of unequal speed (imbalanced by a
+ * deterministic pattern from `seed`), `nclocks` SM clocks from 1410 MHz down in even steps to
+ * about 45 % of it; time(f) = t·(0.35 + 0.65·fmax/f), power(f) = 70 W + 230 W·(f/fmax)^2.6,
+ * energy = power × time with ±0.5 % deterministic jitter; a backward takes about twice a
+ * forward. `fwd_s` is the forward time of the fastest stage at the top clock. */
+int zeus__frontier_synth(zeus_frontier_profile *p, int stages, int nclocks, double fwd_s, unsigned seed);
+
+#endif

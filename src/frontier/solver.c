@@ -1,0 +1,345 @@
+/* Phillips–Dessouky: the time–cost frontier of the pipeline DAG by iterative minimum cuts.
+ *
+ * Every instruction starts at its slowest option. Each iteration finds the critical sub-DAG
+ * (zero slack, integer time units), turns it into a flow network (instruction v becomes an
+ * edge in(v) → out(v) whose upper bound is the model's cost of making v one unit faster,
+ * infinite at its fastest option, and whose lower bound is the saving of making v one unit
+ * slower, zero at its slowest; DAG edges are unbounded), and takes a minimum cut: instructions
+ * cut forwards run one unit faster, those cut backwards one unit slower. Every critical path
+ * crosses the cut forwards once more than backwards, so the iteration time falls by a unit.
+ * A slowed instruction can lengthen a path that had exactly one unit of slack; when that
+ * keeps the iteration time from falling, the slowdowns on the new critical path are undone
+ * (without slowdowns the time always falls). The loop ends when every cut is infinite: a
+ * critical path runs entirely at the fastest options. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontier/frontier.h"
+
+typedef struct pd_state {
+  zeus_frontier *f;
+  int n;
+  int32_t *dur;
+  long *es, *lf;
+  int *cid; /* critical node -> index among critical nodes, or −1 */
+  int *crit;
+  zeus__lbedge *edges;
+  int edges_cap;
+  unsigned char *side, *slowed;
+  double *evt, *eve; /* measured time and energy per node for evaluation */
+  zeus__flow flow;
+} pd_state;
+
+static double node_cost(const zeus_frontier *f, int v, long d) {
+  const zeus__fopts *o = &f->fo[f->node_fo[v]];
+  return o->table[d - o->qmin];
+}
+
+/* Earliest starts and latest finishes; returns the makespan in units. */
+static long schedule(pd_state *st) {
+  const zeus__fdag *d = &st->f->dag;
+  for (int i = 0; i < d->n; i++) {
+    int v = d->topo[i];
+    long es = 0;
+    for (int k = d->pred_off[v]; k < d->pred_off[v + 1]; k++) {
+      int u = d->pred[k];
+      if (st->es[u] + st->dur[u] > es) es = st->es[u] + st->dur[u];
+    }
+    st->es[v] = es;
+  }
+  long T = st->es[d->n - 1] + st->dur[d->n - 1];
+  for (int i = d->n - 1; i >= 0; i--) {
+    int v = d->topo[i];
+    long lf = T;
+    for (int k = d->succ_off[v]; k < d->succ_off[v + 1]; k++) {
+      int w = d->succ[k];
+      if (st->lf[w] - st->dur[w] < lf) lf = st->lf[w] - st->dur[w];
+    }
+    st->lf[v] = lf;
+  }
+  return T;
+}
+
+static bool is_critical(const pd_state *st, int v) { return st->es[v] + st->dur[v] == st->lf[v]; }
+
+static int record_point(pd_state *st, long T) {
+  zeus_frontier *f = st->f;
+  int n = st->n;
+  if (f->npts == f->cappts) {
+    size_t cap = f->cappts ? 2 * f->cappts : 256;
+    zeus_frontier_point *p = realloc(f->pts, cap * sizeof *p);
+    if (!p) return zeus__oom("recording frontier points");
+    f->pts = p;
+    int32_t *q = realloc(f->durs, cap * (size_t)n * sizeof *q);
+    if (!q) return zeus__oom("recording frontier plans");
+    f->durs = q;
+    f->cappts = cap;
+  }
+  double cost = 0;
+  st->evt[0] = st->eve[0] = st->evt[n - 1] = st->eve[n - 1] = 0;
+  for (int v = 1; v < n - 1; v++) {
+    cost += node_cost(f, v, st->dur[v]);
+    const zeus__fopt *o = zeus__fopts_pick(&f->fo[f->node_fo[v]], st->dur[v]);
+    st->evt[v] = o->time_s;
+    st->eve[v] = o->energy_j;
+  }
+  zeus_frontier_point *p = &f->pts[f->npts];
+  p->iteration = (long)f->npts;
+  p->time_units = T;
+  p->time_s = (double)T * f->opts.unit_time_s;
+  p->cost_j = cost;
+  p->cost_with_blocking_j = cost + f->opts.blocking_power_w * f->opts.stages * p->time_s;
+  zeus__fdag_evaluate(&f->dag, st->evt, st->eve, f->opts.blocking_power_w, &p->eval_time_s,
+                      &p->eval_energy_j);
+  memcpy(f->durs + f->npts * (size_t)n, st->dur, (size_t)n * sizeof *st->dur);
+  f->npts++;
+  return ZEUS_OK;
+}
+
+/* One Phillips–Dessouky step from makespan T. Returns 1 when the time fell, 0 when no finite
+ * cut remains, < 0 on error. */
+static int pd_step(pd_state *st, long T, long *T_new) {
+  zeus_frontier *f = st->f;
+  const zeus__fdag *d = &f->dag;
+  int n = st->n, nc = 0, m = 0;
+  for (int v = 0; v < n; v++) {
+    st->cid[v] = -1;
+    if (is_critical(st, v)) {
+      st->cid[v] = nc;
+      st->crit[nc++] = v;
+    }
+  }
+  /* Edges: one per critical node, one per tight DAG edge between critical nodes. */
+  int need = nc;
+  for (int i = 0; i < nc; i++) need += d->succ_off[st->crit[i] + 1] - d->succ_off[st->crit[i]];
+  if (need > st->edges_cap) {
+    zeus__lbedge *e = realloc(st->edges, (size_t)need * sizeof *e);
+    if (!e) return zeus__oom("building the flow network");
+    st->edges = e;
+    st->edges_cap = need;
+  }
+  double finite = 0;
+  const double INF_MARK = HUGE_VAL; /* replaced by the finite stand-in below */
+  for (int i = 0; i < nc; i++) {
+    int v = st->crit[i];
+    zeus__lbedge *e = &st->edges[m++];
+    e->u = 2 * i;
+    e->v = 2 * i + 1;
+    e->lb = 0;
+    e->ub = INF_MARK;
+    if (v == 0 || v == n - 1) continue;
+    const zeus__fopts *o = &f->fo[f->node_fo[v]];
+    long dv = st->dur[v];
+    double c = node_cost(f, v, dv);
+    if (dv > o->qmin) {
+      e->ub = node_cost(f, v, dv - 1) - c;
+      if (e->ub < 0) e->ub = 0;
+      finite += e->ub;
+    }
+    if (dv < o->qmax) {
+      e->lb = c - node_cost(f, v, dv + 1);
+      if (e->lb < 0) e->lb = 0;
+      if (e->lb > e->ub) e->lb = e->ub;
+      finite += e->lb;
+    }
+  }
+  for (int i = 0; i < nc; i++) {
+    int u = st->crit[i];
+    for (int k = d->succ_off[u]; k < d->succ_off[u + 1]; k++) {
+      int w = d->succ[k];
+      if (st->cid[w] < 0 || st->es[u] + st->dur[u] != st->es[w]) continue;
+      st->edges[m++] = (zeus__lbedge){2 * i + 1, 2 * st->cid[w], 0, INF_MARK};
+    }
+  }
+  double inf = 10.0 * finite + 1.0;
+  for (int i = 0; i < m; i++)
+    if (st->edges[i].ub == INF_MARK) st->edges[i].ub = inf;
+  double value;
+  int rc = zeus__flow_min_cut_lb(&st->flow, 2 * nc, st->edges, m, 2 * st->cid[0],
+                                 2 * st->cid[n - 1] + 1, inf, st->side, &value);
+  if (rc <= 0) return rc;
+  int nslow = 0;
+  for (int i = 0; i < nc; i++) {
+    int v = st->crit[i];
+    st->slowed[v] = 0;
+    if (v == 0 || v == n - 1) continue;
+    if (st->side[2 * i] && !st->side[2 * i + 1]) {
+      st->dur[v]--;
+    } else if (!st->side[2 * i] && st->side[2 * i + 1]) {
+      st->dur[v]++;
+      st->slowed[v] = 1;
+      nslow++;
+    }
+  }
+  long Tn = schedule(st);
+  while (Tn > T - 1 && nslow > 0) {
+    /* Undo the slowdowns on the new critical path. */
+    for (int i = 0; i < nc; i++) {
+      int v = st->crit[i];
+      if (st->slowed[v] && is_critical(st, v)) {
+        st->dur[v]--;
+        st->slowed[v] = 0;
+        nslow--;
+      }
+    }
+    Tn = schedule(st);
+  }
+  if (Tn >= T)
+    return zeus__error(ZEUS_EINTERNAL, "a minimum cut did not shorten the iteration (%ld units)", T);
+  *T_new = Tn;
+  return 1;
+}
+
+static int check_opts(const zeus_frontier_profile *p, const zeus_frontier_opts *in, zeus_frontier_opts *o) {
+  if (!in) return zeus__error(ZEUS_EINVAL, "frontier options are NULL");
+  *o = *in;
+  if (o->stages < 1) return zeus__error(ZEUS_EINVAL, "stages: %d, expected at least 1", o->stages);
+  if (o->microbatches < o->stages)
+    return zeus__error(ZEUS_EINVAL,
+                       "microbatches: %d is fewer than the %d stages (1F1B needs at least one "
+                       "microbatch per stage)",
+                       o->microbatches, o->stages);
+  if (o->microbatches > 100000)
+    return zeus__error(ZEUS_EINVAL, "microbatches: %d is more than 100000", o->microbatches);
+  if (p->nstages < o->stages)
+    return zeus__error(ZEUS_EINVAL, "%s has %d stage%s, fewer than the %d stages asked for", p->name,
+                       p->nstages, p->nstages == 1 ? "" : "s", o->stages);
+  if (!isfinite(o->blocking_power_w) || o->blocking_power_w < 0)
+    return zeus__error(ZEUS_EINVAL, "blocking power: %g W, expected a non-negative number", o->blocking_power_w);
+  if (o->unit_time_s == 0) o->unit_time_s = 0.001;
+  if (!isfinite(o->unit_time_s) || o->unit_time_s <= 0 || o->unit_time_s > 1000)
+    return zeus__error(ZEUS_EINVAL, "unit time: %g s, expected a positive number of seconds", o->unit_time_s);
+  if (o->noise_factor == 0) o->noise_factor = 0.95;
+  if (!(o->noise_factor > 0 && o->noise_factor <= 1))
+    return zeus__error(ZEUS_EINVAL, "noise factor: %g, expected a number in (0, 1]", o->noise_factor);
+  if (o->cost_model != ZEUS_FRONTIER_COST_EXPONENTIAL && o->cost_model != ZEUS_FRONTIER_COST_HULL)
+    return zeus__error(ZEUS_EINVAL, "cost model: %d is not one of the known models", (int)o->cost_model);
+  if (o->max_iterations < 0)
+    return zeus__error(ZEUS_EINVAL, "max iterations: %ld is negative", o->max_iterations);
+  return ZEUS_OK;
+}
+
+void zeus_frontier_free(zeus_frontier *f) {
+  if (!f) return;
+  if (f->fo)
+    for (int i = 0; i < 2 * f->opts.stages; i++) zeus__fopts_free(&f->fo[i]);
+  free(f->fo);
+  free(f->node_fo);
+  zeus__fdag_free(&f->dag);
+  free(f->pts);
+  free(f->durs);
+  free(f->profile_name);
+  free(f);
+}
+
+static void state_free(pd_state *st) {
+  free(st->dur);
+  free(st->es);
+  free(st->lf);
+  free(st->cid);
+  free(st->crit);
+  free(st->edges);
+  free(st->side);
+  free(st->slowed);
+  free(st->evt);
+  free(st->eve);
+  zeus__flow_free(&st->flow);
+}
+
+int zeus_frontier_solve(zeus_frontier **out, const zeus_frontier_profile *p, const zeus_frontier_opts *opts) {
+  if (!out || !p) return zeus__error(ZEUS_EINVAL, "zeus_frontier_solve: NULL argument");
+  zeus_frontier_opts o;
+  int rc = check_opts(p, opts, &o);
+  if (rc) return rc;
+  zeus_frontier *f = calloc(1, sizeof *f);
+  pd_state st = {0};
+  if (!f) return zeus__oom("solving the frontier");
+  f->opts = o;
+  if (!(f->profile_name = strdup(p->name))) {
+    rc = zeus__oom("solving the frontier");
+    goto done;
+  }
+  if ((rc = zeus__fdag_build(&f->dag, o.stages, o.microbatches))) goto done;
+  int n = st.n = f->dag.n;
+  f->fo = calloc(2 * (size_t)o.stages, sizeof *f->fo);
+  f->node_fo = malloc((size_t)n * sizeof *f->node_fo);
+  if (!f->fo || !f->node_fo) {
+    rc = zeus__oom("solving the frontier");
+    goto done;
+  }
+  for (int s = 0; s < o.stages; s++)
+    for (int k = 0; k < 2; k++)
+      if ((rc = zeus__fopts_build(&f->fo[2 * s + k], p, s, (zeus_frontier_instr)k, &o))) goto done;
+  st.f = f;
+  st.dur = malloc((size_t)n * sizeof *st.dur);
+  st.es = malloc((size_t)n * sizeof *st.es);
+  st.lf = malloc((size_t)n * sizeof *st.lf);
+  st.cid = malloc((size_t)n * sizeof *st.cid);
+  st.crit = malloc((size_t)n * sizeof *st.crit);
+  st.side = malloc(2 * (size_t)n + 2);
+  st.slowed = calloc((size_t)n, 1);
+  st.evt = malloc((size_t)n * sizeof *st.evt);
+  st.eve = malloc((size_t)n * sizeof *st.eve);
+  if (!st.dur || !st.es || !st.lf || !st.cid || !st.crit || !st.side || !st.slowed || !st.evt || !st.eve) {
+    rc = zeus__oom("solving the frontier");
+    goto done;
+  }
+  for (int v = 0; v < n; v++) {
+    f->node_fo[v] = (v == 0 || v == n - 1) ? -1 : 2 * f->dag.stage[v] + (int)f->dag.kind[v];
+    st.dur[v] = v == 0 || v == n - 1 ? 0 : (int32_t)f->fo[f->node_fo[v]].qmax;
+  }
+  long T = schedule(&st);
+  if ((rc = record_point(&st, T))) goto done;
+  while (o.max_iterations == 0 || (long)f->npts < o.max_iterations) {
+    long Tn = T;
+    rc = pd_step(&st, T, &Tn);
+    if (rc < 0) goto done;
+    if (rc == 0) break;
+    T = Tn;
+    if ((rc = record_point(&st, T))) goto done;
+  }
+  rc = ZEUS_OK;
+  zeus__log(ZEUS_LOG_INFO, "frontier", "%zu points from %.3f s to %.3f s", f->npts, f->pts[0].time_s,
+            f->pts[f->npts - 1].time_s);
+done:
+  state_free(&st);
+  if (rc) {
+    zeus_frontier_free(f);
+    return rc;
+  }
+  *out = f;
+  return ZEUS_OK;
+}
+
+/* ---- accessors ---- */
+
+size_t zeus_frontier_num_points(const zeus_frontier *f) { return f ? f->npts : 0; }
+
+int zeus_frontier_get_point(const zeus_frontier *f, size_t i, zeus_frontier_point *out) {
+  if (!f || !out) return zeus__error(ZEUS_EINVAL, "zeus_frontier_get_point: NULL argument");
+  if (i >= f->npts) return zeus__error(ZEUS_ERANGE, "frontier point %zu: there are %zu", i, f->npts);
+  *out = f->pts[i];
+  return ZEUS_OK;
+}
+
+const zeus__fopt *zeus__frontier_node_opt(const zeus_frontier *f, size_t i, int node) {
+  if (node <= 0 || node >= f->dag.n - 1) return NULL;
+  return zeus__fopts_pick(&f->fo[f->node_fo[node]], f->durs[i * (size_t)f->dag.n + (size_t)node]);
+}
+
+int zeus_frontier_get_plan(const zeus_frontier *f, size_t i, int stage, zeus_frontier_instr *kinds,
+                           int *freqs_mhz, size_t cap, size_t *n) {
+  if (!f || !n) return zeus__error(ZEUS_EINVAL, "zeus_frontier_get_plan: NULL argument");
+  if (i >= f->npts) return zeus__error(ZEUS_ERANGE, "frontier point %zu: there are %zu", i, f->npts);
+  if (stage < 0 || stage >= f->dag.S)
+    return zeus__error(ZEUS_ERANGE, "stage %d: the pipeline has %d stages", stage, f->dag.S);
+  size_t len = 2 * (size_t)f->dag.M;
+  for (size_t k = 0; k < len && k < cap; k++) {
+    int v = zeus__fdag_node(&f->dag, stage, (int)k);
+    if (kinds) kinds[k] = f->dag.kind[v];
+    if (freqs_mhz) freqs_mhz[k] = zeus__frontier_node_opt(f, i, v)->freq_mhz;
+  }
+  *n = len;
+  return ZEUS_OK;
+}
