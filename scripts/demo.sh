@@ -21,3 +21,12 @@ ZEUS_SIM_CLOCK=virtual "$build/measure_power_limits" 200
 echo
 echo "Lower power limits cap the simulated GPU's clock: the work takes longer but, down to a point,"
 echo "uses less energy. The power-limit optimizer finds that point during training."
+
+out=$(mktemp -d)
+step "zeus frontier --profile tests/data/frontier/small_profile.csv --stages 2 --microbatches 4 --blocking-power 60 --out $out --sample 3"
+"$Z" frontier --profile tests/data/frontier/small_profile.csv --stages 2 --microbatches 4 --blocking-power 60 \
+  --out "$out" --sample 3 --plot "$out/frontier.svg"
+echo "frontier.csv (first lines) and the plan files written:"
+head -5 "$out/frontier.csv"
+ls "$out"
+rm -rf "$out"
