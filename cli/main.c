@@ -14,6 +14,7 @@ typedef struct {
 static const command commands[] = {
     {"gpus", cmd_gpus, "list GPUs, their power limits, clocks and energy counters"},
     {"monitor", cmd_monitor, "measure the energy of a command, or sample power"},
+    {"pfo-server", cmd_pfo_server, "serve Perseus per-instruction GPU frequency schedules"},
 };
 
 static void usage(FILE *out) {

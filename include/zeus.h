@@ -20,6 +20,7 @@
 /* module headers are added below as they land */
 #include "zeus/device.h"
 #include "zeus/sim.h"
+#include "zeus/pfo.h"
 /* #include "zeus/monitor.h" */
 
 #endif
