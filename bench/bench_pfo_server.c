@@ -3,7 +3,7 @@
  * one epoll loop. The server runs in a forked child so its peak RSS is its own.
  *
  *   bench_pfo_server [W ...]        default: 64 256 1024; R = 50 (env BENCH_ROUNDS)
- *   env BENCH_THREADS               server HTTP threads (default 1)
+ *   env BENCH_THREADS               server HTTP threads (default 2)
  *
  * Prints rounds per second, p50/p99 round latency (first GET of a round sent -> last schedule of
  * that round received) and the server's peak RSS (VmHWM). */
@@ -182,7 +182,12 @@ static int run(int W, int R, int threads) {
   struct epoll_event evs[256];
   while (done < W) {
     int n = epoll_wait(ep, evs, 256, 30000);
-    if (n <= 0) { fprintf(stderr, "timeout: %d of %d ranks done\n", done, W); kill(child, SIGKILL); return 1; }
+    if (n <= 0) {
+      fprintf(stderr, "timeout: %d of %d ranks done\n", done, W);
+      for (int r = 0; r < W; r++) if (cs[r].phase != 4) fprintf(stderr, "  rank %d round %d phase %d in %zu\n", r, cs[r].round, cs[r].phase, cs[r].in_len);
+      kill(child, SIGKILL);
+      return 1;
+    }
     for (int i = 0; i < n; i++) {
       client *c = evs[i].data.ptr;
       for (bool progress = true; progress && c->phase != 4;) {
@@ -261,7 +266,7 @@ int main(int argc, char **argv) {
   sigprocmask(SIG_BLOCK, &set, NULL); /* the server child waits for it with sigwait */
   signal(SIGPIPE, SIG_IGN);
   int R = getenv("BENCH_ROUNDS") ? atoi(getenv("BENCH_ROUNDS")) : 50;
-  int threads = getenv("BENCH_THREADS") ? atoi(getenv("BENCH_THREADS")) : 1;
+  int threads = getenv("BENCH_THREADS") ? atoi(getenv("BENCH_THREADS")) : 2;
   if (R < 1) R = 1;
   int ws[16] = {64, 256, 1024}, nw = 3;
   if (argc > 1) {

@@ -303,8 +303,10 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
     zeus_pfo_server_close(s);
     return zeus__error(ZEUS_EINVAL, "cannot resolve host '%s': %s", o.host, gai_strerror(gai));
   }
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY | MHD_ALLOW_SUSPEND_RESUME |
-                   MHD_USE_TURBO | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+  /* poll(), level-triggered: with edge-triggered epoll, libmicrohttpd 0.9.75 could miss the next
+   * request on a connection resumed after a long poll when it arrived during the resume. */
+  unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+                   (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
   s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s,
                           MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                           MHD_OPTION_NOTIFY_COMPLETED, completed, s,
