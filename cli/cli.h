@@ -32,5 +32,6 @@ bool cli_parse_index_list(const char *cmd, const char *opt, const char *text, un
 int cmd_gpus(int argc, char **argv);
 int cmd_monitor(int argc, char **argv);
 int cmd_frontier(int argc, char **argv);
+int cmd_pfo_server(int argc, char **argv);
 
 #endif

@@ -15,6 +15,7 @@ static const command commands[] = {
     {"gpus", cmd_gpus, "list GPUs, their power limits, clocks and energy counters"},
     {"monitor", cmd_monitor, "measure the energy of a command, or sample power"},
     {"frontier", cmd_frontier, "time–energy frontier of a pipeline (Perseus optimizer) from a profile"},
+    {"pfo-server", cmd_pfo_server, "serve Perseus per-instruction GPU frequency schedules"},
 };
 
 static void usage(FILE *out) {

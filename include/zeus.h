@@ -22,5 +22,6 @@
 #include "zeus/sim.h"
 #include "zeus/monitor.h"
 #include "zeus/frontier.h"
+#include "zeus/pfo.h"
 
 #endif

@@ -1,0 +1,279 @@
+/* Load generator for the Perseus server: W ranks of one job for R rounds over keep-alive
+ * loopback connections (GET schedule, POST a result with 10 iterations of breakdowns), driven by
+ * one epoll loop. The server runs in a forked child so its peak RSS is its own.
+ *
+ *   bench_pfo_server [W ...]        default: 64 256 1024; R = 50 (env BENCH_ROUNDS)
+ *   env BENCH_THREADS               server HTTP threads (default 2)
+ *
+ * Prints rounds per second, p50/p99 round latency (first GET of a round sent -> last schedule of
+ * that round received) and the server's peak RSS (VmHWM). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zeus.h>
+
+typedef struct {
+  int fd, rank, round;
+  int phase; /* 0: sending GET, 1: reading GET reply, 2: sending POST, 3: reading POST reply, 4: done */
+  char *out;
+  size_t out_len, out_off;
+  char in[16384];
+  size_t in_len;
+} client;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int http_once(int port, const char *req, char *resp, size_t cap) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&a, sizeof a)) { close(fd); return -1; }
+  if (write(fd, req, strlen(req)) < 0) { close(fd); return -1; }
+  size_t n = 0;
+  ssize_t r;
+  while (n < cap - 1 && (r = read(fd, resp + n, cap - 1 - n)) > 0) {
+    n += (size_t)r;
+    resp[n] = '\0';
+    char *h = strstr(resp, "\r\n\r\n");
+    const char *cl = strcasestr(resp, "Content-Length:");
+    if (h && cl && (size_t)(h + 4 - resp) + strtoul(cl + 15, NULL, 10) <= n) break;
+  }
+  resp[n] = '\0';
+  close(fd);
+  return 0;
+}
+
+static char *result_body(int rank, int nmb) {
+  static char buf[65536];
+  size_t k = 0;
+  k += (size_t)snprintf(buf + k, sizeof buf - k, "{\"rank\":%d,\"iter_time\":[", rank);
+  for (int i = 0; i < 10; i++) k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%.6f", i ? "," : "", 1.0 + i * 0.001);
+  k += (size_t)snprintf(buf + k, sizeof buf - k, "],\"iter_energy\":[");
+  for (int i = 0; i < 10; i++) k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%.4f", i ? "," : "", 300.0 + i);
+  k += (size_t)snprintf(buf + k, sizeof buf - k, "]");
+  const char *fields[] = {"time_breakdown", "energy_breakdown"};
+  for (int f = 0; f < 2; f++) {
+    k += (size_t)snprintf(buf + k, sizeof buf - k, ",\"%s\":{", fields[f]);
+    const char *insts[] = {"forward", "backward"};
+    for (int in = 0; in < 2; in++) {
+      k += (size_t)snprintf(buf + k, sizeof buf - k, "%s\"%s\":[", in ? "," : "", insts[in]);
+      for (int it = 0; it < 10; it++) {
+        k += (size_t)snprintf(buf + k, sizeof buf - k, "%s[", it ? "," : "");
+        for (int m = 0; m < nmb; m++)
+          k += (size_t)snprintf(buf + k, sizeof buf - k, "%s%.6f", m ? "," : "", (f ? 20.0 : 0.02) * (1 + 0.01 * m));
+        k += (size_t)snprintf(buf + k, sizeof buf - k, "]");
+      }
+      k += (size_t)snprintf(buf + k, sizeof buf - k, "]");
+    }
+    k += (size_t)snprintf(buf + k, sizeof buf - k, "}");
+  }
+  k += (size_t)snprintf(buf + k, sizeof buf - k, "}");
+  return strdup(buf);
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static long vm_hwm_kib(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  long v = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, "VmHWM:", 6) == 0) v = strtol(line + 6, NULL, 10);
+  if (f) fclose(f);
+  return v;
+}
+
+static int run(int W, int R, int threads) {
+  int pp = W >= 4 ? 4 : 1, dp = W / pp, nmb = 8;
+  int pfd[2];
+  if (pipe(pfd)) return 1;
+  pid_t child = fork();
+  if (child == 0) {
+    close(pfd[0]);
+    zeus_pfo_server *s;
+    zeus_pfo_server_opts o = {.port = -1, .scheduler = "AllMaxFrequency",
+                              .scheduler_args = "{\"num_microbatches\": 8}", .threads = threads};
+    if (zeus_pfo_server_open(&s, &o)) { fprintf(stderr, "server: %s\n", zeus_errmsg()); _exit(1); }
+    int port = zeus_pfo_server_port(s);
+    if (write(pfd[1], &port, sizeof port) != sizeof port) _exit(1);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    int sig;
+    sigwait(&set, &sig);
+    zeus_pfo_server_close(s);
+    _exit(0);
+  }
+  close(pfd[1]);
+  int port = 0;
+  if (read(pfd[0], &port, sizeof port) != sizeof port) { fprintf(stderr, "server did not start\n"); return 1; }
+  close(pfd[0]);
+
+  char req[1024], resp[4096], job[256];
+  char body[256];
+  snprintf(body, sizeof body, "{\"job_id\":\"\",\"pp_degree\":%d,\"dp_degree\":%d,\"tp_degree\":1,\"world_size\":%d}", pp, dp, W);
+  snprintf(req, sizeof req, "POST /register_job HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
+  http_once(port, req, resp, sizeof resp);
+  char *q = strstr(resp, "\r\n\r\n\"");
+  if (!q) { fprintf(stderr, "register_job failed: %s\n", resp); kill(child, SIGTERM); return 1; }
+  snprintf(job, sizeof job, "%s", q + 5);
+  *strchr(job, '"') = '\0';
+  for (int r = 0; r < W; r++) {
+    snprintf(body, sizeof body, "{\"rank\":%d,\"dp_rank\":%d,\"pp_rank\":%d,\"tp_rank\":0,\"available_frequencies\":[1410,1200,1000]}",
+             r, r % dp, r / dp);
+    snprintf(req, sizeof req, "POST /register_rank/%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s",
+             job, strlen(body), body);
+    http_once(port, req, resp, sizeof resp);
+  }
+
+  int ep = epoll_create1(0);
+  client *cs = calloc((size_t)W, sizeof *cs);
+  char **gets = calloc((size_t)W, sizeof *gets), **posts = calloc((size_t)W, sizeof *posts);
+  size_t *get_len = calloc((size_t)W, sizeof *get_len), *post_len = calloc((size_t)W, sizeof *post_len);
+  double *first_get = calloc((size_t)R, sizeof(double)), *last_sched = calloc((size_t)R, sizeof(double));
+  int *sched_count = calloc((size_t)R, sizeof(int));
+  for (int r = 0; r < W; r++) {
+    char *b = result_body(r, nmb);
+    size_t bl = strlen(b);
+    posts[r] = malloc(bl + 512);
+    post_len[r] = (size_t)sprintf(posts[r], "POST /result/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", job, bl, b);
+    free(b);
+    gets[r] = malloc(512);
+    get_len[r] = (size_t)sprintf(gets[r], "GET /schedule/%s?rank=%d HTTP/1.1\r\nHost: x\r\n\r\n", job, r);
+    client *c = &cs[r];
+    c->rank = r;
+    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(c->fd, (struct sockaddr *)&a, sizeof a)) { perror("connect"); return 1; }
+    fcntl(c->fd, F_SETFL, O_NONBLOCK);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLET, .data.ptr = c};
+    epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+  }
+  size_t post_bytes = post_len[0];
+  double t0 = now_s();
+  for (int r = 0; r < W; r++) { cs[r].out = gets[r]; cs[r].out_len = get_len[r]; cs[r].out_off = 0; cs[r].phase = 0; }
+  first_get[0] = t0;
+  int done = 0;
+  struct epoll_event evs[256];
+  while (done < W) {
+    int n = epoll_wait(ep, evs, 256, 30000);
+    if (n <= 0) {
+      fprintf(stderr, "timeout: %d of %d ranks done\n", done, W);
+      for (int r = 0; r < W; r++) if (cs[r].phase != 4) fprintf(stderr, "  rank %d round %d phase %d in %zu\n", r, cs[r].round, cs[r].phase, cs[r].in_len);
+      kill(child, SIGKILL);
+      return 1;
+    }
+    for (int i = 0; i < n; i++) {
+      client *c = evs[i].data.ptr;
+      for (bool progress = true; progress && c->phase != 4;) {
+        progress = false;
+        if (c->phase == 0 || c->phase == 2) {
+          while (c->out_off < c->out_len) {
+            ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+            if (w < 0) break;
+            c->out_off += (size_t)w;
+          }
+          if (c->out_off == c->out_len) { c->phase++; c->in_len = 0; progress = true; }
+        } else {
+          ssize_t rd;
+          while ((rd = recv(c->fd, c->in + c->in_len, sizeof c->in - c->in_len - 1, 0)) > 0) c->in_len += (size_t)rd;
+          c->in[c->in_len] = '\0';
+          char *h = strstr(c->in, "\r\n\r\n");
+          const char *cl = strcasestr(c->in, "Content-Length:");
+          if (!h || !cl || (size_t)(h + 4 - c->in) + strtoul(cl + 15, NULL, 10) > c->in_len) {
+            if (rd == 0) { fprintf(stderr, "rank %d: connection closed\n", c->rank); kill(child, SIGKILL); return 1; }
+            break;
+          }
+          if (strncmp(c->in, "HTTP/1.1 200", 12) != 0) {
+            fprintf(stderr, "rank %d round %d: %s\n", c->rank, c->round, c->in);
+            kill(child, SIGKILL);
+            return 1;
+          }
+          if (c->phase == 1) {
+            double t = now_s();
+            if (t > last_sched[c->round]) last_sched[c->round] = t;
+            sched_count[c->round]++;
+            c->out = posts[c->rank];
+            c->out_len = post_len[c->rank];
+            c->phase = 2;
+          } else {
+            c->round++;
+            if (c->round == R) { c->phase = 4; done++; break; }
+            if (!first_get[c->round]) first_get[c->round] = now_s();
+            c->out = gets[c->rank];
+            c->out_len = get_len[c->rank];
+            c->phase = 0;
+          }
+          c->out_off = 0;
+          progress = true;
+        }
+      }
+    }
+  }
+  double total = last_sched[R - 1] - t0;
+  long hwm = vm_hwm_kib(child);
+  kill(child, SIGTERM);
+  waitpid(child, NULL, 0);
+  double *lat = malloc((size_t)R * sizeof(double));
+  for (int r = 0; r < R; r++) lat[r] = last_sched[r] - first_get[r];
+  qsort(lat, (size_t)R, sizeof(double), cmp_d);
+  double p50 = lat[R / 2], p99 = lat[(int)(0.99 * (R - 1) + 0.5)];
+  printf("pfo-server  W=%-5d R=%d threads=%d  %8.1f rounds/s  round latency p50 %7.2f ms  p99 %7.2f ms  "
+         "server peak RSS %.1f MiB  (result body %zu B)\n",
+         W, R, threads, R / total, p50 * 1e3, p99 * 1e3, hwm / 1024.0, post_bytes);
+  fflush(stdout);
+  for (int r = 0; r < W; r++) { close(cs[r].fd); free(gets[r]); free(posts[r]); }
+  free(cs); free(gets); free(posts); free(get_len); free(post_len); free(first_get); free(last_sched);
+  free(sched_count); free(lat);
+  close(ep);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigprocmask(SIG_BLOCK, &set, NULL); /* the server child waits for it with sigwait */
+  signal(SIGPIPE, SIG_IGN);
+  int R = getenv("BENCH_ROUNDS") ? atoi(getenv("BENCH_ROUNDS")) : 50;
+  int threads = getenv("BENCH_THREADS") ? atoi(getenv("BENCH_THREADS")) : 2;
+  if (R < 1) R = 1;
+  int ws[16] = {64, 256, 1024}, nw = 3;
+  if (argc > 1) {
+    nw = 0;
+    for (int i = 1; i < argc && nw < 16; i++) ws[nw++] = atoi(argv[i]);
+  }
+  int rc = 0;
+  for (int i = 0; i < nw; i++) rc |= run(ws[i], R, threads);
+  return rc;
+}

@@ -1,0 +1,180 @@
+/* Dumps of a job (ranks.json, <n>.sched.json, <n>.prof.json) and the instruction CSV. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "pfo/pfo_internal.h"
+
+static int save_list(const char *path, json_t *list) {
+  if (!list) return zeus__oom("building a dump");
+  int rc = zeus__json_write_file_atomic(path, list, 0);
+  json_decref(list);
+  return rc;
+}
+
+static char *dump_path(const char *dir, const char *name) {
+  zeus__buf b = {0};
+  if (zeus__buf_printf(&b, "%s/%s", dir, name)) return NULL;
+  return b.data;
+}
+
+int zeus_pfo_save_ranks(const char *dir, const zeus_pfo_rank_info *r, size_t n) {
+  json_t *a = json_array();
+  for (size_t i = 0; a && i < n; i++) json_array_append_new(a, zeus__pfo_rank_info_to_jt(&r[i]));
+  char *p = dump_path(dir, "ranks.json");
+  if (!p) { json_decref(a); return zeus__oom("saving ranks"); }
+  int rc = save_list(p, a);
+  free(p);
+  return rc;
+}
+
+int zeus_pfo_save_schedules(const char *dir, int num, const zeus_pfo_schedule *s, size_t n) {
+  json_t *a = json_array();
+  for (size_t i = 0; a && i < n; i++) json_array_append_new(a, zeus__pfo_schedule_to_jt(&s[i]));
+  char name[64];
+  snprintf(name, sizeof name, "%d.sched.json", num);
+  char *p = dump_path(dir, name);
+  if (!p) { json_decref(a); return zeus__oom("saving schedules"); }
+  int rc = save_list(p, a);
+  free(p);
+  return rc;
+}
+
+int zeus_pfo_save_prof(const char *dir, int num, const zeus_pfo_prof_result *r, size_t n) {
+  json_t *a = json_array();
+  for (size_t i = 0; a && i < n; i++) json_array_append_new(a, zeus__pfo_prof_result_to_jt(&r[i]));
+  char name[64];
+  snprintf(name, sizeof name, "%d.prof.json", num);
+  char *p = dump_path(dir, name);
+  if (!p) { json_decref(a); return zeus__oom("saving profiling results"); }
+  int rc = save_list(p, a);
+  free(p);
+  return rc;
+}
+
+/* Loads a JSON list from `path` and converts every element with `conv` into an array of
+ * `size`-byte elements. */
+typedef int (*conv_fn)(const json_t *, const char *, void *);
+typedef void (*clear_fn)(void *);
+static int load_list(const char *path, size_t size, conv_fn conv, clear_fn clear, void **out, size_t *n) {
+  json_t *v;
+  int rc = zeus__json_load_file(path, &v);
+  if (rc) return rc;
+  if (!json_is_array(v)) {
+    rc = zeus__error(ZEUS_EPARSE, "%s: expected a JSON list, got %s", path, zeus__json_type_name(v));
+    json_decref(v);
+    return rc;
+  }
+  size_t len = json_array_size(v);
+  char *arr = calloc(len ? len : 1, size);
+  if (!arr) { json_decref(v); return zeus__oom("loading a dump"); }
+  for (size_t i = 0; i < len; i++) {
+    char ctx[512];
+    snprintf(ctx, sizeof ctx, "%s: element %zu", path, i);
+    if ((rc = conv(json_array_get(v, i), ctx, arr + i * size))) {
+      for (size_t j = 0; j < i; j++) clear(arr + j * size);
+      free(arr);
+      json_decref(v);
+      return rc;
+    }
+  }
+  json_decref(v);
+  *out = arr;
+  *n = len;
+  return ZEUS_OK;
+}
+
+static int conv_rank(const json_t *v, const char *c, void *o) { return zeus__pfo_rank_info_from_jt(v, c, o); }
+static int conv_sched(const json_t *v, const char *c, void *o) { return zeus__pfo_schedule_from_jt(v, c, o); }
+static int conv_prof(const json_t *v, const char *c, void *o) { return zeus__pfo_prof_result_from_jt(v, c, o); }
+static void clear_rank(void *o) { zeus_pfo_rank_info_clear(o); }
+static void clear_sched(void *o) { zeus_pfo_schedule_clear(o); }
+static void clear_prof(void *o) { zeus_pfo_prof_result_clear(o); }
+
+int zeus_pfo_load_ranks(const char *dir, zeus_pfo_rank_info **out, size_t *n) {
+  char *p = dump_path(dir, "ranks.json");
+  if (!p) return zeus__oom("loading ranks");
+  int rc = load_list(p, sizeof **out, conv_rank, clear_rank, (void **)out, n);
+  free(p);
+  return rc;
+}
+
+int zeus_pfo_load_schedules_file(const char *path, zeus_pfo_schedule **out, size_t *n) {
+  return load_list(path, sizeof **out, conv_sched, clear_sched, (void **)out, n);
+}
+
+int zeus_pfo_load_prof_file(const char *path, zeus_pfo_prof_result **out, size_t *n) {
+  return load_list(path, sizeof **out, conv_prof, clear_prof, (void **)out, n);
+}
+
+int zeus_pfo_load_schedules(const char *dir, int num, zeus_pfo_schedule **out, size_t *n) {
+  char name[64];
+  snprintf(name, sizeof name, "%d.sched.json", num);
+  char *p = dump_path(dir, name);
+  if (!p) return zeus__oom("loading schedules");
+  int rc = zeus_pfo_load_schedules_file(p, out, n);
+  free(p);
+  return rc;
+}
+
+int zeus_pfo_load_prof(const char *dir, int num, zeus_pfo_prof_result **out, size_t *n) {
+  char name[64];
+  snprintf(name, sizeof name, "%d.prof.json", num);
+  char *p = dump_path(dir, name);
+  if (!p) return zeus__oom("loading profiling results");
+  int rc = zeus_pfo_load_prof_file(p, out, n);
+  free(p);
+  return rc;
+}
+
+static int cmp_measure_desc(const void *a, const void *b) {
+  const zeus_pfo_freq_measure *x = a, *y = b;
+  return (y->frequency_mhz > x->frequency_mhz) - (y->frequency_mhz < x->frequency_mhz);
+}
+
+int zeus_pfo_write_instruction_csv(const char *path, const zeus_pfo_offline_result *res, size_t n) {
+  zeus__buf b = {0};
+  int rc = zeus__buf_puts(&b, "rank,dp_rank,pp_rank,tp_rank,stage,instruction,frequency,time,energy\n");
+  for (size_t i = 0; !rc && i < n; i++) {
+    const zeus_pfo_offline_result *r = &res[i];
+    const struct { const char *name; const zeus_pfo_freq_measure *m; size_t n; } in[] = {
+        {"forward", r->forward, r->n_forward}, {"backward", r->backward, r->n_backward}};
+    for (size_t k = 0; !rc && k < 2; k++) {
+      zeus_pfo_freq_measure *sorted = malloc((in[k].n + 1) * sizeof *sorted);
+      if (!sorted) { rc = zeus__oom("writing the instruction CSV"); break; }
+      if (in[k].n) memcpy(sorted, in[k].m, in[k].n * sizeof *sorted);
+      qsort(sorted, in[k].n, sizeof *sorted, cmp_measure_desc);
+      for (size_t j = 0; !rc && j < in[k].n; j++)
+        rc = zeus__buf_printf(&b, "%d,%d,%d,%d,%d,%s,%d,%.17g,%.17g\n", r->rank, r->dp_rank,
+                              r->pp_rank, r->tp_rank, r->pp_rank, in[k].name,
+                              sorted[j].frequency_mhz, sorted[j].time_s, sorted[j].energy_j);
+      free(sorted);
+    }
+  }
+  if (!rc) rc = zeus__write_file_atomic(path, b.data, b.len);
+  zeus__buf_free(&b);
+  return rc;
+}
+
+int zeus__pfo_mkdirs(const char *path) {
+  char *p = zeus__strdup(path);
+  if (!p) return zeus__oom("creating a directory");
+  for (char *q = p + 1;; q++) {
+    if (*q == '/' || *q == '\0') {
+      char c = *q;
+      *q = '\0';
+      if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+        int e = errno;
+        int rc = zeus__error(e == EACCES ? ZEUS_EPERM : ZEUS_EIO, "cannot create the directory '%s': %s",
+                             p, strerror(e));
+        free(p);
+        return rc;
+      }
+      *q = c;
+      if (!c) break;
+    }
+  }
+  free(p);
+  return ZEUS_OK;
+}

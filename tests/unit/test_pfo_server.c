@@ -1,0 +1,301 @@
+/* The Perseus server end to end over loopback HTTP: ranks in threads, dumps checked file by file,
+ * and every kind of bad input answered with its status while the job carries on. */
+#include "test_util.h"
+
+#include <pthread.h>
+
+#include <zeus.h>
+
+#include "pfo_http.h"
+
+#define WORLD 8
+#define ROUNDS 20
+
+static char g_dir[256];
+static char g_plan[512];
+static char g_job[256];
+static int g_port;
+
+static zeus_pfo_server *start(const char *token, size_t body_max, bool dump) {
+  zeus_pfo_server *s;
+  char args[700];
+  snprintf(args, sizeof args, "{\"solution_path\": \"%s\"}", g_plan);
+  char dump_dir[300];
+  snprintf(dump_dir, sizeof dump_dir, "%s/dump", g_dir);
+  zeus_pfo_server_opts o = {.port = -1, .scheduler = "PointSolution", .scheduler_args = args,
+                            .dump_data = dump, .dump_dir = dump_dir, .token = token,
+                            .max_body_bytes = body_max};
+  assert_zeus_ok(zeus_pfo_server_open(&s, &o));
+  g_port = zeus_pfo_server_port(s);
+  assert_true(g_port > 0);
+  return s;
+}
+
+static void write_plan(void) {
+  zeus_test_tmpdir(g_dir, sizeof g_dir);
+  snprintf(g_plan, sizeof g_plan, "%s/freqs_pipeline_00000.py", g_dir);
+  FILE *f = fopen(g_plan, "w");
+  fputs("# one entry per rank\n[\n", f);
+  for (int r = 0; r < WORLD; r++) fprintf(f, "  [(\"forward\", %d), (\"backward\", %d)],\n", 1000 + r, 1100 + r);
+  fputs("]\n", f);
+  fclose(f);
+}
+
+static void register_job(th_conn *c, int pp, const char *hdr) {
+  char body[256], *resp;
+  snprintf(body, sizeof body, "{\"job_id\": \"\", \"pp_degree\": %d, \"dp_degree\": 1, \"tp_degree\": 1, "
+           "\"world_size\": %d, \"job_metadata\": \"e2e/test run\"}", pp, pp);
+  assert_int_equal(th_request(c, "POST", "/register_job", body, hdr, &resp), 200);
+  assert_true(resp[0] == '"');
+  snprintf(g_job, sizeof g_job, "%.*s", (int)strlen(resp) - 2, resp + 1);
+  assert_null(strchr(g_job, '/'));
+  assert_non_null(strstr(g_job, "+dp1+pp"));
+  free(resp);
+}
+
+static int register_rank(th_conn *c, int rank, int pp) {
+  char path[400], body[256], *resp;
+  snprintf(path, sizeof path, "/register_rank/%s", g_job);
+  snprintf(body, sizeof body, "{\"rank\": %d, \"dp_rank\": 0, \"pp_rank\": %d, \"tp_rank\": 0, "
+           "\"available_frequencies\": [1410, 1200, 1000]}", rank, rank % pp);
+  int st = th_request(c, "POST", path, body, NULL, &resp);
+  free(resp);
+  return st;
+}
+
+static int post_result(th_conn *c, int rank, int round) {
+  char path[400], body[1024], *resp;
+  snprintf(path, sizeof path, "/result/%s", g_job);
+  snprintf(body, sizeof body, "{\"rank\": %d, \"iter_time\": [%d.5, %d.25], \"iter_energy\": [%d, %d], "
+           "\"time_breakdown\": {\"forward\": [[0.1, 0.2], [0.3]], \"backward\": [[0.4], [0.5]]}, "
+           "\"energy_breakdown\": {\"forward\": [[1, 2], [3]], \"backward\": [[4], [5]]}}",
+           rank, round, round, rank * 1000 + round, rank);
+  int st = th_request(c, "POST", path, body, NULL, &resp);
+  free(resp);
+  return st;
+}
+
+typedef struct { int rank; int failures; char err[256]; } rank_arg;
+
+static void *rank_main(void *p) {
+  rank_arg *a = p;
+  th_conn c = {.fd = -1, .port = g_port};
+  if (register_rank(&c, a->rank, WORLD) != 200) { a->failures++; snprintf(a->err, sizeof a->err, "register"); }
+  char path[400], want[256];
+  snprintf(path, sizeof path, "/schedule/%s?rank=%d", g_job, a->rank);
+  snprintf(want, sizeof want, "{\"rank\":%d,\"frequencies\":[[\"forward\",%d],[\"backward\",%d]]}", a->rank,
+           1000 + a->rank, 1100 + a->rank);
+  for (int round = 0; round < ROUNDS && !a->failures; round++) {
+    char *resp;
+    int st = th_request(&c, "GET", path, NULL, NULL, &resp);
+    if (st != 200 || strcmp(resp, want) != 0) {
+      a->failures++;
+      snprintf(a->err, sizeof a->err, "round %d: GET -> %d %s", round, st, resp ? resp : "");
+    }
+    free(resp);
+    if (post_result(&c, a->rank, round) != 200) { a->failures++; snprintf(a->err, sizeof a->err, "round %d: POST", round); }
+  }
+  th_close(&c);
+  return NULL;
+}
+
+static void server_runs_8_ranks_for_20_rounds_and_dumps_every_file(void **state) {
+  (void)state;
+  write_plan();
+  zeus_pfo_server *s = start(NULL, 0, true);
+  th_conn c = {.fd = -1, .port = g_port};
+  char *resp;
+  assert_int_equal(th_request(&c, "GET", "/info", NULL, NULL, &resp), 200);
+  assert_non_null(strstr(resp, "\"scheduler\":\"PointSolution\""));
+  assert_non_null(strstr(resp, "\"version\""));
+  free(resp);
+  register_job(&c, WORLD, NULL);
+  assert_non_null(strstr(g_job, "+PointSolution+e2e_test_run"));
+  pthread_t th[WORLD];
+  rank_arg args[WORLD];
+  for (int r = 0; r < WORLD; r++) {
+    args[r] = (rank_arg){.rank = r};
+    pthread_create(&th[r], NULL, rank_main, &args[r]);
+  }
+  for (int r = 0; r < WORLD; r++) {
+    pthread_join(th[r], NULL);
+    if (args[r].failures) fail_msg("rank %d: %s", r, args[r].err);
+  }
+  th_close(&c);
+  zeus_pfo_server_close(s);
+
+  /* The dumps, file by file. */
+  char jd[600];
+  snprintf(jd, sizeof jd, "%s/dump/%s", g_dir, g_job);
+  zeus_pfo_rank_info *ranks;
+  size_t n;
+  assert_zeus_ok(zeus_pfo_load_ranks(jd, &ranks, &n));
+  assert_int_equal(n, WORLD);
+  for (int r = 0; r < WORLD; r++) {
+    assert_int_equal(ranks[r].rank, r);
+    assert_int_equal(ranks[r].n_available_frequencies, 3);
+  }
+  zeus_pfo_ranks_free(ranks, n);
+  for (int round = 0; round <= ROUNDS; round++) {
+    zeus_pfo_schedule *sc;
+    assert_zeus_ok(zeus_pfo_load_schedules(jd, round, &sc, &n));
+    assert_int_equal(n, WORLD);
+    for (int r = 0; r < WORLD; r++) {
+      assert_int_equal(sc[r].rank, r);
+      assert_int_equal(sc[r].frequencies[1].frequency_mhz, 1100 + r);
+    }
+    zeus_pfo_schedules_free(sc, n);
+    if (round == ROUNDS) break;
+    zeus_pfo_prof_result *pr;
+    assert_zeus_ok(zeus_pfo_load_prof(jd, round, &pr, &n));
+    assert_int_equal(n, WORLD);
+    for (int r = 0; r < WORLD; r++) {
+      assert_int_equal(pr[r].rank, r);
+      assert_true(pr[r].iter_time[0] == round + 0.5);
+      assert_true(pr[r].iter_energy[0] == r * 1000 + round);
+      assert_int_equal(pr[r].n_time_breakdown, 2);
+      assert_true(pr[r].energy_breakdown[0].values[2] == 3);
+    }
+    zeus_pfo_prof_results_free(pr, n);
+  }
+  char extra[700];
+  snprintf(extra, sizeof extra, "%s/%d.prof.json", jd, ROUNDS);
+  assert_int_not_equal(access(extra, F_OK), 0);
+}
+
+static int status_of(th_conn *c, const char *method, const char *path, const char *body, const char *hdr,
+                     const char *needle) {
+  char *resp = NULL;
+  int st = th_request(c, method, path, body, hdr, &resp);
+  if (needle && (!resp || !strstr(resp, needle))) fail_msg("%s %s -> %d '%s' lacks '%s'", method, path, st, resp ? resp : "", needle);
+  free(resp);
+  return st;
+}
+
+static void server_answers_bad_input_with_its_code_and_the_job_carries_on(void **state) {
+  (void)state;
+  write_plan();
+  /* A 2-rank plan for a 2-rank job. */
+  zeus_test_write_file(g_plan, "[[(\"forward\", 1410)], [(\"backward\", 1000)]]");
+  zeus_pfo_server *s = start(NULL, 4096, false);
+  th_conn c = {.fd = -1, .port = g_port};
+  char path[600];
+  /* Registering a job. */
+  assert_int_equal(status_of(&c, "POST", "/register_job", "{\"job_id\": \"\",\n \"pp_degree\": 2,,}", NULL, "JobInfo:2:"), 400);
+  assert_int_equal(status_of(&c, "POST", "/register_job", "{\"job_id\": \"\", \"pp_degree\": 2, \"dp_degree\": 1, "
+                             "\"world_size\": 2}", NULL, "missing field 'tp_degree'"), 400);
+  assert_int_equal(status_of(&c, "POST", "/register_job", "{\"job_id\": \"mine\", \"pp_degree\": 2, \"dp_degree\": 1, "
+                             "\"tp_degree\": 1, \"world_size\": 2}", NULL, "job_id"), 400);
+  assert_int_equal(status_of(&c, "POST", "/register_job", "{\"job_id\": \"\", \"pp_degree\": 2, \"dp_degree\": 1, "
+                             "\"tp_degree\": 1, \"world_size\": 3}", NULL, "world_size"), 400);
+  assert_int_equal(status_of(&c, "GET", "/register_job", NULL, NULL, "not allowed"), 405);
+  assert_int_equal(status_of(&c, "GET", "/nowhere", NULL, NULL, "no such route"), 404);
+  char big[6000];
+  memset(big, ' ', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  assert_int_equal(status_of(&c, "POST", "/register_job", big, NULL, "larger than the limit"), 413);
+  th_close(&c);
+  register_job(&c, 2, NULL);
+  /* Ranks. */
+  assert_int_equal(status_of(&c, "POST", "/register_rank/no-such-job", "{}", NULL, "unknown job"), 404);
+  snprintf(path, sizeof path, "/register_rank/%s", g_job);
+  assert_int_equal(status_of(&c, "POST", path, "{\"rank\": 0, \"dp_rank\": 0, \"pp_rank\": 5, \"tp_rank\": 0, "
+                             "\"available_frequencies\": [1410]}", NULL, "pp_rank"), 400);
+  assert_int_equal(status_of(&c, "POST", path, "{\"rank\": 0, \"dp_rank\": 0, \"pp_rank\": 0, \"tp_rank\": 0}",
+                             NULL, "available_frequencies"), 400);
+  assert_int_equal(register_rank(&c, 0, 2), 200);
+  assert_int_equal(register_rank(&c, 0, 2), 409);
+  assert_int_equal(register_rank(&c, 2, 2), 400);
+  assert_int_equal(status_of(&c, "DELETE", path, NULL, NULL, NULL), 405);
+  /* Rank 0 waits, then its client goes away and comes back on a new connection. */
+  th_conn gone = {.fd = -1, .port = g_port};
+  assert_int_equal(th_connect(&gone, g_port), 0);
+  snprintf(path, sizeof path, "/schedule/%s?rank=0", g_job);
+  assert_int_equal(th_send_request(&gone, "GET", path, NULL, NULL), 0);
+  usleep(50 * 1000);
+  th_close(&gone);
+  assert_int_equal(register_rank(&c, 1, 2), 200);
+  snprintf(path, sizeof path, "/schedule/%s?rank=7", g_job);
+  assert_int_equal(status_of(&c, "GET", path, NULL, NULL, "rank"), 400);
+  snprintf(path, sizeof path, "/schedule/%s?rank=x", g_job);
+  assert_int_equal(status_of(&c, "GET", path, NULL, NULL, "expected an integer"), 400);
+  snprintf(path, sizeof path, "/schedule/%s", g_job);
+  assert_int_equal(status_of(&c, "GET", path, NULL, NULL, "missing query parameter 'rank'"), 400);
+  snprintf(path, sizeof path, "/result/%s", g_job);
+  assert_int_equal(status_of(&c, "POST", path, "[1, 2", NULL, "ProfilingResult:1:"), 400);
+  assert_int_equal(status_of(&c, "POST", path, "{\"rank\": 0, \"iter_time\": [1], \"iter_energy\": [1], "
+                             "\"time_breakdown\": {}, \"energy_breakdown\": []}", NULL, "energy_breakdown"), 400);
+  assert_int_equal(post_result(&c, 0, 0), 409); /* no schedule received yet */
+  /* The round goes on: rank 0 asks again (new connection), rank 1 asks, both answered. The job id
+   * is used as is (with its '+' signs) and percent-encoded. */
+  th_conn c0 = {.fd = -1, .port = g_port};
+  assert_int_equal(th_connect(&c0, g_port), 0);
+  char enc[600], *q = enc;
+  for (const char *p = g_job; *p; p++) q += *p == '+' ? sprintf(q, "%%2B") : sprintf(q, "%c", *p);
+  *q = '\0';
+  snprintf(path, sizeof path, "/schedule/%s?rank=0", enc);
+  assert_int_equal(th_send_request(&c0, "GET", path, NULL, NULL), 0);
+  snprintf(path, sizeof path, "/schedule/%s?rank=1", g_job);
+  assert_int_equal(status_of(&c, "GET", path, NULL, NULL, "[[\"backward\",1000]]"), 200);
+  char *resp;
+  assert_int_equal(th_read_response(&c0, &resp), 200);
+  assert_non_null(strstr(resp, "[[\"forward\",1410]]"));
+  free(resp);
+  assert_int_equal(post_result(&c0, 0, 0), 200);
+  assert_int_equal(post_result(&c0, 0, 0), 409);
+  assert_int_equal(post_result(&c, 1, 0), 200);
+  snprintf(path, sizeof path, "/schedule/%s?rank=0", g_job);
+  assert_int_equal(th_send_request(&c0, "GET", path, NULL, NULL), 0);
+  snprintf(path, sizeof path, "/schedule/%s?rank=1", g_job);
+  assert_int_equal(status_of(&c, "GET", path, NULL, NULL, "backward"), 200);
+  assert_int_equal(th_read_response(&c0, &resp), 200);
+  free(resp);
+  th_close(&c0);
+  th_close(&c);
+  zeus_pfo_server_close(s);
+}
+
+static void server_requires_the_bearer_token_when_set(void **state) {
+  (void)state;
+  write_plan();
+  zeus_pfo_server *s = start("s3cret", 0, false);
+  th_conn c = {.fd = -1, .port = g_port};
+  assert_int_equal(status_of(&c, "GET", "/info", NULL, NULL, "bearer token"), 401);
+  assert_int_equal(status_of(&c, "GET", "/info", NULL, "Authorization: Bearer wrong\r\n", NULL), 401);
+  assert_int_equal(status_of(&c, "POST", "/register_job", "{}", NULL, NULL), 401);
+  assert_int_equal(status_of(&c, "GET", "/info", NULL, "Authorization: Bearer s3cret\r\n", "\"auth\":true"), 200);
+  register_job(&c, WORLD, "Authorization: Bearer s3cret\r\n");
+  th_close(&c);
+  zeus_pfo_server_close(s);
+}
+
+static void server_answers_waiting_requests_with_503_on_close(void **state) {
+  (void)state;
+  write_plan();
+  zeus_pfo_server *s = start(NULL, 0, false);
+  th_conn c = {.fd = -1, .port = g_port};
+  register_job(&c, WORLD, NULL);
+  assert_int_equal(register_rank(&c, 0, WORLD), 200);
+  char path[400];
+  snprintf(path, sizeof path, "/schedule/%s?rank=0", g_job);
+  assert_int_equal(th_send_request(&c, "GET", path, NULL, NULL), 0);
+  usleep(50 * 1000);
+  zeus_pfo_server_close(s);
+  char *resp;
+  int st = th_read_response(&c, &resp);
+  assert_true(st == 503 || st == -1);
+  if (st == 503) assert_non_null(strstr(resp, "shutting down"));
+  free(resp);
+  th_close(&c);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(server_runs_8_ranks_for_20_rounds_and_dumps_every_file),
+      cmocka_unit_test(server_answers_bad_input_with_its_code_and_the_job_carries_on),
+      cmocka_unit_test(server_requires_the_bearer_token_when_set),
+      cmocka_unit_test(server_answers_waiting_requests_with_503_on_close),
+  };
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
