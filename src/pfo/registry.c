@@ -368,7 +368,7 @@ static int parse_rank(const char *text, const job *j, zeus__reply *reply, size_t
 int zeus__registry_request_schedule(zeus__registry *r, const char *job_id, const char *rank_text,
                                     void *waiter, zeus__reply *reply) {
   int status = 0;
-  size_t rank;
+  size_t rank = 0;
   pthread_mutex_lock(&r->mu);
   job *j = find_job(r, job_id);
   if (r->closing) { status = zeus__reply_error(reply, 503, "the server is shutting down"); goto out; }

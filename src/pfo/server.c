@@ -141,7 +141,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   if (q->parked) return MHD_YES; /* spurious call while suspended */
 
   bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-  const char *id;
+  const char *id = NULL;
   enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT } route = R_NONE;
   const char *allow = NULL;
   if (strcmp(url, "/info") == 0) route = R_INFO, allow = "GET";
