@@ -8,21 +8,24 @@ ifeq ($(ZEUS_WERROR),1)
 CMAKE_FLAGS += -DZEUS_WERROR=ON
 endif
 
-.PHONY: all deps build demo check test test-asan bench install clean
+.PHONY: all deps deps-build build demo check test test-asan bench install clean
 
 all: build
 
 deps:
 	@scripts/deps.sh all
 
-build: deps
+deps-build:
+	@scripts/deps.sh build
+
+build: deps-build
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
 	@scripts/demo.sh $(BUILD)
 
-test: build
+test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps
