@@ -33,6 +33,14 @@
       fail_msg("%s: message '%s' lacks '%s'", #call, zeus_errmsg(), zeus__t_needle);    \
   } while (0)
 
+/* |a - b| <= eps (this cmocka has no assert_double_equal). */
+#define assert_near(a, b, eps)                                                             \
+  do {                                                                                     \
+    double zeus__a = (a), zeus__b = (b);                                                   \
+    if (!(zeus__a - zeus__b <= (eps) && zeus__b - zeus__a <= (eps)))                       \
+      fail_msg("%s = %.17g, expected %.17g (+- %g)", #a, zeus__a, zeus__b, (double)(eps)); \
+  } while (0)
+
 /* A fresh temporary directory (static buffer of the caller). */
 static inline const char *zeus_test_tmpdir(char *buf, size_t len) {
   const char *base = getenv("TMPDIR");

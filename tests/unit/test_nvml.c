@@ -12,13 +12,6 @@
 
 #include "device/nvml_types.h"
 
-/* |a - b| <= eps (this cmocka has no assert_double_equal). */
-#define assert_near(a, b, eps)                                                     \
-  do {                                                                             \
-    double zeus__a = (a), zeus__b = (b);                                           \
-    if (!(fabs(zeus__a - zeus__b) <= (eps)))                                       \
-      fail_msg("%s = %.17g, expected %.17g (+- %g)", #a, zeus__a, zeus__b, (double)(eps)); \
-  } while (0)
 
 #define UUID(i) "GPU-5a1a0000-0000-4000-8000-00000000000" #i
 
