@@ -348,8 +348,9 @@ int zeus_gpu_set_memory_locked_clocks(zeus_devices *d, unsigned gpu, unsigned mi
 }
 int zeus_gpu_reset_memory_locked_clocks(zeus_devices *d, unsigned gpu) { return reset_lock(d, gpu, true); }
 
-/* Restores one GPU without taking the handle's lock (also used from signal handlers). */
-static int restore_gpu(zeus_devices *d, unsigned gpu) {
+/* Restores one GPU without taking the handle's lock. From a signal handler `quiet` is true:
+ * logging takes a lock the interrupted thread may hold. */
+static int restore_gpu(zeus_devices *d, unsigned gpu, bool quiet) {
   saved_state *s = &d->saved[gpu];
   if (s->lost) return ZEUS_OK;
   unsigned phys = d->map[gpu];
@@ -367,7 +368,7 @@ static int restore_gpu(zeus_devices *d, unsigned gpu) {
     if (d->be->get_power_limit(d->st, phys, &cur) == ZEUS_OK && cur == s->pl_mw) {
       s->pl_saved = false;
     } else if ((rc = d->be->set_power_limit(d->st, phys, s->pl_mw)) == ZEUS_OK) {
-      zeus__log(ZEUS_LOG_INFO, "device", "GPU %u: power limit restored to %u mW", gpu, s->pl_mw);
+      if (!quiet) zeus__log(ZEUS_LOG_INFO, "device", "GPU %u: power limit restored to %u mW", gpu, s->pl_mw);
       s->pl_saved = false;
     } else if (!first) {
       first = rc;
@@ -386,7 +387,7 @@ int zeus_devices_restore(zeus_devices *d) {
   int first = ZEUS_OK;
   pthread_mutex_lock(&d->mu);
   for (unsigned g = 0; g < d->n; g++) {
-    int rc = restore_gpu(d, g);
+    int rc = restore_gpu(d, g, false);
     if (rc && !first) first = rc;
   }
   pthread_mutex_unlock(&d->mu);
@@ -400,7 +401,7 @@ void zeus_devices_restore_all(void) {
     /* A handler may interrupt a thread holding d->mu: try the lock, and restore anyway if it is
      * taken, since the process is about to exit. */
     bool locked = pthread_mutex_trylock(&d->mu) == 0;
-    for (unsigned g = 0; g < d->n; g++) restore_gpu(d, g);
+    for (unsigned g = 0; g < d->n; g++) restore_gpu(d, g, true);
     if (locked) pthread_mutex_unlock(&d->mu);
   }
 }

@@ -354,6 +354,16 @@ out:
   return status;
 }
 
+/* Answers a schedule request with rank's current schedule (a copy the reply owns). */
+static int reply_schedule(zeus__reply *reply, const job *j, size_t rank) {
+  reply->status = 200;
+  reply->body = malloc(j->slen[rank] + 1);
+  if (!reply->body) return zeus__reply_error(reply, 500, "out of memory");
+  memcpy(reply->body, j->sjson[rank], j->slen[rank] + 1);
+  reply->len = j->slen[rank];
+  return 200;
+}
+
 /* ---- GET /schedule/{job_id}?rank=N ---- */
 
 static int parse_rank(const char *text, const job *j, zeus__reply *reply, size_t *rank) {
@@ -384,12 +394,7 @@ int zeus__registry_request_schedule(zeus__registry *r, const char *job_id, const
   }
   switch (j->st[rank]) {
     case R_ANSWERED: /* the answer was lost: send it again */
-      reply->status = 200;
-      reply->body = malloc(j->slen[rank] + 1);
-      if (!reply->body) { status = zeus__reply_error(reply, 500, "out of memory"); goto out; }
-      memcpy(reply->body, j->sjson[rank], j->slen[rank] + 1);
-      reply->len = j->slen[rank];
-      status = 200;
+      status = reply_schedule(reply, j, rank);
       goto out;
     case R_WAITING:
     case R_NEXT_WAITING: /* the client came back: its newer request replaces the old one */
@@ -404,12 +409,7 @@ int zeus__registry_request_schedule(zeus__registry *r, const char *job_id, const
       break;
   }
   if (j->st[rank] == R_WAITING && maybe_answer_all(r, j, rank)) {
-    reply->status = 200;
-    reply->body = malloc(j->slen[rank] + 1);
-    if (!reply->body) { status = zeus__reply_error(reply, 500, "out of memory"); goto out; }
-    memcpy(reply->body, j->sjson[rank], j->slen[rank] + 1);
-    reply->len = j->slen[rank];
-    status = 200;
+    status = reply_schedule(reply, j, rank);
     goto out;
   }
   if (r->o.on_park) r->o.on_park(waiter);
