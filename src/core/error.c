@@ -44,6 +44,15 @@ int zeus__error(int code, const char *fmt, ...) {
   return code;
 }
 
+int zeus_set_errmsg(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
+  va_end(ap);
+  tls_code = code;
+  return code;
+}
+
 int zeus__error_ctx(int code, const char *fmt, ...) {
   char prefix[ZEUS__ERRMSG_MAX];
   char old[ZEUS__ERRMSG_MAX];
