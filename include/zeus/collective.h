@@ -45,5 +45,20 @@ ZEUS_EXTERN int zeus_collective_allreduce(const zeus_collective *c, double *valu
                                           zeus_reduce_op op);
 ZEUS_EXTERN int zeus_collective_broadcast(const zeus_collective *c, void *buf, size_t len, int root);
 
+/* ---- an in-process collective for ranks that are threads -------------------------------------
+ * For simulations and tests where each rank is a thread of one process (examples/pipeline_sim.c):
+ *
+ *   zeus_thread_group *g;  zeus_thread_group_open(&g, 4);
+ *   // in thread r:  zeus_collective c;  zeus_thread_group_collective(g, r, &c);
+ *   zeus_thread_group_close(g);   // after every thread is done with it
+ */
+typedef struct zeus_thread_group zeus_thread_group;
+
+/* A group of world_size >= 1 threads. */
+ZEUS_EXTERN int zeus_thread_group_open(zeus_thread_group **out /* out */, int world_size);
+ZEUS_EXTERN void zeus_thread_group_close(zeus_thread_group *g);
+/* The collective of member `rank` (0 <= rank < world_size); valid while the group is open. */
+ZEUS_EXTERN int zeus_thread_group_collective(zeus_thread_group *g, int rank, zeus_collective *out /* out */);
+
 ZEUS_END_DECLS
 #endif
