@@ -51,6 +51,9 @@
  *   ZEUS_PFO_TOKEN                 bearer token the server requires (as the server's setting)
  *   ZEUS_PFO_PROFILE_INSTRUCTIONS  0: do not measure single instructions (default 1)
  *   ZEUS_PFO_SIGNAL_HANDLERS       0: do not reset locked clocks on SIGINT/SIGTERM (default 1)
+ *   ZEUS_PFO_CONTROLLER_POLL       seconds between the controller's looks for a new frequency
+ *                                  while they keep coming (default 0.0005; 0: wake it on every
+ *                                  change instead, which costs the caller a system call)
  *
  * Errors from the server (an HTTP status >= 400) are ZEUS_EHTTP carrying the server's message;
  * an unreachable server is ZEUS_ENET after the retries; a wait longer than its timeout is
@@ -76,10 +79,13 @@ ZEUS_BEGIN_DECLS
  * At open (on its thread) it resets the GPU's power limit to the default, locks the memory clock
  * at its maximum (a GPU that cannot lock memory clocks, ZEUS_ENOTSUP, is fine) and the SM clock
  * at the highest frequency supported at that memory clock. zeus_pfo_controller_set_frequency()
- * only records the wish and wakes the thread, which applies it when it differs from the clock in
- * place; when several wishes arrive before it runs, only the latest is applied (an older one
- * would only slow down the instruction running now). At close, and on SIGINT/SIGTERM unless
- * opted out, locked clocks are reset and the power limit goes back to what it was.
+ * only records the wish; the thread applies it when it differs from the clock in place; when
+ * several wishes arrive before it runs, only the latest is applied (an older one would only slow
+ * down the instruction running now). Waking a sleeping thread costs the waker a system call
+ * (microseconds), so while wishes keep coming the thread looks for a new one every poll interval
+ * (0.5 ms by default) and the caller makes no system call; after 50 ms without a wish it sleeps
+ * until the next one wakes it. At close, and on SIGINT/SIGTERM unless opted out, locked clocks are
+ * reset and the power limit goes back to what it was.
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct zeus_pfo_controller zeus_pfo_controller;
@@ -89,6 +95,10 @@ typedef struct zeus_pfo_controller_opts {
    * The handlers run zeus_devices_restore_all(), then the handler that was there before (the
    * default one terminates the process). They stay while any controller is open. */
   bool no_signal_handlers;
+  /* How often the thread looks for a new wish while wishes keep coming, i.e. the longest delay
+   * before a change is applied. 0: 0.0005 s (at most 1 s). < 0: never poll; every change wakes
+   * the thread (lowest delay, a system call on the caller's thread per change). */
+  double poll_interval_s;
 } zeus_pfo_controller_opts;
 
 /* Starts the controller of visible GPU `gpu` of `devices` (borrowed; it must outlive the
@@ -101,16 +111,18 @@ ZEUS_EXTERN int zeus_pfo_controller_open(zeus_pfo_controller **out /* out */, ze
 /* Stops the thread, resets the locked clocks and puts the power limit back. NULL does nothing. */
 ZEUS_EXTERN void zeus_pfo_controller_close(zeus_pfo_controller *c);
 
-/* Asks for SM clock `mhz`; returns at once. 0 leaves the clock as it is. Returns the error of an
- * earlier failed change (ZEUS_EPERM, ZEUS_EGPULOST, ...) once the controller has failed; the
- * controller then changes nothing more. Cheap: no lock and no system call when `mhz` is the
- * latest wish or the thread is busy. */
+/* Asks for SM clock `mhz`; returns at once. 0 leaves the clock as it is. ZEUS_EINVAL for a clock
+ * the GPU does not support (see zeus_pfo_controller_frequencies). Returns the error of an earlier
+ * failed change (ZEUS_EPERM, ZEUS_EGPULOST, ...) once the controller has failed; the controller
+ * then changes nothing more. Cheap: no lock and no system call unless the thread has gone to
+ * sleep (see poll_interval_s). Call it from one thread at a time. */
 ZEUS_EXTERN int zeus_pfo_controller_set_frequency(zeus_pfo_controller *c, unsigned mhz);
 
-/* Waits until every wish so far is in place on the GPU. Training code does not need this (a real
- * GPU keeps working while its clock changes); simulations whose work takes no real time call it
- * before running an instruction, so that the work runs at the clock asked for. timeout_s <= 0
- * waits without limit. ZEUS_ETIMEDOUT, or the controller's failure. */
+/* Waits until every wish so far is in place on the GPU (waking the thread rather than waiting for
+ * its next poll). Training code does not need this (a real GPU keeps working while its clock
+ * changes); simulations whose work takes no real time call it before running an instruction, so
+ * that the work runs at the clock asked for. timeout_s <= 0 waits without limit. ZEUS_ETIMEDOUT,
+ * or the controller's failure. */
 ZEUS_EXTERN int zeus_pfo_controller_wait(zeus_pfo_controller *c, double timeout_s);
 
 /* The SM frequencies (MHz) the GPU supports at its highest memory clock, highest first (borrowed,
@@ -165,8 +177,10 @@ typedef struct zeus_pfo_optimizer_opts {
   /* Do not measure single instructions: the hooks then touch no device, and the breakdowns in
    * the results are empty (schedulers that need them, such as InstructionProfiler, fail). */
   bool no_instruction_profiling;
-  /* See zeus_pfo_controller_opts. */
+  /* See zeus_pfo_controller_opts. controller_poll_s: 0 means never poll (wake the controller on
+   * every change); the default is 0.0005. */
   bool no_signal_handlers;
+  double controller_poll_s;
   /* HTTP: seconds to connect, for one request, and to wait for a schedule; retries after a
    * connection error or a 503 answer, with back-off doubling from retry_backoff_s (at most 30 s
    * between tries); bearer token (NULL: none). */

@@ -123,6 +123,7 @@ int zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o) {
   o->schedule_timeout_s = 1800;
   o->retries = 5;
   o->retry_backoff_s = 0.5;
+  o->controller_poll_s = 0.0005;
   char var[64];
   const char *v;
   long l;
@@ -145,6 +146,7 @@ int zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o) {
       {"REQUEST_TIMEOUT", 0.001, 86400, offsetof(zeus_pfo_optimizer_opts, request_timeout_s)},
       {"SCHEDULE_TIMEOUT", 0, 1e7, offsetof(zeus_pfo_optimizer_opts, schedule_timeout_s)},
       {"RETRY_BACKOFF", 0, 3600, offsetof(zeus_pfo_optimizer_opts, retry_backoff_s)},
+      {"CONTROLLER_POLL", 0, 1, offsetof(zeus_pfo_optimizer_opts, controller_poll_s)},
   };
   for (size_t i = 0; i < ZEUS__ARRAY_LEN(dbl); i++) {
     if (!(v = pfo_var(dbl[i].name, var, sizeof var))) continue;
@@ -185,11 +187,13 @@ static int check_opts(const zeus_pfo_optimizer_opts *o) {
     return zeus__error(ZEUS_EINVAL, "%s: iters_per_round is %ld, expected 1..1000000 (start from "
                        "zeus_pfo_optimizer_opts_init)", ctx, o->iters_per_round);
   if (!(o->connect_timeout_s > 0) || !(o->request_timeout_s > 0) || !(o->schedule_timeout_s >= 0) ||
-      !(o->retry_backoff_s >= 0) || o->retries < 0 || o->retries > 100)
+      !(o->retry_backoff_s >= 0) || o->retries < 0 || o->retries > 100 || !(o->controller_poll_s >= 0) ||
+      o->controller_poll_s > 1)
     return zeus__error(ZEUS_EINVAL, "%s: connect_timeout_s (%g) and request_timeout_s (%g) must be > 0, "
-                       "schedule_timeout_s (%g) and retry_backoff_s (%g) >= 0, retries (%d) 0..100 (start from "
-                       "zeus_pfo_optimizer_opts_init)", ctx, o->connect_timeout_s, o->request_timeout_s,
-                       o->schedule_timeout_s, o->retry_backoff_s, o->retries);
+                       "schedule_timeout_s (%g) and retry_backoff_s (%g) >= 0, retries (%d) 0..100, "
+                       "controller_poll_s (%g) 0..1 (start from zeus_pfo_optimizer_opts_init)", ctx,
+                       o->connect_timeout_s, o->request_timeout_s, o->schedule_timeout_s, o->retry_backoff_s,
+                       o->retries, o->controller_poll_s);
   if (o->collective) {
     int rc = zeus_collective_check(o->collective);
     if (rc) return zeus__error_ctx(rc, "%s", ctx);
@@ -445,7 +449,8 @@ static int setup_local(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *opt
   o->iter_t = malloc((size_t)o->K * sizeof *o->iter_t);
   o->iter_e = malloc((size_t)o->K * sizeof *o->iter_e);
   if (!o->iter_t || !o->iter_e) return zeus__oom("creating the Perseus client");
-  zeus_pfo_controller_opts co = {.no_signal_handlers = opts->no_signal_handlers};
+  zeus_pfo_controller_opts co = {.no_signal_handlers = opts->no_signal_handlers,
+                                 .poll_interval_s = opts->controller_poll_s > 0 ? opts->controller_poll_s : -1};
   return zeus_pfo_controller_open(&o->ctl, d, opts->device_id, &co);
 }
 

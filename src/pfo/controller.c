@@ -1,11 +1,15 @@
 /* The frequency controller: one thread per GPU that owns its clocks.
  *
  * The caller's side (zeus_pfo_controller_set_frequency) runs on the training thread around every
- * instruction, so it takes no lock and makes no system call unless the thread sleeps: it stores
- * the wish, bumps a sequence number and, only when the thread is asleep, signals it. Dekker's
- * pattern with sequentially consistent atomics makes the wake-up safe: the caller writes the
- * sequence and then reads `sleeping`; the thread writes `sleeping` and then reads the sequence;
- * at least one of them sees the other's write.
+ * instruction, so it takes no lock and makes no system call while the thread is active: it
+ * stores the wish and bumps a sequence number. Waking a sleeping thread costs the waker a system
+ * call of several microseconds, so while wishes keep coming the thread does not sleep for good:
+ * it looks for a new wish every poll interval (0.5 ms by default), and parks only after
+ * PARK_AFTER_S without one. The first wish after that wakes it. Dekker's pattern with
+ * sequentially consistent atomics makes that wake-up safe: the caller writes the sequence and
+ * then reads `parked`; the thread writes `parked` and then reads the sequence; at least one of
+ * them sees the other's write. With polling off, the thread parks at once and every change
+ * wakes it (lowest latency, a system call per change on the caller's thread).
  *
  * Only the latest wish is applied: a wish overtaken before the thread ran belongs to an
  * instruction that has already ended. */
@@ -21,8 +25,13 @@
 #include "core/core.h"
 #include "zeus/pfo_client.h"
 
+/* Park after this long without a wish (while polling). */
+#define PARK_AFTER_S 0.05
+#define DEFAULT_POLL_S 0.0005
+
 struct zeus_pfo_controller {
   zeus_devices *d;
+  double poll_s; /* <= 0: no polling */
   unsigned gpu;
   unsigned *freqs; /* highest first */
   size_t nfreqs;
@@ -42,7 +51,7 @@ struct zeus_pfo_controller {
   atomic_uint target;
   atomic_ulong wish_seq;
   atomic_ulong done_seq;
-  atomic_int sleeping;
+  atomic_int parked;
   atomic_int failed; /* 0, or the negative code of the change that failed */
   char fail_msg[1024]; /* written before `failed` (release) */
   atomic_uint current;
@@ -212,6 +221,7 @@ static void *controller_main(void *arg) {
     return NULL;
   }
   unsigned long seen = atomic_load(&c->wish_seq);
+  double last_wish_at = zeus_monotonic_s();
   for (;;) {
     if (c->stop) break;
     unsigned long seq = atomic_load(&c->wish_seq);
@@ -231,14 +241,27 @@ static void *controller_main(void *arg) {
           atomic_fetch_add(&c->changes, 1);
         }
       }
+      last_wish_at = zeus_monotonic_s();
       pthread_mutex_lock(&c->mu);
       atomic_store(&c->done_seq, seen);
       pthread_cond_broadcast(&c->done);
       continue;
     }
-    atomic_store(&c->sleeping, 1);
+    double now = zeus_monotonic_s();
+    if (c->poll_s > 0 && now - last_wish_at < PARK_AFTER_S) {
+      /* Polling: callers do not signal; zeus_pfo_controller_wait and close may. */
+      struct timespec until;
+      clock_gettime(CLOCK_MONOTONIC, &until);
+      double ns = until.tv_nsec + c->poll_s * 1e9;
+      until.tv_sec += (time_t)(ns / 1e9);
+      until.tv_nsec = (long)fmod(ns, 1e9);
+      pthread_cond_timedwait(&c->wake, &c->mu, &until);
+      continue;
+    }
+    atomic_store(&c->parked, 1);
     if (atomic_load(&c->wish_seq) == seen && !c->stop) pthread_cond_wait(&c->wake, &c->mu);
-    atomic_store(&c->sleeping, 0);
+    atomic_store(&c->parked, 0);
+    last_wish_at = zeus_monotonic_s();
   }
   pthread_mutex_unlock(&c->mu);
   put_back(c);
@@ -267,8 +290,14 @@ int zeus_pfo_controller_open(zeus_pfo_controller **out, zeus_devices *devices, u
   if (!c) return zeus__oom("creating a frequency controller");
   c->d = devices;
   c->gpu = gpu;
+  c->poll_s = opts && opts->poll_interval_s != 0 ? opts->poll_interval_s : DEFAULT_POLL_S;
+  if (c->poll_s > 1) c->poll_s = 1;
   pthread_mutex_init(&c->mu, NULL);
-  pthread_cond_init(&c->wake, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->wake, &ca);
+  pthread_condattr_destroy(&ca);
   pthread_cond_init(&c->done, NULL);
   /* Handlers first: a signal right after the clocks are locked must find them in place. */
   c->signals = !(opts && opts->no_signal_handlers);
@@ -329,7 +358,7 @@ int zeus_pfo_controller_set_frequency(zeus_pfo_controller *c, unsigned mhz) {
   atomic_store_explicit(&c->last_wish, mhz, memory_order_relaxed);
   atomic_store(&c->target, mhz);
   atomic_fetch_add(&c->wish_seq, 1);
-  if (atomic_load(&c->sleeping)) {
+  if (atomic_load(&c->parked)) {
     pthread_mutex_lock(&c->mu);
     pthread_cond_signal(&c->wake);
     pthread_mutex_unlock(&c->mu);
@@ -348,6 +377,7 @@ int zeus_pfo_controller_wait(zeus_pfo_controller *c, double timeout_s) {
   }
   int rc = ZEUS_OK;
   pthread_mutex_lock(&c->mu);
+  if (atomic_load(&c->done_seq) < want) pthread_cond_signal(&c->wake); /* do not wait for the next poll */
   while (atomic_load(&c->done_seq) < want && !atomic_load(&c->failed)) {
     if (timeout_s > 0) {
       if (pthread_cond_timedwait(&c->done, &c->mu, &until) == ETIMEDOUT && atomic_load(&c->done_seq) < want) {
