@@ -878,6 +878,45 @@ static void controller_applies_changes_and_puts_everything_back(void **state) {
   zeus_devices_close(d);
 }
 
+/* Waits (up to 5 s) for the controller to have put `mhz` in place by itself. */
+static bool applied_within(zeus_pfo_controller *c, unsigned mhz, double *took) {
+  double t0 = zeus_monotonic_s();
+  while (zeus_monotonic_s() - t0 < 5) {
+    if (zeus_pfo_controller_current_mhz(c) == mhz) {
+      *took = zeus_monotonic_s() - t0;
+      return true;
+    }
+    usleep(100);
+  }
+  return false;
+}
+
+static void controller_finds_wishes_by_polling_and_wakes_from_parking(void **state) {
+  (void)state;
+  zeus_devices *d = open_sim();
+  for (int poll = 0; poll < 2; poll++) {
+    zeus_pfo_controller *c;
+    zeus_pfo_controller_opts co = {.no_signal_handlers = true, .poll_interval_s = poll ? 0.002 : -1};
+    assert_zeus_ok(zeus_pfo_controller_open(&c, d, 0, &co));
+    double took;
+    /* Parked (no polling, or 50 ms without a wish): the wish must wake the thread. */
+    usleep(80 * 1000);
+    assert_zeus_ok(zeus_pfo_controller_set_frequency(c, 1500));
+    if (!applied_within(c, 1500, &took)) fail_msg("poll %d: a parked controller missed the wish", poll);
+    /* Active: wishes in a row, no zeus_pfo_controller_wait. */
+    for (unsigned k = 0; k < 20; k++) {
+      unsigned f = k % 2 ? 1500 : 1455;
+      assert_zeus_ok(zeus_pfo_controller_set_frequency(c, f));
+      if (!applied_within(c, f, &took)) fail_msg("poll %d: wish %u (%u MHz) was never applied", poll, k, f);
+      assert_true(took < 1.0);
+    }
+    assert_int_equal(zeus_pfo_controller_changes(c), 21);
+    zeus_pfo_controller_close(c);
+    assert_unlocked(d);
+  }
+  zeus_devices_close(d);
+}
+
 /* Forks a child that starts a controller on the fake NVML, changes the clock and waits for SIGTERM;
  * returns the log of GPU 0 once the child has died. */
 static void sigterm_child(bool handlers, gpu_log *lg) {
@@ -951,6 +990,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(client_options_come_from_the_environment_with_perseus_aliases),
       cmocka_unit_test(client_bad_options_are_named),
       cmocka_unit_test(controller_applies_changes_and_puts_everything_back),
+      cmocka_unit_test(controller_finds_wishes_by_polling_and_wakes_from_parking),
       cmocka_unit_test(controller_sigterm_resets_locked_clocks),
       cmocka_unit_test(controller_sigterm_without_handlers_leaves_clocks_locked),
   };
