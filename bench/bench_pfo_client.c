@@ -71,7 +71,7 @@ static int run(bool change, bool profile, double poll_s, double *burst_ns, doubl
   o.server_url = url;
   o.pp_degree = o.dp_degree = o.tp_degree = o.world_size = 1;
   o.devices = d;
-  o.iters_per_round = 1000000;
+  o.iters_per_round = 1000; /* longer than the run: no HTTP while timing */
   o.no_instruction_profiling = !profile;
   o.no_signal_handlers = true;
   o.controller_poll_s = poll_s;
@@ -93,7 +93,7 @@ static int run(bool change, bool profile, double poll_s, double *burst_ns, doubl
     if (ns < best) best = ns;
   }
   *burst_ns = best;
-  /* One pair at a time, the controller asleep before each. */
+  /* One pair at a time, the controller idle before each. */
   double tn = timer_ns(), *v = malloc(SINGLES * sizeof *v);
   int k = 0;
   for (int it = 0; it < SINGLES / N && !rc; it++) {

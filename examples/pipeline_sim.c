@@ -183,7 +183,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--tp")) { if (!parse_long(a, v, 1, 64, &tp)) return 2; i++; }
     else if (!strcmp(a, "--microbatches")) { if (!parse_long(a, v, 1, 10000, &mb)) return 2; i++; }
     else if (!strcmp(a, "--iterations")) { if (!parse_long(a, v, 1, 10000000, &iters)) return 2; i++; }
-    else if (!strcmp(a, "--iters-per-round")) { if (!parse_long(a, v, 1, 1000000, &k)) return 2; i++; }
+    else if (!strcmp(a, "--iters-per-round")) { if (!parse_long(a, v, 1, 100000, &k)) return 2; i++; }
     else {
       fprintf(stderr, "pipeline_sim: unknown option or missing value: '%s' (see --help)\n", a);
       return 2;

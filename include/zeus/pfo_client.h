@@ -169,7 +169,7 @@ typedef struct zeus_pfo_optimizer_opts {
   const char *const *pipe_schedule;
   size_t n_pipe_schedule;
   /* Iterations per profiling round: results are posted and the next schedule fetched every
-   * iters_per_round iterations. >= 1. */
+   * iters_per_round iterations. 1..100000 (the round's measurements are kept in memory). */
   long iters_per_round;
   /* Optional synchronisation before each instruction (see zeus_pfo_sync_fn). */
   zeus_pfo_sync_fn sync;

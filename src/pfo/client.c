@@ -134,7 +134,7 @@ int zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o) {
   if ((v = pfo_var("JOB_ID", var, sizeof var))) o->job_id = zeus__env_str(v);
   if ((v = pfo_var("TOKEN", var, sizeof var))) o->token = zeus__env_str(v);
   if ((v = pfo_var("ITERS_PER_ROUND", var, sizeof var))) {
-    if ((rc = zeus__env_long(v, 1, 1000000, o->iters_per_round, &l))) return rc;
+    if ((rc = zeus__env_long(v, 1, 100000, o->iters_per_round, &l))) return rc;
     o->iters_per_round = l;
   }
   if ((v = pfo_var("RETRIES", var, sizeof var))) {
@@ -183,8 +183,8 @@ static int check_opts(const zeus_pfo_optimizer_opts *o) {
     if (rk[i].v < 0 || rk[i].v >= rk[i].lim)
       return zeus__error(ZEUS_EINVAL, "%s: %s is %d, expected 0..%d (%s is %d)", ctx, rk[i].name, rk[i].v, rk[i].lim - 1,
                          rk[i].deg, rk[i].lim);
-  if (o->iters_per_round < 1 || o->iters_per_round > 1000000)
-    return zeus__error(ZEUS_EINVAL, "%s: iters_per_round is %ld, expected 1..1000000 (start from "
+  if (o->iters_per_round < 1 || o->iters_per_round > 100000)
+    return zeus__error(ZEUS_EINVAL, "%s: iters_per_round is %ld, expected 1..100000 (start from "
                        "zeus_pfo_optimizer_opts_init)", ctx, o->iters_per_round);
   if (!(o->connect_timeout_s > 0) || !(o->request_timeout_s > 0) || !(o->schedule_timeout_s >= 0) ||
       !(o->retry_backoff_s >= 0) || o->retries < 0 || o->retries > 100 || !(o->controller_poll_s >= 0) ||

@@ -919,7 +919,7 @@ static void controller_finds_wishes_by_polling_and_wakes_from_parking(void **sta
 
 /* Forks a child that starts a controller on the fake NVML, changes the clock and waits for SIGTERM;
  * returns the log of GPU 0 once the child has died. */
-static void sigterm_child(bool handlers, gpu_log *lg) {
+static void signal_child(int sig, bool handlers, gpu_log *lg) {
   fresh_dir();
   char log[512];
   snprintf(log, sizeof log, "%s/nvml.log", g_dir);
@@ -945,29 +945,32 @@ static void sigterm_child(bool handlers, gpu_log *lg) {
   char ch;
   assert_int_equal(read(fds[0], &ch, 1), 1);
   close(fds[0]);
-  assert_int_equal(kill(pid, SIGTERM), 0);
+  assert_int_equal(kill(pid, sig), 0);
   int st;
   assert_int_equal(waitpid(pid, &st, 0), pid);
-  assert_true(WIFSIGNALED(st));
-  assert_int_equal(WTERMSIG(st), SIGTERM);
+  assert_true(WIFSIGNALED(st)); /* the handler hands the signal on: the process still dies of it */
+  assert_int_equal(WTERMSIG(st), sig);
   read_log(0, lg);
   unsetenv("FAKE_NVML_LOG");
 }
 
-static void controller_sigterm_resets_locked_clocks(void **state) {
+static void controller_sigterm_and_sigint_reset_locked_clocks(void **state) {
   (void)state;
-  gpu_log lg;
-  sigterm_child(true, &lg);
-  assert_int_equal(lg.nsets, 2);
-  assert_int_equal(lg.sets[1], 1305);
-  assert_true(lg.reset_after_last_set);
-  assert_true(lg.mem_reset);
+  static const int sigs[] = {SIGTERM, SIGINT};
+  for (int i = 0; i < 2; i++) {
+    gpu_log lg;
+    signal_child(sigs[i], true, &lg);
+    assert_int_equal(lg.nsets, 2);
+    assert_int_equal(lg.sets[1], 1305);
+    assert_true(lg.reset_after_last_set);
+    assert_true(lg.mem_reset);
+  }
 }
 
 static void controller_sigterm_without_handlers_leaves_clocks_locked(void **state) {
   (void)state;
   gpu_log lg;
-  sigterm_child(false, &lg);
+  signal_child(SIGTERM, false, &lg);
   assert_int_equal(lg.nsets, 2);
   assert_false(lg.reset_after_last_set);
   assert_false(lg.mem_reset);
@@ -991,7 +994,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(client_bad_options_are_named),
       cmocka_unit_test(controller_applies_changes_and_puts_everything_back),
       cmocka_unit_test(controller_finds_wishes_by_polling_and_wakes_from_parking),
-      cmocka_unit_test(controller_sigterm_resets_locked_clocks),
+      cmocka_unit_test(controller_sigterm_and_sigint_reset_locked_clocks),
       cmocka_unit_test(controller_sigterm_without_handlers_leaves_clocks_locked),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
