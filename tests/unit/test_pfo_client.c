@@ -18,6 +18,7 @@
 #include <zeus.h>
 
 #include "../../examples/pipeline_sim.h"
+#include "pfo_http.h"
 
 #define MAXW 8
 #define SM_CLOCK 1 /* NVML_CLOCK_SM */
@@ -656,6 +657,100 @@ static void client_server_restarted_mid_training_reports_unknown_job(void **stat
   zeus_thread_group_close(tg);
 }
 
+typedef struct joiner {
+  int rank;
+  const char *url, *job_id;
+  zeus_devices *d;
+  int rc;
+  char err[1024];
+  zeus_pfo_round_stats st;
+} joiner;
+
+static void *joiner_main(void *p) {
+  joiner *a = p;
+  static const char *const order[] = {"forward", "backward"};
+  zeus_pfo_optimizer_opts o;
+  zeus_pfo_optimizer *opt = NULL;
+  int rc = zeus_pfo_optimizer_opts_init(&o);
+  if (!rc) {
+    o.server_url = a->url;
+    o.job_id = a->job_id; /* no collective: the job id is given */
+    o.rank = a->rank, o.pp_rank = a->rank;
+    o.pp_degree = 2, o.dp_degree = 1, o.tp_degree = 1, o.world_size = 2;
+    o.devices = a->d;
+    o.pipe_schedule = order, o.n_pipe_schedule = 2;
+    o.iters_per_round = 2;
+    o.retries = 2, o.retry_backoff_s = 0.05, o.schedule_timeout_s = 30;
+    rc = zeus_pfo_optimizer_open(&opt, &o);
+  }
+  /* Each instruction: one unit of work on the rank's simulated GPU at the scheduled clock. */
+  zeus_sim_node *node = zeus_devices_sim_node(a->d);
+  for (int i = 0; i < 4 && !rc; i++) {
+    rc = zeus_pfo_on_step_begin(opt);
+    for (int k = 0; k < 2 && !rc; k++) {
+      rc = zeus_pfo_on_instruction_begin(opt, order[k]);
+      if (!rc) rc = zeus_pfo_controller_wait(zeus_pfo_optimizer_controller(opt), 10);
+      if (!rc) rc = zeus_sim_work(node, 0, 1, NULL);
+      if (!rc) rc = zeus_pfo_on_instruction_end(opt, order[k]);
+    }
+    if (!rc) rc = zeus_pfo_on_step_end(opt);
+  }
+  if (!rc && strcmp(zeus_pfo_job_id(opt), a->job_id) != 0) rc = zeus_set_errmsg(ZEUS_EINTERNAL, "wrong job id");
+  if (!rc) zeus_pfo_last_round(opt, &a->st);
+  a->rc = rc;
+  if (rc) snprintf(a->err, sizeof a->err, "%s", zeus_errmsg());
+  zeus_pfo_optimizer_close(opt);
+  return NULL;
+}
+
+static void client_ranks_join_a_given_job_id_without_a_collective(void **state) {
+  (void)state;
+  fresh_dir();
+  zeus_pfo_server *s = start_server("AllMaxFrequency", NULL, -1, NULL);
+  char url[64];
+  url_of(zeus_pfo_server_port(s), url, sizeof url);
+  /* A launcher registers the job; the ranks only know its id. */
+  th_conn c = {.fd = -1, .port = zeus_pfo_server_port(s)};
+  char *resp = NULL, id[256];
+  assert_int_equal(th_request(&c, "POST", "/register_job", "{\"job_id\": \"\", \"pp_degree\": 2, \"dp_degree\": 1, "
+                              "\"tp_degree\": 1, \"world_size\": 2, \"job_metadata\": \"launcher\"}", NULL, &resp),
+                   200);
+  snprintf(id, sizeof id, "%.*s", (int)strlen(resp) - 2, resp + 1);
+  free(resp);
+  th_close(&c);
+  joiner a[2];
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    a[r] = (joiner){.rank = r, .url = url, .job_id = id, .d = open_sim()};
+    assert_int_equal(pthread_create(&th[r], NULL, joiner_main, &a[r]), 0);
+  }
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < 2; r++) {
+    if (a[r].rc) fail_msg("rank %d: %s", r, a[r].err);
+    assert_int_equal(a[r].st.round, 1);
+    assert_int_equal(a[r].st.iterations, 2);
+    /* forward 1 unit + backward 1 unit at 1740 MHz on the default GPU: 2 x 0.05 s at 290 W */
+    assert_near(a[r].st.iter_time_s, 0.1, 1e-9);
+    assert_near(a[r].st.iter_energy_j, 29, 2e-3);
+    zeus_devices_close(a[r].d);
+  }
+  char dir[700];
+  snprintf(dir, sizeof dir, "%s/dump/%s", g_dir, id);
+  zeus_pfo_rank_info *ranks;
+  size_t n;
+  assert_zeus_ok(zeus_pfo_load_ranks(dir, &ranks, &n));
+  assert_int_equal(n, 2);
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(ranks[r].n_available_frequencies, 103); /* high to low */
+    assert_int_equal(ranks[r].available_frequencies[0], 1740);
+    assert_int_equal(ranks[r].available_frequencies[102], 210);
+    assert_int_equal(ranks[r].n_pipe_schedule, 2);
+    assert_string_equal(ranks[r].pipe_schedule[1], "backward");
+  }
+  zeus_pfo_ranks_free(ranks, n);
+  zeus_pfo_server_close(s);
+}
+
 /* One rank whose plan is forward @1740, backward @1500. */
 static zeus_pfo_optimizer *one_rank(zeus_pfo_server **s, zeus_devices **d) {
   char plan[512], args[700], url[64];
@@ -985,6 +1080,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(client_server_down_at_start_fails_after_retries),
       cmocka_unit_test(client_http_error_carries_the_servers_message),
       cmocka_unit_test(client_server_restarted_mid_training_reports_unknown_job),
+      cmocka_unit_test(client_ranks_join_a_given_job_id_without_a_collective),
       cmocka_unit_test(client_schedule_too_long_names_its_length),
       cmocka_unit_test(client_schedule_too_short_names_the_next_expected),
       cmocka_unit_test(client_instruction_name_mismatch_names_both),
