@@ -17,7 +17,7 @@ export ZEUS_PFO_RETRIES=2 ZEUS_PFO_RETRY_BACKOFF=0.05 ZEUS_PFO_SCHEDULE_TIMEOUT=
 start_server() { # args...: starts zeus pfo-server on a free port, sets $srv and $url
   "$ZEUS" pfo-server --port 0 --log-level warn --dump-data --dump-dir "$tmp/dump" "$@" >"$tmp/srv.out" 2>"$tmp/srv.log" &
   srv=$!
-  for _ in $(seq 100); do grep -q port "$tmp/srv.out" 2>/dev/null && break; sleep 0.05; done
+  for _ in $(seq 400); do grep -q port "$tmp/srv.out" 2>/dev/null && break; sleep 0.05; done
   url="http://127.0.0.1:$(awk '{print $NF}' "$tmp/srv.out")"
 }
 stop_server() { kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; srv=; }
@@ -87,8 +87,10 @@ else
 fi
 stop_server
 
-# No server: a clear error after the retries.
-expect_code "a server that is gone fails the run" 1 "$SIM" --server "$url" --pp 2 --microbatches 2 --iterations 2
-expect_err_has "and says why" "is the server running at that address?" "$SIM" --server "$url" --pp 2 \
+# No server (port 1: nothing listens there; a port just freed could be taken by a test running
+# beside this one): a clear error after the retries.
+expect_code "a server that is gone fails the run" 1 "$SIM" --server http://127.0.0.1:1 --pp 2 --microbatches 2 \
+  --iterations 2
+expect_err_has "and says why" "is the server running at that address?" "$SIM" --server http://127.0.0.1:1 --pp 2 \
   --microbatches 2 --iterations 2
 finish

@@ -505,10 +505,15 @@ static void assert_unlocked(zeus_devices *d) {
 static void client_server_down_at_start_fails_after_retries(void **state) {
   (void)state;
   fresh_dir();
-  /* A port nobody listens on: bind one, then close it. */
-  zeus_pfo_server *s = start_server("AllMaxFrequency", "{\"num_microbatches\": 1}", -1, NULL);
-  int port = zeus_pfo_server_port(s);
-  zeus_pfo_server_close(s);
+  /* A port nobody listens on, held by a bound socket that never listens (so that no test running
+   * beside this one can take it meanwhile): connecting is refused. */
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t sl = sizeof sa;
+  assert_true(fd >= 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+  int port = ntohs(sa.sin_port);
   char url[64];
   url_of(port, url, sizeof url);
   zeus_devices *d = open_sim();
@@ -528,6 +533,7 @@ static void client_server_down_at_start_fails_after_retries(void **state) {
   assert_null(opt);
   assert_unlocked(d); /* the controller started and put everything back */
   zeus_devices_close(d);
+  close(fd);
 }
 
 static void client_http_error_carries_the_servers_message(void **state) {
