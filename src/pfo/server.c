@@ -168,7 +168,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   zeus__reply rep = {0};
   switch (route) {
     case R_INFO: {
-      char *b = zeus__strdup(s->info_json);
+      /* The fixed settings, plus the dump failures so far (a full disk is visible from outside). */
+      unsigned long fails;
+      char last[512];
+      zeus__registry_dump_status(s->reg, &fails, last, sizeof last);
+      json_t *o = json_loads(s->info_json, 0, NULL);
+      if (o) {
+        json_object_set_new(o, "dump_failures", json_integer((json_int_t)fails));
+        json_object_set_new(o, "last_dump_error", fails ? json_string(last) : json_null());
+      }
+      char *b = o ? json_dumps(o, JSON_COMPACT) : NULL;
+      json_decref(o);
       return b ? send_reply(c, 200, b, strlen(b), NULL) : MHD_NO;
     }
     case R_JOB: zeus__registry_register_job(s->reg, body, len, &rep); break;
