@@ -25,5 +25,6 @@
 #include "zeus/pfo.h"
 #include "zeus/collective.h"
 #include "zeus/plo.h"
+#include "zeus/bso.h"
 
 #endif
