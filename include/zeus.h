@@ -26,5 +26,6 @@
 #include "zeus/collective.h"
 #include "zeus/plo.h"
 #include "zeus/bso.h"
+#include "zeus/trace.h"
 
 #endif
