@@ -27,5 +27,6 @@
 #include "zeus/plo.h"
 #include "zeus/bso.h"
 #include "zeus/trace.h"
+#include "zeus/run.h"
 
 #endif

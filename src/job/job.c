@@ -384,6 +384,11 @@ static int plan_profiling(zeus_job *j) {
   if (n * (j->warmup + j->measure) > room) {
     double f = (double)room / (double)(n * (j->warmup + j->measure));
     long w = (long)floor((double)j->warmup * f), m = (long)floor((double)j->measure * f);
+    if (m < 1 && room >= n) {
+      /* Rounding left no measurement: measure every step the epoch has room for instead. */
+      w = 0;
+      m = room / n;
+    }
     if (m < 1)
       return zeus__error(ZEUS_EINVAL,
                          "ZEUS_PROFILE_PARAMS=%ld,%ld: an epoch of %ld steps cannot hold %ld power-limit windows "
