@@ -139,6 +139,9 @@ int zeus__run_child(zeus_runner *r, char *const *argv, char *const *env, const c
   }
   close(log_fd);
   if (WIFEXITED(status)) res->exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) res->exit_code = 128 + WTERMSIG(status);
+  else if (WIFSIGNALED(status)) {
+    res->signal = WTERMSIG(status);
+    res->exit_code = 128 + res->signal;
+  }
   return ZEUS_OK;
 }

@@ -66,6 +66,7 @@ int zeus__run_state_json(zeus_runner *r, char **out);
 /* ---- children (child.c) ---- */
 typedef struct zeus__child_result {
   int exit_code;      /* 128 + signal when killed */
+  int signal;         /* the signal that killed it, 0 when it exited */
   bool timed_out;
   bool stopped;       /* zeus_runner_request_stop */
 } zeus__child_result;

@@ -167,7 +167,7 @@ static int prepare(zeus_runner *r, const zeus_run_try *t, launch *l) {
 
 static void describe_exit(const zeus__child_result *c, char *buf, size_t len) {
   if (c->timed_out) snprintf(buf, len, "was stopped after the %s timeout", "per-try");
-  else if (c->exit_code > 128) snprintf(buf, len, "was killed by signal %d", c->exit_code - 128);
+  else if (c->signal) snprintf(buf, len, "was killed by signal %d", c->signal);
   else snprintf(buf, len, "exited with code %d", c->exit_code);
 }
 

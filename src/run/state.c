@@ -185,6 +185,16 @@ static json_t *config_json(const zeus_run_spec *s) {
   return o;
 }
 
+/* A value for a message: numbers in their shortest exact form (0.3, not 0.29999999999999999). */
+static char *show(const json_t *v) {
+  if (json_is_real(v)) {
+    char buf[40];
+    zeus__py_repr(json_real_value(v), buf, sizeof buf);
+    return strdup(buf);
+  }
+  return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+}
+
 static int check_config(zeus_runner *r, const char *stored_text) {
   json_t *stored;
   int rc = zeus__json_parse(stored_text, strlen(stored_text), "state config", &stored);
@@ -199,8 +209,8 @@ static int check_config(zeus_runner *r, const char *stored_text) {
   json_object_foreach(now, key, v) {
     json_t *was = json_object_get(stored, key);
     if (was && json_equal(was, v)) continue;
-    char *a = was ? json_dumps(was, JSON_ENCODE_ANY | JSON_REAL_PRECISION(17)) : strdup("nothing");
-    char *b = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
+    char *a = was ? show(was) : strdup("nothing");
+    char *b = show(v);
     rc = zeus__error(ZEUS_EINVAL,
                      "state '%s' was made for %s = %s, this run has %s: use the same knobs or another --state",
                      r->state_path, key, a ? a : "?", b ? b : "?");
