@@ -28,9 +28,9 @@
  * and M recurrences leave the same history and state as one run of N + M. A second driver on the
  * same state is refused (lock file <state>.lock).
  *
- * Failures: a child that exits without a readable result file (missing or malformed) stops the run
- * with ZEUS_EIO naming the file and the child's exit status; the try is not recorded, so the next
- * run repeats it. With keep_going the try is recorded with status "failed" (not shown to the
+ * Failures: a child that exits without a readable result file stops the run with ZEUS_EIO
+ * (missing) or ZEUS_EPARSE (malformed), naming the file and the child's exit status or signal; the
+ * try is not recorded, so the next run repeats it. With keep_going the try is recorded with status "failed" (not shown to the
  * optimizer) and the next try starts; it counts against max_tries. A result file with a non-zero
  * exit status is used (the original's trainee raised an exception after writing it).
  *
@@ -132,8 +132,8 @@ typedef struct zeus_runner zeus_runner;
 ZEUS_EXTERN int zeus_runner_open(zeus_runner **out /* out */, const zeus_run_spec *spec,
                                  const zeus_run_callbacks *cb);
 ZEUS_EXTERN void zeus_runner_close(zeus_runner *r);
-/* Runs `recurrences` more recurrences (0: none). Errors: ZEUS_EIO (a try without a readable
- * result, see Failures), ZEUS_ESTATE (the default batch size did not reach the target in the
+/* Runs `recurrences` more recurrences (0: none). Errors: ZEUS_EIO / ZEUS_EPARSE (a try without a
+ * readable result, see Failures), ZEUS_ESTATE (the default batch size did not reach the target in the
  * first recurrence; a recurrence failed max_tries times; every batch size was pruned;
  * interrupted by zeus_runner_request_stop), ZEUS_EIO / ZEUS_EPERM from the state file. What
  * finished before the error is kept. */
