@@ -177,7 +177,7 @@ int cmd_run(int argc, char **argv) {
   zeus_run_spec_init(&s);
   void *storage = NULL;
   long recurrences = 1, spec_recurrences = -1;
-  bool json = false, quiet = false, have_recurrences = false;
+  bool json = false, quiet = false;
   static long bs[MAX_LIST], lr_bs[MAX_LIST];
   static double lr_v[MAX_LIST];
   size_t nbs = 0, nlr = 0;
@@ -252,7 +252,6 @@ int cmd_run(int argc, char **argv) {
       if (!cli_parse_long(CMD, a, v, 0, 1000000, &s.window_size)) goto out;
     } else if (strcmp(a, "--recurrences") == 0) {
       if (!cli_parse_long(CMD, a, v, 0, 1000000, &recurrences)) goto out;
-      have_recurrences = true;
     } else if (strcmp(a, "--log-base") == 0) s.log_base = v;
     else if (strcmp(a, "--state") == 0) s.state_path = v;
     else if (strcmp(a, "--profile-warmup-iters") == 0) {
@@ -270,7 +269,6 @@ int cmd_run(int argc, char **argv) {
       goto out;
     }
   }
-  (void)have_recurrences;
   if (i < argc) s.command = (const char *const *)(argv + i);
   if (!s.command) {
     cli_error(CMD, false, "no training command: give it after -- (or as \"command\" in --spec)");
