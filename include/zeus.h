@@ -25,5 +25,8 @@
 #include "zeus/pfo.h"
 #include "zeus/collective.h"
 #include "zeus/plo.h"
+#include "zeus/bso.h"
+#include "zeus/trace.h"
+#include "zeus/run.h"
 
 #endif
