@@ -24,11 +24,12 @@ typedef struct pd_state {
   long *es, *lf;
   int *cid; /* critical node -> index among critical nodes, or −1 */
   int *crit;
+  int *pos;  /* node -> its index in the DAG's topological order */
   zeus__lbedge *edges;
   int edges_cap;
   unsigned char *side, *slowed;
   double *evt, *eve; /* measured time and energy per node for evaluation */
-  zeus__flow flow;
+  zeus__mincut cut;
 } pd_state;
 
 static double node_cost(const zeus_frontier *f, int v, long d) {
@@ -110,7 +111,11 @@ static int pd_step(pd_state *st, long T, long *T_new) {
       st->crit[nc++] = v;
     }
   }
-  /* Edges: one per critical node, one per tight DAG edge between critical nodes. */
+  /* Edges: one per critical node, one per tight DAG edge between critical nodes. Flow nodes
+   * are numbered by the DAG's topological order (in(v) = 2·pos(v), out(v) = in(v) + 1), so the
+   * network is in topological order and every edge keeps its key (instruction v: v; DAG edge
+   * k: n + k) from iteration to iteration, which lets the minimum cut start from the last
+   * iteration's flow. */
   int need = nc;
   for (int i = 0; i < nc; i++) need += d->succ_off[st->crit[i] + 1] - d->succ_off[st->crit[i]];
   if (need > st->edges_cap) {
@@ -119,15 +124,11 @@ static int pd_step(pd_state *st, long T, long *T_new) {
     st->edges = e;
     st->edges_cap = need;
   }
-  double finite = 0;
-  const double INF_MARK = HUGE_VAL; /* replaced by the finite stand-in below */
+  const int *pos = st->pos;
   for (int i = 0; i < nc; i++) {
     int v = st->crit[i];
     zeus__lbedge *e = &st->edges[m++];
-    e->u = 2 * i;
-    e->v = 2 * i + 1;
-    e->lb = 0;
-    e->ub = INF_MARK;
+    *e = (zeus__lbedge){2 * pos[v], 2 * pos[v] + 1, 0, INFINITY, v};
     if (v == 0 || v == n - 1) continue;
     const zeus__fopts *o = &f->fo[f->node_fo[v]];
     long dv = st->dur[v];
@@ -135,13 +136,11 @@ static int pd_step(pd_state *st, long T, long *T_new) {
     if (dv > o->qmin) {
       e->ub = node_cost(f, v, dv - 1) - c;
       if (e->ub < 0) e->ub = 0;
-      finite += e->ub;
     }
     if (dv < o->qmax) {
       e->lb = c - node_cost(f, v, dv + 1);
       if (e->lb < 0) e->lb = 0;
       if (e->lb > e->ub) e->lb = e->ub;
-      finite += e->lb;
     }
   }
   for (int i = 0; i < nc; i++) {
@@ -149,24 +148,21 @@ static int pd_step(pd_state *st, long T, long *T_new) {
     for (int k = d->succ_off[u]; k < d->succ_off[u + 1]; k++) {
       int w = d->succ[k];
       if (st->cid[w] < 0 || st->es[u] + st->dur[u] != st->es[w]) continue;
-      st->edges[m++] = (zeus__lbedge){2 * i + 1, 2 * st->cid[w], 0, INF_MARK};
+      st->edges[m++] = (zeus__lbedge){2 * pos[u] + 1, 2 * pos[w], 0, INFINITY, n + k};
     }
   }
-  double inf = 10.0 * finite + 1.0;
-  for (int i = 0; i < m; i++)
-    if (st->edges[i].ub == INF_MARK) st->edges[i].ub = inf;
   double value;
-  int rc = zeus__flow_min_cut_lb(&st->flow, 2 * nc, st->edges, m, 2 * st->cid[0],
-                                 2 * st->cid[n - 1] + 1, inf, st->side, &value);
+  int rc = zeus__mincut_lb(&st->cut, 2 * n, st->edges, m, 2 * pos[0], 2 * pos[n - 1] + 1, st->side, &value);
   if (rc <= 0) return rc;
   int nslow = 0;
   for (int i = 0; i < nc; i++) {
     int v = st->crit[i];
     st->slowed[v] = 0;
     if (v == 0 || v == n - 1) continue;
-    if (st->side[2 * i] && !st->side[2 * i + 1]) {
+    const unsigned char *sd = st->side + 2 * pos[v];
+    if (sd[0] && !sd[1]) {
       st->dur[v]--;
-    } else if (!st->side[2 * i] && st->side[2 * i + 1]) {
+    } else if (!sd[0] && sd[1]) {
       st->dur[v]++;
       st->slowed[v] = 1;
       nslow++;
@@ -244,7 +240,8 @@ static void state_free(pd_state *st) {
   free(st->slowed);
   free(st->evt);
   free(st->eve);
-  zeus__flow_free(&st->flow);
+  free(st->pos);
+  zeus__mincut_free(&st->cut);
 }
 
 int zeus_frontier_solve(zeus_frontier **out, const zeus_frontier_profile *p, const zeus_frontier_opts *opts) {
@@ -277,14 +274,16 @@ int zeus_frontier_solve(zeus_frontier **out, const zeus_frontier_profile *p, con
   st.lf = malloc((size_t)n * sizeof *st.lf);
   st.cid = malloc((size_t)n * sizeof *st.cid);
   st.crit = malloc((size_t)n * sizeof *st.crit);
-  st.side = malloc(2 * (size_t)n + 2);
+  st.pos = malloc((size_t)n * sizeof *st.pos);
+  st.side = malloc(2 * (size_t)n);
   st.slowed = calloc((size_t)n, 1);
   st.evt = malloc((size_t)n * sizeof *st.evt);
   st.eve = malloc((size_t)n * sizeof *st.eve);
-  if (!st.dur || !st.es || !st.lf || !st.cid || !st.crit || !st.side || !st.slowed || !st.evt || !st.eve) {
+  if (!st.dur || !st.es || !st.lf || !st.cid || !st.crit || !st.pos || !st.side || !st.slowed || !st.evt || !st.eve) {
     rc = zeus__oom("solving the frontier");
     goto done;
   }
+  for (int i = 0; i < n; i++) st.pos[f->dag.topo[i]] = i;
   for (int v = 0; v < n; v++) {
     f->node_fo[v] = (v == 0 || v == n - 1) ? -1 : 2 * f->dag.stage[v] + (int)f->dag.kind[v];
     st.dur[v] = v == 0 || v == n - 1 ? 0 : (int32_t)f->fo[f->node_fo[v]].qmax;
