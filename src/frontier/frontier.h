@@ -59,6 +59,7 @@ typedef struct zeus__fopts {
   double *hull_c;
   size_t nhull;
   double *table;  /* model cost at quant qmin..qmax */
+  int *pick;      /* at quant qmin..qmax: the index of the slowest option with quant <= it */
 } zeus__fopts;
 
 /* Quantises a time: floor(time_s / unit_s + ZEUS__QUANT_EPS). */

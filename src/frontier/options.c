@@ -80,6 +80,15 @@ int zeus__fopts_build(zeus__fopts *o, const zeus_frontier_profile *p, int stage,
   o->nopt = w;
   o->qmin = kept[0].quant;
   o->qmax = kept[w - 1].quant;
+  o->pick = malloc((size_t)(o->qmax - o->qmin + 1) * sizeof *o->pick);
+  if (!o->pick) {
+    zeus__fopts_free(o);
+    return zeus__oom("building execution options");
+  }
+  for (size_t i = 0, j = 0; i < (size_t)(o->qmax - o->qmin + 1); i++) {
+    while (j + 1 < w && kept[j + 1].quant <= o->qmin + (long)i) j++;
+    o->pick[i] = (int)j;
+  }
   int rc = zeus__costmodel_fit(o);
   if (rc) zeus__fopts_free(o);
   return rc;
@@ -91,18 +100,14 @@ void zeus__fopts_free(zeus__fopts *o) {
   free(o->hull_q);
   free(o->hull_c);
   free(o->table);
+  free(o->pick);
   memset(o, 0, sizeof *o);
 }
 
 const zeus__fopt *zeus__fopts_pick(const zeus__fopts *o, long q) {
-  /* Options are sorted by quant ascending; find the last with quant <= q. */
-  size_t lo = 0, hi = o->nopt; /* invariant: opt[lo].quant <= q (q >= qmin) */
-  while (hi - lo > 1) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (o->opt[mid].quant <= q) lo = mid;
-    else hi = mid;
-  }
-  return &o->opt[lo];
+  if (q <= o->qmin) return &o->opt[0];
+  if (q >= o->qmax) return &o->opt[o->nopt - 1];
+  return &o->opt[o->pick[q - o->qmin]];
 }
 
 int zeus__fopts_dump(const zeus__fopts *o, zeus__buf *b) {
