@@ -16,6 +16,8 @@
  * the unit up to floating-point error (0.030 s at 1 ms) gives that many units (30), not one
  * fewer as plain floating-point floor division does. */
 #define ZEUS__QUANT_EPS 1e-9
+/* Slack reclamation: an option fits a slack of r seconds when its time is at most r + this. */
+#define ZEUS__TIME_EPS 1e-12
 /* Max flow: a residual capacity at or below this (joules) counts as saturated. */
 #define ZEUS__FLOW_EPS 1e-9
 /* Exponential fit: golden-section refinement steps of the exponent. */
@@ -60,6 +62,8 @@ typedef struct zeus__fopts {
   size_t nhull;
   double *table;  /* model cost at quant qmin..qmax */
   int *pick;      /* at quant qmin..qmax: the index of the slowest option with quant <= it */
+  double *rcost;  /* measured effective cost of each option: energy − blocking power × time_s */
+  int *rmq;       /* range minima of rcost (see zeus__fopts_reclaim) */
 } zeus__fopts;
 
 /* Quantises a time: floor(time_s / unit_s + ZEUS__QUANT_EPS). */
@@ -68,13 +72,18 @@ long zeus__frontier_quantise(double time_s, double unit_s);
 /* Builds the options of one stage and instruction from the profile's rows: quantise, cost,
  * Pareto filter on (time, cost) (retried with the noise factor when <= 3 survive: then an
  * option is dominated only by a faster one whose cost is below c − (1 − noise)·|c|), one
- * option per quantum (the fastest), sorted fastest first; then fits the cost model.
+ * option per quantum (the fastest), sorted fastest first; then fits the cost model. With
+ * opts->pareto == ZEUS_FRONTIER_PARETO_ENERGY the filter compares the measured energy instead
+ * of the cost (the original's order: filter, then effective cost).
  * ZEUS_EINVAL "stage S has no options for forward" when the profile has none. */
 int zeus__fopts_build(zeus__fopts *o, const zeus_frontier_profile *p, int stage,
                       zeus_frontier_instr kind, const zeus_frontier_opts *opts);
 void zeus__fopts_free(zeus__fopts *o);
 /* The option that runs a duration of q units: the slowest option with quant <= q. */
 const zeus__fopt *zeus__fopts_pick(const zeus__fopts *o, long q);
+/* Slack reclamation: of option `cur` and the slower options that take at most room_s
+ * (measured), the index of the one with the least measured effective cost (cur on a tie). */
+size_t zeus__fopts_reclaim(const zeus__fopts *o, size_t cur, double room_s);
 /* Text of the options and the model, for golden files and debugging. */
 int zeus__fopts_dump(const zeus__fopts *o, zeus__buf *b);
 
@@ -148,7 +157,8 @@ struct zeus_frontier {
   zeus__fopts *fo;      /* per (stage, kind): fo[2 * s + kind] */
   int *node_fo;         /* per node: index into fo, −1 for source/sink */
   zeus_frontier_point *pts;
-  int32_t *durs;        /* per point: quant duration of every node (n entries) */
+  int32_t *durs;        /* per point, n entries: a duration per node whose option
+                         * (zeus__fopts_pick) is the node's clock in the plan */
   size_t npts, cappts;
   char *profile_name;
 };
