@@ -53,6 +53,18 @@ static int by_t(const void *a, const void *b) {
   return x->t < y->t ? -1 : x->t > y->t;
 }
 
+/* The least energy at or below time t of a list sorted by time with prefix minima. */
+static double exact_at(const te *a, size_t n, double t) {
+  size_t lo = 0, hi = n; /* first entry with time > t */
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (a[mid].t <= t * (1 + 1e-12)) lo = mid + 1;
+    else hi = mid;
+  }
+  assert_true(lo > 0);
+  return a[lo - 1].e;
+}
+
 /* Every clock assignment of an S × M pipeline, evaluated with the solver's evaluator; then the
  * solver's points are compared with the exact frontier (least energy at or below each time). */
 static void exhaustive_case(int S, int M, int nclocks, zeus_frontier_cost_model model, double bound) {
@@ -110,31 +122,50 @@ static void exhaustive_case(int S, int M, int nclocks, zeus_frontier_cost_model 
   qsort(all, total, sizeof *all, by_t);
   for (size_t c = 1; c < total; c++)
     if (all[c - 1].e < all[c].e) all[c].e = all[c - 1].e; /* prefix minimum */
-  double worst = 0, sum = 0;
+  /* Each point against the exact frontier, least energy at or below its evaluated time. */
   size_t npts = zeus_frontier_num_points(f), worst_i = 0;
+  te *ours = malloc(npts * sizeof *ours);
+  assert_non_null(ours);
+  double worst_pt = 0;
   for (size_t i = 0; i < npts; i++) {
     zeus_frontier_point pt;
     assert_zeus_ok(zeus_frontier_get_point(f, i, &pt));
-    size_t lo = 0, hi = total; /* first entry with t > eval time */
-    while (lo < hi) {
-      size_t mid = (lo + hi) / 2;
-      if (all[mid].t <= pt.eval_time_s * (1 + 1e-12)) lo = mid + 1;
-      else hi = mid;
-    }
-    assert_true(lo > 0);
-    double exact = all[lo - 1].e, gap = pt.eval_energy_j / exact - 1;
+    ours[i] = (te){pt.eval_time_s, pt.eval_energy_j};
+    double gap = pt.eval_energy_j / exact_at(all, total, pt.eval_time_s) - 1;
     assert_true(gap > -1e-9); /* a plan cannot beat the exact frontier */
-    sum += gap;
-    if (gap > worst) {
-      worst = gap;
+    if (gap > worst_pt) {
+      worst_pt = gap;
       worst_i = i;
     }
   }
+  /* Our frontier against the exact one: at each of our evaluated times, the least energy of
+   * our plans at or below it against the exact least energy. A point a faster one of ours
+   * beats, such as the all-slowest point 0 when blocking power makes speed-ups save energy,
+   * is not on our frontier: there the faster point stands for it. */
+  qsort(ours, npts, sizeof *ours, by_t);
+  for (size_t i = 1; i < npts; i++)
+    if (ours[i - 1].e < ours[i].e) ours[i].e = ours[i - 1].e;
+  double worst = 0, sum = 0, at = 0;
+  size_t nchecked = 0;
+  for (size_t k = 0; k < npts; k++) {
+    double t = ours[k].t;
+    double gap = ours[k].e / exact_at(all, total, t) - 1;
+    assert_true(gap > -1e-9);
+    sum += gap;
+    nchecked++;
+    if (gap > worst) {
+      worst = gap;
+      at = t;
+    }
+  }
+  free(ours);
   if (worst > bound) print_message("OVER THE BOUND\n");
-  print_message("%d x %d, %s clocks, %s model: %zu points over %zu assignments; energy above the exact "
-                "frontier: worst %.3f %% (point %zu), mean %.3f %% (bound %.1f %%)\n",
-                S, M, reduced ? "3 (stage 1) or 2" : nclocks == 5 ? "5" : "3", model == ZEUS_FRONTIER_COST_HULL ? "hull" : "exponential", npts, total,
-                100 * worst, worst_i, 100 * sum / (double)npts, 100 * bound);
+  print_message("%d x %d, %s clocks, %s model: %zu points over %zu assignments; our frontier above the exact one: "
+                "worst %.3f %% (at %.4f s), mean %.3f %% over %zu times (bound %.1f %%); single points: "
+                "worst %.3f %% (point %zu)\n",
+                S, M, reduced ? "3 (stage 1) or 2" : nclocks == 5 ? "5" : "3",
+                model == ZEUS_FRONTIER_COST_HULL ? "hull" : "exponential", npts, total, 100 * worst, at,
+                100 * sum / (double)nchecked, nchecked, 100 * bound, 100 * worst_pt, worst_i);
   assert_true(worst <= bound);
   free(all);
   zeus__fdag_free(&d);
