@@ -78,6 +78,16 @@ int cmd_frontier(int argc, char **argv) {
       json = true;
       continue;
     }
+    static const char *const with_value[] = {"--profile", "--out", "--plot", "--timeline", "--stages",
+                                             "--microbatches", "--blocking-power", "--unit-time",
+                                             "--noise-factor", "--cost-model", "--pareto", "--slack",
+                                             "--every", "--sample", "--max-iterations"};
+    bool known = false;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
+    if (!known) {
+      cli_error(CMD, false, "unknown option '%s' (see 'zeus frontier --help')", a);
+      return CLI_EXIT_USAGE;
+    }
     if (!(v = need_value(argc, argv, &i))) return CLI_EXIT_USAGE;
     if (strcmp(a, "--profile") == 0) profile = v;
     else if (strcmp(a, "--out") == 0) out = v;
