@@ -10,7 +10,12 @@
  * A slowed instruction can lengthen a path that had exactly one unit of slack; when that
  * keeps the iteration time from falling, the slowdowns on the new critical path are undone
  * (without slowdowns the time always falls). The loop ends when every cut is infinite: a
- * critical path runs entirely at the fastest options. */
+ * critical path runs entirely at the fastest options.
+ *
+ * The flow network is numbered by the DAG's topological order and keeps its edges' keys from
+ * iteration to iteration, so each minimum cut starts from the last one's flow (maxflow.c).
+ * Each recorded point's clocks then reclaim the slack of the measured schedule
+ * (reclaim_slack) unless the options ask to keep the durations' own clocks. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
