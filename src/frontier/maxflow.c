@@ -27,43 +27,49 @@
 
 #include "frontier/frontier.h"
 
-static int grow(void *pp, int *capn, int need, size_t elem, bool zero) {
-  if (need <= *capn) return ZEUS_OK;
-  int c = *capn ? *capn : 64;
+/* Capacity for `need` elements: the old one doubled as often as needed (64 at first). */
+static int grown(int cap, int need) {
+  int c = cap ? cap : 64;
   while (c < need) c *= 2;
-  void **p = pp;
-  char *q = realloc(*p, (size_t)c * elem);
-  if (!q) return zeus__oom("growing the flow network");
-  if (zero) memset(q + (size_t)*capn * elem, 0, (size_t)(c - *capn) * elem);
-  *p = q;
-  *capn = c;
-  return ZEUS_OK;
+  return c;
 }
 
+/* Reallocates *p from `old` to `cap` elements; new elements are zeroed when `zero`. */
+#define ZEUS__REGROW(p, old, cap, zero)                                      \
+  do {                                                                       \
+    void *q_ = realloc((p), (size_t)(cap) * sizeof *(p));                    \
+    if (!q_) return zeus__oom("growing the flow network");                   \
+    (p) = q_;                                                                \
+    if (zero) memset((p) + (old), 0, (size_t)((cap) - (old)) * sizeof *(p)); \
+  } while (0)
+
 static int reserve(zeus__mincut *c, int n, int narcs, int nkeys) {
-  int rc = ZEUS_OK;
-  if (n > c->ncap) {
-    int k;
-    k = c->ncap; if ((rc = grow(&c->adj_off, &k, n + 1, sizeof(int), false))) return rc;
-    k = c->ncap; if ((rc = grow(&c->dist, &k, n, sizeof(int), false))) return rc;
-    k = c->ncap; if ((rc = grow(&c->cur, &k, n, sizeof(int), false))) return rc;
-    k = c->ncap; if ((rc = grow(&c->queue, &k, n, sizeof(int), false))) return rc;
-    k = c->ncap; if ((rc = grow(&c->path, &k, n, sizeof(int), false))) return rc;
-    k = c->ncap; if ((rc = grow(&c->ex, &k, n, sizeof(double), false))) return rc;
-    k = c->ncap; if ((rc = grow(&c->sflow, &k, n, sizeof(double), true))) return rc;
-    k = c->ncap; if ((rc = grow(&c->tflow, &k, n, sizeof(double), true))) return rc;
-    c->ncap = k;
+  if (n + 1 > c->ncap) { /* every node array gets the same capacity, n + 1 for adj_off */
+    int old = c->ncap, cap = grown(old, n + 1);
+    ZEUS__REGROW(c->adj_off, old, cap, false);
+    ZEUS__REGROW(c->dist, old, cap, false);
+    ZEUS__REGROW(c->cur, old, cap, false);
+    ZEUS__REGROW(c->queue, old, cap, false);
+    ZEUS__REGROW(c->path, old, cap, false);
+    ZEUS__REGROW(c->ex, old, cap, false);
+    ZEUS__REGROW(c->sflow, old, cap, true);
+    ZEUS__REGROW(c->tflow, old, cap, true);
+    c->ncap = cap;
   }
   if (narcs > c->acap) {
-    int k;
-    k = c->acap; if ((rc = grow(&c->to, &k, narcs, sizeof(int), false))) return rc;
-    k = c->acap; if ((rc = grow(&c->res, &k, narcs, sizeof(double), false))) return rc;
-    k = c->acap; if ((rc = grow(&c->adj, &k, narcs, sizeof(int), false))) return rc;
-    k = c->acap; if ((rc = grow(&c->anode, &k, narcs, sizeof(int), false))) return rc;
-    c->acap = k;
+    int old = c->acap, cap = grown(old, narcs);
+    ZEUS__REGROW(c->to, old, cap, false);
+    ZEUS__REGROW(c->res, old, cap, false);
+    ZEUS__REGROW(c->adj, old, cap, false);
+    ZEUS__REGROW(c->anode, old, cap, false);
+    c->acap = cap;
   }
-  if (nkeys > c->kcap) rc = grow(&c->kflow, &c->kcap, nkeys, sizeof(double), true);
-  return rc;
+  if (nkeys > c->kcap) {
+    int old = c->kcap, cap = grown(old, nkeys);
+    ZEUS__REGROW(c->kflow, old, cap, true);
+    c->kcap = cap;
+  }
+  return ZEUS_OK;
 }
 
 void zeus__mincut_free(zeus__mincut *c) {
