@@ -23,8 +23,10 @@ static void help(FILE *out) {
           "Options:\n"
           "  --profile CSV          instruction profile (required)\n"
           "  --stages S             pipeline stages (required; the profile must have at least S)\n"
-          "  --microbatches M       microbatches per iteration (required, >= 1; fewer than S is\n"
-          "                         allowed, with a warning)\n"
+          "  --microbatches M       microbatches per iteration (required, >= S unless\n"
+          "                         --allow-fewer-microbatches)\n"
+          "  --allow-fewer-microbatches  accept M < S (a bubble-heavy pipeline; usually the two\n"
+          "                         counts were swapped, so it is refused without this flag)\n"
           "  --blocking-power W     GPU power while blocked on pipeline communication, watts (required)\n"
           "  --unit-time SECONDS    time quantum (default 0.001)\n"
           "  --noise-factor F       Pareto filter retry factor in (0, 1] (default 0.95)\n"
@@ -76,6 +78,10 @@ int cmd_frontier(int argc, char **argv) {
     double d;
     if (strcmp(a, "--json") == 0) {
       json = true;
+      continue;
+    }
+    if (strcmp(a, "--allow-fewer-microbatches") == 0) {
+      o.allow_fewer_microbatches = true;
       continue;
     }
     static const char *const with_value[] = {"--profile", "--out", "--plot", "--timeline", "--stages",

@@ -94,8 +94,8 @@ typedef enum zeus_frontier_slack {
 /* Zero-initialised fields take the default given. */
 typedef struct zeus_frontier_opts {
   int stages;              /* pipeline stages S (required, >= 1; the profile must have >= S) */
-  int microbatches;        /* microbatches M per iteration (required, >= 1; M < S is a valid but
-                            * bubble-heavy 1F1B, logged as a warning) */
+  int microbatches;        /* microbatches M per iteration (required, >= 1; M < S is refused
+                            * unless allow_fewer_microbatches: usually swapped arguments) */
   double blocking_power_w; /* GPU power while blocked on pipeline communication (>= 0) */
   double unit_time_s;      /* time quantum; 0: 0.001 s */
   double noise_factor;     /* Pareto filter retry factor in (0, 1]; 0: 0.95 */
@@ -103,6 +103,9 @@ typedef struct zeus_frontier_opts {
   long max_iterations;     /* stop after this many points; 0: no limit */
   zeus_frontier_pareto pareto;         /* 0: effective cost */
   zeus_frontier_slack slack;           /* 0: reclaim */
+  /* Accept M < S: a valid but bubble-heavy 1F1B pipeline that never reaches its steady state
+   * (every stage warms up with all M forwards, as DeepSpeed's TrainSchedule does). */
+  bool allow_fewer_microbatches;
 } zeus_frontier_opts;
 
 /* One frontier point. time_s is the quantised iteration time (units × unit_time_s) the

@@ -244,16 +244,16 @@ static int check_opts(const zeus_frontier_profile *p, const zeus_frontier_opts *
   if (!in) return zeus__error(ZEUS_EINVAL, "frontier options are NULL");
   *o = *in;
   if (o->stages < 1) return zeus__error(ZEUS_EINVAL, "stages: %d, expected at least 1", o->stages);
-  /* Fewer microbatches than stages is a valid, if bubble-heavy, 1F1B pipeline: every stage
-   * warms up with all M forwards it can (the same order as DeepSpeed's TrainSchedule, which
-   * the original uses). */
   if (o->microbatches < 1)
     return zeus__error(ZEUS_EINVAL, "microbatches: %d, expected at least 1", o->microbatches);
-  if (o->microbatches < o->stages)
-    zeus__log(ZEUS_LOG_WARN, "frontier",
-              "%d microbatches for %d stages: the pipeline never reaches 1F1B's steady state "
-              "(were the stage and microbatch counts swapped?)",
-              o->microbatches, o->stages);
+  /* Fewer microbatches than stages is a valid, if bubble-heavy, 1F1B pipeline, but far more
+   * often the two counts were swapped: refused unless asked for. */
+  if (o->microbatches < o->stages && !o->allow_fewer_microbatches)
+    return zeus__error(ZEUS_EINVAL,
+                       "microbatches: %d is fewer than the %d stages (were the counts swapped?); a pipeline "
+                       "that never reaches 1F1B's steady state must be asked for with "
+                       "allow_fewer_microbatches (--allow-fewer-microbatches)",
+                       o->microbatches, o->stages);
   if (o->microbatches > 100000)
     return zeus__error(ZEUS_EINVAL, "microbatches: %d is more than 100000", o->microbatches);
   if (p->nstages < o->stages)

@@ -147,10 +147,12 @@ assert j["points"] >= 2 and j["out"] is None, j
 assert j["slowest"]["time_s"] > j["fastest"]["time_s"], j
 '; then pass "--json summary"; else fail "--json summary"; fi
 
-# Fewer microbatches than stages: solved, with a warning.
-expect_ok "2 stages x 1 microbatch" "$ZEUS" frontier --profile "$prof" --stages 2 --microbatches 1 --blocking-power 50 --json
-expect_err_has "M < S warns" "1 microbatches for 2 stages" "$ZEUS" frontier --profile "$prof" --stages 2 \
+# Fewer microbatches than stages: refused (usually swapped counts) unless asked for.
+expect_code "M < S refused" 1 "$ZEUS" frontier --profile "$prof" --stages 2 --microbatches 1 --blocking-power 50 --json
+expect_err_has "M < S named" "microbatches: 1 is fewer than the 2 stages" "$ZEUS" frontier --profile "$prof" --stages 2 \
   --microbatches 1 --blocking-power 50 --json
+expect_ok "2 stages x 1 microbatch when asked" "$ZEUS" frontier --profile "$prof" --stages 2 --microbatches 1 \
+  --blocking-power 50 --json --allow-fewer-microbatches
 
 # Bad input: usage errors exit 2, failures exit 1, each naming the problem.
 expect_code "no arguments" 2 "$ZEUS" frontier

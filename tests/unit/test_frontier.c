@@ -85,7 +85,8 @@ static void exhaustive_case(int S, int M, int nclocks, zeus_frontier_cost_model 
     p = q;
   }
   const double pb = 60.0;
-  zeus_frontier_opts o = {.stages = S, .microbatches = M, .blocking_power_w = pb, .cost_model = model};
+  zeus_frontier_opts o = {.stages = S, .microbatches = M, .blocking_power_w = pb, .cost_model = model,
+                          .allow_fewer_microbatches = M < S};
   zeus_frontier *f;
   assert_zeus_ok(zeus_frontier_solve(&f, p, &o));
   zeus__fdag d;
@@ -185,7 +186,8 @@ static void exhaustive_2x3_three_clocks_bounds_gap(void **state) {
   exhaustive_case(2, 3, 3, ZEUS_FRONTIER_COST_HULL, 0.05);
 }
 
-/* Fewer microbatches than stages: a valid 1F1B (stage 0 warms up with both forwards). */
+/* Fewer microbatches than stages (allow_fewer_microbatches): a valid 1F1B (stage 0 warms up with
+ * both forwards). */
 static void exhaustive_3x2_three_clocks_bounds_gap(void **state) {
   (void)state;
   exhaustive_case(3, 2, 3, ZEUS_FRONTIER_COST_EXPONENTIAL, 0.05);
@@ -428,7 +430,8 @@ static void outputs_write_csv_and_plan_files(void **state) {
 /* Reclaiming slack changes only the clocks: the same points, times and model costs, and per
  * point an evaluated energy and time no higher than the durations' own clocks give. */
 static void reclaim_case(zeus_frontier_profile *p, int S, int M, zeus_frontier_cost_model cm, const char *label) {
-  zeus_frontier_opts o = {.stages = S, .microbatches = M, .blocking_power_w = 70, .cost_model = cm};
+  zeus_frontier_opts o = {.stages = S, .microbatches = M, .blocking_power_w = 70, .cost_model = cm,
+                          .allow_fewer_microbatches = M < S};
   zeus_frontier *fr, *fk;
   assert_zeus_ok(zeus_frontier_solve(&fr, p, &o));
   o.slack = ZEUS_FRONTIER_SLACK_KEEP;
@@ -662,13 +665,16 @@ static void cli_answers_help_and_reports_errors(void **state) {
                        "0,backward,1410,0.020,6\n0,backward,1000,0.026,5\n0,backward,800,0.032,4.9\n"
                        "1,forward,1410,0.011,3\n1,forward,1000,0.014,2.6\n1,forward,800,0.018,2.5\n"
                        "1,backward,1410,0.021,6\n1,backward,1000,0.027,5.2\n1,backward,800,0.034,5.1\n");
-  snprintf(args, sizeof args, "--profile %s --stages 3 --microbatches 2 --blocking-power 40", path);
+  snprintf(args, sizeof args, "--profile %s --stages 3 --microbatches 4 --blocking-power 40", path);
   assert_int_equal(run_cli(args, out, sizeof out), 1);
   assert_non_null(strstr(out, "has 2 stages, fewer than the 3 stages"));
-  /* Fewer microbatches than stages: solved, with a warning. */
+  /* Fewer microbatches than stages: refused (usually swapped counts), solved when asked for. */
   snprintf(args, sizeof args, "--profile %s --stages 2 --microbatches 1 --blocking-power 40 --json", path);
+  assert_int_equal(run_cli(args, out, sizeof out), 1);
+  assert_non_null(strstr(out, "microbatches: 1 is fewer than the 2 stages"));
+  snprintf(args, sizeof args,
+           "--profile %s --stages 2 --microbatches 1 --blocking-power 40 --json --allow-fewer-microbatches", path);
   assert_int_equal(run_cli(args, out, sizeof out), 0);
-  assert_non_null(strstr(out, "1 microbatches for 2 stages"));
   assert_non_null(strstr(out, "\"points\": "));
   snprintf(args, sizeof args,
            "--profile %s --stages 2 --microbatches 3 --blocking-power 40 --out %s/o --every 3 "
