@@ -3,7 +3,7 @@
  * one epoll loop. The server runs in a forked child so its peak RSS is its own.
  *
  *   bench_pfo_server [W ...]        default: 64 256 1024; R = 50 (env BENCH_ROUNDS)
- *   env BENCH_THREADS               server HTTP threads (default 2)
+ *   env BENCH_THREADS               server HTTP threads (default: the server's, online CPUs up to 8)
  *
  * Prints rounds per second, p50/p99 round latency (first GET of a round sent -> last schedule of
  * that round received) and the server's peak RSS (VmHWM). */
@@ -266,7 +266,9 @@ int main(int argc, char **argv) {
   sigprocmask(SIG_BLOCK, &set, NULL); /* the server child waits for it with sigwait */
   signal(SIGPIPE, SIG_IGN);
   int R = getenv("BENCH_ROUNDS") ? atoi(getenv("BENCH_ROUNDS")) : 50;
-  int threads = getenv("BENCH_THREADS") ? atoi(getenv("BENCH_THREADS")) : 2;
+  /* Default: the server's own default (online CPUs, at most 8), shown resolved. */
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = getenv("BENCH_THREADS") ? atoi(getenv("BENCH_THREADS")) : (ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu);
   if (R < 1) R = 1;
   int ws[16] = {64, 256, 1024}, nw = 3;
   if (argc > 1) {

@@ -12,6 +12,7 @@ static void help(FILE *out) {
   fprintf(out,
           "usage: zeus frontier --profile CSV --stages S --microbatches M --blocking-power W\n"
           "                     [--unit-time SECONDS] [--noise-factor F] [--cost-model exponential|hull]\n"
+          "                     [--pareto effective|energy] [--slack reclaim|keep]\n"
           "                     [--out DIR] [--every N | --sample K] [--plot FILE.svg]\n"
           "                     [--timeline PLAN[:FILE.svg]] [--max-iterations N] [--json]\n\n"
           "Computes every Pareto-optimal GPU frequency plan of one synchronous 1F1B training iteration\n"
@@ -22,11 +23,20 @@ static void help(FILE *out) {
           "Options:\n"
           "  --profile CSV          instruction profile (required)\n"
           "  --stages S             pipeline stages (required; the profile must have at least S)\n"
-          "  --microbatches M       microbatches per iteration (required, >= S)\n"
+          "  --microbatches M       microbatches per iteration (required, >= S unless\n"
+          "                         --allow-fewer-microbatches)\n"
+          "  --allow-fewer-microbatches  accept M < S (a bubble-heavy pipeline; usually the two\n"
+          "                         counts were swapped, so it is refused without this flag)\n"
           "  --blocking-power W     GPU power while blocked on pipeline communication, watts (required)\n"
           "  --unit-time SECONDS    time quantum (default 0.001)\n"
           "  --noise-factor F       Pareto filter retry factor in (0, 1] (default 0.95)\n"
           "  --cost-model MODEL     exponential (a·e^(b·t)+c, default) or hull (lower convex hull)\n"
+          "  --pareto COST          options kept by the Pareto filter on time and effective cost\n"
+          "                         (energy − blocking power × time; default) or measured energy\n"
+          "                         (the original's: nothing slower than the least-energy clock)\n"
+          "  --slack MODE           reclaim (default): instructions with slack in the measured\n"
+          "                         schedule move to a slower, cheaper clock without lengthening the\n"
+          "                         iteration; keep: the clocks the solver's durations give\n"
           "  --out DIR              write DIR/frontier.csv and DIR/freqs_pipeline_%%05d.py plan files;\n"
           "                         without it frontier.csv goes to standard output\n"
           "  --every N              write only every N-th plan (and the last)\n"
@@ -70,6 +80,20 @@ int cmd_frontier(int argc, char **argv) {
       json = true;
       continue;
     }
+    if (strcmp(a, "--allow-fewer-microbatches") == 0) {
+      o.allow_fewer_microbatches = true;
+      continue;
+    }
+    static const char *const with_value[] = {"--profile", "--out", "--plot", "--timeline", "--stages",
+                                             "--microbatches", "--blocking-power", "--unit-time",
+                                             "--noise-factor", "--cost-model", "--pareto", "--slack",
+                                             "--every", "--sample", "--max-iterations"};
+    bool known = false;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= strcmp(a, with_value[k]) == 0;
+    if (!known) {
+      cli_error(CMD, false, "unknown option '%s' (see 'zeus frontier --help')", a);
+      return CLI_EXIT_USAGE;
+    }
     if (!(v = need_value(argc, argv, &i))) return CLI_EXIT_USAGE;
     if (strcmp(a, "--profile") == 0) profile = v;
     else if (strcmp(a, "--out") == 0) out = v;
@@ -98,6 +122,20 @@ int cmd_frontier(int argc, char **argv) {
       else if (strcasecmp(v, "hull") == 0) o.cost_model = ZEUS_FRONTIER_COST_HULL;
       else {
         cli_error(CMD, false, "--cost-model: expected exponential or hull, got '%s'", v);
+        return CLI_EXIT_USAGE;
+      }
+    } else if (strcmp(a, "--pareto") == 0) {
+      if (strcasecmp(v, "effective") == 0) o.pareto = ZEUS_FRONTIER_PARETO_EFFECTIVE;
+      else if (strcasecmp(v, "energy") == 0) o.pareto = ZEUS_FRONTIER_PARETO_ENERGY;
+      else {
+        cli_error(CMD, false, "--pareto: expected effective or energy, got '%s'", v);
+        return CLI_EXIT_USAGE;
+      }
+    } else if (strcmp(a, "--slack") == 0) {
+      if (strcasecmp(v, "reclaim") == 0) o.slack = ZEUS_FRONTIER_SLACK_RECLAIM;
+      else if (strcasecmp(v, "keep") == 0) o.slack = ZEUS_FRONTIER_SLACK_KEEP;
+      else {
+        cli_error(CMD, false, "--slack: expected reclaim or keep, got '%s'", v);
         return CLI_EXIT_USAGE;
       }
     } else if (strcmp(a, "--every") == 0) {

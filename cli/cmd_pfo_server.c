@@ -28,7 +28,7 @@ static void help(FILE *out) {
           "  --max-job-idle-time S  remove jobs idle for longer (default 604800 s)\n"
           "  --token TOKEN          require 'Authorization: Bearer TOKEN' (401 otherwise)\n"
           "  --max-body BYTES       largest request body (default 16777216; larger: 413)\n"
-          "  --threads N            HTTP threads (default 1)\n\n"
+          "  --threads N            HTTP threads (default: online CPUs, at most 8)\n\n"
           "Environment (each also read as PERSEUS_<NAME>, e.g. PERSEUS_SCHEDULER):\n"
           "  ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS, ZEUS_PFO_LOG_LEVEL, ZEUS_PFO_DUMP_DATA,\n"
           "  ZEUS_PFO_DUMP_DIR, ZEUS_PFO_MAX_JOB_IDLE_TIME, ZEUS_PFO_TOKEN: as the options above.\n\n"

@@ -16,6 +16,9 @@ static const command commands[] = {
     {"monitor", cmd_monitor, "measure the energy of a command, or sample power"},
     {"frontier", cmd_frontier, "time–energy frontier of a pipeline (Perseus optimizer) from a profile"},
     {"pfo-server", cmd_pfo_server, "serve Perseus per-instruction GPU frequency schedules"},
+    {"plo", cmd_plo, "power-limit optimizer: replay a measured profile, or a demo on the simulated GPU"},
+    {"run", cmd_run, "run a recurring training job under the batch-size optimizer (SQLite state)"},
+    {"simulate", cmd_simulate, "replay the NSDI'23 traces through the batch-size and power-limit optimizers"},
 };
 
 static void usage(FILE *out) {

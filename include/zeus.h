@@ -26,5 +26,8 @@
 #include "zeus/pfo_client.h"
 #include "zeus/collective.h"
 #include "zeus/plo.h"
+#include "zeus/bso.h"
+#include "zeus/trace.h"
+#include "zeus/run.h"
 
 #endif

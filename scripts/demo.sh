@@ -22,6 +22,9 @@ echo
 echo "Lower power limits cap the simulated GPU's clock: the work takes longer but, down to a point,"
 echo "uses less energy. The power-limit optimizer finds that point during training."
 
+step "zeus plo demo      # the power-limit optimizer in a simulated training loop"
+"$Z" plo demo
+
 out=$(mktemp -d)
 step "zeus frontier --profile tests/data/frontier/small_profile.csv --stages 2 --microbatches 4 --blocking-power 60 --out $out --sample 3"
 "$Z" frontier --profile tests/data/frontier/small_profile.csv --stages 2 --microbatches 4 --blocking-power 60 \
@@ -30,3 +33,23 @@ echo "frontier.csv (first lines) and the plan files written:"
 head -5 "$out/frontier.csv"
 ls "$out"
 rm -rf "$out"
+
+logs=$(mktemp -d)
+step "zeus run ... -- trainee_sim --bs {bs} --lr {lr} --seed {seed} --epochs {epochs}   # recurring job, batch-size optimizer"
+"$Z" run --batch-sizes 32,64,128,256,512,1024,2048 --default-bs 256 --target-metric 0.6 --max-epochs 40 \
+  --lr 0.1 --optimizer adam --recurrences 6 --log-base "$logs" --quiet \
+  -- "$build/trainee_sim" --bs {bs} --lr {lr} --seed {seed} --epochs {epochs} 2>&1 | grep -v '^\[zeus run\] [$l]'
+step "zeus run ... --recurrences 4   # a later run continues from the SQLite state in the job folder"
+"$Z" run --batch-sizes 32,64,128,256,512,1024,2048 --default-bs 256 --target-metric 0.6 --max-epochs 40 \
+  --lr 0.1 --optimizer adam --recurrences 4 --log-base "$logs" --quiet \
+  -- "$build/trainee_sim" --bs {bs} --lr {lr} --seed {seed} --epochs {epochs} 2>&1 | grep -v '^\[zeus run\] [$l]'
+step "zeus run ... --recurrences 0 --json | head -24   # the history and the optimizer's state"
+"$Z" run --batch-sizes 32,64,128,256,512,1024,2048 --default-bs 256 --target-metric 0.6 --max-epochs 40 \
+  --lr 0.1 --optimizer adam --recurrences 0 --log-base "$logs" --json \
+  -- "$build/trainee_sim" --bs {bs} --lr {lr} --seed {seed} --epochs {epochs} 2>/dev/null | head -24
+rm -rf "$logs"
+trace=${ZEUS_TRACE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data/nsdi23-trace}
+if [ -d "$trace" ]; then
+  step "zeus simulate --trace-dir $trace --gpu v100 --all   # the NSDI'23 traces"
+  "$Z" simulate --trace-dir "$trace" --gpu v100 --all
+fi

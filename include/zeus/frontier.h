@@ -68,23 +68,53 @@ typedef enum zeus_frontier_cost_model {
   ZEUS_FRONTIER_COST_HULL = 1
 } zeus_frontier_cost_model;
 
+/* Which cost the options' Pareto filter compares (against the measured time). */
+typedef enum zeus_frontier_pareto {
+  /* The effective cost, energy − blocking power × quantised time: an option slower than the
+   * least-energy clock stays when the blocking power it saves outweighs the energy it adds.
+   * Default. */
+  ZEUS_FRONTIER_PARETO_EFFECTIVE = 0,
+  /* The measured energy, as the original (lowtime) does; the effective cost is computed
+   * afterwards. No option is slower than the least-energy clock. */
+  ZEUS_FRONTIER_PARETO_ENERGY = 1
+} zeus_frontier_pareto;
+
+/* How a point's instruction durations become clocks. */
+typedef enum zeus_frontier_slack {
+  /* Each instruction runs at the slowest option that fits its duration (a duration between
+   * two options runs at the faster one); then, in reverse schedule order, an instruction with
+   * slack in the schedule of measured times moves to the slower option of least measured
+   * effective cost (energy − blocking power × time) that fits its slack, which never
+   * lengthens the iteration and never raises its energy. Default. */
+  ZEUS_FRONTIER_SLACK_RECLAIM = 0,
+  /* Only the first step: the clocks the solver's durations give (the original's plans). */
+  ZEUS_FRONTIER_SLACK_KEEP = 1
+} zeus_frontier_slack;
+
 /* Zero-initialised fields take the default given. */
 typedef struct zeus_frontier_opts {
   int stages;              /* pipeline stages S (required, >= 1; the profile must have >= S) */
-  int microbatches;        /* microbatches M per iteration (required, >= S) */
+  int microbatches;        /* microbatches M per iteration (required, >= 1; M < S is refused
+                            * unless allow_fewer_microbatches: usually swapped arguments) */
   double blocking_power_w; /* GPU power while blocked on pipeline communication (>= 0) */
   double unit_time_s;      /* time quantum; 0: 0.001 s */
   double noise_factor;     /* Pareto filter retry factor in (0, 1]; 0: 0.95 */
   zeus_frontier_cost_model cost_model; /* 0: exponential */
   long max_iterations;     /* stop after this many points; 0: no limit */
+  zeus_frontier_pareto pareto;         /* 0: effective cost */
+  zeus_frontier_slack slack;           /* 0: reclaim */
+  /* Accept M < S: a valid but bubble-heavy 1F1B pipeline that never reaches its steady state
+   * (every stage warms up with all M forwards, as DeepSpeed's TrainSchedule does). */
+  bool allow_fewer_microbatches;
 } zeus_frontier_opts;
 
 /* One frontier point. time_s is the quantised iteration time (units × unit_time_s) the
  * solver reached; cost_j the cost model's sum over instructions of
- * (energy − blocking power × time); cost_with_blocking_j = cost_j + blocking power × S ×
- * time_s (the model's iteration energy); eval_* recompute the plan's iteration time and
- * energy from the profile's measured values (critical path over the 1F1B DAG with the chosen
- * clocks; energy of every instruction plus blocking power × idle time of every stage). */
+ * (energy − blocking power × time) at the solver's durations; cost_with_blocking_j = cost_j +
+ * blocking power × S × time_s (the model's iteration energy); eval_* recompute the plan's
+ * iteration time and energy from the profile's measured values (critical path over the 1F1B
+ * DAG with the plan's clocks; energy of every instruction plus blocking power × idle time of
+ * every stage). */
 typedef struct zeus_frontier_point {
   long iteration;
   long time_units;
@@ -98,7 +128,7 @@ typedef struct zeus_frontier_point {
 typedef struct zeus_frontier zeus_frontier;
 
 /* Computes the frontier. The profile is borrowed for the call only. Errors: ZEUS_EINVAL for
- * bad options (microbatches < stages, the profile has fewer stages than `stages`, a stage
+ * bad options (microbatches < 1, the profile has fewer stages than `stages`, a stage
  * without options for an instruction, a unit time or noise factor out of range), naming the
  * value; ZEUS_ENOMEM. */
 ZEUS_EXTERN int zeus_frontier_solve(zeus_frontier **out /* out */, const zeus_frontier_profile *p,

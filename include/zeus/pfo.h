@@ -208,7 +208,7 @@ typedef struct zeus_pfo_server_opts {
   int max_job_idle_time_s;   /* default 604800 (7 days); jobs idle longer are removed */
   const char *token;         /* bearer token; NULL or "": no authentication */
   size_t max_body_bytes;     /* default 16 MiB; larger bodies get 413 */
-  int threads;               /* HTTP threads; default 1 */
+  int threads;               /* HTTP threads; default: online CPUs, at most 8 */
 } zeus_pfo_server_opts;
 
 typedef struct zeus_pfo_server zeus_pfo_server;

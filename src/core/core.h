@@ -66,5 +66,7 @@ int zeus__read_file(const char *path, char **data /* out, free() */, size_t *len
 /* Writes `data` to a temporary file beside `path`, fsyncs it, and renames it over `path`,
  * so readers see the old or the new file and never half of one. */
 int zeus__write_file_atomic(const char *path, const void *data, size_t len);
+/* mkdir -p (mode 0755); errors name the path (ZEUS_EPERM, ZEUS_EIO). */
+int zeus__mkdirs(const char *path);
 
 #endif

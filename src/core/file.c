@@ -75,3 +75,27 @@ int zeus__write_file_atomic(const char *path, const void *data, size_t len) {
   free(tmp);
   return ZEUS_OK;
 }
+
+int zeus__mkdirs(const char *path) {
+  size_t n = strlen(path);
+  char *p = malloc(n + 1);
+  if (!p) return zeus__oom("creating a directory");
+  memcpy(p, path, n + 1);
+  for (char *q = p + 1;; q++) {
+    if (*q == '/' || *q == '\0') {
+      char c = *q;
+      *q = '\0';
+      if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+        int e = errno;
+        int rc = zeus__error(e == EACCES ? ZEUS_EPERM : ZEUS_EIO, "cannot create the directory '%s': %s", p,
+                             strerror(e));
+        free(p);
+        return rc;
+      }
+      *q = c;
+      if (!c) break;
+    }
+  }
+  free(p);
+  return ZEUS_OK;
+}

@@ -2,8 +2,8 @@
  *
  * Pieces, one file each: profile.c (measurements), options.c (quantised, Pareto-filtered
  * options per stage and instruction), costmodel.c (exponential fit, convex hull), dag.c (1F1B
- * DAG, longest paths, evaluation with measured values), maxflow.c (Dinic, minimum cut with
- * lower bounds), solver.c (Phillips–Dessouky), output.c (CSV, plan files), svg.c (pictures).
+ * DAG, longest paths, evaluation with measured values), maxflow.c (minimum cut with lower
+ * bounds: warm-started Dinic), solver.c (Phillips–Dessouky), output.c (CSV, plan files), svg.c (pictures).
  */
 #ifndef ZEUS_FRONTIER_INTERNAL_H
 #define ZEUS_FRONTIER_INTERNAL_H
@@ -16,6 +16,8 @@
  * the unit up to floating-point error (0.030 s at 1 ms) gives that many units (30), not one
  * fewer as plain floating-point floor division does. */
 #define ZEUS__QUANT_EPS 1e-9
+/* Slack reclamation: an option fits a slack of r seconds when its time is at most r + this. */
+#define ZEUS__TIME_EPS 1e-12
 /* Max flow: a residual capacity at or below this (joules) counts as saturated. */
 #define ZEUS__FLOW_EPS 1e-9
 /* Exponential fit: golden-section refinement steps of the exponent. */
@@ -59,6 +61,9 @@ typedef struct zeus__fopts {
   double *hull_c;
   size_t nhull;
   double *table;  /* model cost at quant qmin..qmax */
+  int *pick;      /* at quant qmin..qmax: the index of the slowest option with quant <= it */
+  double *rcost;  /* measured effective cost of each option: energy − blocking power × time_s */
+  int *rmq;       /* range minima of rcost (see zeus__fopts_reclaim) */
 } zeus__fopts;
 
 /* Quantises a time: floor(time_s / unit_s + ZEUS__QUANT_EPS). */
@@ -67,13 +72,18 @@ long zeus__frontier_quantise(double time_s, double unit_s);
 /* Builds the options of one stage and instruction from the profile's rows: quantise, cost,
  * Pareto filter on (time, cost) (retried with the noise factor when <= 3 survive: then an
  * option is dominated only by a faster one whose cost is below c − (1 − noise)·|c|), one
- * option per quantum (the fastest), sorted fastest first; then fits the cost model.
+ * option per quantum (the fastest), sorted fastest first; then fits the cost model. With
+ * opts->pareto == ZEUS_FRONTIER_PARETO_ENERGY the filter compares the measured energy instead
+ * of the cost (the original's order: filter, then effective cost).
  * ZEUS_EINVAL "stage S has no options for forward" when the profile has none. */
 int zeus__fopts_build(zeus__fopts *o, const zeus_frontier_profile *p, int stage,
                       zeus_frontier_instr kind, const zeus_frontier_opts *opts);
 void zeus__fopts_free(zeus__fopts *o);
 /* The option that runs a duration of q units: the slowest option with quant <= q. */
 const zeus__fopt *zeus__fopts_pick(const zeus__fopts *o, long q);
+/* Slack reclamation: of option `cur` and the slower options that take at most room_s
+ * (measured), the index of the one with the least measured effective cost (cur on a tie). */
+size_t zeus__fopts_reclaim(const zeus__fopts *o, size_t cur, double room_s);
 /* Text of the options and the model, for golden files and debugging. */
 int zeus__fopts_dump(const zeus__fopts *o, zeus__buf *b);
 
@@ -106,34 +116,39 @@ double zeus__fdag_longest(const zeus__fdag *d, const double *dur, double *start,
 void zeus__fdag_evaluate(const zeus__fdag *d, const double *time, const double *energy,
                          double blocking_w, double *time_out, double *energy_out);
 
-/* ---- max flow ---- */
-typedef struct zeus__flow {
-  int n, m, ncap, mcap;
-  int *head, *next, *to; /* edge e and its reverse e ^ 1 */
-  double *cap;
-  int *level, *it, *queue;
-  double *d; /* per-node scratch of the lower-bound cut */
-  int dcap;
-} zeus__flow;
-
-int zeus__flow_reset(zeus__flow *f, int n);
-int zeus__flow_add(zeus__flow *f, int u, int v, double cap); /* returns edge id or < 0 */
-double zeus__flow_max(zeus__flow *f, int s, int t);
-/* Marks mark[v] = 1 for every node reachable from s in the residual graph. */
-void zeus__flow_reachable(zeus__flow *f, int s, unsigned char *mark);
-void zeus__flow_free(zeus__flow *f);
-
-/* Minimum s–t cut of a network whose edges carry lower and upper bounds (lb <= ub; ub may be
- * `inf`, any value >= inf counting as infinite), the cut's value being Σ ub forwards − Σ lb
- * backwards: one maximum flow on an equivalent network (see maxflow.c), then the source side
- * of the residual graph in side[] (1 = source side); `inf` must exceed 3 × (Σ finite ub + Σ lb). Returns 1 when a finite cut
- * exists (its value in *value), 0 when every cut is infinite, < 0 on error. */
+/* ---- minimum cut (maxflow.c) ---- */
+/* An edge of a network with lower and upper bounds (0 <= lb <= ub; ub = INFINITY for an
+ * unbounded edge). Nodes are numbered in a topological order (u < v), the source is node 0
+ * and the sink the last. `key` names the edge from call to call (small integers, >= 0): the
+ * edge's flow in one call is the next call's starting point. */
 typedef struct zeus__lbedge {
   int u, v;
   double lb, ub;
+  int key;
 } zeus__lbedge;
-int zeus__flow_min_cut_lb(zeus__flow *f, int n, const zeus__lbedge *e, int m, int s, int t,
-                          double inf, unsigned char *side, double *value);
+
+/* The state of zeus__mincut_lb, kept between calls (zero-initialise; free with
+ * zeus__mincut_free). */
+typedef struct zeus__mincut {
+  double *kflow;          /* flow above the lower bound of the edge with each key */
+  int kcap;
+  double *sflow, *tflow;  /* flow of the node arcs s → v and v → t */
+  int ncap, acap, na;
+  int *to, *adj, *anode, *adj_off; /* arcs (a and its reverse a ^ 1), adjacency by node */
+  double *res;                     /* residual capacity of each arc */
+  int *dist, *cur, *queue, *path;
+  double *ex;
+} zeus__mincut;
+
+/* Minimum s–t cut of a network with lower and upper bounds on n nodes (s = 0, t = n − 1), the
+ * cut's value being Σ ub over edges cut forwards − Σ lb over edges cut backwards: one maximum
+ * flow (Dinic, warm-started from the previous call's flows; see maxflow.c), then the source side
+ * of the residual graph in side[] (n entries, 1 = source side; the smallest minimum cut).
+ * Returns 1 when a finite cut exists (its value in *value), 0 when every cut is infinite, < 0 on
+ * error (ZEUS_ENOMEM; ZEUS_EINTERNAL for an edge against the topological order). */
+int zeus__mincut_lb(zeus__mincut *c, int n, const zeus__lbedge *e, int m, int s, int t,
+                    unsigned char *side, double *value);
+void zeus__mincut_free(zeus__mincut *c);
 
 /* ---- the solved frontier ---- */
 struct zeus_frontier {
@@ -142,7 +157,8 @@ struct zeus_frontier {
   zeus__fopts *fo;      /* per (stage, kind): fo[2 * s + kind] */
   int *node_fo;         /* per node: index into fo, −1 for source/sink */
   zeus_frontier_point *pts;
-  int32_t *durs;        /* per point: quant duration of every node (n entries) */
+  int32_t *durs;        /* per point, n entries: a duration per node whose option
+                         * (zeus__fopts_pick) is the node's clock in the plan */
   size_t npts, cappts;
   char *profile_name;
 };

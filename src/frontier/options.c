@@ -31,6 +31,45 @@ static size_t pareto(const zeus__fopt *in, size_t n, double noise, zeus__fopt *o
   return k;
 }
 
+/* Measured effective cost (energy − blocking power × measured time) of every option and a
+ * sparse table of its range minima: rmq[k·nopt + i] = the index of the least cost among
+ * options i .. i + 2^k − 1. */
+static int build_reclaim(zeus__fopts *o, double pb) {
+  size_t n = o->nopt, levels = 1;
+  while (((size_t)1 << levels) <= n) levels++;
+  o->rcost = malloc(n * sizeof *o->rcost);
+  o->rmq = malloc(levels * n * sizeof *o->rmq);
+  if (!o->rcost || !o->rmq) return zeus__oom("building execution options");
+  for (size_t i = 0; i < n; i++) {
+    o->rcost[i] = o->opt[i].energy_j - pb * o->opt[i].time_s;
+    o->rmq[i] = (int)i;
+  }
+  for (size_t k = 1; k < levels; k++) {
+    size_t half = (size_t)1 << (k - 1);
+    for (size_t i = 0; i + 2 * half <= n; i++) {
+      int a = o->rmq[(k - 1) * n + i], b = o->rmq[(k - 1) * n + i + half];
+      o->rmq[k * n + i] = o->rcost[b] < o->rcost[a] ? b : a;
+    }
+  }
+  return ZEUS_OK;
+}
+
+size_t zeus__fopts_reclaim(const zeus__fopts *o, size_t cur, double room_s) {
+  /* Options run fastest first: the slowest that fits is the last with time <= room. */
+  size_t lo = cur, hi = o->nopt;
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (o->opt[mid].time_s <= room_s + ZEUS__TIME_EPS) lo = mid;
+    else hi = mid;
+  }
+  if (lo == cur) return cur;
+  size_t a = cur + 1, len = lo - cur, k = 0, n = o->nopt;
+  while (((size_t)2 << k) <= len) k++;
+  int i = o->rmq[k * n + a], j = o->rmq[k * n + lo + 1 - ((size_t)1 << k)];
+  size_t best = (size_t)(o->rcost[j] < o->rcost[i] ? j : i);
+  return o->rcost[best] < o->rcost[cur] ? best : cur;
+}
+
 int zeus__fopts_build(zeus__fopts *o, const zeus_frontier_profile *p, int stage,
                       zeus_frontier_instr kind, const zeus_frontier_opts *opts) {
   memset(o, 0, sizeof *o);
@@ -69,8 +108,14 @@ int zeus__fopts_build(zeus__fopts *o, const zeus_frontier_profile *p, int stage,
     }
   }
   qsort(all, n, sizeof *all, by_time);
+  /* The filter compares x->cost: the effective cost, or (as the original) the energy. */
+  bool by_energy = opts->pareto == ZEUS_FRONTIER_PARETO_ENERGY;
+  if (by_energy)
+    for (size_t i = 0; i < n; i++) all[i].cost = all[i].energy_j;
   size_t nk = pareto(all, n, 1.0, kept);
   if (nk <= 3 && nk < n) nk = pareto(all, n, opts->noise_factor, kept);
+  if (by_energy)
+    for (size_t i = 0; i < nk; i++) kept[i].cost = kept[i].energy_j - pb * (double)kept[i].quant * unit;
   /* One option per time unit: the fastest (first in time order). */
   size_t w = 0;
   for (size_t i = 0; i < nk; i++)
@@ -80,7 +125,17 @@ int zeus__fopts_build(zeus__fopts *o, const zeus_frontier_profile *p, int stage,
   o->nopt = w;
   o->qmin = kept[0].quant;
   o->qmax = kept[w - 1].quant;
-  int rc = zeus__costmodel_fit(o);
+  o->pick = malloc((size_t)(o->qmax - o->qmin + 1) * sizeof *o->pick);
+  if (!o->pick) {
+    zeus__fopts_free(o);
+    return zeus__oom("building execution options");
+  }
+  for (size_t i = 0, j = 0; i < (size_t)(o->qmax - o->qmin + 1); i++) {
+    while (j + 1 < w && kept[j + 1].quant <= o->qmin + (long)i) j++;
+    o->pick[i] = (int)j;
+  }
+  int rc = build_reclaim(o, pb);
+  if (!rc) rc = zeus__costmodel_fit(o);
   if (rc) zeus__fopts_free(o);
   return rc;
 }
@@ -91,18 +146,16 @@ void zeus__fopts_free(zeus__fopts *o) {
   free(o->hull_q);
   free(o->hull_c);
   free(o->table);
+  free(o->pick);
+  free(o->rcost);
+  free(o->rmq);
   memset(o, 0, sizeof *o);
 }
 
 const zeus__fopt *zeus__fopts_pick(const zeus__fopts *o, long q) {
-  /* Options are sorted by quant ascending; find the last with quant <= q. */
-  size_t lo = 0, hi = o->nopt; /* invariant: opt[lo].quant <= q (q >= qmin) */
-  while (hi - lo > 1) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (o->opt[mid].quant <= q) lo = mid;
-    else hi = mid;
-  }
-  return &o->opt[lo];
+  if (q <= o->qmin) return &o->opt[0];
+  if (q >= o->qmax) return &o->opt[o->nopt - 1];
+  return &o->opt[o->pick[q - o->qmin]];
 }
 
 int zeus__fopts_dump(const zeus__fopts *o, zeus__buf *b) {

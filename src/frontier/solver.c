@@ -10,7 +10,12 @@
  * A slowed instruction can lengthen a path that had exactly one unit of slack; when that
  * keeps the iteration time from falling, the slowdowns on the new critical path are undone
  * (without slowdowns the time always falls). The loop ends when every cut is infinite: a
- * critical path runs entirely at the fastest options. */
+ * critical path runs entirely at the fastest options.
+ *
+ * The flow network is numbered by the DAG's topological order and keeps its edges' keys from
+ * iteration to iteration, so each minimum cut starts from the last one's flow (maxflow.c).
+ * Each recorded point's clocks then reclaim the slack of the measured schedule
+ * (reclaim_slack) unless the options ask to keep the durations' own clocks. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,11 +29,14 @@ typedef struct pd_state {
   long *es, *lf;
   int *cid; /* critical node -> index among critical nodes, or −1 */
   int *crit;
+  int *pos;  /* node -> its index in the DAG's topological order */
   zeus__lbedge *edges;
   int edges_cap;
   unsigned char *side, *slowed;
   double *evt, *eve; /* measured time and energy per node for evaluation */
-  zeus__flow flow;
+  int *optix;        /* per node: index of its option in the plan being recorded */
+  double *rs, *rf;   /* slack reclamation: earliest starts, latest finishes (measured) */
+  zeus__mincut cut;
 } pd_state;
 
 static double node_cost(const zeus_frontier *f, int v, long d) {
@@ -63,6 +71,47 @@ static long schedule(pd_state *st) {
 
 static bool is_critical(const pd_state *st, int v) { return st->es[v] + st->dur[v] == st->lf[v]; }
 
+/* Slack reclamation on the measured times evt[] of the plan's clocks (see
+ * ZEUS_FRONTIER_SLACK_RECLAIM). One pass in reverse topological order: a node's latest finish
+ * lf comes from its successors' latest starts with their final times, its earliest start es
+ * from the plan before the pass; giving it the slowest option of least measured effective cost
+ * that takes at most lf − es keeps the as-late-as-possible schedule within the plan's
+ * makespan (every predecessor still finishes by the node's latest start), so the iteration
+ * time cannot grow and the energy, Σ energy + blocking power × (S × makespan − Σ time),
+ * cannot rise. Updates evt[], eve[] and the recorded option quants rec[]. */
+static void reclaim_slack(pd_state *st, int32_t *rec) {
+  const zeus_frontier *f = st->f;
+  const zeus__fdag *d = &f->dag;
+  int n = st->n;
+  double *es = st->rs, *lf = st->rf;
+  for (int i = 0; i < n; i++) {
+    int v = d->topo[i];
+    double e = 0;
+    for (int k = d->pred_off[v]; k < d->pred_off[v + 1]; k++) {
+      int u = d->pred[k];
+      if (es[u] + st->evt[u] > e) e = es[u] + st->evt[u];
+    }
+    es[v] = e;
+  }
+  double makespan = es[n - 1];
+  for (int i = n - 1; i >= 0; i--) {
+    int v = d->topo[i];
+    double l = makespan;
+    for (int k = d->succ_off[v]; k < d->succ_off[v + 1]; k++) {
+      int w = d->succ[k];
+      if (lf[w] - st->evt[w] < l) l = lf[w] - st->evt[w];
+    }
+    lf[v] = l;
+    if (v == 0 || v == n - 1) continue;
+    const zeus__fopts *fo = &f->fo[f->node_fo[v]];
+    size_t cur = (size_t)st->optix[v], best = zeus__fopts_reclaim(fo, cur, l - es[v]);
+    if (best == cur) continue;
+    st->evt[v] = fo->opt[best].time_s;
+    st->eve[v] = fo->opt[best].energy_j;
+    rec[v] = (int32_t)fo->opt[best].quant;
+  }
+}
+
 static int record_point(pd_state *st, long T) {
   zeus_frontier *f = st->f;
   int n = st->n;
@@ -77,13 +126,19 @@ static int record_point(pd_state *st, long T) {
     f->cappts = cap;
   }
   double cost = 0;
+  int32_t *rec = f->durs + f->npts * (size_t)n;
   st->evt[0] = st->eve[0] = st->evt[n - 1] = st->eve[n - 1] = 0;
+  rec[0] = rec[n - 1] = 0;
   for (int v = 1; v < n - 1; v++) {
     cost += node_cost(f, v, st->dur[v]);
-    const zeus__fopt *o = zeus__fopts_pick(&f->fo[f->node_fo[v]], st->dur[v]);
+    const zeus__fopts *fo = &f->fo[f->node_fo[v]];
+    const zeus__fopt *o = zeus__fopts_pick(fo, st->dur[v]);
     st->evt[v] = o->time_s;
     st->eve[v] = o->energy_j;
+    st->optix[v] = (int)(o - fo->opt);
+    rec[v] = (int32_t)o->quant;
   }
+  if (f->opts.slack == ZEUS_FRONTIER_SLACK_RECLAIM) reclaim_slack(st, rec);
   zeus_frontier_point *p = &f->pts[f->npts];
   p->iteration = (long)f->npts;
   p->time_units = T;
@@ -92,7 +147,6 @@ static int record_point(pd_state *st, long T) {
   p->cost_with_blocking_j = cost + f->opts.blocking_power_w * f->opts.stages * p->time_s;
   zeus__fdag_evaluate(&f->dag, st->evt, st->eve, f->opts.blocking_power_w, &p->eval_time_s,
                       &p->eval_energy_j);
-  memcpy(f->durs + f->npts * (size_t)n, st->dur, (size_t)n * sizeof *st->dur);
   f->npts++;
   return ZEUS_OK;
 }
@@ -110,7 +164,11 @@ static int pd_step(pd_state *st, long T, long *T_new) {
       st->crit[nc++] = v;
     }
   }
-  /* Edges: one per critical node, one per tight DAG edge between critical nodes. */
+  /* Edges: one per critical node, one per tight DAG edge between critical nodes. Flow nodes
+   * are numbered by the DAG's topological order (in(v) = 2·pos(v), out(v) = in(v) + 1), so the
+   * network is in topological order and every edge keeps its key (instruction v: v; DAG edge
+   * k: n + k) from iteration to iteration, which lets the minimum cut start from the last
+   * iteration's flow. */
   int need = nc;
   for (int i = 0; i < nc; i++) need += d->succ_off[st->crit[i] + 1] - d->succ_off[st->crit[i]];
   if (need > st->edges_cap) {
@@ -119,15 +177,11 @@ static int pd_step(pd_state *st, long T, long *T_new) {
     st->edges = e;
     st->edges_cap = need;
   }
-  double finite = 0;
-  const double INF_MARK = HUGE_VAL; /* replaced by the finite stand-in below */
+  const int *pos = st->pos;
   for (int i = 0; i < nc; i++) {
     int v = st->crit[i];
     zeus__lbedge *e = &st->edges[m++];
-    e->u = 2 * i;
-    e->v = 2 * i + 1;
-    e->lb = 0;
-    e->ub = INF_MARK;
+    *e = (zeus__lbedge){2 * pos[v], 2 * pos[v] + 1, 0, INFINITY, v};
     if (v == 0 || v == n - 1) continue;
     const zeus__fopts *o = &f->fo[f->node_fo[v]];
     long dv = st->dur[v];
@@ -135,13 +189,11 @@ static int pd_step(pd_state *st, long T, long *T_new) {
     if (dv > o->qmin) {
       e->ub = node_cost(f, v, dv - 1) - c;
       if (e->ub < 0) e->ub = 0;
-      finite += e->ub;
     }
     if (dv < o->qmax) {
       e->lb = c - node_cost(f, v, dv + 1);
       if (e->lb < 0) e->lb = 0;
       if (e->lb > e->ub) e->lb = e->ub;
-      finite += e->lb;
     }
   }
   for (int i = 0; i < nc; i++) {
@@ -149,24 +201,21 @@ static int pd_step(pd_state *st, long T, long *T_new) {
     for (int k = d->succ_off[u]; k < d->succ_off[u + 1]; k++) {
       int w = d->succ[k];
       if (st->cid[w] < 0 || st->es[u] + st->dur[u] != st->es[w]) continue;
-      st->edges[m++] = (zeus__lbedge){2 * i + 1, 2 * st->cid[w], 0, INF_MARK};
+      st->edges[m++] = (zeus__lbedge){2 * pos[u] + 1, 2 * pos[w], 0, INFINITY, n + k};
     }
   }
-  double inf = 10.0 * finite + 1.0;
-  for (int i = 0; i < m; i++)
-    if (st->edges[i].ub == INF_MARK) st->edges[i].ub = inf;
   double value;
-  int rc = zeus__flow_min_cut_lb(&st->flow, 2 * nc, st->edges, m, 2 * st->cid[0],
-                                 2 * st->cid[n - 1] + 1, inf, st->side, &value);
+  int rc = zeus__mincut_lb(&st->cut, 2 * n, st->edges, m, 2 * pos[0], 2 * pos[n - 1] + 1, st->side, &value);
   if (rc <= 0) return rc;
   int nslow = 0;
   for (int i = 0; i < nc; i++) {
     int v = st->crit[i];
     st->slowed[v] = 0;
     if (v == 0 || v == n - 1) continue;
-    if (st->side[2 * i] && !st->side[2 * i + 1]) {
+    const unsigned char *sd = st->side + 2 * pos[v];
+    if (sd[0] && !sd[1]) {
       st->dur[v]--;
-    } else if (!st->side[2 * i] && st->side[2 * i + 1]) {
+    } else if (!sd[0] && sd[1]) {
       st->dur[v]++;
       st->slowed[v] = 1;
       nslow++;
@@ -195,10 +244,15 @@ static int check_opts(const zeus_frontier_profile *p, const zeus_frontier_opts *
   if (!in) return zeus__error(ZEUS_EINVAL, "frontier options are NULL");
   *o = *in;
   if (o->stages < 1) return zeus__error(ZEUS_EINVAL, "stages: %d, expected at least 1", o->stages);
-  if (o->microbatches < o->stages)
+  if (o->microbatches < 1)
+    return zeus__error(ZEUS_EINVAL, "microbatches: %d, expected at least 1", o->microbatches);
+  /* Fewer microbatches than stages is a valid, if bubble-heavy, 1F1B pipeline, but far more
+   * often the two counts were swapped: refused unless asked for. */
+  if (o->microbatches < o->stages && !o->allow_fewer_microbatches)
     return zeus__error(ZEUS_EINVAL,
-                       "microbatches: %d is fewer than the %d stages (1F1B needs at least one "
-                       "microbatch per stage)",
+                       "microbatches: %d is fewer than the %d stages (were the counts swapped?); a pipeline "
+                       "that never reaches 1F1B's steady state must be asked for with "
+                       "allow_fewer_microbatches (--allow-fewer-microbatches)",
                        o->microbatches, o->stages);
   if (o->microbatches > 100000)
     return zeus__error(ZEUS_EINVAL, "microbatches: %d is more than 100000", o->microbatches);
@@ -215,6 +269,10 @@ static int check_opts(const zeus_frontier_profile *p, const zeus_frontier_opts *
     return zeus__error(ZEUS_EINVAL, "noise factor: %g, expected a number in (0, 1]", o->noise_factor);
   if (o->cost_model != ZEUS_FRONTIER_COST_EXPONENTIAL && o->cost_model != ZEUS_FRONTIER_COST_HULL)
     return zeus__error(ZEUS_EINVAL, "cost model: %d is not one of the known models", (int)o->cost_model);
+  if (o->pareto != ZEUS_FRONTIER_PARETO_EFFECTIVE && o->pareto != ZEUS_FRONTIER_PARETO_ENERGY)
+    return zeus__error(ZEUS_EINVAL, "pareto filter: %d is not one of the known filters", (int)o->pareto);
+  if (o->slack != ZEUS_FRONTIER_SLACK_RECLAIM && o->slack != ZEUS_FRONTIER_SLACK_KEEP)
+    return zeus__error(ZEUS_EINVAL, "slack: %d is not one of the known modes", (int)o->slack);
   if (o->max_iterations < 0)
     return zeus__error(ZEUS_EINVAL, "max iterations: %ld is negative", o->max_iterations);
   return ZEUS_OK;
@@ -244,7 +302,11 @@ static void state_free(pd_state *st) {
   free(st->slowed);
   free(st->evt);
   free(st->eve);
-  zeus__flow_free(&st->flow);
+  free(st->optix);
+  free(st->rs);
+  free(st->rf);
+  free(st->pos);
+  zeus__mincut_free(&st->cut);
 }
 
 int zeus_frontier_solve(zeus_frontier **out, const zeus_frontier_profile *p, const zeus_frontier_opts *opts) {
@@ -277,14 +339,20 @@ int zeus_frontier_solve(zeus_frontier **out, const zeus_frontier_profile *p, con
   st.lf = malloc((size_t)n * sizeof *st.lf);
   st.cid = malloc((size_t)n * sizeof *st.cid);
   st.crit = malloc((size_t)n * sizeof *st.crit);
-  st.side = malloc(2 * (size_t)n + 2);
+  st.pos = malloc((size_t)n * sizeof *st.pos);
+  st.side = malloc(2 * (size_t)n);
   st.slowed = calloc((size_t)n, 1);
   st.evt = malloc((size_t)n * sizeof *st.evt);
   st.eve = malloc((size_t)n * sizeof *st.eve);
-  if (!st.dur || !st.es || !st.lf || !st.cid || !st.crit || !st.side || !st.slowed || !st.evt || !st.eve) {
+  st.optix = malloc((size_t)n * sizeof *st.optix);
+  st.rs = malloc((size_t)n * sizeof *st.rs);
+  st.rf = malloc((size_t)n * sizeof *st.rf);
+  if (!st.dur || !st.es || !st.lf || !st.cid || !st.crit || !st.pos || !st.side || !st.slowed || !st.evt ||
+      !st.eve || !st.optix || !st.rs || !st.rf) {
     rc = zeus__oom("solving the frontier");
     goto done;
   }
+  for (int i = 0; i < n; i++) st.pos[f->dag.topo[i]] = i;
   for (int v = 0; v < n; v++) {
     f->node_fo[v] = (v == 0 || v == n - 1) ? -1 : 2 * f->dag.stage[v] + (int)f->dag.kind[v];
     st.dur[v] = v == 0 || v == n - 1 ? 0 : (int32_t)f->fo[f->node_fo[v]].qmax;

@@ -157,24 +157,4 @@ int zeus_pfo_write_instruction_csv(const char *path, const zeus_pfo_offline_resu
   return rc;
 }
 
-int zeus__pfo_mkdirs(const char *path) {
-  char *p = zeus__strdup(path);
-  if (!p) return zeus__oom("creating a directory");
-  for (char *q = p + 1;; q++) {
-    if (*q == '/' || *q == '\0') {
-      char c = *q;
-      *q = '\0';
-      if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-        int e = errno;
-        int rc = zeus__error(e == EACCES ? ZEUS_EPERM : ZEUS_EIO, "cannot create the directory '%s': %s",
-                             p, strerror(e));
-        free(p);
-        return rc;
-      }
-      *q = c;
-      if (!c) break;
-    }
-  }
-  free(p);
-  return ZEUS_OK;
-}
+int zeus__pfo_mkdirs(const char *path) { return zeus__mkdirs(path); }

@@ -147,6 +147,8 @@ void zeus__registry_cancel_waiter(zeus__registry *r, void *waiter);
 /* Removes jobs idle for longer than the limit at monotonic time `now_s`; returns how many. */
 int zeus__registry_reap(zeus__registry *r, double now_s);
 size_t zeus__registry_njobs(zeus__registry *r);
+/* How many dump writes failed so far, and the last failure's message ("" when none). */
+void zeus__registry_dump_status(zeus__registry *r, unsigned long *failures, char *last, size_t len);
 /* Completes every waiter with 503 (shutdown). */
 void zeus__registry_fail_all_waiters(zeus__registry *r, const char *why);
 

@@ -52,7 +52,26 @@ struct zeus__registry {
   size_t njobs;
   unsigned long seq;
   bool closing;
+  /* Dump writes that failed (the round goes on: a full disk must not stop training), and the
+   * last failure's message, reported by GET /info. */
+  unsigned long dump_failures;
+  char last_dump_error[512];
 };
+
+/* Records a failed dump write (caller holds r->mu) and logs it. */
+static void dump_failed(zeus__registry *r, const char *job_id, const char *what) {
+  r->dump_failures++;
+  snprintf(r->last_dump_error, sizeof r->last_dump_error, "job %s: dumping %s failed: %s", job_id, what,
+           zeus_errmsg());
+  zeus__log(ZEUS_LOG_ERROR, "pfo", "%s", r->last_dump_error);
+}
+
+void zeus__registry_dump_status(zeus__registry *r, unsigned long *failures, char *last, size_t len) {
+  pthread_mutex_lock(&r->mu);
+  *failures = r->dump_failures;
+  snprintf(last, len, "%s", r->last_dump_error);
+  pthread_mutex_unlock(&r->mu);
+}
 
 int zeus__reply_error(zeus__reply *reply, int status, const char *msg) {
   json_t *o = json_pack("{ss}", "detail", msg ? msg : "");
@@ -148,7 +167,11 @@ static int install_round(zeus__registry *r, job *j) {
   }
   if (r->o.dump_data) {
     int rc = zeus_pfo_save_schedules(j->dir, j->round, s, n);
-    if (rc) zeus__log(ZEUS_LOG_ERROR, "pfo", "job %s: dumping schedule %d failed: %s", j->id, j->round, zeus_errmsg());
+    if (rc) {
+      char what[64];
+      snprintf(what, sizeof what, "schedule %d", j->round);
+      dump_failed(r, j->id, what);
+    }
   }
   return ZEUS_OK;
 }
@@ -335,8 +358,7 @@ int zeus__registry_register_rank(zeus__registry *r, const char *job_id, const ch
   if (j->n_registered < (size_t)j->info.world_size) goto out;
   /* Every rank is in: dump the ranks and build the scheduler. */
   size_t w = (size_t)j->info.world_size;
-  if (r->o.dump_data && zeus_pfo_save_ranks(j->dir, j->ranks, w))
-    zeus__log(ZEUS_LOG_ERROR, "pfo", "job %s: dumping ranks failed: %s", j->id, zeus_errmsg());
+  if (r->o.dump_data && zeus_pfo_save_ranks(j->dir, j->ranks, w)) dump_failed(r, j->id, "ranks");
   rc = zeus__sched_create(&j->sched, r->scheduler, r->args, &j->info, j->ranks, w, j->dir, r->o.dump_data);
   if (!rc) rc = install_round(r, j);
   if (rc) {
@@ -424,8 +446,11 @@ out:
 /* The last result of a round is in: observe, move to the next round, answer early askers. */
 static void finish_round(zeus__registry *r, job *j) {
   size_t w = (size_t)j->info.world_size;
-  if (r->o.dump_data && zeus_pfo_save_prof(j->dir, j->round, j->results, w))
-    zeus__log(ZEUS_LOG_ERROR, "pfo", "job %s: dumping results %d failed: %s", j->id, j->round, zeus_errmsg());
+  if (r->o.dump_data && zeus_pfo_save_prof(j->dir, j->round, j->results, w)) {
+    char what[64];
+    snprintf(what, sizeof what, "results %d", j->round);
+    dump_failed(r, j->id, what);
+  }
   int rc = zeus__sched_observe(j->sched, j->results, w);
   for (size_t i = 0; i < w; i++) zeus_pfo_prof_result_clear(&j->results[i]);
   j->n_posted = 0;

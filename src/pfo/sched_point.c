@@ -25,6 +25,32 @@ static int point_check(const json_t *args) {
   return ZEUS_OK;
 }
 
+/* Every planned frequency must be one the rank's GPU supports: a plan made for another GPU model
+ * would otherwise fail only in the client, at its first instruction. */
+static int check_plan_frequencies(const char *path, const zeus_pfo_schedule *plan, size_t n,
+                                  const zeus__sched_ctx *ctx) {
+  for (size_t i = 0; i < n && i < ctx->n_ranks; i++) {
+    const zeus_pfo_rank_info *ri = &ctx->ranks[i];
+    for (size_t k = 0; k < plan[i].n_frequencies; k++) {
+      int f = plan[i].frequencies[k].frequency_mhz;
+      int nearest = ri->available_frequencies[0];
+      bool found = false;
+      for (size_t a = 0; a < ri->n_available_frequencies && !found; a++) {
+        int av = ri->available_frequencies[a];
+        found = av == f;
+        if (abs(av - f) < abs(nearest - f)) nearest = av;
+      }
+      if (!found)
+        return zeus__error(ZEUS_EINVAL,
+                           "solution file '%s': entry %zu (rank %d), instruction %zu ('%s') asks for %d MHz, "
+                           "which is not one of the rank's available frequencies (nearest: %d MHz); was the "
+                           "plan made for another GPU?",
+                           path, i, ri->rank, k, plan[i].frequencies[k].instruction, f, nearest);
+    }
+  }
+  return ZEUS_OK;
+}
+
 static int point_create(void **state, const zeus__sched_ctx *ctx, const json_t *args) {
   const char *path = json_string_value(json_object_get(args, "solution_path"));
   point_state *st = calloc(1, sizeof *st);
@@ -35,6 +61,7 @@ static int point_create(void **state, const zeus__sched_ctx *ctx, const json_t *
                      st->n, ctx->job->world_size,
                      ctx->job->dp_degree * ctx->job->tp_degree > 1 ? " (use PointSolution3D to give "
                                                                        "one entry per pipeline stage)" : "");
+  if (!rc) rc = check_plan_frequencies(path, st->plan, st->n, ctx);
   if (rc) { zeus_pfo_schedules_free(st->plan, st->n); free(st); return rc; }
   *state = st;
   return ZEUS_OK;

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,7 +169,17 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   zeus__reply rep = {0};
   switch (route) {
     case R_INFO: {
-      char *b = zeus__strdup(s->info_json);
+      /* The fixed settings, plus the dump failures so far (a full disk is visible from outside). */
+      unsigned long fails;
+      char last[512];
+      zeus__registry_dump_status(s->reg, &fails, last, sizeof last);
+      json_t *o = json_loads(s->info_json, 0, NULL);
+      if (o) {
+        json_object_set_new(o, "dump_failures", json_integer((json_int_t)fails));
+        json_object_set_new(o, "last_dump_error", fails ? json_string(last) : json_null());
+      }
+      char *b = o ? json_dumps(o, JSON_COMPACT) : NULL;
+      json_decref(o);
       return b ? send_reply(c, 200, b, strlen(b), NULL) : MHD_NO;
     }
     case R_JOB: zeus__registry_register_job(s->reg, body, len, &rep); break;
@@ -269,7 +280,11 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   if (!o.dump_dir || !*o.dump_dir) o.dump_dir = "./dump";
   if (o.max_job_idle_time_s <= 0) o.max_job_idle_time_s = 7 * 24 * 3600;
   if (!o.max_body_bytes) o.max_body_bytes = PFO_DEFAULT_BODY_MAX;
-  if (o.threads <= 0) o.threads = 1;
+  if (o.threads <= 0) {
+    /* One HTTP thread per online CPU, at most 8: the server is CPU-bound on parsing and JSON. */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    o.threads = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
+  }
   if (o.threads > 64) return zeus__error(ZEUS_EINVAL, "threads %d is outside 1..64", o.threads);
 
   zeus_pfo_server *s = calloc(1, sizeof *s);

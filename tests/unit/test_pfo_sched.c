@@ -113,6 +113,14 @@ static void wrapper_3d_copies_each_stage_schedule_to_its_ranks(void **state) {
   for (int r = 0; r < 8; r++) zeus_pfo_prof_result_clear(&res[r]);
   zeus__sched_destroy(s);
   json_decref(args);
+  /* A plan whose clock the GPUs do not have (made for another GPU) is refused at creation,
+   * naming the entry, the instruction and the nearest clock they do have. */
+  zeus_test_write_file(path, "[[(\"forward\", 1410), (\"backward\", 1200)], [(\"forward\", 1005), (\"backward\", 1000)]]");
+  args = json_pack("{ss}", "solution_path", path);
+  assert_zeus_err(zeus__sched_create(&s, "PointSolution3D", args, &job, ranks, 8, NULL, false), ZEUS_EINVAL,
+                  "entry 1 (rank 1), instruction 0 ('forward') asks for 1005 MHz");
+  assert_true(strstr(zeus_errmsg(), "nearest: 1000 MHz") != NULL);
+  json_decref(args);
 }
 
 static void all_max_uses_pipe_schedule_or_1f1b(void **state) {

@@ -2,6 +2,8 @@
  * and every kind of bad input answered with its status while the job carries on. */
 #include "test_util.h"
 
+#include <unistd.h>
+
 #include <pthread.h>
 
 #include <zeus.h>
@@ -57,7 +59,7 @@ static int register_rank(th_conn *c, int rank, int pp) {
   char path[400], body[256], *resp;
   snprintf(path, sizeof path, "/register_rank/%s", g_job);
   snprintf(body, sizeof body, "{\"rank\": %d, \"dp_rank\": 0, \"pp_rank\": %d, \"tp_rank\": 0, "
-           "\"available_frequencies\": [1410, 1200, 1000]}", rank, rank % pp);
+           "\"available_frequencies\": [1410, %d, %d]}", rank, rank % pp, 1100 + rank, 1000 + rank);
   int st = th_request(c, "POST", path, body, NULL, &resp);
   free(resp);
   return st;
@@ -176,7 +178,7 @@ static void server_answers_bad_input_with_its_code_and_the_job_carries_on(void *
   (void)state;
   write_plan();
   /* A 2-rank plan for a 2-rank job. */
-  zeus_test_write_file(g_plan, "[[(\"forward\", 1410)], [(\"backward\", 1000)]]");
+  zeus_test_write_file(g_plan, "[[(\"forward\", 1410)], [(\"backward\", 1001)]]");
   zeus_pfo_server *s = start(NULL, 4096, false);
   th_conn c = {.fd = -1, .port = g_port};
   char path[600];
@@ -236,7 +238,7 @@ static void server_answers_bad_input_with_its_code_and_the_job_carries_on(void *
   snprintf(path, sizeof path, "/schedule/%s?rank=0", enc);
   assert_int_equal(th_send_request(&c0, "GET", path, NULL, NULL), 0);
   snprintf(path, sizeof path, "/schedule/%s?rank=1", g_job);
-  assert_int_equal(status_of(&c, "GET", path, NULL, NULL, "[[\"backward\",1000]]"), 200);
+  assert_int_equal(status_of(&c, "GET", path, NULL, NULL, "[[\"backward\",1001]]"), 200);
   char *resp;
   assert_int_equal(th_read_response(&c0, &resp), 200);
   assert_non_null(strstr(resp, "[[\"forward\",1410]]"));
@@ -289,12 +291,52 @@ static void server_answers_waiting_requests_with_503_on_close(void **state) {
   th_close(&c);
 }
 
+/* A dump that cannot be written (here the job's folder was replaced by a file) does not stop
+ * the job: the round goes on, and GET /info counts the failure and names it. */
+static void server_keeps_serving_when_a_dump_fails_and_reports_it(void **state) {
+  (void)state;
+  write_plan();
+  zeus_test_write_file(g_plan, "[[(\"forward\", 1410)], [(\"backward\", 1001)]]");
+  zeus_pfo_server *s = start(NULL, 0, true);
+  th_conn a = {.fd = -1, .port = g_port}, b = {.fd = -1, .port = g_port};
+  char *resp;
+  assert_int_equal(th_request(&a, "GET", "/info", NULL, NULL, &resp), 200);
+  assert_non_null(strstr(resp, "\"dump_failures\":0"));
+  free(resp);
+  register_job(&a, 2, NULL);
+  char jd[800];
+  snprintf(jd, sizeof jd, "%s/dump/%s", g_dir, g_job);
+  assert_int_equal(rmdir(jd), 0);
+  zeus_test_write_file(jd, "not a folder");
+  assert_int_equal(register_rank(&a, 0, 2), 200);
+  assert_int_equal(register_rank(&a, 1, 2), 200);
+  char path[400];
+  snprintf(path, sizeof path, "/schedule/%s?rank=0", g_job);
+  assert_int_equal(th_send_request(&a, "GET", path, NULL, NULL), 0);
+  snprintf(path, sizeof path, "/schedule/%s?rank=1", g_job);
+  assert_int_equal(th_request(&b, "GET", path, NULL, NULL, &resp), 200);
+  assert_non_null(strstr(resp, "[[\"backward\",1001]]"));
+  free(resp);
+  assert_int_equal(th_read_response(&a, &resp), 200);
+  assert_non_null(strstr(resp, "[[\"forward\",1410]]"));
+  free(resp);
+  assert_int_equal(th_request(&a, "GET", "/info", NULL, NULL, &resp), 200);
+  /* ranks.json and 0.sched.json failed. */
+  assert_non_null(strstr(resp, "\"dump_failures\":2"));
+  assert_non_null(strstr(resp, "dumping schedule 0 failed"));
+  free(resp);
+  th_close(&a);
+  th_close(&b);
+  zeus_pfo_server_close(s);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(server_runs_8_ranks_for_20_rounds_and_dumps_every_file),
       cmocka_unit_test(server_answers_bad_input_with_its_code_and_the_job_carries_on),
       cmocka_unit_test(server_requires_the_bearer_token_when_set),
       cmocka_unit_test(server_answers_waiting_requests_with_503_on_close),
+      cmocka_unit_test(server_keeps_serving_when_a_dump_fails_and_reports_it),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   return cmocka_run_group_tests(tests, NULL, NULL);

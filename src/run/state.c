@@ -1,0 +1,548 @@
+/* state.c: the SQLite state of `zeus run`: the job folder, the knobs the state was made for, the
+ * history of tries and the driver's and optimizer's state, one transaction per try. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/json.h"
+#include "run/run_internal.h"
+
+#define STATE_VERSION "1"
+#define STATE_FILE "state.sqlite"
+
+static const char *const SCHEMA =
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS driver ("
+    "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+    "  next_recurrence INTEGER NOT NULL, next_try INTEGER NOT NULL, next_seed INTEGER NOT NULL,"
+    "  min_cost REAL, cost_acc REAL NOT NULL, optimizer TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS history ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT, recurrence INTEGER NOT NULL, try INTEGER NOT NULL,"
+    "  batch_size INTEGER NOT NULL, learning_rate REAL, seed INTEGER NOT NULL, cost_threshold REAL,"
+    "  energy_j REAL NOT NULL, time_s REAL NOT NULL, cost REAL NOT NULL, epochs INTEGER,"
+    "  reached INTEGER NOT NULL, status TEXT NOT NULL, exit_code INTEGER NOT NULL, finished_at REAL NOT NULL);";
+
+static int db_error(zeus_runner *r, const char *what) {
+  return zeus__error(ZEUS_EIO, "state '%s': %s: %s", r->state_path, what, r->db ? sqlite3_errmsg(r->db) : "not open");
+}
+
+static int exec(zeus_runner *r, const char *sql, const char *what) {
+  char *err = NULL;
+  if (sqlite3_exec(r->db, sql, NULL, NULL, &err) != SQLITE_OK) {
+    int rc = zeus__error(ZEUS_EIO, "state '%s': %s: %s", r->state_path, what, err ? err : sqlite3_errmsg(r->db));
+    sqlite3_free(err);
+    return rc;
+  }
+  return ZEUS_OK;
+}
+
+/* ---- names ---- */
+
+static void safe_name(const char *s, zeus__buf *b) {
+  for (; *s; s++) {
+    char c = *s;
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
+    zeus__buf_append(b, ok ? s : "_", 1);
+  }
+}
+
+/* "<dataset>+<network>+bs<b>+<optimizer>+lr<lr>+tm<target>+me<epochs>" and "+eta<eta>+beta<beta>+". */
+static int job_names(const zeus_run_spec *s, zeus__buf *job, zeus__buf *knobs) {
+  char lr[40], tm[40], eta[40], beta[40];
+  if (isnan(s->default_lr)) snprintf(lr, sizeof lr, "None");
+  else zeus__py_repr(s->default_lr, lr, sizeof lr);
+  zeus__py_repr(s->target_metric, tm, sizeof tm);
+  zeus__py_repr(s->eta, eta, sizeof eta);
+  zeus__py_repr(s->beta, beta, sizeof beta);
+  safe_name(s->dataset ? s->dataset : "job", job);
+  zeus__buf_puts(job, "+");
+  safe_name(s->network ? s->network : "model", job);
+  zeus__buf_printf(job, "+bs%ld+", s->default_bs);
+  safe_name(s->optimizer ? s->optimizer : "none", job);
+  zeus__buf_printf(job, "+lr%s+tm%s+me%ld", lr, tm, s->max_epochs);
+  return zeus__buf_printf(knobs, "+eta%s+beta%s+", eta, beta);
+}
+
+static bool file_exists(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0;
+}
+
+/* The latest folder of this job and knobs under base holding a state, or NULL. */
+static char *find_job_folder(const char *base, const char *job, const char *knobs) {
+  DIR *d = opendir(base);
+  if (!d) return NULL;
+  char *best = NULL;
+  size_t jl = strlen(job);
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    const char *n = e->d_name;
+    if (strncmp(n, job, jl) != 0 || strncmp(n + jl, "+x", 2) != 0) continue;
+    const char *p = n + jl + 2;
+    if (*p < '0' || *p > '9') continue;
+    while (*p >= '0' && *p <= '9') p++;
+    if (strncmp(p, knobs, strlen(knobs)) != 0) continue;
+    zeus__buf path = {0};
+    zeus__buf_printf(&path, "%s/%s/%s", base, n, STATE_FILE);
+    bool ok = path.data && file_exists(path.data);
+    zeus__buf_free(&path);
+    if (ok && (!best || strcmp(n, best) > 0)) {
+      free(best);
+      best = strdup(n);
+    }
+  }
+  closedir(d);
+  if (!best) return NULL;
+  zeus__buf full = {0};
+  zeus__buf_printf(&full, "%s/%s", base, best);
+  free(best);
+  return full.data;
+}
+
+static char *absolute(const char *p) {
+  if (p[0] == '/') return strdup(p);
+  char cwd[4096];
+  if (!getcwd(cwd, sizeof cwd)) return NULL;
+  zeus__buf b = {0};
+  zeus__buf_printf(&b, "%s/%s", cwd, p);
+  return b.data;
+}
+
+static char *new_job_folder(const char *base, const char *job, const char *knobs, long recurrences) {
+  char stamp[32];
+  time_t now = time(NULL);
+  struct tm tmv;
+  localtime_r(&now, &tmv);
+  strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &tmv);
+  zeus__buf b = {0};
+  zeus__buf_printf(&b, "%s/%s+x%ld%s%s", base, job, recurrences, knobs, stamp);
+  return b.data;
+}
+
+/* Creates a new job folder; a name taken already (two jobs started in the same second) gets a
+ * suffix -1, -2, ... so that no two states share a folder. */
+static int make_unique_dir(char **path) {
+  char *slash = strrchr(*path, '/');
+  if (slash && slash != *path) {
+    *slash = '\0';
+    int rc = zeus__mkdirs(*path);
+    *slash = '/';
+    if (rc) return rc;
+  }
+  for (int i = 0; i < 1000; i++) {
+    zeus__buf b = {0};
+    if (i == 0 ? zeus__buf_puts(&b, *path) : zeus__buf_printf(&b, "%s-%d", *path, i)) return zeus__oom("naming the job folder");
+    if (mkdir(b.data, 0755) == 0) {
+      free(*path);
+      *path = b.data;
+      return ZEUS_OK;
+    }
+    int e = errno;
+    zeus__buf_free(&b);
+    if (e != EEXIST) return zeus__error(ZEUS_EIO, "cannot create the job folder '%s': %s", *path, strerror(e));
+  }
+  return zeus__error(ZEUS_EIO, "cannot find a free name for the job folder '%s'", *path);
+}
+
+/* ---- the knobs the state was made for ---- */
+
+static json_t *config_json(const zeus_run_spec *s) {
+  json_t *bs = json_array();
+  long *sorted = malloc((s->num_batch_sizes + 1) * sizeof *sorted);
+  if (!bs || !sorted) {
+    json_decref(bs);
+    free(sorted);
+    return NULL;
+  }
+  memcpy(sorted, s->batch_sizes, s->num_batch_sizes * sizeof *sorted);
+  for (size_t i = 1; i < s->num_batch_sizes; i++)
+    for (size_t k = i; k > 0 && sorted[k - 1] > sorted[k]; k--) {
+      long t = sorted[k];
+      sorted[k] = sorted[k - 1];
+      sorted[k - 1] = t;
+    }
+  for (size_t i = 0; i < s->num_batch_sizes; i++) json_array_append_new(bs, json_integer(sorted[i]));
+  free(sorted);
+  char seed[32];
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)s->seed);
+  json_t *o = json_object();
+  json_object_set_new(o, "batch_sizes", bs);
+  json_object_set_new(o, "default_batch_size", json_integer(s->default_bs));
+  json_object_set_new(o, "eta", zeus__json_double(s->eta));
+  json_object_set_new(o, "beta", zeus__json_double(s->beta));
+  json_object_set_new(o, "seed", json_string(seed));
+  json_object_set_new(o, "window_size", json_integer(s->window_size));
+  json_object_set_new(o, "target_metric", zeus__json_double(s->target_metric));
+  json_object_set_new(o, "max_epochs", json_integer(s->max_epochs));
+  return o;
+}
+
+/* A value for a message: numbers in their shortest exact form (0.3, not 0.29999999999999999). */
+static char *show(const json_t *v) {
+  if (json_is_real(v)) {
+    char buf[40];
+    zeus__py_repr(json_real_value(v), buf, sizeof buf);
+    return strdup(buf);
+  }
+  return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+}
+
+static int check_config(zeus_runner *r, const char *stored_text) {
+  json_t *stored;
+  int rc = zeus__json_parse(stored_text, strlen(stored_text), "state config", &stored);
+  if (rc) return zeus__error_ctx(ZEUS_EPARSE, "state '%s'", r->state_path);
+  json_t *now = config_json(&r->s);
+  if (!now) {
+    json_decref(stored);
+    return zeus__oom("checking the state");
+  }
+  const char *key;
+  json_t *v;
+  json_object_foreach(now, key, v) {
+    json_t *was = json_object_get(stored, key);
+    if (was && json_equal(was, v)) continue;
+    char *a = was ? show(was) : strdup("nothing");
+    char *b = show(v);
+    rc = zeus__error(ZEUS_EINVAL,
+                     "state '%s' was made for %s = %s, this run has %s: use the same knobs or another --state",
+                     r->state_path, key, a ? a : "?", b ? b : "?");
+    free(a);
+    free(b);
+    break;
+  }
+  json_decref(now);
+  json_decref(stored);
+  return rc;
+}
+
+/* ---- open ---- */
+
+static int lock_state(zeus_runner *r) {
+  zeus__buf b = {0};
+  int rc = zeus__buf_printf(&b, "%s.lock", r->state_path);
+  if (rc) return rc;
+  r->lock_path = b.data;
+  r->lock_fd = open(r->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (r->lock_fd < 0) return zeus__error(ZEUS_EIO, "cannot create the lock file '%s': %s", r->lock_path, strerror(errno));
+  if (flock(r->lock_fd, LOCK_EX | LOCK_NB) != 0)
+    return zeus__error(ZEUS_EEXIST, "another zeus run is using the state '%s' (lock '%s')", r->state_path, r->lock_path);
+  return ZEUS_OK;
+}
+
+static int meta_get(zeus_runner *r, const char *key, char **out) {
+  sqlite3_stmt *st;
+  *out = NULL;
+  if (sqlite3_prepare_v2(r->db, "SELECT value FROM meta WHERE key = ?1", -1, &st, NULL) != SQLITE_OK)
+    return db_error(r, "reading");
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  int s = sqlite3_step(st), rc = ZEUS_OK;
+  if (s == SQLITE_ROW) {
+    *out = strdup((const char *)sqlite3_column_text(st, 0));
+    if (!*out) rc = zeus__oom("reading the state");
+  } else if (s != SQLITE_DONE) {
+    rc = db_error(r, "reading");
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+static int meta_put(zeus_runner *r, const char *key, const char *value) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(r->db, "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)", -1, &st, NULL) != SQLITE_OK)
+    return db_error(r, "writing");
+  sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, value, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st) == SQLITE_DONE ? ZEUS_OK : db_error(r, "writing");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+static int write_driver(zeus_runner *r) {
+  char *bso;
+  int rc = zeus_bso_save_state(r->bso, &bso);
+  if (rc) return rc;
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(r->db,
+                         "INSERT OR REPLACE INTO driver (id, next_recurrence, next_try, next_seed, min_cost, cost_acc, "
+                         "optimizer) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)",
+                         -1, &st, NULL) != SQLITE_OK) {
+    free(bso);
+    return db_error(r, "writing");
+  }
+  sqlite3_bind_int64(st, 1, r->next_rec);
+  sqlite3_bind_int64(st, 2, r->next_try);
+  sqlite3_bind_int64(st, 3, r->next_seed);
+  if (isfinite(r->min_cost)) sqlite3_bind_double(st, 4, r->min_cost);
+  else sqlite3_bind_null(st, 4);
+  sqlite3_bind_double(st, 5, r->cost_acc);
+  sqlite3_bind_text(st, 6, bso, -1, SQLITE_STATIC);
+  rc = sqlite3_step(st) == SQLITE_DONE ? ZEUS_OK : db_error(r, "writing");
+  sqlite3_finalize(st);
+  free(bso);
+  return rc;
+}
+
+static int read_driver(zeus_runner *r) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(r->db,
+                         "SELECT next_recurrence, next_try, next_seed, min_cost, cost_acc, optimizer FROM driver WHERE id = 1",
+                         -1, &st, NULL) != SQLITE_OK)
+    return db_error(r, "reading");
+  int rc;
+  if (sqlite3_step(st) != SQLITE_ROW) {
+    rc = zeus__error(ZEUS_EPARSE, "state '%s': the driver's state is missing", r->state_path);
+  } else {
+    r->next_rec = (long)sqlite3_column_int64(st, 0);
+    r->next_try = (long)sqlite3_column_int64(st, 1);
+    r->next_seed = sqlite3_column_int64(st, 2);
+    r->min_cost = sqlite3_column_type(st, 3) == SQLITE_NULL ? INFINITY : sqlite3_column_double(st, 3);
+    r->cost_acc = sqlite3_column_double(st, 4);
+    rc = zeus_bso_load_state(&r->bso, (const char *)sqlite3_column_text(st, 5));
+    if (rc) rc = zeus__error_ctx(rc, "state '%s'", r->state_path);
+    else if (r->next_rec < 1 || r->next_try < 1)
+      rc = zeus__error(ZEUS_EPARSE, "state '%s': impossible driver position (recurrence %ld, try %ld)", r->state_path,
+                       r->next_rec, r->next_try);
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+static int create_state(zeus_runner *r) {
+  zeus_bso_opts bo;
+  zeus_bso_opts_init(&bo);
+  bo.seed = r->s.seed;
+  bo.window_size = r->s.window_size;
+  int rc = zeus_bso_open(&r->bso, r->s.batch_sizes, r->s.num_batch_sizes, r->s.default_bs, &bo);
+  if (rc) return rc;
+  r->next_rec = 1;
+  r->next_try = 1;
+  r->next_seed = (long long)r->s.seed;
+  r->min_cost = INFINITY;
+  r->cost_acc = 0;
+  json_t *cfg = config_json(&r->s);
+  char *text = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+  json_decref(cfg);
+  if (!text) return zeus__oom("creating the state");
+  char created[32];
+  snprintf(created, sizeof created, "%.3f", zeus_wall_s());
+  rc = exec(r, "BEGIN IMMEDIATE", "starting a transaction");
+  if (!rc) rc = meta_put(r, "version", STATE_VERSION);
+  if (!rc) rc = meta_put(r, "config", text);
+  if (!rc) rc = meta_put(r, "logdir", r->logdir);
+  if (!rc) rc = meta_put(r, "created", created);
+  if (!rc) rc = write_driver(r);
+  if (!rc) rc = exec(r, "COMMIT", "committing");
+  else exec(r, "ROLLBACK", "rolling back");
+  free(text);
+  return rc;
+}
+
+int zeus__run_state_open(zeus_runner *r) {
+  zeus__buf job = {0}, knobs = {0};
+  int rc = job_names(&r->s, &job, &knobs);
+  char *base = absolute(r->s.log_base ? r->s.log_base : "zeus_logs");
+  if (!base && !rc) rc = zeus__oom("finding the log folder");
+  bool existing = false;
+  char *fresh = base && !rc ? new_job_folder(base, job.data, knobs.data, r->s.recurrences) : NULL;
+  if (!rc && !fresh) rc = zeus__oom("naming the job folder");
+  if (!rc && r->s.state_path) {
+    r->state_path = absolute(r->s.state_path);
+    if (!r->state_path) rc = zeus__oom("finding the state");
+    existing = !rc && file_exists(r->state_path);
+    if (!rc && !existing) {
+      char *dir = strdup(r->state_path);
+      if (!dir) rc = zeus__oom("creating the state");
+      char *slash = dir ? strrchr(dir, '/') : NULL;
+      if (!rc && slash && slash != dir) {
+        *slash = '\0';
+        rc = zeus__mkdirs(dir);
+      }
+      free(dir);
+    }
+  } else if (!rc) {
+    r->logdir = find_job_folder(base, job.data, knobs.data);
+    existing = r->logdir != NULL;
+    if (!existing) {
+      r->logdir = fresh;
+      fresh = NULL;
+    }
+    if (!existing) rc = make_unique_dir(&r->logdir);
+    zeus__buf sp = {0};
+    if (!rc && zeus__buf_printf(&sp, "%s/%s", r->logdir, STATE_FILE)) rc = zeus__oom("finding the state");
+    r->state_path = sp.data;
+  }
+  zeus__buf_free(&job);
+  zeus__buf_free(&knobs);
+  free(base);
+  if (!rc) rc = lock_state(r);
+  if (rc) {
+    free(fresh);
+    return rc;
+  }
+  if (sqlite3_open_v2(r->state_path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+    free(fresh);
+    return db_error(r, "cannot open");
+  }
+  sqlite3_busy_timeout(r->db, 5000);
+  rc = exec(r, "PRAGMA synchronous = FULL", "configuring");
+  if (!rc) rc = exec(r, SCHEMA, "creating the tables");
+  char *version = NULL, *config = NULL, *logdir = NULL;
+  if (!rc) rc = meta_get(r, "version", &version);
+  if (!rc) rc = meta_get(r, "config", &config);
+  if (!rc) rc = meta_get(r, "logdir", &logdir);
+  if (!rc && version && strcmp(version, STATE_VERSION) != 0)
+    rc = zeus__error(ZEUS_EPARSE, "state '%s' has version %s; this zeus reads version %s", r->state_path, version,
+                     STATE_VERSION);
+  if (!rc && config) {
+    rc = check_config(r, config);
+    if (!rc && logdir) {
+      free(r->logdir);
+      r->logdir = logdir;
+      logdir = NULL;
+    }
+    if (!rc && !r->logdir) rc = zeus__error(ZEUS_EPARSE, "state '%s' does not name its job folder", r->state_path);
+    if (!rc) rc = zeus__mkdirs(r->logdir); /* recreated if someone removed it */
+    if (!rc) rc = read_driver(r);
+    if (!rc)
+      zeus__log(ZEUS_LOG_INFO, "run", "continuing %s at recurrence %ld, try %ld", r->state_path, r->next_rec, r->next_try);
+  } else if (!rc) {
+    if (!r->logdir) {
+      r->logdir = fresh;
+      fresh = NULL;
+      rc = make_unique_dir(&r->logdir);
+    } else {
+      rc = zeus__mkdirs(r->logdir);
+    }
+    if (!rc) rc = create_state(r);
+  }
+  free(fresh);
+  free(version);
+  free(config);
+  free(logdir);
+  return rc;
+}
+
+int zeus__run_state_reload(zeus_runner *r) {
+  zeus_bso_close(r->bso);
+  r->bso = NULL;
+  return read_driver(r);
+}
+
+void zeus__run_state_close(zeus_runner *r) {
+  if (r->db) sqlite3_close(r->db);
+  r->db = NULL;
+  if (r->lock_fd >= 0) close(r->lock_fd); /* releases the lock */
+  r->lock_fd = -1;
+}
+
+int zeus__run_state_commit(zeus_runner *r, const zeus_run_try *t) {
+  int rc = exec(r, "BEGIN IMMEDIATE", "starting a transaction");
+  if (rc) return rc;
+  if (t) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(r->db,
+                           "INSERT INTO history (recurrence, try, batch_size, learning_rate, seed, cost_threshold, "
+                           "energy_j, time_s, cost, epochs, reached, status, exit_code, finished_at) VALUES "
+                           "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                           -1, &st, NULL) != SQLITE_OK) {
+      rc = db_error(r, "writing the history");
+    } else {
+      sqlite3_bind_int64(st, 1, t->recurrence);
+      sqlite3_bind_int64(st, 2, t->try_index);
+      sqlite3_bind_int64(st, 3, t->batch_size);
+      if (isnan(t->learning_rate)) sqlite3_bind_null(st, 4);
+      else sqlite3_bind_double(st, 4, t->learning_rate);
+      sqlite3_bind_int64(st, 5, t->seed);
+      if (isfinite(t->cost_threshold)) sqlite3_bind_double(st, 6, t->cost_threshold);
+      else sqlite3_bind_null(st, 6);
+      sqlite3_bind_double(st, 7, t->energy_j);
+      sqlite3_bind_double(st, 8, t->time_s);
+      sqlite3_bind_double(st, 9, t->cost);
+      if (t->epochs >= 0) sqlite3_bind_int64(st, 10, t->epochs);
+      else sqlite3_bind_null(st, 10);
+      sqlite3_bind_int(st, 11, t->reached);
+      sqlite3_bind_text(st, 12, t->status, -1, SQLITE_STATIC);
+      sqlite3_bind_int(st, 13, t->exit_code);
+      sqlite3_bind_double(st, 14, zeus_wall_s());
+      if (sqlite3_step(st) != SQLITE_DONE) rc = db_error(r, "writing the history");
+      sqlite3_finalize(st);
+    }
+  }
+  if (!rc) rc = write_driver(r);
+  if (!rc) rc = exec(r, "COMMIT", "committing a try");
+  else exec(r, "ROLLBACK", "rolling back");
+  return rc;
+}
+
+static json_t *col_real(sqlite3_stmt *st, int i) {
+  return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null() : json_real(sqlite3_column_double(st, i));
+}
+
+int zeus__run_state_json(zeus_runner *r, char **out) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(r->db,
+                         "SELECT recurrence, try, batch_size, learning_rate, seed, cost_threshold, energy_j, time_s, "
+                         "cost, epochs, reached, status, exit_code FROM history ORDER BY id",
+                         -1, &st, NULL) != SQLITE_OK)
+    return db_error(r, "reading the history");
+  json_t *hist = json_array();
+  int s;
+  while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+    json_t *e = json_object();
+    json_object_set_new(e, "recurrence", json_integer(sqlite3_column_int64(st, 0)));
+    json_object_set_new(e, "try", json_integer(sqlite3_column_int64(st, 1)));
+    json_object_set_new(e, "batch_size", json_integer(sqlite3_column_int64(st, 2)));
+    json_object_set_new(e, "learning_rate", col_real(st, 3));
+    json_object_set_new(e, "seed", json_integer(sqlite3_column_int64(st, 4)));
+    json_object_set_new(e, "cost_threshold", col_real(st, 5));
+    json_object_set_new(e, "energy_j", col_real(st, 6));
+    json_object_set_new(e, "time_s", col_real(st, 7));
+    json_object_set_new(e, "cost", col_real(st, 8));
+    json_object_set_new(e, "epochs",
+                        sqlite3_column_type(st, 9) == SQLITE_NULL ? json_null() : json_integer(sqlite3_column_int64(st, 9)));
+    json_object_set_new(e, "reached", json_boolean(sqlite3_column_int(st, 10)));
+    json_object_set_new(e, "status", json_string((const char *)sqlite3_column_text(st, 11)));
+    json_object_set_new(e, "exit_code", json_integer(sqlite3_column_int(st, 12)));
+    json_array_append_new(hist, e);
+  }
+  sqlite3_finalize(st);
+  if (s != SQLITE_DONE) {
+    json_decref(hist);
+    return db_error(r, "reading the history");
+  }
+  char *bso;
+  int rc = zeus_bso_save_state(r->bso, &bso);
+  if (rc) {
+    json_decref(hist);
+    return rc;
+  }
+  json_t *opt;
+  rc = zeus__json_parse(bso, strlen(bso), "optimizer state", &opt);
+  free(bso);
+  if (rc) {
+    json_decref(hist);
+    return rc;
+  }
+  json_t *root = json_object();
+  json_object_set_new(root, "logdir", json_string(r->logdir));
+  json_object_set_new(root, "state", json_string(r->state_path));
+  json_object_set_new(root, "recurrences_done", json_integer(r->next_rec - 1));
+  json_object_set_new(root, "next_try", json_integer(r->next_try));
+  json_object_set_new(root, "min_cost", isfinite(r->min_cost) ? json_real(r->min_cost) : json_null());
+  json_object_set_new(root, "max_power_w", json_real(r->max_power_w));
+  json_object_set_new(root, "history", hist);
+  json_object_set_new(root, "optimizer", opt);
+  char *text = json_dumps(root, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17) | JSON_INDENT(1));
+  json_decref(root);
+  if (!text) return zeus__oom("serialising the history");
+  *out = text;
+  return ZEUS_OK;
+}
