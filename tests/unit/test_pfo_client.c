@@ -943,8 +943,86 @@ static void client_schedule_with_an_unsupported_frequency_is_refused(void **stat
   o.pp_degree = o.dp_degree = o.tp_degree = o.world_size = 1;
   o.devices = d;
   zeus_pfo_optimizer *opt = NULL;
-  assert_zeus_err(zeus_pfo_optimizer_open(&opt, &o), ZEUS_EINVAL, "asks for 1741 MHz at instruction 1 ('forward')");
+  /* PointSolution checks the plan against the registered frequencies: its 400 reaches the client. */
+  assert_zeus_err(zeus_pfo_optimizer_open(&opt, &o), ZEUS_EHTTP, "answered 400");
+  assert_non_null(strstr(zeus_errmsg(), "asks for 1741 MHz"));
   zeus_pfo_server_close(s);
+  zeus_devices_close(d);
+}
+
+/* A scripted server: answers the registrations, then GET /schedule with `schedule` (any text). */
+typedef struct scripted {
+  int fd, port;
+  const char *schedule;
+  pthread_t th;
+} scripted;
+
+static void *scripted_main(void *p) {
+  scripted *sv = p;
+  for (int served = 0; served < 3; served++) { /* register_job, register_rank, schedule */
+    int c = accept(sv->fd, NULL, NULL);
+    if (c < 0) return NULL;
+    char req[8192];
+    size_t have = 0;
+    for (;;) { /* headers, then Content-Length bytes */
+      ssize_t r = recv(c, req + have, sizeof req - 1 - have, 0);
+      if (r <= 0) break;
+      have += (size_t)r;
+      req[have] = '\0';
+      char *end = strstr(req, "\r\n\r\n");
+      const char *cl = strcasestr(req, "Content-Length:");
+      if (end && (!cl || have >= (size_t)(end + 4 - req) + strtoul(cl + 15, NULL, 10))) break;
+    }
+    const char *body = strncmp(req, "POST /register_job", 18) == 0 ? "\"scripted-job\""
+                       : strncmp(req, "POST /register_rank", 19) == 0 ? "null" : sv->schedule;
+    char resp[9000];
+    int n = snprintf(resp, sizeof resp, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n%s", strlen(body), body);
+    if (send(c, resp, (size_t)n, MSG_NOSIGNAL) < 0) { close(c); return NULL; }
+    close(c);
+  }
+  return NULL;
+}
+
+static void scripted_start(scripted *sv, const char *schedule) {
+  sv->schedule = schedule;
+  sv->fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t sl = sizeof sa;
+  assert_int_equal(bind(sv->fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(listen(sv->fd, 8), 0);
+  assert_int_equal(getsockname(sv->fd, (struct sockaddr *)&sa, &sl), 0);
+  sv->port = ntohs(sa.sin_port);
+  assert_int_equal(pthread_create(&sv->th, NULL, scripted_main, sv), 0);
+}
+
+static void client_checks_the_schedule_it_receives(void **state) {
+  (void)state;
+  fresh_dir();
+  static const struct { const char *schedule; int code; const char *needle; } cases[] = {
+      {"{\"rank\": 0, \"frequencies\": [[\"forward\", 1740], [\"backward\", 1741]]}", ZEUS_EINVAL,
+       "asks for 1741 MHz at instruction 2 ('backward'), which GPU 0 does not support (210..1740 MHz)"},
+      {"{\"rank\": 3, \"frequencies\": [[\"forward\", 1740]]}", ZEUS_EINVAL, "sent rank 3's schedule to rank 0"},
+      {"{\"rank\": 0, \"frequencies\": []}", ZEUS_EINVAL, "has no instructions"},
+      {"{\"rank\": 0, \"frequencies\": [[\"forward\"", ZEUS_EPARSE, "the server's FrequencySchedule:1:"},
+  };
+  zeus_devices *d = open_sim();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    scripted sv;
+    scripted_start(&sv, cases[i].schedule);
+    char url[64];
+    url_of(sv.port, url, sizeof url);
+    zeus_pfo_optimizer_opts o;
+    fast_opts(&o, url, 1);
+    o.pp_degree = o.dp_degree = o.tp_degree = o.world_size = 1;
+    o.devices = d;
+    zeus_pfo_optimizer *opt = NULL;
+    assert_zeus_err(zeus_pfo_optimizer_open(&opt, &o), cases[i].code, cases[i].needle);
+    assert_null(opt);
+    pthread_join(sv.th, NULL);
+    close(sv.fd);
+    assert_unlocked(d);
+  }
   zeus_devices_close(d);
 }
 
@@ -1178,6 +1256,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(client_schedule_too_short_names_the_next_expected),
       cmocka_unit_test(client_instruction_name_mismatch_names_both),
       cmocka_unit_test(client_schedule_with_an_unsupported_frequency_is_refused),
+      cmocka_unit_test(client_checks_the_schedule_it_receives),
       cmocka_unit_test(client_sync_callback_runs_before_each_instruction),
       cmocka_unit_test(client_measures_a_gpu_without_energy_counter_through_the_monitor),
       cmocka_unit_test(client_nvml_permission_error_at_controller_start_fails_every_rank),
