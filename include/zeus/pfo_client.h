@@ -160,7 +160,8 @@ typedef struct zeus_pfo_optimizer_opts {
   const char *job_metadata;
   /* Join this job instead of registering one; no broadcast is made then. */
   const char *job_id;
-  /* Broadcasts the job id from rank 0, and lets every rank learn whether all started. Borrowed.
+  /* Broadcasts the job id from rank 0, and lets every rank learn whether all started: MPI
+   * (zeus_collective_mpi), zeus_thread_group for ranks that are threads, or the caller's. Borrowed.
    * NULL: one process, which is then the whole job (world_size 1) unless job_id is given. */
   const zeus_collective *collective;
   /* The instruction names of one iteration of this rank, in order (e.g. 1F1B); sent to the
