@@ -34,6 +34,20 @@ head -5 "$out/frontier.csv"
 ls "$out"
 rm -rf "$out"
 
+pfo=$(mktemp -d)
+step "zeus pfo-server --port 0 --scheduler InstructionProfiler ... &   # the Perseus server"
+"$Z" pfo-server --port 0 --log-level warn --scheduler InstructionProfiler \
+  --scheduler-args '{"warmup_iters": 0, "min_frequency": 1605}' --dump-data --dump-dir "$pfo/dump" >"$pfo/srv.out" &
+srv=$!
+for _ in $(seq 100); do grep -q port "$pfo/srv.out" 2>/dev/null && break; sleep 0.05; done
+port=$(awk '{print $NF}' "$pfo/srv.out")
+step "pipeline_sim --server http://127.0.0.1:$port --pp 4 --microbatches 4 --iterations 24 --iters-per-round 2"
+"$build/pipeline_sim" --server "http://127.0.0.1:$port" --pp 4 --microbatches 4 --iterations 24 --iters-per-round 2
+echo "The profiler stepped each stage's clock down one frequency per round; what it measured:"
+head -4 "$pfo"/dump/*/instruction_profile.csv
+kill "$srv"; wait "$srv" 2>/dev/null || true
+rm -rf "$pfo"
+
 logs=$(mktemp -d)
 step "zeus run ... -- trainee_sim --bs {bs} --lr {lr} --seed {seed} --epochs {epochs}   # recurring job, batch-size optimizer"
 "$Z" run --batch-sizes 32,64,128,256,512,1024,2048 --default-bs 256 --target-metric 0.6 --max-epochs 40 \
