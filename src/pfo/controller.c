@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "core/core.h"
+#include "device/restore_signals.h"
 #include "zeus/pfo_client.h"
 
 /* Park after this long without a wish (while polling). */
@@ -61,57 +62,6 @@ struct zeus_pfo_controller {
   unsigned pl_prev_mw;
 };
 
-/* ---- SIGINT / SIGTERM: reset locked clocks, then let the previous disposition act ---- */
-
-static pthread_mutex_t g_sig_mu = PTHREAD_MUTEX_INITIALIZER;
-static int g_sig_users;
-static const int g_sigs[2] = {SIGINT, SIGTERM};
-static struct sigaction g_old[2];
-static bool g_installed[2];
-
-static void on_fatal_signal(int sig) {
-  int saved = errno;
-  zeus_devices_restore_all();
-  for (int i = 0; i < 2; i++)
-    if (g_sigs[i] == sig) sigaction(sig, &g_old[i], NULL);
-  /* The signal is blocked while this handler runs: it stays pending and is delivered to the
-   * previous disposition as soon as we return (the default one terminates the process). */
-  raise(sig);
-  errno = saved;
-}
-
-static void signals_acquire(void) {
-  pthread_mutex_lock(&g_sig_mu);
-  if (g_sig_users++ == 0) {
-    for (int i = 0; i < 2; i++) {
-      struct sigaction cur;
-      g_installed[i] = false;
-      if (sigaction(g_sigs[i], NULL, &cur) != 0) continue;
-      if (cur.sa_handler == SIG_IGN) continue; /* the process ignores it: nothing to do on it */
-      struct sigaction sa;
-      memset(&sa, 0, sizeof sa);
-      sa.sa_handler = on_fatal_signal;
-      sigemptyset(&sa.sa_mask);
-      if (sigaction(g_sigs[i], &sa, &g_old[i]) == 0) g_installed[i] = true;
-    }
-  }
-  pthread_mutex_unlock(&g_sig_mu);
-}
-
-static void signals_release(void) {
-  pthread_mutex_lock(&g_sig_mu);
-  if (--g_sig_users == 0) {
-    for (int i = 0; i < 2; i++) {
-      struct sigaction cur;
-      if (!g_installed[i]) continue;
-      /* Put the old disposition back unless someone replaced ours meanwhile. */
-      if (sigaction(g_sigs[i], NULL, &cur) == 0 && cur.sa_handler == on_fatal_signal)
-        sigaction(g_sigs[i], &g_old[i], NULL);
-      g_installed[i] = false;
-    }
-  }
-  pthread_mutex_unlock(&g_sig_mu);
-}
 
 /* ---- start-up and shut-down (on the controller's thread) ---- */
 
@@ -301,9 +251,13 @@ int zeus_pfo_controller_open(zeus_pfo_controller **out, zeus_devices *devices, u
   pthread_cond_init(&c->done, NULL);
   /* Handlers first: a signal right after the clocks are locked must find them in place. */
   c->signals = !(opts && opts->no_signal_handlers);
-  if (c->signals) signals_acquire();
+  if (c->signals && zeus__restore_signals_acquire() != ZEUS_OK) {
+    zeus__log(ZEUS_LOG_WARN, "pfo", "frequency controller of GPU %u: %s; locked clocks are reset on close only",
+              gpu, zeus_errmsg());
+    c->signals = false;
+  }
   if (pthread_create(&c->th, NULL, controller_main, c) != 0) {
-    if (c->signals) signals_release();
+    if (c->signals) zeus__restore_signals_release();
     controller_free(c);
     return zeus__error(ZEUS_EINTERNAL, "frequency controller of GPU %u: cannot start its thread", gpu);
   }
@@ -313,7 +267,7 @@ int zeus_pfo_controller_open(zeus_pfo_controller **out, zeus_devices *devices, u
   pthread_mutex_unlock(&c->mu);
   if (rc) {
     pthread_join(c->th, NULL);
-    if (c->signals) signals_release();
+    if (c->signals) zeus__restore_signals_release();
     zeus__error(rc, "%s", c->start_msg);
     controller_free(c);
     return rc;
@@ -331,7 +285,7 @@ void zeus_pfo_controller_close(zeus_pfo_controller *c) {
   pthread_cond_signal(&c->wake);
   pthread_mutex_unlock(&c->mu);
   pthread_join(c->th, NULL);
-  if (c->signals) signals_release();
+  if (c->signals) zeus__restore_signals_release();
   controller_free(c);
 }
 

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "core/core.h"
+#include "device/restore_signals.h"
 #include "plo/plo_internal.h"
 
 struct zeus_plo {
@@ -474,7 +475,7 @@ int zeus_plo_open(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_opts *op
 
   /* From here on GPUs change: handlers first, so that a signal at any point restores them. */
   if (!opts->no_signal_handlers) {
-    if ((rc = zeus__plo_signals_acquire())) {
+    if ((rc = zeus__restore_signals_acquire())) {
       plo_free(p);
       return rc;
     }
@@ -493,7 +494,7 @@ int zeus_plo_open(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_opts *op
   }
   if (rc) {
     restore_gpus(p);
-    if (p->signals) zeus__plo_signals_release();
+    if (p->signals) zeus__restore_signals_release();
     plo_free(p);
     return rc;
   }
@@ -509,6 +510,6 @@ void zeus_plo_close(zeus_plo *p) {
   if (p->state == ZEUS_PLO_PROFILING && zeus_monitor_is_open(p->mon, p->window))
     zeus_monitor_end_window(p->mon, p->window, true, NULL);
   restore_gpus(p);
-  if (p->signals) zeus__plo_signals_release();
+  if (p->signals) zeus__restore_signals_release();
   plo_free(p);
 }

@@ -1,5 +1,7 @@
-/* SIGINT/SIGTERM handling for the power-limit optimizer: a process stopped by Ctrl-C or by a job
- * scheduler must not leave its GPUs at a profiling limit. The handler restores every open device
+/* SIGINT/SIGTERM handling shared by everything that changes GPU settings (the power-limit
+ * optimizer, the Perseus frequency controller): a process stopped by Ctrl-C or by a job
+ * scheduler must not leave its GPUs at a profiling limit or a locked clock. Reference-counted:
+ * installed by the first user, put back by the last. The handler restores every open device
  * handle (zeus_devices_restore_all(), which takes no lock it could wait on forever), then lets
  * the signal do what it did before: the previous handler runs, or, when the disposition was the
  * default, the signal is raised again so that the process ends with it as it would have. */
@@ -9,7 +11,7 @@
 #include <string.h>
 
 #include "core/core.h"
-#include "plo/plo_internal.h"
+#include "device/restore_signals.h"
 #include "zeus/device.h"
 
 static const int handled[] = {SIGINT, SIGTERM};
@@ -44,7 +46,7 @@ static void on_signal(int sig, siginfo_t *info, void *uctx) {
   errno = saved_errno;
 }
 
-int zeus__plo_signals_acquire(void) {
+int zeus__restore_signals_acquire(void) {
   pthread_mutex_lock(&sig_mu);
   int rc = ZEUS_OK;
   if (sig_users == 0) {
@@ -72,11 +74,11 @@ int zeus__plo_signals_acquire(void) {
   }
   if (!rc) sig_users++;
   pthread_mutex_unlock(&sig_mu);
-  if (!rc) zeus__log(ZEUS_LOG_DEBUG, "plo", "SIGINT/SIGTERM handlers restore the GPUs (%d optimizer(s))", sig_users);
+  if (!rc) zeus__log(ZEUS_LOG_DEBUG, "device", "SIGINT/SIGTERM handlers restore the GPUs (%d user(s))", sig_users);
   return rc;
 }
 
-void zeus__plo_signals_release(void) {
+void zeus__restore_signals_release(void) {
   pthread_mutex_lock(&sig_mu);
   if (sig_users > 0 && --sig_users == 0) {
     for (size_t i = 0; i < NSIG_HANDLED; i++) {
