@@ -35,21 +35,25 @@ const char *zeus_errmsg(void) { return tls_msg; }
 
 int zeus_errcode(void) { return tls_code; }
 
+static int set_error(int code, const char *fmt, va_list ap) {
+  vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
+  tls_code = code;
+  return code;
+}
+
 int zeus__error(int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
+  set_error(code, fmt, ap);
   va_end(ap);
-  tls_code = code;
   return code;
 }
 
 int zeus_set_errmsg(int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
+  set_error(code, fmt, ap);
   va_end(ap);
-  tls_code = code;
   return code;
 }
 

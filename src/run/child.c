@@ -60,6 +60,22 @@ static void child_exec(char *const *argv, char *const *env, const char *workdir,
   _exit(127);
 }
 
+/* On a stop request or past the timeout: SIGTERM to the trainee's process group, then SIGKILL
+ * after KILL_GRACE_S (once). *term_at is when SIGTERM went out (0: not yet). */
+static void enforce_stop(const zeus_runner *r, pid_t pid, double start, double *term_at, zeus__child_result *res) {
+  double now = zeus_monotonic_s();
+  bool want_stop = r->stop || (r->s.timeout_s > 0 && now - start > r->s.timeout_s);
+  if (want_stop && *term_at == 0) {
+    res->stopped = r->stop;
+    res->timed_out = !r->stop;
+    kill(-pid, SIGTERM);
+    *term_at = now;
+  } else if (*term_at > 0 && now - *term_at > KILL_GRACE_S) {
+    kill(-pid, SIGKILL);
+    *term_at = now + 1e9; /* once */
+  }
+}
+
 int zeus__run_child(zeus_runner *r, char *const *argv, char *const *env, const char *log_path,
                     zeus__child_result *res) {
   memset(res, 0, sizeof *res);
@@ -102,17 +118,7 @@ int zeus__run_child(zeus_runner *r, char *const *argv, char *const *env, const c
         if (r->cb.output) r->cb.output(r->cb.ctx, buf, (size_t)got);
       }
     }
-    double now = zeus_monotonic_s();
-    bool want_stop = r->stop || (r->s.timeout_s > 0 && now - start > r->s.timeout_s);
-    if (want_stop && term_at == 0) {
-      res->stopped = r->stop;
-      res->timed_out = !r->stop;
-      kill(-pid, SIGTERM);
-      term_at = now;
-    } else if (term_at > 0 && now - term_at > KILL_GRACE_S) {
-      kill(-pid, SIGKILL);
-      term_at = now + 1e9; /* once */
-    }
+    enforce_stop(r, pid, start, &term_at, res);
   }
   close(p[0]);
   /* The pipe closed (the child and whatever kept its output exited); reap the child. */
@@ -124,17 +130,7 @@ int zeus__run_child(zeus_runner *r, char *const *argv, char *const *env, const c
       status = 0;
       break;
     }
-    double now = zeus_monotonic_s();
-    bool want_stop = r->stop || (r->s.timeout_s > 0 && now - start > r->s.timeout_s);
-    if (want_stop && term_at == 0) {
-      res->stopped = r->stop;
-      res->timed_out = !r->stop;
-      kill(-pid, SIGTERM);
-      term_at = now;
-    } else if (term_at > 0 && now - term_at > KILL_GRACE_S) {
-      kill(-pid, SIGKILL);
-      term_at = now + 1e9;
-    }
+    enforce_stop(r, pid, start, &term_at, res);
     usleep(20000);
   }
   close(log_fd);
