@@ -46,8 +46,6 @@
  *
  * Test helpers (exported too; reach them with dlopen of the same path + dlsym):
  *   int    fakeNvmlRunWork(unsigned gpu, double units)  zeus_sim_work on the node (NVML code)
- *   int    fakeNvmlRunWorkAll(double units)             zeus_sim_work_all: `units` on every GPU at
- *                                                       once (NVML code), as in data-parallel steps
  *   int    fakeNvmlIdle(double seconds)                 zeus_sim_idle on the node (NVML code)
  *   double fakeNvmlTrueEnergy(unsigned gpu)             ground-truth energy in J (NAN on error)
  *   unsigned long fakeNvmlCalls(unsigned gpu)           device calls made on that GPU so far
@@ -118,7 +116,6 @@ FAKE_API nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t dev, unsigned
 FAKE_API nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t dev);
 
 FAKE_API int fakeNvmlRunWork(unsigned gpu, double units);
-FAKE_API int fakeNvmlRunWorkAll(double units);
 FAKE_API int fakeNvmlIdle(double seconds);
 FAKE_API double fakeNvmlTrueEnergy(unsigned gpu);
 FAKE_API unsigned long fakeNvmlCalls(unsigned gpu);
@@ -731,15 +728,6 @@ int fakeNvmlRunWork(unsigned gpu, double units) {
   zeus_sim_node *n = node_now();
   if (!n) return NVML_ERROR_UNINITIALIZED;
   return engine(zeus_sim_work(n, gpu, units, NULL));
-}
-
-int fakeNvmlRunWorkAll(double units) {
-  zeus_sim_node *n = node_now();
-  if (!n) return NVML_ERROR_UNINITIALIZED;
-  double each[ZEUS_MAX_GPUS];
-  unsigned count = zeus_sim_node_gpu_count(n);
-  for (unsigned i = 0; i < count && i < ZEUS_MAX_GPUS; i++) each[i] = units;
-  return engine(zeus_sim_work_all(n, each, NULL));
 }
 
 int fakeNvmlIdle(double seconds) {

@@ -621,7 +621,7 @@ static void fake_nvml_exports_nvml_but_not_the_engine(void **state) {
       "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetSupportedMemoryClocks",
       "nvmlDeviceGetSupportedGraphicsClocks", "nvmlDeviceGetClockInfo", "nvmlDeviceGetClock",
       "nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks", "nvmlDeviceSetMemoryLockedClocks",
-      "nvmlDeviceResetMemoryLockedClocks", "fakeNvmlRunWork", "fakeNvmlRunWorkAll", "fakeNvmlIdle", "fakeNvmlTrueEnergy",
+      "nvmlDeviceResetMemoryLockedClocks", "fakeNvmlRunWork", "fakeNvmlIdle", "fakeNvmlTrueEnergy",
       "zeusSimClockNow",
   };
   void *lib = dlopen(FAKE_NVML_PATH, RTLD_NOW | RTLD_LOCAL);
