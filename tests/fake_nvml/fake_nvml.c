@@ -46,6 +46,8 @@
  *
  * Test helpers (exported too; reach them with dlopen of the same path + dlsym):
  *   int    fakeNvmlRunWork(unsigned gpu, double units)  zeus_sim_work on the node (NVML code)
+ *   int    fakeNvmlRunWorkAll(const double *units)      zeus_sim_work_all: units[i] on every GPU i
+ *                                                       at once (NVML code)
  *   int    fakeNvmlIdle(double seconds)                 zeus_sim_idle on the node (NVML code)
  *   double fakeNvmlTrueEnergy(unsigned gpu)             ground-truth energy in J (NAN on error)
  *   unsigned long fakeNvmlCalls(unsigned gpu)           device calls made on that GPU so far
@@ -116,6 +118,7 @@ FAKE_API nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t dev, unsigned
 FAKE_API nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t dev);
 
 FAKE_API int fakeNvmlRunWork(unsigned gpu, double units);
+FAKE_API int fakeNvmlRunWorkAll(const double *units);
 FAKE_API int fakeNvmlIdle(double seconds);
 FAKE_API double fakeNvmlTrueEnergy(unsigned gpu);
 FAKE_API unsigned long fakeNvmlCalls(unsigned gpu);
@@ -728,6 +731,13 @@ int fakeNvmlRunWork(unsigned gpu, double units) {
   zeus_sim_node *n = node_now();
   if (!n) return NVML_ERROR_UNINITIALIZED;
   return engine(zeus_sim_work(n, gpu, units, NULL));
+}
+
+int fakeNvmlRunWorkAll(const double *units) {
+  zeus_sim_node *n = node_now();
+  if (!n) return NVML_ERROR_UNINITIALIZED;
+  if (!units) return NVML_ERROR_INVALID_ARGUMENT;
+  return engine(zeus_sim_work_all(n, units, NULL));
 }
 
 int fakeNvmlIdle(double seconds) {

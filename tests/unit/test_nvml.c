@@ -621,8 +621,8 @@ static void fake_nvml_exports_nvml_but_not_the_engine(void **state) {
       "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetSupportedMemoryClocks",
       "nvmlDeviceGetSupportedGraphicsClocks", "nvmlDeviceGetClockInfo", "nvmlDeviceGetClock",
       "nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks", "nvmlDeviceSetMemoryLockedClocks",
-      "nvmlDeviceResetMemoryLockedClocks", "fakeNvmlRunWork", "fakeNvmlIdle", "fakeNvmlTrueEnergy",
-      "zeusSimClockNow",
+      "nvmlDeviceResetMemoryLockedClocks", "fakeNvmlRunWork", "fakeNvmlRunWorkAll", "fakeNvmlIdle",
+      "fakeNvmlTrueEnergy", "zeusSimClockNow",
   };
   void *lib = dlopen(FAKE_NVML_PATH, RTLD_NOW | RTLD_LOCAL);
   assert_non_null(lib);

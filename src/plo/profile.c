@@ -1,0 +1,139 @@
+/* Power-limit profile files: {"measurements": [{"power_limit": W, "energy": J, "time": s}, ...]},
+ * the original's _PowerLimitMeasurementList. Loading checks every field and names the file and
+ * the entry in errors; saving is atomic (temporary file, fsync, rename). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"
+#include "plo/plo_internal.h"
+
+#define PROFILE_SHAPE "{\"measurements\": [{\"power_limit\": W, \"energy\": J, \"time\": s}, ...]}"
+
+/* One number field of measurements[i]: present, a number, finite, and >= min (> min if strict). */
+static int req_num(const char *path, size_t i, const json_t *o, const char *key, double min, bool strict,
+                   double *out) {
+  json_t *v = json_object_get(o, key);
+  if (!v)
+    return zeus__error(ZEUS_EPARSE, "power-limit profile '%s': measurements[%zu] lacks the field '%s' (expected %s)",
+                       path, i, key, PROFILE_SHAPE);
+  if (!json_is_number(v))
+    return zeus__error(ZEUS_EPARSE, "power-limit profile '%s': measurements[%zu].%s must be a number, got %s", path,
+                       i, key, zeus__json_type_name(v));
+  double x = json_number_value(v);
+  if (!isfinite(x) || x < min || (strict && x == min))
+    return zeus__error(ZEUS_EPARSE, "power-limit profile '%s': measurements[%zu].%s is %g, expected a number %s %g",
+                       path, i, key, x, strict ? ">" : ">=", min);
+  *out = x;
+  return ZEUS_OK;
+}
+
+int zeus_plo_profile_load(const char *path, zeus_plo_measurement **out, size_t *n) {
+  if (!path || !out || !n) return zeus__error(ZEUS_EINVAL, "zeus_plo_profile_load: path, out and n are required");
+  char *data;
+  size_t len;
+  int rc = zeus__read_file(path, &data, &len);
+  if (rc) return zeus__error_ctx(rc, "power-limit profile");
+  size_t k = 0;
+  while (k < len && (data[k] == ' ' || data[k] == '\t' || data[k] == '\n' || data[k] == '\r')) k++;
+  if (k == len) {
+    free(data);
+    return zeus__error(ZEUS_EPARSE, "power-limit profile '%s' is empty, expected %s", path, PROFILE_SHAPE);
+  }
+  json_t *root = NULL;
+  rc = zeus__json_parse(data, len, path, &root);
+  free(data);
+  if (rc) return zeus__error_ctx(rc, "power-limit profile (delete the file to profile again)");
+
+  zeus_plo_measurement *m = NULL;
+  json_t *list = json_is_object(root) ? json_object_get(root, "measurements") : NULL;
+  if (!json_is_object(root)) {
+    rc = zeus__error(ZEUS_EPARSE, "power-limit profile '%s': expected an object %s, got %s", path, PROFILE_SHAPE,
+                     zeus__json_type_name(root));
+    goto done;
+  }
+  if (!list) {
+    rc = zeus__error(ZEUS_EPARSE, "power-limit profile '%s': missing the field 'measurements' (expected %s)", path,
+                     PROFILE_SHAPE);
+    goto done;
+  }
+  if (!json_is_array(list)) {
+    rc = zeus__error(ZEUS_EPARSE, "power-limit profile '%s': 'measurements' must be a list, got %s", path,
+                     zeus__json_type_name(list));
+    goto done;
+  }
+  size_t count = json_array_size(list);
+  if (count == 0) {
+    rc = zeus__error(ZEUS_EPARSE, "power-limit profile '%s': 'measurements' is empty, expected at least one power limit",
+                     path);
+    goto done;
+  }
+  if (!(m = calloc(count, sizeof *m))) {
+    rc = zeus__oom("loading a power-limit profile");
+    goto done;
+  }
+  for (size_t i = 0; i < count; i++) {
+    json_t *o = json_array_get(list, i);
+    if (!json_is_object(o)) {
+      rc = zeus__error(ZEUS_EPARSE, "power-limit profile '%s': measurements[%zu] must be an object, got %s", path, i,
+                       zeus__json_type_name(o));
+      goto done;
+    }
+    double pl;
+    if ((rc = req_num(path, i, o, "power_limit", 0, true, &pl)) ||
+        (rc = req_num(path, i, o, "energy", 0, false, &m[i].energy_j)) ||
+        (rc = req_num(path, i, o, "time", 0, true, &m[i].time_s)))
+      goto done;
+    if (pl != floor(pl) || pl > 1e6) {
+      rc = zeus__error(ZEUS_EPARSE, "power-limit profile '%s': measurements[%zu].power_limit is %g, expected a whole "
+                       "number of watts", path, i, pl);
+      goto done;
+    }
+    m[i].power_limit_w = (unsigned)pl;
+    for (size_t j = 0; j < i; j++) {
+      if (m[j].power_limit_w == m[i].power_limit_w) {
+        rc = zeus__error(ZEUS_EPARSE, "power-limit profile '%s': power limit %u W appears twice (measurements[%zu] and "
+                         "[%zu])", path, m[i].power_limit_w, j, i);
+        goto done;
+      }
+    }
+  }
+  *out = m;
+  *n = count;
+  m = NULL;
+done:
+  free(m);
+  json_decref(root);
+  return rc;
+}
+
+int zeus_plo_profile_save(const char *path, const zeus_plo_measurement *m, size_t n) {
+  if (!path || (!m && n)) return zeus__error(ZEUS_EINVAL, "zeus_plo_profile_save: path and measurements are required");
+  if (n == 0) return zeus__error(ZEUS_EINVAL, "power-limit profile '%s': nothing to save (no measurements)", path);
+  json_t *root = json_object(), *list = json_array();
+  int rc = ZEUS_OK;
+  if (!root || !list) {
+    json_decref(list);
+    rc = zeus__oom("saving a power-limit profile");
+    goto done;
+  }
+  json_object_set_new(root, "measurements", list);
+  for (size_t i = 0; i < n; i++) {
+    if (!isfinite(m[i].energy_j) || !isfinite(m[i].time_s)) {
+      rc = zeus__error(ZEUS_EINVAL, "power-limit profile '%s': measurement %zu (%u W) has a non-finite energy or time",
+                       path, i, m[i].power_limit_w);
+      goto done;
+    }
+    json_t *o = json_pack("{s:I, s:f, s:f}", "power_limit", (json_int_t)m[i].power_limit_w, "energy", m[i].energy_j,
+                          "time", m[i].time_s);
+    if (!o || json_array_append_new(list, o)) {
+      rc = zeus__oom("saving a power-limit profile");
+      goto done;
+    }
+  }
+  rc = zeus__json_write_file_atomic(path, root, 4);
+  if (rc) zeus__error_ctx(rc, "saving the power-limit profile");
+done:
+  json_decref(root);
+  return rc;
+}
