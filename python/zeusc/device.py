@@ -16,7 +16,8 @@ Units follow the C library: power in mW, energy in J (mJ where the name says so)
 from __future__ import annotations
 
 import ctypes
-from ctypes import byref, c_bool, c_char_p, c_double, c_uint, c_uint64, c_void_p
+import weakref
+from ctypes import byref, c_bool, c_double, c_uint, c_uint64, c_void_p
 
 from . import _lib
 
@@ -48,6 +49,7 @@ class Devices:
                              keep_settings_on_close=bool(keep_settings_on_close))
         _lib.check(L.zeus_devices_open(byref(self._h), byref(o)))
         self._owned = True
+        self._dependents = weakref.WeakSet()  # monitors reading this handle
 
     @classmethod
     def default(cls) -> "Devices":
@@ -58,6 +60,7 @@ class Devices:
         self._h = c_void_p()
         _lib.check(L.zeus_devices_default(byref(self._h)))
         self._owned = False
+        self._dependents = weakref.WeakSet()
         return self
 
     @classmethod
@@ -65,6 +68,7 @@ class Devices:
         self = cls.__new__(cls)
         self._h = c_void_p(handle)
         self._owned = False
+        self._dependents = weakref.WeakSet()
         return self
 
     def _handle(self):
@@ -73,7 +77,10 @@ class Devices:
         return self._h
 
     def close(self) -> None:
-        """Restores changed settings (unless keep_settings_on_close) and releases the handle."""
+        """Restores changed settings (unless keep_settings_on_close) and releases the handle.
+        Monitors reading it (and their optimizers) are closed first. Idempotent."""
+        for dep in list(getattr(self, "_dependents", ())):
+            dep.close()
         if getattr(self, "_owned", False) and self._h:
             _lib.lib().zeus_devices_close(self._h)
         self._h = c_void_p()

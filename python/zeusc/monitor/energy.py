@@ -134,6 +134,8 @@ class ZeusMonitor:
         o.force_power_polling = bool(force_power_polling)
         _lib.check(L.zeus_monitor_open(byref(self._h), byref(o)), _NOT_FOUND_IS_VALUE)
         _live.add(self)
+        if devices is not None:
+            devices._dependents.add(self)
 
         n = L.zeus_monitor_num_gpus(self._h)
         #: The GPU indices measured (visible indices).
