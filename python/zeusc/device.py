@@ -22,6 +22,13 @@ from ctypes import byref, c_bool, c_double, c_uint, c_uint64, c_void_p
 from . import _lib
 
 
+# A GPU index that does not exist is a bad argument (ValueError), as for the monitor.
+def _chk(rc):
+    if rc < 0:
+        from .exceptions import ZeusValueError
+        raise _lib.error(rc, {-5: ZeusValueError})
+
+
 def _opt_bytes(s):
     return None if s is None else str(s).encode()
 
@@ -119,25 +126,25 @@ class Devices:
 
     def name(self, gpu: int) -> str:
         buf = ctypes.create_string_buffer(_lib.ZEUS_NAME_LEN)
-        _lib.check(_lib.lib().zeus_gpu_name(self._handle(), self._gpu(gpu), buf, len(buf)))
+        _chk(_lib.lib().zeus_gpu_name(self._handle(), self._gpu(gpu), buf, len(buf)))
         return buf.value.decode()
 
     def uuid(self, gpu: int) -> str:
         buf = ctypes.create_string_buffer(_lib.ZEUS_NAME_LEN)
-        _lib.check(_lib.lib().zeus_gpu_uuid(self._handle(), self._gpu(gpu), buf, len(buf)))
+        _chk(_lib.lib().zeus_gpu_uuid(self._handle(), self._gpu(gpu), buf, len(buf)))
         return buf.value.decode()
 
     def power_limit_constraints(self, gpu: int) -> tuple:
         """(min_mw, max_mw, default_mw)."""
         lo, hi, de = c_uint(), c_uint(), c_uint()
-        _lib.check(_lib.lib().zeus_gpu_power_limit_constraints(self._handle(), self._gpu(gpu), byref(lo),
+        _chk(_lib.lib().zeus_gpu_power_limit_constraints(self._handle(), self._gpu(gpu), byref(lo),
                                                                byref(hi), byref(de)))
         return lo.value, hi.value, de.value
 
     def get_power_limit(self, gpu: int) -> int:
         """The power limit in mW."""
         v = c_uint()
-        _lib.check(_lib.lib().zeus_gpu_get_power_limit(self._handle(), self._gpu(gpu), byref(v)))
+        _chk(_lib.lib().zeus_gpu_get_power_limit(self._handle(), self._gpu(gpu), byref(v)))
         return v.value
 
     def set_power_limit(self, gpu: int, mw: int) -> None:
@@ -147,22 +154,22 @@ class Devices:
             raise TypeError(f"power limit must be an int in mW, got {type(mw).__name__}")
         if not 0 <= mw < 2**32:
             raise ValueError(f"power limit {mw} mW is outside [0, 2^32)")
-        _lib.check(_lib.lib().zeus_gpu_set_power_limit(self._handle(), self._gpu(gpu), mw))
+        _chk(_lib.lib().zeus_gpu_set_power_limit(self._handle(), self._gpu(gpu), mw))
 
     def get_persistence_mode(self, gpu: int) -> bool:
         v = c_bool()
-        _lib.check(_lib.lib().zeus_gpu_get_persistence_mode(self._handle(), self._gpu(gpu), byref(v)))
+        _chk(_lib.lib().zeus_gpu_get_persistence_mode(self._handle(), self._gpu(gpu), byref(v)))
         return v.value
 
     def total_energy_mj(self, gpu: int) -> int:
         """The GPU's energy counter in mJ (NotImplementedError without one)."""
         v = c_uint64()
-        _lib.check(_lib.lib().zeus_gpu_total_energy(self._handle(), self._gpu(gpu), byref(v)))
+        _chk(_lib.lib().zeus_gpu_total_energy(self._handle(), self._gpu(gpu), byref(v)))
         return v.value
 
     def instant_power_mw(self, gpu: int) -> int:
         v = c_uint()
-        _lib.check(_lib.lib().zeus_gpu_instant_power(self._handle(), self._gpu(gpu), byref(v)))
+        _chk(_lib.lib().zeus_gpu_instant_power(self._handle(), self._gpu(gpu), byref(v)))
         return v.value
 
     def restore(self) -> None:
@@ -201,7 +208,7 @@ class SimNode:
     def node_index(self, gpu: int) -> int:
         """The node GPU behind visible index `gpu`."""
         out = c_uint()
-        _lib.check(_lib.lib().zeus_devices_sim_index(self._devices._handle(), gpu, byref(out)))
+        _chk(_lib.lib().zeus_devices_sim_index(self._devices._handle(), gpu, byref(out)))
         return out.value
 
     def gpu_count(self) -> int:
