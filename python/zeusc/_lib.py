@@ -359,7 +359,9 @@ def c_free(ptr) -> None:
     """free() from the C library, for memory libzeus allocated with malloc."""
     global _libc_free
     if _libc_free is None:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        # The process's free() as the dynamic linker resolves it for libzeus (an allocator or
+        # sanitizer loaded first replaces libc's), not libc.so.6's own symbol.
+        libc = ctypes.CDLL(None)
         libc.free.argtypes = [c_void_p]
         libc.free.restype = None
         _libc_free = libc.free
