@@ -187,12 +187,13 @@ class ZeusMonitor:
             sync_if_loaded(self.gpu_indices, self.sync_with)
         if key.__class__ is not str or not key or "\0" in key:
             _key(key)
-        tls = self._tls
         try:
-            r = tls.m
+            r, rref = self._tls.m
         except AttributeError:
-            r = tls.m = _lib.MeasurementC()
-        rc = self._end(self._h, key.encode(), cancel, _byref(r))
+            r = _lib.MeasurementC()
+            rref = _byref(r)
+            self._tls.m = (r, rref)
+        rc = self._end(self._h, key.encode(), cancel, rref)
         if rc:
             _lib.check(rc, _NOT_FOUND_IS_VALUE)
         if cancel:
