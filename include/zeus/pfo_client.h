@@ -1,0 +1,252 @@
+/* zeus/pfo_client.h: the Perseus client in each rank (PipelineFrequencyOptimizer of the original)
+ * and the frequency controller it drives.
+ *
+ * Each rank of a pipeline-parallel job opens one optimizer. Rank 0 registers the job with the
+ * Perseus server (zeus pfo-server) and the job id reaches the other ranks through the
+ * collective's broadcast (or is given explicitly); every rank then registers itself with the SM
+ * frequencies its GPU supports and, when the caller declares it, the order of its instructions
+ * (pipe_schedule). The server answers with a frequency schedule per rank: one (instruction, MHz)
+ * pair per instruction of one iteration. The training loop calls the hooks around every
+ * iteration and every instruction; the optimizer checks that the instructions arrive in the
+ * order of the schedule and asks the frequency controller, a thread that owns the GPU's clocks,
+ * to set each instruction's frequency. The hooks never wait for the GPU.
+ *
+ *   zeus_pfo_optimizer_opts o;
+ *   zeus_pfo_optimizer_opts_init(&o);            // defaults, then ZEUS_PFO_* settings
+ *   o.rank = rank; o.pp_rank = stage; ...        // this rank's place in the job
+ *   o.pp_degree = 4; o.world_size = 4;
+ *   o.server_url = "http://perseus:7787";
+ *   o.collective = &coll;                        // broadcasts the job id from rank 0
+ *   zeus_pfo_optimizer *opt;
+ *   if (zeus_pfo_optimizer_open(&opt, &o)) die(zeus_errmsg());
+ *   for (step ...) {
+ *     zeus_pfo_on_step_begin(opt);
+ *     for (each instruction of the 1F1B schedule) {
+ *       zeus_pfo_on_instruction_begin(opt, "forward");
+ *       run_forward();
+ *       zeus_pfo_on_instruction_end(opt, "forward");
+ *     }
+ *     zeus_pfo_on_step_end(opt);                 // every iters_per_round steps: report, next schedule
+ *   }
+ *   zeus_pfo_optimizer_close(opt);               // locked clocks are reset
+ *
+ * Online profiling: the optimizer measures every iteration's time and energy, and every
+ * instruction's, on the rank's GPU. Every iters_per_round iterations it posts them to the server
+ * as a ProfilingResult and fetches the next schedule, which takes effect at the next iteration.
+ * Online schedulers (InstructionProfiler) decide from these results.
+ *
+ * Settings (read by zeus_pfo_optimizer_opts_init; each also as PERSEUS_<NAME>, ZEUS_PFO_ wins;
+ * fields the caller sets afterwards win over both). A bad value is ZEUS_EINVAL/ZEUS_ERANGE
+ * naming the variable:
+ *   ZEUS_PFO_SERVER_URL            the server's URL, e.g. http://127.0.0.1:7787
+ *   ZEUS_PFO_JOB_ID                join this job instead of registering one
+ *   ZEUS_PFO_ITERS_PER_ROUND       iterations per profiling round (default 10)
+ *   ZEUS_PFO_CONNECT_TIMEOUT       seconds to connect (default 5)
+ *   ZEUS_PFO_REQUEST_TIMEOUT       seconds for a request other than a schedule (default 30)
+ *   ZEUS_PFO_SCHEDULE_TIMEOUT      seconds to wait for a schedule, which comes only once every
+ *                                  rank has asked for it (default 1800)
+ *   ZEUS_PFO_RETRIES               retries after a connection error or a 503 (default 5)
+ *   ZEUS_PFO_RETRY_BACKOFF         seconds before the first retry, doubled after each (capped
+ *                                  at 30 s; default 0.5)
+ *   ZEUS_PFO_TOKEN                 bearer token the server requires (as the server's setting)
+ *   ZEUS_PFO_PROFILE_INSTRUCTIONS  0: do not measure single instructions (default 1)
+ *   ZEUS_PFO_SIGNAL_HANDLERS       0: do not reset locked clocks on SIGINT/SIGTERM (default 1)
+ *   ZEUS_PFO_CONTROLLER_POLL       seconds between the controller's looks for a new frequency
+ *                                  while they keep coming (default 0.0005; 0: wake it on every
+ *                                  change instead, which costs the caller a system call)
+ *
+ * Errors from the server (an HTTP status >= 400) are ZEUS_EHTTP carrying the server's message;
+ * an unreachable server is ZEUS_ENET after the retries; a wait longer than its timeout is
+ * ZEUS_ETIMEDOUT. A server that was restarted has forgotten the job: the next exchange fails
+ * with ZEUS_EHTTP saying that the job is unknown.
+ *
+ * Thread safety: one optimizer is driven from one thread. Different optimizers (ranks that are
+ * threads of one process) are independent.
+ */
+#ifndef ZEUS_PFO_CLIENT_H
+#define ZEUS_PFO_CLIENT_H
+
+#include "zeus/collective.h"
+#include "zeus/common.h"
+#include "zeus/device.h"
+#include "zeus/pfo.h"
+
+ZEUS_BEGIN_DECLS
+
+/* ---------------------------------------------------------------------------------------------
+ * The frequency controller: one thread that owns one GPU's clocks.
+ *
+ * At open (on its thread) it resets the GPU's power limit to the default, locks the memory clock
+ * at its maximum (a GPU that cannot lock memory clocks, ZEUS_ENOTSUP, is fine) and the SM clock
+ * at the highest frequency supported at that memory clock. zeus_pfo_controller_set_frequency()
+ * only records the wish; the thread applies it when it differs from the clock in place; when
+ * several wishes arrive before it runs, only the latest is applied (an older one would only slow
+ * down the instruction running now). Waking a sleeping thread costs the waker a system call
+ * (microseconds), so while wishes keep coming the thread looks for a new one every poll interval
+ * (0.5 ms by default) and the caller makes no system call; after 50 ms without a wish it sleeps
+ * until the next one wakes it. At close, and on SIGINT/SIGTERM unless opted out, locked clocks are
+ * reset and the power limit goes back to what it was.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct zeus_pfo_controller zeus_pfo_controller;
+
+typedef struct zeus_pfo_controller_opts {
+  /* Do not install SIGINT/SIGTERM handlers that reset locked clocks (the caller handles signals).
+   * The handlers run zeus_devices_restore_all(), then the handler that was there before (the
+   * default one terminates the process). They stay while any controller is open. */
+  bool no_signal_handlers;
+  /* How often the thread looks for a new wish while wishes keep coming, i.e. the longest delay
+   * before a change is applied. 0: 0.0005 s (at most 1 s). < 0: never poll; every change wakes
+   * the thread (lowest delay, a system call on the caller's thread per change). */
+  double poll_interval_s;
+} zeus_pfo_controller_opts;
+
+/* Starts the controller of visible GPU `gpu` of `devices` (borrowed; it must outlive the
+ * controller; NULL: zeus_devices_default()). opts may be NULL. Returns once the start-up settings
+ * are in place. Errors: those of the device calls, e.g. ZEUS_EPERM (setting clocks needs root or
+ * CAP_SYS_ADMIN) with NVML's words, ZEUS_ENOENT for a GPU that does not exist; on error nothing
+ * stays changed. */
+ZEUS_EXTERN int zeus_pfo_controller_open(zeus_pfo_controller **out /* out */, zeus_devices *devices,
+                                         unsigned gpu, const zeus_pfo_controller_opts *opts);
+/* Stops the thread, resets the locked clocks and puts the power limit back. NULL does nothing. */
+ZEUS_EXTERN void zeus_pfo_controller_close(zeus_pfo_controller *c);
+
+/* Asks for SM clock `mhz`; returns at once. 0 leaves the clock as it is. ZEUS_EINVAL for a clock
+ * the GPU does not support (see zeus_pfo_controller_frequencies). Returns the error of an earlier
+ * failed change (ZEUS_EPERM, ZEUS_EGPULOST, ...) once the controller has failed; the controller
+ * then changes nothing more. Cheap: no lock and no system call unless the thread has gone to
+ * sleep (see poll_interval_s). Call it from one thread at a time. */
+ZEUS_EXTERN int zeus_pfo_controller_set_frequency(zeus_pfo_controller *c, unsigned mhz);
+
+/* Waits until every wish so far is in place on the GPU (waking the thread rather than waiting for
+ * its next poll). Training code does not need this (a real GPU keeps working while its clock
+ * changes); simulations whose work takes no real time call it before running an instruction, so
+ * that the work runs at the clock asked for. timeout_s <= 0 waits without limit. ZEUS_ETIMEDOUT,
+ * or the controller's failure. */
+ZEUS_EXTERN int zeus_pfo_controller_wait(zeus_pfo_controller *c, double timeout_s);
+
+/* The SM frequencies (MHz) the GPU supports at its highest memory clock, highest first (borrowed,
+ * valid while the controller is open). */
+ZEUS_EXTERN size_t zeus_pfo_controller_frequencies(const zeus_pfo_controller *c,
+                                                   const unsigned **mhz /* out */);
+/* The SM clock (MHz) the controller last put in place. */
+ZEUS_EXTERN unsigned zeus_pfo_controller_current_mhz(const zeus_pfo_controller *c);
+/* How many clock changes the controller has made since open (the start-up lock excluded). */
+ZEUS_EXTERN unsigned long zeus_pfo_controller_changes(const zeus_pfo_controller *c);
+
+/* ---------------------------------------------------------------------------------------------
+ * The optimizer
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct zeus_pfo_optimizer zeus_pfo_optimizer;
+
+/* Called first by zeus_pfo_on_instruction_begin, e.g. to synchronise the caller's CUDA device so
+ * that the previous instruction's kernels finish at their own clock. Returns ZEUS_OK or a
+ * negative code (message through zeus_set_errmsg()). */
+typedef int (*zeus_pfo_sync_fn)(void *ctx);
+
+typedef struct zeus_pfo_optimizer_opts {
+  /* This rank: global rank, ranks in the data/pipeline/tensor parallel groups, and the degrees.
+   * world_size = dp_degree x pp_degree x tp_degree. Required (zero degrees are rejected). */
+  int rank, dp_rank, pp_rank, tp_rank;
+  int dp_degree, pp_degree, tp_degree, world_size;
+  /* Visible index (in `devices`) of the GPU this rank uses. */
+  unsigned device_id;
+  /* The GPUs (borrowed; must outlive the optimizer). NULL: zeus_devices_default(). */
+  zeus_devices *devices;
+  /* URL of the Perseus server ("http://host:port"). Required. */
+  const char *server_url;
+  /* Appended to the job id by the server (sanitised); NULL for none. Used by rank 0 only. */
+  const char *job_metadata;
+  /* Join this job instead of registering one; no broadcast is made then. */
+  const char *job_id;
+  /* Broadcasts the job id from rank 0, and lets every rank learn whether all started. Borrowed.
+   * NULL: one process, which is then the whole job (world_size 1) unless job_id is given. */
+  const zeus_collective *collective;
+  /* The instruction names of one iteration of this rank, in order (e.g. 1F1B); sent to the
+   * server so that schedulers know the order. Optional (schedulers may then need their
+   * num_microbatches argument). Copied. */
+  const char *const *pipe_schedule;
+  size_t n_pipe_schedule;
+  /* Iterations per profiling round: results are posted and the next schedule fetched every
+   * iters_per_round iterations. 1..100000 (the round's measurements are kept in memory). */
+  long iters_per_round;
+  /* Optional synchronisation before each instruction (see zeus_pfo_sync_fn). */
+  zeus_pfo_sync_fn sync;
+  void *sync_ctx;
+  /* Do not measure single instructions: the hooks then touch no device, and the breakdowns in
+   * the results are empty (schedulers that need them, such as InstructionProfiler, fail). */
+  bool no_instruction_profiling;
+  /* See zeus_pfo_controller_opts. controller_poll_s: 0 means never poll (wake the controller on
+   * every change); the default is 0.0005. */
+  bool no_signal_handlers;
+  double controller_poll_s;
+  /* HTTP: seconds to connect, for one request, and to wait for a schedule; retries after a
+   * connection error or a 503 answer, with back-off doubling from retry_backoff_s (at most 30 s
+   * between tries); bearer token (NULL: none). */
+  double connect_timeout_s;
+  double request_timeout_s;
+  double schedule_timeout_s;
+  int retries;
+  double retry_backoff_s;
+  const char *token;
+} zeus_pfo_optimizer_opts;
+
+/* Fills *o with the defaults (identity fields zero), then applies the ZEUS_PFO_* / PERSEUS_*
+ * settings listed at the top. Strings point into the environment. ZEUS_EINVAL/ZEUS_ERANGE
+ * naming a bad variable (*o then holds the defaults and the settings read before it). */
+ZEUS_EXTERN int zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o /* out */);
+
+/* Creates the optimizer: starts the frequency controller of the rank's GPU, registers the job
+ * (rank 0) and the rank, and fetches the first schedule, which waits until every rank of the job
+ * has registered and asked. With a collective, every rank must call this; when any rank fails
+ * to start, every rank returns an error (none hangs in the collective). Errors: ZEUS_EINVAL for
+ * bad options (named), ZEUS_ENET / ZEUS_ETIMEDOUT / ZEUS_EHTTP from the server (with its
+ * message), device errors from the controller (ZEUS_EPERM without the privilege to set clocks),
+ * ZEUS_EINVAL for a schedule that does not fit the GPU (a frequency it does not support). */
+ZEUS_EXTERN int zeus_pfo_optimizer_open(zeus_pfo_optimizer **out /* out */,
+                                        const zeus_pfo_optimizer_opts *opts);
+/* Stops the controller (locked clocks are reset, the power limit restored) and frees. The round
+ * in progress is not reported. NULL does nothing. */
+ZEUS_EXTERN void zeus_pfo_optimizer_close(zeus_pfo_optimizer *o);
+
+/* Marks the start of an iteration: the schedule fetched last takes effect, and the iteration's
+ * measurement starts. ZEUS_ESTATE inside an unfinished iteration. */
+ZEUS_EXTERN int zeus_pfo_on_step_begin(zeus_pfo_optimizer *o);
+/* Marks the end of an iteration. The schedule must have been used up exactly: ending early is
+ * ZEUS_ESTATE naming the next expected instruction. Every iters_per_round-th iteration posts the
+ * round's results and fetches the next schedule (this waits until every rank has asked). A
+ * server error is returned once; the optimizer then stays on its last schedule without contacting
+ * the server again (zeus_pfo_detached() says so). A failed iteration (any hook returned an error)
+ * is not measured. */
+ZEUS_EXTERN int zeus_pfo_on_step_end(zeus_pfo_optimizer *o);
+/* Marks the start of instruction `name` ("forward", "backward", ...): calls the sync callback,
+ * takes the next (instruction, frequency) of the schedule, and asks the controller for that
+ * frequency. ZEUS_EINVAL when `name` is not the next instruction of the schedule (both named),
+ * ZEUS_ESTATE outside an iteration, inside an unfinished instruction, or past the end of the
+ * schedule (naming its length), the controller's error once it has failed, device errors of the
+ * measurement. */
+ZEUS_EXTERN int zeus_pfo_on_instruction_begin(zeus_pfo_optimizer *o, const char *name);
+/* Marks the end of instruction `name` (which must be the one begun). */
+ZEUS_EXTERN int zeus_pfo_on_instruction_end(zeus_pfo_optimizer *o, const char *name);
+
+/* The job id (borrowed). */
+ZEUS_EXTERN const char *zeus_pfo_job_id(const zeus_pfo_optimizer *o);
+/* The schedule in effect (borrowed; valid until the next zeus_pfo_on_step_begin). */
+ZEUS_EXTERN const zeus_pfo_schedule *zeus_pfo_current_schedule(const zeus_pfo_optimizer *o);
+/* The optimizer's frequency controller (borrowed), e.g. for zeus_pfo_controller_wait(). */
+ZEUS_EXTERN zeus_pfo_controller *zeus_pfo_optimizer_controller(zeus_pfo_optimizer *o);
+/* Whether a server error has detached the optimizer from the server. */
+ZEUS_EXTERN bool zeus_pfo_detached(const zeus_pfo_optimizer *o);
+
+/* What this rank measured in its last completed round. */
+typedef struct zeus_pfo_round_stats {
+  long round;           /* 0 for the first round; -1 before any round completed */
+  long iterations;      /* iterations in the round */
+  double iter_time_s;   /* mean iteration time */
+  double iter_energy_j; /* mean iteration energy of this rank's GPU */
+} zeus_pfo_round_stats;
+ZEUS_EXTERN void zeus_pfo_last_round(const zeus_pfo_optimizer *o, zeus_pfo_round_stats *out /* out */);
+
+ZEUS_END_DECLS
+#endif

@@ -1,0 +1,661 @@
+/* The Perseus client (PipelineFrequencyOptimizer): registration, the per-instruction hooks and
+ * the online profiling rounds.
+ *
+ * The hooks run on the training thread around every instruction, so they allocate nothing,
+ * format nothing unless something is wrong, and never touch the device for clocks (the
+ * controller's thread does): an instruction costs a name comparison, a frequency wish, and
+ * (with instruction profiling) two readings of the GPU's clock and energy counter. Each round's
+ * measurements go into buffers sized when the schedule is installed; the round's end builds the
+ * ProfilingResult from them.
+ *
+ * Start-up is collective: every rank takes part in every collective call whatever happened to
+ * it locally, and the ranks agree (allreduce) on whether all started, so a rank that fails never
+ * leaves the others waiting in a collective or in a schedule request. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pfo/client_internal.h"
+#include "pfo/pfo_internal.h"
+#include "zeus/monitor.h"
+#include "zeus/pfo_client.h"
+
+enum { SLOT_ITER = 0, SLOT_INST = 1 };
+static const char *const slot_key[2] = {"zeus.pfo.iteration", "zeus.pfo.instruction"};
+
+/* Time and energy of one GPU: its energy counter read directly, or (a GPU without a counter) a
+ * monitor window that integrates polled power. */
+typedef struct meter {
+  zeus_devices *d;
+  unsigned gpu;
+  zeus_monitor *mon;
+  double t0[2], e0[2];
+} meter;
+
+struct zeus_pfo_optimizer {
+  /* the hot path's fields first */
+  size_t idx, n;
+  const char **names; /* the schedule's instructions (borrowed from sched) */
+  unsigned *freqs;
+  bool in_step, in_inst, bad, profile;
+  zeus_pfo_controller *ctl;
+  zeus_pfo_sync_fn sync;
+  void *sync_ctx;
+  meter m;
+  double *inst_t, *inst_e; /* [iteration in round][instruction], K x n */
+  double *iter_t, *iter_e; /* K */
+  long it;                 /* iterations measured in this round */
+  long K;                  /* iterations per round */
+  /* the schedule in effect, and the next one */
+  zeus_pfo_schedule sched;
+  zeus_pfo_schedule pending;
+  bool have_pending;
+  size_t *key_of;     /* instruction -> index into keys */
+  const char **keys;  /* distinct instruction names */
+  size_t nkeys;
+  /* who we are, and the server */
+  int rank, dp_rank, pp_rank, tp_rank;
+  zeus__pfo_http *http;
+  char *job_id, *job_esc;
+  bool detached;
+  long round;
+  zeus_pfo_round_stats last;
+};
+
+/* ---- meter ---- */
+
+static int meter_open(meter *m, zeus_devices *d, unsigned gpu) {
+  bool counter = false;
+  m->d = d;
+  m->gpu = gpu;
+  int rc = zeus_gpu_energy_counter_supported(d, gpu, &counter);
+  if (rc) return rc;
+  if (counter) return ZEUS_OK;
+  zeus_monitor_opts mo = {.devices = d, .gpu_indices = &gpu, .num_gpu_indices = 1, .cpu_indices = &gpu,
+                          .num_cpu_indices = 0};
+  return zeus_monitor_open(&m->mon, &mo);
+}
+
+static inline int meter_begin(meter *m, int slot) {
+  if (m->mon) return zeus_monitor_begin_window(m->mon, slot_key[slot], true);
+  uint64_t mj;
+  m->t0[slot] = zeus_devices_now(m->d);
+  int rc = zeus_gpu_total_energy(m->d, m->gpu, &mj);
+  m->e0[slot] = (double)mj / 1000.0;
+  return rc;
+}
+
+static inline int meter_end(meter *m, int slot, double *t, double *e) {
+  if (m->mon) {
+    zeus_measurement r;
+    int rc = zeus_monitor_end_window(m->mon, slot_key[slot], false, &r);
+    if (rc) return rc;
+    *t = r.time_s;
+    *e = r.gpu_energy_j[0];
+    return ZEUS_OK;
+  }
+  uint64_t mj;
+  double now = zeus_devices_now(m->d);
+  int rc = zeus_gpu_total_energy(m->d, m->gpu, &mj);
+  if (rc) return rc;
+  *t = now - m->t0[slot];
+  *e = (double)mj / 1000.0 - m->e0[slot];
+  return ZEUS_OK;
+}
+
+/* ---- settings ---- */
+
+/* The variable to read for setting `name`: ZEUS_PFO_<name>, else PERSEUS_<name>, else NULL. */
+static const char *pfo_var(const char *name, char *var, size_t n) {
+  snprintf(var, n, "ZEUS_PFO_%s", name);
+  if (zeus__env_str(var)) return var;
+  snprintf(var, n, "PERSEUS_%s", name);
+  if (zeus__env_str(var)) return var;
+  return NULL;
+}
+
+int zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o) {
+  if (!o) return zeus__error(ZEUS_EINVAL, "zeus_pfo_optimizer_opts_init: o is required");
+  memset(o, 0, sizeof *o);
+  o->iters_per_round = 10;
+  o->connect_timeout_s = 5;
+  o->request_timeout_s = 30;
+  o->schedule_timeout_s = 1800;
+  o->retries = 5;
+  o->retry_backoff_s = 0.5;
+  o->controller_poll_s = 0.0005;
+  char var[64];
+  const char *v;
+  long l;
+  double d;
+  bool b;
+  int rc;
+  if ((v = pfo_var("SERVER_URL", var, sizeof var))) o->server_url = zeus__env_str(v);
+  if ((v = pfo_var("JOB_ID", var, sizeof var))) o->job_id = zeus__env_str(v);
+  if ((v = pfo_var("TOKEN", var, sizeof var))) o->token = zeus__env_str(v);
+  if ((v = pfo_var("ITERS_PER_ROUND", var, sizeof var))) {
+    if ((rc = zeus__env_long(v, 1, 100000, o->iters_per_round, &l))) return rc;
+    o->iters_per_round = l;
+  }
+  if ((v = pfo_var("RETRIES", var, sizeof var))) {
+    if ((rc = zeus__env_long(v, 0, 100, o->retries, &l))) return rc;
+    o->retries = (int)l;
+  }
+  static const struct { const char *name; double min, max; size_t off; } dbl[] = {
+      {"CONNECT_TIMEOUT", 0.001, 3600, offsetof(zeus_pfo_optimizer_opts, connect_timeout_s)},
+      {"REQUEST_TIMEOUT", 0.001, 86400, offsetof(zeus_pfo_optimizer_opts, request_timeout_s)},
+      {"SCHEDULE_TIMEOUT", 0, 1e7, offsetof(zeus_pfo_optimizer_opts, schedule_timeout_s)},
+      {"RETRY_BACKOFF", 0, 3600, offsetof(zeus_pfo_optimizer_opts, retry_backoff_s)},
+      {"CONTROLLER_POLL", 0, 1, offsetof(zeus_pfo_optimizer_opts, controller_poll_s)},
+  };
+  for (size_t i = 0; i < ZEUS__ARRAY_LEN(dbl); i++) {
+    if (!(v = pfo_var(dbl[i].name, var, sizeof var))) continue;
+    double *dst = (double *)((char *)o + dbl[i].off);
+    if ((rc = zeus__env_double(v, dbl[i].min, dbl[i].max, *dst, &d))) return rc;
+    *dst = d;
+  }
+  if ((v = pfo_var("PROFILE_INSTRUCTIONS", var, sizeof var))) {
+    if ((rc = zeus__env_bool(v, true, &b))) return rc;
+    o->no_instruction_profiling = !b;
+  }
+  if ((v = pfo_var("SIGNAL_HANDLERS", var, sizeof var))) {
+    if ((rc = zeus__env_bool(v, true, &b))) return rc;
+    o->no_signal_handlers = !b;
+  }
+  return ZEUS_OK;
+}
+
+static int check_opts(const zeus_pfo_optimizer_opts *o) {
+  const char *ctx = "Perseus client";
+  const struct { const char *name; int v; } deg[] = {{"dp_degree", o->dp_degree}, {"pp_degree", o->pp_degree},
+                                                      {"tp_degree", o->tp_degree}, {"world_size", o->world_size}};
+  for (size_t i = 0; i < ZEUS__ARRAY_LEN(deg); i++)
+    if (deg[i].v < 1 || deg[i].v > 65536)
+      return zeus__error(ZEUS_EINVAL, "%s: %s is %d, expected 1..65536", ctx, deg[i].name, deg[i].v);
+  long long prod = (long long)o->dp_degree * o->pp_degree * o->tp_degree;
+  if (prod != o->world_size)
+    return zeus__error(ZEUS_EINVAL, "%s: world_size is %d, but dp_degree x pp_degree x tp_degree = %d x %d x %d = %lld",
+                       ctx, o->world_size, o->dp_degree, o->pp_degree, o->tp_degree, prod);
+  const struct { const char *name; int v, lim; const char *deg; } rk[] = {
+      {"rank", o->rank, o->world_size, "world_size"}, {"dp_rank", o->dp_rank, o->dp_degree, "dp_degree"},
+      {"pp_rank", o->pp_rank, o->pp_degree, "pp_degree"}, {"tp_rank", o->tp_rank, o->tp_degree, "tp_degree"}};
+  for (size_t i = 0; i < ZEUS__ARRAY_LEN(rk); i++)
+    if (rk[i].v < 0 || rk[i].v >= rk[i].lim)
+      return zeus__error(ZEUS_EINVAL, "%s: %s is %d, expected 0..%d (%s is %d)", ctx, rk[i].name, rk[i].v, rk[i].lim - 1,
+                         rk[i].deg, rk[i].lim);
+  if (o->iters_per_round < 1 || o->iters_per_round > 100000)
+    return zeus__error(ZEUS_EINVAL, "%s: iters_per_round is %ld, expected 1..100000 (start from "
+                       "zeus_pfo_optimizer_opts_init)", ctx, o->iters_per_round);
+  if (!(o->connect_timeout_s > 0) || !(o->request_timeout_s > 0) || !(o->schedule_timeout_s >= 0) ||
+      !(o->retry_backoff_s >= 0) || o->retries < 0 || o->retries > 100 || !(o->controller_poll_s >= 0) ||
+      o->controller_poll_s > 1)
+    return zeus__error(ZEUS_EINVAL, "%s: connect_timeout_s (%g) and request_timeout_s (%g) must be > 0, "
+                       "schedule_timeout_s (%g) and retry_backoff_s (%g) >= 0, retries (%d) 0..100, "
+                       "controller_poll_s (%g) 0..1 (start from zeus_pfo_optimizer_opts_init)", ctx,
+                       o->connect_timeout_s, o->request_timeout_s, o->schedule_timeout_s, o->retry_backoff_s,
+                       o->retries, o->controller_poll_s);
+  if (o->collective) {
+    int rc = zeus_collective_check(o->collective);
+    if (rc) return zeus__error_ctx(rc, "%s", ctx);
+    if (o->collective->world_size != o->world_size || o->collective->rank != o->rank)
+      return zeus__error(ZEUS_EINVAL, "%s: the collective has rank %d of %d, but the options say rank %d of %d", ctx,
+                         o->collective->rank, o->collective->world_size, o->rank, o->world_size);
+  } else if (o->world_size > 1 && !(o->job_id && *o->job_id)) {
+    return zeus__error(ZEUS_EINVAL, "%s: world_size is %d: give a collective (rank 0 broadcasts the job id through it) "
+                       "or the job id (job_id, ZEUS_PFO_JOB_ID)", ctx, o->world_size);
+  }
+  if (o->n_pipe_schedule && !o->pipe_schedule)
+    return zeus__error(ZEUS_EINVAL, "%s: n_pipe_schedule is %zu but pipe_schedule is NULL", ctx, o->n_pipe_schedule);
+  for (size_t i = 0; i < o->n_pipe_schedule; i++)
+    if (!o->pipe_schedule[i] || !o->pipe_schedule[i][0])
+      return zeus__error(ZEUS_EINVAL, "%s: pipe_schedule[%zu] must be a non-empty instruction name", ctx, i);
+  return ZEUS_OK;
+}
+
+/* ---- schedules ---- */
+
+static int check_schedule(const zeus_pfo_optimizer *o, const zeus_pfo_schedule *s) {
+  if (s->rank != o->rank)
+    return zeus__error(ZEUS_EINVAL, "Perseus client: the server sent rank %d's schedule to rank %d", s->rank, o->rank);
+  if (s->n_frequencies == 0)
+    return zeus__error(ZEUS_EINVAL, "Perseus client: the schedule of rank %d has no instructions", o->rank);
+  const unsigned *f;
+  size_t nf = zeus_pfo_controller_frequencies(o->ctl, &f);
+  for (size_t i = 0; i < s->n_frequencies; i++) {
+    unsigned want = (unsigned)s->frequencies[i].frequency_mhz;
+    bool ok = false;
+    for (size_t k = 0; k < nf && !ok; k++) ok = f[k] == want;
+    if (!ok)
+      return zeus__error(ZEUS_EINVAL, "Perseus client: the schedule of rank %d asks for %u MHz at instruction %zu "
+                         "('%s'), which GPU %u does not support (%u..%u MHz)", o->rank, want, i + 1,
+                         s->frequencies[i].instruction, o->m.gpu, f[nf - 1], f[0]);
+  }
+  return ZEUS_OK;
+}
+
+/* Makes `s` the schedule in effect (takes ownership) and sizes the round's buffers for it. */
+static int install(zeus_pfo_optimizer *o, zeus_pfo_schedule *s) {
+  size_t n = s->n_frequencies;
+  const char **names = malloc(n * sizeof *names), **keys = malloc(n * sizeof *keys);
+  unsigned *freqs = malloc(n * sizeof *freqs);
+  size_t *key_of = malloc(n * sizeof *key_of);
+  double *it_ = malloc((size_t)o->K * n * sizeof *it_), *ie = malloc((size_t)o->K * n * sizeof *ie);
+  if (!names || !keys || !freqs || !key_of || !it_ || !ie) {
+    free(names), free(keys), free(freqs), free(key_of), free(it_), free(ie);
+    return zeus__oom("installing a schedule");
+  }
+  size_t nkeys = 0;
+  for (size_t i = 0; i < n; i++) {
+    names[i] = s->frequencies[i].instruction;
+    freqs[i] = (unsigned)s->frequencies[i].frequency_mhz;
+    size_t k = 0;
+    while (k < nkeys && strcmp(keys[k], names[i]) != 0) k++;
+    if (k == nkeys) keys[nkeys++] = names[i];
+    key_of[i] = k;
+  }
+  free(o->names), free(o->keys), free(o->freqs), free(o->key_of), free(o->inst_t), free(o->inst_e);
+  zeus_pfo_schedule_clear(&o->sched);
+  o->sched = *s;
+  memset(s, 0, sizeof *s);
+  o->names = names, o->keys = keys, o->freqs = freqs, o->key_of = key_of, o->inst_t = it_, o->inst_e = ie;
+  o->n = n;
+  o->nkeys = nkeys;
+  return ZEUS_OK;
+}
+
+/* ---- talking to the server ---- */
+
+/* Adds what a 404 most likely means to the message of a failed exchange about the job. */
+static int job_error(const zeus_pfo_optimizer *o, int rc, int status) {
+  if (rc != ZEUS_EHTTP || status != 404) return rc;
+  char msg[1200];
+  snprintf(msg, sizeof msg, "%s", zeus_errmsg());
+  return zeus__error(rc, "%s (job '%s' is unknown to the server: a restarted server has forgotten its jobs; restart "
+                     "the training job to register a new one)", msg, o->job_id);
+}
+
+static int register_job(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *opts) {
+  zeus_pfo_job_info ji = {.job_id = "", .pp_degree = opts->pp_degree, .dp_degree = opts->dp_degree,
+                          .tp_degree = opts->tp_degree, .world_size = opts->world_size,
+                          .job_metadata = (char *)opts->job_metadata};
+  char *body, *resp = NULL;
+  int status, rc = zeus_pfo_job_info_to_json(&ji, &body);
+  if (rc) return rc;
+  rc = zeus__pfo_http_request(o->http, "POST", "/register_job", body, false, 0, &resp, &status);
+  zeus_pfo_free(body);
+  if (rc) return rc;
+  json_t *j = json_loads(resp, JSON_DECODE_ANY, NULL);
+  const char *id = json_string_value(j);
+  if (!id || !*id)
+    rc = zeus__error(ZEUS_EPARSE, "Perseus server %s: POST /register_job answered '%.200s', expected the job id as a "
+                     "JSON string", zeus__pfo_http_url(o->http), resp);
+  else if (!(o->job_id = zeus__strdup(id)))
+    rc = zeus__oom("registering the job");
+  json_decref(j);
+  free(resp);
+  return rc;
+}
+
+static int register_rank(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *opts) {
+  const unsigned *f;
+  size_t nf = zeus_pfo_controller_frequencies(o->ctl, &f);
+  zeus_pfo_rank_info ri = {.rank = o->rank, .dp_rank = o->dp_rank, .pp_rank = o->pp_rank, .tp_rank = o->tp_rank,
+                           .n_available_frequencies = nf, .pipe_schedule = (char **)opts->pipe_schedule,
+                           .n_pipe_schedule = opts->n_pipe_schedule};
+  if (!opts->n_pipe_schedule) ri.pipe_schedule = NULL;
+  ri.available_frequencies = malloc(nf * sizeof(int));
+  if (!ri.available_frequencies) return zeus__oom("registering the rank");
+  for (size_t i = 0; i < nf; i++) ri.available_frequencies[i] = (int)f[i];
+  char *body = NULL, *resp = NULL;
+  int status, rc = zeus_pfo_rank_info_to_json(&ri, &body);
+  free(ri.available_frequencies);
+  if (rc) return rc;
+  zeus__buf path = {0};
+  if (!(rc = zeus__buf_printf(&path, "/register_rank/%s", o->job_esc)))
+    rc = zeus__pfo_http_request(o->http, "POST", path.data, body, false, 409, &resp, &status);
+  zeus__buf_free(&path);
+  zeus_pfo_free(body);
+  free(resp);
+  return job_error(o, rc, status);
+}
+
+/* Fetches this rank's schedule of the coming round (waits until every rank has asked). */
+static int fetch_schedule(zeus_pfo_optimizer *o, zeus_pfo_schedule *out) {
+  zeus__buf path = {0};
+  char *resp = NULL;
+  int status = 0, rc = zeus__buf_printf(&path, "/schedule/%s?rank=%d", o->job_esc, o->rank);
+  if (!rc) rc = zeus__pfo_http_request(o->http, "GET", path.data, NULL, true, 0, &resp, &status);
+  zeus__buf_free(&path);
+  if (rc) return job_error(o, rc, status);
+  zeus_pfo_schedule s;
+  rc = zeus_pfo_schedule_from_json(resp, strlen(resp), "the server's FrequencySchedule", &s);
+  free(resp);
+  if (rc) return rc;
+  if ((rc = check_schedule(o, &s))) {
+    zeus_pfo_schedule_clear(&s);
+    return rc;
+  }
+  *out = s;
+  return ZEUS_OK;
+}
+
+/* The round's ProfilingResult as JSON: iteration times and energies, and per instruction name,
+ * per iteration, the values of its occurrences in schedule order. */
+static int result_json(const zeus_pfo_optimizer *o, char **out) {
+  size_t it = (size_t)o->it, nk = o->profile ? o->nkeys : 0;
+  zeus_pfo_prof_result r = {.rank = o->rank, .iter_time = o->iter_t, .n_iter_time = it, .iter_energy = o->iter_e,
+                            .n_iter_energy = it, .n_time_breakdown = nk, .n_energy_breakdown = nk};
+  zeus_pfo_breakdown *tb = calloc(nk + 1, sizeof *tb), *eb = calloc(nk + 1, sizeof *eb);
+  int rc = (!tb || !eb) ? zeus__oom("building the profiling result") : ZEUS_OK;
+  for (size_t k = 0; k < nk && !rc; k++) {
+    size_t c = 0;
+    for (size_t i = 0; i < o->n; i++) c += o->key_of[i] == k;
+    for (int w = 0; w < 2 && !rc; w++) {
+      zeus_pfo_breakdown *b = w ? &eb[k] : &tb[k];
+      const double *src = w ? o->inst_e : o->inst_t;
+      b->instruction = (char *)o->keys[k];
+      b->n_iters = it;
+      b->offsets = malloc((it + 1) * sizeof *b->offsets);
+      b->values = malloc((it * c + 1) * sizeof *b->values);
+      if (!b->offsets || !b->values) { rc = zeus__oom("building the profiling result"); break; }
+      size_t pos = 0;
+      for (size_t i = 0; i < it; i++) {
+        b->offsets[i] = pos;
+        for (size_t j = 0; j < o->n; j++)
+          if (o->key_of[j] == k) b->values[pos++] = src[i * o->n + j];
+      }
+      b->offsets[it] = pos;
+    }
+  }
+  r.time_breakdown = tb;
+  r.energy_breakdown = eb;
+  if (!rc) rc = zeus_pfo_prof_result_to_json(&r, out);
+  for (size_t k = 0; k < nk && tb && eb; k++) {
+    free(tb[k].offsets), free(tb[k].values), free(eb[k].offsets), free(eb[k].values);
+  }
+  free(tb);
+  free(eb);
+  return rc;
+}
+
+/* End of a round: post the results, fetch the next schedule (installed at the next step). */
+static int exchange(zeus_pfo_optimizer *o) {
+  char *body, *resp = NULL;
+  int status = 0, rc = result_json(o, &body);
+  if (rc) return rc;
+  zeus__buf path = {0};
+  if (!(rc = zeus__buf_printf(&path, "/result/%s", o->job_esc)))
+    rc = zeus__pfo_http_request(o->http, "POST", path.data, body, false, 409, &resp, &status);
+  zeus__buf_free(&path);
+  zeus_pfo_free(body);
+  free(resp);
+  if (rc) return job_error(o, rc, status);
+  zeus_pfo_schedule s;
+  if ((rc = fetch_schedule(o, &s))) return rc;
+  zeus_pfo_schedule_clear(&o->pending);
+  o->pending = s;
+  o->have_pending = true;
+  return ZEUS_OK;
+}
+
+/* ---- open / close ---- */
+
+/* Every rank learns whether every rank succeeded so far; a local failure keeps its own message. */
+static int agree(const zeus_collective *c, int local, const char *what) {
+  if (!c || c->world_size == 1) return local;
+  char saved[1200] = "";
+  if (local) snprintf(saved, sizeof saved, "%s", zeus_errmsg());
+  double failed = local ? 1 : 0;
+  int rc = zeus_collective_allreduce(c, &failed, 1, ZEUS_REDUCE_SUM);
+  if (local) return zeus__error(local, "%s", saved);
+  if (rc) return zeus__error_ctx(rc, "Perseus client: %s", what);
+  if (failed > 0)
+    return zeus__error(ZEUS_ESTATE, "Perseus client: %s: %.0f other rank(s) of the job failed (see their errors), so "
+                       "this rank stops too", what, failed);
+  return ZEUS_OK;
+}
+
+typedef struct bcast_msg {
+  int32_t rc;
+  char text[1020];
+} bcast_msg;
+
+void zeus_pfo_optimizer_close(zeus_pfo_optimizer *o) {
+  if (!o) return;
+  zeus_pfo_controller_close(o->ctl);
+  zeus_monitor_close(o->m.mon);
+  zeus__pfo_http_close(o->http);
+  zeus_pfo_schedule_clear(&o->sched);
+  zeus_pfo_schedule_clear(&o->pending);
+  free(o->names), free(o->keys), free(o->freqs), free(o->key_of);
+  free(o->inst_t), free(o->inst_e), free(o->iter_t), free(o->iter_e);
+  free(o->job_id);
+  free(o->job_esc);
+  free(o);
+}
+
+/* Everything that needs no other rank: the HTTP client, the controller, the meter, buffers. */
+static int setup_local(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *opts) {
+  zeus_devices *d = opts->devices;
+  int rc;
+  if (!d && (rc = zeus_devices_default(&d))) return rc;
+  zeus__pfo_http_opts ho = {opts->connect_timeout_s, opts->request_timeout_s, opts->schedule_timeout_s, opts->retries,
+                            opts->retry_backoff_s, opts->token};
+  if ((rc = zeus__pfo_http_open(&o->http, opts->server_url, &ho))) return rc;
+  if (opts->device_id >= zeus_gpu_count(d))
+    return zeus__error(ZEUS_ENOENT, "Perseus client: device_id %u does not exist (%u visible GPU%s on backend %s)",
+                       opts->device_id, zeus_gpu_count(d), zeus_gpu_count(d) == 1 ? "" : "s", zeus_devices_backend(d));
+  if ((rc = meter_open(&o->m, d, opts->device_id))) return rc;
+  o->iter_t = malloc((size_t)o->K * sizeof *o->iter_t);
+  o->iter_e = malloc((size_t)o->K * sizeof *o->iter_e);
+  if (!o->iter_t || !o->iter_e) return zeus__oom("creating the Perseus client");
+  zeus_pfo_controller_opts co = {.no_signal_handlers = opts->no_signal_handlers,
+                                 .poll_interval_s = opts->controller_poll_s > 0 ? opts->controller_poll_s : -1};
+  return zeus_pfo_controller_open(&o->ctl, d, opts->device_id, &co);
+}
+
+int zeus_pfo_optimizer_open(zeus_pfo_optimizer **out, const zeus_pfo_optimizer_opts *opts) {
+  if (!out || !opts) return zeus__error(ZEUS_EINVAL, "zeus_pfo_optimizer_open: out and opts are required");
+  /* A collective that is itself unusable cannot carry the agreement: fail at once. */
+  const zeus_collective *coll = opts->collective;
+  if (coll && zeus_collective_check(coll)) return zeus__error_ctx(ZEUS_EINVAL, "Perseus client: collective");
+  zeus_pfo_optimizer *o = calloc(1, sizeof *o);
+  if (!o) return zeus__oom("creating the Perseus client");
+  o->rank = opts->rank, o->dp_rank = opts->dp_rank, o->pp_rank = opts->pp_rank, o->tp_rank = opts->tp_rank;
+  o->K = opts->iters_per_round;
+  o->profile = !opts->no_instruction_profiling;
+  o->sync = opts->sync;
+  o->sync_ctx = opts->sync_ctx;
+  o->round = 0;
+  o->last.round = -1;
+  int local = check_opts(opts);
+  if (!local) local = setup_local(o, opts);
+
+  /* The job id: given, or registered by rank 0 and broadcast. Every rank broadcasts. */
+  if (opts->job_id && *opts->job_id) {
+    if (!local && !(o->job_id = zeus__strdup(opts->job_id))) local = zeus__oom("creating the Perseus client");
+  } else {
+    bcast_msg msg;
+    memset(&msg, 0, sizeof msg);
+    if (opts->rank == 0) {
+      if (!local) local = register_job(o, opts);
+      if (!local && strlen(o->job_id) >= sizeof msg.text)
+        local = zeus__error(ZEUS_EINVAL, "Perseus client: the job id '%.60s...' is longer than %zu bytes", o->job_id,
+                            sizeof msg.text - 1);
+      msg.rc = local;
+      snprintf(msg.text, sizeof msg.text, "%s", local ? zeus_errmsg() : o->job_id);
+    }
+    if (coll && coll->world_size > 1) {
+      char saved[1200] = "";
+      if (local) snprintf(saved, sizeof saved, "%s", zeus_errmsg());
+      int brc = zeus_collective_broadcast(coll, &msg, sizeof msg, 0);
+      if (local) zeus__error(local, "%s", saved);
+      else if (brc) local = zeus__error_ctx(brc, "Perseus client: broadcasting the job id");
+    }
+    if (opts->rank != 0 && !local) {
+      msg.text[sizeof msg.text - 1] = '\0';
+      if (msg.rc) local = zeus__error(msg.rc, "Perseus client: rank 0 could not register the job: %s", msg.text);
+      else if (!(o->job_id = zeus__strdup(msg.text))) local = zeus__oom("creating the Perseus client");
+    }
+  }
+  if (!local && !(o->job_esc = zeus__pfo_http_escape(o->http, o->job_id))) local = zeus__oom("creating the Perseus client");
+  if (!local) local = register_rank(o, opts);
+  local = agree(coll, local, "registering the ranks");
+  if (!local) {
+    zeus_pfo_schedule s;
+    local = fetch_schedule(o, &s);
+    if (!local && (local = install(o, &s))) zeus_pfo_schedule_clear(&s);
+  }
+  local = agree(coll, local, "fetching the first schedule");
+  if (local) {
+    char saved[1200];
+    snprintf(saved, sizeof saved, "%s", zeus_errmsg());
+    zeus_pfo_optimizer_close(o);
+    return zeus__error(local, "%s", saved);
+  }
+  zeus__log(ZEUS_LOG_INFO, "pfo", "rank %d joined job %s: %zu instructions per iteration, %ld iterations per round",
+            o->rank, o->job_id, o->n, o->K);
+  *out = o;
+  return ZEUS_OK;
+}
+
+/* ---- hooks ---- */
+
+int zeus_pfo_on_step_begin(zeus_pfo_optimizer *o) {
+  if (!o) return zeus__error(ZEUS_EINVAL, "zeus_pfo_on_step_begin: no optimizer given");
+  if (o->in_step)
+    return zeus__error(ZEUS_ESTATE, "on_step_begin: the iteration begun before has not ended (call on_step_end)");
+  int rc;
+  if (o->have_pending) {
+    if ((rc = install(o, &o->pending))) return rc;
+    o->have_pending = false;
+  }
+  if ((rc = meter_begin(&o->m, SLOT_ITER))) return zeus__error_ctx(rc, "on_step_begin: measuring the iteration");
+  o->idx = 0;
+  o->bad = false;
+  o->in_inst = false;
+  o->in_step = true;
+  return ZEUS_OK;
+}
+
+static int begin_slow(zeus_pfo_optimizer *o, const char *name) {
+  if (!o || !name) return zeus__error(ZEUS_EINVAL, "zeus_pfo_on_instruction_begin: optimizer and name are required");
+  if (!o->in_step)
+    return zeus__error(ZEUS_ESTATE, "on_instruction_begin('%s'): outside an iteration (call on_step_begin first)", name);
+  o->bad = true;
+  return zeus__error(ZEUS_ESTATE, "on_instruction_begin('%s'): instruction %zu ('%s') has not ended (call "
+                     "on_instruction_end first)", name, o->idx + 1, o->names[o->idx]);
+}
+
+int zeus_pfo_on_instruction_begin(zeus_pfo_optimizer *o, const char *name) {
+  if (__builtin_expect(!o || !name || !o->in_step || o->in_inst, 0)) return begin_slow(o, name);
+  int rc;
+  if (o->sync && (rc = o->sync(o->sync_ctx))) {
+    o->bad = true;
+    return zeus__error_ctx(rc, "on_instruction_begin('%s'): the synchronisation callback failed", name);
+  }
+  size_t i = o->idx;
+  if (__builtin_expect(i >= o->n, 0)) {
+    o->bad = true;
+    return zeus__error(ZEUS_ESTATE, "on_instruction_begin('%s'): rank %d's schedule has %zu instructions per iteration "
+                       "and all have run; the iteration should end here (on_step_end)", name, o->rank, o->n);
+  }
+  if (__builtin_expect(strcmp(name, o->names[i]) != 0, 0)) {
+    o->bad = true;
+    return zeus__error(ZEUS_EINVAL, "on_instruction_begin('%s'): rank %d's schedule expects '%s' as instruction %zu of "
+                       "%zu (name mismatch)", name, o->rank, o->names[i], i + 1, o->n);
+  }
+  if ((rc = zeus_pfo_controller_set_frequency(o->ctl, o->freqs[i]))) {
+    o->bad = true;
+    return rc;
+  }
+  if (o->profile && (rc = meter_begin(&o->m, SLOT_INST))) {
+    o->bad = true;
+    return rc;
+  }
+  o->in_inst = true;
+  return ZEUS_OK;
+}
+
+int zeus_pfo_on_instruction_end(zeus_pfo_optimizer *o, const char *name) {
+  if (__builtin_expect(!o || !name || !o->in_inst, 0)) {
+    if (!o || !name) return zeus__error(ZEUS_EINVAL, "zeus_pfo_on_instruction_end: optimizer and name are required");
+    if (o->in_step) o->bad = true;
+    return zeus__error(ZEUS_ESTATE, "on_instruction_end('%s'): no instruction is running (call on_instruction_begin "
+                       "first)", name);
+  }
+  size_t i = o->idx;
+  o->in_inst = false;
+  o->idx = i + 1;
+  if (__builtin_expect(strcmp(name, o->names[i]) != 0, 0)) {
+    o->bad = true;
+    return zeus__error(ZEUS_EINVAL, "on_instruction_end('%s'): the instruction running is '%s' (instruction %zu of %zu)",
+                       name, o->names[i], i + 1, o->n);
+  }
+  if (o->profile) {
+    double t, e;
+    int rc = meter_end(&o->m, SLOT_INST, &t, &e);
+    if (rc) {
+      o->bad = true;
+      return rc;
+    }
+    size_t at = (size_t)o->it * o->n + i;
+    o->inst_t[at] = t;
+    o->inst_e[at] = e;
+  }
+  return ZEUS_OK;
+}
+
+int zeus_pfo_on_step_end(zeus_pfo_optimizer *o) {
+  if (!o) return zeus__error(ZEUS_EINVAL, "zeus_pfo_on_step_end: no optimizer given");
+  if (!o->in_step) return zeus__error(ZEUS_ESTATE, "on_step_end: no iteration is running (call on_step_begin first)");
+  o->in_step = false;
+  if (o->in_inst) {
+    o->in_inst = false;
+    return zeus__error(ZEUS_ESTATE, "on_step_end: instruction %zu ('%s') has not ended (call on_instruction_end first); "
+                       "the iteration is not measured", o->idx + 1, o->names[o->idx]);
+  }
+  if (o->bad) {
+    zeus__log(ZEUS_LOG_DEBUG, "pfo", "rank %d: an iteration with a failed hook is not measured", o->rank);
+    return ZEUS_OK;
+  }
+  if (o->idx < o->n)
+    return zeus__error(ZEUS_ESTATE, "on_step_end: only %zu of rank %d's %zu scheduled instructions ran this iteration; "
+                       "the next expected is '%s' (instruction %zu of %zu); the iteration is not measured", o->idx,
+                       o->rank, o->n, o->names[o->idx], o->idx + 1, o->n);
+  double t, e;
+  int rc = meter_end(&o->m, SLOT_ITER, &t, &e);
+  if (rc) return zeus__error_ctx(rc, "on_step_end: measuring the iteration");
+  o->iter_t[o->it] = t;
+  o->iter_e[o->it] = e;
+  if (++o->it < o->K) return ZEUS_OK;
+  /* The round is complete. */
+  double st = 0, se = 0;
+  for (long i = 0; i < o->it; i++) st += o->iter_t[i], se += o->iter_e[i];
+  o->last = (zeus_pfo_round_stats){.round = o->round, .iterations = o->it, .iter_time_s = st / (double)o->it,
+                                   .iter_energy_j = se / (double)o->it};
+  if (!o->detached && (rc = exchange(o))) {
+    o->detached = true;
+    zeus__log(ZEUS_LOG_WARN, "pfo", "rank %d: %s; staying on the last schedule without the server", o->rank,
+              zeus_errmsg());
+  }
+  o->round++;
+  o->it = 0;
+  return rc;
+}
+
+/* ---- accessors ---- */
+
+const char *zeus_pfo_job_id(const zeus_pfo_optimizer *o) { return o ? o->job_id : NULL; }
+const zeus_pfo_schedule *zeus_pfo_current_schedule(const zeus_pfo_optimizer *o) { return o ? &o->sched : NULL; }
+zeus_pfo_controller *zeus_pfo_optimizer_controller(zeus_pfo_optimizer *o) { return o ? o->ctl : NULL; }
+bool zeus_pfo_detached(const zeus_pfo_optimizer *o) { return o && o->detached; }
+
+void zeus_pfo_last_round(const zeus_pfo_optimizer *o, zeus_pfo_round_stats *out) {
+  if (!out) return;
+  if (!o) {
+    *out = (zeus_pfo_round_stats){.round = -1};
+    return;
+  }
+  *out = o->last;
+}

@@ -1,0 +1,409 @@
+/* The frequency controller: one thread per GPU that owns its clocks.
+ *
+ * The caller's side (zeus_pfo_controller_set_frequency) runs on the training thread around every
+ * instruction, so it takes no lock and makes no system call while the thread is active: it
+ * stores the wish and bumps a sequence number. Waking a sleeping thread costs the waker a system
+ * call of several microseconds, so while wishes keep coming the thread does not sleep for good:
+ * it looks for a new wish every poll interval (0.5 ms by default), and parks only after
+ * PARK_AFTER_S without one. The first wish after that wakes it. Dekker's pattern with
+ * sequentially consistent atomics makes that wake-up safe: the caller writes the sequence and
+ * then reads `parked`; the thread writes `parked` and then reads the sequence; at least one of
+ * them sees the other's write. With polling off, the thread parks at once and every change
+ * wakes it (lowest latency, a system call per change on the caller's thread).
+ *
+ * Only the latest wish is applied: a wish overtaken before the thread ran belongs to an
+ * instruction that has already ended. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/core.h"
+#include "zeus/pfo_client.h"
+
+/* Park after this long without a wish (while polling). */
+#define PARK_AFTER_S 0.05
+#define DEFAULT_POLL_S 0.0005
+
+struct zeus_pfo_controller {
+  zeus_devices *d;
+  double poll_s; /* <= 0: no polling */
+  unsigned gpu;
+  unsigned *freqs; /* highest first */
+  size_t nfreqs;
+  unsigned max_mem;
+  pthread_t th;
+  pthread_mutex_t mu;
+  pthread_cond_t wake; /* the thread waits here */
+  pthread_cond_t done; /* zeus_pfo_controller_wait and open wait here */
+  bool stop;
+  bool started;   /* start-up finished (successfully or not) */
+  int start_rc;
+  char start_msg[1024];
+  bool signals;
+  /* caller side */
+  atomic_uint last_wish;
+  /* shared */
+  atomic_uint target;
+  atomic_ulong wish_seq;
+  atomic_ulong done_seq;
+  atomic_int parked;
+  atomic_int failed; /* 0, or the negative code of the change that failed */
+  char fail_msg[1024]; /* written before `failed` (release) */
+  atomic_uint current;
+  atomic_ulong changes;
+  /* what start-up changed, for putting back */
+  bool sm_locked, mem_locked, pl_changed;
+  unsigned pl_prev_mw;
+};
+
+/* ---- SIGINT / SIGTERM: reset locked clocks, then let the previous disposition act ---- */
+
+static pthread_mutex_t g_sig_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_sig_users;
+static const int g_sigs[2] = {SIGINT, SIGTERM};
+static struct sigaction g_old[2];
+static bool g_installed[2];
+
+static void on_fatal_signal(int sig) {
+  int saved = errno;
+  zeus_devices_restore_all();
+  for (int i = 0; i < 2; i++)
+    if (g_sigs[i] == sig) sigaction(sig, &g_old[i], NULL);
+  /* The signal is blocked while this handler runs: it stays pending and is delivered to the
+   * previous disposition as soon as we return (the default one terminates the process). */
+  raise(sig);
+  errno = saved;
+}
+
+static void signals_acquire(void) {
+  pthread_mutex_lock(&g_sig_mu);
+  if (g_sig_users++ == 0) {
+    for (int i = 0; i < 2; i++) {
+      struct sigaction cur;
+      g_installed[i] = false;
+      if (sigaction(g_sigs[i], NULL, &cur) != 0) continue;
+      if (cur.sa_handler == SIG_IGN) continue; /* the process ignores it: nothing to do on it */
+      struct sigaction sa;
+      memset(&sa, 0, sizeof sa);
+      sa.sa_handler = on_fatal_signal;
+      sigemptyset(&sa.sa_mask);
+      if (sigaction(g_sigs[i], &sa, &g_old[i]) == 0) g_installed[i] = true;
+    }
+  }
+  pthread_mutex_unlock(&g_sig_mu);
+}
+
+static void signals_release(void) {
+  pthread_mutex_lock(&g_sig_mu);
+  if (--g_sig_users == 0) {
+    for (int i = 0; i < 2; i++) {
+      struct sigaction cur;
+      if (!g_installed[i]) continue;
+      /* Put the old disposition back unless someone replaced ours meanwhile. */
+      if (sigaction(g_sigs[i], NULL, &cur) == 0 && cur.sa_handler == on_fatal_signal)
+        sigaction(g_sigs[i], &g_old[i], NULL);
+      g_installed[i] = false;
+    }
+  }
+  pthread_mutex_unlock(&g_sig_mu);
+}
+
+/* ---- start-up and shut-down (on the controller's thread) ---- */
+
+static int cmp_desc(const void *a, const void *b) {
+  unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+  return (y > x) - (y < x);
+}
+
+/* Lists the supported clocks: the highest memory clock, and the SM clocks at it (sorted high to
+ * low, without duplicates). */
+static int list_clocks(zeus_pfo_controller *c) {
+  unsigned mem[64];
+  size_t nmem = ZEUS__ARRAY_LEN(mem);
+  int rc = zeus_gpu_supported_memory_clocks(c->d, c->gpu, mem, &nmem);
+  if (rc) return zeus__error_ctx(rc, "frequency controller of GPU %u: listing memory clocks", c->gpu);
+  if (nmem == 0) return zeus__error(ZEUS_ENOTSUP, "frequency controller of GPU %u: the GPU lists no memory clock", c->gpu);
+  c->max_mem = mem[0];
+  for (size_t i = 1; i < nmem; i++)
+    if (mem[i] > c->max_mem) c->max_mem = mem[i];
+  size_t cap = 256;
+  for (;;) {
+    unsigned *f = realloc(c->freqs, cap * sizeof *f);
+    if (!f) return zeus__oom("listing SM clocks");
+    c->freqs = f;
+    size_t n = cap;
+    rc = zeus_gpu_supported_graphics_clocks(c->d, c->gpu, c->max_mem, f, &n);
+    if (rc == ZEUS_ERANGE && n > cap && n < 100000) { cap = n; continue; }
+    if (rc) return zeus__error_ctx(rc, "frequency controller of GPU %u: listing SM clocks at %u MHz memory clock",
+                                   c->gpu, c->max_mem);
+    if (n == 0)
+      return zeus__error(ZEUS_ENOTSUP, "frequency controller of GPU %u: no SM clock is supported at %u MHz memory clock",
+                         c->gpu, c->max_mem);
+    qsort(f, n, sizeof *f, cmp_desc);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+      if (k == 0 || f[k - 1] != f[i]) f[k++] = f[i];
+    c->nfreqs = k;
+    return ZEUS_OK;
+  }
+}
+
+/* Puts back what start-up changed: locked clocks reset, power limit as it was. */
+static void put_back(zeus_pfo_controller *c) {
+  int rc;
+  if (c->sm_locked) {
+    if ((rc = zeus_gpu_reset_locked_clocks(c->d, c->gpu)))
+      zeus__log(ZEUS_LOG_ERROR, "pfo", "frequency controller of GPU %u: resetting the locked SM clock failed: %s", c->gpu,
+                zeus_errmsg());
+    c->sm_locked = false;
+  }
+  if (c->mem_locked) {
+    if ((rc = zeus_gpu_reset_memory_locked_clocks(c->d, c->gpu)) && rc != ZEUS_ENOTSUP)
+      zeus__log(ZEUS_LOG_ERROR, "pfo", "frequency controller of GPU %u: resetting the locked memory clock failed: %s",
+                c->gpu, zeus_errmsg());
+    c->mem_locked = false;
+  }
+  if (c->pl_changed) {
+    if (zeus_gpu_set_power_limit(c->d, c->gpu, c->pl_prev_mw))
+      zeus__log(ZEUS_LOG_ERROR, "pfo", "frequency controller of GPU %u: restoring the power limit of %u mW failed: %s",
+                c->gpu, c->pl_prev_mw, zeus_errmsg());
+    c->pl_changed = false;
+  }
+}
+
+static int start_up(zeus_pfo_controller *c) {
+  int rc = list_clocks(c);
+  if (rc) return rc;
+  /* The power limit back to the default, so that it does not cap the clocks we set. */
+  unsigned lo, hi, def, cur;
+  rc = zeus_gpu_power_limit_constraints(c->d, c->gpu, &lo, &hi, &def);
+  if (!rc) rc = zeus_gpu_get_power_limit(c->d, c->gpu, &cur);
+  if (rc == ZEUS_OK && cur != def) {
+    if ((rc = zeus_gpu_set_power_limit(c->d, c->gpu, def)))
+      return zeus__error_ctx(rc, "frequency controller of GPU %u: resetting the power limit to its default %u mW",
+                             c->gpu, def);
+    c->pl_changed = true;
+    c->pl_prev_mw = cur;
+  } else if (rc && rc != ZEUS_ENOTSUP) {
+    return zeus__error_ctx(rc, "frequency controller of GPU %u: reading the power limit", c->gpu);
+  }
+  /* Memory clock at its maximum; GPUs that cannot lock it (before Ampere) are fine. */
+  rc = zeus_gpu_set_memory_locked_clocks(c->d, c->gpu, c->max_mem, c->max_mem);
+  if (rc == ZEUS_OK) c->mem_locked = true;
+  else if (rc != ZEUS_ENOTSUP)
+    return zeus__error_ctx(rc, "frequency controller of GPU %u: locking the memory clock at %u MHz", c->gpu, c->max_mem);
+  /* SM clock at the highest frequency. */
+  if ((rc = zeus_gpu_set_locked_clocks(c->d, c->gpu, c->freqs[0], c->freqs[0])))
+    return zeus__error_ctx(rc, "frequency controller of GPU %u: locking the SM clock at %u MHz", c->gpu, c->freqs[0]);
+  c->sm_locked = true;
+  atomic_store(&c->current, c->freqs[0]);
+  atomic_store(&c->last_wish, c->freqs[0]);
+  atomic_store(&c->target, c->freqs[0]);
+  return ZEUS_OK;
+}
+
+static void *controller_main(void *arg) {
+  zeus_pfo_controller *c = arg;
+  int rc = start_up(c);
+  pthread_mutex_lock(&c->mu);
+  c->started = true;
+  c->start_rc = rc;
+  if (rc) snprintf(c->start_msg, sizeof c->start_msg, "%s", zeus_errmsg());
+  pthread_cond_broadcast(&c->done);
+  if (rc) {
+    pthread_mutex_unlock(&c->mu);
+    put_back(c);
+    return NULL;
+  }
+  unsigned long seen = atomic_load(&c->wish_seq);
+  double last_wish_at = zeus_monotonic_s();
+  for (;;) {
+    if (c->stop) break;
+    unsigned long seq = atomic_load(&c->wish_seq);
+    if (seq != seen) {
+      seen = seq;
+      unsigned f = atomic_load(&c->target);
+      pthread_mutex_unlock(&c->mu);
+      if (!atomic_load(&c->failed) && f != atomic_load(&c->current)) {
+        int e = zeus_gpu_set_locked_clocks(c->d, c->gpu, f, f);
+        if (e) {
+          snprintf(c->fail_msg, sizeof c->fail_msg, "frequency controller of GPU %u: setting the SM clock to %u MHz: %s",
+                   c->gpu, f, zeus_errmsg());
+          zeus__log(ZEUS_LOG_ERROR, "pfo", "%s", c->fail_msg);
+          atomic_store_explicit(&c->failed, e, memory_order_release);
+        } else {
+          atomic_store(&c->current, f);
+          atomic_fetch_add(&c->changes, 1);
+        }
+      }
+      last_wish_at = zeus_monotonic_s();
+      pthread_mutex_lock(&c->mu);
+      atomic_store(&c->done_seq, seen);
+      pthread_cond_broadcast(&c->done);
+      continue;
+    }
+    double now = zeus_monotonic_s();
+    if (c->poll_s > 0 && now - last_wish_at < PARK_AFTER_S) {
+      /* Polling: callers do not signal; zeus_pfo_controller_wait and close may. */
+      struct timespec until;
+      clock_gettime(CLOCK_MONOTONIC, &until);
+      double ns = until.tv_nsec + c->poll_s * 1e9;
+      until.tv_sec += (time_t)(ns / 1e9);
+      until.tv_nsec = (long)fmod(ns, 1e9);
+      pthread_cond_timedwait(&c->wake, &c->mu, &until);
+      continue;
+    }
+    atomic_store(&c->parked, 1);
+    if (atomic_load(&c->wish_seq) == seen && !c->stop) pthread_cond_wait(&c->wake, &c->mu);
+    atomic_store(&c->parked, 0);
+    last_wish_at = zeus_monotonic_s();
+  }
+  pthread_mutex_unlock(&c->mu);
+  put_back(c);
+  return NULL;
+}
+
+/* ---- API ---- */
+
+static void controller_free(zeus_pfo_controller *c) {
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->wake);
+  pthread_cond_destroy(&c->done);
+  free(c->freqs);
+  free(c);
+}
+
+int zeus_pfo_controller_open(zeus_pfo_controller **out, zeus_devices *devices, unsigned gpu,
+                             const zeus_pfo_controller_opts *opts) {
+  if (!out) return zeus__error(ZEUS_EINVAL, "zeus_pfo_controller_open: out is required");
+  int rc;
+  if (!devices && (rc = zeus_devices_default(&devices))) return rc;
+  if (gpu >= zeus_gpu_count(devices))
+    return zeus__error(ZEUS_ENOENT, "frequency controller: GPU %u does not exist (%u visible GPU%s on backend %s)", gpu,
+                       zeus_gpu_count(devices), zeus_gpu_count(devices) == 1 ? "" : "s", zeus_devices_backend(devices));
+  zeus_pfo_controller *c = calloc(1, sizeof *c);
+  if (!c) return zeus__oom("creating a frequency controller");
+  c->d = devices;
+  c->gpu = gpu;
+  c->poll_s = opts && opts->poll_interval_s != 0 ? opts->poll_interval_s : DEFAULT_POLL_S;
+  if (c->poll_s > 1) c->poll_s = 1;
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->wake, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_cond_init(&c->done, NULL);
+  /* Handlers first: a signal right after the clocks are locked must find them in place. */
+  c->signals = !(opts && opts->no_signal_handlers);
+  if (c->signals) signals_acquire();
+  if (pthread_create(&c->th, NULL, controller_main, c) != 0) {
+    if (c->signals) signals_release();
+    controller_free(c);
+    return zeus__error(ZEUS_EINTERNAL, "frequency controller of GPU %u: cannot start its thread", gpu);
+  }
+  pthread_mutex_lock(&c->mu);
+  while (!c->started) pthread_cond_wait(&c->done, &c->mu);
+  rc = c->start_rc;
+  pthread_mutex_unlock(&c->mu);
+  if (rc) {
+    pthread_join(c->th, NULL);
+    if (c->signals) signals_release();
+    zeus__error(rc, "%s", c->start_msg);
+    controller_free(c);
+    return rc;
+  }
+  zeus__log(ZEUS_LOG_DEBUG, "pfo", "frequency controller of GPU %u: memory clock %u MHz, SM clock locked at %u MHz (%zu "
+            "frequencies supported)", gpu, c->max_mem, c->freqs[0], c->nfreqs);
+  *out = c;
+  return ZEUS_OK;
+}
+
+void zeus_pfo_controller_close(zeus_pfo_controller *c) {
+  if (!c) return;
+  pthread_mutex_lock(&c->mu);
+  c->stop = true;
+  pthread_cond_signal(&c->wake);
+  pthread_mutex_unlock(&c->mu);
+  pthread_join(c->th, NULL);
+  if (c->signals) signals_release();
+  controller_free(c);
+}
+
+static bool supported(const zeus_pfo_controller *c, unsigned mhz) {
+  size_t lo = 0, hi = c->nfreqs; /* descending order */
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (c->freqs[mid] == mhz) return true;
+    if (c->freqs[mid] > mhz) lo = mid + 1;
+    else hi = mid;
+  }
+  return false;
+}
+
+static int failure(zeus_pfo_controller *c, int code) { return zeus__error(code, "%s", c->fail_msg); }
+
+int zeus_pfo_controller_set_frequency(zeus_pfo_controller *c, unsigned mhz) {
+  int f = atomic_load_explicit(&c->failed, memory_order_acquire);
+  if (f) return failure(c, f);
+  if (mhz == 0 || mhz == atomic_load_explicit(&c->last_wish, memory_order_relaxed)) return ZEUS_OK;
+  if (!supported(c, mhz))
+    return zeus__error(ZEUS_EINVAL, "frequency controller of GPU %u: %u MHz is not a supported SM clock (%u..%u MHz "
+                       "at %u MHz memory clock)", c->gpu, mhz, c->freqs[c->nfreqs - 1], c->freqs[0], c->max_mem);
+  atomic_store_explicit(&c->last_wish, mhz, memory_order_relaxed);
+  atomic_store(&c->target, mhz);
+  atomic_fetch_add(&c->wish_seq, 1);
+  if (atomic_load(&c->parked)) {
+    pthread_mutex_lock(&c->mu);
+    pthread_cond_signal(&c->wake);
+    pthread_mutex_unlock(&c->mu);
+  }
+  return ZEUS_OK;
+}
+
+int zeus_pfo_controller_wait(zeus_pfo_controller *c, double timeout_s) {
+  unsigned long want = atomic_load(&c->wish_seq);
+  struct timespec until;
+  if (timeout_s > 0) {
+    clock_gettime(CLOCK_REALTIME, &until);
+    double ns = until.tv_nsec + fmod(timeout_s, 1.0) * 1e9;
+    until.tv_sec += (time_t)timeout_s + (time_t)(ns / 1e9);
+    until.tv_nsec = (long)fmod(ns, 1e9);
+  }
+  int rc = ZEUS_OK;
+  pthread_mutex_lock(&c->mu);
+  if (atomic_load(&c->done_seq) < want) pthread_cond_signal(&c->wake); /* do not wait for the next poll */
+  while (atomic_load(&c->done_seq) < want && !atomic_load(&c->failed)) {
+    if (timeout_s > 0) {
+      if (pthread_cond_timedwait(&c->done, &c->mu, &until) == ETIMEDOUT && atomic_load(&c->done_seq) < want) {
+        rc = zeus__error(ZEUS_ETIMEDOUT, "frequency controller of GPU %u: the clock change to %u MHz was not done "
+                         "within %g s", c->gpu, atomic_load(&c->target), timeout_s);
+        break;
+      }
+    } else {
+      pthread_cond_wait(&c->done, &c->mu);
+    }
+  }
+  pthread_mutex_unlock(&c->mu);
+  int f = atomic_load_explicit(&c->failed, memory_order_acquire);
+  if (!rc && f) rc = failure(c, f);
+  return rc;
+}
+
+size_t zeus_pfo_controller_frequencies(const zeus_pfo_controller *c, const unsigned **mhz) {
+  *mhz = c->freqs;
+  return c->nfreqs;
+}
+
+unsigned zeus_pfo_controller_current_mhz(const zeus_pfo_controller *c) {
+  return atomic_load(&((zeus_pfo_controller *)c)->current);
+}
+
+unsigned long zeus_pfo_controller_changes(const zeus_pfo_controller *c) {
+  return atomic_load(&((zeus_pfo_controller *)c)->changes);
+}
