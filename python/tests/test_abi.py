@@ -20,7 +20,12 @@ STRUCTS = {
     "zeus_selector": _lib.Selector,
     "zeus_collective": _lib.Collective,
     "zeus_plo_opts": _lib.PloOpts,
+    "zeus_pfo_freq": _lib.PfoFreq,
+    "zeus_pfo_schedule": _lib.PfoSchedule,
 }
+if os.path.exists(os.path.join(tu.REPO, "include", "zeus", "pfo_client.h")):
+    STRUCTS["zeus_pfo_optimizer_opts"] = _lib.PfoOptimizerOpts
+    STRUCTS["zeus_pfo_round_stats"] = _lib.PfoRoundStats
 CONSTANTS = ["ZEUS_MAX_GPUS", "ZEUS_MAX_CPUS", "ZEUS_NAME_LEN", "ZEUS_OK", "ZEUS_EINVAL", "ZEUS_EIO",
              "ZEUS_EINTERNAL", "ZEUS_REDUCE_SUM", "ZEUS_REDUCE_MAX", "ZEUS_SELECTOR_ENERGY", "ZEUS_SELECTOR_TIME",
              "ZEUS_SELECTOR_ZEUS_COST", "ZEUS_SELECTOR_MAX_SLOWDOWN", "ZEUS_SELECTOR_CUSTOM", "ZEUS_PLO_READY",

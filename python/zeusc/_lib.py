@@ -22,7 +22,7 @@ import logging
 import os
 import threading
 from ctypes import (CFUNCTYPE, POINTER, Structure, byref, c_bool, c_char_p, c_double, c_int,
-                    c_long, c_size_t, c_uint, c_uint64, c_void_p)
+                    c_long, c_size_t, c_uint, c_uint64, c_ulong, c_void_p)
 
 from . import exceptions as _exc
 
@@ -55,6 +55,8 @@ ZEUS_PLO_DONE = 3
 
 #: The message (and skip reason in the tests) when the loaded libzeus lacks zeus/plo.h's functions.
 PLO_MISSING = "C power-limit optimizer not in this libzeus"
+#: The same for zeus/pfo_client.h (the Perseus client).
+PFO_MISSING = "C Perseus client (zeus/pfo_client.h) not in this libzeus"
 
 # ---- structures (zeus/*.h; tests/test_abi.py checks every size and offset against the C compiler)
 
@@ -151,6 +153,52 @@ class PloOpts(Structure):
     ]
 
 
+SYNC_FN = CFUNCTYPE(c_int, c_void_p)
+
+
+class PfoOptimizerOpts(Structure):
+    """zeus_pfo_optimizer_opts (zeus/pfo_client.h)."""
+    _fields_ = [
+        ("rank", c_int), ("dp_rank", c_int), ("pp_rank", c_int), ("tp_rank", c_int),
+        ("dp_degree", c_int), ("pp_degree", c_int), ("tp_degree", c_int), ("world_size", c_int),
+        ("device_id", c_uint),
+        ("devices", c_void_p),
+        ("server_url", c_char_p),
+        ("job_metadata", c_char_p),
+        ("job_id", c_char_p),
+        ("collective", POINTER(Collective)),
+        ("pipe_schedule", POINTER(c_char_p)),
+        ("n_pipe_schedule", c_size_t),
+        ("iters_per_round", c_long),
+        ("sync", SYNC_FN),
+        ("sync_ctx", c_void_p),
+        ("no_instruction_profiling", c_bool),
+        ("no_signal_handlers", c_bool),
+        ("controller_poll_s", c_double),
+        ("connect_timeout_s", c_double),
+        ("request_timeout_s", c_double),
+        ("schedule_timeout_s", c_double),
+        ("retries", c_int),
+        ("retry_backoff_s", c_double),
+        ("token", c_char_p),
+    ]
+
+
+class PfoFreq(Structure):
+    """zeus_pfo_freq (zeus/pfo.h)."""
+    _fields_ = [("instruction", c_char_p), ("frequency_mhz", c_int)]
+
+
+class PfoSchedule(Structure):
+    """zeus_pfo_schedule (zeus/pfo.h)."""
+    _fields_ = [("rank", c_int), ("frequencies", POINTER(PfoFreq)), ("n_frequencies", c_size_t)]
+
+
+class PfoRoundStats(Structure):
+    """zeus_pfo_round_stats (zeus/pfo_client.h)."""
+    _fields_ = [("round", c_long), ("iterations", c_long), ("iter_time_s", c_double), ("iter_energy_j", c_double)]
+
+
 LOG_FN = CFUNCTYPE(None, c_int, c_char_p, c_char_p, c_void_p)
 
 # ---- prototypes ----------------------------------------------------------------------------------
@@ -245,7 +293,28 @@ _PLO = {
     "zeus_plo_power_limits": (c_size_t, [_VP, _P(_P(c_uint))]),
 }
 
+# zeus/pfo_client.h: the Perseus client (PipelineFrequencyOptimizer), on the client's branch.
+_PFO = {
+    "zeus_pfo_optimizer_opts_init": (c_int, [_P(PfoOptimizerOpts)]),
+    "zeus_pfo_optimizer_open": (c_int, [_P(_VP), _P(PfoOptimizerOpts)]),
+    "zeus_pfo_optimizer_close": (None, [_VP]),
+    "zeus_pfo_on_step_begin": (c_int, [_VP]),
+    "zeus_pfo_on_step_end": (c_int, [_VP]),
+    "zeus_pfo_on_instruction_begin": (c_int, [_VP, c_char_p]),
+    "zeus_pfo_on_instruction_end": (c_int, [_VP, c_char_p]),
+    "zeus_pfo_job_id": (c_char_p, [_VP]),
+    "zeus_pfo_current_schedule": (_P(PfoSchedule), [_VP]),
+    "zeus_pfo_optimizer_controller": (_VP, [_VP]),
+    "zeus_pfo_detached": (c_bool, [_VP]),
+    "zeus_pfo_last_round": (None, [_VP, _P(PfoRoundStats)]),
+    "zeus_pfo_controller_wait": (c_int, [_VP, c_double]),
+    "zeus_pfo_controller_frequencies": (c_size_t, [_VP, _P(_P(c_uint))]),
+    "zeus_pfo_controller_current_mhz": (c_uint, [_VP]),
+    "zeus_pfo_controller_changes": (c_ulong, [_VP]),
+}
+
 _OPTIONAL = dict(_PLO)
+_OPTIONAL.update(_PFO)
 
 # ---- loading -------------------------------------------------------------------------------------
 
@@ -355,6 +424,16 @@ def require_plo() -> ctypes.CDLL:
     return L
 
 
+def require_pfo() -> ctypes.CDLL:
+    """The library, or RuntimeError when it lacks the Perseus client (zeus/pfo_client.h)."""
+    L = lib()
+    if not hasattr(L, "zeus_pfo_optimizer_open"):
+        raise _exc.ZeusUnavailableError(
+            f"{PFO_MISSING} ({library_path()} exports no zeus_pfo_optimizer_open): build libzeus from a "
+            "tree that implements zeus/pfo_client.h (src/pfo/client.c)")
+    return L
+
+
 def c_free(ptr) -> None:
     """free() from the C library, for memory libzeus allocated with malloc."""
     global _libc_free
@@ -451,4 +530,4 @@ def fs_bytes(path) -> bytes:
     return os.fsencode(os.fspath(path))
 
 
-__all__ = ["lib", "library_path", "has", "require_plo", "check", "error", "set_errmsg", "set_log_level"]
+__all__ = ["lib", "library_path", "has", "require_plo", "require_pfo", "check", "error", "set_errmsg", "set_log_level"]

@@ -14,18 +14,15 @@ the program initialised it.
 from __future__ import annotations
 
 import abc
-import atexit
 import enum
 import numbers
 import os
-import signal
 import threading
-import weakref
 from ctypes import POINTER, byref, c_uint, c_void_p, cast, pointer
 from dataclasses import dataclass
 from typing import List, Optional
 
-from .. import _lib
+from .. import _lib, _lifetime
 from ..callback import Callback
 from ..utils.framework import TorchCollective, torch_distributed
 
@@ -238,46 +235,6 @@ class PLOState(enum.IntEnum):
 
 
 _DONE = _lib.ZEUS_PLO_DONE
-_live = weakref.WeakSet()
-_sig_lock = threading.Lock()
-_sigterm_installed = False
-
-
-def _close_all() -> None:
-    for p in list(_live):
-        try:
-            p.close()
-        except Exception:
-            pass
-
-
-atexit.register(_close_all)
-
-
-def _on_sigterm(signum, frame):
-    # Put every GPU back, then die of SIGTERM as the process would have without us.
-    _close_all()
-    try:
-        _lib.lib().zeus_devices_restore_all()
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _install_sigterm() -> None:
-    """SIGTERM puts the GPUs back, unless the program handles SIGTERM itself. (SIGINT raises
-    KeyboardInterrupt as usual; the GPUs are put back when the optimizer is closed or at exit.)"""
-    global _sigterm_installed
-    with _sig_lock:
-        if _sigterm_installed or threading.current_thread() is not threading.main_thread():
-            return
-        try:
-            if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-                return
-            signal.signal(signal.SIGTERM, _on_sigterm)
-            _sigterm_installed = True
-        except ValueError:  # not the main interpreter
-            pass
 
 
 def _int_arg(name: str, v, lo: int, hi: int) -> int:
@@ -368,9 +325,8 @@ class GlobalPowerLimitOptimizer(Callback):
         if rc:
             self._h = c_void_p()
             self._raise(rc)
-        _live.add(self)
+        _lifetime.register(self)
         monitor._dependents.add(self)
-        _install_sigterm()
 
         self._lib = L
         self._c_step_begin = L.zeus_plo_on_step_begin
@@ -474,7 +430,7 @@ class GlobalPowerLimitOptimizer(Callback):
             self._done = False
             self._c_step_begin = self._c_get_state = _closed
             self._lib.zeus_plo_close(h)
-        _live.discard(self)
+        _lifetime.unregister(self)
 
     def __enter__(self):
         return self
