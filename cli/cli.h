@@ -33,5 +33,6 @@ int cmd_gpus(int argc, char **argv);
 int cmd_monitor(int argc, char **argv);
 int cmd_frontier(int argc, char **argv);
 int cmd_pfo_server(int argc, char **argv);
+int cmd_plo(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ static const command commands[] = {
     {"monitor", cmd_monitor, "measure the energy of a command, or sample power"},
     {"frontier", cmd_frontier, "time–energy frontier of a pipeline (Perseus optimizer) from a profile"},
     {"pfo-server", cmd_pfo_server, "serve Perseus per-instruction GPU frequency schedules"},
+    {"plo", cmd_plo, "power-limit optimizer: replay a measured profile, or a demo on the simulated GPU"},
 };
 
 static void usage(FILE *out) {

@@ -22,6 +22,9 @@ echo
 echo "Lower power limits cap the simulated GPU's clock: the work takes longer but, down to a point,"
 echo "uses less energy. The power-limit optimizer finds that point during training."
 
+step "zeus plo demo      # the power-limit optimizer in a simulated training loop"
+"$Z" plo demo
+
 out=$(mktemp -d)
 step "zeus frontier --profile tests/data/frontier/small_profile.csv --stages 2 --microbatches 4 --blocking-power 60 --out $out --sample 3"
 "$Z" frontier --profile tests/data/frontier/small_profile.csv --stages 2 --microbatches 4 --blocking-power 60 \
