@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(bool(os.environ.get("ZEUSC_TEST_SANITIZED")),
 
 CHECK = textwrap.dedent("""
     import sys, zeusc
+    import zeusc.optimizer.power_limit, zeusc.optimizer.pipeline_frequency, zeusc.utils.metric, zeusc.device
     from zeusc.monitor import ZeusMonitor
     m = ZeusMonitor()
     m.begin_window("w"); r = m.end_window("w")
