@@ -10,7 +10,6 @@ import json
 import os
 import textwrap
 
-import pytest
 
 import zeusc_testutil as tu
 

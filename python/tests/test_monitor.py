@@ -3,7 +3,6 @@ backend and through the fake NVML; every bad input raises the natural exception.
 from __future__ import annotations
 
 import csv
-import os
 import sys
 import textwrap
 import threading
