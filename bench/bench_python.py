@@ -1,0 +1,72 @@
+"""make bench: the Python binding's per-call costs (issue 8's targets).
+
+  on_step_begin in Done       <= 0.15 us  (the binding returns without crossing into C)
+  on_step_begin in profiling  <= 1 us     (one C call to the hook and one to read the state)
+  begin_window + end_window   <= 3 us     (simulated GPU, virtual clock)
+
+Run as: ZEUSC_LIBRARY=build/libzeus.so python3 bench/bench_python.py (scripts/bench.sh does).
+"""
+import os
+import sys
+import tempfile
+import time
+import timeit
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+os.environ["ZEUS_GPU_BACKEND"] = "sim"
+os.environ["ZEUS_SIM_GPUS"] = "1"
+os.environ["ZEUS_SIM_CLOCK"] = "virtual"
+
+from zeusc import _lib  # noqa: E402
+from zeusc.device import Devices  # noqa: E402
+from zeusc.monitor import ZeusMonitor  # noqa: E402
+
+
+def per_call_us(fn, n):
+    """CPU time per call (process time: other processes on a busy machine inflate wall time),
+    the best of 5 runs, and the loop's own cost per iteration."""
+    loop = timeit.Timer("for _ in r: pass", setup=f"r = range({n})", timer=time.process_time).timeit(number=1)
+    t = min(timeit.Timer("for _ in r: f()", setup=f"r = range({n})", globals={"f": fn},
+                         timer=time.process_time).repeat(number=1, repeat=5))
+    return (t / n) * 1e6, (loop / n) * 1e6
+
+
+def main():
+    print(f"libzeus: {_lib.library_path()}  (CPU time per call, best of 5)")
+    dev = Devices(backend="sim", all_devices=True)
+    mon = ZeusMonitor(devices=dev, cpu_indices=[])
+
+    def pair():
+        mon.begin_window("bench")
+        mon.end_window("bench")
+    us, loop = per_call_us(pair, 200_000)
+    print(f"begin_window + end_window (sim):   {us:7.3f} us per pair   (target <= 3 us)")
+
+    if not hasattr(_lib.lib(), "zeus_plo_open"):
+        print(f"on_step_begin: skipped: {_lib.PLO_MISSING}")
+        return
+    from zeusc.optimizer.power_limit import Energy, GlobalPowerLimitOptimizer, PLOState, PowerLimitMeasurement, \
+        save_profile
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "profile.json")
+        save_profile(path, [PowerLimitMeasurement(300, 100.0, 1.0), PowerLimitMeasurement(200, 80.0, 1.2)])
+        done = GlobalPowerLimitOptimizer(mon, Energy(), profile_path=path)
+        assert done.state == PLOState.DONE
+        us, loop = per_call_us(done.on_step_begin, 2_000_000)
+        print(f"on_step_begin in Done:             {us:7.3f} us per call   (target <= 0.15 us; "
+              f"the loop alone {loop:.3f} us)")
+        done.close()
+    prof = GlobalPowerLimitOptimizer(mon, Energy(), wait_steps=0, warmup_steps=0, profile_steps=10**15)
+    prof.on_step_begin()  # sets the first limit and begins the window
+    assert prof.state == PLOState.PROFILING
+    us, loop = per_call_us(prof.on_step_begin, 500_000)
+    assert prof.state == PLOState.PROFILING
+    print(f"on_step_begin while profiling:     {us:7.3f} us per call   (target <= 1 us)")
+    prof.close()
+    mon.close()
+    dev.close()
+
+
+if __name__ == "__main__":
+    main()

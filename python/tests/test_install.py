@@ -1,0 +1,96 @@
+"""`pip install ./python` works offline with the machine's setuptools: into a --target folder
+with the system Python, and into a virtual environment; the installed package finds a libzeus
+copied next to it, or the one ZEUSC_LIBRARY names."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import zeusc_testutil as tu
+from zeusc import _lib
+
+pytestmark = pytest.mark.skipif(bool(os.environ.get("ZEUSC_TEST_SANITIZED")),
+                                reason="installing is tested in the normal build, not under the sanitizers")
+
+CHECK = textwrap.dedent("""
+    import sys, zeusc
+    import zeusc.optimizer.power_limit, zeusc.optimizer.pipeline_frequency, zeusc.utils.metric, zeusc.device
+    from zeusc.monitor import ZeusMonitor
+    m = ZeusMonitor()
+    m.begin_window("w"); r = m.end_window("w")
+    print(zeusc.__file__)
+    print(zeusc.library_path())
+    print(sorted(r.gpu_energy))
+""")
+
+
+def _pip_ok(python):
+    return subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == 0
+
+
+def _source_copy(tmp_path, bundle_library):
+    src = tmp_path / "src"
+    shutil.copytree(tu.PYDIR, src, ignore=shutil.ignore_patterns("tests", "__pycache__", "build", "*.egg-info",
+                                                                  "libzeus.so*"))
+    if bundle_library:
+        shutil.copy(_lib.library_path(), src / "zeusc" / "libzeus.so")
+    return src
+
+
+def _env(**kw):
+    e = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ZEUSC_LIBRARY")}
+    e.update({"ZEUS_GPU_BACKEND": "sim", "ZEUS_SIM_GPUS": "2", "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    e.update(kw)
+    return e
+
+
+def test_pip_install_target_with_the_library_bundled(tmp_path):
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    if not _pip_ok(python):
+        pytest.skip(f"{python} has no pip (Debian: python3-pip)")
+    src = _source_copy(tmp_path, bundle_library=True)
+    site = tmp_path / "site"
+    p = subprocess.run([python, "-m", "pip", "install", "--no-build-isolation", "--no-index", "--no-deps",
+                        "--target", str(site), str(src)], capture_output=True, text=True, env=_env(), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert (site / "zeusc" / "libzeus.so").exists()
+    assert not (site / "zeusc" / "tests").exists()
+    p = subprocess.run([python, "-c", CHECK], capture_output=True, text=True, env=_env(PYTHONPATH=str(site)),
+                       cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith(str(site / "zeusc"))
+    assert lines[1] == str(site / "zeusc" / "libzeus.so")  # found next to the package
+    assert lines[2] == "[0, 1]"
+
+
+def test_pip_install_into_a_venv_with_zeusc_library(tmp_path):
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    venv = tmp_path / "venv"
+    # --system-site-packages: the machine's setuptools and wheel build the package, offline
+    p = subprocess.run([python, "-m", "venv", "--system-site-packages", str(venv)], capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot create a venv (Debian: python3-venv): {p.stderr.strip()[-200:]}")
+    vpy = str(venv / "bin" / "python")
+    if not _pip_ok(vpy):
+        pytest.skip("the venv has no pip")
+    src = _source_copy(tmp_path, bundle_library=False)
+    p = subprocess.run([vpy, "-m", "pip", "install", "--no-build-isolation", "--no-index", str(src)],
+                       capture_output=True, text=True, env=_env(), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p = subprocess.run([vpy, "-c", CHECK], capture_output=True, text=True,
+                       env=_env(ZEUSC_LIBRARY=_lib.library_path()), cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith(str(venv))
+    assert lines[1] == _lib.library_path()
+    # without ZEUSC_LIBRARY and with no copy next to the package, the error says what to do
+    p = subprocess.run([vpy, "-c", "import zeusc; zeusc.library_path()"], capture_output=True, text=True,
+                       env=_env(LD_LIBRARY_PATH=""), cwd=str(tmp_path))
+    if p.returncode != 0:
+        assert "cannot find libzeus" in p.stderr and "ZEUSC_LIBRARY" in p.stderr

@@ -1,0 +1,1 @@
+"""Optimizers (zeus.optimizer of the original): zeusc.optimizer.power_limit."""

@@ -1,0 +1,301 @@
+"""Pipeline frequency optimizer (zeus.optimizer.pipeline_frequency.optimizer of the original).
+
+:class:`PipelineFrequencyOptimizer` is libzeus's Perseus client (zeus/pfo_client.h): each rank
+of a pipeline-parallel job joins the job on the Perseus server (``zeus pfo-server``), receives a
+per-instruction SM frequency schedule, and sets the GPU's clock around every instruction through
+a controller thread; every ``iters_per_round`` iterations it reports what it measured and fetches
+the next schedule. This module converts arguments and results, and plugs torch.distributed in as
+the collective (rank 0 broadcasts the job id) and ``torch.cuda.synchronize`` as the
+per-instruction synchronisation when the program uses them.
+"""
+from __future__ import annotations
+
+import numbers
+import sys
+from ctypes import POINTER, byref, c_char_p, c_uint, c_void_p
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+from ... import _lib, _lifetime
+from ...callback import Callback
+from ...utils.framework import TorchCollective, torch_distributed
+
+
+@dataclass
+class RoundStats:
+    """What this rank measured in its last completed profiling round (round -1: none yet)."""
+
+    round: int
+    iterations: int
+    iter_time: float
+    iter_energy: float
+
+
+def _int(name, v, lo=-(2**31), hi=2**31 - 1):
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"PipelineFrequencyOptimizer: {name} must be an int, got {type(v).__name__}")
+    if not lo <= v <= hi:
+        raise ValueError(f"PipelineFrequencyOptimizer: {name} {v} is out of range ({lo}..{hi})")
+    return int(v)
+
+
+def _opt_str(name, v):
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise TypeError(f"PipelineFrequencyOptimizer: {name} must be a str, got {type(v).__name__}")
+    if "\0" in v:
+        raise ValueError(f"PipelineFrequencyOptimizer: {name} contains a NUL character")
+    return v.encode()
+
+
+class PipelineFrequencyOptimizer(Callback):
+    """Pipeline frequency optimizer: the Perseus client of one rank.
+
+    Args (the original's):
+        rank, dp_rank, pp_rank, tp_rank: this process's global rank and its ranks in the data,
+            pipeline and tensor parallel groups.
+        device_id: the (visible) index of the GPU this rank uses.
+        dp_degree, pp_degree, tp_degree, world_size: the job's shape; world_size must be
+            dp_degree x pp_degree x tp_degree.
+        server_url: the Perseus server, "http://host:port".
+        job_metadata: appended to the job id by the server (rank 0).
+
+    Keyword-only extensions (not in the original), each None to keep libzeus's default or its
+    ZEUS_PFO_* setting: ``job_id`` (join that job; no broadcast), ``pipe_schedule`` (this rank's
+    instruction names of one iteration, in order, sent to the server), ``iters_per_round``,
+    ``profile_instructions``, ``devices`` (a :class:`zeusc.device.Devices`), ``retries``,
+    ``connect_timeout``, ``request_timeout``, ``schedule_timeout``, ``token``, and
+    ``sync_instructions`` (default True: before each instruction, ``torch.cuda.synchronize``
+    the rank's GPU when the program has imported torch and CUDA is available).
+
+    With torch.distributed initialised, it is the collective: every rank must construct its
+    optimizer (rank 0 registers the job and broadcasts the id); when any rank fails to start,
+    every rank raises. Without it, the process is the whole job unless ``job_id`` is given.
+
+    Raises:
+        ValueError: a bad argument or setting (named), a schedule that does not fit the GPU.
+        ConnectionError / TimeoutError / RuntimeError: the server is unreachable, too slow, or
+            answered with an error (its message is included).
+        PermissionError: setting GPU clocks needs root or CAP_SYS_ADMIN.
+    """
+
+    def __init__(self, rank: int, dp_rank: int, pp_rank: int, tp_rank: int, device_id: int, dp_degree: int,
+                 pp_degree: int, tp_degree: int, world_size: int, server_url: str,
+                 job_metadata: Optional[str] = None, *, job_id: Optional[str] = None,
+                 pipe_schedule: Optional[Sequence[str]] = None, iters_per_round: Optional[int] = None,
+                 profile_instructions: Optional[bool] = None, devices=None, retries: Optional[int] = None,
+                 connect_timeout: Optional[float] = None, request_timeout: Optional[float] = None,
+                 schedule_timeout: Optional[float] = None, token: Optional[str] = None,
+                 sync_instructions: bool = True):
+        self._h = c_void_p()
+        L = _lib.require_pfo()
+        o = _lib.PfoOptimizerOpts()
+        _lib.check(L.zeus_pfo_optimizer_opts_init(byref(o)))
+        o.rank, o.dp_rank, o.pp_rank, o.tp_rank = (_int("rank", rank), _int("dp_rank", dp_rank),
+                                                   _int("pp_rank", pp_rank), _int("tp_rank", tp_rank))
+        o.dp_degree, o.pp_degree, o.tp_degree = (_int("dp_degree", dp_degree), _int("pp_degree", pp_degree),
+                                                 _int("tp_degree", tp_degree))
+        o.world_size = _int("world_size", world_size)
+        self.device_id = o.device_id = _int("device_id", device_id, 0, 2**32 - 1)
+        self.rank = rank
+        # Every pointer in `o` must stay valid while the optimizer lives: keep the objects here.
+        self._keep = []
+
+        def text(name, v):
+            b = _opt_str(name, v)
+            self._keep.append(b)
+            return b
+        if server_url is None:
+            raise TypeError("PipelineFrequencyOptimizer: server_url is required")
+        o.server_url = text("server_url", server_url)
+        if job_metadata is not None:
+            o.job_metadata = text("job_metadata", job_metadata)
+        if job_id is not None:
+            o.job_id = text("job_id", job_id)
+        if token is not None:
+            o.token = text("token", token)
+        if pipe_schedule is not None:
+            names = [text("pipe_schedule entry", n) for n in pipe_schedule]
+            arr = (c_char_p * max(len(names), 1))(*names)
+            self._keep.append(arr)
+            o.pipe_schedule = arr
+            o.n_pipe_schedule = len(names)
+        if iters_per_round is not None:
+            o.iters_per_round = _int("iters_per_round", iters_per_round, -(2**63), 2**63 - 1)
+        if profile_instructions is not None:
+            o.no_instruction_profiling = not profile_instructions
+        if retries is not None:
+            o.retries = _int("retries", retries)
+        for name, v, field in (("connect_timeout", connect_timeout, "connect_timeout_s"),
+                               ("request_timeout", request_timeout, "request_timeout_s"),
+                               ("schedule_timeout", schedule_timeout, "schedule_timeout_s")):
+            if v is not None:
+                if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                    raise TypeError(f"PipelineFrequencyOptimizer: {name} must be a number of seconds")
+                setattr(o, field, float(v))
+        self._devices = devices
+        if devices is not None:
+            o.devices = devices._handle()
+        self._collective = None
+        if torch_distributed() is not None:
+            self._collective = TorchCollective()
+            o.collective = POINTER(_lib.Collective)(self._collective.struct)
+        self._sync_error = None
+        self._sync_cb = None
+        if sync_instructions:
+            self._sync_cb = _lib.SYNC_FN(self._sync)
+            o.sync = self._sync_cb
+        o.no_signal_handlers = True  # signals stay Python's; see zeusc._lifetime
+        self._opts = o
+
+        rc = L.zeus_pfo_optimizer_open(byref(self._h), byref(o))
+        if rc:
+            self._h = c_void_p()
+            self._raise(rc)
+        _lifetime.register(self)
+        if devices is not None:
+            devices._dependents.add(self)
+        self._lib = L
+        self._begin = L.zeus_pfo_on_instruction_begin
+        self._end = L.zeus_pfo_on_instruction_end
+
+    # ---- hooks --------------------------------------------------------------------------------
+
+    def on_step_begin(self) -> None:
+        """Mark the beginning of an iteration: the schedule fetched last takes effect."""
+        rc = self._lib.zeus_pfo_on_step_begin(self._handle())
+        if rc:
+            self._raise(rc)
+
+    def on_step_end(self) -> None:
+        """Mark the end of an iteration; every iters_per_round iterations the round's results go
+        to the server and the next schedule comes back (a barrier between the ranks)."""
+        rc = self._lib.zeus_pfo_on_step_end(self._handle())
+        if rc:
+            self._raise(rc)
+
+    def on_instruction_begin(self, name: str) -> None:
+        """Mark the beginning of instruction `name` ("forward", "backward", ...): the next
+        frequency of the schedule is set. ValueError when `name` is not the next instruction."""
+        rc = self._begin(self._h, _name(name))
+        if rc:
+            self._raise(rc)
+
+    def on_instruction_end(self, name: str) -> None:
+        """Mark the end of instruction `name`."""
+        rc = self._end(self._h, _name(name))
+        if rc:
+            self._raise(rc)
+
+    # ---- what it knows ----------------------------------------------------------------------------
+
+    @property
+    def job_id(self) -> str:
+        return self._lib.zeus_pfo_job_id(self._handle()).decode()
+
+    @property
+    def schedule(self) -> List[Tuple[str, int]]:
+        """The frequency schedule in effect: (instruction, MHz) per instruction of one iteration."""
+        s = self._lib.zeus_pfo_current_schedule(self._handle())
+        if not s:
+            return []
+        sch = s.contents
+        return [(sch.frequencies[i].instruction.decode(), sch.frequencies[i].frequency_mhz)
+                for i in range(sch.n_frequencies)]
+
+    @property
+    def detached(self) -> bool:
+        """Whether a server error has detached the optimizer (it then keeps its last schedule)."""
+        return bool(self._lib.zeus_pfo_detached(self._handle()))
+
+    @property
+    def last_round(self) -> RoundStats:
+        r = _lib.PfoRoundStats()
+        self._lib.zeus_pfo_last_round(self._handle(), byref(r))
+        return RoundStats(r.round, r.iterations, r.iter_time_s, r.iter_energy_j)
+
+    @property
+    def frequencies(self) -> List[int]:
+        """The SM frequencies (MHz) the GPU supports at its highest memory clock, highest first."""
+        c = self._lib.zeus_pfo_optimizer_controller(self._handle())
+        ptr = POINTER(c_uint)()
+        n = self._lib.zeus_pfo_controller_frequencies(c, byref(ptr))
+        return [ptr[i] for i in range(n)]
+
+    @property
+    def current_frequency(self) -> int:
+        """The SM clock (MHz) the controller last put in place."""
+        return self._lib.zeus_pfo_controller_current_mhz(self._lib.zeus_pfo_optimizer_controller(self._handle()))
+
+    def wait_for_clock(self, timeout: float = 0.0) -> None:
+        """Waits until the frequency asked for last is in place (simulations need this; training
+        code does not). TimeoutError after `timeout` s (0: no limit)."""
+        c = self._lib.zeus_pfo_optimizer_controller(self._handle())
+        _lib.check(self._lib.zeus_pfo_controller_wait(c, float(timeout)))
+
+    # ---- lifetime -----------------------------------------------------------------------------
+
+    def _sync(self, _ctx) -> int:
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return _lib.ZEUS_OK
+        try:
+            if torch.cuda.is_available():
+                torch.cuda.synchronize(self.device_id)
+            return _lib.ZEUS_OK
+        except BaseException as e:  # noqa: BLE001 - never let an exception cross into C
+            self._sync_error = e
+            return _lib.set_errmsg(_lib.ZEUS_EIO, f"torch.cuda.synchronize({self.device_id}) failed: "
+                                                  f"{type(e).__name__}: {e}")
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("this PipelineFrequencyOptimizer is closed")
+        return self._h
+
+    def _raise(self, rc: int):
+        err = _lib.error(rc)
+        pending, self._sync_error = self._sync_error, None
+        if pending is None and self._collective is not None:
+            pending = self._collective.take_pending()
+        if pending is not None:
+            raise pending from err
+        raise err
+
+    def close(self) -> None:
+        """Stops the frequency controller (locked clocks reset, power limit restored) and frees
+        the optimizer; the round in progress is not reported. Idempotent."""
+        h = self._h
+        if h:
+            self._h = c_void_p()
+            self._begin = self._end = _closed
+            self._lib.zeus_pfo_optimizer_close(h)
+        _lifetime.unregister(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _closed(*_args):
+    raise ValueError("this PipelineFrequencyOptimizer is closed")
+
+
+def _name(name) -> bytes:
+    if name.__class__ is not str:
+        raise TypeError(f"instruction name must be a str, got {type(name).__name__}")
+    if not name or "\0" in name:
+        raise ValueError(f"instruction name must be a non-empty string without NUL characters, got {name!r}")
+    return name.encode()
+
+
+__all__ = ["PipelineFrequencyOptimizer", "RoundStats"]
