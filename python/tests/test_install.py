@@ -1,13 +1,18 @@
-"""`pip install ./python` works offline with the machine's setuptools: into a --target folder
-with the system Python, and into a virtual environment; the installed package finds a libzeus
-copied next to it, or the one ZEUSC_LIBRARY names."""
+"""`pip install ./python` works offline (our own standard-library build backend: pip's isolated
+build needs nothing from an index): into a --target folder with the system Python, and into a
+bare virtual environment; the installed package finds a libzeus copied next to it, or the one
+ZEUSC_LIBRARY names. The wheel the backend writes is checked file by file."""
 from __future__ import annotations
 
+import base64
+import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 
 import pytest
 
@@ -55,7 +60,7 @@ def test_pip_install_target_with_the_library_bundled(tmp_path):
         pytest.skip(f"{python} has no pip (Debian: python3-pip)")
     src = _source_copy(tmp_path, bundle_library=True)
     site = tmp_path / "site"
-    p = subprocess.run([python, "-m", "pip", "install", "--no-build-isolation", "--no-index", "--no-deps",
+    p = subprocess.run([python, "-m", "pip", "install", "--no-index", "--no-deps",
                         "--target", str(site), str(src)], capture_output=True, text=True, env=_env(), timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (site / "zeusc" / "libzeus.so").exists()
@@ -72,15 +77,15 @@ def test_pip_install_target_with_the_library_bundled(tmp_path):
 def test_pip_install_into_a_venv_with_zeusc_library(tmp_path):
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     venv = tmp_path / "venv"
-    # --system-site-packages: the machine's setuptools and wheel build the package, offline
-    p = subprocess.run([python, "-m", "venv", "--system-site-packages", str(venv)], capture_output=True, text=True)
+    # A bare venv: no setuptools or wheel is needed to build the package, and no index is reached.
+    p = subprocess.run([python, "-m", "venv", str(venv)], capture_output=True, text=True)
     if p.returncode != 0:
         pytest.skip(f"cannot create a venv (Debian: python3-venv): {p.stderr.strip()[-200:]}")
     vpy = str(venv / "bin" / "python")
     if not _pip_ok(vpy):
         pytest.skip("the venv has no pip")
     src = _source_copy(tmp_path, bundle_library=False)
-    p = subprocess.run([vpy, "-m", "pip", "install", "--no-build-isolation", "--no-index", str(src)],
+    p = subprocess.run([vpy, "-m", "pip", "install", "--no-index", str(src)],
                        capture_output=True, text=True, env=_env(), timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     p = subprocess.run([vpy, "-c", CHECK], capture_output=True, text=True,
@@ -94,3 +99,46 @@ def test_pip_install_into_a_venv_with_zeusc_library(tmp_path):
                        env=_env(LD_LIBRARY_PATH=""), cwd=str(tmp_path))
     if p.returncode != 0:
         assert "cannot find libzeus" in p.stderr and "ZEUSC_LIBRARY" in p.stderr
+
+
+def _backend():
+    spec = importlib.util.spec_from_file_location("zeusc_build", os.path.join(tu.PYDIR, "_build", "zeusc_build.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("bundle_library", [False, True])
+def test_wheel_is_complete_and_its_record_matches(tmp_path, bundle_library, monkeypatch):
+    src = _source_copy(tmp_path, bundle_library=bundle_library)
+    backend = _backend()
+    monkeypatch.setattr(backend, "ROOT", str(src))
+    assert backend.get_requires_for_build_wheel() == []
+    name = backend.build_wheel(str(tmp_path))
+    if bundle_library:
+        assert "-py3-none-linux" in name  # a libzeus inside: not a pure-Python wheel
+    else:
+        assert name == "zeusc-" + backend._project()["version"] + "-py3-none-any.whl"
+    with zipfile.ZipFile(tmp_path / name) as z:
+        names = z.namelist()
+        info = [n for n in names if n.endswith(".dist-info/RECORD")][0].rsplit("/", 1)[0]
+        record = z.read(info + "/RECORD").decode().splitlines()
+        listed = {}
+        for line in record:
+            path, digest, size = line.rsplit(",", 2)
+            listed[path] = (digest, size)
+        assert set(listed) == set(names)  # every file listed, nothing else
+        for path, (digest, size) in listed.items():
+            if path.endswith("/RECORD"):
+                assert digest == "" and size == ""
+                continue
+            data = z.read(path)
+            want = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            assert digest == "sha256=" + want and int(size) == len(data), path
+        meta = z.read(info + "/METADATA").decode()
+        assert "Name: zeusc" in meta and "Requires-Python: >=3.8" in meta
+        wheel = z.read(info + "/WHEEL").decode()
+        assert ("Root-Is-Purelib: false" in wheel) == bundle_library
+    assert "zeusc/optimizer/power_limit.py" in names or any(n.startswith("zeusc/optimizer/power_limit") for n in names)
+    assert ("zeusc/libzeus.so" in names) == bundle_library
+    assert not any("__pycache__" in n or n.startswith("tests/") for n in names)
