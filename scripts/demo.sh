@@ -66,4 +66,7 @@ trace=${ZEUS_TRACE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data/nsdi23-
 if [ -d "$trace" ]; then
   step "zeus simulate --trace-dir $trace --gpu v100 --all   # the NSDI'23 traces"
   "$Z" simulate --trace-dir "$trace" --gpu v100 --all
+else
+  echo
+  echo "(zeus simulate skipped: no NSDI'23 traces at $trace; set ZEUS_TRACE_DIR to a copy of them)"
 fi
