@@ -20,6 +20,7 @@ import weakref
 from ctypes import byref, c_bool, c_double, c_uint, c_uint64, c_void_p
 
 from . import _lib
+from ._closeable import Closeable
 
 
 # A GPU index that does not exist is a bad argument (ValueError), as for the monitor.
@@ -33,7 +34,7 @@ def _opt_bytes(s):
     return None if s is None else str(s).encode()
 
 
-class Devices:
+class Devices(Closeable):
     """A set of GPUs from one backend (zeus_devices_open).
 
     Args:
@@ -91,18 +92,6 @@ class Devices:
         if getattr(self, "_owned", False) and self._h:
             _lib.lib().zeus_devices_close(self._h)
         self._h = c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     @property
     def backend(self) -> str:

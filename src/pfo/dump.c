@@ -6,51 +6,48 @@
 
 #include "pfo/pfo_internal.h"
 
-static int save_list(const char *path, json_t *list) {
-  if (!list) return zeus__oom("building a dump");
-  int rc = zeus__json_write_file_atomic(path, list, 0);
-  json_decref(list);
-  return rc;
-}
-
 static char *dump_path(const char *dir, const char *name) {
   zeus__buf b = {0};
   if (zeus__buf_printf(&b, "%s/%s", dir, name)) return NULL;
   return b.data;
 }
 
-int zeus_pfo_save_ranks(const char *dir, const zeus_pfo_rank_info *r, size_t n) {
+/* Writes <dir>/<name> atomically: a JSON list of n `size`-byte items, each converted by to_jt. */
+typedef json_t *(*to_jt_fn)(const void *);
+static int save_list(const char *dir, const char *name, const void *items, size_t size, size_t n, to_jt_fn to_jt,
+                     const char *what) {
   json_t *a = json_array();
-  for (size_t i = 0; a && i < n; i++) json_array_append_new(a, zeus__pfo_rank_info_to_jt(&r[i]));
-  char *p = dump_path(dir, "ranks.json");
-  if (!p) { json_decref(a); return zeus__oom("saving ranks"); }
-  int rc = save_list(p, a);
+  for (size_t i = 0; a && i < n; i++) json_array_append_new(a, to_jt((const char *)items + i * size));
+  char *p = dump_path(dir, name);
+  if (!a || !p) {
+    json_decref(a);
+    free(p);
+    return zeus__oom(what);
+  }
+  int rc = zeus__json_write_file_atomic(p, a, 0);
+  json_decref(a);
   free(p);
   return rc;
+}
+
+static json_t *rank_jt(const void *v) { return zeus__pfo_rank_info_to_jt(v); }
+static json_t *schedule_jt(const void *v) { return zeus__pfo_schedule_to_jt(v); }
+static json_t *prof_jt(const void *v) { return zeus__pfo_prof_result_to_jt(v); }
+
+int zeus_pfo_save_ranks(const char *dir, const zeus_pfo_rank_info *r, size_t n) {
+  return save_list(dir, "ranks.json", r, sizeof *r, n, rank_jt, "saving ranks");
 }
 
 int zeus_pfo_save_schedules(const char *dir, int num, const zeus_pfo_schedule *s, size_t n) {
-  json_t *a = json_array();
-  for (size_t i = 0; a && i < n; i++) json_array_append_new(a, zeus__pfo_schedule_to_jt(&s[i]));
   char name[64];
   snprintf(name, sizeof name, "%d.sched.json", num);
-  char *p = dump_path(dir, name);
-  if (!p) { json_decref(a); return zeus__oom("saving schedules"); }
-  int rc = save_list(p, a);
-  free(p);
-  return rc;
+  return save_list(dir, name, s, sizeof *s, n, schedule_jt, "saving schedules");
 }
 
 int zeus_pfo_save_prof(const char *dir, int num, const zeus_pfo_prof_result *r, size_t n) {
-  json_t *a = json_array();
-  for (size_t i = 0; a && i < n; i++) json_array_append_new(a, zeus__pfo_prof_result_to_jt(&r[i]));
   char name[64];
   snprintf(name, sizeof name, "%d.prof.json", num);
-  char *p = dump_path(dir, name);
-  if (!p) { json_decref(a); return zeus__oom("saving profiling results"); }
-  int rc = save_list(p, a);
-  free(p);
-  return rc;
+  return save_list(dir, name, r, sizeof *r, n, prof_jt, "saving profiling results");
 }
 
 /* Loads a JSON list from `path` and converts every element with `conv` into an array of

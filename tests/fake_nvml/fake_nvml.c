@@ -690,33 +690,32 @@ static nvmlReturn_t reset_locked(const char *fn, nvmlDevice_t dev, bool mem) {
   return engine(mem ? zeus_sim_gpu_reset_memory_locked_clocks(node, gpu) : zeus_sim_gpu_reset_locked_clocks(node, gpu));
 }
 
-nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t dev, unsigned min_mhz, unsigned max_mhz) {
-  nvmlReturn_t r = set_locked(__func__, dev, min_mhz, max_mhz, false);
+/* The four locked-clock setters: apply, then log the call with its result. */
+static nvmlReturn_t set_locked_logged(const char *fn, nvmlDevice_t dev, unsigned lo, unsigned hi, bool mem) {
+  nvmlReturn_t r = set_locked(fn, dev, lo, hi, mem);
   char args[32];
-  snprintf(args, sizeof args, "%u %u", min_mhz, max_mhz);
-  log_setter(__func__, log_index(dev), args, r);
+  snprintf(args, sizeof args, "%u %u", lo, hi);
+  log_setter(fn, log_index(dev), args, r);
   return r;
 }
 
-nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t dev) {
-  nvmlReturn_t r = reset_locked(__func__, dev, false);
-  log_setter(__func__, log_index(dev), "", r);
+static nvmlReturn_t reset_locked_logged(const char *fn, nvmlDevice_t dev, bool mem) {
+  nvmlReturn_t r = reset_locked(fn, dev, mem);
+  log_setter(fn, log_index(dev), "", r);
   return r;
 }
+
+nvmlReturn_t nvmlDeviceSetGpuLockedClocks(nvmlDevice_t dev, unsigned min_mhz, unsigned max_mhz) {
+  return set_locked_logged(__func__, dev, min_mhz, max_mhz, false);
+}
+
+nvmlReturn_t nvmlDeviceResetGpuLockedClocks(nvmlDevice_t dev) { return reset_locked_logged(__func__, dev, false); }
 
 nvmlReturn_t nvmlDeviceSetMemoryLockedClocks(nvmlDevice_t dev, unsigned min_mhz, unsigned max_mhz) {
-  nvmlReturn_t r = set_locked(__func__, dev, min_mhz, max_mhz, true);
-  char args[32];
-  snprintf(args, sizeof args, "%u %u", min_mhz, max_mhz);
-  log_setter(__func__, log_index(dev), args, r);
-  return r;
+  return set_locked_logged(__func__, dev, min_mhz, max_mhz, true);
 }
 
-nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t dev) {
-  nvmlReturn_t r = reset_locked(__func__, dev, true);
-  log_setter(__func__, log_index(dev), "", r);
-  return r;
-}
+nvmlReturn_t nvmlDeviceResetMemoryLockedClocks(nvmlDevice_t dev) { return reset_locked_logged(__func__, dev, true); }
 
 /* ---- test helpers ---- */
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from .. import _lib
+from .._closeable import Closeable
 from ..exceptions import ZeusValueError
 from ..utils.framework import check_framework, sync_if_loaded
 
@@ -66,7 +67,7 @@ _NOT_FOUND_IS_VALUE = {-5: ZeusValueError}
 _live = weakref.WeakSet()
 
 
-class ZeusMonitor:
+class ZeusMonitor(Closeable):
     """Measures the time and energy of named windows on GPUs (and CPU packages).
 
     The original's ``zeus.monitor.ZeusMonitor`` over libzeus's monitor (zeus/monitor.h). Windows
@@ -243,18 +244,6 @@ class ZeusMonitor:
                 self._h = c_void_p()
                 self._begin = self._end = _closed
         _live.discard(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def _closed(*_args):

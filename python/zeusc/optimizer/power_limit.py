@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from .. import _lib, _lifetime
+from .._closeable import Closeable
 from ..callback import Callback
 from ..utils.framework import TorchCollective, torch_distributed
 
@@ -248,7 +249,7 @@ def _int_arg(name: str, v, lo: int, hi: int) -> int:
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 
-class GlobalPowerLimitOptimizer(Callback):
+class GlobalPowerLimitOptimizer(Closeable, Callback):
     """Optimizer for the power limit knob: profiles every power limit just in time during
     training and applies the optimum (libzeus's zeus_plo).
 
@@ -431,18 +432,6 @@ class GlobalPowerLimitOptimizer(Callback):
             self._c_step_begin = self._c_get_state = _closed
             self._lib.zeus_plo_close(h)
         _lifetime.unregister(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def _closed(*_args):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from ... import _lib, _lifetime
+from ..._closeable import Closeable
 from ...callback import Callback
 from ...utils.framework import TorchCollective, torch_distributed
 
@@ -49,7 +50,7 @@ def _opt_str(name, v):
     return v.encode()
 
 
-class PipelineFrequencyOptimizer(Callback):
+class PipelineFrequencyOptimizer(Closeable, Callback):
     """Pipeline frequency optimizer: the Perseus client of one rank.
 
     Args (the original's):
@@ -272,18 +273,6 @@ class PipelineFrequencyOptimizer(Callback):
             self._begin = self._end = _closed
             self._lib.zeus_pfo_optimizer_close(h)
         _lifetime.unregister(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 def _closed(*_args):
