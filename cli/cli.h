@@ -12,6 +12,8 @@
 
 #include <zeus.h>
 
+#include "opt.h"
+
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
@@ -28,6 +30,15 @@ bool cli_parse_double(const char *cmd, const char *opt, const char *text, double
 /* Parses "0,1,3" into indices (at most `cap`); prints an error and returns false when bad. */
 bool cli_parse_index_list(const char *cmd, const char *opt, const char *text, unsigned *out,
                           size_t cap, size_t *n);
+
+/* A --gpus LIST destination for cli_opt's CLI_OPT_CUSTOM with cli_opt_index_list. */
+typedef struct cli_index_list {
+  unsigned idx[ZEUS_MAX_GPUS];
+  size_t n;
+  bool given;
+} cli_index_list;
+/* cli_opt_parse_fn for a cli_index_list: "0,1,3", each at most once. */
+bool cli_opt_index_list(const char *cmd, const char *opt, const char *value, void *dest);
 
 int cmd_gpus(int argc, char **argv);
 int cmd_monitor(int argc, char **argv);

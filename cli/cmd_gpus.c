@@ -5,29 +5,53 @@
 
 #include "cli.h"
 
-static void help(FILE *out) {
-  fprintf(out,
-          "usage: zeus gpus [--json]\n"
-          "       zeus gpus reset [--gpus 0,1]\n\n"
-          "List the visible GPUs: index, name, UUID, power-limit range and current value, supported\n"
-          "SM clocks (at the highest memory clock) and whether the GPU has a total-energy counter.\n"
-          "A value the GPU cannot report shows as n/a (null in JSON).\n\n"
-          "'reset' sets every listed GPU's power limit to its default and unlocks its SM and memory\n"
-          "clocks: the manual way back after a crash left a GPU changed. Needs root or CAP_SYS_ADMIN\n"
-          "on real GPUs.\n\n"
-          "Options:\n"
-          "  --json        print a JSON list of objects with keys index, name, uuid,\n"
-          "                power_limit_mw {min,max,default,current}, graphics_clocks_mhz,\n"
-          "                total_energy_supported\n"
-          "  --gpus LIST   (reset) comma-separated visible GPU indices; default: all\n"
-          "  -h, --help    this help\n\n"
-          "Examples:\n"
-          "  zeus gpus\n"
-          "  ZEUS_GPU_BACKEND=sim ZEUS_SIM_GPUS=2 zeus gpus --json\n"
-          "  sudo zeus gpus reset --gpus 0\n\n"
-          "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, CUDA_VISIBLE_DEVICES, ZEUS_SIM_*,\n"
-          "ZEUS_LOG_LEVEL (see 'zeus --help').\n");
-}
+static bool json_output;
+static cli_index_list reset_gpus_list;
+
+static const cli_opt list_opts[] = {
+    {"json", 0, CLI_OPT_FLAG, &json_output, NULL,
+     "print a JSON list of objects with keys index, name, uuid,\n"
+     "power_limit_mw {min,max,default,current}, graphics_clocks_mhz, total_energy_supported"},
+    {0},
+};
+
+static const cli_opt reset_opts[] = {
+    {"gpus", 0, CLI_OPT_CUSTOM, &reset_gpus_list, "LIST", "comma-separated visible GPU indices", "all",
+     .parse = cli_opt_index_list},
+    {0},
+};
+
+#define ENVIRONMENT                                                                    \
+  "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, CUDA_VISIBLE_DEVICES, ZEUS_SIM_*,\n" \
+  "ZEUS_LOG_LEVEL (see 'zeus --help').\n"
+
+static const cli_command list_cmd = {
+    .name = "gpus",
+    .usage = "zeus gpus [--json]\nzeus gpus reset [--gpus LIST]",
+    .about = "List the visible GPUs: index, name, UUID, power-limit range and current value, supported\n"
+             "SM clocks (at the highest memory clock) and whether the GPU has a total-energy counter.\n"
+             "A value the GPU cannot report shows as n/a (null in JSON).\n\n"
+             "'zeus gpus reset' sets every listed GPU's power limit to its default and unlocks its SM and\n"
+             "memory clocks: the manual way back after a crash left a GPU changed (see 'zeus gpus reset\n"
+             "--help').",
+    .opts = list_opts,
+    .more = "Examples:\n"
+            "  zeus gpus\n"
+            "  ZEUS_GPU_BACKEND=sim ZEUS_SIM_GPUS=2 zeus gpus --json\n\n" ENVIRONMENT,
+    .args = CLI_ARGS_NONE,
+};
+
+static const cli_command reset_cmd = {
+    .name = "gpus reset",
+    .usage = "zeus gpus reset [--gpus LIST]",
+    .about = "Sets every listed GPU's power limit to its default and unlocks its SM and memory clocks:\n"
+             "the manual way back after a crash left a GPU changed. Needs root or CAP_SYS_ADMIN on\n"
+             "real GPUs.",
+    .opts = reset_opts,
+    .more = "Example:\n"
+            "  sudo zeus gpus reset --gpus 0\n\n" ENVIRONMENT,
+    .args = CLI_ARGS_NONE,
+};
 
 typedef struct gpu_info {
   char name[ZEUS_NAME_LEN], uuid[ZEUS_NAME_LEN];
@@ -72,9 +96,9 @@ static int list_gpus(zeus_devices *d, bool as_json) {
                                            "total_energy_supported",
                                            g->have_counter ? json_boolean(g->counter) : json_null()));
     }
-    char *s = json_dumps(arr, JSON_INDENT(2));
-    printf("%s\n", s);
-    free(s);
+    char *s = zeus_json_dumps(arr, JSON_INDENT(2));
+    if (s) printf("%s\n", s);
+    zeus_free(s);
     json_decref(arr);
   } else {
     printf("backend: %s, %u visible GPU%s\n", zeus_devices_backend(d), n, n == 1 ? "" : "s");
@@ -97,21 +121,15 @@ static int list_gpus(zeus_devices *d, bool as_json) {
   return CLI_EXIT_OK;
 }
 
-static int reset_gpus(zeus_devices *d, int argc, char **argv) {
+static int reset_gpus(zeus_devices *d) {
   unsigned idx[ZEUS_MAX_GPUS];
   size_t n = 0;
-  bool listed = false;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) {
-      if (!cli_parse_index_list("gpus reset", "--gpus", argv[++i], idx, ZEUS_MAX_GPUS, &n)) return CLI_EXIT_USAGE;
-      listed = true;
-    } else {
-      cli_error("gpus reset", false, "unknown option '%s' (see 'zeus gpus --help')", argv[i]);
-      return CLI_EXIT_USAGE;
-    }
+  if (reset_gpus_list.given) {
+    n = reset_gpus_list.n;
+    memcpy(idx, reset_gpus_list.idx, n * sizeof idx[0]);
+  } else {
+    for (unsigned i = 0; i < zeus_gpu_count(d) && n < ZEUS_MAX_GPUS; i++) idx[n++] = i;
   }
-  if (!listed)
-    for (unsigned i = 0; i < zeus_gpu_count(d); i++) idx[n++] = i;
   int status = CLI_EXIT_OK;
   for (size_t k = 0; k < n; k++) {
     unsigned g = idx[k], lo, hi, def;
@@ -136,30 +154,17 @@ static int reset_gpus(zeus_devices *d, int argc, char **argv) {
 }
 
 int cmd_gpus(int argc, char **argv) {
-  if (cli_wants_help(argc, argv)) {
-    help(stdout);
-    return CLI_EXIT_OK;
-  }
   bool reset = argc > 1 && strcmp(argv[1], "reset") == 0;
-  bool as_json = false;
-  if (!reset) {
-    for (int i = 1; i < argc; i++) {
-      if (strcmp(argv[i], "--json") == 0) {
-        as_json = true;
-      } else {
-        cli_error("gpus", false, "unknown option '%s' (see 'zeus gpus --help')", argv[i]);
-        return CLI_EXIT_USAGE;
-      }
-    }
-  }
+  int rc = reset ? cli_parse(&reset_cmd, argc - 1, argv + 1, NULL, NULL) : cli_parse(&list_cmd, argc, argv, NULL, NULL);
+  if (rc != CLI_CONTINUE) return rc;
   /* Settings changed by 'reset' are the point: keep them on close. */
   zeus_devices_opts o = {.keep_settings_on_close = reset};
   zeus_devices *d;
   if (zeus_devices_open(&d, &o) != ZEUS_OK) {
-    cli_error("gpus", true, "cannot open the GPUs");
+    cli_error(reset ? "gpus reset" : "gpus", true, "cannot open the GPUs");
     return CLI_EXIT_FAIL;
   }
-  int rc = reset ? reset_gpus(d, argc - 1, argv + 1) : list_gpus(d, as_json);
+  rc = reset ? reset_gpus(d) : list_gpus(d, json_output);
   zeus_devices_close(d);
   return rc;
 }

@@ -115,6 +115,13 @@ bool cli_parse_index_list(const char *cmd, const char *opt, const char *text, un
   return true;
 }
 
+bool cli_opt_index_list(const char *cmd, const char *opt, const char *value, void *dest) {
+  cli_index_list *l = dest;
+  if (!cli_parse_index_list(cmd, opt, value, l->idx, sizeof l->idx / sizeof l->idx[0], &l->n)) return false;
+  l->given = true;
+  return true;
+}
+
 int main(int argc, char **argv) {
   if (zeus_log_init_stderr(NULL) != ZEUS_OK) {
     fprintf(stderr, "zeus: %s\n", zeus_errmsg());

@@ -17,6 +17,7 @@
 #include "zeus/version.h"
 #include "zeus/log.h"
 #include "zeus/clock.h"
+#include "zeus/format.h"
 /* module headers are added below as they land */
 #include "zeus/device.h"
 #include "zeus/sim.h"

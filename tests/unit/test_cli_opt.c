@@ -1,0 +1,269 @@
+/* The CLI's option layer (cli/opt.c) and the output convention of zeus/format.h: both spellings
+ * of a value, "did you mean", ranges and overflow, required options, operands, the generated help;
+ * shortest round-trip reals and a JSON writer that escapes what jansson would. */
+#include <float.h>
+#include <jansson.h>
+#include <math.h>
+
+#include "test_util.h"
+#include "zeus.h"
+#include "../cli/opt.h"
+
+/* Runs cli_parse with stderr captured into `err` (NUL-terminated). */
+static int parse_capture(const cli_command *c, char **argv, char ***rest, int *nrest, char *err, size_t errlen) {
+  int argc = 0;
+  while (argv[argc]) argc++;
+  fflush(stderr);
+  FILE *tmp = tmpfile();
+  assert_non_null(tmp);
+  int saved = dup(STDERR_FILENO);
+  dup2(fileno(tmp), STDERR_FILENO);
+  int rc = cli_parse(c, argc, argv, rest, nrest);
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  rewind(tmp);
+  size_t n = fread(err, 1, errlen - 1, tmp);
+  err[n] = '\0';
+  fclose(tmp);
+  return rc;
+}
+
+static bool flag;
+static const char *path;
+static int count, mode;
+static long big;
+static double ratio;
+static const char *const modes[] = {"reclaim", "keep", NULL};
+
+static const cli_opt opts[] = {
+    {"json", 0, CLI_OPT_FLAG, &flag, NULL, "print JSON"},
+    {"output", 'o', CLI_OPT_STRING, &path, "FILE", "write the report to FILE"},
+    {"interval-ms", 0, CLI_OPT_INT, &count, "N", "sampling period", "100", 1, 60000},
+    {"bytes", 0, CLI_OPT_LONG, &big, "N", "a size"},
+    {"ratio", 0, CLI_OPT_DOUBLE, &ratio, "F", "a factor", "0.5", 0, 1},
+    {"slack", 0, CLI_OPT_CHOICE, &mode, NULL, "what to do with slack", "reclaim", .choices = modes},
+    {0},
+};
+
+static const cli_command cmd = {
+    .name = "test", .usage = "zeus test [OPTIONS] FILE...", .about = "A test command.", .opts = opts,
+    .more = "Environment: NONE\n", .args = CLI_ARGS_ANY, .min_args = 0, .max_args = 3, .args_name = "FILE"};
+
+static void reset(void) {
+  flag = false;
+  path = NULL;
+  count = mode = 0;
+  big = 0;
+  ratio = 0;
+}
+
+static void cli_opt_equals_and_space_spellings_agree(void **state) {
+  (void)state;
+  char err[512];
+  char *a1[] = {"test", "--interval-ms=250", "--output", "x.json", "--ratio=0.25", "--slack", "KEEP", NULL};
+  reset();
+  assert_int_equal(parse_capture(&cmd, a1, NULL, NULL, err, sizeof err), CLI_CONTINUE);
+  assert_int_equal(count, 250);
+  assert_string_equal(path, "x.json");
+  assert_near(ratio, 0.25, 0);
+  assert_int_equal(mode, 1);
+  char *a2[] = {"test", "--interval-ms", "250", "-ox.json", "--ratio", "0.25", "--slack=keep", NULL};
+  reset();
+  assert_int_equal(parse_capture(&cmd, a2, NULL, NULL, err, sizeof err), CLI_CONTINUE);
+  assert_int_equal(count, 250);
+  assert_string_equal(path, "x.json");
+  assert_int_equal(mode, 1);
+  char *a3[] = {"test", "-o", "y", "--json", NULL};
+  reset();
+  assert_int_equal(parse_capture(&cmd, a3, NULL, NULL, err, sizeof err), CLI_CONTINUE);
+  assert_string_equal(path, "y");
+  assert_true(flag);
+  assert_string_equal(err, "");
+}
+
+static void cli_opt_unknown_option_suggests_nearest(void **state) {
+  (void)state;
+  char err[512];
+  char *a1[] = {"test", "--interval=5", NULL};
+  assert_int_equal(parse_capture(&cmd, a1, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "unknown option '--interval' (did you mean '--interval-ms'?)"));
+  char *a2[] = {"test", "--jsno", NULL};
+  assert_int_equal(parse_capture(&cmd, a2, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "did you mean '--json'"));
+  char *a3[] = {"test", "--zzzzzzzzzz", NULL};
+  assert_int_equal(parse_capture(&cmd, a3, NULL, NULL, err, sizeof err), 2);
+  assert_null(strstr(err, "did you mean"));
+  assert_non_null(strstr(err, "zeus test --help"));
+  char *a4[] = {"test", "-q", NULL};
+  assert_int_equal(parse_capture(&cmd, a4, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "unknown option '-q'"));
+}
+
+static void cli_opt_numbers_checked_for_range_and_overflow(void **state) {
+  (void)state;
+  char err[512];
+  char *a1[] = {"test", "--interval-ms=0", NULL};
+  assert_int_equal(parse_capture(&cmd, a1, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "--interval-ms: 0 is outside [1, 60000]"));
+  char *a2[] = {"test", "--bytes", "99999999999999999999", NULL};
+  assert_int_equal(parse_capture(&cmd, a2, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "--bytes: 99999999999999999999 is outside"));
+  char *a3[] = {"test", "--ratio", "nan", NULL};
+  assert_int_equal(parse_capture(&cmd, a3, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "--ratio: expected a number, got 'nan'"));
+  char *a4[] = {"test", "--interval-ms", "12abc", NULL};
+  assert_int_equal(parse_capture(&cmd, a4, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "expected an integer, got '12abc'"));
+  char *a5[] = {"test", "--ratio", "1e999", NULL};
+  assert_int_equal(parse_capture(&cmd, a5, NULL, NULL, err, sizeof err), 2);
+  char *a6[] = {"test", "--interval-ms", NULL};
+  assert_int_equal(parse_capture(&cmd, a6, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "--interval-ms needs a value (N)"));
+  char *a7[] = {"test", "--json=yes", NULL};
+  assert_int_equal(parse_capture(&cmd, a7, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "--json takes no value"));
+  char *a8[] = {"test", "--slack", "drop", NULL};
+  assert_int_equal(parse_capture(&cmd, a8, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "--slack: expected one of reclaim|keep, got 'drop'"));
+}
+
+static void cli_opt_operands_and_commands(void **state) {
+  (void)state;
+  char err[512];
+  char **rest;
+  int n;
+  char *a1[] = {"test", "a", "--json", "b", "--", "--c", NULL};
+  reset();
+  assert_int_equal(parse_capture(&cmd, a1, &rest, &n, err, sizeof err), CLI_CONTINUE);
+  assert_int_equal(n, 3);
+  assert_string_equal(rest[0], "a");
+  assert_string_equal(rest[1], "b");
+  assert_string_equal(rest[2], "--c");
+  assert_null(rest[3]);
+  assert_true(flag);
+  char *a2[] = {"test", "a", "b", "c", "d", NULL};
+  assert_int_equal(parse_capture(&cmd, a2, &rest, &n, err, sizeof err), 2);
+  assert_non_null(strstr(err, "unexpected argument 'd' (at most 3 FILE)"));
+
+  static const cli_command run = {.name = "run", .usage = "zeus run [OPTIONS] -- CMD", .opts = opts,
+                                  .args = CLI_ARGS_COMMAND};
+  char *a3[] = {"run", "--json", "--", "sh", "-c", "echo --json", NULL};
+  reset();
+  assert_int_equal(parse_capture(&run, a3, &rest, &n, err, sizeof err), CLI_CONTINUE);
+  assert_int_equal(n, 3);
+  assert_string_equal(rest[0], "sh");
+  assert_null(rest[3]);
+  char *a4[] = {"run", "-o", "f", "sleep", "--json", NULL};
+  reset();
+  assert_int_equal(parse_capture(&run, a4, &rest, &n, err, sizeof err), CLI_CONTINUE);
+  assert_int_equal(n, 2);
+  assert_string_equal(rest[0], "sleep");
+  assert_false(flag); /* options end at the command */
+
+  static const cli_command none = {.name = "none", .usage = "zeus none", .opts = opts, .args = CLI_ARGS_NONE};
+  char *a5[] = {"none", "stray", NULL};
+  assert_int_equal(parse_capture(&none, a5, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "unexpected argument 'stray'"));
+}
+
+static void cli_opt_required_option_named_when_missing(void **state) {
+  (void)state;
+  static const cli_opt req[] = {{"profile", 0, CLI_OPT_STRING, &path, "CSV", "the profile", .required = true}, {0}};
+  static const cli_command c = {.name = "frontier", .usage = "zeus frontier", .opts = req};
+  char err[512];
+  char *a1[] = {"frontier", NULL};
+  assert_int_equal(parse_capture(&c, a1, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "zeus frontier: --profile is required"));
+}
+
+static void cli_opt_help_generated_from_the_table(void **state) {
+  (void)state;
+  FILE *f = tmpfile();
+  cli_help(&cmd, f);
+  rewind(f);
+  char text[4096];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  assert_non_null(strstr(text, "usage: zeus test [OPTIONS] FILE..."));
+  for (const cli_opt *o = opts; o->name; o++) {
+    char want[64];
+    snprintf(want, sizeof want, "--%s", o->name);
+    if (!strstr(text, want)) fail_msg("help lacks %s:\n%s", want, text);
+  }
+  assert_non_null(strstr(text, "-o, --output FILE"));
+  assert_non_null(strstr(text, "--slack reclaim|keep"));
+  assert_non_null(strstr(text, "(default: 100)"));
+  assert_non_null(strstr(text, "-h, --help"));
+  assert_non_null(strstr(text, "Environment: NONE"));
+  assert_int_equal(cli_edit_distance("kitten", "sitting"), 3);
+}
+
+static void format_double_is_shortest_round_trip(void **state) {
+  (void)state;
+  char b[ZEUS_FORMAT_DOUBLE_MAX];
+  struct { double v; const char *s; } cases[] = {
+      {0.1, "0.1"}, {175, "175"}, {1e20, "1e+20"}, {-3.25e-7, "-3.25e-07"}, {0, "0"},
+      {1.0 / 3, "0.3333333333333333"}, {NAN, "NaN"}, {INFINITY, "+Inf"}, {-INFINITY, "-Inf"},
+      {DBL_MAX, "1.7976931348623157e+308"}, {5e-324, "5e-324"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    assert_int_equal(zeus_format_double(cases[i].v, b, sizeof b), (int)strlen(cases[i].s));
+    assert_string_equal(b, cases[i].s);
+  }
+  /* Round trip on a deterministic spread of awkward values. */
+  unsigned long long x = 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < 20000; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    double v;
+    memcpy(&v, &x, sizeof v);
+    if (!isfinite(v)) continue;
+    assert_true(zeus_format_double(v, b, sizeof b) > 0);
+    assert_true(strtod(b, NULL) == v);
+  }
+  assert_int_equal(zeus_format_double(1.0 / 3, b, 4), ZEUS_ERANGE);
+}
+
+static void json_dumps_escapes_and_keeps_reals_short(void **state) {
+  (void)state;
+  json_t *v = json_pack("{s:s,s:f,s:f,s:i,s:o,s:[f,b,n]}", "path", "out/we\"ird\\dir\n\x01é", "a", 0.1, "b", 175.0,
+                        "n", 42, "none", json_null(), "list", 1e20, 1, NULL);
+  char *s = zeus_json_dumps(v, JSON_COMPACT);
+  assert_non_null(s);
+  assert_string_equal(s, "{\"path\":\"out/we\\\"ird\\\\dir\\n\\u0001é\",\"a\":0.1,\"b\":175.0,\"n\":42,"
+                         "\"none\":null,\"list\":[1e+20,true,null]}");
+  json_error_t e;
+  json_t *back = json_loads(s, 0, &e);
+  assert_non_null(back);
+  assert_true(json_equal(back, v));
+  json_decref(back);
+  zeus_free(s);
+  s = zeus_json_dumps(v, JSON_INDENT(2) | JSON_SORT_KEYS);
+  assert_non_null(s);
+  assert_non_null(strstr(s, "{\n  \"a\": 0.1,\n  \"b\": 175.0,"));
+  zeus_free(s);
+  json_decref(v);
+  json_t *empty = json_pack("{s:{},s:[]}", "o", "a");
+  s = zeus_json_dumps(empty, 0);
+  assert_string_equal(s, "{\"o\": {}, \"a\": []}");
+  zeus_free(s);
+  json_decref(empty);
+  assert_null(zeus_json_dumps(NULL, 0));
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(cli_opt_equals_and_space_spellings_agree),
+      cmocka_unit_test(cli_opt_unknown_option_suggests_nearest),
+      cmocka_unit_test(cli_opt_numbers_checked_for_range_and_overflow),
+      cmocka_unit_test(cli_opt_operands_and_commands),
+      cmocka_unit_test(cli_opt_required_option_named_when_missing),
+      cmocka_unit_test(cli_opt_help_generated_from_the_table),
+      cmocka_unit_test(format_double_is_shortest_round_trip),
+      cmocka_unit_test(json_dumps_escapes_and_keeps_reals_short),
+  };
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
