@@ -198,14 +198,14 @@ int cmd_frontier(int argc, char **argv) {
     }
   } else if (!json) {
     char *csv;
-    if (zeus_frontier_csv(f, &csv) != ZEUS_OK) {
+    if (zeus_frontier_csv(f, &wo, &csv) != ZEUS_OK) {
       cli_error(CMD, true, "cannot format the frontier");
       goto done;
     }
     fputs(csv, stdout);
     free(csv);
   }
-  if (plot && zeus_frontier_write_plot_svg(f, plot) != ZEUS_OK) {
+  if (plot && zeus_frontier_write_plot_svg(f, plot, &wo) != ZEUS_OK) {
     cli_error(CMD, true, "cannot write the plot");
     goto done;
   }

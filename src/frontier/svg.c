@@ -50,7 +50,8 @@ static int finish(zeus__buf *b, int rc, const char *path) {
   return rc;
 }
 
-int zeus_frontier_write_plot_svg(const zeus_frontier *f, const char *path) {
+int zeus_frontier_write_plot_svg(const zeus_frontier *f, const char *path, const zeus_frontier_write_opts *written) {
+  (void)written;
   if (!f || !path) return zeus__error(ZEUS_EINVAL, "zeus_frontier_write_plot_svg: NULL argument");
   axes a = {INFINITY, -INFINITY, INFINITY, -INFINITY, 80, 40, 600, 380};
   for (size_t i = 0; i < f->npts; i++) {
@@ -101,15 +102,18 @@ int zeus_frontier_write_timeline_svg(const zeus_frontier *f, size_t i, const cha
   int n = d->n;
   double *dur = calloc((size_t)n * 3, sizeof *dur);
   unsigned char *crit = calloc((size_t)n, 1);
-  if (!dur || !crit) {
+  int32_t *q = malloc((size_t)n * sizeof *q);
+  if (!dur || !crit || !q) {
     free(dur);
     free(crit);
+    free(q);
     return zeus__oom("drawing a timeline");
   }
   double *start = dur + n, *fin = dur + 2 * n;
+  zeus__fplans_get(&f->plans, i, q);
   int fmin_mhz = 1 << 30, fmax_mhz = 0;
   for (int v = 1; v < n - 1; v++) {
-    const zeus__fopt *o = zeus__frontier_node_opt(f, i, v);
+    const zeus__fopt *o = zeus__frontier_opt(f, q, v);
     dur[v] = o->time_s;
     if (o->freq_mhz < fmin_mhz) fmin_mhz = o->freq_mhz;
     if (o->freq_mhz > fmax_mhz) fmax_mhz = o->freq_mhz;
@@ -137,7 +141,7 @@ int zeus_frontier_write_timeline_svg(const zeus_frontier *f, size_t i, const cha
     rc = zeus__buf_printf(&b, "<text x='%.0f' y='%.1f' font-size='12' text-anchor='end'>stage %d</text>\n",
                           a.L - 8, a.T + row * s + row / 2 + 4, s);
   for (int v = 1; v < n - 1 && !rc; v++) {
-    const zeus__fopt *o = zeus__frontier_node_opt(f, i, v);
+    const zeus__fopt *o = zeus__frontier_opt(f, q, v);
     double w = fmax_mhz > fmin_mhz ? (double)(o->freq_mhz - fmin_mhz) / (fmax_mhz - fmin_mhz) : 1.0;
     int r = (int)(40 + 200 * w), g = 90, bl = (int)(240 - 200 * w);
     double x0 = px(&a, start[v]), x1 = px(&a, fin[v]), y = a.T + row * d->stage[v] + 3;
@@ -163,5 +167,6 @@ int zeus_frontier_write_timeline_svg(const zeus_frontier *f, size_t i, const cha
                           a.L + a.W / 2, a.T + a.H + 35);
   free(dur);
   free(crit);
+  free(q);
   return finish(&b, rc, path);
 }

@@ -59,7 +59,7 @@ def longest(node):
 most = max(longest(n) for n in pos)
 with open(path, newline="") as f:
     rows = list(csv.reader(f))
-assert rows[0] == ["iteration", "time_s", "cost_j", "cost_with_blocking_j", "eval_time_s", "eval_energy_j"], rows[0]
+assert rows[0] == ["iteration", "time_s", "cost_j", "cost_with_blocking_j", "eval_time_s", "eval_energy_j", "dominated"], rows[0]
 pts = [[float(x) for x in r] for r in rows[1:]]
 assert len(pts) >= 5, len(pts)
 for i, p in enumerate(pts):
@@ -137,7 +137,7 @@ got=$(ls "$tmp/sample"/freqs_pipeline_*.py | wc -l)
 if [ "$got" -ge 2 ] && [ "$got" -le 4 ]; then pass "--sample 4 writes 2..4 plans ($got)"; else fail "--sample 4 wrote $got"; fi
 
 # Without --out, frontier.csv goes to stdout; --json prints a summary.
-expect_out_has "csv on stdout" "^iteration,time_s,cost_j,cost_with_blocking_j,eval_time_s,eval_energy_j$" \
+expect_out_has "csv on stdout" "^iteration,time_s,cost_j,cost_with_blocking_j,eval_time_s,eval_energy_j,dominated$" \
   "$ZEUS" frontier --profile "$prof" --stages 2 --microbatches 2 --blocking-power 50
 if "$ZEUS" frontier --profile "$prof" --stages 2 --microbatches 2 --blocking-power 50 --json --cost-model hull \
   --pareto energy --slack keep | python3 -c '

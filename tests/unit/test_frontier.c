@@ -385,7 +385,7 @@ static void outputs_write_csv_and_plan_files(void **state) {
   assert_zeus_ok(zeus_frontier_write(f, dir, &wo));
   snprintf(path, sizeof path, "%s/frontier.csv", dir);
   char *csv = read_text(path);
-  assert_non_null(strstr(csv, "iteration,time_s,cost_j,cost_with_blocking_j,eval_time_s,eval_energy_j\n0,"));
+  assert_non_null(strstr(csv, "iteration,time_s,cost_j,cost_with_blocking_j,eval_time_s,eval_energy_j,dominated\n0,"));
   size_t lines = 0;
   for (char *c = csv; *c; c++) lines += *c == '\n';
   assert_int_equal(lines, npts + 1);
@@ -408,7 +408,7 @@ static void outputs_write_csv_and_plan_files(void **state) {
   free(plan);
   /* Plots. */
   snprintf(path, sizeof path, "%s/frontier.svg", dir);
-  assert_zeus_ok(zeus_frontier_write_plot_svg(f, path));
+  assert_zeus_ok(zeus_frontier_write_plot_svg(f, path, &wo));
   char *svg = read_text(path);
   assert_non_null(strstr(svg, "<svg"));
   assert_non_null(strstr(svg, "</svg>"));
