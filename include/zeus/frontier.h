@@ -40,8 +40,11 @@ typedef enum zeus_frontier_instr {
 /* Loads a profile CSV with (at least) the columns stage,instruction,frequency,time,energy
  * (other columns, such as rank, are ignored): one row per stage, instruction ("forward" or
  * "backward"), SM clock in MHz, time in seconds and energy in joules.
- * Errors: ZEUS_ENOENT/ZEUS_EIO (file), ZEUS_EPARSE naming the file, line and column (missing
- * column, non-numeric value, unknown instruction, negative stage, time <= 0, energy < 0). */
+ * A UTF-8 byte-order mark before the header is skipped. The file must be a regular file
+ * (not a FIFO or device, which could block or never end) of at most 64 MiB.
+ * Errors: ZEUS_ENOENT/ZEUS_EPERM/ZEUS_EIO (file), ZEUS_EINVAL (not a regular file), ZEUS_ERANGE
+ * (larger than 64 MiB), ZEUS_EPARSE naming the file, line and column (missing column,
+ * non-numeric value, unknown instruction, negative stage, time <= 0, energy < 0). */
 ZEUS_EXTERN int zeus_frontier_profile_load(zeus_frontier_profile **out /* out */, const char *path);
 
 /* An empty profile to fill with zeus_frontier_profile_add() (for callers that hold the
