@@ -24,6 +24,7 @@
 #include "zeus/monitor.h"
 #include "zeus/frontier.h"
 #include "zeus/pfo.h"
+#include "zeus/pfo_server.h"
 #include "zeus/pfo_client.h"
 #include "zeus/collective.h"
 #include "zeus/plo.h"

@@ -1,4 +1,4 @@
-/* src/bso/bso_state.h: the batch-size optimizer's struct, shared by bso.c and state.c. */
+/* src/bso/bso_state.h: the batch-size optimizer's struct, shared by bso.c and bso_state.c. */
 #ifndef ZEUS_BSO_STATE_H
 #define ZEUS_BSO_STATE_H
 

@@ -60,6 +60,10 @@ int zeus__buf_puts(zeus__buf *b, const char *s);
 int zeus__buf_printf(zeus__buf *b, const char *fmt, ...) ZEUS__PRINTF(2, 3);
 void zeus__buf_free(zeus__buf *b);
 
+/* ---- memory ---- */
+/* A malloc()ed copy of s (free() it), or NULL when memory runs out (no error is set). */
+char *zeus__strdup(const char *s);
+
 /* ---- files ---- */
 /* Reads a whole file (NUL-terminated; *len excludes the NUL). Errors name the path. */
 int zeus__read_file(const char *path, char **data /* out, free() */, size_t *len /* out */);

@@ -153,5 +153,3 @@ int zeus_pfo_write_instruction_csv(const char *path, const zeus_pfo_offline_resu
   zeus__buf_free(&b);
   return rc;
 }
-
-int zeus__pfo_mkdirs(const char *path) { return zeus__mkdirs(path); }

@@ -9,13 +9,6 @@
 /* Upper bound of world_size: the server keeps per-rank state, so an absurd size is bad input. */
 #define PFO_MAX_WORLD 65536
 
-char *zeus__strdup(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = malloc(n);
-  if (d) memcpy(d, s, n);
-  return d;
-}
-
 void zeus_pfo_free(void *p) { free(p); }
 
 /* ---- field helpers ---- */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pfo/pfo_internal.h"
+#include "pfo_server/sched.h"
 
 int zeus__pfo_instruction_order(const zeus_pfo_job_info *job, const zeus_pfo_rank_info *rank,
                                 long nmb, const char ***out, size_t *n) {

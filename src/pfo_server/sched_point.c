@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pfo/pfo_internal.h"
+#include "pfo_server/sched.h"
 
 typedef struct {
   zeus_pfo_schedule *plan;

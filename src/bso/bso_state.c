@@ -1,4 +1,4 @@
-/* state.c: the batch-size optimizer's whole state as JSON and back, exactly (17 significant
+/* bso_state.c: the batch-size optimizer's whole state as JSON and back, exactly (17 significant
  * digits; infinities as strings; generator words as hex strings). */
 #include <inttypes.h>
 #include <math.h>

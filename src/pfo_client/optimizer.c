@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pfo/client_internal.h"
+#include "pfo_client/client_http.h"
 #include "pfo/pfo_internal.h"
 #include "zeus/monitor.h"
 #include "zeus/pfo_client.h"

@@ -1,7 +1,7 @@
-/* The Perseus HTTP server: a thin libmicrohttpd layer over the job registry.
+/* The Perseus HTTP server: a thin libmicrohttpd layer over the job table.
  *
  * Schedule requests that must wait are suspended (MHD_suspend_connection), not parked on a
- * thread; the registry completes them through on_complete, which stores the reply and resumes
+ * thread; the job table completes them through on_complete, which stores the reply and resumes
  * the connection; the access handler then sends the stored reply. Per-request state is freed in
  * one place, the MHD completion callback, whatever happened. */
 #include <arpa/inet.h>
@@ -17,14 +17,15 @@
 
 #include <microhttpd.h>
 
-#include "pfo/pfo_internal.h"
+#include "pfo_server/job_table.h"
+#include "zeus/pfo_server.h"
 #include "zeus/version.h"
 
 #define PFO_DEFAULT_BODY_MAX (16u << 20)
 
 struct zeus_pfo_server {
   struct MHD_Daemon *d;
-  zeus__registry *reg;
+  zeus__job_table *jobs;
   int port;
   char *token;
   size_t body_max;
@@ -70,7 +71,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int status, const ch
   return send_reply(c, status, rep.body, rep.len, allow);
 }
 
-/* ---- registry callbacks ---- */
+/* ---- job table callbacks ---- */
 
 static void on_park(void *w) {
   req *q = w;
@@ -125,7 +126,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (cl && strtoull(cl, NULL, 10) > s->body_max) q->too_big = true;
     return MHD_YES;
   }
-  if (q->has_reply) { /* resumed after the registry answered */
+  if (q->has_reply) { /* resumed after the job table answered */
     q->has_reply = false;
     q->parked = false;
     atomic_fetch_sub(&s->parked, 1);
@@ -172,7 +173,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       /* The fixed settings, plus the dump failures so far (a full disk is visible from outside). */
       unsigned long fails;
       char last[512];
-      zeus__registry_dump_status(s->reg, &fails, last, sizeof last);
+      zeus__job_table_dump_status(s->jobs, &fails, last, sizeof last);
       json_t *o = json_loads(s->info_json, 0, NULL);
       if (o) {
         json_object_set_new(o, "dump_failures", json_integer((json_int_t)fails));
@@ -182,12 +183,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       json_decref(o);
       return b ? send_reply(c, 200, b, strlen(b), NULL) : MHD_NO;
     }
-    case R_JOB: zeus__registry_register_job(s->reg, body, len, &rep); break;
-    case R_RANK: zeus__registry_register_rank(s->reg, id, body, len, &rep); break;
-    case R_RESULT: zeus__registry_post_result(s->reg, id, body, len, &rep); break;
+    case R_JOB: zeus__job_table_register_job(s->jobs, body, len, &rep); break;
+    case R_RANK: zeus__job_table_register_rank(s->jobs, id, body, len, &rep); break;
+    case R_RESULT: zeus__job_table_post_result(s->jobs, id, body, len, &rep); break;
     case R_SCHED: {
       const char *rank = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "rank");
-      if (zeus__registry_request_schedule(s->reg, id, rank, q, &rep) == 0) return MHD_YES; /* parked */
+      if (zeus__job_table_request_schedule(s->jobs, id, rank, q, &rep) == 0) return MHD_YES; /* parked */
       break;
     }
     default: break;
@@ -200,7 +201,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
   req *q = *con_cls;
   if (!q) return;
   if (q->parked) {
-    zeus__registry_cancel_waiter(s->reg, q);
+    zeus__job_table_cancel_waiter(s->jobs, q);
     atomic_fetch_sub(&s->parked, 1);
   }
   free(q->reply.body);
@@ -223,7 +224,7 @@ static void *reaper_main(void *arg) {
     pthread_cond_timedwait(&s->cv, &s->mu, &ts);
     if (s->stopping) break;
     pthread_mutex_unlock(&s->mu);
-    zeus__registry_reap(s->reg, zeus_monotonic_s());
+    zeus__job_table_reap(s->jobs, zeus_monotonic_s());
     pthread_mutex_lock(&s->mu);
   }
   pthread_mutex_unlock(&s->mu);
@@ -294,9 +295,9 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   s->body_max = o.max_body_bytes;
   s->idle_s = o.max_job_idle_time_s;
   if (o.token && *o.token && !(s->token = zeus__strdup(o.token))) { zeus_pfo_server_close(s); return zeus__oom("creating the server"); }
-  zeus__registry_opts ro = {o.scheduler, o.scheduler_args, o.dump_data, o.dump_dir,
+  zeus__job_table_opts ro = {o.scheduler, o.scheduler_args, o.dump_data, o.dump_dir,
                             (double)o.max_job_idle_time_s, on_complete, on_park};
-  int rc = zeus__registry_open(&s->reg, &ro);
+  int rc = zeus__job_table_open(&s->jobs, &ro);
   if (rc) { free(s->token); free(s); return rc; }
 
   json_t *args = NULL;
@@ -356,14 +357,14 @@ void zeus_pfo_server_close(zeus_pfo_server *s) {
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->reaper, NULL);
   }
-  if (s->reg) zeus__registry_fail_all_waiters(s->reg, "the server is shutting down");
+  if (s->jobs) zeus__job_table_fail_all_waiters(s->jobs, "the server is shutting down");
   /* Give resumed long polls a moment to send their 503 before the daemon stops. */
   for (int i = 0; s->d && i < 200 && atomic_load(&s->parked) > 0; i++) {
     struct timespec ts = {0, 5 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
   if (s->d) MHD_stop_daemon(s->d);
-  zeus__registry_close(s->reg);
+  zeus__job_table_close(s->jobs);
   free(s->token);
   free(s->info_json);
   pthread_mutex_destroy(&s->mu);

@@ -1,10 +1,11 @@
-/* The scheduler registry (looked up by name, "<name>3D" wraps for 3D parallelism) and the
+/* The scheduler table (looked up by name, "<name>3D" wraps for 3D parallelism) and the
  * driver that runs one scheduler for one job: it caches the current schedule and serves the
  * last one forever once the scheduler says it is finished. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "pfo/pfo_internal.h"
+#include "pfo_server/sched.h"
+#include "zeus/pfo_server.h"
 
 static const zeus__sched_ops *const sched_table[] = {
     &zeus__sched_point_solution,
