@@ -18,6 +18,7 @@
 #include "zeus/log.h"
 #include "zeus/clock.h"
 #include "zeus/format.h"
+#include "zeus/pipeline.h"
 /* module headers are added below as they land */
 #include "zeus/device.h"
 #include "zeus/sim.h"

@@ -336,6 +336,18 @@ int zeus__pfo_schedule_copy(const zeus_pfo_schedule *s, zeus_pfo_schedule *d) {
   return ZEUS_OK;
 }
 
+int zeus__pfo_schedules_copy(const zeus_pfo_schedule *s, size_t n, zeus_pfo_schedule **out, size_t *nout) {
+  zeus_pfo_schedule *v = calloc(n + 1, sizeof *v);
+  if (!v) return zeus__oom("copying schedules");
+  for (size_t i = 0; i < n; i++) {
+    int rc = zeus__pfo_schedule_copy(&s[i], &v[i]);
+    if (rc) { zeus_pfo_schedules_free(v, i); return rc; }
+  }
+  *out = v;
+  *nout = n;
+  return ZEUS_OK;
+}
+
 void zeus_pfo_schedules_free(zeus_pfo_schedule *v, size_t n) {
   if (!v) return;
   for (size_t i = 0; i < n; i++) zeus_pfo_schedule_clear(&v[i]);

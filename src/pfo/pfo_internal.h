@@ -1,7 +1,8 @@
 /* src/pfo/pfo_internal.h: the Perseus wire formats shared by the server and the client (not API).
  *
  * src/pfo/ holds what both sides speak: the models and their JSON (models.c), the plan-file
- * parser (plan_parse.c), the dumps (dump.c) and job ids (jobid.c). It needs jansson only; the
+ * parser (plan_parse.c), the dumps (dump.c), job ids (jobid.c) and the ZEUS_PFO_* / PERSEUS_*
+ * settings lookup (pfo_env.c). It needs jansson only; the
  * server (src/pfo_server/) and the client (src/pfo_client/) build on it. */
 #ifndef ZEUS_PFO_INTERNAL_H
 #define ZEUS_PFO_INTERNAL_H
@@ -29,7 +30,16 @@ int zeus__pfo_schedule_to_buf(const zeus_pfo_schedule *v, zeus__buf *b);
 /* Deep copies (ZEUS_ENOMEM only). */
 int zeus__pfo_rank_info_copy(const zeus_pfo_rank_info *src, zeus_pfo_rank_info *dst);
 int zeus__pfo_schedule_copy(const zeus_pfo_schedule *src, zeus_pfo_schedule *dst);
+/* A fresh array holding copies of s[0..n) (release with zeus_pfo_schedules_free). */
+int zeus__pfo_schedules_copy(const zeus_pfo_schedule *s, size_t n, zeus_pfo_schedule **out, size_t *nout);
 int zeus__pfo_breakdown_copy(const zeus_pfo_breakdown *src, zeus_pfo_breakdown *dst);
 void zeus__pfo_breakdown_clear(zeus_pfo_breakdown *b);
+
+/* ---- settings (pfo_env.c) ---- */
+/* The value of Perseus setting `name` ("SCHEDULER"): ZEUS_PFO_<name> when set and not empty,
+ * else PERSEUS_<name> (the original's spelling), else NULL. `var` (at least 64 bytes) receives
+ * the name of the variable the value came from (ZEUS_PFO_<name> when none), for messages and
+ * for the zeus__env_* readers. */
+const char *zeus__pfo_env(const char *name, char *var, size_t len);
 
 #endif

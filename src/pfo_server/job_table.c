@@ -101,6 +101,11 @@ int zeus__http_status_of(int code) {
   }
 }
 
+/* The answer to a request naming a job the table does not hold. */
+static int reply_unknown_job(zeus__reply *reply) {
+  return zeus__reply_error(reply, 404, "unknown job id (register the job first, or it was removed after being idle)");
+}
+
 /* The last zeus error as a reply. */
 static int reply_zeus_error(zeus__reply *reply, int code) {
   return zeus__reply_error(reply, zeus__http_status_of(code), zeus_errmsg());
@@ -338,7 +343,7 @@ int zeus__job_table_register_rank(zeus__job_table *r, const char *job_id, const 
   job *j = find_job(r, job_id);
   int status;
   if (!j) {
-    status = zeus__reply_error(reply, 404, "unknown job id (register the job first, or it was removed after being idle)");
+    status = reply_unknown_job(reply);
     goto out;
   }
   j->last_active = zeus_monotonic_s();
@@ -405,7 +410,7 @@ int zeus__job_table_request_schedule(zeus__job_table *r, const char *job_id, con
   pthread_mutex_lock(&r->mu);
   job *j = find_job(r, job_id);
   if (r->closing) { status = zeus__reply_error(reply, 503, "the server is shutting down"); goto out; }
-  if (!j) { status = zeus__reply_error(reply, 404, "unknown job id (register the job first, or it was removed after being idle)"); goto out; }
+  if (!j) { status = reply_unknown_job(reply); goto out; }
   if ((status = parse_rank(rank_text, j, reply, &rank))) goto out;
   j->last_active = zeus_monotonic_s();
   if (j->err_status) { status = zeus__reply_error(reply, j->err_status, j->err_msg); goto out; }
@@ -475,7 +480,7 @@ int zeus__job_table_post_result(zeus__job_table *r, const char *job_id, const ch
   int status;
   pthread_mutex_lock(&r->mu);
   job *j = find_job(r, job_id);
-  if (!j) { status = zeus__reply_error(reply, 404, "unknown job id (register the job first, or it was removed after being idle)"); goto out; }
+  if (!j) { status = reply_unknown_job(reply); goto out; }
   j->last_active = zeus_monotonic_s();
   if (rc) { status = reply_zeus_error(reply, rc); goto out; }
   if (res.rank >= j->info.world_size) {

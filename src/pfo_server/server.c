@@ -218,10 +218,8 @@ static void *reaper_main(void *arg) {
   zeus_pfo_server *s = arg;
   pthread_mutex_lock(&s->mu);
   while (!s->stopping) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 1;
-    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    struct timespec until = zeus__deadline_in(1.0);
+    zeus__cond_wait_until(&s->cv, &s->mu, &until);
     if (s->stopping) break;
     pthread_mutex_unlock(&s->mu);
     zeus__job_table_reap(s->jobs, zeus_monotonic_s());
@@ -231,19 +229,11 @@ static void *reaper_main(void *arg) {
   return NULL;
 }
 
-static const char *env2(const char *name, char *buf, size_t n) {
-  snprintf(buf, n, "ZEUS_PFO_%s", name);
-  const char *v = zeus__env_str(buf);
-  if (v) return v;
-  snprintf(buf, n, "PERSEUS_%s", name);
-  return zeus__env_str(buf);
-}
-
 int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *o) {
   char name[64];
   const char *v;
-  if ((v = env2("SCHEDULER", name, sizeof name))) o->scheduler = v;
-  if ((v = env2("SCHEDULER_ARGS", name, sizeof name))) {
+  if ((v = zeus__pfo_env("SCHEDULER", name, sizeof name))) o->scheduler = v;
+  if ((v = zeus__pfo_env("SCHEDULER_ARGS", name, sizeof name))) {
     json_t *j;
     if (zeus__json_parse(v, strlen(v), name, &j)) return zeus_errcode();
     bool obj = json_is_object(j);
@@ -252,23 +242,23 @@ int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *o) {
                                  "{\"solution_path\": \"plan.py\"}, got '%s'", name, v);
     o->scheduler_args = v;
   }
-  if ((v = env2("LOG_LEVEL", name, sizeof name))) {
+  if ((v = zeus__pfo_env("LOG_LEVEL", name, sizeof name))) {
     int lvl;
     if (zeus_log_level_parse(v, &lvl)) return zeus__error_ctx(ZEUS_EINVAL, "%s", name);
     o->log_level = v;
   }
-  if ((v = env2("DUMP_DATA", name, sizeof name))) {
+  if ((v = zeus__pfo_env("DUMP_DATA", name, sizeof name))) {
     bool b;
     if (zeus__parse_bool(v, name, &b)) return zeus_errcode();
     o->dump_data = b;
   }
-  if ((v = env2("DUMP_DIR", name, sizeof name))) o->dump_dir = v;
-  if ((v = env2("MAX_JOB_IDLE_TIME", name, sizeof name))) {
+  if ((v = zeus__pfo_env("DUMP_DIR", name, sizeof name))) o->dump_dir = v;
+  if ((v = zeus__pfo_env("MAX_JOB_IDLE_TIME", name, sizeof name))) {
     long t;
     if (zeus__parse_long(v, 1, 100L * 365 * 24 * 3600, name, &t)) return zeus_errcode();
     o->max_job_idle_time_s = (int)(t > 2000000000L ? 2000000000L : t);
   }
-  if ((v = env2("TOKEN", name, sizeof name))) o->token = v;
+  if ((v = zeus__pfo_env("TOKEN", name, sizeof name))) o->token = v;
   return ZEUS_OK;
 }
 
@@ -291,7 +281,11 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   zeus_pfo_server *s = calloc(1, sizeof *s);
   if (!s) return zeus__oom("creating the server");
   pthread_mutex_init(&s->mu, NULL);
-  pthread_cond_init(&s->cv, NULL);
+  if (zeus__cond_init(&s->cv)) {
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    return zeus_errcode();
+  }
   s->body_max = o.max_body_bytes;
   s->idle_s = o.max_job_idle_time_s;
   if (o.token && *o.token && !(s->token = zeus__strdup(o.token))) { zeus_pfo_server_close(s); return zeus__oom("creating the server"); }
