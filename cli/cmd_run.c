@@ -188,7 +188,7 @@ int cmd_run(int argc, char **argv) {
         cli_error(CMD, false, "--spec needs a file");
         return CLI_EXIT_USAGE;
       }
-      if (zeus_run_spec_load(argv[i + 1], &s, &storage, &spec_recurrences) != ZEUS_OK) {
+      if (zeus_run_spec_load(&s, argv[i + 1], &storage, &spec_recurrences) != ZEUS_OK) {
         cli_error(CMD, true, "cannot read the job spec");
         return CLI_EXIT_USAGE;
       }
@@ -318,6 +318,6 @@ int cmd_run(int argc, char **argv) {
   }
   zeus_runner_close(r);
 out:
-  zeus_run_spec_storage_free(storage);
+  zeus_free(storage);
   return status;
 }
