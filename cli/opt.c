@@ -290,6 +290,7 @@ void cli_help(const cli_command *c, FILE *out) {
   fputs("Options:\n", out);
   for (const cli_opt *o = c->opts; o && o->name; o++) {
     char left[160], mv[256];
+    if (o->heading) fprintf(out, "%s%s\n", o == c->opts ? "" : "\n", o->heading);
     int n = snprintf(left, sizeof left, "%c%c%s--%s%s%s", o->short_name ? '-' : ' ',
                      o->short_name ? o->short_name : ' ', o->short_name ? ", " : "  ", o->name,
                      o->kind == CLI_OPT_FLAG ? "" : " ", o->kind == CLI_OPT_FLAG ? "" : metavar(o, mv, sizeof mv));
@@ -307,4 +308,35 @@ void cli_help(const cli_command *c, FILE *out) {
     fputs(c->more, out);
     if (c->more[strlen(c->more) - 1] != '\n') fputc('\n', out);
   }
+}
+
+int cli_pick(const char *cmd, const char *what, const char *word, const char *const *names) {
+  char list[256];
+  size_t len = 0, n = 0;
+  list[0] = '\0';
+  while (names[n]) n++;
+  for (size_t k = 0; k < n; k++) {
+    int w = snprintf(list + len, sizeof list - len, "%s%s", k == 0 ? "" : k + 1 == n ? " or " : ", ", names[k]);
+    if (w < 0 || (size_t)w >= sizeof list - len) break;
+    len += (size_t)w;
+  }
+  if (!word) {
+    fprintf(stderr, "zeus %s: missing %s (expected %s)\n", cmd, what, list);
+    return -1;
+  }
+  int best = -1, best_d = 99;
+  for (size_t k = 0; k < n; k++) {
+    if (strcmp(word, names[k]) == 0) return (int)k;
+    int d = cli_edit_distance(word, names[k]);
+    if (d < best_d) {
+      best_d = d;
+      best = (int)k;
+    }
+  }
+  int limit = (int)strlen(word) / 3 > 2 ? (int)strlen(word) / 3 : 2;
+  if (best >= 0 && best_d <= limit)
+    fprintf(stderr, "zeus %s: unknown %s '%s' (did you mean '%s'?; expected %s)\n", cmd, what, word, names[best], list);
+  else
+    fprintf(stderr, "zeus %s: unknown %s '%s' (expected %s)\n", cmd, what, word, list);
+  return -1;
 }

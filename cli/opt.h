@@ -44,6 +44,8 @@ typedef struct cli_opt {
   cli_opt_parse_fn parse;      /* CUSTOM */
   bool *seen;                  /* optional: set true when the option is given */
   bool required;               /* an error names it when it is missing */
+  const char *heading;         /* optional: a line printed above this option in --help ("Job:"),
+                                  starting a group of options */
 } cli_opt;
 
 typedef enum cli_args {
@@ -80,5 +82,10 @@ void cli_help(const cli_command *c, FILE *out);
 
 /* Edit distance used for the "did you mean" hints (exposed for tests). */
 int cli_edit_distance(const char *a, const char *b);
+
+/* The index of `word` in the NULL-terminated `names` (a subcommand or mode), or -1 after printing
+ * "zeus <cmd>: unknown <what> '<word>' (did you mean '<near>'?; expected a, b or c)" on stderr.
+ * A NULL `word` (nothing given) prints "missing <what> (expected a, b or c)". */
+int cli_pick(const char *cmd, const char *what, const char *word, const char *const *names);
 
 #endif

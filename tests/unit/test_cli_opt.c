@@ -206,7 +206,9 @@ static void format_double_is_shortest_round_trip(void **state) {
   struct { double v; const char *s; } cases[] = {
       {0.1, "0.1"}, {175, "175"}, {1e20, "1e+20"}, {-3.25e-7, "-3.25e-07"}, {0, "0"},
       {1.0 / 3, "0.3333333333333333"}, {NAN, "NaN"}, {INFINITY, "+Inf"}, {-INFINITY, "-Inf"},
-      {DBL_MAX, "1.7976931348623157e+308"}, {5e-324, "5e-324"}};
+      {DBL_MAX, "1.7976931348623157e+308"}, {5e-324, "5e-324"}, {300, "300"}, {-1200, "-1200"},
+      {0.0001, "0.0001"}, {0.00001, "1e-05"}, {1e15, "1000000000000000"}, {1e16, "1e+16"},
+      {123456.5, "123456.5"}, {0.000123, "0.000123"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     assert_int_equal(zeus_format_double(cases[i].v, b, sizeof b), (int)strlen(cases[i].s));
     assert_string_equal(b, cases[i].s);
