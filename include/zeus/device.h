@@ -97,8 +97,39 @@ ZEUS_EXTERN int zeus_gpu_set_persistence_mode(zeus_devices *d, unsigned gpu, boo
 
 /* Energy used by the GPU since some fixed point (driver load), in mJ; ZEUS_ENOTSUP without a counter. */
 ZEUS_EXTERN int zeus_gpu_total_energy(zeus_devices *d, unsigned gpu, uint64_t *mj /* out */);
-/* Current power draw in mW. */
+/* Which power a reading means (NVML's field values; see docs/monitor.md or shared NVML notes). */
+typedef enum zeus_power_domain {
+  /* The GPU's power now: NVML field POWER_INSTANT, or nvmlDeviceGetPowerUsage where the field is
+   * missing (on Ampere other than GA100 and later that call is a 1 s average). */
+  ZEUS_POWER_INSTANT = 0,
+  /* Averaged over the GPU's own window, about 1 s: NVML field POWER_AVERAGE. */
+  ZEUS_POWER_AVERAGE = 1,
+  /* The memory's average power: field POWER_AVERAGE, memory scope (seen on H100, not on A40). */
+  ZEUS_POWER_MEMORY_AVERAGE = 2,
+} zeus_power_domain;
+
+/* Power of `domain` in mW; ZEUS_ENOTSUP where the GPU cannot read that domain, ZEUS_EINVAL for
+ * an unknown domain. */
+ZEUS_EXTERN int zeus_gpu_power(zeus_devices *d, unsigned gpu, zeus_power_domain domain, unsigned *mw /* out */);
+/* zeus_gpu_power(d, gpu, ZEUS_POWER_INSTANT, mw). */
 ZEUS_EXTERN int zeus_gpu_instant_power(zeus_devices *d, unsigned gpu, unsigned *mw /* out */);
+
+/* GPU die temperature in degrees Celsius. */
+ZEUS_EXTERN int zeus_gpu_temperature(zeus_devices *d, unsigned gpu, unsigned *celsius /* out */);
+/* The SM clock and the memory clock the GPU runs at now, in MHz (either pointer may be NULL). */
+ZEUS_EXTERN int zeus_gpu_current_clocks(zeus_devices *d, unsigned gpu, unsigned *sm_mhz /* out */,
+                                        unsigned *mem_mhz /* out */);
+/* The GPU's architecture in NVML's numbering (2 Kepler, 3 Maxwell, 4 Pascal, 5 Volta, 6 Turing,
+ * 7 Ampere, 8 Ada, 9 Hopper, 10 Blackwell, 13 Rubin; 0xffffffff unknown). */
+ZEUS_EXTERN int zeus_gpu_architecture(zeus_devices *d, unsigned gpu, unsigned *arch /* out */);
+/* "Hopper" and so on for an architecture number; "unknown" for one we do not know. Static string. */
+ZEUS_EXTERN const char *zeus_gpu_architecture_name(unsigned arch);
+
+/* The driver's version ("580.65.06"; "sim <version>" on the simulated GPU) and the version of the
+ * vendor library (NVML's own version string), NUL-terminated and truncated to `len`.
+ * ZEUS_ENOTSUP on the "none" backend or where the library cannot say. */
+ZEUS_EXTERN int zeus_devices_driver_version(zeus_devices *d, char *buf /* out */, size_t len);
+ZEUS_EXTERN int zeus_devices_library_version(zeus_devices *d, char *buf /* out */, size_t len);
 
 /* Supported clocks, highest first. `*count` goes in as the capacity of `mhz` and comes out as
  * the number written; ZEUS_ERANGE (with *count set to the number needed) when too small. */

@@ -126,6 +126,15 @@ ZEUS_EXTERN int zeus_sim_gpu_get_persistence_mode(zeus_sim_node *n, unsigned gpu
 ZEUS_EXTERN int zeus_sim_gpu_set_persistence_mode(zeus_sim_node *n, unsigned gpu, bool enabled);
 ZEUS_EXTERN int zeus_sim_gpu_total_energy(zeus_sim_node *n, unsigned gpu, uint64_t *mj);
 ZEUS_EXTERN int zeus_sim_gpu_instant_power(zeus_sim_node *n, unsigned gpu, unsigned *mw);
+/* Mean power over the last second (less while the node is younger), as NVML's POWER_AVERAGE. */
+ZEUS_EXTERN int zeus_sim_gpu_average_power(zeus_sim_node *n, unsigned gpu, unsigned *mw);
+/* A steady-state model: 35 °C at idle power, 85 °C at the highest power limit, linear in the
+ * last second's mean power. */
+ZEUS_EXTERN int zeus_sim_gpu_temperature(zeus_sim_node *n, unsigned gpu, unsigned *celsius);
+/* The SM clock work runs at now, and the memory clock (its lock where one is set). */
+ZEUS_EXTERN int zeus_sim_gpu_current_clocks(zeus_sim_node *n, unsigned gpu, unsigned *sm_mhz, unsigned *mem_mhz);
+/* NVML's architecture number: Ampere (7) for a GPU with an energy counter, Pascal (4) without. */
+ZEUS_EXTERN int zeus_sim_gpu_architecture(zeus_sim_node *n, unsigned gpu, unsigned *arch);
 ZEUS_EXTERN int zeus_sim_gpu_memory_clocks(zeus_sim_node *n, unsigned gpu, unsigned *mhz, size_t *count);
 ZEUS_EXTERN int zeus_sim_gpu_graphics_clocks(zeus_sim_node *n, unsigned gpu, unsigned mem_mhz,
                                              unsigned *mhz, size_t *count);

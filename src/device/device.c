@@ -261,8 +261,42 @@ int zeus_gpu_get_persistence_mode(zeus_devices *d, unsigned gpu, bool *enabled) 
 int zeus_gpu_total_energy(zeus_devices *d, unsigned gpu, uint64_t *mj) {
   CALL(d, gpu, total_energy, "the total-energy counter", mj);
 }
+int zeus_gpu_power(zeus_devices *d, unsigned gpu, zeus_power_domain domain, unsigned *mw) {
+  if ((unsigned)domain > ZEUS_POWER_MEMORY_AVERAGE)
+    return zeus__error(ZEUS_EINVAL, "unknown power domain %d (expected 0 instant, 1 average or 2 memory average)",
+                       (int)domain);
+  CALL(d, gpu, power, "reading the power draw", domain, mw);
+}
 int zeus_gpu_instant_power(zeus_devices *d, unsigned gpu, unsigned *mw) {
-  CALL(d, gpu, instant_power, "reading the power draw", mw);
+  return zeus_gpu_power(d, gpu, ZEUS_POWER_INSTANT, mw);
+}
+int zeus_gpu_temperature(zeus_devices *d, unsigned gpu, unsigned *celsius) {
+  CALL(d, gpu, temperature, "reading the temperature", celsius);
+}
+int zeus_gpu_current_clocks(zeus_devices *d, unsigned gpu, unsigned *sm_mhz, unsigned *mem_mhz) {
+  CALL(d, gpu, current_clocks, "reading the current clocks", sm_mhz, mem_mhz);
+}
+int zeus_gpu_architecture(zeus_devices *d, unsigned gpu, unsigned *arch) {
+  CALL(d, gpu, architecture, "reading the architecture", arch);
+}
+
+const char *zeus_gpu_architecture_name(unsigned arch) {
+  static const char *const names[] = {NULL,    NULL,     "Kepler", "Maxwell", "Pascal",    "Volta", "Turing",
+                                      "Ampere", "Ada",    "Hopper", "Blackwell", NULL,     NULL,    "Rubin"};
+  return arch < ZEUS__ARRAY_LEN(names) && names[arch] ? names[arch] : "unknown";
+}
+
+static int version_of(zeus_devices *d, int (*fn)(void *, char *, size_t), char *buf, size_t len, const char *what) {
+  if (!d) return zeus__error(ZEUS_EINVAL, "no devices handle given");
+  if (!buf || !len) return zeus__error(ZEUS_EINVAL, "no buffer for the %s", what);
+  if (!fn) return zeus__error(ZEUS_ENOTSUP, "backend %s: the %s is not known", d->be->name, what);
+  return fn(d->st, buf, len);
+}
+int zeus_devices_driver_version(zeus_devices *d, char *buf, size_t len) {
+  return version_of(d, d ? d->be->driver_version : NULL, buf, len, "driver version");
+}
+int zeus_devices_library_version(zeus_devices *d, char *buf, size_t len) {
+  return version_of(d, d ? d->be->library_version : NULL, buf, len, "library version");
 }
 int zeus_gpu_supported_memory_clocks(zeus_devices *d, unsigned gpu, unsigned *mhz, size_t *count) {
   CALL(d, gpu, memory_clocks, "listing memory clocks", mhz, count);
