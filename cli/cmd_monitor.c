@@ -1,6 +1,5 @@
 /* zeus monitor energy -- CMD: measure a command; zeus monitor power: sample power as CSV. */
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -12,8 +11,8 @@
 
 #include "cli.h"
 
-#define ENVIRONMENT                                                                            \
-  "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, CUDA_VISIBLE_DEVICES, ZEUS_SIM_* (the\n"   \
+#define ENVIRONMENT                                                                              \
+  "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, CUDA_VISIBLE_DEVICES, ZEUS_SIM_* (the\n" \
   "simulated GPU follows the wall clock here and draws idle power), ZEUS_RAPL_ROOT (where the\n" \
   "RAPL zones are, default /sys/class/powercap), ZEUS_LOG_LEVEL.\n"
 
@@ -38,22 +37,27 @@ static const cli_opt energy_opts[] = {
 static const cli_opt power_opts[] = {
     {"gpus", 0, CLI_OPT_CUSTOM, &gpu_list, "LIST", "comma-separated visible GPU indices", "all",
      .parse = cli_opt_index_list},
-    {"interval-ms", 0, CLI_OPT_INT, &interval_ms, "N", "sampling period in milliseconds", "100", 1, 60000},
-    {"duration-s", 0, CLI_OPT_DOUBLE, &duration_s, "S", "stop after S seconds", "until SIGINT", 0, 1e9},
+    {"interval-ms", 0, CLI_OPT_INT, &interval_ms, "N", "sampling period in milliseconds", "100", 1,
+     60000},
+    {"duration-s", 0, CLI_OPT_DOUBLE, &duration_s, "S", "stop after S seconds", "until SIGINT", 0,
+     1e9},
     {0},
 };
 
 static const cli_command monitor_cmd = {
     .name = "monitor",
-    .usage = "zeus monitor energy [--gpus LIST] [--json] [-o FILE] [--] CMD [ARGS...]\n"
-             "zeus monitor power [--gpus LIST] [--interval-ms N] [--duration-s S]",
-    .about = "'energy' runs CMD and reports its time and the energy of every GPU, CPU package and DRAM\n"
-             "zone meanwhile. 'power' prints a CSV of power samples. See 'zeus monitor energy --help'\n"
-             "and 'zeus monitor power --help'.",
-    .more = "Examples:\n"
-            "  zeus monitor energy -- python train.py --epochs 1\n"
-            "  zeus monitor energy --json -- ./my_benchmark > report.json\n"
-            "  ZEUS_GPU_BACKEND=sim zeus monitor power --interval-ms 50 --duration-s 2\n\n" ENVIRONMENT,
+    .usage =
+        "zeus monitor energy [--gpus LIST] [--json] [-o FILE] [--] CMD [ARGS...]\n"
+        "zeus monitor power [--gpus LIST] [--interval-ms N] [--duration-s S]",
+    .about =
+        "'energy' runs CMD and reports its time and the energy of every GPU, CPU package and\n"
+        "DRAM zone meanwhile. 'power' prints a CSV of power samples. See 'zeus monitor energy\n"
+        "--help' and 'zeus monitor power --help'.",
+    .more =
+        "Examples:\n"
+        "  zeus monitor energy -- python train.py --epochs 1\n"
+        "  zeus monitor energy --json -- ./my_benchmark > report.json\n"
+        "  ZEUS_GPU_BACKEND=sim zeus monitor power --interval-ms 50 --duration-s 2\n\n" ENVIRONMENT,
     .args = CLI_ARGS_NONE,
 };
 
@@ -61,32 +65,37 @@ static const cli_command energy_cmd = {
     .name = "monitor energy",
     .usage = "zeus monitor energy [--gpus LIST] [--json] [-o FILE] [--] CMD [ARGS...]",
     .about =
-        "Runs CMD, then reports its elapsed time and the energy each GPU, each CPU package and each\n"
-        "DRAM zone (RAPL, where readable) used meanwhile, and the total of GPUs and CPU packages\n"
-        "(DRAM is part of no total: it is listed apart). Exits with CMD's exit code (128+N when CMD\n"
-        "was killed by signal N; 127 when CMD cannot be started).\n\n"
-        "Standard output belongs to CMD: the text report goes to standard error, or to FILE with -o.\n"
-        "With --json the JSON document is the only thing on standard output (CMD's output goes to\n"
-        "standard error), so the report can be piped into jq or python3 -m json.tool.",
+        "Runs CMD, then reports its elapsed time and the energy each GPU, each CPU package and\n"
+        "each DRAM zone (RAPL, where readable) used meanwhile, and the total of GPUs and CPU\n"
+        "packages (DRAM is part of no total: it is listed apart). Exits with CMD's exit code\n"
+        "(128+N when CMD was killed by signal N; 127 when CMD cannot be started).\n"
+        "\n"
+        "Standard output belongs to CMD: the text report goes to standard error, or to FILE with\n"
+        "-o. With --json the JSON document is the only thing on standard output (CMD's output\n"
+        "goes to standard error), so the report can be piped into jq or python3 -m json.tool.",
     .opts = energy_opts,
-    .more = "JSON report: {\"command\": [argv...], \"exit_code\", \"time_s\", \"gpu_energy_j\": {\"<index>\": J},\n"
-            "\"cpu_energy_j\": {\"<index>\": J}, \"dram_energy_j\": {\"<index>\": J} (packages with a DRAM\n"
-            "zone), \"total_energy_j\"}.\n\n"
-            "Examples:\n"
-            "  zeus monitor energy -- python train.py --epochs 1\n"
-            "  zeus monitor energy --gpus 0,1 --json -- ./my_benchmark | jq .total_energy_j\n"
-            "  zeus monitor energy -o energy.txt -- make -j8\n\n" ENVIRONMENT,
+    .more =
+        "JSON report: {\"command\": [argv...], \"exit_code\", \"time_s\", \"gpu_energy_j\":\n"
+        "{\"<index>\": J}, \"cpu_energy_j\": {\"<index>\": J}, \"dram_energy_j\": {\"<index>\":\n"
+        "J} (packages with a DRAM zone), \"total_energy_j\"}.\n"
+        "\n"
+        "Examples:\n"
+        "  zeus monitor energy -- python train.py --epochs 1\n"
+        "  zeus monitor energy --gpus 0,1 --json -- ./my_benchmark | jq .total_energy_j\n"
+        "  zeus monitor energy -o energy.txt -- make -j8\n\n" ENVIRONMENT,
     .args = CLI_ARGS_COMMAND,
 };
 
 static const cli_command power_cmd = {
     .name = "monitor power",
     .usage = "zeus monitor power [--gpus LIST] [--interval-ms N] [--duration-s S]",
-    .about = "Prints a CSV of power samples on standard output (time_s,gpu<i>_power_w,...; time from the\n"
-             "first sample) until the duration ends or SIGINT (Ctrl-C).",
+    .about =
+        "Prints a CSV of power samples on standard output (time_s,gpu<i>_power_w,...; time from\n"
+        "the first sample) until the duration ends or SIGINT (Ctrl-C).",
     .opts = power_opts,
-    .more = "Example:\n"
-            "  ZEUS_GPU_BACKEND=sim zeus monitor power --interval-ms 50 --duration-s 2\n\n" ENVIRONMENT,
+    .more =
+        "Example:\n"
+        "  ZEUS_GPU_BACKEND=sim zeus monitor power --interval-ms 50 --duration-s 2\n\n" ENVIRONMENT,
     .args = CLI_ARGS_NONE,
 };
 
@@ -94,48 +103,6 @@ static volatile sig_atomic_t stop_flag;
 static void on_signal(int sig) {
   (void)sig;
   stop_flag = 1;
-}
-
-/* The report file of -o: written to a temporary file beside it and renamed over it at the end,
- * so a reader never sees half a report and a failed run leaves an older report intact. */
-typedef struct report_file {
-  char tmp[4096];
-  FILE *f;
-} report_file;
-
-static bool report_open(report_file *rf, const char *path) {
-  int n = snprintf(rf->tmp, sizeof rf->tmp, "%s.XXXXXX", path);
-  if (n < 0 || (size_t)n >= sizeof rf->tmp) {
-    cli_error("monitor energy", false, "-o: the path '%s' is too long", path);
-    return false;
-  }
-  int fd = mkostemp(rf->tmp, O_CLOEXEC);
-  if (fd < 0 || !(rf->f = fdopen(fd, "w"))) {
-    cli_error("monitor energy", false, "-o: cannot write beside '%s': %s", path, strerror(errno));
-    if (fd >= 0) {
-      close(fd);
-      unlink(rf->tmp);
-    }
-    return false;
-  }
-  return true;
-}
-
-static bool report_commit(report_file *rf, const char *path) {
-  bool ok = fflush(rf->f) == 0 && fsync(fileno(rf->f)) == 0;
-  ok = fclose(rf->f) == 0 && ok;
-  rf->f = NULL;
-  if (ok && rename(rf->tmp, path) == 0) return true;
-  cli_error("monitor energy", false, "-o: cannot write '%s': %s", path, strerror(errno));
-  unlink(rf->tmp);
-  return false;
-}
-
-static void report_discard(report_file *rf) {
-  if (!rf->f) return;
-  fclose(rf->f);
-  rf->f = NULL;
-  unlink(rf->tmp);
 }
 
 static json_t *energy_map(unsigned n, const unsigned *idx, const double *j, const bool *valid) {
@@ -152,12 +119,12 @@ static json_t *energy_map(unsigned n, const unsigned *idx, const double *j, cons
 static bool write_json(FILE *out, int argc, char **argv, int exit_code, const zeus_measurement *r) {
   json_t *cmd = json_array();
   for (int i = 0; cmd && i < argc; i++) json_array_append_new(cmd, json_string(argv[i]));
-  json_t *doc = json_pack("{s:o,s:i,s:f,s:o,s:o,s:o,s:f}", "command", cmd, "exit_code", exit_code, "time_s",
-                          r->time_s, "gpu_energy_j", energy_map(r->num_gpus, r->gpu_indices, r->gpu_energy_j, NULL),
-                          "cpu_energy_j", energy_map(r->num_cpus, r->cpu_indices, r->cpu_energy_j, NULL),
-                          "dram_energy_j",
-                          energy_map(r->num_cpus, r->cpu_indices, r->dram_energy_j, r->dram_valid),
-                          "total_energy_j", r->total_energy_j);
+  json_t *doc = json_pack(
+      "{s:o,s:i,s:f,s:o,s:o,s:o,s:f}", "command", cmd, "exit_code", exit_code, "time_s", r->time_s,
+      "gpu_energy_j", energy_map(r->num_gpus, r->gpu_indices, r->gpu_energy_j, NULL),
+      "cpu_energy_j", energy_map(r->num_cpus, r->cpu_indices, r->cpu_energy_j, NULL),
+      "dram_energy_j", energy_map(r->num_cpus, r->cpu_indices, r->dram_energy_j, r->dram_valid),
+      "total_energy_j", r->total_energy_j);
   char *s = zeus_json_dumps(doc, JSON_INDENT(2));
   json_decref(doc);
   if (!s) return false;
@@ -169,11 +136,16 @@ static bool write_json(FILE *out, int argc, char **argv, int exit_code, const ze
 static void write_text(FILE *out, const char *cmd0, int exit_code, const zeus_measurement *r) {
   fprintf(out, "zeus monitor energy: '%s' exited with code %d\n", cmd0, exit_code);
   fprintf(out, "  time:    %.3f s\n", r->time_s);
-  for (unsigned k = 0; k < r->num_gpus; k++) fprintf(out, "  GPU %u:   %.3f J\n", r->gpu_indices[k], r->gpu_energy_j[k]);
-  for (unsigned k = 0; k < r->num_cpus; k++) fprintf(out, "  CPU %u:   %.3f J\n", r->cpu_indices[k], r->cpu_energy_j[k]);
+  for (unsigned k = 0; k < r->num_gpus; k++)
+    fprintf(out, "  GPU %u:   %.3f J\n", r->gpu_indices[k], r->gpu_energy_j[k]);
   for (unsigned k = 0; k < r->num_cpus; k++)
-    if (r->dram_valid[k]) fprintf(out, "  DRAM %u:  %.3f J (not in the total)\n", r->cpu_indices[k], r->dram_energy_j[k]);
-  if (r->num_gpus == 0 && r->num_cpus == 0) fprintf(out, "  (no GPU or CPU package to measure: see 'zeus gpus')\n");
+    fprintf(out, "  CPU %u:   %.3f J\n", r->cpu_indices[k], r->cpu_energy_j[k]);
+  for (unsigned k = 0; k < r->num_cpus; k++)
+    if (r->dram_valid[k])
+      fprintf(out, "  DRAM %u:  %.3f J (not in the total)\n", r->cpu_indices[k],
+              r->dram_energy_j[k]);
+  if (r->num_gpus == 0 && r->num_cpus == 0)
+    fprintf(out, "  (no GPU or CPU package to measure: see 'zeus gpus')\n");
   fprintf(out, "  total:   %.3f J\n", r->total_energy_j);
 }
 
@@ -225,14 +197,14 @@ static int run_energy(int argc, char **argv) {
     cli_error(cmd, true, "cannot start measuring");
     return CLI_EXIT_FAIL;
   }
-  report_file rf = {0};
-  if (out_path && !report_open(&rf, out_path)) {
+  cli_report rf = {0};
+  if (out_path && !cli_report_open(cmd, &rf, out_path)) {
     zeus_monitor_close(m);
     return CLI_EXIT_FAIL;
   }
   if (zeus_monitor_begin_window(m, "zeus.monitor.energy", false) != ZEUS_OK) {
     cli_error(cmd, true, "cannot begin measuring");
-    report_discard(&rf);
+    cli_report_discard(&rf);
     zeus_monitor_close(m);
     return CLI_EXIT_FAIL;
   }
@@ -241,7 +213,7 @@ static int run_energy(int argc, char **argv) {
   zeus_measurement r;
   if (zeus_monitor_end_window(m, "zeus.monitor.energy", false, &r) != ZEUS_OK) {
     cli_error(cmd, true, "cannot finish measuring");
-    report_discard(&rf);
+    cli_report_discard(&rf);
     zeus_monitor_close(m);
     return exit_code ? exit_code : CLI_EXIT_FAIL;
   }
@@ -252,8 +224,8 @@ static int run_energy(int argc, char **argv) {
   else write_text(out, argv[0], exit_code, &r);
   if (!ok) cli_error(cmd, true, "cannot write the JSON report");
   if (rf.f) {
-    if (!ok) report_discard(&rf);
-    else ok = report_commit(&rf, out_path);
+    if (!ok) cli_report_discard(&rf);
+    else ok = cli_report_commit(cmd, &rf, out_path);
   }
   fflush(out);
   if (!ok) return exit_code ? exit_code : CLI_EXIT_FAIL;
@@ -288,8 +260,8 @@ static int run_power(void) {
     }
   }
   if (ngpus == 0) {
-    cli_error(cmd, false, "no GPU to sample (%u visible on backend %s; see 'zeus gpus')", zeus_gpu_count(d),
-              zeus_devices_backend(d));
+    cli_error(cmd, false, "no GPU to sample (%u visible on backend %s; see 'zeus gpus')",
+              zeus_gpu_count(d), zeus_devices_backend(d));
     return CLI_EXIT_FAIL;
   }
   struct sigaction sa = {.sa_handler = on_signal};
