@@ -7,7 +7,7 @@
  *
  * Output rule of every command (README, "Output"): standard output belongs either to the
  * command's report or to the child it runs, never both. Without a child the report goes to
- * stdout. With a child (zeus monitor energy/power -- CMD, zeus run): in text mode the child keeps
+ * stdout. With a child (zeus monitor energy -- CMD, zeus run -- CMD): in text mode the child keeps
  * stdout and the report goes to stderr; with --json the JSON document is the only thing on
  * stdout and the child's stdout is sent to stderr; with -o FILE the report goes to FILE and the
  * child keeps stdout.

@@ -150,7 +150,8 @@ ZEUS_EXTERN long zeus_runner_recurrences_done(const zeus_runner *r);
  * yet), "max_power_w", "history": [{"recurrence", "try", "batch_size", "learning_rate" (null:
  * none), "seed", "cost_threshold_j" (null: no threshold), "energy_j", "time_s", "cost_j",
  * "epochs", "reached", "status", "exit_code"}...], "optimizer": {"phase" ("pruning" or
- * "thompson"), "expecting_batch_size" (pruning; else null), "num_observations", "arms":
+ * "thompson"), "expecting_batch_size" (pruning; else null), "observations": [{"batch_size",
+ * "cost_j"}] (the costs it learnt, in order), "arms":
  * [{"batch_size", "mean_cost_j", "mean_cost_sd_j", "cost_sd_j", "num_observations"}] (Thompson
  * sampling: each arm's belief about its cost and the cost's spread; null sd: unknown)}}. The
  * optimizer's exact state is zeus_bso_save_state()'s, kept in the SQLite state. Release the text

@@ -535,7 +535,7 @@ static void run_garbage_result_is_reported_or_skipped_with_keep_going(void **sta
     assert_int_equal(json_integer_value(json_object_get(e, "try")), (json_int_t)i + 1);
   }
   /* The optimizer saw none of them. */
-  assert_int_equal(json_integer_value(json_object_get(json_object_get(h, "optimizer"), "num_observations")), 0);
+  assert_int_equal(json_array_size(json_object_get(json_object_get(h, "optimizer"), "observations")), 0);
   json_decref(h);
   zeus_runner_close(r);
   /* With a fresh state: one garbage try, then a good one in the same recurrence. */
@@ -666,10 +666,10 @@ static void run_no_epoch_try_is_learnt_as_prohibitive(void **state) {
   assert_string_equal(json_string_value(json_object_get(json_array_get(l, 1), "status")), "no_epoch");
   assert_near(json_number_value(json_object_get(json_array_get(l, 1), "cost_threshold_j")), 4000, 1e-9);
   /* The optimizer saw 100 x beta x best cost = 400000 for batch size 8. */
-  json_t *oh = json_object_get(json_object_get(h, "optimizer"), "history");
+  json_t *oh = json_object_get(json_object_get(h, "optimizer"), "observations");
   json_t *second = json_array_get(oh, 1);
-  assert_int_equal(json_integer_value(json_array_get(second, 0)), 8);
-  assert_near(json_number_value(json_array_get(second, 1)), -400000, 1e-6);
+  assert_int_equal(json_integer_value(json_object_get(second, "batch_size")), 8);
+  assert_near(json_number_value(json_object_get(second, "cost_j")), 400000, 1e-6);
   json_decref(h);
   zeus_runner_close(r);
 }

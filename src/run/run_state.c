@@ -1,4 +1,4 @@
-/* state.c: the SQLite state of `zeus run`: the job folder, the knobs the state was made for, the
+/* run_state.c: the SQLite state of `zeus run`: the job folder, the knobs the state was made for, the
  * history of tries and the driver's and optimizer's state, one transaction per try. */
 #include <dirent.h>
 #include <errno.h>
@@ -498,8 +498,9 @@ static json_t *sd_of(double precision) {
   return json_real(1 / sqrt(precision));
 }
 
-/* The optimizer as a report: its phase and, during Thompson sampling, each arm's belief about the
- * cost of its batch size (rewards are -cost). The exact state (random generator included) stays in
+/* The optimizer as a report: its phase, the costs it learnt (a try stopped before its first epoch
+ * is learnt as a prohibitive cost) and, during Thompson sampling, each arm's belief about the cost
+ * of its batch size (rewards are -cost). The exact state (random generator included) stays in
  * SQLite for the next run. */
 static json_t *optimizer_report(const zeus_bso *b) {
   bool pruning = zeus_bso_get_phase(b) == ZEUS_BSO_PRUNING;
@@ -513,10 +514,17 @@ static json_t *optimizer_report(const zeus_bso *b) {
                                           sd_of(a.reward_precision), "num_observations",
                                           (json_int_t)a.num_observations));
   }
+  json_t *obs = json_array();
+  for (size_t i = 0; obs && i < zeus_bso_num_observations(b); i++) {
+    long bs;
+    double reward;
+    if (zeus_bso_observation(b, i, &bs, &reward)) continue;
+    json_array_append_new(obs, json_pack("{s:I,s:o}", "batch_size", (json_int_t)bs, "cost_j", real_or_null(-reward)));
+  }
   long expecting = zeus_bso_expecting(b);
-  return json_pack("{s:s,s:o,s:I,s:o}", "phase", pruning ? "pruning" : "thompson", "expecting_batch_size",
-                   pruning && expecting > 0 ? json_integer(expecting) : json_null(), "num_observations",
-                   (json_int_t)zeus_bso_num_observations(b), "arms", arms);
+  return json_pack("{s:s,s:o,s:o,s:o}", "phase", pruning ? "pruning" : "thompson", "expecting_batch_size",
+                   pruning && expecting > 0 ? json_integer(expecting) : json_null(), "observations", obs, "arms",
+                   arms);
 }
 
 int zeus__run_state_json(zeus_runner *r, char **out) {
