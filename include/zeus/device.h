@@ -33,6 +33,7 @@ ZEUS_BEGIN_DECLS
 typedef struct zeus_devices zeus_devices;
 struct zeus_sim_config;
 
+/* Zero-initialised (or NULL) means defaults. */
 typedef struct zeus_devices_opts {
   /* "nvml", "sim", "none"; NULL: ZEUS_GPU_BACKEND, else nvml if it loads, else none. */
   const char *backend;
@@ -47,6 +48,9 @@ typedef struct zeus_devices_opts {
   /* true: zeus_devices_close() does not restore changed settings. */
   bool keep_settings_on_close;
 } zeus_devices_opts;
+
+/* Fills *o with the defaults (every field NULL or false: the environment decides). */
+ZEUS_EXTERN void zeus_devices_opts_init(zeus_devices_opts *o /* out */);
 
 /* Opens the GPUs of one backend. opts may be NULL (all defaults). Errors: ZEUS_EINVAL for a
  * bad setting or option (named), ZEUS_ENOLIB when "nvml" was asked for explicitly and cannot be
@@ -63,6 +67,11 @@ ZEUS_EXTERN int zeus_devices_default(zeus_devices **out /* out, borrowed */);
 
 /* The backend's name: "nvml", "sim" or "none". */
 ZEUS_EXTERN const char *zeus_devices_backend(const zeus_devices *d);
+
+/* Why no NVIDIA GPU is there: when the backend was chosen automatically (no opts->backend, no
+ * ZEUS_GPU_BACKEND) and NVML could not be loaded, the load error ("cannot load the NVML library
+ * 'libnvidia-ml.so.1': ..."), owned by the handle; NULL when nvml was used or not tried. */
+ZEUS_EXTERN const char *zeus_devices_nvml_error(const zeus_devices *d);
 
 /* Seconds on the backend's own monotonic clock (the simulated clock for "sim"). Every
  * measurement window is timed on it. */
@@ -92,8 +101,39 @@ ZEUS_EXTERN int zeus_gpu_set_persistence_mode(zeus_devices *d, unsigned gpu, boo
 
 /* Energy used by the GPU since some fixed point (driver load), in mJ; ZEUS_ENOTSUP without a counter. */
 ZEUS_EXTERN int zeus_gpu_total_energy(zeus_devices *d, unsigned gpu, uint64_t *mj /* out */);
-/* Current power draw in mW. */
+/* Which power a reading means (NVML's field values; see docs/monitor.md or shared NVML notes). */
+typedef enum zeus_power_domain {
+  /* The GPU's power now: NVML field POWER_INSTANT, or nvmlDeviceGetPowerUsage where the field is
+   * missing (on Ampere other than GA100 and later that call is a 1 s average). */
+  ZEUS_POWER_INSTANT = 0,
+  /* Averaged over the GPU's own window, about 1 s: NVML field POWER_AVERAGE. */
+  ZEUS_POWER_AVERAGE = 1,
+  /* The memory's average power: field POWER_AVERAGE, memory scope (seen on H100, not on A40). */
+  ZEUS_POWER_MEMORY_AVERAGE = 2,
+} zeus_power_domain;
+
+/* Power of `domain` in mW; ZEUS_ENOTSUP where the GPU cannot read that domain, ZEUS_EINVAL for
+ * an unknown domain. */
+ZEUS_EXTERN int zeus_gpu_power(zeus_devices *d, unsigned gpu, zeus_power_domain domain, unsigned *mw /* out */);
+/* zeus_gpu_power(d, gpu, ZEUS_POWER_INSTANT, mw). */
 ZEUS_EXTERN int zeus_gpu_instant_power(zeus_devices *d, unsigned gpu, unsigned *mw /* out */);
+
+/* GPU die temperature in degrees Celsius. */
+ZEUS_EXTERN int zeus_gpu_temperature(zeus_devices *d, unsigned gpu, unsigned *celsius /* out */);
+/* The SM clock and the memory clock the GPU runs at now, in MHz (either pointer may be NULL). */
+ZEUS_EXTERN int zeus_gpu_current_clocks(zeus_devices *d, unsigned gpu, unsigned *sm_mhz /* out */,
+                                        unsigned *mem_mhz /* out */);
+/* The GPU's architecture in NVML's numbering (2 Kepler, 3 Maxwell, 4 Pascal, 5 Volta, 6 Turing,
+ * 7 Ampere, 8 Ada, 9 Hopper, 10 Blackwell, 13 Rubin; 0xffffffff unknown). */
+ZEUS_EXTERN int zeus_gpu_architecture(zeus_devices *d, unsigned gpu, unsigned *arch /* out */);
+/* "Hopper" and so on for an architecture number; "unknown" for one we do not know. Static string. */
+ZEUS_EXTERN const char *zeus_gpu_architecture_name(unsigned arch);
+
+/* The driver's version ("580.65.06"; "sim <version>" on the simulated GPU) and the version of the
+ * vendor library (NVML's own version string), NUL-terminated and truncated to `len`.
+ * ZEUS_ENOTSUP on the "none" backend or where the library cannot say. */
+ZEUS_EXTERN int zeus_devices_driver_version(zeus_devices *d, char *buf /* out */, size_t len);
+ZEUS_EXTERN int zeus_devices_library_version(zeus_devices *d, char *buf /* out */, size_t len);
 
 /* Supported clocks, highest first. `*count` goes in as the capacity of `mhz` and comes out as
  * the number written; ZEUS_ERANGE (with *count set to the number needed) when too small. */
@@ -119,16 +159,34 @@ ZEUS_EXTERN int zeus_devices_restore(zeus_devices *d);
  * handler that exits right after (it takes no locks another thread could hold forever). */
 ZEUS_EXTERN void zeus_devices_restore_all(void);
 
-/* ---- CPU packages (Intel RAPL through /sys/class/powercap) ---- */
+/* ---- CPU packages (Intel RAPL through /sys/class/powercap) ----
+ *
+ * A CPU package is a RAPL zone intel-rapl:N whose energy_uj is readable; its DRAM zone, when it
+ * has one, is the sub-zone intel-rapl:N:M named "dram". The folder is /sys/class/powercap, or
+ * ZEUS_RAPL_ROOT. Since Linux 5.10 energy_uj is readable by root only. Each function below scans
+ * the folder again (a monitor scans it once and keeps the files open: use a monitor to measure).
+ * Thread-safe. */
 
-/* Number of CPU packages whose energy counter is readable (0 when none). The root folder is
- * /sys/class/powercap, or ZEUS_RAPL_ROOT. */
+/* Number of CPU packages whose energy counter is readable (0 when none). */
 ZEUS_EXTERN unsigned zeus_cpu_count(void);
 /* Package energy in mJ, and whether a DRAM sub-zone exists (then its energy too). */
 ZEUS_EXTERN int zeus_cpu_energy(unsigned cpu, uint64_t *pkg_mj /* out */, bool *has_dram /* out */,
                                 uint64_t *dram_mj /* out */);
 /* The value at which the package (dram) counter wraps around, in mJ. */
 ZEUS_EXTERN int zeus_cpu_energy_range(unsigned cpu, uint64_t *pkg_max_mj /* out */, uint64_t *dram_max_mj /* out */);
+
+typedef struct zeus_cpu_zone {
+  unsigned zone;           /* N of intel-rapl:N */
+  char name[32];           /* the zone's own name ("package-0"), "" when it has none */
+  char energy_path[512];   /* the package's energy_uj */
+  bool has_dram;
+  char dram_path[512];     /* the DRAM zone's energy_uj ("" without one) */
+} zeus_cpu_zone;
+
+/* Where CPU package `cpu` (0 .. zeus_cpu_count()-1) and its DRAM zone are read from. ZEUS_ENOENT
+ * when there is no such package; zeus_errmsg() then says why no (or no more) package is readable:
+ * no RAPL zone in the folder, the folder missing, or the counters not readable (permission). */
+ZEUS_EXTERN int zeus_cpu_zone_info(unsigned cpu, zeus_cpu_zone *out /* out */);
 
 ZEUS_END_DECLS
 #endif

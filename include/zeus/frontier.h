@@ -110,7 +110,7 @@ typedef struct zeus_frontier_progress {
  * does). It must not call into the frontier being solved. */
 typedef int (*zeus_frontier_progress_fn)(const zeus_frontier_progress *p, void *ctx);
 
-/* Zero-initialised fields take the default given. */
+/* Zero-initialised fields take the default given; stages and microbatches have none. */
 typedef struct zeus_frontier_opts {
   int stages;              /* pipeline stages S (required, >= 1; the profile must have >= S) */
   int microbatches;        /* microbatches M per iteration (required, >= 1; M < S is refused
@@ -128,6 +128,10 @@ typedef struct zeus_frontier_opts {
   zeus_frontier_progress_fn progress; /* NULL: none */
   void *progress_ctx;
 } zeus_frontier_opts;
+
+/* Fills *o with the defaults (unit time 0.001 s, noise factor 0.95, the rest zero); stages and
+ * microbatches must then be set. */
+ZEUS_EXTERN void zeus_frontier_opts_init(zeus_frontier_opts *o /* out */);
 
 /* One frontier point. time_s is the quantised iteration time (units × unit_time_s) the
  * solver reached; cost_j the cost model's sum over instructions of
@@ -179,11 +183,13 @@ ZEUS_EXTERN int zeus_frontier_get_point(const zeus_frontier *f, size_t i,
  * (kinds[] and freqs_mhz[], either may be NULL) and sets *n to the stage's length (2 × M).
  * ZEUS_ERANGE for a bad point or stage. */
 ZEUS_EXTERN int zeus_frontier_get_plan(const zeus_frontier *f, size_t i, int stage,
-                                       zeus_frontier_instr *kinds, int *freqs_mhz, size_t cap,
+                                       zeus_frontier_instr *kinds /* out, may be NULL */,
+                                       int *freqs_mhz /* out, may be NULL */, size_t cap,
                                        size_t *n /* out */);
 
 /* ---- output ------------------------------------------------------------------------ */
 
+/* Zero-initialised (or NULL) means defaults. */
 typedef struct zeus_frontier_write_opts {
   long every;  /* write the plan of every N-th point (and the last); 0: every point */
   long sample; /* instead, K plans evenly spaced in iteration time (K >= 2); 0: off */
@@ -191,6 +197,9 @@ typedef struct zeus_frontier_write_opts {
    * frontier.csv and among the plans; `every` and `sample` then choose among those. */
   bool drop_dominated;
 } zeus_frontier_write_opts;
+
+/* Fills *o with the defaults (every plan written). */
+ZEUS_EXTERN void zeus_frontier_write_opts_init(zeus_frontier_write_opts *o /* out */);
 
 /* Writes DIR/frontier.csv (iteration,time_s,cost_j,cost_with_blocking_j,eval_time_s,
  * eval_energy_j,dominated; every point unless wo->drop_dominated) and the plan files
@@ -205,11 +214,11 @@ ZEUS_EXTERN int zeus_frontier_write(const zeus_frontier *f, const char *dir,
 ZEUS_EXTERN long zeus_frontier_count_plans(const zeus_frontier *f, const zeus_frontier_write_opts *wo);
 
 /* The frontier.csv text: every point, or with wo->drop_dominated only the non-dominated ones
- * (wo may be NULL). The caller frees it with zeus_free(). */
+ * (wo may be NULL). Release it with zeus_free(). */
 ZEUS_EXTERN int zeus_frontier_csv(const zeus_frontier *f, const zeus_frontier_write_opts *wo,
                                   char **text /* out */);
 
-/* The plan file text of point `i` (caller frees with zeus_free()). ZEUS_ERANGE for a bad point. */
+/* The plan file text of point `i` (release with zeus_free()). ZEUS_ERANGE for a bad point. */
 ZEUS_EXTERN int zeus_frontier_plan_text(const zeus_frontier *f, size_t i, char **text /* out */);
 
 /* An SVG of energy against iteration time (720 × 480 px): the evaluated points (non-dominated

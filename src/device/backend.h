@@ -29,7 +29,12 @@ typedef struct zeus__gpu_backend {
   int (*get_persistence_mode)(void *st, unsigned i, bool *enabled);
   int (*set_persistence_mode)(void *st, unsigned i, bool enabled);
   int (*total_energy)(void *st, unsigned i, uint64_t *mj);
-  int (*instant_power)(void *st, unsigned i, unsigned *mw);
+  int (*power)(void *st, unsigned i, zeus_power_domain domain, unsigned *mw);
+  int (*temperature)(void *st, unsigned i, unsigned *celsius);
+  int (*current_clocks)(void *st, unsigned i, unsigned *sm_mhz, unsigned *mem_mhz);
+  int (*architecture)(void *st, unsigned i, unsigned *arch);
+  int (*driver_version)(void *st, char *buf, size_t len);
+  int (*library_version)(void *st, char *buf, size_t len);
   int (*memory_clocks)(void *st, unsigned i, unsigned *mhz, size_t *count);
   int (*graphics_clocks)(void *st, unsigned i, unsigned mem_mhz, unsigned *mhz, size_t *count);
   int (*set_locked_clocks)(void *st, unsigned i, unsigned min_mhz, unsigned max_mhz);

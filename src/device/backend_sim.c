@@ -1,5 +1,6 @@
 /* The "sim" backend: the device vtable over a simulated node (zeus/sim.h). */
 #include "device/backend.h"
+#include "zeus/version.h"
 
 static int sim_open(void **state, const zeus_devices_opts *opts) {
   zeus_sim_node *n;
@@ -26,7 +27,9 @@ WRAP(w_set_pl, zeus_sim_gpu_set_power_limit, (void *st, unsigned i, unsigned mw)
 WRAP(w_get_pm, zeus_sim_gpu_get_persistence_mode, (void *st, unsigned i, bool *e), (st, i, e))
 WRAP(w_set_pm, zeus_sim_gpu_set_persistence_mode, (void *st, unsigned i, bool e), (st, i, e))
 WRAP(w_energy, zeus_sim_gpu_total_energy, (void *st, unsigned i, uint64_t *mj), (st, i, mj))
-WRAP(w_power, zeus_sim_gpu_instant_power, (void *st, unsigned i, unsigned *mw), (st, i, mw))
+WRAP(w_temperature, zeus_sim_gpu_temperature, (void *st, unsigned i, unsigned *c), (st, i, c))
+WRAP(w_clocks, zeus_sim_gpu_current_clocks, (void *st, unsigned i, unsigned *sm, unsigned *mem), (st, i, sm, mem))
+WRAP(w_arch, zeus_sim_gpu_architecture, (void *st, unsigned i, unsigned *a), (st, i, a))
 WRAP(w_mem_clocks, zeus_sim_gpu_memory_clocks, (void *st, unsigned i, unsigned *m, size_t *c), (st, i, m, c))
 WRAP(w_gr_clocks, zeus_sim_gpu_graphics_clocks, (void *st, unsigned i, unsigned mem, unsigned *m, size_t *c),
      (st, i, mem, m, c))
@@ -35,6 +38,21 @@ WRAP(w_unlock, zeus_sim_gpu_reset_locked_clocks, (void *st, unsigned i), (st, i)
 WRAP(w_mem_lock, zeus_sim_gpu_set_memory_locked_clocks, (void *st, unsigned i, unsigned lo, unsigned hi), (st, i, lo, hi))
 WRAP(w_mem_unlock, zeus_sim_gpu_reset_memory_locked_clocks, (void *st, unsigned i), (st, i))
 #undef WRAP
+
+/* The simulated GPU has no memory power of its own. */
+static int w_power(void *st, unsigned i, zeus_power_domain domain, unsigned *mw) {
+  switch (domain) {
+    case ZEUS_POWER_INSTANT: return zeus_sim_gpu_instant_power(st, i, mw);
+    case ZEUS_POWER_AVERAGE: return zeus_sim_gpu_average_power(st, i, mw);
+    default: return zeus__error(ZEUS_ENOTSUP, "simulated GPU %u: no memory power reading", i);
+  }
+}
+
+static int w_driver(void *st, char *buf, size_t len) {
+  (void)st;
+  snprintf(buf, len, "sim %s", zeus_version());
+  return ZEUS_OK;
+}
 
 const zeus__gpu_backend zeus__backend_sim = {
     .name = "sim",
@@ -51,7 +69,12 @@ const zeus__gpu_backend zeus__backend_sim = {
     .get_persistence_mode = w_get_pm,
     .set_persistence_mode = w_set_pm,
     .total_energy = w_energy,
-    .instant_power = w_power,
+    .power = w_power,
+    .temperature = w_temperature,
+    .current_clocks = w_clocks,
+    .architecture = w_arch,
+    .driver_version = w_driver,
+    .library_version = w_driver,
     .memory_clocks = w_mem_clocks,
     .graphics_clocks = w_gr_clocks,
     .set_locked_clocks = w_lock,

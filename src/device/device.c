@@ -25,6 +25,7 @@ struct zeus_devices {
   pthread_mutex_t mu;          /* guards saved[] */
   saved_state saved[ZEUS_MAX_GPUS];
   bool keep;
+  char nvml_error[512]; /* why auto-selection did not use nvml ("" when it did, or was not tried) */
 };
 
 /* Open handles, for zeus_devices_restore_all() from a signal handler: lock-free slots. */
@@ -130,6 +131,8 @@ static int map_visible(zeus_devices *d, const zeus_devices_opts *opts) {
   return zeus__parse_visible_devices(value, uuids, count, d->map, &d->n);
 }
 
+void zeus_devices_opts_init(zeus_devices_opts *o) { memset(o, 0, sizeof *o); }
+
 int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
   if (!out) return zeus__error(ZEUS_EINVAL, "zeus_devices_open: out is required");
   const char *name = opts && opts->backend ? opts->backend : zeus__env_str("ZEUS_GPU_BACKEND");
@@ -150,6 +153,7 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
     d->be = &zeus__backend_nvml;
     rc = d->be->open(&d->st, opts);
     if (rc == ZEUS_ENOLIB) {
+      snprintf(d->nvml_error, sizeof d->nvml_error, "%s", zeus_errmsg());
       zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA GPUs: %s; using the 'none' backend", zeus_errmsg());
       d->be = &zeus__backend_none;
       rc = d->be->open(&d->st, opts);
@@ -205,6 +209,9 @@ int zeus_devices_default(zeus_devices **out) {
 }
 
 const char *zeus_devices_backend(const zeus_devices *d) { return d ? d->be->name : "none"; }
+const char *zeus_devices_nvml_error(const zeus_devices *d) {
+  return d && d->nvml_error[0] ? d->nvml_error : NULL;
+}
 double zeus_devices_now(const zeus_devices *d) { return d->be->now(d->st); }
 unsigned zeus_gpu_count(const zeus_devices *d) { return d ? d->n : 0; }
 
@@ -256,8 +263,42 @@ int zeus_gpu_get_persistence_mode(zeus_devices *d, unsigned gpu, bool *enabled) 
 int zeus_gpu_total_energy(zeus_devices *d, unsigned gpu, uint64_t *mj) {
   CALL(d, gpu, total_energy, "the total-energy counter", mj);
 }
+int zeus_gpu_power(zeus_devices *d, unsigned gpu, zeus_power_domain domain, unsigned *mw) {
+  if ((unsigned)domain > ZEUS_POWER_MEMORY_AVERAGE)
+    return zeus__error(ZEUS_EINVAL, "unknown power domain %d (expected 0 instant, 1 average or 2 memory average)",
+                       (int)domain);
+  CALL(d, gpu, power, "reading the power draw", domain, mw);
+}
 int zeus_gpu_instant_power(zeus_devices *d, unsigned gpu, unsigned *mw) {
-  CALL(d, gpu, instant_power, "reading the power draw", mw);
+  return zeus_gpu_power(d, gpu, ZEUS_POWER_INSTANT, mw);
+}
+int zeus_gpu_temperature(zeus_devices *d, unsigned gpu, unsigned *celsius) {
+  CALL(d, gpu, temperature, "reading the temperature", celsius);
+}
+int zeus_gpu_current_clocks(zeus_devices *d, unsigned gpu, unsigned *sm_mhz, unsigned *mem_mhz) {
+  CALL(d, gpu, current_clocks, "reading the current clocks", sm_mhz, mem_mhz);
+}
+int zeus_gpu_architecture(zeus_devices *d, unsigned gpu, unsigned *arch) {
+  CALL(d, gpu, architecture, "reading the architecture", arch);
+}
+
+const char *zeus_gpu_architecture_name(unsigned arch) {
+  static const char *const names[] = {NULL,    NULL,     "Kepler", "Maxwell", "Pascal",    "Volta", "Turing",
+                                      "Ampere", "Ada",    "Hopper", "Blackwell", NULL,     NULL,    "Rubin"};
+  return arch < ZEUS__ARRAY_LEN(names) && names[arch] ? names[arch] : "unknown";
+}
+
+static int version_of(zeus_devices *d, int (*fn)(void *, char *, size_t), char *buf, size_t len, const char *what) {
+  if (!d) return zeus__error(ZEUS_EINVAL, "no devices handle given");
+  if (!buf || !len) return zeus__error(ZEUS_EINVAL, "no buffer for the %s", what);
+  if (!fn) return zeus__error(ZEUS_ENOTSUP, "backend %s: the %s is not known", d->be->name, what);
+  return fn(d->st, buf, len);
+}
+int zeus_devices_driver_version(zeus_devices *d, char *buf, size_t len) {
+  return version_of(d, d ? d->be->driver_version : NULL, buf, len, "driver version");
+}
+int zeus_devices_library_version(zeus_devices *d, char *buf, size_t len) {
+  return version_of(d, d ? d->be->library_version : NULL, buf, len, "library version");
 }
 int zeus_gpu_supported_memory_clocks(zeus_devices *d, unsigned gpu, unsigned *mhz, size_t *count) {
   CALL(d, gpu, memory_clocks, "listing memory clocks", mhz, count);

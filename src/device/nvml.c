@@ -29,6 +29,12 @@ typedef struct nvml_state {
   nvmlReturn_t (*SetPersistenceMode)(nvmlDevice_t, nvmlEnableState_t);
   nvmlReturn_t (*GetTotalEnergyConsumption)(nvmlDevice_t, unsigned long long *);
   nvmlReturn_t (*GetPowerUsage)(nvmlDevice_t, unsigned *);
+  nvmlReturn_t (*GetFieldValues)(nvmlDevice_t, int, nvmlFieldValue_t *);
+  nvmlReturn_t (*GetTemperature)(nvmlDevice_t, int, unsigned *);
+  nvmlReturn_t (*GetClockInfo)(nvmlDevice_t, nvmlClockType_t, unsigned *);
+  nvmlReturn_t (*GetArchitecture)(nvmlDevice_t, unsigned *);
+  nvmlReturn_t (*SystemGetDriverVersion)(char *, unsigned);
+  nvmlReturn_t (*SystemGetNVMLVersion)(char *, unsigned);
   nvmlReturn_t (*GetSupportedMemoryClocks)(nvmlDevice_t, unsigned *, unsigned *);
   nvmlReturn_t (*GetSupportedGraphicsClocks)(nvmlDevice_t, unsigned, unsigned *, unsigned *);
   nvmlReturn_t (*SetGpuLockedClocks)(nvmlDevice_t, unsigned, unsigned);
@@ -40,6 +46,9 @@ typedef struct nvml_state {
   unsigned count;
   nvmlDevice_t dev[ZEUS_MAX_GPUS];
   nvmlReturn_t dev_err[ZEUS_MAX_GPUS]; /* why a handle is missing (NO_PERMISSION...) */
+  /* Set once a GPU answers NOT_SUPPORTED for the POWER_INSTANT field, so later instant readings
+   * go straight to GetPowerUsage (written and read relaxed: a stale false costs one call). */
+  bool no_instant_field[ZEUS_MAX_GPUS];
 } nvml_state;
 
 static const char *ret_name(nvmlReturn_t r) {
@@ -147,6 +156,12 @@ static int nv_open(void **state, const zeus_devices_opts *opts) {
   OPT(SetPersistenceMode, "nvmlDeviceSetPersistenceMode");
   OPT(GetTotalEnergyConsumption, "nvmlDeviceGetTotalEnergyConsumption");
   OPT(GetPowerUsage, "nvmlDeviceGetPowerUsage");
+  OPT(GetFieldValues, "nvmlDeviceGetFieldValues");
+  OPT(GetTemperature, "nvmlDeviceGetTemperature");
+  OPT(GetClockInfo, "nvmlDeviceGetClockInfo");
+  OPT(GetArchitecture, "nvmlDeviceGetArchitecture");
+  OPT(SystemGetDriverVersion, "nvmlSystemGetDriverVersion");
+  OPT(SystemGetNVMLVersion, "nvmlSystemGetNVMLVersion");
   OPT(GetSupportedMemoryClocks, "nvmlDeviceGetSupportedMemoryClocks");
   OPT(GetSupportedGraphicsClocks, "nvmlDeviceGetSupportedGraphicsClocks");
   OPT(SetGpuLockedClocks, "nvmlDeviceSetGpuLockedClocks");
@@ -287,10 +302,111 @@ static int nv_energy(void *st, unsigned i, uint64_t *mj) {
   return ZEUS_OK;
 }
 
-static int nv_power(void *st, unsigned i, unsigned *mw) {
+static int nv_power_usage(void *st, unsigned i, unsigned *mw) {
   NV_DEV(s, i, GetPowerUsage, "reading the power draw");
   nvmlReturn_t r = s->GetPowerUsage(dev, mw);
   return r ? nv_fail(s, r, i, "reading the power draw") : ZEUS_OK;
+}
+
+/* One power field through GetFieldValues. NOT_SUPPORTED, from the call or for the field, is
+ * ZEUS_ENOTSUP; *field_unsupported then tells the caller it may fall back. */
+static int nv_power_field(nvml_state *s, unsigned i, unsigned field, unsigned scope, unsigned *mw,
+                          bool *field_unsupported, const char *what) {
+  *field_unsupported = false;
+  if (!s->dev[i]) return nv_fail(s, s->dev_err[i], i, what);
+  if (!s->GetFieldValues) {
+    *field_unsupported = true;
+    return zeus__error(ZEUS_ENOTSUP, "GPU %u: %s needs nvmlDeviceGetFieldValues, which '%s' lacks", i, what, s->path);
+  }
+  nvmlFieldValue_t v;
+  memset(&v, 0, sizeof v);
+  v.fieldId = field;
+  v.scopeId = scope;
+  nvmlReturn_t r = s->GetFieldValues(s->dev[i], 1, &v);
+  if (r == NVML_SUCCESS) r = v.nvmlReturn;
+  if (r == NVML_ERROR_NOT_SUPPORTED) *field_unsupported = true;
+  if (r) return nv_fail(s, r, i, what);
+  switch (v.valueType) {
+    case NVML_VALUE_TYPE_UNSIGNED_INT: *mw = v.value.uiVal; break;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG: *mw = (unsigned)v.value.ulVal; break;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: *mw = (unsigned)v.value.ullVal; break;
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG: *mw = v.value.sllVal < 0 ? 0 : (unsigned)v.value.sllVal; break;
+    case NVML_VALUE_TYPE_SIGNED_INT: *mw = v.value.siVal < 0 ? 0 : (unsigned)v.value.siVal; break;
+    case NVML_VALUE_TYPE_DOUBLE: *mw = v.value.dVal < 0 ? 0 : (unsigned)(v.value.dVal + 0.5); break;
+    default: return zeus__error(ZEUS_EDEVICE, "GPU %u: %s: NVML returned value type %d", i, what, v.valueType);
+  }
+  return ZEUS_OK;
+}
+
+/* Instant power is field POWER_INSTANT where the driver has it (GetPowerUsage averages over a
+ * second on Ampere other than GA100 and later), else GetPowerUsage (instantaneous on GA100 and
+ * older, which is where the field is missing). */
+static int nv_power(void *st, unsigned i, zeus_power_domain domain, unsigned *mw) {
+  nvml_state *s = st;
+  bool unsupported;
+  int rc;
+  switch (domain) {
+    case ZEUS_POWER_INSTANT:
+      if (__atomic_load_n(&s->no_instant_field[i], __ATOMIC_RELAXED)) return nv_power_usage(st, i, mw);
+      rc = nv_power_field(s, i, NVML_FI_DEV_POWER_INSTANT, NVML_POWER_SCOPE_GPU, mw, &unsupported,
+                          "reading the instant power");
+      if (rc && unsupported) {
+        __atomic_store_n(&s->no_instant_field[i], true, __ATOMIC_RELAXED);
+        return nv_power_usage(st, i, mw);
+      }
+      return rc;
+    case ZEUS_POWER_AVERAGE:
+      return nv_power_field(s, i, NVML_FI_DEV_POWER_AVERAGE, NVML_POWER_SCOPE_GPU, mw, &unsupported,
+                            "reading the average power");
+    case ZEUS_POWER_MEMORY_AVERAGE:
+      return nv_power_field(s, i, NVML_FI_DEV_POWER_AVERAGE, NVML_POWER_SCOPE_MEMORY, mw, &unsupported,
+                            "reading the memory's average power");
+  }
+  return zeus__error(ZEUS_EINVAL, "GPU %u: unknown power domain %d", i, (int)domain);
+}
+
+static int nv_temperature(void *st, unsigned i, unsigned *celsius) {
+  NV_DEV(s, i, GetTemperature, "reading the temperature");
+  nvmlReturn_t r = s->GetTemperature(dev, NVML_TEMPERATURE_GPU, celsius);
+  return r ? nv_fail(s, r, i, "reading the temperature") : ZEUS_OK;
+}
+
+static int nv_current_clocks(void *st, unsigned i, unsigned *sm_mhz, unsigned *mem_mhz) {
+  NV_DEV(s, i, GetClockInfo, "reading the current clocks");
+  unsigned sm = 0, mem = 0;
+  nvmlReturn_t r = s->GetClockInfo(dev, NVML_CLOCK_SM, &sm);
+  if (r) return nv_fail(s, r, i, "reading the current SM clock");
+  if ((r = s->GetClockInfo(dev, NVML_CLOCK_MEM, &mem))) return nv_fail(s, r, i, "reading the current memory clock");
+  if (sm_mhz) *sm_mhz = sm;
+  if (mem_mhz) *mem_mhz = mem;
+  return ZEUS_OK;
+}
+
+static int nv_architecture(void *st, unsigned i, unsigned *arch) {
+  NV_DEV(s, i, GetArchitecture, "reading the architecture");
+  nvmlReturn_t r = s->GetArchitecture(dev, arch);
+  return r ? nv_fail(s, r, i, "reading the architecture") : ZEUS_OK;
+}
+
+static int nv_version(nvml_state *s, nvmlReturn_t (*fn)(char *, unsigned), const char *fn_name, char *buf,
+                      size_t len) {
+  if (!fn) return zeus__error(ZEUS_ENOTSUP, "the NVML library '%s' lacks %s", s->path, fn_name);
+  char tmp[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+  nvmlReturn_t r = fn(tmp, sizeof tmp);
+  if (r) {
+    const char *text = s->ErrorString ? s->ErrorString(r) : NULL;
+    return zeus__error(map_code(r), "NVML %s (%s, code %d) in %s", ret_name(r), text ? text : "no text", r, fn_name);
+  }
+  snprintf(buf, len, "%s", tmp);
+  return ZEUS_OK;
+}
+static int nv_driver_version(void *st, char *buf, size_t len) {
+  nvml_state *s = st;
+  return nv_version(s, s->SystemGetDriverVersion, "nvmlSystemGetDriverVersion", buf, len);
+}
+static int nv_library_version(void *st, char *buf, size_t len) {
+  nvml_state *s = st;
+  return nv_version(s, s->SystemGetNVMLVersion, "nvmlSystemGetNVMLVersion", buf, len);
 }
 
 /* NVML's count protocol: *n in = capacity, out = entries (or the number needed on
@@ -375,7 +491,12 @@ const zeus__gpu_backend zeus__backend_nvml = {
     .get_persistence_mode = nv_get_pm,
     .set_persistence_mode = nv_set_pm,
     .total_energy = nv_energy,
-    .instant_power = nv_power,
+    .power = nv_power,
+    .temperature = nv_temperature,
+    .current_clocks = nv_current_clocks,
+    .architecture = nv_architecture,
+    .driver_version = nv_driver_version,
+    .library_version = nv_library_version,
     .memory_clocks = nv_mem_clocks,
     .graphics_clocks = nv_gr_clocks,
     .set_locked_clocks = nv_lock,

@@ -15,8 +15,46 @@ typedef int nvmlClockId_t;
 #define NVML_CLOCK_GRAPHICS 0
 #define NVML_CLOCK_SM 1
 #define NVML_CLOCK_MEM 2
+#define NVML_TEMPERATURE_GPU 0
+#define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+#define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE 80
 #define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
 #define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+
+/* nvmlDeviceGetFieldValues: the power fields and their scopes (NVML_POWER_SCOPE_*). */
+#define NVML_FI_DEV_POWER_AVERAGE 185
+#define NVML_FI_DEV_POWER_INSTANT 186
+#define NVML_POWER_SCOPE_GPU 0
+#define NVML_POWER_SCOPE_MODULE 1
+#define NVML_POWER_SCOPE_MEMORY 2
+#define NVML_VALUE_TYPE_DOUBLE 0
+#define NVML_VALUE_TYPE_UNSIGNED_INT 1
+#define NVML_VALUE_TYPE_UNSIGNED_LONG 2
+#define NVML_VALUE_TYPE_UNSIGNED_LONG_LONG 3
+#define NVML_VALUE_TYPE_SIGNED_LONG_LONG 4
+#define NVML_VALUE_TYPE_SIGNED_INT 5
+
+typedef union nvmlValue_st {
+  double dVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  long long sllVal;
+  int siVal;
+  unsigned short usVal;
+} nvmlValue_t;
+
+/* Layout as in NVML's header (40 bytes on LP64): the caller sets fieldId and scopeId; the
+ * library fills the rest, with a return code per field. */
+typedef struct nvmlFieldValue_st {
+  unsigned int fieldId;
+  unsigned int scopeId;
+  long long timestamp;
+  long long latencyUsec;
+  int valueType;
+  int nvmlReturn;
+  nvmlValue_t value;
+} nvmlFieldValue_t;
 
 /* X(name, value) for every nvmlReturn_t code we know. */
 #define ZEUS_NVML_RETURN_MAP(X)   \

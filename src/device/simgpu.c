@@ -13,6 +13,11 @@
 #include "zeus/sim.h"
 
 #define SIM_MAX_CLOCKS 512
+/* Energy checkpoints for the 1-second average power (NVML's POWER_AVERAGE window): at most one
+ * every SIM_CK_SPACING seconds, enough of them to reach a second back. */
+#define SIM_CK 128
+#define SIM_CK_SPACING 0.01
+#define SIM_AVG_WINDOW_S 1.0
 
 typedef struct simgpu {
   zeus_sim_dvfs p; /* defaults applied */
@@ -30,6 +35,8 @@ typedef struct simgpu {
   unsigned lock_min, lock_max, mem_lock_min, mem_lock_max;
   double t_last, energy_j, busy_until, busy_power;
   double counter_t, counter_j;
+  double ck_t[SIM_CK], ck_e[SIM_CK]; /* ring of (time, exact energy) checkpoints */
+  unsigned ck_head, ck_n;            /* next slot to write; entries held */
 } simgpu;
 
 struct zeus_sim_node {
@@ -97,6 +104,8 @@ static int check_gpu_config(const zeus_sim_gpu_config *c, unsigned i) {
   return ZEUS_OK;
 }
 
+static void checkpoint(simgpu *g, double t, double e);
+
 static int cmp_row_desc(const void *a, const void *b) {
   double x = ((const zeus_sim_table_row *)a)->power_limit_w;
   double y = ((const zeus_sim_table_row *)b)->power_limit_w;
@@ -135,6 +144,7 @@ static int init_gpu(simgpu *g, const zeus_sim_gpu_config *c, unsigned i) {
     g->default_mw = (unsigned)lround(g->p.default_power_limit_w * 1000);
   }
   g->limit_mw = g->default_mw;
+  checkpoint(g, 0, 0);
   if (tmp.name[0])
     snprintf(g->name, sizeof g->name, "%s", tmp.name);
   else
@@ -155,6 +165,17 @@ static double energy_at(const simgpu *g, double t) {
   return e;
 }
 
+static void checkpoint(simgpu *g, double t, double e) {
+  if (g->ck_n) {
+    unsigned last = (g->ck_head + SIM_CK - 1) % SIM_CK;
+    if (t - g->ck_t[last] < SIM_CK_SPACING) return;
+  }
+  g->ck_t[g->ck_head] = t;
+  g->ck_e[g->ck_head] = e;
+  g->ck_head = (g->ck_head + 1) % SIM_CK;
+  if (g->ck_n < SIM_CK) g->ck_n++;
+}
+
 static void advance(simgpu *g, double t) {
   if (t <= g->t_last) return;
   if (g->counter_period > 0) {
@@ -166,6 +187,27 @@ static void advance(simgpu *g, double t) {
   }
   g->energy_j = energy_at(g, t);
   g->t_last = t;
+  checkpoint(g, t, g->energy_j);
+}
+
+/* Energy at a past instant t <= t_last: exact between bookkeeping events, otherwise linear
+ * between the checkpoints around t (exact while power was constant between them). Before the
+ * oldest checkpoint it answers the oldest, and *from is moved there. */
+static double energy_before(const simgpu *g, double *from) {
+  double t = *from;
+  if (t >= g->t_last) return energy_at(g, t);
+  double prev_t = g->t_last, prev_e = g->energy_j; /* the checkpoint after t, walking back */
+  for (unsigned k = 0; k < g->ck_n; k++) {
+    unsigned i = (g->ck_head + SIM_CK - 1 - k) % SIM_CK;
+    if (g->ck_t[i] <= t) {
+      double span = prev_t - g->ck_t[i];
+      return span > 0 ? g->ck_e[i] + (prev_e - g->ck_e[i]) * (t - g->ck_t[i]) / span : g->ck_e[i];
+    }
+    prev_t = g->ck_t[i];
+    prev_e = g->ck_e[i];
+  }
+  *from = prev_t;
+  return prev_e;
 }
 
 static void advance_all(zeus_sim_node *n, double t) {
@@ -458,6 +500,61 @@ int zeus_sim_gpu_instant_power(zeus_sim_node *n, unsigned gpu, unsigned *mw) {
   double p = g->busy_until > t ? g->busy_power : g->p.idle_power_w;
   pthread_mutex_unlock(&n->mu);
   *mw = (unsigned)lround(p * 1000);
+  return ZEUS_OK;
+}
+
+/* Mean power over the last SIM_AVG_WINDOW_S seconds (less while the node is younger), in W;
+ * the power now at t = 0. Called with the node locked. */
+static double average_power_locked(zeus_sim_node *n, simgpu *g) {
+  double t = sim_now_locked(n);
+  double from = t - SIM_AVG_WINDOW_S;
+  if (from < 0) from = 0;
+  double e_from = energy_before(g, &from);
+  advance(g, t);
+  if (t - from <= 0) return g->busy_until > t ? g->busy_power : g->p.idle_power_w;
+  return (g->energy_j - e_from) / (t - from);
+}
+
+int zeus_sim_gpu_average_power(zeus_sim_node *n, unsigned gpu, unsigned *mw) {
+  SIM_GPU(n, gpu);
+  pthread_mutex_lock(&n->mu);
+  double p = average_power_locked(n, &n->g[gpu]);
+  pthread_mutex_unlock(&n->mu);
+  *mw = (unsigned)lround(p * 1000);
+  return ZEUS_OK;
+}
+
+/* A steady-state thermal model: 35 °C at idle power, 85 °C at the highest power limit, linear in
+ * the last second's mean power (the second stands in for the die's thermal inertia). */
+int zeus_sim_gpu_temperature(zeus_sim_node *n, unsigned gpu, unsigned *celsius) {
+  SIM_GPU(n, gpu);
+  simgpu *g = &n->g[gpu];
+  pthread_mutex_lock(&n->mu);
+  double p = average_power_locked(n, g);
+  pthread_mutex_unlock(&n->mu);
+  double span = g->max_mw / 1000.0 - g->p.idle_power_w;
+  double c = 35.0 + (span > 0 ? 50.0 * (p - g->p.idle_power_w) / span : 0);
+  *celsius = (unsigned)lround(fmin(fmax(c, 25.0), 95.0));
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_current_clocks(zeus_sim_node *n, unsigned gpu, unsigned *sm_mhz, unsigned *mem_mhz) {
+  SIM_GPU(n, gpu);
+  simgpu *g = &n->g[gpu];
+  pthread_mutex_lock(&n->mu);
+  unsigned c;
+  double t, p;
+  operating_point(g, &c, &t, &p);
+  unsigned mem = g->mem_lock_max && g->mem_lock_max < g->p.mem_clock_mhz ? g->mem_lock_max : g->p.mem_clock_mhz;
+  pthread_mutex_unlock(&n->mu);
+  if (sm_mhz) *sm_mhz = c;
+  if (mem_mhz) *mem_mhz = mem;
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_architecture(zeus_sim_node *n, unsigned gpu, unsigned *arch) {
+  SIM_GPU(n, gpu);
+  *arch = n->g[gpu].has_counter ? 7u /* Ampere */ : 4u /* Pascal: no energy counter */;
   return ZEUS_OK;
 }
 

@@ -13,6 +13,11 @@
  *   - NOT_SUPPORTED for the energy counter on a GPU without one (ZEUS_SIM_ENERGY_COUNTER=0);
  *     such a GPU also reports the Pascal architecture, every other one Ampere;
  *   - NOT_FOUND from GetSupportedGraphicsClocks for an unsupported memory clock;
+ *   - GetFieldValues answers POWER_INSTANT (186) and POWER_AVERAGE (185, the engine's mean over
+ *     the last second) in the GPU scope as UNSIGNED_INT mW, and NOT_SUPPORTED per field for any
+ *     other field or scope (memory and module power: the simulated GPU has neither);
+ *   - GetTemperature (sensor GPU only) follows the engine's thermal model; GetClockInfo's memory
+ *     clock honours a memory-clock lock;
  *   - SetGpuLockedClocks with both values special (0xffffff01 TDP / 0xffffff02 unlimited) acts
  *     as a reset; one special value with a normal one is INVALID_ARGUMENT.
  *
@@ -80,6 +85,7 @@
 #define FAKE_ARCH_PASCAL 4u
 #define FAKE_ARCH_AMPERE 7u
 #define FAKE_DRIVER_VERSION "555.42.06-zeus-fake"
+#define FAKE_NVML_VERSION "12.555.42.06-zeus-fake"
 #define FAKE_MAX_INJECT 16
 
 /* ---- the exported API (prototypes, since nothing else declares them) ---- */
@@ -88,6 +94,9 @@ FAKE_API nvmlReturn_t nvmlInitWithFlags(unsigned flags);
 FAKE_API nvmlReturn_t nvmlShutdown(void);
 FAKE_API const char *nvmlErrorString(nvmlReturn_t r);
 FAKE_API nvmlReturn_t nvmlSystemGetDriverVersion(char *ver, unsigned len);
+FAKE_API nvmlReturn_t nvmlSystemGetNVMLVersion(char *ver, unsigned len);
+FAKE_API nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFieldValue_t *values);
+FAKE_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, int sensor, unsigned *celsius);
 FAKE_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *count);
 FAKE_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned idx, nvmlDevice_t *out);
 FAKE_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *out);
@@ -445,6 +454,14 @@ nvmlReturn_t nvmlSystemGetDriverVersion(char *ver, unsigned len) {
   return copy_string(FAKE_DRIVER_VERSION, ver, len);
 }
 
+nvmlReturn_t nvmlSystemGetNVMLVersion(char *ver, unsigned len) {
+  zeus_sim_node *node;
+  nvmlReturn_t r = enter_global(__func__, &node);
+  if (r) return r;
+  if (!ver) return NVML_ERROR_INVALID_ARGUMENT;
+  return copy_string(FAKE_NVML_VERSION, ver, len);
+}
+
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned *count) {
   zeus_sim_node *node;
   nvmlReturn_t r = enter_global(__func__, &node);
@@ -606,6 +623,31 @@ nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned *mw) {
   return engine(zeus_sim_gpu_instant_power(node, gpu, mw));
 }
 
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFieldValue_t *values) {
+  ENTER(dev);
+  if (count <= 0 || !values) return NVML_ERROR_INVALID_ARGUMENT;
+  long long now_us = (long long)llround(zeus_sim_now(node) * 1e6);
+  for (int k = 0; k < count; k++) {
+    nvmlFieldValue_t *v = &values[k];
+    v->timestamp = now_us;
+    v->latencyUsec = 0;
+    v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
+    v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    if (v->scopeId != NVML_POWER_SCOPE_GPU) continue;
+    if (v->fieldId == NVML_FI_DEV_POWER_INSTANT)
+      v->nvmlReturn = engine(zeus_sim_gpu_instant_power(node, gpu, &v->value.uiVal));
+    else if (v->fieldId == NVML_FI_DEV_POWER_AVERAGE)
+      v->nvmlReturn = engine(zeus_sim_gpu_average_power(node, gpu, &v->value.uiVal));
+  }
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t dev, int sensor, unsigned *celsius) {
+  ENTER(dev);
+  if (!celsius || sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+  return engine(zeus_sim_gpu_temperature(node, gpu, celsius));
+}
+
 /* ---- clocks ---- */
 
 /* NVML's count protocol over an engine list: *count in = capacity, out = entries or needed. */
@@ -641,10 +683,7 @@ nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t dev, unsigned mem
 /* The clock a unit of work runs at now (SM/graphics), or the memory clock. */
 static nvmlReturn_t current_clock(zeus_sim_node *node, unsigned gpu, nvmlClockType_t type, unsigned *mhz) {
   if (type == NVML_CLOCK_GRAPHICS || type == NVML_CLOCK_SM) return engine(zeus_sim_operating_point(node, gpu, mhz, NULL));
-  if (type == NVML_CLOCK_MEM) {
-    size_t n = 1;
-    return engine(zeus_sim_gpu_memory_clocks(node, gpu, mhz, &n));
-  }
+  if (type == NVML_CLOCK_MEM) return engine(zeus_sim_gpu_current_clocks(node, gpu, NULL, mhz));
   return NVML_ERROR_NOT_SUPPORTED; /* VIDEO and anything newer */
 }
 

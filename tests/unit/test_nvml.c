@@ -290,6 +290,86 @@ static void nvml_energy_and_power_equal_the_engine_after_work(void **state) {
   scratch_free(&s);
 }
 
+/* Instant and 1-second average power through GetFieldValues, the memory domain unsupported,
+ * temperature rising with power, current clocks following locks, architecture and versions. */
+static void nvml_power_domains_temperature_clocks_and_versions(void **state) {
+  (void)state;
+  reset_env();
+  set_gpus(1);
+  zeus_devices *d = open_nvml();
+  fake f;
+  fake_load(&f);
+  unsigned idle_w = 30, mw, avg, c_idle, c_busy;
+  assert_int_equal(f.Idle(2.0), NVML_SUCCESS);
+  assert_zeus_ok(zeus_gpu_power(d, 0, ZEUS_POWER_INSTANT, &mw));
+  assert_int_equal(mw, idle_w * 1000);
+  assert_zeus_ok(zeus_gpu_power(d, 0, ZEUS_POWER_AVERAGE, &avg));
+  assert_int_equal(avg, idle_w * 1000);
+  assert_zeus_ok(zeus_gpu_temperature(d, 0, &c_idle));
+  assert_int_equal(c_idle, 35);
+  /* Half a second of work at 290 W right before the reading: the last second's mean is their
+   * average with half a second of idle power. */
+  assert_int_equal(f.RunWork(0, 10), NVML_SUCCESS);
+  assert_zeus_ok(zeus_gpu_power(d, 0, ZEUS_POWER_AVERAGE, &avg));
+  assert_int_equal(avg, (290 + 30) * 1000 / 2);
+  assert_zeus_ok(zeus_gpu_power(d, 0, ZEUS_POWER_INSTANT, &mw));
+  assert_int_equal(mw, 30000); /* the work has finished */
+  assert_zeus_ok(zeus_gpu_temperature(d, 0, &c_busy));
+  assert_true(c_busy > c_idle);
+  assert_zeus_err(zeus_gpu_power(d, 0, ZEUS_POWER_MEMORY_AVERAGE, &mw), ZEUS_ENOTSUP, "memory");
+  assert_zeus_err(zeus_gpu_power(d, 0, (zeus_power_domain)7, &mw), ZEUS_EINVAL, "unknown power domain");
+
+  unsigned sm, mem;
+  assert_zeus_ok(zeus_gpu_current_clocks(d, 0, &sm, &mem));
+  assert_int_equal(sm, 1740);
+  assert_int_equal(mem, 7251);
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 1005, 1005));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(d, 0, 5001, 5001));
+  assert_zeus_ok(zeus_gpu_current_clocks(d, 0, &sm, &mem));
+  assert_int_equal(sm, 1005);
+  assert_int_equal(mem, 5001);
+  assert_zeus_ok(zeus_devices_restore(d));
+  assert_zeus_ok(zeus_gpu_current_clocks(d, 0, NULL, &mem));
+  assert_int_equal(mem, 7251);
+
+  unsigned arch;
+  assert_zeus_ok(zeus_gpu_architecture(d, 0, &arch));
+  assert_int_equal(arch, 7);
+  assert_string_equal(zeus_gpu_architecture_name(arch), "Ampere");
+  assert_string_equal(zeus_gpu_architecture_name(9), "Hopper");
+  assert_string_equal(zeus_gpu_architecture_name(0xffffffffu), "unknown");
+  char ver[96];
+  assert_zeus_ok(zeus_devices_driver_version(d, ver, sizeof ver));
+  assert_string_equal(ver, "555.42.06-zeus-fake");
+  assert_zeus_ok(zeus_devices_library_version(d, ver, sizeof ver));
+  assert_string_equal(ver, "12.555.42.06-zeus-fake");
+  zeus_devices_close(d);
+  fake_unload(&f);
+}
+
+/* A driver without the POWER_INSTANT field (or GetFieldValues) falls back to GetPowerUsage for
+ * instant power, once, and stops asking for the field; the average domain stays unsupported. */
+static void nvml_instant_power_falls_back_to_power_usage(void **state) {
+  (void)state;
+  reset_env();
+  set_gpus(1);
+  setenv("FAKE_NVML_INJECT", "nvmlDeviceGetFieldValues:NOT_SUPPORTED", 1);
+  zeus_devices *d = open_nvml();
+  fake f;
+  fake_load(&f);
+  unsigned mw;
+  unsigned long before = f.Calls(0);
+  assert_zeus_ok(zeus_gpu_instant_power(d, 0, &mw));
+  assert_int_equal(mw, 30000);
+  assert_int_equal(f.Calls(0) - before, 2); /* the field, then GetPowerUsage */
+  before = f.Calls(0);
+  assert_zeus_ok(zeus_gpu_instant_power(d, 0, &mw));
+  assert_int_equal(f.Calls(0) - before, 1); /* straight to GetPowerUsage */
+  assert_zeus_err(zeus_gpu_power(d, 0, ZEUS_POWER_AVERAGE, &mw), ZEUS_ENOTSUP, "NOT_SUPPORTED");
+  zeus_devices_close(d);
+  fake_unload(&f);
+}
+
 static void nvml_backend_clock_is_the_simulated_clock(void **state) {
   (void)state;
   reset_env();
@@ -621,7 +701,8 @@ static void fake_nvml_exports_nvml_but_not_the_engine(void **state) {
       "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetSupportedMemoryClocks",
       "nvmlDeviceGetSupportedGraphicsClocks", "nvmlDeviceGetClockInfo", "nvmlDeviceGetClock",
       "nvmlDeviceSetGpuLockedClocks", "nvmlDeviceResetGpuLockedClocks", "nvmlDeviceSetMemoryLockedClocks",
-      "nvmlDeviceResetMemoryLockedClocks", "fakeNvmlRunWork", "fakeNvmlRunWorkAll", "fakeNvmlIdle",
+      "nvmlDeviceResetMemoryLockedClocks", "nvmlDeviceGetFieldValues", "nvmlDeviceGetTemperature",
+      "nvmlSystemGetNVMLVersion", "fakeNvmlRunWork", "fakeNvmlRunWorkAll", "fakeNvmlIdle",
       "fakeNvmlTrueEnergy", "zeusSimClockNow",
   };
   void *lib = dlopen(FAKE_NVML_PATH, RTLD_NOW | RTLD_LOCAL);
@@ -811,6 +892,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(nvml_energy_counter_is_supported_by_default),
       cmocka_unit_test(nvml_supported_clocks_follow_the_count_protocol),
       cmocka_unit_test(nvml_energy_and_power_equal_the_engine_after_work),
+      cmocka_unit_test(nvml_power_domains_temperature_clocks_and_versions),
+      cmocka_unit_test(nvml_instant_power_falls_back_to_power_usage),
       cmocka_unit_test(nvml_backend_clock_is_the_simulated_clock),
       cmocka_unit_test(nvml_setters_reach_the_engine_and_are_logged_in_order),
       cmocka_unit_test(nvml_restore_and_close_put_back_limits_persistence_and_clocks),

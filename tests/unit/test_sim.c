@@ -170,7 +170,7 @@ static void table_model_gives_each_rows_time_and_energy_and_lower_row_between(vo
                        "10,profile_250,12,1800\n"
                        "22,profile_200,15,1650\n");
   zeus_sim_config *cfg = NULL;
-  assert_zeus_ok(zeus_sim_config_load(path, 10, &cfg));
+  assert_zeus_ok(zeus_sim_config_load(&cfg, path, 10));
   assert_int_equal(cfg->num_gpus, 1);
   assert_int_equal(cfg->gpus[0].model, ZEUS_SIM_TABLE);
   zeus_sim_node *n = NULL;
@@ -204,7 +204,7 @@ static int load_text(const char *dir, const char *name, const char *text) {
   snprintf(path, sizeof path, "%s/%s", dir, name);
   zeus_test_write_file(path, text);
   zeus_sim_config *cfg = NULL;
-  int rc = zeus_sim_config_load(path, 0, &cfg);
+  int rc = zeus_sim_config_load(&cfg, path, 0);
   zeus_sim_config_free(cfg);
   unlink(path);
   return rc;
@@ -236,7 +236,7 @@ static void config_load_errors_name_the_file_line_and_field(void **state) {
   snprintf(path, sizeof path, "%s/order.json", dir);
   zeus_test_write_file(path, "{\"gpus\": [{\"min_clock_mhz\": 1800, \"max_clock_mhz\": 1500}]}");
   zeus_sim_config *cfg = NULL;
-  assert_zeus_ok(zeus_sim_config_load(path, 0, &cfg));
+  assert_zeus_ok(zeus_sim_config_load(&cfg, path, 0));
   zeus_sim_node *n = NULL;
   assert_zeus_err(zeus_sim_node_open(&n, cfg), ZEUS_EINVAL, "min_clock_mhz");
   assert_null(n);
@@ -313,6 +313,45 @@ static void wall_clock_work_takes_real_time_and_energy_is_power_times_time(void 
 
 /* ---- the "sim" device backend ---- */
 
+/* The average-power domain is the exact mean over the last second, whether that second started
+ * after the last bookkeeping event or lies between checkpoints; temperature follows it. */
+static void average_power_is_the_mean_over_the_last_second(void **state) {
+  (void)state;
+  zeus_sim_node *n = open_default(1, ZEUS_SIM_CLOCK_VIRTUAL);
+  unsigned mw, c;
+  assert_zeus_ok(zeus_sim_gpu_average_power(n, 0, &mw));
+  assert_int_equal(mw, 30000); /* at t = 0: the power now */
+  assert_zeus_ok(zeus_sim_work(n, 0, 6, NULL)); /* 0.3 s at 290 W */
+  assert_zeus_ok(zeus_sim_gpu_average_power(n, 0, &mw));
+  assert_int_equal(mw, 290000); /* the node is 0.3 s old: the mean since it opened */
+  assert_zeus_ok(zeus_sim_idle(n, 2.0));
+  assert_zeus_ok(zeus_sim_gpu_average_power(n, 0, &mw));
+  assert_int_equal(mw, 30000);
+  assert_zeus_ok(zeus_sim_gpu_temperature(n, 0, &c));
+  assert_int_equal(c, 35);
+  assert_zeus_ok(zeus_sim_work(n, 0, 4, NULL)); /* 0.2 s at 290 W */
+  assert_zeus_ok(zeus_sim_gpu_average_power(n, 0, &mw));
+  assert_int_equal(mw, (unsigned)lround((0.2 * 290 + 0.8 * 30) * 1000));
+  /* Readings every 0.1 s through a second of work: each answer is the window's exact mean. */
+  for (int k = 1; k <= 10; k++) {
+    assert_zeus_ok(zeus_sim_work(n, 0, 2, NULL)); /* 0.1 s */
+    double busy = fmin(1.0, 0.2 + 0.1 * k);
+    assert_zeus_ok(zeus_sim_gpu_average_power(n, 0, &mw));
+    if (labs((long)mw - lround((busy * 290 + (1 - busy) * 30) * 1000)) > 1)
+      fail_msg("after %d steps: %u mW, expected %.0f", k, mw, (busy * 290 + (1 - busy) * 30) * 1000);
+  }
+  assert_zeus_ok(zeus_sim_gpu_temperature(n, 0, &c));
+  assert_int_equal(c, 83); /* 290 W on a 300 W GPU idling at 30 W: 35 + 50 * 260 / 270 */
+  unsigned arch, sm, mem;
+  assert_zeus_ok(zeus_sim_gpu_architecture(n, 0, &arch));
+  assert_int_equal(arch, 7);
+  assert_zeus_ok(zeus_sim_gpu_set_locked_clocks(n, 0, 900, 900));
+  assert_zeus_ok(zeus_sim_gpu_current_clocks(n, 0, &sm, &mem));
+  assert_int_equal(sm, 900);
+  assert_int_equal(mem, 7251);
+  zeus_sim_node_close(n);
+}
+
 static void sim_backend_maps_visible_devices_and_restores_settings(void **state) {
   (void)state;
   unset_sim_env();
@@ -380,6 +419,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(sim_gpus_out_of_range_is_erange_naming_the_variable),
       cmocka_unit_test(counter_period_moves_the_counter_only_at_period_boundaries),
       cmocka_unit_test(wall_clock_work_takes_real_time_and_energy_is_power_times_time),
+      cmocka_unit_test(average_power_is_the_mean_over_the_last_second),
       cmocka_unit_test(sim_backend_maps_visible_devices_and_restores_settings),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
