@@ -175,42 +175,42 @@ int cmd_frontier(int argc, char **argv) {
       {"profile", 0, CLI_OPT_STRING, &profile, "CSV", "instruction profile", .required = true},
       {"stages", 0, CLI_OPT_INT, &stages, "S", "pipeline stages (the profile must have at least S)", NULL, 1, 100000,
        .required = true},
-      {"microbatches", 0, CLI_OPT_INT, &microbatches, "M", "microbatches per iteration (>= S unless\n--allow-fewer-microbatches)",
+      {"microbatches", 0, CLI_OPT_INT, &microbatches, "M", "microbatches per iteration (>= S unless --allow-fewer-microbatches)",
        NULL, 1, 100000, .required = true},
       {"blocking-power", 0, CLI_OPT_DOUBLE, &blocking, "W", "GPU power while blocked on pipeline communication, watts",
        NULL, 0, 1e6, .required = true},
       {"allow-fewer-microbatches", 0, CLI_OPT_FLAG, &allow_fewer, NULL,
-       "accept M < S (a bubble-heavy pipeline; usually the two counts\nwere swapped, so it is refused without this flag)"},
+       "accept M < S (a bubble-heavy pipeline; usually the two counts were swapped, so it is refused without this flag)"},
       {"unit-time", 0, CLI_OPT_DOUBLE, &unit, "SECONDS", "time quantum: one frontier point per unit", "0.001", 1e-9, 1000},
       {"noise-factor", 0, CLI_OPT_DOUBLE, &noise, "F", "Pareto filter retry factor in (0, 1]", "0.95", 1e-9, 1},
       {"cost-model", 0, CLI_OPT_CHOICE, &cost_model, NULL,
        "exponential (a·e^(b·t)+c) or hull (lower convex hull)", "exponential", .choices = cost_models},
       {"pareto", 0, CLI_OPT_CHOICE, &pareto, NULL,
-       "options kept by the Pareto filter on time and effective cost\n(energy − blocking power × time) or measured "
-       "energy (the\noriginal's: nothing slower than the least-energy clock)",
+       "options kept by the Pareto filter on time and effective cost (energy − blocking power × time) or measured "
+       "energy (the original's: nothing slower than the least-energy clock)",
        "effective", .choices = paretos},
       {"slack", 0, CLI_OPT_CHOICE, &slack, NULL,
-       "reclaim: instructions with slack in the measured schedule\nmove to a slower, cheaper clock without lengthening the\n"
+       "reclaim: instructions with slack in the measured schedule move to a slower, cheaper clock without lengthening the "
        "iteration; keep: the clocks the solver's durations give",
        "reclaim", .choices = slacks},
       {"max-iterations", 0, CLI_OPT_LONG, &o.max_iterations, "N", "stop after N points", NULL, 1, 1000000000},
       {"out", 0, CLI_OPT_STRING, &out, "DIR",
-       "write DIR/frontier.csv and DIR/freqs_pipeline_%05d.py plan files\n(DIR and its parents are created); without it "
-       "frontier.csv\ngoes to standard output"},
+       "write DIR/frontier.csv and DIR/freqs_pipeline_%05d.py plan files (DIR and its parents are created); without it "
+       "frontier.csv goes to standard output"},
       {"every", 0, CLI_OPT_LONG, &wo.every, "N", "write only every N-th plan (and the last)", NULL, 1, 1000000000},
       {"sample", 0, CLI_OPT_LONG, &wo.sample, "K", "write only K plans evenly spaced in iteration time", NULL, 2,
        1000000000},
       {"drop-dominated", 0, CLI_OPT_FLAG, &wo.drop_dominated, NULL,
-       "keep only the points no other plan dominates, in frontier.csv\nand among the plans (--every/--sample choose among "
+       "keep only the points no other plan dominates, in frontier.csv and among the plans (--every/--sample choose among "
        "them)"},
       {"plot", 0, CLI_OPT_STRING, &plot, "FILE",
-       "SVG of energy against iteration time: evaluated points\n(dominated ones apart), the model's, the plans written and\n"
+       "SVG of energy against iteration time: evaluated points (dominated ones apart), the model's, the plans written and "
        "the minimum-energy plan marked"},
       {"timeline", 0, CLI_OPT_CUSTOM, &tl, "PLAN[:FILE]",
-       "SVG of one plan's pipeline; PLAN is an index, 'last' or\n'min-energy' (default FILE: timeline_PLAN.svg in DIR, or "
-       "the\ncurrent folder)",
+       "SVG of one plan's pipeline; PLAN is an index, 'last' or 'min-energy' (default FILE: timeline_PLAN.svg in DIR, or "
+       "the current folder)",
        .parse = parse_timeline, .seen = &have_tl},
-      {"progress", 0, CLI_OPT_CHOICE, &progress, NULL, "progress on stderr: auto (a terminal, not --json), always\nor never",
+      {"progress", 0, CLI_OPT_CHOICE, &progress, NULL, "progress on stderr: auto (a terminal, not --json), always or never",
        "auto", .choices = progresses},
       {"json", 0, CLI_OPT_FLAG, &json, NULL, "print a JSON summary on standard output (see below)"},
       {0},
