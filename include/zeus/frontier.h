@@ -157,11 +157,11 @@ typedef struct zeus_frontier_point {
 typedef struct zeus_frontier zeus_frontier;
 
 /* Computes the frontier. The profile is borrowed for the call only. Memory grows with the DAG
- * (about 0.5 KB per instruction) and the points (about 70 bytes each plus the instructions whose
- * clock changes), not with points × instructions. Errors: ZEUS_EINVAL for bad options
+ * (about 0.5 KB per instruction) and the points (about 64 bytes each, plus about 12 bytes per
+ * instruction whose clock differs from the point before), not with points × instructions. Errors: ZEUS_EINVAL for bad options
  * (microbatches < 1, the profile has fewer stages than `stages`, a stage without options for
  * an instruction, a unit time or noise factor out of range), naming the value; ZEUS_ERANGE for
- * a solve past the limits, naming the limit and what to change: more than 2,097,152
+ * a solve past the limits, naming the limit and what to change: more than 1,048,576
  * instructions (stages × 2 × microbatches), more than 16,777,216 time units between the options'
  * fastest and slowest times summed over stages and instructions (a unit time far below the
  * profile's resolution), or more than 4,194,304 points without max_iterations to bound them;

@@ -205,8 +205,8 @@ const zeus__fopt *zeus__frontier_opt(const zeus_frontier *f, const int32_t *q, i
 int zeus__frontier_select(const zeus_frontier *f, const zeus_frontier_write_opts *wo, unsigned char *want);
 
 /* ---- limits: what a solve may ask for before it is refused (see check_size in solver.c) ---- */
-/* DAG instructions (S × 2M): memory grows by about 0.5 KB per instruction. */
-#define ZEUS__FRONTIER_MAX_INSTRUCTIONS (1L << 21)
+/* DAG instructions (S × 2M): memory grows by about 0.5 KB per instruction (485 MB for 8 × 65,536). */
+#define ZEUS__FRONTIER_MAX_INSTRUCTIONS (1L << 20)
 /* Quanta between each option set's fastest and slowest option, summed (the cost tables). */
 #define ZEUS__FRONTIER_MAX_QUANTA (1L << 24)
 /* Frontier points (one per time unit between the all-slowest and all-fastest times). */
