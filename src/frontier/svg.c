@@ -266,7 +266,11 @@ int zeus_frontier_write_plot_svg(const zeus_frontier *f, const char *path, const
     ndom += p->dominated;
     if (p->eval_energy_j < f->pts[emin].eval_energy_j) emin = i;
   }
-  double dx = (a.x1 - a.x0) * 0.04 + 1e-9 * fmax(1, fabs(a.x1)), dy = (a.y1 - a.y0) * 0.05 + 1e-9 * fmax(1, fabs(a.y1));
+  /* 4 % (5 %) of the range around the data; a range that is (nearly) a single value gets 5 % of
+   * the value, so that one point still gets readable ticks. */
+  double dx = (a.x1 - a.x0) * 0.04, dy = (a.y1 - a.y0) * 0.05;
+  if (!(dx > 1e-6 * fabs(a.x1))) dx = fabs(a.x1) > 0 ? 0.05 * fabs(a.x1) : 1;
+  if (!(dy > 1e-6 * fabs(a.y1))) dy = fabs(a.y1) > 0 ? 0.05 * fabs(a.y1) : 1;
   a.x0 -= dx;
   a.x1 += dx;
   a.y0 -= dy;
@@ -399,12 +403,13 @@ int zeus_frontier_write_plot_svg(const zeus_frontier *f, const char *path, const
                           "<svg xmlns='http://www.w3.org/2000/svg' width='%.0f' height='%.0f' "
                           "viewBox='0 0 %.0f %.0f' font-family='DejaVu Sans, Helvetica, Arial, sans-serif'>\n"
                           "<rect width='%.0f' height='%.0f' fill='white'/>\n"
-                          "<text x='%.1f' y='22' font-size='14' text-anchor='middle'>Time–energy frontier: %d stages "
-                          "× %d microbatches, %s plans</text>\n"
+                          "<text x='%.1f' y='22' font-size='14' text-anchor='middle'>Time–energy frontier: %d stage%s "
+                          "× %d microbatch%s, %s plan%s</text>\n"
                           "<text x='%.1f' y='%.1f' font-size='13' text-anchor='middle'>iteration time (%s)</text>\n"
                           "<text x='16' y='%.1f' font-size='13' text-anchor='middle' transform='rotate(-90 16 %.1f)'>"
                           "iteration energy (%s)</text>\n",
-                          WIDTH, height, WIDTH, height, WIDTH, height, a.L + a.W / 2, f->dag.S, f->dag.M, npts_s,
+                          WIDTH, height, WIDTH, height, WIDTH, height, a.L + a.W / 2, f->dag.S, f->dag.S == 1 ? "" : "s",
+                          f->dag.M, f->dag.M == 1 ? "" : "es", npts_s, n == 1 ? "" : "s",
                           a.L + a.W / 2, a.T + a.H + 36, ut.name, a.T + a.H / 2, a.T + a.H / 2, ue.name);
   if (!rc) rc = zeus__buf_append(&b, body.data ? body.data : "", body.len);
   zeus__buf_free(&body);
@@ -479,9 +484,9 @@ int zeus_frontier_write_timeline_svg(const zeus_frontier *f, size_t i, const cha
                             "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'>\n"
                             "<rect width='%.0f' height='%.0f' fill='white'/>\n"
                             "<text x='%.1f' y='22' font-size='14' text-anchor='middle'>Plan %zu (of %s): %s, %s "
-                            "(evaluated); %d stages × %d microbatches</text>\n",
+                            "(evaluated); %d stage%s × %d microbatch%s</text>\n",
                             WIDTH, height, WIDTH, height, WIDTH, height, a.L + a.W / 2, i, npts_s, t_txt, e_txt, d->S,
-                            d->M);
+                            d->S == 1 ? "" : "s", d->M, d->M == 1 ? "" : "es");
   for (int s = 0; s < d->S && !rc; s++)
     rc = zeus__buf_printf(&b, "<text x='%.0f' y='%.1f' font-size='12' text-anchor='end'>stage %d</text>\n", a.L - 8,
                           a.T + row * s + row / 2 + 4, s);
@@ -554,6 +559,9 @@ int zeus_frontier_write_timeline_svg(const zeus_frontier *f, size_t i, const cha
       rc = zeus__buf_printf(&b, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='middle' fill='#555'>%d</text>\n",
                             bx0 + bar_w, bar_y - 3, fmax);
   }
+  if (!rc && !(fmax > fmin)) /* one clock: its colour is the scale's top */
+    rc = zeus__buf_printf(&b, "<text x='%.1f' y='%.1f' font-size='11' text-anchor='middle'>%d</text>\n",
+                          a.L + 130 + bar_w, bar_y + bar_h + 16, fmax);
   if (!rc)
     rc = zeus__buf_printf(&b,
                           "<rect x='%.1f' y='%.1f' width='22' height='%.1f' fill='#bbb' stroke='#000' stroke-width='2.5'/>"

@@ -1025,6 +1025,21 @@ static void frontier_plot_is_decimated_and_labelled(void **state) {
   free(svg);
   zeus_frontier_free(f);
   zeus_frontier_profile_free(p);
+  /* A frontier of one point (one clock): readable ticks around it, not a range of 1e-9. */
+  int rc;
+  p = load_text(dir, "stage,instruction,frequency,time,energy\n0,forward,1410,0.010,3\n0,backward,1410,0.020,6\n", &rc);
+  assert_zeus_ok(rc);
+  o = (zeus_frontier_opts){.stages = 1, .microbatches = 1, .blocking_power_w = 10};
+  assert_zeus_ok(zeus_frontier_solve(&f, p, &o));
+  assert_int_equal(zeus_frontier_num_points(f), 1);
+  assert_zeus_ok(zeus_frontier_write_plot_svg(f, path, NULL));
+  svg = read_text(path);
+  assert_non_null(strstr(svg, "1 stage × 1 microbatch, 1 plan<"));
+  assert_non_null(strstr(svg, ">30.0</text>")); /* ms ticks at 0.5 ms steps around 30 ms */
+  assert_null(strstr(svg, "0000<"));
+  free(svg);
+  zeus_frontier_free(f);
+  zeus_frontier_profile_free(p);
 }
 
 /* The timeline's colours: one absolute scale, so a clock has the same colour in every plan. */
