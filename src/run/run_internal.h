@@ -24,6 +24,11 @@ void *zeus__arena_alloc(zeus__arena *a, size_t size);
 char *zeus__arena_strdup(zeus__arena *a, const char *s);
 void zeus__arena_free(zeus__arena *a);
 
+/* Caps of the files `zeus run` reads (core's bounded reader): a job spec and a trainee's result
+ * file are a few hundred bytes; 1 MiB each leaves room for long commands and extra fields. */
+#define ZEUS__RUN_SPEC_MAX ((size_t)1 << 20)
+#define ZEUS__RUN_RESULT_MAX ((size_t)1 << 20)
+
 /* Deep copy of a spec into the arena. */
 int zeus__run_spec_copy(zeus__arena *a, const zeus_run_spec *in, zeus_run_spec *out);
 /* Checks every field; ZEUS_EINVAL naming it. */

@@ -178,7 +178,7 @@ static int read_result(const char *path, const zeus__child_result *c, zeus_run_t
   if (access(path, F_OK) != 0)
     return zeus__error(ZEUS_EIO, "the trainee %s without writing its result file '%s'", how, path);
   json_t *root;
-  int rc = zeus__json_load_file(path, &root);
+  int rc = zeus__json_load_file_max(path, ZEUS__RUN_RESULT_MAX, "trainee's result file (JSON)", &root);
   if (rc) return zeus__error_ctx(ZEUS_EPARSE, "the trainee's result file (the trainee %s)", how);
   json_t *e = json_object_get(root, "energy"), *tm = json_object_get(root, "time"), *re = json_object_get(root, "reached");
   json_t *ep = json_object_get(root, "num_epochs");

@@ -65,7 +65,7 @@ static int positive_double(const zeus__csv *c, size_t r, size_t col, double *out
 
 static int load_train(zeus_trace *t, const char *path) {
   zeus__csv *c;
-  int rc = zeus__csv_read_file(path, &c);
+  int rc = zeus__csv_read_file_as(path, "train trace (CSV)", &c);
   if (rc) return rc;
   static const char *const need[] = {"dataset", "network", "optimizer", "batch_size", "target_metric", "target_epoch"};
   size_t col[6];
@@ -97,7 +97,7 @@ static int load_train(zeus_trace *t, const char *path) {
 
 static int load_power(zeus_trace *t, const char *path) {
   zeus__csv *c;
-  int rc = zeus__csv_read_file(path, &c);
+  int rc = zeus__csv_read_file_as(path, "power trace (CSV)", &c);
   if (rc) return rc;
   static const char *const need[] = {"dataset",    "network",        "optimizer",    "batch_size",
                                      "power_limit", "time_per_epoch", "average_power"};
