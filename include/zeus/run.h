@@ -146,10 +146,17 @@ ZEUS_EXTERN const char *zeus_runner_logdir(const zeus_runner *r);
 ZEUS_EXTERN const char *zeus_runner_state_path(const zeus_runner *r);
 /* The recurrences finished so far (over every run on this state). */
 ZEUS_EXTERN long zeus_runner_recurrences_done(const zeus_runner *r);
-/* {"logdir", "state", "recurrences_done", "next_try", "min_cost" (null: none yet), "max_power_w",
- * "history": [{"recurrence", "try", "batch_size", "learning_rate", "seed", "cost_threshold",
- * "energy_j", "time_s", "cost", "epochs", "reached", "status", "exit_code"}...], "optimizer": the
- * batch-size optimizer's state (zeus_bso_save_state)}; release the text with zeus_free(). */
+/* The job's history and the optimizer as one JSON report (README, "Output": SI units in the keys,
+ * null for none): {"logdir", "state", "recurrences_done", "next_try", "min_cost_j" (null: none
+ * yet), "max_power_w", "history": [{"recurrence", "try", "batch_size", "learning_rate" (null:
+ * none), "seed", "cost_threshold_j" (null: no threshold), "energy_j", "time_s", "cost_j",
+ * "epochs", "reached", "status", "exit_code"}...], "optimizer": {"phase" ("pruning" or
+ * "thompson"), "expecting_batch_size" (pruning; else null), "observations": [{"batch_size",
+ * "cost_j"}] (the costs it learnt, in order), "arms":
+ * [{"batch_size", "mean_cost_j", "mean_cost_sd_j", "cost_sd_j", "num_observations"}] (Thompson
+ * sampling: each arm's belief about its cost and the cost's spread; null sd: unknown)}}. The
+ * optimizer's exact state is zeus_bso_save_state()'s, kept in the SQLite state. Release the text
+ * with zeus_free(). */
 ZEUS_EXTERN int zeus_runner_history_json(zeus_runner *r, char **json /* out */);
 
 ZEUS_END_DECLS
