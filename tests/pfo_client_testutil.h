@@ -116,6 +116,25 @@ static inline void fast_opts(zeus_pfo_optimizer_opts *o, const char *url, long k
   o->iters_per_round = k;
 }
 
+/* fast_opts for a job of one rank on `d`'s GPU 0. */
+static inline void solo_opts(zeus_pfo_optimizer_opts *o, const char *url, long k, zeus_devices *d) {
+  fast_opts(o, url, k);
+  o->pp_degree = o->dp_degree = o->tp_degree = o->world_size = 1;
+  o->devices = d;
+}
+
+/* A PointSolution server serving `plan` (a plan file's text, written to <g_dir>/plan.py); its URL
+ * in url[len]. */
+static inline zeus_pfo_server *start_plan_server(const char *plan, char *url, size_t len) {
+  char path[512], args[700];
+  snprintf(path, sizeof path, "%s/plan.py", g_dir);
+  zeus_test_write_file(path, plan);
+  snprintf(args, sizeof args, "{\"solution_path\": \"%s\"}", path);
+  zeus_pfo_server *s = start_server("PointSolution", args, -1, NULL);
+  url_of(zeus_pfo_server_port(s), url, len);
+  return s;
+}
+
 /* A plan file (lowtime's Python literal): entry s = names[s][i] at freqs[s][i]. */
 static inline void write_plan(const char *path, int n, const char *const *const *names, const int *const *freqs,
                        const size_t *len) {
@@ -385,17 +404,11 @@ static inline void check_clocks(harness *h) {
 
 /* One rank whose plan is forward @1740, backward @1500. */
 static inline zeus_pfo_optimizer *one_rank(zeus_pfo_server **s, zeus_devices **d) {
-  char plan[512], args[700], url[64];
-  snprintf(plan, sizeof plan, "%s/plan.py", g_dir);
-  zeus_test_write_file(plan, "[[(\"forward\", 1740), (\"backward\", 1500)]]\n");
-  snprintf(args, sizeof args, "{\"solution_path\": \"%s\"}", plan);
-  *s = start_server("PointSolution", args, -1, NULL);
-  url_of(zeus_pfo_server_port(*s), url, sizeof url);
+  char url[64];
+  *s = start_plan_server("[[(\"forward\", 1740), (\"backward\", 1500)]]\n", url, sizeof url);
   *d = open_sim();
   zeus_pfo_optimizer_opts o;
-  fast_opts(&o, url, 100);
-  o.pp_degree = o.dp_degree = o.tp_degree = o.world_size = 1;
-  o.devices = *d;
+  solo_opts(&o, url, 100, *d);
   zeus_pfo_optimizer *opt;
   assert_zeus_ok(zeus_pfo_optimizer_open(&opt, &o));
   assert_int_equal(zeus_pfo_current_schedule(opt)->n_frequencies, 2);

@@ -83,18 +83,12 @@ static int count_sync(void *ctx) {
 static void client_sync_callback_runs_before_each_instruction(void **state) {
   (void)state;
   fresh_dir();
-  char plan[512], args[700], url[64];
-  snprintf(plan, sizeof plan, "%s/plan.py", g_dir);
-  zeus_test_write_file(plan, "[[(\"forward\", 1740), (\"backward\", 1500)]]\n");
-  snprintf(args, sizeof args, "{\"solution_path\": \"%s\"}", plan);
-  zeus_pfo_server *s = start_server("PointSolution", args, -1, NULL);
-  url_of(zeus_pfo_server_port(s), url, sizeof url);
+  char url[64];
+  zeus_pfo_server *s = start_plan_server("[[(\"forward\", 1740), (\"backward\", 1500)]]\n", url, sizeof url);
   zeus_devices *d = open_sim();
   sync_state st = {.fail_at = 4};
   zeus_pfo_optimizer_opts o;
-  fast_opts(&o, url, 100);
-  o.pp_degree = o.dp_degree = o.tp_degree = o.world_size = 1;
-  o.devices = d;
+  solo_opts(&o, url, 100, d);
   o.sync = count_sync;
   o.sync_ctx = &st;
   zeus_pfo_optimizer *opt;
@@ -123,9 +117,7 @@ static void client_measures_a_gpu_without_energy_counter_through_the_monitor(voi
   zeus_devices *d;
   assert_zeus_ok(zeus_devices_open(&d, &dopts));
   zeus_pfo_optimizer_opts o;
-  fast_opts(&o, url, 1);
-  o.pp_degree = o.dp_degree = o.tp_degree = o.world_size = 1;
-  o.devices = d;
+  solo_opts(&o, url, 1, d);
   zeus_pfo_optimizer *opt;
   assert_zeus_ok(zeus_pfo_optimizer_open(&opt, &o));
   static const char *const seq[] = {"forward", "backward"};
@@ -159,17 +151,11 @@ static void client_measures_a_gpu_without_energy_counter_through_the_monitor(voi
 static void client_schedule_with_an_unsupported_frequency_is_refused(void **state) {
   (void)state;
   fresh_dir();
-  char plan[512], args[700], url[64];
-  snprintf(plan, sizeof plan, "%s/plan.py", g_dir);
-  zeus_test_write_file(plan, "[[(\"forward\", 1741)]]\n");
-  snprintf(args, sizeof args, "{\"solution_path\": \"%s\"}", plan);
-  zeus_pfo_server *s = start_server("PointSolution", args, -1, NULL);
-  url_of(zeus_pfo_server_port(s), url, sizeof url);
+  char url[64];
+  zeus_pfo_server *s = start_plan_server("[[(\"forward\", 1741)]]\n", url, sizeof url);
   zeus_devices *d = open_sim();
   zeus_pfo_optimizer_opts o;
-  fast_opts(&o, url, 1);
-  o.pp_degree = o.dp_degree = o.tp_degree = o.world_size = 1;
-  o.devices = d;
+  solo_opts(&o, url, 1, d);
   zeus_pfo_optimizer *opt = NULL;
   /* PointSolution checks the plan against the registered frequencies: its 400 reaches the client. */
   assert_zeus_err(zeus_pfo_optimizer_open(&opt, &o), ZEUS_EHTTP, "answered 400");

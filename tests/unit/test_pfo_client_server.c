@@ -21,9 +21,7 @@ static void client_server_down_at_start_fails_after_retries(void **state) {
   url_of(port, url, sizeof url);
   zeus_devices *d = open_sim();
   zeus_pfo_optimizer_opts o;
-  fast_opts(&o, url, 1);
-  o.pp_degree = o.dp_degree = o.tp_degree = o.world_size = 1;
-  o.devices = d;
+  solo_opts(&o, url, 1, d);
   zeus_pfo_optimizer *opt = NULL;
   double t0 = zeus_monotonic_s();
   assert_zeus_err(zeus_pfo_optimizer_open(&opt, &o), ZEUS_ENET, "after 3 tries");
@@ -47,9 +45,7 @@ static void client_http_error_carries_the_servers_message(void **state) {
   url_of(zeus_pfo_server_port(s), url, sizeof url);
   zeus_devices *d = open_sim();
   zeus_pfo_optimizer_opts o;
-  fast_opts(&o, url, 1);
-  o.pp_degree = o.dp_degree = o.tp_degree = o.world_size = 1;
-  o.devices = d;
+  solo_opts(&o, url, 1, d);
   zeus_pfo_optimizer *opt = NULL;
   assert_zeus_err(zeus_pfo_optimizer_open(&opt, &o), ZEUS_EHTTP, "answered 401: missing or wrong bearer token");
   o.token = "s3cret";
@@ -311,9 +307,7 @@ static void client_checks_the_schedule_it_receives(void **state) {
     char url[64];
     url_of(sv.port, url, sizeof url);
     zeus_pfo_optimizer_opts o;
-    fast_opts(&o, url, 1);
-    o.pp_degree = o.dp_degree = o.tp_degree = o.world_size = 1;
-    o.devices = d;
+    solo_opts(&o, url, 1, d);
     zeus_pfo_optimizer *opt = NULL;
     assert_zeus_err(zeus_pfo_optimizer_open(&opt, &o), cases[i].code, cases[i].needle);
     assert_null(opt);
