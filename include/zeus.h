@@ -18,6 +18,7 @@
 #include "zeus/log.h"
 #include "zeus/clock.h"
 #include "zeus/format.h"
+#include "zeus/pipeline.h"
 /* module headers are added below as they land */
 #include "zeus/device.h"
 #include "zeus/sim.h"
@@ -25,6 +26,7 @@
 #include "zeus/power_monitor.h"
 #include "zeus/frontier.h"
 #include "zeus/pfo.h"
+#include "zeus/pfo_server.h"
 #include "zeus/pfo_client.h"
 #include "zeus/collective.h"
 #include "zeus/plo.h"

@@ -238,8 +238,9 @@ typedef struct zeus_job_opts {
   /* Data-parallel ranks; NULL: one process. Borrowed. */
   const zeus_collective *collective;
   unsigned pl_step_w;          /* power-limit stride; 0: 25 */
-  /* Do not install SIGINT/SIGTERM handlers that put the GPUs back (they are installed only where
-   * the signal's disposition is the default). */
+  /* Do not install SIGINT/SIGTERM handlers that put the GPUs back. The handlers (shared with the
+   * power-limit optimizer and the frequency controller) restore every GPU, then run the handler
+   * that was there before (the default one ends the process); an ignored signal stays ignored. */
   bool no_signal_handlers;
 } zeus_job_opts;
 

@@ -1,6 +1,7 @@
-/* zeus/pfo.h: the pipeline frequency optimizer (Perseus): models, dumps and the server.
+/* zeus/pfo.h: the pipeline frequency optimizer (Perseus): models, dumps, plan files, job ids.
  *
- * The models keep the JSON shapes of the original system (JobInfo, RankInfo,
+ * What the Perseus server (zeus/pfo_server.h) and the client in each rank (zeus/pfo_client.h)
+ * say to each other and write down. The models keep the JSON shapes of the original system (JobInfo, RankInfo,
  * FrequencySchedule, ProfilingResult, OfflineProfilingResult), so a client of the original can
  * talk to our server and its dumps can be read by either side.
  *
@@ -183,51 +184,6 @@ ZEUS_EXTERN int zeus_pfo_parse_plan_file(const char *path, zeus_pfo_schedule **o
 /* The same on text in memory; `name` names it in errors. */
 ZEUS_EXTERN int zeus_pfo_parse_plan(const char *text, size_t len, const char *name, bool json,
                                     zeus_pfo_schedule **out /* out */, size_t *n /* out */);
-
-/* Names of the registered schedulers, NULL-terminated (static storage). The 3D-parallel
- * variants ("<name>3D") are listed too. */
-ZEUS_EXTERN const char *const *zeus_pfo_scheduler_names(void);
-/* Checks a scheduler name and its arguments (a JSON object, NULL or "" for none) as the server
- * does at start-up. ZEUS_EINVAL naming the unknown scheduler, unknown or missing argument or
- * wrong type; scheduler-specific checks (PointSolution parses its plan file) may add more. */
-ZEUS_EXTERN int zeus_pfo_check_scheduler(const char *name, const char *args_json);
-
-/* ---------------------------------------------------------------------------------------------
- * Server
- * ------------------------------------------------------------------------------------------- */
-
-/* Server settings. Zero-initialised means defaults. */
-typedef struct zeus_pfo_server_opts {
-  const char *host;          /* default "127.0.0.1" */
-  int port;                  /* default 7787; -1: any free port (see zeus_pfo_server_port) */
-  const char *scheduler;     /* default "PointSolution" */
-  const char *scheduler_args;/* JSON object; default "{}" */
-  const char *log_level;     /* informational (shown by /info); the caller sets the log level */
-  bool dump_data;            /* default false */
-  const char *dump_dir;      /* default "./dump" */
-  int max_job_idle_time_s;   /* default 604800 (7 days); jobs idle longer are removed */
-  const char *token;         /* bearer token; NULL or "": no authentication */
-  size_t max_body_bytes;     /* default 16 MiB; larger bodies get 413 */
-  int threads;               /* HTTP threads; default: online CPUs, at most 8 */
-} zeus_pfo_server_opts;
-
-typedef struct zeus_pfo_server zeus_pfo_server;
-
-/* Fills `opts` from the environment: ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS,
- * ZEUS_PFO_LOG_LEVEL, ZEUS_PFO_DUMP_DATA, ZEUS_PFO_DUMP_DIR, ZEUS_PFO_MAX_JOB_IDLE_TIME,
- * ZEUS_PFO_TOKEN (each also read as PERSEUS_<NAME>; ZEUS_PFO_ wins). Unset variables leave the
- * field as it is. Strings point into the environment. ZEUS_EINVAL/ERANGE naming the variable. */
-ZEUS_EXTERN int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *opts);
-
-/* Validates the settings (scheduler and its arguments included), binds and starts serving on
- * background threads. ZEUS_EINVAL for bad settings, ZEUS_ENET when the address cannot be bound. */
-ZEUS_EXTERN int zeus_pfo_server_open(zeus_pfo_server **out /* out */,
-                                     const zeus_pfo_server_opts *opts);
-/* The port actually bound. */
-ZEUS_EXTERN int zeus_pfo_server_port(const zeus_pfo_server *srv);
-/* Answers every waiting request with 503, stops serving, and frees everything. Dumps are written
- * synchronously as rounds complete, so nothing is lost. NULL does nothing. */
-ZEUS_EXTERN void zeus_pfo_server_close(zeus_pfo_server *srv);
 
 ZEUS_END_DECLS
 #endif

@@ -109,12 +109,8 @@ static void *poll_main(void *arg) {
       if (m->is_polled[k] && sample(m, k, t) != ZEUS_OK)
         zeus__log(ZEUS_LOG_WARN, "monitor", "power sample of GPU %u failed: %s", m->gpu[k], zeus_errmsg());
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double ns = ts.tv_nsec + m->interval * 1e9;
-    ts.tv_sec += (time_t)(ns / 1e9);
-    ts.tv_nsec = (long)fmod(ns, 1e9);
-    while (!m->stop && pthread_cond_timedwait(&m->cv, &m->mu, &ts) != ETIMEDOUT) {
+    struct timespec until = zeus__deadline_in(m->interval);
+    while (!m->stop && zeus__cond_wait_until(&m->cv, &m->mu, &until) != ETIMEDOUT) {
     }
   }
   pthread_mutex_unlock(&m->mu);
@@ -135,6 +131,31 @@ static int write_header(zeus_monitor *m) {
   return rc;
 }
 
+/* Copies the indices the caller asked for into out[] after checking them: at most `max`, each
+ * below `avail`, none twice. GPU indices come with their device set `dev` (named in errors);
+ * CPU package indices with dev NULL. */
+static int pick_indices(const unsigned *want, size_t n, unsigned avail, unsigned max, const zeus_devices *dev,
+                        unsigned *out, unsigned *nout) {
+  bool gpu = dev != NULL;
+  const char *kind = gpu ? "GPU" : "CPU package";
+  if (n > max) return zeus__error(ZEUS_EINVAL, "monitor: %zu %s indices given, at most %u", n, gpu ? "GPU" : "CPU", max);
+  for (size_t i = 0; i < n; i++) {
+    unsigned x = want[i];
+    if (x >= avail && gpu)
+      return zeus__error(ZEUS_ENOENT, "monitor: GPU %u does not exist (%u visible GPU%s on backend %s)", x, avail,
+                         avail == 1 ? "" : "s", zeus_devices_backend(dev));
+    if (x >= avail)
+      return zeus__error(ZEUS_ENOENT,
+                         "monitor: CPU package %u was asked for, but %u package%s readable RAPL energy counter "
+                         "(/sys/class/powercap/intel-rapl:*; reading it may need root)",
+                         x, avail, avail == 1 ? " has a" : "s have a");
+    for (size_t j = 0; j < i; j++)
+      if (want[j] == x) return zeus__error(ZEUS_EINVAL, "monitor: %s %u is listed twice", kind, x);
+    out[(*nout)++] = x;
+  }
+  return ZEUS_OK;
+}
+
 int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
   if (!out) return zeus__error(ZEUS_EINVAL, "zeus_monitor_open: out is required");
   zeus_monitor_opts o = opts ? *opts : (zeus_monitor_opts){0};
@@ -149,27 +170,15 @@ int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
   m->approx = o.approx_instant_energy;
   m->interval = o.poll_interval_s > 0 ? o.poll_interval_s : 0.05;
   pthread_mutex_init(&m->mu, NULL);
-  pthread_cond_init(&m->cv, NULL);
+  if ((rc = zeus__cond_init(&m->cv))) {
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+    return rc;
+  }
   unsigned visible = zeus_gpu_count(dev);
   if (o.gpu_indices) {
-    if (o.num_gpu_indices > ZEUS_MAX_GPUS) {
-      rc = zeus__error(ZEUS_EINVAL, "monitor: %zu GPU indices given, at most %d", o.num_gpu_indices, ZEUS_MAX_GPUS);
+    if ((rc = pick_indices(o.gpu_indices, o.num_gpu_indices, visible, ZEUS_MAX_GPUS, dev, m->gpu, &m->ngpu)))
       goto fail;
-    }
-    for (size_t i = 0; i < o.num_gpu_indices; i++) {
-      unsigned g = o.gpu_indices[i];
-      if (g >= visible) {
-        rc = zeus__error(ZEUS_ENOENT, "monitor: GPU %u does not exist (%u visible GPU%s on backend %s)", g, visible,
-                         visible == 1 ? "" : "s", zeus_devices_backend(dev));
-        goto fail;
-      }
-      for (size_t j = 0; j < i; j++)
-        if (o.gpu_indices[j] == g) {
-          rc = zeus__error(ZEUS_EINVAL, "monitor: GPU %u is listed twice", g);
-          goto fail;
-        }
-      m->gpu[m->ngpu++] = g;
-    }
   } else {
     for (unsigned g = 0; g < visible && g < ZEUS_MAX_GPUS; g++) m->gpu[m->ngpu++] = g;
   }
@@ -181,26 +190,8 @@ int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
   }
   unsigned ncpu_avail = zeus_cpu_count();
   if (o.cpu_indices) {
-    if (o.num_cpu_indices > ZEUS_MAX_CPUS) {
-      rc = zeus__error(ZEUS_EINVAL, "monitor: %zu CPU indices given, at most %d", o.num_cpu_indices, ZEUS_MAX_CPUS);
+    if ((rc = pick_indices(o.cpu_indices, o.num_cpu_indices, ncpu_avail, ZEUS_MAX_CPUS, NULL, m->cpu, &m->ncpu)))
       goto fail;
-    }
-    for (size_t i = 0; i < o.num_cpu_indices; i++) {
-      unsigned c = o.cpu_indices[i];
-      if (c >= ncpu_avail) {
-        rc = zeus__error(ZEUS_ENOENT,
-                         "monitor: CPU package %u was asked for, but %u package%s readable RAPL energy counter "
-                         "(/sys/class/powercap/intel-rapl:*; reading it may need root)",
-                         c, ncpu_avail, ncpu_avail == 1 ? " has a" : "s have a");
-        goto fail;
-      }
-      for (size_t j = 0; j < i; j++)
-        if (o.cpu_indices[j] == c) {
-          rc = zeus__error(ZEUS_EINVAL, "monitor: CPU package %u is listed twice", c);
-          goto fail;
-        }
-      m->cpu[m->ncpu++] = c;
-    }
   } else {
     for (unsigned c = 0; c < ncpu_avail; c++) m->cpu[m->ncpu++] = c;
   }
@@ -280,13 +271,7 @@ int zeus_monitor_begin_window(zeus_monitor *m, const char *key, bool restart) {
     *w = fresh;
     goto out;
   }
-  if (m->nwin == m->capwin) {
-    size_t cap = m->capwin ? m->capwin * 2 : 8;
-    window *nw = realloc(m->win, cap * sizeof *nw);
-    if (!nw) { rc = zeus__oom("opening a window"); goto out; }
-    m->win = nw;
-    m->capwin = cap;
-  }
+  if ((rc = zeus__grow(&m->win, &m->capwin, m->nwin + 1, sizeof *m->win, "opening a window"))) goto out;
   if (!(fresh.key = strdup(key))) { rc = zeus__oom("opening a window"); goto out; }
   fresh.hash = h;
   m->win[m->nwin++] = fresh;

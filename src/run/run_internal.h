@@ -52,7 +52,7 @@ struct zeus_runner {
   volatile sig_atomic_t stop;
 };
 
-/* ---- state (state.c) ---- */
+/* ---- state (run_state.c) ---- */
 /* Finds or creates the job folder and the state, checks and loads it. */
 int zeus__run_state_open(zeus_runner *r);
 void zeus__run_state_close(zeus_runner *r);

@@ -10,13 +10,7 @@
 /* ---- arena ---- */
 
 void *zeus__arena_alloc(zeus__arena *a, size_t size) {
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? 2 * a->cap : 16;
-    void **p = realloc(a->p, cap * sizeof *p);
-    if (!p) return NULL;
-    a->p = p;
-    a->cap = cap;
-  }
+  if (zeus__grow(&a->p, &a->cap, a->n + 1, sizeof *a->p, "reading a job spec")) return NULL;
   void *m = calloc(1, size ? size : 1);
   if (m) a->p[a->n++] = m;
   return m;

@@ -240,13 +240,8 @@ static void run_try(bsinfo *b, zeus_rng *paths, double cost_ub, double eta, doub
 }
 
 static int push_try(zeus_simulate_result *r, size_t *cap, const zeus_simulate_try *t) {
-  if (r->history_len == *cap) {
-    size_t c = *cap ? 2 * *cap : 64;
-    zeus_simulate_try *h = realloc(r->history, c * sizeof *h);
-    if (!h) return zeus__oom("recording the simulation history");
-    r->history = h;
-    *cap = c;
-  }
+  int rc = zeus__grow(&r->history, cap, r->history_len + 1, sizeof *r->history, "recording the simulation history");
+  if (rc) return rc;
   r->history[r->history_len++] = *t;
   return ZEUS_OK;
 }

@@ -15,6 +15,9 @@ trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT
 export ZEUS_PFO_RETRIES=2 ZEUS_PFO_RETRY_BACKOFF=0.05 ZEUS_PFO_SCHEDULE_TIMEOUT=60
 
 start_server() { # args...: starts zeus pfo-server on a free port, sets $srv and $url
+  # The previous server's srv.out must go first: the background job truncates it only once it
+  # runs, and until then the loop below would read the old (closed) port.
+  rm -f "$tmp/srv.out"
   "$ZEUS" pfo-server --port 0 --log-level warn --dump-data --dump-dir "$tmp/dump" "$@" >"$tmp/srv.out" 2>"$tmp/srv.log" &
   srv=$!
   for _ in $(seq 400); do grep -q port "$tmp/srv.out" 2>/dev/null && break; sleep 0.05; done

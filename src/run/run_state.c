@@ -1,4 +1,4 @@
-/* state.c: the SQLite state of `zeus run`: the job folder, the knobs the state was made for, the
+/* run_state.c: the SQLite state of `zeus run`: the job folder, the knobs the state was made for, the
  * history of tries and the driver's and optimizer's state, one transaction per try. */
 #include <dirent.h>
 #include <errno.h>
