@@ -30,6 +30,7 @@ ZEUS_BEGIN_DECLS
 typedef struct zeus_monitor zeus_monitor;
 typedef struct zeus_measurement zeus_measurement;
 
+/* Zero-initialised (or NULL) means defaults. */
 typedef struct zeus_monitor_opts {
   /* The GPUs to read; NULL: the process default (zeus_devices_default()). Borrowed: it must
    * outlive the monitor. */
@@ -76,6 +77,10 @@ struct zeus_measurement {
   double total_energy_j;                   /* every GPU + every CPU package (DRAM not included) */
   double start_time_s;                     /* when the window began, on the backend's clock */
 };
+
+/* Fills *o with the defaults: every visible GPU, every readable CPU package, polling every
+ * 0.05 s where needed. */
+ZEUS_EXTERN void zeus_monitor_opts_init(zeus_monitor_opts *o /* out */);
 
 /* Opens a monitor. opts may be NULL (defaults). Errors: ZEUS_ENOENT for a GPU or CPU index
  * that does not exist (named), ZEUS_EINVAL for a duplicate index or bad option, ZEUS_EIO when
