@@ -350,7 +350,6 @@ _REQUIRED = {
     "zeus_cpu_count": (c_uint, []),
     "zeus_cpu_energy": (c_int, [c_uint, _P(c_uint64), _P(c_bool), _P(c_uint64)]),
     "zeus_wall_s": (c_double, []),
-    "zeus_free": (None, [c_void_p]),
     # monitor
     "zeus_monitor_open": (c_int, [_P(_VP), _P(MonitorOpts)]),
     "zeus_monitor_close": (None, [_VP]),
@@ -448,6 +447,7 @@ _PFO = {
     "zeus_pfo_controller_wait": (c_int, [_VP, c_double]),
     "zeus_pfo_controller_frequencies": (c_size_t, [_VP, _P(_P(c_uint))]),
     "zeus_pfo_controller_current_mhz": (c_uint, [_VP]),
+    "zeus_pfo_controller_set_frequency": (c_int, [_VP, c_uint]),
     "zeus_pfo_controller_changes": (c_ulong, [_VP]),
 }
 
@@ -587,11 +587,6 @@ def require_pfo() -> ctypes.CDLL:
             f"{PFO_MISSING} ({library_path()} exports no zeus_pfo_optimizer_open): build libzeus from a "
             "tree that implements zeus/pfo_client.h (src/pfo/client.c)")
     return L
-
-
-def zfree(ptr) -> None:
-    """zeus_free(): releases what libzeus allocated for the caller."""
-    lib().zeus_free(ptr)
 
 
 def c_free(ptr) -> None:

@@ -190,7 +190,7 @@ class _Timelines(Closeable):
             return out
         finally:
             if ptr:
-                _lib.zfree(cast(ptr, c_void_p))
+                _lib.c_free(cast(ptr, c_void_p))
 
 
 def _value_error_class():

@@ -327,7 +327,7 @@ def load_profile(path) -> List[PowerLimitMeasurement]:
     try:
         return _from_c(ptr, n.value)
     finally:
-        _lib.zfree(cast(ptr, c_void_p))
+        _lib.c_free(cast(ptr, c_void_p))
 
 
 def save_profile(path, measurements) -> None:
