@@ -66,7 +66,8 @@ py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3 || true)
 if [ -n "$py" ]; then
   pylogs=$(mktemp -d)
   step "zeus run ... -- python3 examples/python/train_zeus_run.py --bs {bs} --lr {lr} --seed {seed} --epochs {epochs}   # a Python trainee (zeusc.run.ZeusDataLoader)"
-  ZEUSC_LIBRARY="$build/libzeus.so" PYTHONPATH="$(pwd)/python${PYTHONPATH:+:$PYTHONPATH}" \
+  # One simulated GPU: a single-process ZeusDataLoader trains on one GPU, as the original.
+  ZEUS_SIM_GPUS=1 ZEUSC_LIBRARY="$build/libzeus.so" PYTHONPATH="$(pwd)/python${PYTHONPATH:+:$PYTHONPATH}" \
     "$Z" run --batch-sizes 32,64,128,256,512 --default-bs 128 --target-metric 0.80 --max-epochs 40 \
     --lr 0.2 --optimizer adam --recurrences 5 --log-base "$pylogs" \
     -- "$py" examples/python/train_zeus_run.py --bs {bs} --lr {lr} --seed {seed} --epochs {epochs} 2>&1 \
