@@ -116,7 +116,8 @@ static void plo_collective_disagreements_and_failures_are_errors(void **state) {
   zeus_plo_opts o;
   zeus_plo_opts_init(&o);
   fake_peer fp = {0};
-  zeus_collective c = {.ctx = &fp, .rank = 1, .world_size = 2, .allreduce = peer_allreduce, .broadcast = peer_broadcast};
+  zeus_collective c = {
+      .ctx = &fp, .rank = 1, .world_size = 2, .allreduce = peer_allreduce, .broadcast = peer_broadcast};
   o.collective = &c;
   zeus_plo *p = NULL;
   /* The peer's GPUs have another range. */

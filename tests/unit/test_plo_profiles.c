@@ -35,8 +35,9 @@ static void profile_save_then_load_round_trips_exactly(void **state) {
   closedir(dir);
   assert_int_equal(files, 1);
   /* A profile written by the original (extra fields ignored, integer energy accepted). */
-  zeus_test_write_file(s.profile, "{\n    \"measurements\": [\n        {\"power_limit\": 250, \"energy\": 100, \"time\": 2.5, "
-                                  "\"note\": 1}\n    ],\n    \"optimal\": 250\n}\n");
+  zeus_test_write_file(s.profile,
+                       "{\n    \"measurements\": [\n        {\"power_limit\": 250, \"energy\": 100, \"time\": 2.5, "
+                       "\"note\": 1}\n    ],\n    \"optimal\": 250\n}\n");
   assert_zeus_ok(zeus_plo_profile_load(s.profile, &back, &n));
   assert_int_equal(n, 1);
   assert_int_equal(back[0].power_limit_w, 250);
@@ -53,7 +54,8 @@ static void profile_bad_files_are_eparse_naming_the_file_and_the_problem(void **
   (void)state;
   scratch s;
   scratch_init(&s);
-  static const struct { const char *text; const char *needle; } bad[] = {
+  static const struct { const char *text; const char *needle;
+  } bad[] = {
       {"", "is empty"},
       {"  \n\t\n", "is empty"},
       {"{\"measurements\": [", "invalid JSON"},
@@ -73,7 +75,8 @@ static void profile_bad_files_are_eparse_naming_the_file_and_the_problem(void **
        "measurements[0].energy is -1, expected a number >= 0"},
       {"{\"measurements\": [{\"power_limit\": 300, \"energy\": 1, \"time\": 0}]}",
        "measurements[0].time is 0, expected a number > 0"},
-      {"{\"measurements\": [{\"power_limit\": 0, \"energy\": 1, \"time\": 1}]}", "power_limit is 0, expected a number > 0"},
+      {"{\"measurements\": [{\"power_limit\": 0, \"energy\": 1, \"time\": 1}]}",
+       "power_limit is 0, expected a number > 0"},
       {"{\"measurements\": [{\"power_limit\": 250.5, \"energy\": 1, \"time\": 1}]}", "whole number of watts"},
       {"{\"measurements\": [{\"power_limit\": 250, \"energy\": 1, \"time\": 1}, {\"power_limit\": 250, \"energy\": 2, "
        "\"time\": 1}]}",

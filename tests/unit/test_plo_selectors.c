@@ -1,5 +1,5 @@
 /* The power-limit optimizer's selectors: parameters checked, each picks its optimum (ties go to
- * the lower limit), and a custom selector is called and its answer checked. */
+ * the measurement listed first), and a custom selector is called and its answer checked. */
 #include "plo_testutil.h"
 
 static void selector_parameters_out_of_range_are_einval_naming_them(void **state) {
@@ -17,11 +17,12 @@ static void selector_parameters_out_of_range_are_einval_naming_them(void **state
   assert_zeus_ok(zeus_selector_zeus_cost(&s, 1, 8));
   assert_zeus_ok(zeus_selector_max_slowdown(&s, 1.0));
   unsigned w;
-  assert_zeus_err(zeus_selector_select(&s, (zeus_plo_measurement[1]){{300, 1, 1}}, 0, &w), ZEUS_EINVAL, "no measurements");
+  assert_zeus_err(zeus_selector_select(&s, (zeus_plo_measurement[1]){{300, 1, 1}}, 0, &w), ZEUS_EINVAL,
+                  "no measurements");
 }
 
 /* Small tables worked out by hand. */
-static void selectors_pick_each_optimum_and_break_ties_low(void **state) {
+static void selectors_pick_each_optimum_and_break_ties_to_the_first(void **state) {
   (void)state;
   const zeus_plo_measurement m[] = {
       {300, 1000, 10.0}, {250, 900, 10.5}, {200, 850, 12.0}, {150, 880, 16.0}, {100, 1200, 30.0},
@@ -44,10 +45,13 @@ static void selectors_pick_each_optimum_and_break_ties_low(void **state) {
   assert_zeus_ok(zeus_selector_zeus_cost(&s, 0.5, 1));
   assert_zeus_ok(zeus_selector_select(&s, m, 5, &w));
   assert_int_equal(w, 300);
-  /* An exact tie (0.5E + 150T = 2000 for both): the lower limit wins. */
+  /* An exact tie (0.5E + 150T = 2000 for both): the one listed first wins, as in the original. */
   const zeus_plo_measurement cost_tie[] = {{300, 1000, 10}, {200, 1300, 9}, {250, 1200, 10}};
   assert_zeus_ok(zeus_selector_zeus_cost(&s, 0.5, 1));
   assert_zeus_ok(zeus_selector_select(&s, cost_tie, 3, &w));
+  assert_int_equal(w, 300);
+  const zeus_plo_measurement cost_tie_rev[] = {{200, 1300, 9}, {300, 1000, 10}, {250, 1200, 10}};
+  assert_zeus_ok(zeus_selector_select(&s, cost_tie_rev, 3, &w));
   assert_int_equal(w, 200);
   /* world_size scales max power: eta 0.95, world 1: 950+15*10=1100, 855+157.5=1012.5, 807.5+180=987.5, 836+240=1076
    * -> 200; world 4: 950+600=1550, 855+630=1485, 807.5+720=1527.5 -> 250 */
@@ -66,14 +70,14 @@ static void selectors_pick_each_optimum_and_break_ties_low(void **state) {
     assert_zeus_ok(zeus_selector_select(&s, m, 5, &w));
     if (w != sl[i].w) fail_msg("factor %g: %u W, expected %u W", sl[i].f, w, sl[i].w);
   }
-  /* Order does not matter, and ties go to the lower limit. */
+  /* Ties go to the measurement listed first; max slowdown takes the lowest qualifying limit. */
   const zeus_plo_measurement tie[] = {{150, 500, 2}, {300, 500, 1}, {200, 500, 1}};
   assert_zeus_ok(zeus_selector_energy(&s));
   assert_zeus_ok(zeus_selector_select(&s, tie, 3, &w));
   assert_int_equal(w, 150);
   assert_zeus_ok(zeus_selector_time(&s));
   assert_zeus_ok(zeus_selector_select(&s, tie, 3, &w));
-  assert_int_equal(w, 200);
+  assert_int_equal(w, 300);
   assert_zeus_ok(zeus_selector_max_slowdown(&s, 1.0));
   assert_zeus_ok(zeus_selector_select(&s, tie, 3, &w));
   assert_int_equal(w, 200);
@@ -131,7 +135,7 @@ static void custom_selector_is_called_and_its_answer_checked(void **state) {
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(selector_parameters_out_of_range_are_einval_naming_them),
-      cmocka_unit_test(selectors_pick_each_optimum_and_break_ties_low),
+      cmocka_unit_test(selectors_pick_each_optimum_and_break_ties_to_the_first),
       cmocka_unit_test(custom_selector_is_called_and_its_answer_checked),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);

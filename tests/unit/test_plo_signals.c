@@ -153,7 +153,8 @@ static void killed_while_profiling_restores_every_gpu(int sig, bool chain) {
   assert_int_equal(waitpid(pid, &st, 0), pid);
   if (chain) {
     /* The previous handler ran, after the GPUs were restored. */
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 42) fail_msg("child status %#x, expected exit 42 from the previous handler", st);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 42)
+      fail_msg("child status %#x, expected exit 42 from the previous handler", st);
     unsigned mw = 0;
     assert_int_equal(read(fds[0], &mw, sizeof mw), (ssize_t)sizeof mw);
     assert_int_equal(mw, 200000);
