@@ -165,6 +165,7 @@ enum {
   O_MAX_TRIES,
   O_TIMEOUT,
   O_KEEP_GOING,
+  O_RESET_STATE,
   O_COUNT
 };
 static bool given[O_COUNT];
@@ -175,7 +176,7 @@ static long default_bs, max_epochs, seed, window_size, recurrences, warmup_iters
 static double target_metric, default_lr, eta, beta, max_power_w, timeout_s;
 static const char *optimizer, *dataset, *network, *workdir, *log_base, *state_path, *spec_path,
     *out_path;
-static bool observer_mode, keep_going, json_output, quiet;
+static bool observer_mode, keep_going, reset_state, json_output, quiet;
 
 static const cli_opt run_opts[] = {
     {"batch-sizes", 0, CLI_OPT_CUSTOM, &batch_sizes, "LIST",
@@ -235,6 +236,10 @@ static const cli_opt run_opts[] = {
      "a try without a readable result is recorded as failed and the next try\n"
      "starts (default: stop; the try is repeated next run)",
      .seen = &given[O_KEEP_GOING]},
+    {"reset-state", 0, CLI_OPT_FLAG, &reset_state, NULL,
+     "start the job over: an existing state (a damaged one is refused\n"
+     "otherwise) is renamed to <state>.reset-<time>, kept, and a new one made",
+     .seen = &given[O_RESET_STATE]},
     {"json", 0, CLI_OPT_FLAG, &json_output, NULL,
      "print the history and the optimizer as one JSON document at the end; the\n"
      "trainee's output then goes to standard error",
@@ -277,6 +282,15 @@ static const cli_command run_cmd = {
         "{\"phase\", \"expecting_batch_size\", \"observations\": [{\"batch_size\", \"cost_j\"}],\n"
         "\"arms\": [{\"batch_size\", \"mean_cost_j\", \"mean_cost_sd_j\", \"cost_sd_j\",\n"
         "\"num_observations\"}]}} (null: none).\n"
+        "\n"
+        "Safety: the trainee runs in its own process group and dies with zeus run (even\n"
+        "kill -9); what is left of its group when it ends is killed; --timeout stops the\n"
+        "whole group. One zeus run per job (a lock per job and knobs under --log-base, and\n"
+        "per state); a run that finds a trainee of an earlier run still alive refuses to\n"
+        "start, naming its process group. A damaged state (empty, tables or meta rows gone,\n"
+        "history ahead of the driver) is refused, never silently started over\n"
+        "(--reset-state). The state is written before each try starts, so an unwritable\n"
+        "state costs no training run.\n"
         "\n"
         "Exit status: 0 done; 1 a try failed or the job cannot converge (what finished is kept);\n"
         "2 usage; 130 interrupted (SIGINT/SIGTERM: the trainee is stopped, its try not\n"
@@ -323,6 +337,7 @@ static void apply_options(zeus_run_spec *s, long *recs) {
   if (given[O_MAX_TRIES]) s->max_tries = max_tries;
   if (given[O_TIMEOUT]) s->timeout_s = timeout_s;
   if (given[O_KEEP_GOING]) s->keep_going = true;
+  if (given[O_RESET_STATE]) s->reset_state = true;
 }
 
 int cmd_run(int argc, char **argv) {

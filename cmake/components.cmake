@@ -127,7 +127,8 @@ zeus_component(RUN
   SOURCES src/run
   PKGS sqlite3
   COMMANDS run
-  USED_BY tests/unit/test_run.c tests/e2e/bso_cli.sh tests/e2e/bso_valgrind.sh)
+  USED_BY tests/unit/test_run.c tests/unit/test_run_hardening.c tests/e2e/bso_cli.sh
+          tests/e2e/bso_valgrind.sh)
 
 # A library still linked by a component that was built (two components may share one) is not
 # "left out".

@@ -78,6 +78,8 @@ typedef struct zeus_run_spec {
   long max_tries;               /* per recurrence, >= 1; default 20 */
   double timeout_s;             /* per try; 0: none. SIGTERM, then SIGKILL after 5 s */
   bool keep_going;              /* see Failures above */
+  bool reset_state;             /* start over: an existing state (damaged or not) is renamed to
+                                   <state>.reset-<YYYYmmddHHMMSS> (kept) and a new one made */
 } zeus_run_spec;
 
 /* One try, as recorded. */
