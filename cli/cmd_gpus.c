@@ -8,6 +8,9 @@
 
 static bool json_output;
 static cli_index_list reset_gpus_list;
+static const char *const persistence_modes[] = {"off", "on", "keep", NULL};
+enum { PERSISTENCE_OFF, PERSISTENCE_ON, PERSISTENCE_KEEP };
+static int persistence = PERSISTENCE_OFF;
 
 static const cli_opt list_opts[] = {
     {"json", 0, CLI_OPT_FLAG, &json_output, NULL, "print one JSON document (see below)"},
@@ -17,6 +20,10 @@ static const cli_opt list_opts[] = {
 static const cli_opt reset_opts[] = {
     {"gpus", 0, CLI_OPT_CUSTOM, &reset_gpus_list, "LIST", "comma-separated visible GPU indices",
      "all", .parse = cli_opt_index_list},
+    {"persistence", 0, CLI_OPT_CHOICE, &persistence, NULL,
+     "persistence mode afterwards: off (the driver's default, what the power-limit\n"
+     "optimizer found before it turned it on), on, or keep (leave it as it is)",
+     "off", .choices = persistence_modes},
     {0},
 };
 
@@ -37,9 +44,9 @@ static const cli_command list_cmd = {
         "When no GPU is found because NVML did not load, it says why and exits with 1; set\n"
         "ZEUS_GPU_BACKEND=sim to try zeus on simulated GPUs.\n"
         "\n"
-        "'zeus gpus reset' sets every listed GPU's power limit to its default and unlocks its SM\n"
-        "and memory clocks: the manual way back after a crash left a GPU changed (see 'zeus gpus\n"
-        "reset --help').",
+        "'zeus gpus reset' sets every listed GPU's power limit to its default, unlocks its SM\n"
+        "and memory clocks and turns persistence mode off: the manual way back after a crash\n"
+        "left a GPU changed (see 'zeus gpus reset --help').",
     .opts = list_opts,
     .more =
         "JSON: {\"backend\", \"gpu_error\" (why no GPU, or null), \"gpus\": [{\"index\",\n"
@@ -58,13 +65,14 @@ static const cli_command reset_cmd = {
     .name = "gpus reset",
     .usage = "zeus gpus reset [--gpus LIST]",
     .about =
-        "Sets every listed GPU's power limit to its default and unlocks its SM and memory\n"
-        "clocks: the manual way back after a crash left a GPU changed. Needs root or\n"
-        "CAP_SYS_ADMIN on real GPUs.",
+        "Sets every listed GPU's power limit to its default, unlocks its SM and memory\n"
+        "clocks and turns persistence mode off (--persistence): the manual way back after a\n"
+        "crash left a GPU changed. Needs root or CAP_SYS_ADMIN on real GPUs.",
     .opts = reset_opts,
     .more =
         "Example:\n"
-        "  sudo zeus gpus reset --gpus 0\n\n" ENVIRONMENT,
+        "  sudo zeus gpus reset --gpus 0\n"
+        "  sudo zeus gpus reset --persistence on   # where nvidia-persistenced keeps it on\n\n" ENVIRONMENT,
     .args = CLI_ARGS_NONE,
 };
 
@@ -223,6 +231,16 @@ static int reset_gpus(zeus_devices *d) {
     if (rc && rc != ZEUS_ENOTSUP) {
       cli_error("gpus reset", true, "GPU %u: memory clock not unlocked", g);
       status = CLI_EXIT_FAIL;
+    }
+    if (persistence != PERSISTENCE_KEEP) {
+      bool on = persistence == PERSISTENCE_ON;
+      rc = zeus_gpu_set_persistence_mode(d, g, on);
+      if (rc && rc != ZEUS_ENOTSUP) {
+        cli_error("gpus reset", true, "GPU %u: persistence mode not turned %s", g, on ? "on" : "off");
+        status = CLI_EXIT_FAIL;
+      } else if (!rc) {
+        printf("GPU %u: persistence mode %s\n", g, on ? "on" : "off");
+      }
     }
   }
   return status;
