@@ -32,7 +32,8 @@ static void gen_plo(FILE *f, long n) {
 
 static void gen_sim(FILE *f, long n) {
   fputs("start_time,window_name,elapsed_time,gpu0_energy\n", f);
-  for (long i = 0; i < n; i++) fprintf(f, "0,__PowerLimitOptimizer_%ld,1.0,%ld\n", i + 1, 100 + i);
+  /* limits 100 W + i mW (window names hold W), each window 1 s at about 50 W */
+  for (long i = 0; i < n; i++) fprintf(f, "0,__PowerLimitOptimizer_%.3f,1.0,%.4f\n", 100 + i * 1e-3, 50 + i * 1e-4);
 }
 
 static void gen_frontier(FILE *f, long n) {

@@ -369,6 +369,31 @@ static void run_unwritable_state_starts_no_try(void **state) {
   zeus_runner_close(r);
 }
 
+/* ---- item 13: the trainee's result file is read bounded ---- */
+
+static void run_result_file_linked_to_dev_zero_or_a_fifo_is_refused_at_once(void **state) {
+  (void)state;
+  setup_env();
+  char dir[256], script[320];
+  zeus_test_tmpdir(dir, sizeof dir);
+  snprintf(script, sizeof script, "%s/hostile.sh", dir);
+  write_script(script, "#!/bin/sh\n"
+                       "r=\"$ZEUS_LOG_DIR/$ZEUS_JOB_ID+bs8.train.json\"\n"
+                       "if [ \"$1\" = fifo ]; then mkfifo \"$r\"; else ln -s /dev/zero \"$r\"; fi\n");
+  for (int k = 0; k < 2; k++) {
+    const char *cmd[] = {script, k ? "fifo" : "zero", NULL};
+    zeus_run_spec s = script_spec(dir, NULL, cmd);
+    s.dataset = k ? "fifo" : "zero";
+    zeus_runner *r;
+    assert_zeus_ok(zeus_runner_open(&r, &s, NULL));
+    double t0 = zeus_monotonic_s();
+    assert_zeus_err(zeus_runner_run(r, 1), ZEUS_EPARSE, "is not a regular file");
+    assert_true(zeus_monotonic_s() - t0 < 10);
+    assert_non_null(strstr(zeus_errmsg(), "result file"));
+    zeus_runner_close(r);
+  }
+}
+
 /* ---- item 15 (spec): counts out of range ---- */
 
 static void run_spec_negative_recurrences_are_refused(void **state) {
@@ -401,6 +426,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(run_damaged_state_is_refused_and_reset_state_starts_over),
       cmocka_unit_test(run_timeout_bounds_a_trainee_whose_helper_keeps_its_output),
       cmocka_unit_test(run_unwritable_state_starts_no_try),
+      cmocka_unit_test(run_result_file_linked_to_dev_zero_or_a_fifo_is_refused_at_once),
       cmocka_unit_test(run_spec_negative_recurrences_are_refused),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
