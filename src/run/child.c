@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,12 +32,21 @@ static void write_all(int fd, const char *p, size_t n) {
 }
 
 /* In the child after fork: only async-signal-safe calls until exec. */
-static void child_exec(char *const *argv, char *const *env, const char *workdir, int out_fd, pid_t parent) {
+static void child_exec(char *const *argv, char *const *env, const char *workdir, int out_fd, pid_t parent,
+                       int go_fd) {
   setpgid(0, 0);
   /* Killed when the driver dies (kill -9 included), so that a restart never finds it running
    * beside the try it repeats; if the driver died before this line, exit now. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(125);
+  /* Wait until the driver has recorded this trainee in the state: one it did not record could
+   * outlive a driver killed meanwhile unseen by the next run. */
+  char go = 0;
+  ssize_t got;
+  while ((got = read(go_fd, &go, 1)) < 0 && errno == EINTR) {
+  }
+  if (got != 1) _exit(125);
+  close(go_fd);
   dup2(out_fd, STDOUT_FILENO);
   dup2(out_fd, STDERR_FILENO);
   if (out_fd > STDERR_FILENO) close(out_fd);
@@ -106,10 +116,17 @@ int zeus__run_child(zeus_runner *r, char *const *argv, char *const *env, const c
   memset(res, 0, sizeof *res);
   int log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (log_fd < 0) return zeus__error(ZEUS_EIO, "cannot create the log file '%s': %s", log_path, strerror(errno));
-  int p[2];
+  int p[2], go[2];
   if (pipe2(p, O_CLOEXEC) != 0) {
     close(log_fd);
     return zeus__error(ZEUS_EIO, "cannot create a pipe for the trainee's output: %s", strerror(errno));
+  }
+  /* A socket pair, so that the go byte is sent without SIGPIPE should the child be gone. */
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) != 0) {
+    close(p[0]);
+    close(p[1]);
+    close(log_fd);
+    return zeus__error(ZEUS_EIO, "cannot create a pipe to start the trainee: %s", strerror(errno));
   }
   pid_t parent = getpid();
   pid_t pid = fork();
@@ -117,17 +134,25 @@ int zeus__run_child(zeus_runner *r, char *const *argv, char *const *env, const c
     int e = errno;
     close(p[0]);
     close(p[1]);
+    close(go[0]);
+    close(go[1]);
     close(log_fd);
     return zeus__error(ZEUS_EIO, "cannot start the trainee: fork: %s", strerror(e));
   }
   if (pid == 0) {
     close(p[0]);
+    close(go[1]);
     int out = fcntl(p[1], F_DUPFD, 3); /* without FD_CLOEXEC, above the standard streams */
-    child_exec(argv, env, r->s.workdir, out >= 0 ? out : p[1], parent);
+    child_exec(argv, env, r->s.workdir, out >= 0 ? out : p[1], parent, go[0]);
   }
   setpgid(pid, pid); /* also in the parent, so that killing the group works at once */
   close(p[1]);
+  close(go[0]);
   zeus__run_state_trainee_started(r, pid);
+  ssize_t sent;
+  while ((sent = send(go[1], "g", 1, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  close(go[1]);
   double start = zeus_monotonic_s(), term_at = 0, exited_at = 0;
   bool open_pipe = true;
   char buf[8192];
