@@ -380,7 +380,8 @@ int cmd_run(int argc, char **argv) {
   int rc = zeus_runner_open(&r, &s, &cb);
   if (rc != ZEUS_OK) {
     cli_error(CMD, true, "cannot start the job");
-    status = rc == ZEUS_EINVAL || rc == ZEUS_EPARSE ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+    /* A bad option is a usage error; a damaged or foreign state (ZEUS_EPARSE) is not. */
+    status = rc == ZEUS_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     cli_report_discard(&rf);
     goto out;
   }

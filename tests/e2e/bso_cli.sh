@@ -86,6 +86,17 @@ expect_ok "after the crash the next run continues" "$ZEUS" run "${JOB[@]}" --sta
 expect_out_has "four recurrences in all" '"recurrences_done": 4' \
   "$ZEUS" run "${JOB[@]}" --state "$tmp/c.sqlite" --recurrences 0 --json "${CRASH[@]}"
 
+# a damaged (empty) state is refused, not started over; --reset-state starts over and keeps it
+: > "$tmp/empty.sqlite"
+expect_code "an empty state is refused" 1 "$ZEUS" run "${JOB[@]}" --state "$tmp/empty.sqlite" --recurrences 1 --quiet "${CMD[@]}"
+expect_err_has "an empty state is named as damaged" "is damaged: it is empty (0 bytes)" \
+  "$ZEUS" run "${JOB[@]}" --state "$tmp/empty.sqlite" --recurrences 1 --quiet "${CMD[@]}"
+expect_ok "--reset-state starts over" "$ZEUS" run "${JOB[@]}" --state "$tmp/empty.sqlite" --reset-state --recurrences 1 \
+  --quiet "${CMD[@]}"
+if ls "$tmp" | grep -q '^empty.sqlite.reset-[0-9]*$'; then pass "--reset-state keeps the old state"
+else fail "--reset-state keeps the old state"; ls "$tmp" | sed 's/^/    /'; fi
+expect_out_has "run --help documents --reset-state" "--reset-state" "$ZEUS" run --help
+
 # garbage results: stop by default, recorded and skipped with --keep-going
 cat >"$tmp/garbage.sh" <<'EOF'
 #!/bin/sh
