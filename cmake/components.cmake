@@ -129,6 +129,13 @@ zeus_component(RUN
   COMMANDS run
   USED_BY tests/unit/test_run.c tests/e2e/bso_cli.sh tests/e2e/bso_valgrind.sh)
 
+zeus_component(EXPORTER
+  DOC "the Prometheus exporter: zeus exporter, zeus/exporter.h"
+  SOURCES src/exporter
+  PKGS libmicrohttpd
+  COMMANDS exporter
+  USED_BY tests/unit/test_exporter.c tests/e2e/prometheus.sh bench/bench_exporter.c)
+
 # A library still linked by a component that was built (two components may share one) is not
 # "left out".
 separate_arguments(zeus_left_pkgs UNIX_COMMAND "${ZEUS_PKGS_LEFT_OUT}")
