@@ -108,7 +108,7 @@ int cmd_exporter(int argc, char **argv) {
         zeus_devices_close(d);
         return CLI_EXIT_USAGE;
       }
-      worker.units[ng] = 4;
+      worker.units[ng] = 10; /* half a second per piece at the highest clock */
     }
   }
   zeus_exporter_opts o;
