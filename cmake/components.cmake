@@ -134,7 +134,7 @@ zeus_component(EXPORTER
   SOURCES src/exporter
   PKGS libmicrohttpd
   COMMANDS exporter
-  USED_BY tests/unit/test_exporter.c tests/e2e/prometheus.sh bench/bench_exporter.c)
+  USED_BY tests/unit/test_exporter.c tests/e2e/prometheus.sh tests/e2e/exporter_cli.sh bench/bench_exporter.c)
 
 # A library still linked by a component that was built (two components may share one) is not
 # "left out".
