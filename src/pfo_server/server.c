@@ -30,6 +30,10 @@ static const char *const route_label[NROUTES] = {
     "other", "/info", "/register_job", "/register_rank/{job_id}", "/schedule/{job_id}", "/result/{job_id}",
     "/metrics"};
 #define NSTATUS 600 /* request counters by HTTP status 0..599 */
+/* Latency histograms by route and status class (1xx-5xx), so that fast errors do not hide slow
+ * answers. */
+#define NCLASSES 5
+static const char *const class_label[NCLASSES] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
 static const double latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                         0.25,   0.5,   1,      2.5,   5,    10,   30,    60};
 
@@ -48,7 +52,7 @@ struct zeus_pfo_server {
   double idle_s;
   /* /metrics: answered requests by route and status, and their latency by route. */
   atomic_ulong requests[NROUTES][NSTATUS];
-  zeus__metrics_hist latency[NROUTES];
+  zeus__metrics_hist latency[NROUTES][NCLASSES];
 };
 
 typedef struct req {
@@ -137,10 +141,17 @@ static int metrics_text(zeus_pfo_server *s, char **text, size_t *len) {
     }
   }
   zeus__metrics_family(&w, "zeus_pfo_request_duration_seconds", "histogram",
-                       "Time from a request's arrival to its answer, by route (long polls included), in seconds.");
+                       "Time from a request's arrival to its answer, by route and status class (long polls "
+                       "included), in seconds.");
   for (int r = 0; r < NROUTES; r++) {
-    zeus__metrics_label l[] = {{"route", route_label[r]}};
-    zeus__metrics_hist_write(&w, "zeus_pfo_request_duration_seconds", l, 1, &s->latency[r]);
+    for (int k = 0; k < NCLASSES; k++) {
+      const zeus__metrics_hist *h = &s->latency[r][k];
+      bool any = false;
+      for (size_t b = 0; b <= h->nbounds && !any; b++) any = atomic_load_explicit(&h->counts[b], memory_order_relaxed);
+      if (!any) continue; /* only the series that happened */
+      zeus__metrics_label l[] = {{"route", route_label[r]}, {"status_class", class_label[k]}};
+      zeus__metrics_hist_write(&w, "zeus_pfo_request_duration_seconds", l, 2, h);
+    }
   }
   if (w.rc) {
     zeus__metrics_writer_free(&w);
@@ -288,7 +299,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
   if (!q) return;
   if (q->status > 0 && q->status < NSTATUS && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
     atomic_fetch_add_explicit(&s->requests[q->route][q->status], 1, memory_order_relaxed);
-    zeus__metrics_hist_observe(&s->latency[q->route], zeus_monotonic_s() - q->t0);
+    if (q->status >= 100)
+      zeus__metrics_hist_observe(&s->latency[q->route][q->status / 100 - 1], zeus_monotonic_s() - q->t0);
   }
   if (q->parked) {
     zeus__job_table_cancel_waiter(s->jobs, q);
@@ -387,7 +399,8 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
     return zeus_errcode();
   }
   s->body_max = o.max_body_bytes;
-  for (int r = 0; r < NROUTES; r++) zeus__metrics_hist_init(&s->latency[r], latency_bounds, 16);
+  for (int r = 0; r < NROUTES; r++)
+    for (int k = 0; k < NCLASSES; k++) zeus__metrics_hist_init(&s->latency[r][k], latency_bounds, 16);
   s->idle_s = o.max_job_idle_time_s;
   if (o.token && *o.token && !(s->token = zeus__strdup(o.token))) {
     zeus_pfo_server_close(s);

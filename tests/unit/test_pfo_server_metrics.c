@@ -104,10 +104,14 @@ static void pfo_server_metrics_count_jobs_rounds_and_requests(void **state) {
   assert_near(value_of(m, "zeus_pfo_requests_total{route=\"/result/{job_id}\",code=\"200\"}"), 2 * ROUNDS, 0);
   assert_near(value_of(m, "zeus_pfo_requests_total{route=\"other\",code=\"404\"}"), 1, 0);
   assert_near(value_of(m, "zeus_pfo_requests_total{route=\"/info\",code=\"405\"}"), 1, 0);
-  assert_near(value_of(m, "zeus_pfo_request_duration_seconds_count{route=\"/schedule/{job_id}\"}"), 2 * ROUNDS, 0);
-  assert_near(value_of(m, "zeus_pfo_request_duration_seconds_bucket{route=\"/schedule/{job_id}\",le=\"+Inf\"}"),
+  assert_near(value_of(m, "zeus_pfo_request_duration_seconds_count{route=\"/schedule/{job_id}\",status_class=\"2xx\"}"),
               2 * ROUNDS, 0);
-  assert_true(value_of(m, "zeus_pfo_request_duration_seconds_sum{route=\"/schedule/{job_id}\"}") > 0);
+  assert_near(value_of(m, "zeus_pfo_request_duration_seconds_bucket{route=\"/schedule/{job_id}\",status_class=\"2xx\","
+                          "le=\"+Inf\"}"), 2 * ROUNDS, 0);
+  assert_true(value_of(m, "zeus_pfo_request_duration_seconds_sum{route=\"/schedule/{job_id}\",status_class=\"2xx\"}") > 0);
+  assert_near(value_of(m, "zeus_pfo_request_duration_seconds_count{route=\"other\",status_class=\"4xx\"}"), 1, 0);
+  /* Only the series that happened: no 5xx answers, no 5xx histogram. */
+  assert_null(strstr(m, "status_class=\"5xx\""));
   /* The client's URL (the job id) never becomes a label. */
   assert_null(strstr(m, g_job));
   free(m);
