@@ -293,7 +293,7 @@ static const cli_command run_cmd = {
         "state costs no training run.\n"
         "\n"
         "Exit status: 0 done; 1 a try failed or the job cannot converge (what finished is kept);\n"
-        "2 usage; 130 interrupted (SIGINT/SIGTERM: the trainee is stopped, its try not\n"
+        "2 usage; 130 interrupted (SIGINT/SIGTERM/SIGHUP: the trainee is stopped, its try not\n"
         "recorded).\n"
         "\n"
         "Example (the demo trainee on the simulated GPU):\n"
@@ -389,15 +389,17 @@ int cmd_run(int argc, char **argv) {
           zeus_runner_logdir(r), zeus_runner_state_path(r), zeus_runner_recurrences_done(r));
   fflush(log);
   g_runner = r;
-  struct sigaction sa, old_int, old_term;
+  struct sigaction sa, old_int, old_term, old_hup;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGHUP, &sa, &old_hup); /* a dropped SSH session stops the trainee the same way */
   rc = zeus_runner_run(r, recs);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGHUP, &old_hup, NULL);
   g_runner = NULL;
   if (rc != ZEUS_OK) {
     cli_error(CMD, true, g_interrupted ? "interrupted" : "stopped");
