@@ -75,6 +75,40 @@ int zeus__sched3d_aggregate(const zeus_pfo_job_info *job, const zeus_pfo_rank_in
 int zeus__sched3d_expand(const zeus_pfo_rank_info *ranks, size_t n, const zeus_pfo_schedule *stage,
                          size_t nstage, zeus_pfo_schedule **out, size_t *nout);
 
+/* ---- the clock-stepping profiler (profiling.c), shared by InstructionProfiler and Perseus ----
+ * Units are ranks (InstructionProfiler) or pipeline stages (Perseus), each with its clocks (the
+ * rank_info's available_frequencies; rank, dp/pp/tp ranks name it in results and errors).
+ * Phase 0: one warm-up round at the highest clock; 1: each unit steps down one clock (>=
+ * min_frequency) per round until its forward + backward energy has risen for `patience` clocks
+ * in a row or its clocks run out; 2: done, every unit at its highest clock. */
+typedef struct zeus__profiling zeus__profiling;
+/* One unit's measurement of a round: mean time and energy of a forward ([0]) and a backward ([1]). */
+typedef struct zeus__prof_sample {
+  bool have[2];
+  double time_s[2], energy_j[2];
+} zeus__prof_sample;
+int zeus__profiling_create(zeus__profiling **out, const char *who, const zeus_pfo_rank_info *units, size_t n,
+                           long min_frequency, long patience);
+void zeus__profiling_destroy(zeus__profiling *p);
+int zeus__profiling_phase(const zeus__profiling *p);
+/* The clock unit i runs at in the coming round. */
+int zeus__profiling_frequency(const zeus__profiling *p, size_t i);
+/* Ingests one sample per unit (ignored in the warm-up). ZEUS_EINVAL when a unit still stepping
+ * has neither a forward nor a backward measurement (nothing is recorded then). */
+int zeus__profiling_observe(zeus__profiling *p, const zeus__prof_sample *samples);
+/* Ends profiling now (phase 2). */
+void zeus__profiling_stop(zeus__profiling *p);
+/* Clock steps measured so far and the most there can be. */
+void zeus__profiling_progress(const zeus__profiling *p, size_t *done_steps, size_t *max_steps);
+size_t zeus__profiling_units(const zeus__profiling *p);
+/* What unit i measured so far (borrowed). */
+const zeus_pfo_offline_result *zeus__profiling_unit(const zeus__profiling *p, size_t i);
+/* Writes the instruction CSV of every unit (zeus_pfo_write_instruction_csv). */
+int zeus__profiling_write_csv(const zeus__profiling *p, const char *path);
+/* Mean of a breakdown's values for `inst` over iterations [skip, n_iters) (all iterations when
+ * there are no more than `skip`); false when the instruction is absent or has no values. */
+bool zeus__pfo_breakdown_mean(const zeus_pfo_breakdown *bd, size_t nbd, const char *inst, long skip, double *out);
+
 /* The instruction order of one rank (sched_allmax.c): its pipe_schedule, or synchronous 1F1B
  * from num_microbatches (<= 0: none given -> ZEUS_EINVAL). Strings borrowed from static storage
  * or from the rank; the array is caller-owned (free()). */
