@@ -148,5 +148,5 @@ static int prof_observe(void *state, const zeus_pfo_prof_result *res, size_t n) 
 }
 
 const zeus__sched_ops zeus__sched_instruction_profiler = {
-    "InstructionProfiler", prof_params, prof_check, prof_create, prof_next, prof_observe, prof_destroy,
+    "InstructionProfiler", prof_params, prof_check, prof_create, prof_next, prof_observe, prof_destroy, NULL, false,
 };
