@@ -42,56 +42,9 @@
 
 #include <zeus.h>
 
+#include "opt.h" /* the zeus CLI's option parser (cli/opt.h) */
 #include "pipeline_sim.h"
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: pipeline_sim --server URL --pp P [--dp D] [--tp T] --microbatches M --iterations N\n"
-          "                    [--iters-per-round K] [--job-metadata TEXT] [--json]\n"
-          "                    [--stage-profile FILE --blocking-power W] [--straggler D:FACTOR[@ITER[-END]]]\n\n"
-          "Simulates a pipeline-parallel training job (synchronous 1F1B, M microbatches) whose\n"
-          "D x P x T ranks are threads, each with its own simulated GPU on a virtual clock and its\n"
-          "own Perseus client, against a running Perseus server (zeus pfo-server). Ranks waiting for\n"
-          "a neighbour idle their GPU until the neighbour's send time; all ranks meet at the end of\n"
-          "each iteration. The first and last stages' GPUs are slower per unit of work than the\n"
-          "middle ones, or (--stage-profile) every instruction takes the time and energy a measured\n"
-          "profile gives for its stage and clock. Prints each round's mean iteration time and the\n"
-          "energy of one iteration summed over all GPUs, and over each data-parallel pipeline's.\n\n"
-          "Options:\n"
-          "  --server URL           the Perseus server (default: ZEUS_PFO_SERVER_URL)\n"
-          "  --pp P, --dp D, --tp T pipeline, data and tensor parallel degrees (D, T default 1)\n"
-          "  --microbatches M       microbatches per iteration\n"
-          "  --iterations N         iterations to run\n"
-          "  --iters-per-round K    iterations per profiling round (default: ZEUS_PFO_ITERS_PER_ROUND\n"
-          "                         or 10); each round ends with results posted, next schedule fetched\n"
-          "  --job-metadata TEXT    appended to the job id by the server\n"
-          "  --json                 print [{\"round\": r, \"iter_time_s\": t, \"iter_energy_j\": e,\n"
-          "                         \"pipelines\": [{\"dp\": d, \"iter_time_s\", \"iter_energy_j\"}, ...]}, ...]\n"
-          "  --stage-profile FILE   each GPU takes the time and energy of FILE's row for its stage,\n"
-          "                         instruction and clock (CSV: stage,instruction,frequency,time,energy,\n"
-          "                         other columns ignored; stages 0..P-1 used; the clocks evenly spaced,\n"
-          "                         a forward and a backward row per stage and clock), e.g.\n"
-          "                         ../shared/data/perseus-sosp24/stage_profile/gpt3-175b+a40_bf16.csv\n"
-          "  --blocking-power W     power a GPU draws while it waits (W); required with --stage-profile\n"
-          "                         (A40: 70.38, A100 SXM: 83.64); default 30 for the built-in model\n"
-          "  --straggler SPEC       D:FACTOR[@ITER[-END]]: pipeline D's instructions take FACTOR times as\n"
-          "                         long (and as much energy) from iteration ITER (default 0) to END-1\n"
-          "                         (default: the end); several specs separated by commas\n\n"
-          "Environment: the client's settings ZEUS_PFO_SERVER_URL, ZEUS_PFO_ITERS_PER_ROUND,\n"
-          "ZEUS_PFO_CONNECT_TIMEOUT, ZEUS_PFO_REQUEST_TIMEOUT, ZEUS_PFO_SCHEDULE_TIMEOUT,\n"
-          "ZEUS_PFO_RETRIES, ZEUS_PFO_RETRY_BACKOFF, ZEUS_PFO_TOKEN, ZEUS_PFO_PROFILE_INSTRUCTIONS\n"
-          "(each also as PERSEUS_<NAME>); ZEUS_LOG_LEVEL for log lines on stderr.\n\n"
-          "Example:\n"
-          "  zeus pfo-server --port 7787 --scheduler InstructionProfiler \\\n"
-          "      --scheduler-args '{\"warmup_iters\": 1, \"min_frequency\": 1200}' --dump-data &\n"
-          "  pipeline_sim --server http://127.0.0.1:7787 --pp 4 --microbatches 8 --iterations 200 \\\n"
-          "      --iters-per-round 5\n"
-          "  # then: dump/<job_id>/instruction_profile.csv\n"
-          "  zeus pfo-server --port 7787 --scheduler Perseus --scheduler-args '{\"warmup_iters\": 0}' &\n"
-          "  pipeline_sim --server http://127.0.0.1:7787 --pp 8 --dp 2 --microbatches 12 --iterations 90 \\\n"
-          "      --iters-per-round 1 --stage-profile gpt3-175b+a40_bf16.csv --blocking-power 70.38 \\\n"
-          "      --straggler 1:1.2@70 --json\n");
-}
 
 /* ---- a measured stage profile (--stage-profile) ---- */
 
@@ -416,6 +369,7 @@ static int dvfs_work(void *ctx, bool forward, double units) {
   return zeus_sim_work(g->node, 0, units * f, NULL);
 }
 
+
 static int sim_work(void *ctx, double units) { return zeus_sim_work(ctx, 0, units, NULL); }
 static int sim_idle(void *ctx, double s) { return zeus_sim_idle(ctx, s); }
 static double sim_now(void *ctx) { return zeus_sim_now(ctx); }
@@ -449,7 +403,8 @@ static void *rank_main(void *p) {
     rc = zeus_devices_open(&dev, &dopts);
   }
   zeus_pfo_optimizer_opts o;
-  if (!rc) rc = zeus_pfo_optimizer_opts_init(&o);
+  zeus_pfo_optimizer_opts_init(&o);
+  if (!rc) rc = zeus_pfo_optimizer_opts_from_env(&o);
   if (!rc) rc = zeus_thread_group_collective(sh->tg, a->rank, &coll);
   if (!rc) {
     o.rank = a->rank, o.dp_rank = r.dp, o.pp_rank = r.pp, o.tp_rank = r.tp;
@@ -501,29 +456,77 @@ static void *rank_main(void *p) {
   return NULL;
 }
 
-static bool parse_long(const char *opt, const char *v, long min, long max, long *out) {
-  char *end;
-  errno = 0;
-  long x = v ? strtol(v, &end, 10) : 0;
-  if (!v || errno || end == v || *end || x < min || x > max) {
-    fprintf(stderr, "pipeline_sim: %s expects an integer in %ld..%ld, got '%s'\n", opt, min, max, v ? v : "");
-    return false;
-  }
-  *out = x;
-  return true;
-}
+static shared job_sh = {.dp = 1, .tp = 1, .blocking_power_w = -1};
+static long opt_pp, opt_dp = 1, opt_tp = 1, opt_mb, opt_iters, opt_k;
+static bool opt_json;
+static const char *opt_profile, *opt_straggler;
 
-static bool parse_double(const char *opt, const char *v, double min, double max, double *out) {
-  char *end;
-  errno = 0;
-  double x = v ? strtod(v, &end) : 0;
-  if (!v || errno || end == v || *end || !(x >= min && x <= max)) {
-    fprintf(stderr, "pipeline_sim: %s expects a number in %g..%g, got '%s'\n", opt, min, max, v ? v : "");
-    return false;
-  }
-  *out = x;
-  return true;
-}
+static const cli_opt opts[] = {
+    {"server", 0, CLI_OPT_STRING, &job_sh.server, "URL", "the Perseus server", "ZEUS_PFO_SERVER_URL"},
+    {"pp", 0, CLI_OPT_LONG, &opt_pp, "P", "pipeline-parallel degree (stages)", NULL, 1, 64, .required = true},
+    {"dp", 0, CLI_OPT_LONG, &opt_dp, "D", "data-parallel degree", "1", 1, 64},
+    {"tp", 0, CLI_OPT_LONG, &opt_tp, "T", "tensor-parallel degree", "1", 1, 64},
+    {"microbatches", 0, CLI_OPT_LONG, &opt_mb, "M", "microbatches per iteration", NULL, 1, 10000,
+     .required = true},
+    {"iterations", 0, CLI_OPT_LONG, &opt_iters, "N", "iterations to run", NULL, 1, 1e7, .required = true},
+    {"iters-per-round", 0, CLI_OPT_LONG, &opt_k, "K",
+     "iterations per profiling round; each round ends with the results posted and the next schedule "
+     "fetched",
+     "ZEUS_PFO_ITERS_PER_ROUND, else 10", 1, 100000},
+    {"job-metadata", 0, CLI_OPT_STRING, &job_sh.metadata, "TEXT", "appended to the job id by the server"},
+    {"json", 0, CLI_OPT_FLAG, &opt_json, NULL,
+     "print one JSON document: [{\"round\", \"iterations\", \"iter_time_s\", \"iter_energy_j\", \"pipelines\": "
+     "[{\"dp\", \"iter_time_s\", \"iter_energy_j\"}, ...]}, ...]: per round the job's iteration time, the "
+     "energy of one iteration over all GPUs, and each data-parallel pipeline's"},
+    {"stage-profile", 0, CLI_OPT_STRING, &opt_profile, "FILE",
+     "each GPU takes the time and energy of FILE's row for its stage, instruction and SM clock (CSV "
+     "stage,instruction,frequency,time,energy, other columns ignored; stages 0..P-1 are used; the clocks evenly "
+     "spaced, with a forward and a backward row per stage and clock), e.g. the Perseus artifact's "
+     "../shared/data/perseus-sosp24/stage_profile/gpt3-175b+a40_bf16.csv",
+     NULL, .heading = "Measured stages and stragglers:"},
+    {"blocking-power", 0, CLI_OPT_DOUBLE, &job_sh.blocking_power_w, "W",
+     "power a GPU draws while it waits for a neighbour or the end of the iteration, in watts; required with "
+     "--stage-profile (the artifact measured 70.38 on A40, 83.64 on A100 SXM)",
+     "30 for the built-in model", 0, 10000},
+    {"straggler", 0, CLI_OPT_STRING, &opt_straggler, "D:FACTOR[@ITER[-END]]",
+     "every instruction of data-parallel pipeline D takes FACTOR times as long and as much energy (its power "
+     "stays) in iterations ITER (default 0) to END-1 (default: to the end); several separated by commas"},
+    {0},
+};
+
+static const cli_command cmd = {
+    .name = "pipeline_sim",
+    .program = "pipeline_sim",
+    .usage = "pipeline_sim --server URL --pp P [--dp D] [--tp T] --microbatches M --iterations N\n"
+             "             [--iters-per-round K] [--job-metadata TEXT] [--json]\n"
+             "             [--stage-profile FILE --blocking-power W] [--straggler D:FACTOR[@ITER[-END]]]",
+    .about = "Simulates a pipeline-parallel training job (synchronous 1F1B, M microbatches) whose\n"
+             "D x P x T ranks are threads, each with its own simulated GPU on a virtual clock and its\n"
+             "own Perseus client, against a running Perseus server (zeus pfo-server). Ranks waiting\n"
+             "for a neighbour idle their GPU until the neighbour's send time; all ranks meet at the\n"
+             "end of each iteration. The first and last stages' GPUs are slower per unit of work\n"
+             "than the middle ones, or (--stage-profile) every instruction takes the time and energy\n"
+             "a measured profile gives for its stage and clock. Prints each round's mean iteration\n"
+             "time and the energy of one iteration summed over all GPUs and over each data-parallel\n"
+             "pipeline's GPUs.",
+    .opts = opts,
+    .more = "Environment: the client's settings ZEUS_PFO_SERVER_URL, ZEUS_PFO_ITERS_PER_ROUND,\n"
+            "ZEUS_PFO_CONNECT_TIMEOUT, ZEUS_PFO_REQUEST_TIMEOUT, ZEUS_PFO_SCHEDULE_TIMEOUT,\n"
+            "ZEUS_PFO_RETRIES, ZEUS_PFO_RETRY_BACKOFF, ZEUS_PFO_TOKEN, ZEUS_PFO_PROFILE_INSTRUCTIONS\n"
+            "(each also as PERSEUS_<NAME>); ZEUS_LOG_LEVEL for log lines on stderr.\n\n"
+            "Example:\n"
+            "  zeus pfo-server --port 7787 --scheduler InstructionProfiler \\\n"
+            "      --scheduler-args '{\"warmup_iters\": 1, \"min_frequency\": 1200}' --dump-data &\n"
+            "  pipeline_sim --server http://127.0.0.1:7787 --pp 4 --microbatches 8 \\\n"
+            "      --iterations 200 --iters-per-round 5\n"
+            "  # then: dump/<job_id>/instruction_profile.csv\n"
+            "  zeus pfo-server --port 7787 --scheduler Perseus --scheduler-args '{\"warmup_iters\": 0}' &\n"
+            "  pipeline_sim --server http://127.0.0.1:7787 --pp 8 --dp 2 --microbatches 12 \\\n"
+            "      --iterations 120 --iters-per-round 1 --stage-profile gpt3-175b+a40_bf16.csv \\\n"
+            "      --blocking-power 70.38 --straggler 1:1.2@75-100\n"
+            "  # pipeline 0 slows down to meet pipeline 1 in iterations 76..100 (docs/perseus.md)\n",
+    .args = CLI_ARGS_NONE,
+};
 
 /* One round's figures: the job's (slowest rank's time, every GPU's energy) and each pipeline's. */
 static void round_figures(const shared *sh, long rd, double *t, double *e, long *n, double *pt, double *pe) {
@@ -542,45 +545,22 @@ static void round_figures(const shared *sh, long rd, double *t, double *e, long 
 }
 
 int main(int argc, char **argv) {
-  shared sh = {.dp = 1, .tp = 1, .blocking_power_w = -1};
-  long pp = 0, dp = 1, tp = 1, mb = 0, iters = 0, k = 0;
-  bool json = false;
-  const char *profile_path = NULL, *straggler_spec = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-    else if (!strcmp(a, "--json")) json = true;
-    else if (!strcmp(a, "--server") && v) sh.server = v, i++;
-    else if (!strcmp(a, "--job-metadata") && v) sh.metadata = v, i++;
-    else if (!strcmp(a, "--pp")) { if (!parse_long(a, v, 1, 64, &pp)) return 2; i++; }
-    else if (!strcmp(a, "--dp")) { if (!parse_long(a, v, 1, 64, &dp)) return 2; i++; }
-    else if (!strcmp(a, "--tp")) { if (!parse_long(a, v, 1, 64, &tp)) return 2; i++; }
-    else if (!strcmp(a, "--microbatches")) { if (!parse_long(a, v, 1, 10000, &mb)) return 2; i++; }
-    else if (!strcmp(a, "--iterations")) { if (!parse_long(a, v, 1, 10000000, &iters)) return 2; i++; }
-    else if (!strcmp(a, "--iters-per-round")) { if (!parse_long(a, v, 1, 100000, &k)) return 2; i++; }
-    else if (!strcmp(a, "--stage-profile") && v) profile_path = v, i++;
-    else if (!strcmp(a, "--straggler") && v) straggler_spec = v, i++;
-    else if (!strcmp(a, "--blocking-power")) { if (!parse_double(a, v, 0, 10000, &sh.blocking_power_w)) return 2; i++; }
-    else {
-      fprintf(stderr, "pipeline_sim: unknown option or missing value: '%s' (see --help)\n", a);
-      return 2;
-    }
-  }
-  if (!pp || !mb || !iters) {
-    fprintf(stderr, "pipeline_sim: --pp, --microbatches and --iterations are required (see --help)\n");
-    return 2;
-  }
+  int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
+  if (rc != CLI_CONTINUE) return rc;
+  shared sh = job_sh;
+  long pp = opt_pp, dp = opt_dp, tp = opt_tp, mb = opt_mb, iters = opt_iters, k = opt_k;
+  bool json = opt_json;
   if (dp * pp * tp > 512) {
     fprintf(stderr, "pipeline_sim: %ld ranks is too many for one process (at most 512)\n", dp * pp * tp);
     return 2;
   }
-  if (profile_path && sh.blocking_power_w < 0) {
+  if (opt_profile && sh.blocking_power_w < 0) {
     fprintf(stderr, "pipeline_sim: --stage-profile needs --blocking-power W, the power a GPU draws while it waits "
             "(the Perseus artifact measured 70.38 W on A40, 83.64 W on A100 SXM)\n");
     return 2;
   }
-  if (straggler_spec && !parse_stragglers(straggler_spec, (int)dp, &sh.stragglers, &sh.nstragglers)) return 2;
-  if (profile_path && !(sh.profile = stage_profile_load(profile_path, (int)pp))) {
+  if (opt_straggler && !parse_stragglers(opt_straggler, (int)dp, &sh.stragglers, &sh.nstragglers)) return 2;
+  if (opt_profile && !(sh.profile = stage_profile_load(opt_profile, (int)pp))) {
     free(sh.stragglers);
     return 2;
   }
@@ -589,7 +569,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   zeus_pfo_optimizer_opts defaults;
-  if (zeus_pfo_optimizer_opts_init(&defaults)) {
+  zeus_pfo_optimizer_opts_init(&defaults);
+  if (zeus_pfo_optimizer_opts_from_env(&defaults)) {
     fprintf(stderr, "pipeline_sim: %s\n", zeus_errmsg());
     return 2;
   }
