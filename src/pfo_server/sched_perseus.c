@@ -4,7 +4,8 @@
  *              rank of a stage runs the same clock; a stage's measurement of a round is, per
  *              data-parallel pipeline, the slowest tensor-parallel rank's time and their mean
  *              energy, and across pipelines the lower median by time (one straggling pipeline
- *              does not skew the profile). stage_profile.csv is rewritten after every step.
+ *              does not skew the profile). GET /perseus/{job_id}/profile.csv serves it as it
+ *              grows; stage_profile.csv is written once it is complete (no file write per round).
  *              While profiling, the GPU power while blocked (idle time and energy of every
  *              iteration outside its instructions) is measured unless blocking_power_w is given.
  *   solving    the stage profile goes to the server's solver threads (solver_pool.h); the ranks
@@ -1058,16 +1059,18 @@ static int perseus_observe(void *state, const zeus_pfo_prof_result *res, size_t 
   measure(st, res, n);
   switch (st->phase) {
     case P_PROFILING: {
-      int was = zeus__profiling_phase(st->prof);
       if (zeus__profiling_observe(st->prof, st->samples)) {
         char msg[1200];
         snprintf(msg, sizeof msg, "profiling stopped: %s", zeus_errmsg());
         zeus__profiling_stop(st->prof);
+        dump_profile(st);
         fail(st, "profile_failed", msg);
         return 0;
       }
-      if (was == 1) dump_profile(st);
-      if (zeus__profiling_phase(st->prof) == 2) start_solve(st);
+      if (zeus__profiling_phase(st->prof) == 2) {
+        dump_profile(st); /* once, at the end: GET /profile.csv serves it while it grows */
+        start_solve(st);
+      }
       return 0;
     }
     case P_SOLVING:

@@ -6,8 +6,14 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "pfo_server/solver_pool.h"
+
+/* How much nicer than the server's other threads a solver thread runs. */
+#define ZEUS__SOLVER_NICE 10
 
 struct zeus__solve {
   struct zeus__solve *next; /* queue link */
@@ -102,6 +108,10 @@ static void run(zeus__solve *t) {
 
 static void *worker(void *arg) {
   zeus__solver_pool *p = arg;
+  /* Solves yield the CPU to the HTTP threads: on a busy machine a rank's request must not wait for
+   * a time slice behind a solve (Linux: nice applies per thread; lowering it needs no privilege). */
+  if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), ZEUS__SOLVER_NICE) != 0)
+    zeus__log(ZEUS_LOG_DEBUG, "perseus", "cannot lower the solver thread's priority: %s", strerror(errno));
   pthread_mutex_lock(&p->mu);
   for (;;) {
     while (!p->head && !p->closing) pthread_cond_wait(&p->cv, &p->mu);

@@ -786,8 +786,9 @@ static void perseus_server_answers_promptly_while_the_gpt3_96_microbatch_solve_r
   th_conn c[LAT_S];
   for (int r = 0; r < LAT_S; r++) c[r] = (th_conn){.fd = -1, .port = j.port};
   /* Profile every clock (61 rounds), then measure while the solve runs. */
-  double worst_round = 0, worst_get = 0, sum_round = 0, t_solve0 = 0;
-  int measured_rounds = 0, measured_gets = 0, rounds = 0;
+  double worst_round = 0, worst_get = 0, sum_round = 0, t0 = zeus_monotonic_s();
+  int measured_rounds = 0, measured_gets = 0, rounds = 0, base_n = 0;
+  double base_sum = 0, base_worst = 0; /* rounds before the solve, for comparison */
   for (;;) {
     json_t *st = http_json(j.port, "GET", path, NULL, 200);
     const char *ph = jstr(st, "phase", NULL);
@@ -795,13 +796,19 @@ static void perseus_server_answers_promptly_while_the_gpt3_96_microbatch_solve_r
     bool done = strcmp(ph, "deployed") == 0 || strcmp(ph, "failed") == 0;
     json_decref(st);
     if (done) break;
-    assert_true(rounds < 400);
-    if (!running) {
-      lat_round(&j, c);
+    if (zeus_monotonic_s() - t0 > 110) fail_msg("no plan after 110 s (%d rounds)", rounds);
+    if (!running || measured_rounds >= 40) {
+      if (running) { /* measured enough: wait for the solve without more load */
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+        json_decref(http_json(j.port, "GET", "/info", NULL, 200));
+        continue;
+      }
+      double dt = lat_round(&j, c);
       rounds++;
+      if (!running) base_n++, base_sum += dt, base_worst = fmax(base_worst, dt);
       continue;
     }
-    if (t_solve0 == 0) t_solve0 = zeus_monotonic_s();
     /* While it runs: a whole round (8 long polls + 8 results), GET /info and the status. */
     double dt = lat_round(&j, c);
     rounds++;
@@ -822,13 +829,17 @@ static void perseus_server_answers_promptly_while_the_gpt3_96_microbatch_solve_r
   json_t *st = http_json(j.port, "GET", path, NULL, 200);
   assert_string_equal(jstr(st, "phase", NULL), "deployed");
   double solve_s = jnumber(st, "solve", "solve_s");
-  print_message("GPT-3 A40 8 x 96: %d rounds, solve %.3f s (%d points); while it ran: %d rounds of 16 requests, "
-                "mean %.1f ms, worst %.1f ms; %d single GETs, worst %.1f ms\n", rounds, solve_s,
-                (int)jnumber(st, "solve", "points"), measured_rounds, measured_rounds ? 1e3 * sum_round / measured_rounds : 0,
-                1e3 * worst_round, measured_gets, 1e3 * worst_get);
+  print_message("GPT-3 A40 8 x 96: solve %.3f s (%d points); rounds of 16 requests (8 long polls, 8 results) "
+                "before it: %d, mean %.1f ms, worst %.1f ms; while it ran: %d, mean %.1f ms, worst %.1f ms; %d single "
+                "GETs while it ran, worst %.1f ms\n", solve_s, (int)jnumber(st, "solve", "points"), base_n,
+                base_n ? 1e3 * base_sum / base_n : 0, 1e3 * base_worst, measured_rounds,
+                measured_rounds ? 1e3 * sum_round / measured_rounds : 0, 1e3 * worst_round, measured_gets,
+                1e3 * worst_get);
   json_decref(st);
   /* The solve took long enough to be measured against, and never stalled a request. */
   assert_true(measured_rounds >= 3);
+  /* A round after the plan is deployed (the ranks come back for their schedules). */
+  lat_round(&j, c);
   assert_true(worst_round < 0.5);
   assert_true(worst_get < 0.25);
   for (int r = 0; r < LAT_S; r++) th_close(&c[r]);
