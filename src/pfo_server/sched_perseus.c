@@ -78,7 +78,7 @@ typedef struct {
   long hold;
   /* state */
   int phase;
-  long round;
+  long round; /* rounds observed */
   char error[1024];
   zeus__profiling *prof;
   zeus__prof_sample *samples; /* per stage */
@@ -210,9 +210,11 @@ static void event(perseus *st, const char *kind, json_t *extra, int level, const
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  zeus__log(level, "perseus", "job %s, round %ld: %s", st->job_id, st->round, msg);
+  if (st->round > 0) zeus__log(level, "perseus", "job %s, after round %ld: %s", st->job_id, st->round - 1, msg);
+  else zeus__log(level, "perseus", "job %s: %s", st->job_id, msg);
   json_t *e = extra ? extra : json_object();
-  json_object_set_new(e, "round", json_integer(st->round));
+  /* The round whose results led to the event (0-based); what it decides applies from the next. */
+  json_object_set_new(e, "round", st->round > 0 ? json_integer(st->round - 1) : json_null());
   json_object_set_new(e, "time_unix_s", json_integer((json_int_t)time(NULL)));
   json_object_set_new(e, "event", json_string(kind));
   json_object_set_new(e, "message", json_string(msg));
@@ -794,7 +796,7 @@ static void deploy(perseus *st, const long *points, const char *reason) {
     json_array_append_new(pl, o);
   }
   st->ndeployments++;
-  json_t *dep = json_pack("{sIsIsIsOss}", "deployment", (json_int_t)st->ndeployments, "round", (json_int_t)st->round,
+  json_t *dep = json_pack("{sIsIsIsOss}", "deployment", (json_int_t)st->ndeployments, "from_round", (json_int_t)st->round,
                           "time_unix_s", (json_int_t)time(NULL), "pipelines", pl, "reason", reason);
   push_capped(st->deployments, dep, &st->deployments_dropped);
   char which[256] = "";
@@ -1092,7 +1094,7 @@ static json_t *status_json(const perseus *st, bool full) {
   json_object_set_new(o, "scheduler", json_string("Perseus"));
   json_object_set_new(o, "job_id", json_string(st->job_id));
   json_object_set_new(o, "phase", json_string(phase_names[st->phase]));
-  json_object_set_new(o, "round", json_integer(st->round));
+  json_object_set_new(o, "rounds_observed", json_integer(st->round));
   json_object_set_new(o, "error", st->error[0] ? json_string(st->error) : json_null());
   json_object_set_new(o, "stages", json_integer(st->S));
   json_object_set_new(o, "microbatches", json_integer(st->M));
