@@ -184,21 +184,28 @@ static void push_capped(json_t *arr, json_t *item, size_t *dropped) {
 
 static json_t *status_json(const perseus *st, bool full);
 
-/* Rewrites perseus.json (status, deployments, events); a failure is kept for the status. */
-static void dump_state(perseus *st) {
+/* Writes one file of the job's dump folder atomically (the only place Perseus writes); a failure
+ * is kept for the status and logged, never fatal. */
+static void write_file(perseus *st, const char *name, const void *data, size_t len) {
   if (!st->dir) return;
-  json_t *o = status_json(st, true);
-  char *text = o ? zeus_json_dumps(o, JSON_INDENT(2)) : NULL;
-  json_decref(o);
   zeus__buf path = {0};
-  int rc = !text ? zeus__oom("dumping perseus.json")
-                 : zeus__buf_printf(&path, "%s/perseus.json", st->dir);
-  if (!rc) rc = zeus__write_file_atomic(path.data, text, strlen(text));
+  int rc = zeus__buf_printf(&path, "%s/%s", st->dir, name);
+  if (!rc) rc = zeus__write_file_atomic(path.data, data, len);
   if (rc) {
     snprintf(st->dump_error, sizeof st->dump_error, "%s", zeus_errmsg());
     zeus__log(ZEUS_LOG_ERROR, "perseus", "job %s: %s", st->job_id, st->dump_error);
   }
   zeus__buf_free(&path);
+}
+
+/* Rewrites perseus.json (status, deployments, events). */
+static void dump_state(perseus *st) {
+  if (!st->dir) return;
+  json_t *o = status_json(st, true);
+  char *text = o ? zeus_json_dumps(o, JSON_INDENT(2)) : NULL;
+  json_decref(o);
+  if (text) write_file(st, "perseus.json", text, strlen(text));
+  else snprintf(st->dump_error, sizeof st->dump_error, "perseus.json: %s", zeus_errmsg());
   zeus_free(text);
 }
 
@@ -235,17 +242,12 @@ static void write_plan(perseus *st, long p) {
   if (!st->dir || st->written[p]) return;
   char *text = NULL, name[64];
   plan_name(p, name, sizeof name);
-  zeus__buf path = {0};
-  int rc = zeus_frontier_plan_text(st->f, (size_t)p, &text);
-  if (!rc) rc = zeus__buf_printf(&path, "%s/%s", st->dir, name);
-  if (!rc) rc = zeus__write_file_atomic(path.data, text, strlen(text));
-  if (rc) {
-    snprintf(st->dump_error, sizeof st->dump_error, "%s", zeus_errmsg());
-    zeus__log(ZEUS_LOG_ERROR, "perseus", "job %s: %s", st->job_id, st->dump_error);
-  } else {
-    st->written[p] = 1;
+  if (zeus_frontier_plan_text(st->f, (size_t)p, &text)) {
+    snprintf(st->dump_error, sizeof st->dump_error, "%s: %s", name, zeus_errmsg());
+    return;
   }
-  zeus__buf_free(&path);
+  write_file(st, name, text, strlen(text));
+  st->written[p] = 1;
   free(text);
 }
 
@@ -270,17 +272,10 @@ static int profile_csv(const perseus *st, zeus__buf *b) {
 }
 
 static void dump_profile(perseus *st) {
-  if (!st->dir) return;
-  zeus__buf b = {0}, path = {0};
-  int rc = profile_csv(st, &b);
-  if (!rc) rc = zeus__buf_printf(&path, "%s/stage_profile.csv", st->dir);
-  if (!rc) rc = zeus__write_file_atomic(path.data, b.data, b.len);
-  if (rc) {
-    snprintf(st->dump_error, sizeof st->dump_error, "%s", zeus_errmsg());
-    zeus__log(ZEUS_LOG_ERROR, "perseus", "job %s: %s", st->job_id, st->dump_error);
-  }
+  zeus__buf b = {0};
+  if (profile_csv(st, &b)) snprintf(st->dump_error, sizeof st->dump_error, "stage_profile.csv: %s", zeus_errmsg());
+  else write_file(st, "stage_profile.csv", b.data, b.len);
   zeus__buf_free(&b);
-  zeus__buf_free(&path);
 }
 
 /* ---- creation ---- */
@@ -992,7 +987,7 @@ static void start_solve(perseus *st) {
                           .unit_time_s = st->unit_s, .cost_model = st->cost_model, .allow_fewer_microbatches = true};
   char label[260];
   snprintf(label, sizeof label, "job %s", st->job_id);
-  if ((rc = zeus__solver_pool_submit(st->pool, fp, &o, st->max_solve_s, st->dir, label, &st->task))) {
+  if ((rc = zeus__solver_pool_submit(st->pool, fp, &o, st->max_solve_s, label, &st->task))) {
     char msg[1200];
     snprintf(msg, sizeof msg, "cannot queue the frontier solve: %s", zeus_errmsg());
     fail(st, "solve_failed", msg);
@@ -1030,6 +1025,8 @@ static void collect_solve(perseus *st) {
   r.csv = r.svg = NULL;
   snprintf(st->artifact_error, sizeof st->artifact_error, "%s", r.artifact_error);
   zeus__solve_result_clear(&r);
+  if (st->csv) write_file(st, "frontier.csv", st->csv, strlen(st->csv));
+  if (st->svg) write_file(st, "frontier.svg", st->svg, strlen(st->svg));
   st->npts = zeus_frontier_num_points(st->f);
   st->solve_points = st->npts;
   st->pt_time = malloc(st->npts * sizeof *st->pt_time);

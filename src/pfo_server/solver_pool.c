@@ -26,7 +26,6 @@ struct zeus__solve {
   double queued_at, started_at, max_seconds;
   zeus_frontier_profile *profile;
   zeus_frontier_opts opts;
-  char *dir;
   char label[160];
   zeus__solve_result res;
 };
@@ -51,7 +50,6 @@ void zeus__solve_result_clear(zeus__solve_result *r) {
 
 static void task_free(zeus__solve *t) {
   zeus_frontier_profile_free(t->profile);
-  free(t->dir);
   zeus__solve_result_clear(&t->res);
   free(t);
 }
@@ -61,28 +59,27 @@ static void unref_locked(zeus__solve *t) {
   if (--t->refs == 0) task_free(t);
 }
 
-/* Writes frontier.csv and frontier.svg into t->dir and keeps the SVG's text; a failure is noted
- * in the result, never fatal (the frontier itself is fine). */
-static void write_artifacts(zeus__solve *t) {
+/* Makes frontier.csv's and frontier.svg's texts (the scheduler writes them where it may). The
+ * picture is drawn into a private temporary folder (mkdtemp: mode 0700, a name no one else can
+ * pick), read back and removed. A failure is noted in the result, never fatal. */
+static void make_artifacts(zeus__solve *t) {
   zeus__solve_result *r = &t->res;
-  int rc = zeus_frontier_csv(r->frontier, &r->csv);
-  if (rc) {
+  if (zeus_frontier_csv(r->frontier, &r->csv)) {
     snprintf(r->artifact_error, sizeof r->artifact_error, "frontier.csv: %s", zeus_errmsg());
     return;
   }
-  if (!t->dir) return;
-  zeus__buf path = {0};
-  if (zeus__buf_printf(&path, "%s/frontier.csv", t->dir) ||
-      zeus__write_file_atomic(path.data, r->csv, strlen(r->csv))) {
-    snprintf(r->artifact_error, sizeof r->artifact_error, "%s", zeus_errmsg());
-    zeus__buf_free(&path);
-    return;
-  }
-  path.len = 0;
+  const char *base = getenv("TMPDIR");
+  zeus__buf dir = {0}, path = {0};
   size_t len;
-  if (zeus__buf_printf(&path, "%s/frontier.svg", t->dir) || zeus_frontier_write_plot_svg(r->frontier, path.data) ||
-      zeus__read_file(path.data, &r->svg, &len))
-    snprintf(r->artifact_error, sizeof r->artifact_error, "%s", zeus_errmsg());
+  int rc = zeus__buf_printf(&dir, "%s/zeus-frontier-XXXXXX", base && *base ? base : "/tmp");
+  if (!rc && !mkdtemp(dir.data)) rc = zeus__error(ZEUS_EIO, "cannot make a temporary folder for frontier.svg: %s", strerror(errno));
+  if (!rc) rc = zeus__buf_printf(&path, "%s/frontier.svg", dir.data);
+  if (!rc) rc = zeus_frontier_write_plot_svg(r->frontier, path.data);
+  if (!rc) rc = zeus__read_file(path.data, &r->svg, &len);
+  if (rc) snprintf(r->artifact_error, sizeof r->artifact_error, "frontier.svg: %s", zeus_errmsg());
+  if (path.data) unlink(path.data);
+  if (dir.data) rmdir(dir.data);
+  zeus__buf_free(&dir);
   zeus__buf_free(&path);
 }
 
@@ -103,7 +100,7 @@ static void run(zeus__solve *t) {
   atomic_store(&t->points, zeus_frontier_num_points(r->frontier));
   zeus__log(ZEUS_LOG_INFO, "perseus", "%s: frontier solved in %.3f s (%zu points, %.3f s queued)", t->label,
             r->solve_s, zeus_frontier_num_points(r->frontier), r->queued_s);
-  write_artifacts(t);
+  make_artifacts(t);
 }
 
 static void *worker(void *arg) {
@@ -181,10 +178,9 @@ void zeus__solver_pool_close(zeus__solver_pool *p) {
 }
 
 int zeus__solver_pool_submit(zeus__solver_pool *p, zeus_frontier_profile *profile, const zeus_frontier_opts *opts,
-                             double max_seconds, const char *dir, const char *label, zeus__solve **out) {
+                             double max_seconds, const char *label, zeus__solve **out) {
   zeus__solve *t = calloc(1, sizeof *t);
-  if (!t || (dir && !(t->dir = zeus__strdup(dir)))) {
-    free(t);
+  if (!t) {
     zeus_frontier_profile_free(profile);
     return zeus__oom("queueing a frontier solve");
   }

@@ -24,7 +24,7 @@ typedef struct zeus__solve_result {
   zeus_frontier *frontier;  /* the frontier (owned by the holder of the result) */
   char *csv;                /* frontier.csv text (free()) */
   char *svg;                /* frontier.svg text (free()), or NULL: artifact_error says why */
-  char artifact_error[512]; /* writing frontier.csv or frontier.svg failed; "" when not */
+  char artifact_error[512]; /* making frontier.csv or frontier.svg failed; "" when not */
   double queued_s, solve_s; /* seconds spent waiting for a thread, and solving */
 } zeus__solve_result;
 
@@ -38,12 +38,12 @@ int zeus__solver_pool_open(zeus__solver_pool **out, int threads, size_t max_queu
 void zeus__solver_pool_close(zeus__solver_pool *p);
 
 /* Queues a solve of `profile` (ownership taken in every case) with `opts` (copied; its progress
- * fields are the pool's). `dir` (copied; may be NULL): where the worker writes frontier.csv and
- * frontier.svg once solved. max_seconds > 0 stops the solve after that long (the points so far
- * are kept; the result says so). `label` names the solve in logs. ZEUS_ERANGE when the queue is
- * full, ZEUS_ESTATE when the pool is closing, ZEUS_ENOMEM. */
+ * fields are the pool's). Once solved, the worker also makes frontier.csv's and frontier.svg's
+ * texts (it writes nothing where the caller's files go). max_seconds > 0 stops the solve after
+ * that long (the points so far are kept; the result says so). `label` names the solve in logs.
+ * ZEUS_ERANGE when the queue is full, ZEUS_ESTATE when the pool is closing, ZEUS_ENOMEM. */
 int zeus__solver_pool_submit(zeus__solver_pool *p, zeus_frontier_profile *profile, const zeus_frontier_opts *opts,
-                             double max_seconds, const char *dir, const char *label, zeus__solve **out);
+                             double max_seconds, const char *label, zeus__solve **out);
 /* Where a solve stands: its state, seconds since it was queued, and the points found so far
  * (0 while the solver cannot say). */
 zeus__solve_state zeus__solve_poll(zeus__solve *t, double *elapsed_s, size_t *points);
