@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <zeus.h>
 
@@ -323,6 +324,7 @@ typedef struct shared {
   double blocking_power_w; /* < 0: the model's default */
   straggler *stragglers;
   int nstragglers;
+  double pace_s; /* real seconds per iteration at least; 0: as fast as it goes */
 } shared;
 
 /* A GPU replaying the stage profile: each instruction's row at the clock in place. */
@@ -438,7 +440,15 @@ static void *rank_main(void *p) {
     }
     r.opt = opt;
     long seen = -1;
+    double t0 = zeus_monotonic_s();
     for (long i = 0; i < sh->iterations && !rc; i++) {
+      /* --pace: iteration i starts no earlier than i x pace seconds of real time after the first
+       * (the simulated GPUs' own clocks are virtual and unaffected). */
+      double wait = t0 + (double)i * sh->pace_s - zeus_monotonic_s();
+      if (wait > 0) {
+        struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+        nanosleep(&ts, NULL);
+      }
       rc = psim_iteration(&r);
       zeus_pfo_round_stats st;
       zeus_pfo_last_round(opt, &st);
@@ -488,6 +498,10 @@ static const cli_opt opts[] = {
      "power a GPU draws while it waits for a neighbour or the end of the iteration, in watts; required with "
      "--stage-profile (the artifact measured 70.38 on A40, 83.64 on A100 SXM)",
      "30 for the built-in model", 0, 10000},
+    {"pace", 0, CLI_OPT_DOUBLE, &job_sh.pace_s, "S",
+     "start iteration i no earlier than i x S seconds of real time after the first: a real job's "
+     "iterations take seconds, during which the server solves Perseus' frontier; without a pace the "
+     "simulated job may end before the solve does", "0", 0, 3600},
     {"straggler", 0, CLI_OPT_STRING, &opt_straggler, "D:FACTOR[@ITER[-END]]",
      "every instruction of data-parallel pipeline D takes FACTOR times as long and as much energy (its power "
      "stays) in iterations ITER (default 0) to END-1 (default: to the end); several separated by commas"},
@@ -499,7 +513,8 @@ static const cli_command cmd = {
     .program = "pipeline_sim",
     .usage = "pipeline_sim --server URL --pp P [--dp D] [--tp T] --microbatches M --iterations N\n"
              "             [--iters-per-round K] [--job-metadata TEXT] [--json]\n"
-             "             [--stage-profile FILE --blocking-power W] [--straggler D:FACTOR[@ITER[-END]]]",
+             "             [--stage-profile FILE --blocking-power W] [--straggler D:FACTOR[@ITER[-END]]]\n"
+             "             [--pace S]",
     .about = "Simulates a pipeline-parallel training job (synchronous 1F1B, M microbatches) whose\n"
              "D x P x T ranks are threads, each with its own simulated GPU on a virtual clock and its\n"
              "own Perseus client, against a running Perseus server (zeus pfo-server). Ranks waiting\n"

@@ -55,14 +55,14 @@ pfo=$(mktemp -d)
 profile=${ZEUS_DATA_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data}/perseus-sosp24/stage_profile/gpt3-175b+a40_bf16.csv
 if [ -f "$profile" ]; then
   args='{"warmup_iters": 0}'
-  sim=(--pp 8 --dp 2 --microbatches 12 --iterations 90 --iters-per-round 1 --stage-profile "$profile"
+  sim=(--pp 8 --dp 2 --microbatches 12 --iterations 90 --iters-per-round 1 --pace 0.02 --stage-profile "$profile"
        --blocking-power 70.38 --straggler 1:1.2@70-85)
   show='NR == 1 || $1 == 0 || $1 == 30 || $1 == 59 || $1 == 65 || $1 == 70 || $1 == 71 || $1 == 85 || $1 == 86'
 else
   echo
   echo "(no measured stage profile at $profile: Perseus runs on the built-in simulated GPUs)"
   args='{"warmup_iters": 0, "min_frequency": 1400}'
-  sim=(--pp 4 --dp 2 --microbatches 8 --iterations 60 --iters-per-round 1 --straggler 1:1.2@40-50)
+  sim=(--pp 4 --dp 2 --microbatches 8 --iterations 60 --iters-per-round 1 --pace 0.02 --straggler 1:1.2@40-50)
   show='NR == 1 || $1 == 0 || $1 == 12 || $1 == 23 || $1 == 30 || $1 == 40 || $1 == 41 || $1 == 50 || $1 == 51'
 fi
 step "zeus pfo-server --port 0 --scheduler Perseus --scheduler-args '$args' &"

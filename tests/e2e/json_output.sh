@@ -70,7 +70,8 @@ SHAPES = {
                           "arms": lst({"batch_size": I, "mean_cost_j": opt(R),
                                        "mean_cost_sd_j": opt(R), "cost_sd_j": opt(R),
                                        "num_observations": I})}},
-    "pipeline_sim": lst({"round": I, "iterations": I, "iter_time_s": R, "iter_energy_j": R}),
+    "pipeline_sim": lst({"round": I, "iterations": I, "iter_time_s": R, "iter_energy_j": R,
+                         "pipelines": lst({"dp": I, "iter_time_s": R, "iter_energy_j": R})}),
 }
 UNITS = ("_w", "_j", "_s", "_mhz", "_pct")
 # Reals that carry no unit: weights, factors and metrics named for what they are.
