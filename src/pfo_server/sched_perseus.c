@@ -248,7 +248,7 @@ static void write_plan(perseus *st, long p) {
   }
   write_file(st, name, text, strlen(text));
   st->written[p] = 1;
-  free(text);
+  zeus_free(text);
 }
 
 static void fmt_profile_row(zeus__buf *b, int stage, const char *inst, const zeus_pfo_freq_measure *m) {
@@ -298,7 +298,7 @@ static void perseus_destroy(void *state) {
   free(st->pt_time);
   free(st->pt_energy);
   free(st->written);
-  free(st->csv);
+  zeus_free(st->csv);
   free(st->svg);
   free(st->pipes);
   json_decref(st->deployments);
@@ -983,8 +983,11 @@ static void start_solve(perseus *st) {
     return;
   }
   eval_allmax(st);
-  zeus_frontier_opts o = {.stages = st->S, .microbatches = st->M, .blocking_power_w = st->bp_used,
-                          .unit_time_s = st->unit_s, .cost_model = st->cost_model, .allow_fewer_microbatches = true};
+  zeus_frontier_opts o;
+  zeus_frontier_opts_init(&o);
+  o.stages = st->S, o.microbatches = st->M, o.blocking_power_w = st->bp_used, o.unit_time_s = st->unit_s;
+  o.cost_model = st->cost_model;
+  o.allow_fewer_microbatches = true; /* M comes from the ranks' own schedules, not a typed argument */
   char label[260];
   snprintf(label, sizeof label, "job %s", st->job_id);
   if ((rc = zeus__solver_pool_submit(st->pool, fp, &o, st->max_solve_s, label, &st->task))) {
@@ -1309,7 +1312,7 @@ static int perseus_route(void *state, const char *method, const char *path, cons
     char *text;
     if (zeus_frontier_plan_text(st->f, (size_t)i, &text)) return zeus__sched_route_error(out, 500, "%s", zeus_errmsg());
     int rc = reply_text(out, text, strlen(text), "text/x-python");
-    free(text);
+    zeus_free(text);
     return rc;
   }
   return zeus__sched_route_error(out, 404, "Perseus has no route '%s' (routes: /perseus/{job_id}, /profile.csv, "

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "pfo_server/solver_pool.h"
+#include "zeus/format.h"
 
 /* How much nicer than the server's other threads a solver thread runs. */
 #define ZEUS__SOLVER_NICE 10
@@ -23,6 +24,8 @@ struct zeus__solve {
   bool taken;
   atomic_bool cancel;
   atomic_size_t points;
+  bool timed_out; /* set by the solving thread only */
+  double stopped_at_s, fastest_s;
   double queued_at, started_at, max_seconds;
   zeus_frontier_profile *profile;
   zeus_frontier_opts opts;
@@ -43,7 +46,7 @@ struct zeus__solver_pool {
 void zeus__solve_result_clear(zeus__solve_result *r) {
   if (!r) return;
   zeus_frontier_free(r->frontier);
-  free(r->csv);
+  zeus_free(r->csv);
   free(r->svg);
   memset(r, 0, sizeof *r);
 }
@@ -64,7 +67,7 @@ static void unref_locked(zeus__solve *t) {
  * pick), read back and removed. A failure is noted in the result, never fatal. */
 static void make_artifacts(zeus__solve *t) {
   zeus__solve_result *r = &t->res;
-  if (zeus_frontier_csv(r->frontier, &r->csv)) {
+  if (zeus_frontier_csv(r->frontier, NULL, &r->csv)) {
     snprintf(r->artifact_error, sizeof r->artifact_error, "frontier.csv: %s", zeus_errmsg());
     return;
   }
@@ -74,7 +77,7 @@ static void make_artifacts(zeus__solve *t) {
   int rc = zeus__buf_printf(&dir, "%s/zeus-frontier-XXXXXX", base && *base ? base : "/tmp");
   if (!rc && !mkdtemp(dir.data)) rc = zeus__error(ZEUS_EIO, "cannot make a temporary folder for frontier.svg: %s", strerror(errno));
   if (!rc) rc = zeus__buf_printf(&path, "%s/frontier.svg", dir.data);
-  if (!rc) rc = zeus_frontier_write_plot_svg(r->frontier, path.data);
+  if (!rc) rc = zeus_frontier_write_plot_svg(r->frontier, path.data, NULL);
   if (!rc) rc = zeus__read_file(path.data, &r->svg, &len);
   if (rc) snprintf(r->artifact_error, sizeof r->artifact_error, "frontier.svg: %s", zeus_errmsg());
   if (path.data) unlink(path.data);
@@ -83,12 +86,39 @@ static void make_artifacts(zeus__solve *t) {
   zeus__buf_free(&path);
 }
 
+/* After every point: counts it, and stops the solve once its caller gave it up or its time is
+ * up (a cut-short frontier lacks the fast plans, so it is reported as a failure). */
+static int progress(const zeus_frontier_progress *pr, void *ctx) {
+  zeus__solve *t = ctx;
+  atomic_store(&t->points, pr->points);
+  if (atomic_load(&t->cancel)) return 1;
+  if (t->max_seconds > 0 && zeus_monotonic_s() - t->started_at > t->max_seconds) {
+    t->timed_out = true;
+    t->stopped_at_s = pr->time_s;
+    t->fastest_s = pr->fastest_time_s;
+    return 1;
+  }
+  return 0;
+}
+
 static void run(zeus__solve *t) {
   zeus__solve_result *r = &t->res;
   double t0 = zeus_monotonic_s();
   r->queued_s = t0 - t->queued_at;
+  t->opts.progress = progress;
+  t->opts.progress_ctx = t;
   int rc = zeus_frontier_solve(&r->frontier, t->profile, &t->opts);
   r->solve_s = zeus_monotonic_s() - t0;
+  if (!rc && t->timed_out) {
+    rc = zeus__error(ZEUS_ETIMEDOUT, "the solve passed its limit of %g s (max_solve_s) after %zu points, at %.4f s "
+                     "of iteration time with the fastest at %.4f s; a coarser unit_time_s or fewer microbatches "
+                     "solve faster", t->max_seconds, zeus_frontier_num_points(r->frontier), t->stopped_at_s,
+                     t->fastest_s);
+    zeus_frontier_free(r->frontier);
+  } else if (!rc && atomic_load(&t->cancel)) {
+    rc = zeus__error(ZEUS_ESTATE, "the solve was given up by its job");
+    zeus_frontier_free(r->frontier);
+  }
   r->rc = rc;
   if (rc) {
     snprintf(r->errmsg, sizeof r->errmsg, "%s", zeus_errmsg());

@@ -22,7 +22,7 @@ typedef struct zeus__solve_result {
   int rc;                   /* ZEUS_OK, or the solve's error code */
   char errmsg[1024];        /* the error's message when rc != 0 */
   zeus_frontier *frontier;  /* the frontier (owned by the holder of the result) */
-  char *csv;                /* frontier.csv text (free()) */
+  char *csv;                /* frontier.csv text (zeus_free()) */
   char *svg;                /* frontier.svg text (free()), or NULL: artifact_error says why */
   char artifact_error[512]; /* making frontier.csv or frontier.svg failed; "" when not */
   double queued_s, solve_s; /* seconds spent waiting for a thread, and solving */
@@ -32,15 +32,15 @@ typedef enum { ZEUS__SOLVE_QUEUED, ZEUS__SOLVE_RUNNING, ZEUS__SOLVE_DONE } zeus_
 
 /* threads: worker threads (1..16); max_queued: solves that may wait for a thread (>= 1). */
 int zeus__solver_pool_open(zeus__solver_pool **out, int threads, size_t max_queued);
-/* Joins the workers (a solve still running finishes first, or stops early where the solver
- * can be told to) and frees the pool. Every task must have been released before: a task uses
+/* Joins the workers (a solve still running stops at its next point if its task was released)
+ * and frees the pool. Every task must have been released before: a task uses
  * its pool's lock. NULL does nothing. */
 void zeus__solver_pool_close(zeus__solver_pool *p);
 
 /* Queues a solve of `profile` (ownership taken in every case) with `opts` (copied; its progress
  * fields are the pool's). Once solved, the worker also makes frontier.csv's and frontier.svg's
- * texts (it writes nothing where the caller's files go). max_seconds > 0 stops the solve after
- * that long (the points so far are kept; the result says so). `label` names the solve in logs.
+ * texts (it writes nothing where the caller's files go). max_seconds > 0 stops a solve that runs
+ * longer (result ZEUS_ETIMEDOUT: a frontier cut short lacks the fast plans). `label` names the solve in logs.
  * ZEUS_ERANGE when the queue is full, ZEUS_ESTATE when the pool is closing, ZEUS_ENOMEM. */
 int zeus__solver_pool_submit(zeus__solver_pool *p, zeus_frontier_profile *profile, const zeus_frontier_opts *opts,
                              double max_seconds, const char *label, zeus__solve **out);
@@ -51,8 +51,8 @@ zeus__solve_state zeus__solve_poll(zeus__solve *t, double *elapsed_s, size_t *po
 bool zeus__solve_take(zeus__solve *t, zeus__solve_result *out);
 /* Frees what a taken result holds. */
 void zeus__solve_result_clear(zeus__solve_result *r);
-/* The caller gives up the task: a queued solve is dropped, a running one told to stop. Never
- * waits. NULL does nothing. */
+/* The caller gives up the task: a queued solve is dropped, a running one stops at its next point
+ * (the solver's progress callback) and its worker frees it. Never waits. NULL does nothing. */
 void zeus__solve_release(zeus__solve *t);
 
 #endif

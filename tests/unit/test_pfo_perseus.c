@@ -225,7 +225,23 @@ static void solver_pool_solves_off_the_caller_and_bounds_its_queue(void **state)
   double t_rel = zeus_monotonic_s();
   zeus__solve_release(run);
   assert_true(zeus_monotonic_s() - t_rel < 0.05); /* the caller does not wait for the solve */
-  zeus__solver_pool_close(pool);                  /* joins the worker */
+  zeus__solver_pool_close(pool);                  /* joins the worker, whose solve stops at its next point */
+  assert_true(zeus_monotonic_s() - t_rel < 0.5);
+  /* A solve past its time limit is a failure (a frontier cut short lacks the fast plans). */
+  assert_zeus_ok(zeus__solver_pool_open(&pool, 1, 1));
+  assert_zeus_ok(zeus__solver_pool_submit(pool, frontier_profile(p), &slow, 0.02, "limited", &run));
+  t0 = zeus_monotonic_s();
+  while (!zeus__solve_take(run, &r)) {
+    assert_true(zeus_monotonic_s() - t0 < 30);
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  assert_int_equal(r.rc, ZEUS_ETIMEDOUT);
+  assert_non_null(strstr(r.errmsg, "passed its limit of 0.02 s (max_solve_s)"));
+  assert_null(r.frontier);
+  zeus__solve_result_clear(&r);
+  zeus__solve_release(run);
+  zeus__solver_pool_close(pool);
   pe_free(p);
 }
 
