@@ -1114,6 +1114,7 @@ static json_t *status_json(const perseus *st, bool full) {
     zeus__solve_state ss = zeus__solve_poll(st->task, &el, &pts);
     json_object_set_new(solve, "state", json_string(ss == ZEUS__SOLVE_QUEUED ? "queued" : ss == ZEUS__SOLVE_RUNNING ? "running" : "done"));
     json_object_set_new(solve, "elapsed_s", jnum(el));
+    json_object_set_new(solve, "points_so_far", json_integer((json_int_t)pts));
   } else {
     json_object_set_new(solve, "state", st->f ? json_string("done") : json_null());
   }
