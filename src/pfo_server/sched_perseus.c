@@ -931,6 +931,46 @@ static void follow(perseus *st, bool measured) {
 
 /* ---- profiling done: build the stage profile and queue the solve ---- */
 
+/* A stage measured at a clock for one instruction but not the other (a round whose results
+ * lacked it) is no failure: the solver plans each instruction over the clocks it has. The gaps
+ * are an event, so that a user sees why a clock is never chosen. */
+static bool has_clock(const zeus_pfo_freq_measure *v, size_t n, int mhz) {
+  for (size_t i = 0; i < n; i++)
+    if (v[i].frequency_mhz == mhz) return true;
+  return false;
+}
+
+static void note_profile_gaps(perseus *st) {
+  enum { SHOWN = 8, KEPT = 256 };
+  json_t *gaps = json_array();
+  zeus__buf b = {0};
+  size_t n = 0;
+  for (int s = 0; s < st->S; s++) {
+    const zeus_pfo_offline_result *u = zeus__profiling_unit(st->prof, (size_t)s);
+    for (int k = 0; k < 2; k++) { /* k = 0: forward rows without a backward; 1: the reverse */
+      const zeus_pfo_freq_measure *have = k ? u->backward : u->forward, *other = k ? u->forward : u->backward;
+      size_t nhave = k ? u->n_backward : u->n_forward, nother = k ? u->n_forward : u->n_backward;
+      const char *missing = k ? "forward" : "backward";
+      for (size_t i = 0; i < nhave; i++) {
+        if (has_clock(other, nother, have[i].frequency_mhz)) continue;
+        if (n < KEPT && gaps)
+          json_array_append_new(gaps, json_pack("{sisssi}", "stage", s, "instruction", missing, "frequency_mhz",
+                                                have[i].frequency_mhz));
+        if (n < SHOWN) zeus__buf_printf(&b, "%sstage %d %s at %d MHz", n ? ", " : "", s, missing, have[i].frequency_mhz);
+        n++;
+      }
+    }
+  }
+  if (n)
+    event(st, "profile_incomplete", json_pack("{sIso}", "missing", (json_int_t)n, "gaps", gaps ? gaps : json_null()),
+          ZEUS_LOG_WARN, "the profile lacks %zu measurement%s (%s%s): the rounds that profiled %s had no such "
+          "instruction in their results; the solver plans %s only at the clocks measured", n, n == 1 ? "" : "s",
+          b.data ? b.data : "", n > SHOWN ? ", ..." : "", n == 1 ? "it" : "them", n == 1 ? "that instruction" : "those instructions");
+  else
+    json_decref(gaps);
+  zeus__buf_free(&b);
+}
+
 static void start_solve(perseus *st) {
   for (int s = 0; s < st->S; s++) {
     const zeus_pfo_offline_result *u = zeus__profiling_unit(st->prof, (size_t)s);
@@ -943,6 +983,7 @@ static void start_solve(perseus *st) {
       return;
     }
   }
+  note_profile_gaps(st);
   if (st->bp_arg >= 0) {
     st->bp_used = st->bp_arg;
     st->bp_source = "argument";

@@ -607,6 +607,53 @@ static void perseus_routes_serve_the_profile_frontier_plans_and_events(void **st
 
 /* ---- bad input ---- */
 
+/* A profiling round whose results lack the backward: the profile misses that clock for backward
+ * in every stage. Not a failure: an event names the gaps, and the plan uses only measured clocks. */
+static void perseus_profile_missing_a_clock_is_named_and_the_plan_uses_only_measured_clocks(void **state) {
+  (void)state;
+  pe_profile *p = pe_synth(4);
+  drv x;
+  drv_open(&x, 1, 4, 1, 8, p, "{\"warmup_iters\": 0, \"blocking_power_w\": 50, \"min_frequency\": 1500}");
+  assert_zeus_ok(drv_round(&x)); /* warm-up at 1740 MHz */
+  assert_zeus_ok(drv_round(&x)); /* 1740 MHz */
+  for (int r = 0; r < 4; r++) assert_int_equal(freq_of(&x, r, 0), 1680);
+  x.no_backward = true;
+  assert_zeus_ok(drv_round(&x)); /* 1680 MHz: forward only */
+  x.no_backward = false;
+  drv_until_settled(&x);
+  json_t *st = drv_status(&x);
+  assert_string_equal(jstr(st, "phase", NULL), "deployed");
+  json_decref(st);
+  char *body;
+  assert_int_equal(drv_route(&x, "GET", "/profile.csv", NULL, &body), 200);
+  assert_non_null(strstr(body, "0,forward,1680,"));
+  assert_null(strstr(body, "0,backward,1680,"));
+  free(body);
+  assert_int_equal(drv_route(&x, "GET", "/events", NULL, &body), 200);
+  json_t *ev = json_loads(body, 0, NULL);
+  free(body);
+  json_t *gap = NULL, *e;
+  size_t i;
+  json_array_foreach(json_object_get(ev, "events"), i, e) if (!strcmp(jstr(e, "event", NULL), "profile_incomplete")) gap = e;
+  assert_non_null(gap);
+  assert_int_equal(json_integer_value(json_object_get(gap, "missing")), 4);
+  json_t *g0 = json_array_get(json_object_get(gap, "gaps"), 0);
+  assert_int_equal(json_integer_value(json_object_get(g0, "stage")), 0);
+  assert_string_equal(jstr(g0, "instruction", NULL), "backward");
+  assert_int_equal(json_integer_value(json_object_get(g0, "frequency_mhz")), 1680);
+  assert_non_null(strstr(jstr(gap, "message", NULL), "lacks 4 measurements (stage 0 backward at 1680 MHz, stage 1 "));
+  json_decref(ev);
+  /* No backward of the deployed plan runs at the clock it was never measured at. */
+  const zeus_pfo_schedule *cur;
+  size_t n;
+  zeus__sched_current(x.s, &cur, &n);
+  for (size_t r = 0; r < n; r++)
+    for (size_t k = 0; k < cur[r].n_frequencies; k++)
+      if (!strcmp(cur[r].frequencies[k].instruction, "backward")) assert_int_not_equal(cur[r].frequencies[k].frequency_mhz, 1680);
+  drv_close(&x);
+  pe_free(p);
+}
+
 static void perseus_profile_without_backward_fails_cleanly_and_keeps_the_highest_clocks(void **state) {
   (void)state;
   pe_profile *p = pe_synth(4);
@@ -806,6 +853,7 @@ static void perseus_server_answers_promptly_while_the_gpt3_96_microbatch_solve_r
   double worst_round = 0, worst_get = 0, sum_round = 0, t0 = zeus_monotonic_s();
   int measured_rounds = 0, measured_gets = 0, rounds = 0, base_n = 0;
   double base_sum = 0, base_worst = 0; /* rounds before the solve, for comparison */
+  double points_seen = 0;             /* the status' points_so_far while the solve runs */
   for (;;) {
     json_t *st = http_json(j.port, "GET", path, NULL, 200);
     const char *ph = jstr(st, "phase", NULL);
@@ -835,6 +883,11 @@ static void perseus_server_answers_promptly_while_the_gpt3_96_microbatch_solve_r
     st = http_json(j.port, "GET", path, NULL, 200);
     double t3 = zeus_monotonic_s();
     bool still = strcmp(solve_state(st), "running") == 0;
+    if (still) { /* the points found so far only grow */
+      double pts = jnumber(st, "solve", "points_so_far");
+      assert_true(pts >= points_seen);
+      points_seen = pts;
+    }
     json_decref(st);
     if (!still) continue; /* the solve ended during these requests: they do not count */
     measured_rounds++;
@@ -852,9 +905,11 @@ static void perseus_server_answers_promptly_while_the_gpt3_96_microbatch_solve_r
                 base_n ? 1e3 * base_sum / base_n : 0, 1e3 * base_worst, measured_rounds,
                 measured_rounds ? 1e3 * sum_round / measured_rounds : 0, 1e3 * worst_round, measured_gets,
                 1e3 * worst_get);
+  double final_points = jnumber(st, "solve", "points");
   json_decref(st);
   /* The solve took long enough to be measured against, and never stalled a request. */
   assert_true(measured_rounds >= 3);
+  assert_true(points_seen > 0 && points_seen <= final_points);
   /* A round after the plan is deployed (the ranks come back for their schedules). */
   lat_round(&j, c);
   assert_true(worst_round < 0.5);
@@ -904,6 +959,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(perseus_routes_serve_the_profile_frontier_plans_and_events),
       cmocka_unit_test(perseus_profile_without_backward_fails_cleanly_and_keeps_the_highest_clocks),
       cmocka_unit_test(perseus_solver_failure_is_reported_and_the_job_keeps_the_highest_clocks),
+      cmocka_unit_test(perseus_profile_missing_a_clock_is_named_and_the_plan_uses_only_measured_clocks),
       cmocka_unit_test(perseus_refuses_bad_arguments_the_3d_suffix_and_orders_other_than_1f1b),
       cmocka_unit_test(perseus_server_answers_promptly_while_the_gpt3_96_microbatch_solve_runs),
       cmocka_unit_test(perseus_routes_go_through_the_servers_auth_and_unknown_jobs),
