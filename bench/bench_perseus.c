@@ -78,8 +78,9 @@ static int start_job(job *j, int port, int D, int M, pe_profile *p, double bp) {
   j->port = port, j->D = D, j->M = M, j->p = p, j->bp = bp;
   for (int d = 0; d < 8; d++) j->factor[d] = 1;
   char body[256];
-  snprintf(body, sizeof body, "{\"job_id\": \"\", \"pp_degree\": %d, \"dp_degree\": %d, \"tp_degree\": 1, \"world_size\": %d}",
-           S, D, S * D);
+  snprintf(body, sizeof body,
+           "{\"job_id\": \"\", \"pp_degree\": %d, \"dp_degree\": %d, \"tp_degree\": 1, \"world_size\": %d}", S, D,
+           S * D);
   int st;
   char *r = http(port, "POST", "/register_job", body, &st);
   if (st != 200) {
@@ -92,8 +93,9 @@ static int start_job(job *j, int port, int D, int M, pe_profile *p, double bp) {
   for (int rank = 0; rank < S * D; rank++) {
     zeus__buf b = {0};
     int s = rank % S;
-    zeus__buf_printf(&b, "{\"rank\": %d, \"dp_rank\": %d, \"pp_rank\": %d, \"tp_rank\": 0, \"available_frequencies\": [", rank,
-                     rank / S, s);
+    zeus__buf_printf(&b,
+                     "{\"rank\": %d, \"dp_rank\": %d, \"pp_rank\": %d, \"tp_rank\": 0, \"available_frequencies\": [",
+                     rank, rank / S, s);
     for (int c = 0; c < p->nclk; c++) zeus__buf_printf(&b, "%s%d", c ? ", " : "", p->mhz[c]);
     zeus__buf_puts(&b, "], \"pipe_schedule\": [");
     const char **ord = order_1f1b(s, M);
@@ -133,7 +135,8 @@ static double round_trip(job *j) {
   zeus_pfo_schedule sched[64];
   for (int r = 0; r < W; r++) {
     char *resp;
-    if (th_read_response(&j->c[r], &resp) != 200 || zeus_pfo_schedule_from_json(resp, strlen(resp), "schedule", &sched[r])) {
+    if (th_read_response(&j->c[r], &resp) != 200 ||
+        zeus_pfo_schedule_from_json(resp, strlen(resp), "schedule", &sched[r])) {
       fprintf(stderr, "schedule of rank %d: %s\n", r, resp ? resp : "");
       free(resp);
       return -1;
@@ -213,7 +216,10 @@ static int until_deployed(job *j, json_t **st, int *profiling) {
       struct timespec ts = {0, 20000000};
       nanosleep(&ts, NULL);
     }
-    if (round_trip(j) < 0 || ++rounds > 20000) { fprintf(stderr, "until_deployed: phase %s after %d rounds\n", ph, rounds); return -1; }
+    if (round_trip(j) < 0 || ++rounds > 20000) {
+      fprintf(stderr, "until_deployed: phase %s after %d rounds\n", ph, rounds);
+      return -1;
+    }
   }
 }
 
@@ -263,8 +269,9 @@ int main(void) {
     all_max(p, 1, 12, &one, bp, &ta, &ea);
     json_t *solve = json_object_get(st, "solve");
     printf("%-20s %9d %8d %8.3f %7d %10.1f %10.1f %+9.2f %+8.3f\n", models[m], prof, rounds - prof,
-           json_number_value(json_object_get(solve, "solve_s")), (int)json_integer_value(json_object_get(solve, "points")),
-           ea, j.pipe_e[0], 100 * (j.pipe_e[0] - ea) / ea, 100 * (j.time - ta) / ta);
+           json_number_value(json_object_get(solve, "solve_s")),
+           (int)json_integer_value(json_object_get(solve, "points")), ea, j.pipe_e[0], 100 * (j.pipe_e[0] - ea) / ea,
+           100 * (j.time - ta) / ta);
     json_decref(st);
     end_job(&j);
     pe_free(p);
@@ -289,8 +296,8 @@ int main(void) {
       round_trip(&j);
       double ta, ea;
       all_max(p, 2, 12, j.factor, 70.38, &ta, &ea);
-      printf("%-8.2f %-10d %12.4f %12.4f %12.1f %9.1f %+12.2f\n", factors[i], i, factors[i] * tbase, j.time, ea, j.pipe_e[0],
-             100 * (j.pipe_e[0] - ea) / ea);
+      printf("%-8.2f %-10d %12.4f %12.4f %12.1f %9.1f %+12.2f\n", factors[i], i, factors[i] * tbase, j.time, ea,
+             j.pipe_e[0], 100 * (j.pipe_e[0] - ea) / ea);
     }
     printf("(each round's schedules follow the previous round's measurement: the first round at a new factor runs "
            "the old plan)\n");

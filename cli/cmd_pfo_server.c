@@ -78,7 +78,8 @@ static const cli_command server_cmd = {
         "  ZEUS_PFO_SCHEDULER=PointSolution \\\n"
         "  ZEUS_PFO_SCHEDULER_ARGS='{\"solution_path\": \"plans/freqs_pipeline_00042.py\"}' \\\n"
         "  zeus pfo-server --port 7787 --dump-data --dump-dir /tmp/perseus-dump\n"
-        "  zeus pfo-server --scheduler Perseus --scheduler-args '{\"warmup_iters\": 1}' --dump-data\n"
+        "  zeus pfo-server --scheduler Perseus --scheduler-args '{\"warmup_iters\": 1}' "
+        "--dump-data\n"
         "  curl localhost:7787/perseus/<job_id>            # phase, plans and why, stragglers\n",
     .args = CLI_ARGS_NONE,
 };

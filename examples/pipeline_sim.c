@@ -143,8 +143,10 @@ static stage_profile *stage_profile_load(const char *path, int pp) {
       good = *fld[at[4]] && !*end && isfinite(r.e) && r.e >= 0;
     }
     if (!good) {
-      fprintf(stderr, "pipeline_sim: %s:%zu: expected a stage (integer >= 0), forward or backward, a clock (MHz > 0), a "
-              "time (s > 0) and an energy (J >= 0)\n", path, lineno);
+      fprintf(stderr,
+              "pipeline_sim: %s:%zu: expected a stage (integer >= 0), forward or backward, a clock (MHz > 0), a "
+              "time (s > 0) and an energy (J >= 0)\n",
+              path, lineno);
       ok = false;
       break;
     }
@@ -184,8 +186,10 @@ static stage_profile *stage_profile_load(const char *path, int pp) {
       p->nclocks = (p->max_mhz - p->min_mhz) / p->step_mhz + 1;
       for (size_t i = 0; i < nrows && ok; i++)
         if ((p->max_mhz - rows[i].mhz) % p->step_mhz) {
-          fprintf(stderr, "pipeline_sim: %s: the clocks are not evenly spaced (%d MHz is not a multiple of %d MHz below "
-                  "%d MHz), which the simulated GPU needs\n", path, rows[i].mhz, p->step_mhz, p->max_mhz);
+          fprintf(stderr,
+                  "pipeline_sim: %s: the clocks are not evenly spaced (%d MHz is not a multiple of %d MHz below "
+                  "%d MHz), which the simulated GPU needs\n",
+                  path, rows[i].mhz, p->step_mhz, p->max_mhz);
           ok = false;
         }
       if (ok && p->nclocks > 512) {
@@ -267,8 +271,8 @@ static bool parse_stragglers(const char *text, int dp, straggler **out, int *n) 
       break;
     }
     if (d < 0 || d >= dp) {
-      fprintf(stderr, "pipeline_sim: --straggler '%s': pipeline %ld does not exist (--dp %d: pipelines 0..%d)\n", tok, d,
-              dp, dp - 1);
+      fprintf(stderr, "pipeline_sim: --straggler '%s': pipeline %ld does not exist (--dp %d: pipelines 0..%d)\n", tok,
+              d, dp, dp - 1);
       ok = false;
     } else if (!(s.factor >= 0.01 && s.factor <= 100)) {
       fprintf(stderr, "pipeline_sim: --straggler '%s': FACTOR must be in 0.01..100, got %g\n", tok, s.factor);

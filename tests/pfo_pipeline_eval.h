@@ -143,7 +143,8 @@ static inline int pe_round(const pe_profile *p, int D, int S, int T, const zeus_
   for (int d = 0; d < D && !rc; d++) {
     double fac = factor ? factor[d] : 1;
     for (size_t i = 0; i < SM; i++) ff[i] = fb[i] = -1;
-    int *idx = calloc((size_t)S, sizeof *idx), *nfw = calloc((size_t)S, sizeof *nfw), *nbw = calloc((size_t)S, sizeof *nbw);
+    int *idx = calloc((size_t)S, sizeof *idx), *nfw = calloc((size_t)S, sizeof *nfw),
+        *nbw = calloc((size_t)S, sizeof *nbw);
     for (int s = 0; s < S; s++) end[d * S + s] = 0;
     size_t left = 2 * SM;
     while (left && !rc) {

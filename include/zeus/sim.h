@@ -110,8 +110,8 @@ ZEUS_EXTERN int zeus_sim_work_all(zeus_sim_node *n, const double *units, double 
  * reports). The other GPUs idle meanwhile; the clock advances (virtual) or sleeps (wall) by
  * `seconds`, returned in *elapsed_s (may be NULL). ZEUS_EINVAL for a negative or non-finite
  * duration or energy, ZEUS_ENOENT for a GPU the node lacks. */
-ZEUS_EXTERN int zeus_sim_work_measured(zeus_sim_node *n, unsigned gpu, double seconds, double joules,
-                                       double *elapsed_s /* out */);
+ZEUS_EXTERN int zeus_sim_work_measured(zeus_sim_node *n, unsigned gpu, double seconds,
+                                       double joules, double *elapsed_s /* out */);
 /* Lets every GPU idle for `seconds`. */
 ZEUS_EXTERN int zeus_sim_idle(zeus_sim_node *n, double seconds);
 

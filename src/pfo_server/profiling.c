@@ -123,7 +123,8 @@ int zeus__profiling_observe(zeus__profiling *p, const zeus__prof_sample *s) {
     double energy = 0;
     for (int k = 0; k < 2; k++) {
       if (!s[i].have[k]) continue;
-      zeus_pfo_freq_measure *m = k == 0 ? &u->prof.forward[u->prof.n_forward++] : &u->prof.backward[u->prof.n_backward++];
+      zeus_pfo_freq_measure *m = k == 0 ? &u->prof.forward[u->prof.n_forward++]
+                                        : &u->prof.backward[u->prof.n_backward++];
       m->frequency_mhz = u->freqs[u->idx];
       m->time_s = s[i].time_s[k];
       m->energy_j = s[i].energy_j[k];

@@ -324,7 +324,8 @@ static int stage_unit(const perseus *st, const zeus_pfo_rank_info *ranks, int s,
     bool all = true;
     for (int d = 0; d < st->D && all; d++)
       for (int t = 0; t < st->T && all; t++) {
-        const zeus_pfo_rank_info *o = &ranks[st->at[((size_t)d * (size_t)st->S + (size_t)s) * (size_t)st->T + (size_t)t]];
+        const zeus_pfo_rank_info *o =
+            &ranks[st->at[((size_t)d * (size_t)st->S + (size_t)s) * (size_t)st->T + (size_t)t]];
         bool has = false;
         for (size_t j = 0; j < o->n_available_frequencies && !has; j++) has = o->available_frequencies[j] == c;
         all = has;
@@ -498,7 +499,8 @@ static int perseus_next(void *state, zeus_pfo_schedule **out, size_t *n) {
     if (!rc && !v[i].frequencies) rc = zeus__oom("building Perseus' schedules");
     for (size_t j = 0; j < pr->norder && !rc; j++) {
       v[i].frequencies[j].frequency_mhz = plan[pr->cidx[j]];
-      if (!(v[i].frequencies[j].instruction = zeus__strdup(pr->order[j]))) rc = zeus__oom("building Perseus' schedules");
+      if (!(v[i].frequencies[j].instruction = zeus__strdup(pr->order[j])))
+        rc = zeus__oom("building Perseus' schedules");
       else v[i].n_frequencies++;
     }
   }
@@ -592,7 +594,8 @@ static int cmp_double(const void *a, const void *b) {
 /* One blocking-power sample from a rank's round: energy over time outside its instructions. */
 static void sample_blocking_power(perseus *st, const zeus_pfo_prof_result *r) {
   size_t n = r->n_iter_time < r->n_iter_energy ? r->n_iter_time : r->n_iter_energy;
-  for (size_t b = 0; b < r->n_time_breakdown; b++) n = r->time_breakdown[b].n_iters < n ? r->time_breakdown[b].n_iters : n;
+  for (size_t b = 0; b < r->n_time_breakdown; b++)
+    n = r->time_breakdown[b].n_iters < n ? r->time_breakdown[b].n_iters : n;
   for (size_t b = 0; b < r->n_energy_breakdown; b++)
     n = r->energy_breakdown[b].n_iters < n ? r->energy_breakdown[b].n_iters : n;
   if (!n || !r->n_time_breakdown || !r->n_energy_breakdown) return;
@@ -601,7 +604,8 @@ static void sample_blocking_power(perseus *st, const zeus_pfo_prof_result *r) {
     double t = r->iter_time[it], e = r->iter_energy[it];
     it_t += t;
     for (size_t b = 0; b < r->n_time_breakdown; b++)
-      for (size_t j = r->time_breakdown[b].offsets[it]; j < r->time_breakdown[b].offsets[it + 1]; j++) t -= r->time_breakdown[b].values[j];
+      for (size_t j = r->time_breakdown[b].offsets[it]; j < r->time_breakdown[b].offsets[it + 1]; j++)
+        t -= r->time_breakdown[b].values[j];
     for (size_t b = 0; b < r->n_energy_breakdown; b++)
       for (size_t j = r->energy_breakdown[b].offsets[it]; j < r->energy_breakdown[b].offsets[it + 1]; j++)
         e -= r->energy_breakdown[b].values[j];
@@ -675,8 +679,10 @@ static void measure(perseus *st, const zeus_pfo_prof_result *res, size_t n) {
           for (int t = 0; t < T && c.have[k]; t++) {
             const zeus_pfo_prof_result *r = by[st->at[((size_t)d * (size_t)S + (size_t)s) * (size_t)T + (size_t)t]];
             double tt, ee;
-            if (!r || !zeus__pfo_breakdown_mean(r->time_breakdown, r->n_time_breakdown, insts[k], st->warmup_iters, &tt) ||
-                !zeus__pfo_breakdown_mean(r->energy_breakdown, r->n_energy_breakdown, insts[k], st->warmup_iters, &ee)) {
+            if (!r ||
+                !zeus__pfo_breakdown_mean(r->time_breakdown, r->n_time_breakdown, insts[k], st->warmup_iters, &tt) ||
+                !zeus__pfo_breakdown_mean(r->energy_breakdown, r->n_energy_breakdown, insts[k], st->warmup_iters,
+                                          &ee)) {
               c.have[k] = false;
               break;
             }
@@ -791,8 +797,9 @@ static void deploy(perseus *st, const long *points, const char *reason) {
     json_array_append_new(pl, o);
   }
   st->ndeployments++;
-  json_t *dep = json_pack("{sIsIsIsOss}", "deployment", (json_int_t)st->ndeployments, "from_round", (json_int_t)st->round,
-                          "time_unix_s", (json_int_t)time(NULL), "pipelines", pl, "reason", reason);
+  json_t *dep = json_pack("{sIsIsIsOss}", "deployment", (json_int_t)st->ndeployments, "from_round",
+                          (json_int_t)st->round, "time_unix_s", (json_int_t)time(NULL), "pipelines", pl, "reason",
+                          reason);
   push_capped(st->deployments, dep, &st->deployments_dropped);
   char which[256] = "";
   for (int d = 0; d < st->D && strlen(which) < 200; d++) {
@@ -878,11 +885,13 @@ static void follow(perseus *st, bool measured) {
     }
     p->ratio = ratio;
     if (p->slow && !was)
-      event(st, "straggler", json_pack("{sisoso}", "dp", d, "natural_time_s", jnum(p->natural_s), "slowdown", jnum(ratio)),
+      event(st, "straggler",
+            json_pack("{sisoso}", "dp", d, "natural_time_s", jnum(p->natural_s), "slowdown", jnum(ratio)),
             ZEUS_LOG_WARN, "pipeline %d is a straggler: %.4f s per iteration (%s), %.3f x its plan's time", d,
             p->natural_s, p->declared_s > 0 ? "declared" : "measured", ratio);
     else if (!p->slow && was)
-      event(st, "recovered", json_pack("{sisoso}", "dp", d, "natural_time_s", jnum(p->natural_s), "slowdown", jnum(ratio)),
+      event(st, "recovered",
+            json_pack("{sisoso}", "dp", d, "natural_time_s", jnum(p->natural_s), "slowdown", jnum(ratio)),
             ZEUS_LOG_INFO, "pipeline %d has recovered: %.3f x its plan's time (%s)", d, ratio,
             p->declared_s > 0 ? "declared" : "measured");
   }
@@ -906,8 +915,9 @@ static void follow(perseus *st, bool measured) {
     bool retarget = !st->following || fabs(Tstar - st->target_follow) > st->tol_retarget * st->target_follow;
     if (retarget) {
       if (st->following)
-        event(st, "retarget", json_pack("{soso}", "from_s", jnum(st->target_follow), "to_s", jnum(Tstar)), ZEUS_LOG_INFO,
-              "the slowest straggler now runs at %.4f s per iteration (followed: %.4f s)", Tstar, st->target_follow);
+        event(st, "retarget", json_pack("{soso}", "from_s", jnum(st->target_follow), "to_s", jnum(Tstar)),
+              ZEUS_LOG_INFO, "the slowest straggler now runs at %.4f s per iteration (followed: %.4f s)", Tstar,
+              st->target_follow);
       st->target_follow = Tstar;
       st->following = true;
     }
@@ -918,12 +928,14 @@ static void follow(perseus *st, bool measured) {
     double wait_e = st->pt_energy[q] + st->bp_used * st->S * (T - st->pt_time[q]);
     double base_e = st->pt_energy[st->base] + st->bp_used * st->S * (T - tb);
     for (int d = 0; d < st->D; d++) pts[d] = st->pipes[d].slow ? st->base : q;
-    snprintf(rs, sizeof rs,
-             "pipeline %d runs at %.4f s per iteration (%s, %.3f x the base plan's %.4f s): the other pipelines move to "
-             "the least energy at that time counting the blocking power while they wait: point %ld, %.1f J at %.4f s, "
-             "%.1f J per iteration with the wait against %.1f J on the base plan (%+.1f %%); %s the base plan", who, T,
-             st->pipes[who].declared_s > 0 ? "declared" : "measured", T / tb, tb, q, st->pt_energy[q], st->pt_time[q],
-             wait_e, base_e, pct(wait_e, base_e), nslow == 1 ? "the straggler keeps" : "the stragglers keep");
+    snprintf(
+        rs, sizeof rs,
+        "pipeline %d runs at %.4f s per iteration (%s, %.3f x the base plan's %.4f s): the other pipelines move to "
+        "the least energy at that time counting the blocking power while they wait: point %ld, %.1f J at %.4f s, "
+        "%.1f J per iteration with the wait against %.1f J on the base plan (%+.1f %%); %s the base plan",
+        who, T, st->pipes[who].declared_s > 0 ? "declared" : "measured", T / tb, tb, q, st->pt_energy[q],
+        st->pt_time[q], wait_e, base_e, pct(wait_e, base_e),
+        nslow == 1 ? "the straggler keeps" : "the stragglers keep");
   }
   deploy(st, pts, rs);
   free(pts);
@@ -956,16 +968,19 @@ static void note_profile_gaps(perseus *st) {
         if (n < KEPT && gaps)
           json_array_append_new(gaps, json_pack("{sisssi}", "stage", s, "instruction", missing, "frequency_mhz",
                                                 have[i].frequency_mhz));
-        if (n < SHOWN) zeus__buf_printf(&b, "%sstage %d %s at %d MHz", n ? ", " : "", s, missing, have[i].frequency_mhz);
+        if (n < SHOWN)
+          zeus__buf_printf(&b, "%sstage %d %s at %d MHz", n ? ", " : "", s, missing, have[i].frequency_mhz);
         n++;
       }
     }
   }
   if (n)
     event(st, "profile_incomplete", json_pack("{sIso}", "missing", (json_int_t)n, "gaps", gaps ? gaps : json_null()),
-          ZEUS_LOG_WARN, "the profile lacks %zu measurement%s (%s%s): the rounds that profiled %s had no such "
-          "instruction in their results; the solver plans %s only at the clocks measured", n, n == 1 ? "" : "s",
-          b.data ? b.data : "", n > SHOWN ? ", ..." : "", n == 1 ? "it" : "them", n == 1 ? "that instruction" : "those instructions");
+          ZEUS_LOG_WARN,
+          "the profile lacks %zu measurement%s (%s%s): the rounds that profiled %s had no such "
+          "instruction in their results; the solver plans %s only at the clocks measured",
+          n, n == 1 ? "" : "s", b.data ? b.data : "", n > SHOWN ? ", ..." : "", n == 1 ? "it" : "them",
+          n == 1 ? "that instruction" : "those instructions");
   else
     json_decref(gaps);
   zeus__buf_free(&b);
@@ -1040,11 +1055,13 @@ static void start_solve(perseus *st) {
   st->phase = P_SOLVING;
   size_t done, max;
   zeus__profiling_progress(st->prof, &done, &max);
-  event(st, "solve_queued", json_pack("{sososi}", "blocking_power_w", jnum(st->bp_used), "blocking_power_source",
-                                      json_string(st->bp_source), "profile_steps", (int)done),
-        ZEUS_LOG_INFO, "profiled %zu clock steps over %d stages; blocking power %.3f W (%s); solving the frontier of %d "
-        "stages x %d microbatches on a solver thread while the ranks train at their highest clocks", done, st->S,
-        st->bp_used, st->bp_source, st->S, st->M);
+  event(st, "solve_queued",
+        json_pack("{sososi}", "blocking_power_w", jnum(st->bp_used), "blocking_power_source",
+                  json_string(st->bp_source), "profile_steps", (int)done),
+        ZEUS_LOG_INFO,
+        "profiled %zu clock steps over %d stages; blocking power %.3f W (%s); solving the frontier of %d "
+        "stages x %d microbatches on a solver thread while the ranks train at their highest clocks",
+        done, st->S, st->bp_used, st->bp_source, st->S, st->M);
 }
 
 /* Takes a finished solve: deploys its base plan, or records the failure. */
@@ -1153,7 +1170,10 @@ static json_t *status_json(const perseus *st, bool full) {
     double el;
     size_t pts;
     zeus__solve_state ss = zeus__solve_poll(st->task, &el, &pts);
-    json_object_set_new(solve, "state", json_string(ss == ZEUS__SOLVE_QUEUED ? "queued" : ss == ZEUS__SOLVE_RUNNING ? "running" : "done"));
+    json_object_set_new(solve, "state",
+                        json_string(ss == ZEUS__SOLVE_QUEUED    ? "queued"
+                                    : ss == ZEUS__SOLVE_RUNNING ? "running"
+                                                                : "done"));
     json_object_set_new(solve, "elapsed_s", jnum(el));
     json_object_set_new(solve, "points_so_far", json_integer((json_int_t)pts));
   } else {
@@ -1187,7 +1207,8 @@ static json_t *status_json(const perseus *st, bool full) {
   json_t *pl = json_array();
   for (int d = 0; d < st->D; d++) {
     const pipe *p = &st->pipes[d];
-    json_t *x = p->point >= 0 ? point_json(st, p->point) : json_pack("{snsnsnsn}", "point", "plan_file", "eval_time_s", "eval_energy_j");
+    json_t *x = p->point >= 0 ? point_json(st, p->point)
+                              : json_pack("{snsnsnsn}", "point", "plan_file", "eval_time_s", "eval_energy_j");
     json_object_set_new(x, "dp", json_integer(d));
     json_object_set_new(x, "straggler", json_boolean(p->slow));
     json_object_set_new(x, "declared_time_s", p->declared_s > 0 ? jnum(p->declared_s) : json_null());
@@ -1254,7 +1275,8 @@ static int not_solved(const perseus *st, zeus__sched_route_reply *out) {
 
 static int post_straggler(perseus *st, const char *body, size_t len, zeus__sched_route_reply *out) {
   json_t *v;
-  if (zeus__json_parse(body, len, "straggler declaration", &v)) return zeus__sched_route_error(out, 400, "%s", zeus_errmsg());
+  if (zeus__json_parse(body, len, "straggler declaration", &v))
+    return zeus__sched_route_error(out, 400, "%s", zeus_errmsg());
   int status = 0;
   const char *key;
   json_t *val;
@@ -1262,7 +1284,8 @@ static int post_straggler(perseus *st, const char *body, size_t len, zeus__sched
                                                            "{\"dp\": <pipeline>, \"iter_time_s\": <seconds or null>}");
   else
     json_object_foreach(v, key, val) if (strcmp(key, "dp") && strcmp(key, "iter_time_s")) {
-      status = zeus__sched_route_error(out, 400, "straggler declaration: unknown field '%s' (fields: dp, iter_time_s)", key);
+      status = zeus__sched_route_error(out, 400, "straggler declaration: unknown field '%s' (fields: dp, iter_time_s)",
+                                       key);
       break;
     }
   json_t *dp = json_object_get(v, "dp"), *t = json_object_get(v, "iter_time_s");
@@ -1308,9 +1331,10 @@ static int perseus_route(void *state, const char *method, const char *path, cons
     if (!get) goto method;
     json_t *a = json_array();
     for (int d = 0; d < st->D; d++)
-      json_array_append_new(a, json_pack("{sisososb}", "dp", d, "declared_time_s",
-                                         st->pipes[d].declared_s > 0 ? jnum(st->pipes[d].declared_s) : json_null(),
-                                         "natural_time_s", jnum(st->pipes[d].natural_s), "straggler", st->pipes[d].slow));
+      json_array_append_new(
+          a, json_pack("{sisososb}", "dp", d, "declared_time_s",
+                       st->pipes[d].declared_s > 0 ? jnum(st->pipes[d].declared_s) : json_null(), "natural_time_s",
+                       jnum(st->pipes[d].natural_s), "straggler", st->pipes[d].slow));
     return reply_json(out, a);
   }
   if (!get) goto method;
@@ -1332,7 +1356,8 @@ static int perseus_route(void *state, const char *method, const char *path, cons
   }
   if (strcmp(path, "/frontier.csv") == 0) {
     if (!st->f) return not_solved(st, out);
-    if (!st->csv) return zeus__sched_route_error(out, 500, "the frontier's CSV could not be made: %s", st->artifact_error);
+    if (!st->csv)
+      return zeus__sched_route_error(out, 500, "the frontier's CSV could not be made: %s", st->artifact_error);
     return reply_text(out, st->csv, strlen(st->csv), "text/csv");
   }
   if (strcmp(path, "/frontier.svg") == 0) {
@@ -1361,8 +1386,8 @@ static int perseus_route(void *state, const char *method, const char *path, cons
                                  "/frontier.csv, /frontier.svg, /plans, /plans/<point>, /events, /straggler)", path);
 method:
   out->allow = strcmp(path, "/straggler") == 0 ? "GET, POST" : "GET";
-  return zeus__sched_route_error(out, 405, "method %s is not allowed on /perseus/{job_id}%s (allowed: %s)", method, path,
-                                 out->allow);
+  return zeus__sched_route_error(out, 405, "method %s is not allowed on /perseus/{job_id}%s (allowed: %s)", method,
+                                 path, out->allow);
 }
 
 const zeus__sched_ops zeus__sched_perseus = {

@@ -83,7 +83,9 @@ static int prof_create(void **state, const zeus__sched_ctx *ctx, const json_t *a
     pr->rank = ctx->ranks[i].rank;
     rc = zeus__pfo_instruction_order(ctx->job, &ctx->ranks[i], nmb, &pr->order, &pr->norder);
   }
-  if (!rc) rc = zeus__profiling_create(&st->prof, "InstructionProfiler", ctx->ranks, ctx->n_ranks, minf, pat ? (long)json_integer_value(pat) : 5);
+  if (!rc)
+    rc = zeus__profiling_create(&st->prof, "InstructionProfiler", ctx->ranks, ctx->n_ranks, minf,
+                                pat ? (long)json_integer_value(pat) : 5);
   if (!rc && ctx->job_dump_dir) rc = zeus__mkdirs(ctx->job_dump_dir);
   if (rc) {
     prof_destroy(st);

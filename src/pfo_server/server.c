@@ -161,15 +161,19 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT, R_PERSEUS } route = R_NONE;
   const char *allow = NULL;
   if (strcmp(url, "/info") == 0) route = R_INFO, allow = "GET";
-  else if ((rest = route_id_rest(url, "/perseus", idbuf, sizeof idbuf))) route = R_PERSEUS, id = idbuf, allow = "GET, POST";
+  else if ((rest = route_id_rest(url, "/perseus", idbuf, sizeof idbuf)))
+    route = R_PERSEUS, id = idbuf, allow = "GET, POST";
   else if (strcmp(url, "/register_job") == 0) route = R_JOB, allow = "POST";
   else if ((id = route_id(url, "/register_rank"))) route = R_RANK, allow = "POST";
   else if ((id = route_id(url, "/schedule"))) route = R_SCHED, allow = "GET";
   else if ((id = route_id(url, "/result"))) route = R_RESULT, allow = "POST";
-  if (route == R_NONE) return send_error(c, 404, "no such route (routes: GET /info, POST /register_job, "
-                                         "POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=N, "
-                                         "POST /result/{job_id}; with the Perseus scheduler GET /perseus/{job_id}[/...] "
-                                         "and POST /perseus/{job_id}/straggler)", NULL);
+  if (route == R_NONE)
+    return send_error(c, 404,
+                      "no such route (routes: GET /info, POST /register_job, "
+                      "POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=N, "
+                      "POST /result/{job_id}; with the Perseus scheduler GET /perseus/{job_id}[/...] "
+                      "and POST /perseus/{job_id}/straggler)",
+                      NULL);
   if (!authorised(s, c)) return send_error(c, 401, "missing or wrong bearer token", NULL);
   if ((strcmp(allow, "GET") == 0 && !get) || (strcmp(allow, "POST") == 0 && !post) || (!get && !post)) {
     char msg[96];

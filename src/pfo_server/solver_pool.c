@@ -75,7 +75,8 @@ static void make_artifacts(zeus__solve *t) {
   zeus__buf dir = {0}, path = {0};
   size_t len;
   int rc = zeus__buf_printf(&dir, "%s/zeus-frontier-XXXXXX", base && *base ? base : "/tmp");
-  if (!rc && !mkdtemp(dir.data)) rc = zeus__error(ZEUS_EIO, "cannot make a temporary folder for frontier.svg: %s", strerror(errno));
+  if (!rc && !mkdtemp(dir.data))
+    rc = zeus__error(ZEUS_EIO, "cannot make a temporary folder for frontier.svg: %s", strerror(errno));
   if (!rc) rc = zeus__buf_printf(&path, "%s/frontier.svg", dir.data);
   if (!rc) rc = zeus_frontier_write_plot_svg(r->frontier, path.data, NULL);
   if (!rc) rc = zeus__read_file(path.data, &r->svg, &len);

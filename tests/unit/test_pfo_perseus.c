@@ -48,7 +48,8 @@ static int drv_try(drv *x, const char *name, int D, int S, int T, int M, pe_prof
   for (int d = 0; d < 8; d++) x->factor[d] = 1;
   zeus_test_tmpdir(x->dir, sizeof x->dir);
   if (zeus__solver_pool_open(&x->pool, 1, 4)) fail_msg("pool: %s", zeus_errmsg());
-  zeus_pfo_job_info job = {.job_id = "test-job", .pp_degree = S, .dp_degree = D, .tp_degree = T, .world_size = D * S * T};
+  zeus_pfo_job_info job = {
+      .job_id = "test-job", .pp_degree = S, .dp_degree = D, .tp_degree = T, .world_size = D * S * T};
   int W = D * S * T;
   zeus_pfo_rank_info *ranks = calloc((size_t)W, sizeof *ranks);
   const char ***orders = calloc((size_t)S, sizeof *orders);
@@ -634,7 +635,8 @@ static void perseus_profile_missing_a_clock_is_named_and_the_plan_uses_only_meas
   free(body);
   json_t *gap = NULL, *e;
   size_t i;
-  json_array_foreach(json_object_get(ev, "events"), i, e) if (!strcmp(jstr(e, "event", NULL), "profile_incomplete")) gap = e;
+  json_array_foreach(json_object_get(ev, "events"), i, e) if (!strcmp(jstr(e, "event", NULL), "profile_incomplete"))
+      gap = e;
   assert_non_null(gap);
   assert_int_equal(json_integer_value(json_object_get(gap, "missing")), 4);
   json_t *g0 = json_array_get(json_object_get(gap, "gaps"), 0);
@@ -649,7 +651,8 @@ static void perseus_profile_missing_a_clock_is_named_and_the_plan_uses_only_meas
   zeus__sched_current(x.s, &cur, &n);
   for (size_t r = 0; r < n; r++)
     for (size_t k = 0; k < cur[r].n_frequencies; k++)
-      if (!strcmp(cur[r].frequencies[k].instruction, "backward")) assert_int_not_equal(cur[r].frequencies[k].frequency_mhz, 1680);
+      if (!strcmp(cur[r].frequencies[k].instruction, "backward"))
+        assert_int_not_equal(cur[r].frequencies[k].frequency_mhz, 1680);
   drv_close(&x);
   pe_free(p);
 }
@@ -684,7 +687,8 @@ static void perseus_solver_failure_is_reported_and_the_job_keeps_the_highest_clo
   pe_profile *p = pe_synth(4);
   drv x;
   /* A time unit longer than every instruction: the solver refuses the profile. */
-  drv_open(&x, 1, 4, 1, 8, p, "{\"warmup_iters\": 0, \"blocking_power_w\": 50, \"min_frequency\": 1600, \"unit_time_s\": 0.5}");
+  drv_open(&x, 1, 4, 1, 8, p,
+           "{\"warmup_iters\": 0, \"blocking_power_w\": 50, \"min_frequency\": 1600, \"unit_time_s\": 0.5}");
   drv_until_settled(&x);
   json_t *st = drv_status(&x);
   assert_string_equal(jstr(st, "phase", NULL), "failed");
@@ -705,7 +709,8 @@ static void perseus_solver_failure_is_reported_and_the_job_keeps_the_highest_clo
 
 static void perseus_refuses_bad_arguments_the_3d_suffix_and_orders_other_than_1f1b(void **state) {
   (void)state;
-  assert_zeus_err(zeus_pfo_check_scheduler("Perseus3D", NULL), ZEUS_EINVAL, "Perseus handles data and tensor parallelism");
+  assert_zeus_err(zeus_pfo_check_scheduler("Perseus3D", NULL), ZEUS_EINVAL,
+                  "Perseus handles data and tensor parallelism");
   assert_zeus_err(zeus_pfo_check_scheduler("Perseus", "{\"target_time_s\": 1, \"max_slowdown\": 1.1}"), ZEUS_EINVAL,
                   "not both");
   assert_zeus_err(zeus_pfo_check_scheduler("Perseus", "{\"recovery_tolerance\": 0.1}"), ZEUS_EINVAL,
@@ -728,8 +733,12 @@ static void perseus_refuses_bad_arguments_the_3d_suffix_and_orders_other_than_1f
   const char **o[4];
   for (int s = 0; s < 4; s++) {
     o[s] = order_1f1b(4, s, 8);
-    ranks[s] = (zeus_pfo_rank_info){.rank = s, .pp_rank = s, .available_frequencies = p->mhz, .n_available_frequencies = 10,
-                                    .pipe_schedule = (char **)o[s], .n_pipe_schedule = 16};
+    ranks[s] = (zeus_pfo_rank_info){.rank = s,
+                                    .pp_rank = s,
+                                    .available_frequencies = p->mhz,
+                                    .n_available_frequencies = 10,
+                                    .pipe_schedule = (char **)o[s],
+                                    .n_pipe_schedule = 16};
   }
   for (int k = 0; k < 16; k++) o[2][k] = k < 8 ? "forward" : "backward";
   zeus__solver_pool *pool;
@@ -825,7 +834,8 @@ static void perseus_server_answers_promptly_while_the_gpt3_96_microbatch_solve_r
   assert_zeus_ok(zeus_pfo_server_open(&srv, &o));
   j.port = zeus_pfo_server_port(srv);
   json_t *v = http_json(j.port, "POST", "/register_job",
-                        "{\"job_id\": \"\", \"pp_degree\": 8, \"dp_degree\": 1, \"tp_degree\": 1, \"world_size\": 8}", 200);
+                        "{\"job_id\": \"\", \"pp_degree\": 8, \"dp_degree\": 1, \"tp_degree\": 1, \"world_size\": 8}",
+                        200);
   snprintf(j.id, sizeof j.id, "%s", json_string_value(v));
   json_decref(v);
   char path[400];
@@ -835,7 +845,8 @@ static void perseus_server_answers_promptly_while_the_gpt3_96_microbatch_solve_r
   json_decref(v);
   for (int r = 0; r < LAT_S; r++) {
     zeus__buf b = {0};
-    zeus__buf_printf(&b, "{\"rank\": %d, \"dp_rank\": 0, \"pp_rank\": %d, \"tp_rank\": 0, \"available_frequencies\": [", r, r);
+    zeus__buf_printf(&b, "{\"rank\": %d, \"dp_rank\": 0, \"pp_rank\": %d, \"tp_rank\": 0, \"available_frequencies\": [",
+                     r, r);
     for (int c = 0; c < j.p->nclk; c++) zeus__buf_printf(&b, "%s%d", c ? ", " : "", j.p->mhz[c]);
     zeus__buf_puts(&b, "], \"pipe_schedule\": [");
     const char **ord = order_1f1b(LAT_S, r, LAT_M);
