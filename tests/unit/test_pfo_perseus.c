@@ -955,6 +955,22 @@ static void perseus_routes_go_through_the_servers_auth_and_unknown_jobs(void **s
   free(resp);
   assert_int_equal(th_request(&c, "DELETE", "/perseus/nope", NULL, auth, &resp), 405);
   free(resp);
+  /* /metrics counts them under the route's template, never the client's path (a request is
+   * counted once its answer is sent, which the client may see a moment earlier: up to 5 s). */
+  const char *want = "zeus_pfo_requests_total{route=\"/perseus/{job_id}\",code=\"404\"} 1\n";
+  bool seen = false;
+  for (int i = 0; i < 500 && !seen; i++) {
+    assert_int_equal(th_request(&c, "GET", "/metrics", NULL, auth, &resp), 200);
+    seen = strstr(resp, want) != NULL;
+    if (seen) {
+      assert_non_null(strstr(resp, "zeus_pfo_requests_total{route=\"/perseus/{job_id}\",code=\"401\"} 2\n"));
+      assert_null(strstr(resp, "nope"));
+    }
+    free(resp);
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    if (!seen) nanosleep(&ts, NULL);
+  }
+  assert_true(seen);
   th_close(&c);
   zeus_pfo_server_close(srv);
 }
