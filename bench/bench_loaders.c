@@ -26,7 +26,8 @@ static void write_file(const char *path, void (*gen)(FILE *, long), long n) {
 
 static void gen_plo(FILE *f, long n) {
   fputs("{\"measurements\": [", f);
-  for (long i = 0; i < n; i++) fprintf(f, "%s{\"power_limit\": %ld, \"energy\": %ld.5, \"time\": 2.0}", i ? "," : "", i + 1, 100 + i);
+  for (long i = 0; i < n; i++)
+    fprintf(f, "%s{\"power_limit\": %ld, \"energy\": %ld.5, \"time\": 2.0}", i ? "," : "", i + 1, 100 + i);
   fputs("]}\n", f);
 }
 
@@ -38,7 +39,8 @@ static void gen_sim(FILE *f, long n) {
 
 static void gen_frontier(FILE *f, long n) {
   fputs("stage,instruction,frequency,time,energy\n", f);
-  for (long i = 0; i < n; i++) fprintf(f, "%ld,%s,%ld,0.01,1.0\n", i % 4, (i / 4) % 2 ? "forward" : "backward", i / 8 + 100);
+  for (long i = 0; i < n; i++)
+    fprintf(f, "%ld,%s,%ld,0.01,1.0\n", i % 4, (i / 4) % 2 ? "forward" : "backward", i / 8 + 100);
 }
 
 static void gen_train(FILE *f, long n) {

@@ -72,7 +72,8 @@ static const cli_command reset_cmd = {
     .more =
         "Example:\n"
         "  sudo zeus gpus reset --gpus 0\n"
-        "  sudo zeus gpus reset --persistence on   # where nvidia-persistenced keeps it on\n\n" ENVIRONMENT,
+        "  sudo zeus gpus reset --persistence on   # where nvidia-persistenced keeps it "
+        "on\n\n" ENVIRONMENT,
     .args = CLI_ARGS_NONE,
 };
 
@@ -236,7 +237,8 @@ static int reset_gpus(zeus_devices *d) {
       bool on = persistence == PERSISTENCE_ON;
       rc = zeus_gpu_set_persistence_mode(d, g, on);
       if (rc && rc != ZEUS_ENOTSUP) {
-        cli_error("gpus reset", true, "GPU %u: persistence mode not turned %s", g, on ? "on" : "off");
+        cli_error("gpus reset", true, "GPU %u: persistence mode not turned %s", g,
+                  on ? "on" : "off");
         status = CLI_EXIT_FAIL;
       } else if (!rc) {
         printf("GPU %u: persistence mode %s\n", g, on ? "on" : "off");

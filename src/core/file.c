@@ -18,8 +18,10 @@ int zeus__read_file_max(const char *path, size_t max, const char *what, char **d
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (fd < 0) {
     int e = errno;
-    return zeus__error(e == ENOENT ? ZEUS_ENOENT : e == EACCES ? ZEUS_EPERM : ZEUS_EIO, "cannot open '%s': %s", path,
-                       strerror(e));
+    return zeus__error(e == ENOENT   ? ZEUS_ENOENT
+                       : e == EACCES ? ZEUS_EPERM
+                                     : ZEUS_EIO,
+                       "cannot open '%s': %s", path, strerror(e));
   }
   struct stat st;
   int rc = ZEUS_OK;
@@ -78,9 +80,12 @@ int zeus__read_file(const char *path, char **data, size_t *len) {
 
 zeus__size_str zeus__size_text(size_t bytes) {
   zeus__size_str t;
-  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) snprintf(t.s, sizeof t.s, "%zu MiB", bytes >> 20);
-  else if (bytes >= 1024 && bytes % 1024 == 0) snprintf(t.s, sizeof t.s, "%zu KiB", bytes >> 10);
-  else snprintf(t.s, sizeof t.s, "%zu bytes", bytes);
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0)
+    snprintf(t.s, sizeof t.s, "%zu MiB", bytes >> 20);
+  else if (bytes >= 1024 && bytes % 1024 == 0)
+    snprintf(t.s, sizeof t.s, "%zu KiB", bytes >> 10);
+  else
+    snprintf(t.s, sizeof t.s, "%zu bytes", bytes);
   return t;
 }
 

@@ -86,7 +86,9 @@ int zeus__parse_visible_devices(const char *value, const char *const *uuids, uns
       errno = 0;
       unsigned long v = strtoul(p, NULL, 10);
       if (errno == ERANGE || v >= count) {
-        zeus__log(ZEUS_LOG_WARN, "device", "CUDA_VISIBLE_DEVICES: GPU %s does not exist (%u GPUs); ignoring it and every later entry", tok, count);
+        zeus__log(ZEUS_LOG_WARN, "device",
+                  "CUDA_VISIBLE_DEVICES: GPU %s does not exist (%u GPUs); ignoring it and every later entry", tok,
+                  count);
         break;
       }
       idx = (unsigned)v;

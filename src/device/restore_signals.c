@@ -71,8 +71,8 @@ int zeus__restore_signals_acquire(void) {
       sa.sa_flags = SA_SIGINFO | SA_RESTART;
       sigemptyset(&sa.sa_mask);
       if (sigaction(handled[i], &sa, NULL) != 0) {
-        rc = zeus__error(ZEUS_EINTERNAL, "installing the %s handler that restores the GPUs failed: %s",
-                         handled_name[i], strerror(errno));
+        rc = zeus__error(ZEUS_EINTERNAL, "installing the %s handler that restores the GPUs failed: %s", handled_name[i],
+                         strerror(errno));
         for (size_t j = 0; j < i; j++)
           if (sig_installed[j]) sigaction(handled[j], &sig_prev[j], NULL);
         memset(sig_installed, 0, sizeof sig_installed);
@@ -83,7 +83,9 @@ int zeus__restore_signals_acquire(void) {
   }
   if (!rc) sig_users++;
   pthread_mutex_unlock(&sig_mu);
-  if (!rc) zeus__log(ZEUS_LOG_DEBUG, "device", "SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1 handlers restore the GPUs (%d user(s))", sig_users);
+  if (!rc)
+    zeus__log(ZEUS_LOG_DEBUG, "device", "SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1 handlers restore the GPUs (%d user(s))",
+              sig_users);
   return rc;
 }
 

@@ -88,11 +88,13 @@ static int check_gpu_config(const zeus_sim_gpu_config *c, unsigned i) {
   if ((rc = check_power(i, "min_power_limit_w", p->min_power_limit_w)) ||
       (rc = check_power(i, "max_power_limit_w", p->max_power_limit_w)) ||
       (rc = check_power(i, "default_power_limit_w", p->default_power_limit_w)) ||
-      (rc = check_power(i, "idle_power_w", p->idle_power_w)) || (rc = check_power(i, "static_power_w", p->static_power_w)) ||
+      (rc = check_power(i, "idle_power_w", p->idle_power_w)) ||
+      (rc = check_power(i, "static_power_w", p->static_power_w)) ||
       (rc = check_power(i, "dynamic_power_w", p->dynamic_power_w)))
     return rc;
   if (!(p->time_per_unit_s > 0 && p->time_per_unit_s <= 1e6))
-    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: time_per_unit_s %g is outside (0, 1e6] s", i, p->time_per_unit_s);
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: time_per_unit_s %g is outside (0, 1e6] s", i,
+                       p->time_per_unit_s);
   if (!(c->time_scale >= 0 && c->time_scale <= 1e6))
     return zeus__error(ZEUS_EINVAL, "simulated GPU %u: time_scale %g is outside [0, 1e6]", i, c->time_scale);
   if (p->min_clock_mhz > p->max_clock_mhz)
@@ -128,8 +130,7 @@ static int check_gpu_config(const zeus_sim_gpu_config *c, unsigned i) {
         return zeus__error(ZEUS_EINVAL,
                            "simulated GPU %u: table row %zu is out of range (%g W, %g s, %g J): a power limit "
                            "and an energy over time of at most %g W, a time of at most 1e6 s",
-                           i, r + 1, row->power_limit_w, row->time_per_unit_s, row->energy_per_unit_j,
-                           SIM_MAX_POWER_W);
+                           i, r + 1, row->power_limit_w, row->time_per_unit_s, row->energy_per_unit_j, SIM_MAX_POWER_W);
     }
     /* Duplicates are found after sorting (init_gpu): comparing every pair made a table of 100,000
      * rows take seconds. */

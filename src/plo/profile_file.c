@@ -51,16 +51,17 @@ static int check_unique(const char *path, const zeus_plo_measurement *m, size_t 
   size_t first = 0, second = SIZE_MAX;
   for (size_t k = 1; k < n; k++) {
     /* v[k] repeats its group's first entry; only the group's second entry can be the earliest. */
-    if (v[k].limit_w == v[k - 1].limit_w && (k == 1 || v[k - 1].limit_w != v[k - 2].limit_w) &&
-        v[k].index < second) {
+    if (v[k].limit_w == v[k - 1].limit_w && (k == 1 || v[k - 1].limit_w != v[k - 2].limit_w) && v[k].index < second) {
       first = v[k - 1].index;
       second = v[k].index;
     }
   }
   int rc = ZEUS_OK;
   if (second != SIZE_MAX)
-    rc = zeus__error(ZEUS_EPARSE, "power-limit profile '%s': power limit %u W appears twice (measurements[%zu] and "
-                     "[%zu])", path, m[second].power_limit_w, first, second);
+    rc = zeus__error(ZEUS_EPARSE,
+                     "power-limit profile '%s': power limit %u W appears twice (measurements[%zu] and "
+                     "[%zu])",
+                     path, m[second].power_limit_w, first, second);
   free(v);
   return rc;
 }

@@ -32,8 +32,7 @@ static void write_all(int fd, const char *p, size_t n) {
 }
 
 /* In the child after fork: only async-signal-safe calls until exec. */
-static void child_exec(char *const *argv, char *const *env, const char *workdir, int out_fd, pid_t parent,
-                       int go_fd) {
+static void child_exec(char *const *argv, char *const *env, const char *workdir, int out_fd, pid_t parent, int go_fd) {
   setpgid(0, 0);
   /* Killed when the driver dies (kill -9 included), so that a restart never finds it running
    * beside the try it repeats; if the driver died before this line, exit now. */
@@ -43,8 +42,7 @@ static void child_exec(char *const *argv, char *const *env, const char *workdir,
    * outlive a driver killed meanwhile unseen by the next run. */
   char go = 0;
   ssize_t got;
-  while ((got = read(go_fd, &go, 1)) < 0 && errno == EINTR) {
-  }
+  while ((got = read(go_fd, &go, 1)) < 0 && errno == EINTR) {}
   if (got != 1) _exit(125);
   close(go_fd);
   dup2(out_fd, STDOUT_FILENO);
@@ -150,8 +148,7 @@ int zeus__run_child(zeus_runner *r, char *const *argv, char *const *env, const c
   close(go[0]);
   zeus__run_state_trainee_started(r, pid);
   ssize_t sent;
-  while ((sent = send(go[1], "g", 1, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
-  }
+  while ((sent = send(go[1], "g", 1, MSG_NOSIGNAL)) < 0 && errno == EINTR) {}
   close(go[1]);
   double start = zeus_monotonic_s(), term_at = 0, exited_at = 0;
   bool open_pipe = true;
@@ -174,8 +171,10 @@ int zeus__run_child(zeus_runner *r, char *const *argv, char *const *env, const c
       exited_at = zeus_monotonic_s();
       kill_leftovers(pid); /* a helper in the group holding the output */
     }
-    if (exited_at == 0) enforce_stop(r, pid, start, &term_at, res);
-    else if (zeus_monotonic_s() - exited_at > DRAIN_GRACE_S) break; /* held by one outside the group */
+    if (exited_at == 0)
+      enforce_stop(r, pid, start, &term_at, res);
+    else if (zeus_monotonic_s() - exited_at > DRAIN_GRACE_S)
+      break; /* held by one outside the group */
   }
   close(p[0]);
   /* Reap the trainee (stopping it if asked or past the timeout meanwhile). */

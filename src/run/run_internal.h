@@ -53,7 +53,7 @@ struct zeus_runner {
   zeus__arena own;
   zeus_run_callbacks cb;
   char *logdir, *state_path, *lock_path;
-  int lock_fd, id_lock_fd;       /* the state's lock; the job identity's (default state only) */
+  int lock_fd, id_lock_fd; /* the state's lock; the job identity's (default state only) */
   sqlite3 *db;
   zeus_bso *bso;
   long next_rec, next_try;
@@ -61,7 +61,7 @@ struct zeus_runner {
   double min_cost, cost_acc;
   double max_power_w;
   bool uses_lr;
-  long cur_rec, cur_try;          /* the try being run */
+  long cur_rec, cur_try; /* the try being run */
   volatile sig_atomic_t stop;
 };
 

@@ -259,7 +259,8 @@ static int lock_identity(zeus_runner *r, const char *base, const char *job, cons
   if (zeus__buf_printf(&b, "%s/.zeus-run-%016llx.lock", base, (unsigned long long)h))
     return zeus__oom("naming the job's lock");
   r->id_lock_fd = open(b.data, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (r->id_lock_fd < 0) rc = zeus__error(ZEUS_EIO, "cannot create the job's lock file '%s': %s", b.data, strerror(errno));
+  if (r->id_lock_fd < 0)
+    rc = zeus__error(ZEUS_EIO, "cannot create the job's lock file '%s': %s", b.data, strerror(errno));
   else if (flock(r->id_lock_fd, LOCK_EX | LOCK_NB) != 0)
     rc = zeus__error(ZEUS_EEXIST, "another zeus run is running the job %s%s under '%s' (lock '%s')", job, knobs, base,
                      b.data);
@@ -440,8 +441,10 @@ static int check_history(zeus_runner *r) {
     long rec = (long)sqlite3_column_int64(st, 0), tr = (long)sqlite3_column_int64(st, 1);
     if (rec > r->next_rec || (rec == r->next_rec && tr >= r->next_try)) {
       char why[160];
-      snprintf(why, sizeof why, "its history ends at recurrence %ld, try %ld, not before where its driver stands "
-               "(recurrence %ld, try %ld)", rec, tr, r->next_rec, r->next_try);
+      snprintf(why, sizeof why,
+               "its history ends at recurrence %ld, try %ld, not before where its driver stands "
+               "(recurrence %ld, try %ld)",
+               rec, tr, r->next_rec, r->next_try);
       rc = damaged(r, why);
     }
   }
@@ -588,8 +591,7 @@ int zeus__run_state_open(zeus_runner *r) {
     existing = false;
   }
   struct stat st;
-  if (!rc && existing && stat(r->state_path, &st) == 0 && st.st_size == 0)
-    rc = damaged(r, "it is empty (0 bytes)");
+  if (!rc && existing && stat(r->state_path, &st) == 0 && st.st_size == 0) rc = damaged(r, "it is empty (0 bytes)");
   if (rc) {
     free(fresh);
     return rc;
@@ -615,8 +617,8 @@ int zeus__run_state_open(zeus_runner *r) {
                      STATE_VERSION);
   if (!rc && existing && (!version || !config))
     rc = damaged(r, !version && !config ? "its meta rows (version and config) are gone"
-                    : !version         ? "its meta row 'version' is gone"
-                                       : "its meta row 'config' is gone");
+                    : !version          ? "its meta row 'version' is gone"
+                                        : "its meta row 'config' is gone");
   if (!rc && config) {
     rc = check_config(r, config);
     if (!rc && logdir) {

@@ -42,16 +42,19 @@ static void cleanup(void) {
 }
 
 static void setup(void) {
-  snprintf(g_dir, sizeof g_dir, "%s/zeus-fuzz-files-%d", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
+  snprintf(g_dir, sizeof g_dir, "%s/zeus-fuzz-files-%d", access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp",
+           (int)getpid());
   if (mkdir(g_dir, 0700) != 0 && errno != EEXIST) abort();
   atexit(cleanup);
   zeus_set_log_level(ZEUS_LOG_OFF);
   snprintf(g_train, sizeof g_train, "%s/train.csv", g_dir);
   snprintf(g_power, sizeof g_power, "%s/power.csv", g_dir);
-  static const char train[] = "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\n"
-                              "d,n,32,adam,0.1,0,0.5,3\n";
-  static const char power[] = "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
-                              "d,n,32,adam,100,1.0,90\n";
+  static const char train[] =
+      "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\n"
+      "d,n,32,adam,0.1,0,0.5,3\n";
+  static const char power[] =
+      "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+      "d,n,32,adam,100,1.0,90\n";
   put(g_train, train, sizeof train - 1);
   put(g_power, power, sizeof power - 1);
 }

@@ -34,7 +34,8 @@ static void core_reader_refuses_fifos_devices_folders_and_oversized_files(void *
   /* A FIFO without a writer would block open() forever. */
   assert_zeus_err(zeus__read_file_max(fifo, 1024, "job spec", &data, &len), ZEUS_EINVAL,
                   "is not a regular file (a job spec must be one");
-  assert_zeus_err(zeus__read_file_max("/dev/zero", 1024, NULL, &data, &len), ZEUS_EINVAL, "'/dev/zero' is not a regular file");
+  assert_zeus_err(zeus__read_file_max("/dev/zero", 1024, NULL, &data, &len), ZEUS_EINVAL,
+                  "'/dev/zero' is not a regular file");
   assert_zeus_err(zeus__read_file_max(dir, 1024, NULL, &data, &len), ZEUS_EINVAL, "is not a regular file");
   assert_zeus_err(zeus__read_file_max("/nonexistent/x", 1024, NULL, &data, &len), ZEUS_ENOENT, "/nonexistent/x");
   /* Over the cap by one byte: refused naming the size and the cap; at the cap: read whole. */
@@ -106,7 +107,8 @@ static void large_profiles_and_traces_load_in_linear_time(void **state) {
   FILE *f = fopen(plo, "w");
   assert_non_null(f);
   fputs("{\"measurements\": [", f);
-  for (long i = 0; i < N; i++) fprintf(f, "%s{\"power_limit\": %ld, \"energy\": %ld.5, \"time\": 2.0}", i ? "," : "", i + 1, 100 + i);
+  for (long i = 0; i < N; i++)
+    fprintf(f, "%s{\"power_limit\": %ld, \"energy\": %ld.5, \"time\": 2.0}", i ? "," : "", i + 1, 100 + i);
   fputs("]}\n", f);
   fclose(f);
   f = fopen(tr, "w");
@@ -136,11 +138,12 @@ static void large_profiles_and_traces_load_in_linear_time(void **state) {
   double t_trace = zeus_monotonic_s() - t0;
   if (t_plo > 8 || t_trace > 8) fail_msg("loading took %.1f s (profile) and %.1f s (trace)", t_plo, t_trace);
   /* The sorted duplicate check names the first repeat and its original. */
-  zeus_test_write_file(plo, "{\"measurements\": [{\"power_limit\": 300, \"energy\": 1, \"time\": 1},"
-                            "{\"power_limit\": 200, \"energy\": 1, \"time\": 1},"
-                            "{\"power_limit\": 250, \"energy\": 1, \"time\": 1},"
-                            "{\"power_limit\": 200, \"energy\": 1, \"time\": 1},"
-                            "{\"power_limit\": 300, \"energy\": 1, \"time\": 1}]}");
+  zeus_test_write_file(plo,
+                       "{\"measurements\": [{\"power_limit\": 300, \"energy\": 1, \"time\": 1},"
+                       "{\"power_limit\": 200, \"energy\": 1, \"time\": 1},"
+                       "{\"power_limit\": 250, \"energy\": 1, \"time\": 1},"
+                       "{\"power_limit\": 200, \"energy\": 1, \"time\": 1},"
+                       "{\"power_limit\": 300, \"energy\": 1, \"time\": 1}]}");
   assert_zeus_err(zeus_plo_profile_load(plo, &m, &n), ZEUS_EPARSE,
                   "power limit 200 W appears twice (measurements[1] and [3])");
 }
@@ -151,26 +154,29 @@ static void sim_power_cannot_wrap_its_milliwatt_readings(void **state) {
   zeus_test_tmpdir(dir, sizeof dir);
   snprintf(csv, sizeof csv, "%s/profile.csv", dir);
   /* 99,999,999,999 W once read back as 276,446.2 W (a 32-bit wrap of the mW value). */
-  zeus_test_write_file(csv, "start_time,window_name,elapsed_time,gpu0_energy\n"
-                            "0,__PowerLimitOptimizer_300,1.0,8000\n"
-                            "0,__PowerLimitOptimizer_99999999999,1.0,9000\n");
+  zeus_test_write_file(csv,
+                       "start_time,window_name,elapsed_time,gpu0_energy\n"
+                       "0,__PowerLimitOptimizer_300,1.0,8000\n"
+                       "0,__PowerLimitOptimizer_99999999999,1.0,9000\n");
   zeus_sim_config *cfg;
   assert_zeus_ok(zeus_sim_config_load(&cfg, csv, 40));
   zeus_sim_node *node = NULL;
   assert_zeus_err(zeus_sim_node_open(&node, cfg), ZEUS_EINVAL, "table row 2 is out of range (1e+11 W");
   zeus_sim_config_free(cfg);
   /* Duplicates are still found (after sorting). */
-  zeus_test_write_file(csv, "start_time,window_name,elapsed_time,gpu0_energy\n"
-                            "0,__PowerLimitOptimizer_300,1.0,8000\n"
-                            "0,__PowerLimitOptimizer_250,1.0,7000\n"
-                            "0,__PowerLimitOptimizer_300,1.0,9000\n");
+  zeus_test_write_file(csv,
+                       "start_time,window_name,elapsed_time,gpu0_energy\n"
+                       "0,__PowerLimitOptimizer_300,1.0,8000\n"
+                       "0,__PowerLimitOptimizer_250,1.0,7000\n"
+                       "0,__PowerLimitOptimizer_300,1.0,9000\n");
   assert_zeus_ok(zeus_sim_config_load(&cfg, csv, 40));
   assert_zeus_err(zeus_sim_node_open(&node, cfg), ZEUS_EINVAL, "power limit 300 W appears twice");
   zeus_sim_config_free(cfg);
   /* The highest allowed power reads back exactly. */
-  zeus_test_write_file(csv, "start_time,window_name,elapsed_time,gpu0_energy\n"
-                            "0,__PowerLimitOptimizer_100000,1.0,8000\n"
-                            "0,__PowerLimitOptimizer_250,1.0,7000\n");
+  zeus_test_write_file(csv,
+                       "start_time,window_name,elapsed_time,gpu0_energy\n"
+                       "0,__PowerLimitOptimizer_100000,1.0,8000\n"
+                       "0,__PowerLimitOptimizer_250,1.0,7000\n");
   assert_zeus_ok(zeus_sim_config_load(&cfg, csv, 40));
   assert_zeus_ok(zeus_sim_node_open(&node, cfg));
   unsigned mn, mx, def;

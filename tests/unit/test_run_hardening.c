@@ -19,8 +19,9 @@ static void setup_env(void) {
   setenv("ZEUS_GPU_BACKEND", "sim", 1);
   setenv("ZEUS_SIM_GPUS", "1", 1);
   setenv("ZEUS_RAPL_ROOT", "/nonexistent-rapl-root", 1);
-  static const char *const vars[] = {"ZEUS_LOG_DIR",       "ZEUS_JOB_ID",         "ZEUS_COST_THRESH",    "ZEUS_ETA_KNOB",
-                                     "ZEUS_TARGET_METRIC", "ZEUS_PROFILE_PARAMS", "ZEUS_USE_OPTIMAL_PL", NULL};
+  static const char *const vars[] = {
+      "ZEUS_LOG_DIR",       "ZEUS_JOB_ID",         "ZEUS_COST_THRESH",    "ZEUS_ETA_KNOB",
+      "ZEUS_TARGET_METRIC", "ZEUS_PROFILE_PARAMS", "ZEUS_USE_OPTIMAL_PL", NULL};
   for (int i = 0; vars[i]; i++) unsetenv(vars[i]);
 }
 
@@ -377,9 +378,10 @@ static void run_result_file_linked_to_dev_zero_or_a_fifo_is_refused_at_once(void
   char dir[256], script[320];
   zeus_test_tmpdir(dir, sizeof dir);
   snprintf(script, sizeof script, "%s/hostile.sh", dir);
-  write_script(script, "#!/bin/sh\n"
-                       "r=\"$ZEUS_LOG_DIR/$ZEUS_JOB_ID+bs8.train.json\"\n"
-                       "if [ \"$1\" = fifo ]; then mkfifo \"$r\"; else ln -s /dev/zero \"$r\"; fi\n");
+  write_script(script,
+               "#!/bin/sh\n"
+               "r=\"$ZEUS_LOG_DIR/$ZEUS_JOB_ID+bs8.train.json\"\n"
+               "if [ \"$1\" = fifo ]; then mkfifo \"$r\"; else ln -s /dev/zero \"$r\"; fi\n");
   for (int k = 0; k < 2; k++) {
     const char *cmd[] = {script, k ? "fifo" : "zero", NULL};
     zeus_run_spec s = script_spec(dir, NULL, cmd);
@@ -401,8 +403,9 @@ static void run_spec_negative_recurrences_are_refused(void **state) {
   char dir[256], path[320];
   zeus_test_tmpdir(dir, sizeof dir);
   snprintf(path, sizeof path, "%s/job.json", dir);
-  zeus_test_write_file(path, "{\"command\": \"true\", \"batch_sizes\": [8], \"default_batch_size\": 8, "
-                             "\"target_metric\": 1, \"max_epochs\": 1, \"recurrences\": -3}");
+  zeus_test_write_file(path,
+                       "{\"command\": \"true\", \"batch_sizes\": [8], \"default_batch_size\": 8, "
+                       "\"target_metric\": 1, \"max_epochs\": 1, \"recurrences\": -3}");
   zeus_run_spec s;
   zeus_run_spec_init(&s);
   void *storage = NULL;
