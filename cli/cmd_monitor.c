@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <zeus/config.h>
+
 #include "cli.h"
 
 #define ENVIRONMENT                                                                              \
@@ -24,6 +26,8 @@ static const char *out_path;
 static int interval_ms = 100;
 static double duration_s = -1;
 
+static const char *push_url, *push_job = "zeus", *push_labels, *push_window;
+
 static const cli_opt energy_opts[] = {
     {"gpus", 0, CLI_OPT_CUSTOM, &gpu_list, "LIST", "comma-separated visible GPU indices", "all",
      .parse = cli_opt_index_list},
@@ -33,6 +37,17 @@ static const cli_opt energy_opts[] = {
     {"output", 'o', CLI_OPT_STRING, &out_path, "FILE",
      "write the report to FILE (replaced whole when CMD ends) instead of standard\n"
      "error; CMD keeps standard output"},
+    {"pushgateway", 0, CLI_OPT_STRING, &push_url, "URL",
+     "also push the window to the Prometheus Pushgateway at URL (http://HOST:PORT) as the\n"
+     "histograms of zeus/metric.h (energy_monitor_gpu_energy_joules, ...,\n"
+     "energy_monitor_window_duration_seconds); a failed push is reported and exits 1 when CMD\n"
+     "succeeded (the report is written all the same)",
+     .heading = "Pushing to a Prometheus Pushgateway (docs/metrics-push.md):"},
+    {"push-job", 0, CLI_OPT_STRING, &push_job, "NAME", "the job the window is pushed under", "zeus"},
+    {"push-labels", 0, CLI_OPT_STRING, &push_labels, "K=V,...",
+     "grouping labels added to every series (instance=node3,rank=0)", "none"},
+    {"push-window", 0, CLI_OPT_STRING, &push_window, "NAME",
+     "the window label", "CMD's file name"},
     {0},
 };
 
@@ -57,7 +72,8 @@ static const cli_command monitor_cmd = {
 
 static const cli_command energy_cmd = {
     .name = "monitor energy",
-    .usage = "zeus monitor energy [--gpus LIST] [--json] [-o FILE] [--] CMD [ARGS...]",
+    .usage = "zeus monitor energy [--gpus LIST] [--json] [-o FILE] [--pushgateway URL [--push-job NAME]\n"
+             "                    [--push-labels K=V,...] [--push-window NAME]] [--] CMD [ARGS...]",
     .about =
         "Runs CMD, then reports its elapsed time and the energy each GPU, each CPU package and\n"
         "each DRAM zone (RAPL, where readable) used meanwhile, and the total of GPUs and CPU\n"
@@ -76,7 +92,9 @@ static const cli_command energy_cmd = {
         "Examples:\n"
         "  zeus monitor energy -- python train.py --epochs 1\n"
         "  zeus monitor energy --gpus 0,1 --json -- ./my_benchmark | jq .total_energy_j\n"
-        "  zeus monitor energy -o energy.txt -- make -j8\n\n" ENVIRONMENT,
+        "  zeus monitor energy -o energy.txt -- make -j8\n"
+        "  zeus monitor energy --pushgateway http://127.0.0.1:9091 --push-job train \\\n"
+        "      --push-labels instance=node3 --push-window epoch -- python train.py\n\n" ENVIRONMENT,
     .args = CLI_ARGS_COMMAND,
 };
 
@@ -162,6 +180,67 @@ static int run_child(char **argv, bool to_stderr) {
   return exit_code;
 }
 
+/* --push-labels "k=v,k2=v2" into names and values (pointers into `buf`). */
+static bool split_labels(const char *cmd, char *buf, const char **names, const char **values, size_t cap,
+                         size_t *n) {
+  *n = 0;
+  char *save = NULL;
+  for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(kv, '=');
+    if (!eq || eq == kv || *n == cap) {
+      cli_error(cmd, false, "--push-labels: expected NAME=VALUE[,NAME=VALUE...] (at most %zu), got '%s'", cap, kv);
+      return false;
+    }
+    *eq = '\0';
+    names[*n] = kv;
+    values[(*n)++] = eq + 1;
+  }
+  return true;
+}
+
+/* Pushes the measured window as a histogram observation (zeus/metric.h); false after an error. */
+static bool push_window_now(zeus_monitor *m, const char *cmd0, const zeus_measurement *r) {
+  const char *cmd = "monitor energy";
+#if ZEUS_HAVE_METRICS_PUSH
+  char buf[1024];
+  const char *names[16], *values[16];
+  size_t n = 0;
+  if (push_labels) {
+    if (strlen(push_labels) >= sizeof buf) {
+      cli_error(cmd, false, "--push-labels: longer than %zu bytes", sizeof buf - 1);
+      return false;
+    }
+    strcpy(buf, push_labels);
+    if (!split_labels(cmd, buf, names, values, 16, &n)) return false;
+  }
+  zeus_metric_opts o;
+  zeus_metric_opts_init(&o);
+  o.url = push_url;
+  o.job = push_job;
+  o.label_names = names;
+  o.label_values = values;
+  o.num_labels = n;
+  o.monitor = m;
+  const char *slash = strrchr(cmd0, '/');
+  const char *win = push_window ? push_window : slash ? slash + 1 : cmd0;
+  zeus_metric *h;
+  if (zeus_metric_open(&h, ZEUS_METRIC_ENERGY_HISTOGRAM, &o) != ZEUS_OK) {
+    cli_error(cmd, true, "cannot push to the Pushgateway");
+    return false;
+  }
+  int rc = zeus_metric_record(h, win, r);
+  if (rc != ZEUS_OK) cli_error(cmd, true, "cannot push window '%s'", win);
+  zeus_metric_close(h);
+  return rc == ZEUS_OK;
+#else
+  (void)m;
+  (void)cmd0;
+  (void)r;
+  cli_error(cmd, false, "--pushgateway: this zeus was built without ZEUS_WITH_METRICS_PUSH (libcurl)");
+  return false;
+#endif
+}
+
 static int run_energy(int argc, char **argv) {
   const char *cmd = "monitor energy";
   if (argc == 0) {
@@ -198,6 +277,7 @@ static int run_energy(int argc, char **argv) {
     zeus_monitor_close(m);
     return exit_code ? exit_code : CLI_EXIT_FAIL;
   }
+  bool pushed = !push_url || push_window_now(m, argv[0], &r);
   zeus_monitor_close(m);
   FILE *out = rf.f ? rf.f : json_output ? stdout : stderr;
   bool ok = true;
@@ -209,7 +289,7 @@ static int run_energy(int argc, char **argv) {
     else ok = cli_report_commit(cmd, &rf, out_path);
   }
   fflush(out);
-  if (!ok) return exit_code ? exit_code : CLI_EXIT_FAIL;
+  if (!ok || !pushed) return exit_code ? exit_code : CLI_EXIT_FAIL;
   return exit_code;
 }
 

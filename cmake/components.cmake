@@ -129,6 +129,12 @@ zeus_component(RUN
   COMMANDS run
   USED_BY tests/unit/test_run.c tests/e2e/bso_cli.sh tests/e2e/bso_valgrind.sh)
 
+zeus_component(METRICS_PUSH
+  DOC "measurement windows pushed to a Prometheus Pushgateway: zeus/metric.h"
+  SOURCES src/metric
+  PKGS libcurl
+  USED_BY tests/unit/test_metric*.c tests/e2e/pushgateway.sh python/tests/test_metric.py)
+
 # A library still linked by a component that was built (two components may share one) is not
 # "left out".
 separate_arguments(zeus_left_pkgs UNIX_COMMAND "${ZEUS_PKGS_LEFT_OUT}")
