@@ -41,7 +41,8 @@ static const cli_opt energy_opts[] = {
      "also push the window to the Prometheus Pushgateway at URL (http://HOST:PORT) as the\n"
      "histograms of zeus/metric.h (energy_monitor_gpu_energy_joules, ...,\n"
      "energy_monitor_window_duration_seconds); a failed push is reported and exits 1 when CMD\n"
-     "succeeded (the report is written all the same)",
+     "succeeded (the report is written all the same). The gateway keeps the last push per job\n"
+     "and labels: runs that must all stay visible need labels of their own (run=...)",
      .heading = "Pushing to a Prometheus Pushgateway (docs/metrics-push.md):"},
     {"push-job", 0, CLI_OPT_STRING, &push_job, "NAME", "the job the window is pushed under", "zeus"},
     {"push-labels", 0, CLI_OPT_STRING, &push_labels, "K=V,...",
