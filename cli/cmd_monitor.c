@@ -181,6 +181,7 @@ static int run_child(char **argv, bool to_stderr) {
   return exit_code;
 }
 
+#if ZEUS_HAVE_METRICS_PUSH
 /* --push-labels "k=v,k2=v2" into names and values (pointers into `buf`). */
 static bool split_labels(const char *cmd, char *buf, const char **names, const char **values, size_t cap,
                          size_t *n) {
@@ -198,6 +199,8 @@ static bool split_labels(const char *cmd, char *buf, const char **names, const c
   }
   return true;
 }
+
+#endif
 
 /* Pushes the measured window as a histogram observation (zeus/metric.h); false after an error. */
 static bool push_window_now(zeus_monitor *m, const char *cmd0, const zeus_measurement *r) {
