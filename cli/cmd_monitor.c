@@ -40,8 +40,9 @@ static const cli_opt energy_opts[] = {
     {"pushgateway", 0, CLI_OPT_STRING, &push_url, "URL",
      "also push the window to the Prometheus Pushgateway at URL (http://HOST:PORT) as the\n"
      "histograms of zeus/metric.h (energy_monitor_gpu_energy_joules, ...,\n"
-     "energy_monitor_window_duration_seconds); a failed push is reported and exits 1 when CMD\n"
-     "succeeded (the report is written all the same). The gateway keeps the last push per job\n"
+     "energy_monitor_window_duration_seconds) after the report is written; a bad URL, job or\n"
+     "label is refused before CMD starts; a failed push is reported and exits 1 when CMD\n"
+     "succeeded. The gateway keeps the last push per job\n"
      "and labels: runs that must all stay visible need labels of their own (run=...)",
      .heading = "Pushing to a Prometheus Pushgateway (docs/metrics-push.md):"},
     {"push-job", 0, CLI_OPT_STRING, &push_job, "NAME", "the job the window is pushed under", "zeus"},
@@ -202,9 +203,17 @@ static bool split_labels(const char *cmd, char *buf, const char **names, const c
 
 #endif
 
-/* Pushes the measured window as a histogram observation (zeus/metric.h); false after an error. */
-static bool push_window_now(zeus_monitor *m, const char *cmd0, const zeus_measurement *r) {
+/* --pushgateway: a zeus_metric histogram on the command's monitor, opened before CMD starts so
+ * that a bad URL, job or label fails before the run rather than after it. */
+#if ZEUS_HAVE_METRICS_PUSH
+typedef zeus_metric push_handle;
+#else
+typedef void push_handle;
+#endif
+
+static bool push_open(zeus_monitor *m, push_handle **out) {
   const char *cmd = "monitor energy";
+  *out = NULL;
 #if ZEUS_HAVE_METRICS_PUSH
   char buf[1024];
   const char *names[16], *values[16];
@@ -225,23 +234,41 @@ static bool push_window_now(zeus_monitor *m, const char *cmd0, const zeus_measur
   o.label_values = values;
   o.num_labels = n;
   o.monitor = m;
-  const char *slash = strrchr(cmd0, '/');
-  const char *win = push_window ? push_window : slash ? slash + 1 : cmd0;
-  zeus_metric *h;
-  if (zeus_metric_open(&h, ZEUS_METRIC_ENERGY_HISTOGRAM, &o) != ZEUS_OK) {
-    cli_error(cmd, true, "cannot push to the Pushgateway");
+  if (zeus_metric_open(out, ZEUS_METRIC_ENERGY_HISTOGRAM, &o) != ZEUS_OK) {
+    cli_error(cmd, true, "--pushgateway");
     return false;
   }
+  return true;
+#else
+  (void)m;
+  cli_error(cmd, false, "--pushgateway: this zeus was built without ZEUS_WITH_METRICS_PUSH (libcurl)");
+  return false;
+#endif
+}
+
+/* Pushes the measured window as one histogram observation and closes the handle; false after an
+ * error message. */
+static bool push_window_now(push_handle *h, const char *cmd0, const zeus_measurement *r) {
+#if ZEUS_HAVE_METRICS_PUSH
+  const char *slash = strrchr(cmd0, '/');
+  const char *win = push_window ? push_window : slash ? slash + 1 : cmd0;
   int rc = zeus_metric_record(h, win, r);
-  if (rc != ZEUS_OK) cli_error(cmd, true, "cannot push window '%s'", win);
+  if (rc != ZEUS_OK) cli_error("monitor energy", true, "cannot push window '%s'", win);
   zeus_metric_close(h);
   return rc == ZEUS_OK;
 #else
-  (void)m;
+  (void)h;
   (void)cmd0;
   (void)r;
-  cli_error(cmd, false, "--pushgateway: this zeus was built without ZEUS_WITH_METRICS_PUSH (libcurl)");
   return false;
+#endif
+}
+
+static void push_close(push_handle *h) {
+#if ZEUS_HAVE_METRICS_PUSH
+  zeus_metric_close(h);
+#else
+  (void)h;
 #endif
 }
 
@@ -261,14 +288,21 @@ static int run_energy(int argc, char **argv) {
     cli_error(cmd, true, "cannot start measuring");
     return CLI_EXIT_FAIL;
   }
+  push_handle *ph = NULL;
+  if (push_url && !push_open(m, &ph)) {
+    zeus_monitor_close(m);
+    return CLI_EXIT_USAGE;
+  }
   cli_report rf = {0};
   if (out_path && !cli_report_open(cmd, &rf, out_path)) {
+    push_close(ph);
     zeus_monitor_close(m);
     return CLI_EXIT_FAIL;
   }
   if (zeus_monitor_begin_window(m, "zeus.monitor.energy", false) != ZEUS_OK) {
     cli_error(cmd, true, "cannot begin measuring");
     cli_report_discard(&rf);
+    push_close(ph);
     zeus_monitor_close(m);
     return CLI_EXIT_FAIL;
   }
@@ -278,11 +312,10 @@ static int run_energy(int argc, char **argv) {
   if (zeus_monitor_end_window(m, "zeus.monitor.energy", false, &r) != ZEUS_OK) {
     cli_error(cmd, true, "cannot finish measuring");
     cli_report_discard(&rf);
+    push_close(ph);
     zeus_monitor_close(m);
     return exit_code ? exit_code : CLI_EXIT_FAIL;
   }
-  bool pushed = !push_url || push_window_now(m, argv[0], &r);
-  zeus_monitor_close(m);
   FILE *out = rf.f ? rf.f : json_output ? stdout : stderr;
   bool ok = true;
   if (json_output) ok = write_json(out, argc, argv, exit_code, &r);
@@ -293,6 +326,9 @@ static int run_energy(int argc, char **argv) {
     else ok = cli_report_commit(cmd, &rf, out_path);
   }
   fflush(out);
+  /* The report first: a slow or dead gateway does not hold it back. */
+  bool pushed = !ph || push_window_now(ph, argv[0], &r);
+  zeus_monitor_close(m);
   if (!ok || !pushed) return exit_code ? exit_code : CLI_EXIT_FAIL;
   return exit_code;
 }

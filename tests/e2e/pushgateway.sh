@@ -97,6 +97,17 @@ if [ $code -eq 1 ] && grep -q "Pushgateway http://127.0.0.1:1" "$tmp/d.err" && g
 else fail "C: dead gateway (exit $code)"; cat "$tmp/d.err"; fi
 expect_err_has "C: bad --push-labels" "expected NAME=VALUE" \
   "$ZEUS" monitor energy --pushgateway "$URL" --push-labels nolabel -- true
+# A bad URL or label is refused (exit 2) before CMD runs, not after a long run.
+out=$("$ZEUS" monitor energy --pushgateway "ftp://127.0.0.1" -- echo CMD-RAN 2>"$tmp/e.err")
+code=$?
+if [ $code -eq 2 ] && [ -z "$out" ] && grep -q "expected http://HOST:PORT" "$tmp/e.err"; then
+  pass "C: a bad URL is refused before CMD runs"
+else fail "C: bad URL (exit $code, stdout '$out')"; cat "$tmp/e.err"; fi
+out=$("$ZEUS" monitor energy --pushgateway "$URL" --push-labels index=3 -- echo CMD-RAN 2>"$tmp/e.err")
+code=$?
+if [ $code -eq 2 ] && [ -z "$out" ] && grep -q "grouping label 'index': reserved" "$tmp/e.err"; then
+  pass "C: a reserved label is refused before CMD runs"
+else fail "C: reserved label (exit $code, stdout '$out')"; cat "$tmp/e.err"; fi
 
 # ---- from Python: zeusc.metric, the three kinds under one job and grouping key ----
 # A libzeus built with the sanitizers needs their runtimes loaded first in an interpreter (as the
