@@ -370,6 +370,8 @@ static int tick(zeus_metric *m, window *w, bool last) {
   if (m->kind == ZEUS_METRIC_ENERGY_COUNTER) {
     zeus_measurement r;
     rc = zeus_monitor_end_window(m->mon, w->key, false, &r);
+    /* Begun again even when ending failed (a begin that failed at the last tick leaves no window
+     * to end): the next tick measures from here. */
     int rb = last ? ZEUS_OK : zeus_monitor_begin_window(m->mon, w->key, false);
     if (!rc) {
       pthread_mutex_lock(&m->mu);
@@ -400,28 +402,28 @@ static int tick(zeus_metric *m, window *w, bool last) {
 static void *window_thread(void *arg) {
   window *w = arg;
   zeus_metric *m = w->owner;
-  bool failing = false;
+  bool failing = false, first = true;
   pthread_mutex_lock(&m->mu);
-  while (!w->stop) {
-    pthread_mutex_unlock(&m->mu);
-    int rc = m->kind == ZEUS_METRIC_POWER_GAUGE ? tick(m, w, false) : ZEUS_OK;
-    if (!rc) rc = zeus_metric_push(m);
-    if (rc && !failing)
-      zeus__log(ZEUS_LOG_WARN, MOD, "window '%s': %s (the values are kept for the next push)", w->name, zeus_errmsg());
-    else if (!rc && failing)
-      zeus__log(ZEUS_LOG_INFO, MOD, "window '%s': pushing works again", w->name);
-    failing = rc != ZEUS_OK;
-    struct timespec dl = zeus__deadline_in(m->period);
-    pthread_mutex_lock(&m->mu);
-    while (!w->stop && zeus__cond_wait_until(&m->cv, &m->mu, &dl) != ETIMEDOUT) {
+  for (;;) {
+    if (!first) {
+      struct timespec dl = zeus__deadline_in(m->period);
+      while (!w->stop && zeus__cond_wait_until(&m->cv, &m->mu, &dl) != ETIMEDOUT) {
+      }
     }
     if (w->stop) break;
-    if (m->kind == ZEUS_METRIC_ENERGY_COUNTER) {
-      pthread_mutex_unlock(&m->mu);
-      rc = tick(m, w, false);
-      if (rc) zeus__log(ZEUS_LOG_WARN, MOD, "window '%s': %s", w->name, zeus_errmsg());
-      pthread_mutex_lock(&m->mu);
-    }
+    pthread_mutex_unlock(&m->mu);
+    /* A counter has nothing to add at its first pass; a gauge reads at once. Values that one
+     * GPU could not give do not keep the others from being pushed. */
+    int rt = m->kind == ZEUS_METRIC_POWER_GAUGE || !first ? tick(m, w, false) : ZEUS_OK;
+    int rp = zeus_metric_push(m);
+    int rc = rt ? rt : rp;
+    if (rc && !failing)
+      zeus__log(ZEUS_LOG_WARN, MOD, "window '%s': %s (values are kept for the next push)", w->name, zeus_errmsg());
+    else if (!rc && failing)
+      zeus__log(ZEUS_LOG_INFO, MOD, "window '%s': updating and pushing work again", w->name);
+    failing = rc != ZEUS_OK;
+    first = false;
+    pthread_mutex_lock(&m->mu);
   }
   pthread_mutex_unlock(&m->mu);
   return NULL;
