@@ -57,8 +57,9 @@ static const cli_command monitor_cmd = {
     .name = "monitor",
     .usage =
         "zeus monitor energy [--gpus LIST] [--json] [-o FILE] [--] CMD [ARGS...]\n"
-        "zeus monitor power [--gpus LIST] [--interval-ms N] [--duration-s S] [--time relative|epoch]\n"
-        "                   [--domains LIST] [--temperature] [-o FILE] [[--] CMD [ARGS...]]",
+        "zeus monitor power [--gpus LIST] [--interval-ms N] [--duration-s S]\n"
+        "                   [--time relative|epoch] [--domains LIST] [--temperature] [-o FILE]\n"
+        "                   [[--] CMD [ARGS...]]",
     .about =
         "'energy' runs CMD and reports its time and the energy of every GPU, CPU package and\n"
         "DRAM zone meanwhile. 'power' prints a CSV of power (and temperature) samples, for a\n"
@@ -417,15 +418,17 @@ static const cli_opt power_opts[] = {
 static const cli_command power_cmd = {
     .name = "monitor power",
     .usage =
-        "zeus monitor power [--gpus LIST] [--interval-ms N] [--duration-s S] [--time relative|epoch]\n"
-        "                   [--domains LIST] [--temperature] [-o FILE] [[--] CMD [ARGS...]]",
+        "zeus monitor power [--gpus LIST] [--interval-ms N] [--duration-s S]\n"
+        "                   [--time relative|epoch] [--domains LIST] [--temperature] [-o FILE]\n"
+        "                   [[--] CMD [ARGS...]]",
     .about =
         "Samples the GPUs' power every interval and prints one CSV row per sample: the time,\n"
         "then one column per GPU and power domain (gpu<i>_power_w, ...), then temperatures with\n"
         "--temperature. Without CMD it samples until the duration ends or SIGINT (Ctrl-C). With\n"
         "CMD it runs CMD and samples while it runs (the last row is taken when CMD ends), then\n"
         "exits with CMD's exit code (128+N when CMD was killed by signal N; 127 when CMD cannot be\n"
-        "started). SIGTERM is passed on to CMD; SIGINT from the terminal reaches CMD itself.\n"
+        "started). SIGTERM is passed on to CMD; SIGINT is left to CMD (zeus samples on until CMD\n"
+        "ends).\n"
         "\n"
         "The CSV never shares a stream with CMD's output: it goes to standard output and CMD's\n"
         "standard output is sent to standard error, or, with -o FILE, it goes to FILE and CMD\n"
@@ -545,7 +548,9 @@ static int run_power(int argc, char **argv) {
   FILE *out = rf.f ? rf.f : stdout;
 
   /* SIGCHLD, SIGINT and SIGTERM wake the sampling loop; the child restores their defaults. */
-  struct sigaction sa = {.sa_handler = on_signal}, st = {.sa_handler = on_term},
+  /* With CMD, SIGINT is CMD's (the terminal sends it to both): we wait for CMD to end, which a
+   * CMD that handles SIGINT (saving a checkpoint) may take its time to do. */
+  struct sigaction sa = {.sa_handler = argc > 0 ? SIG_IGN : on_signal}, st = {.sa_handler = on_term},
                    sc = {.sa_handler = on_child, .sa_flags = SA_NOCLDSTOP};
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &st, NULL);

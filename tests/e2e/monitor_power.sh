@@ -84,6 +84,18 @@ if [ $code -eq 143 ] && [ $(( $(date +%s) - t0 )) -lt 10 ] && check_csv "$tmp/d.
   pass "SIGTERM is passed on to CMD (exit 143)"
 else fail "SIGTERM (exit $code)"; cat "$tmp/d.err"; fi
 
+# SIGINT with CMD is CMD's: zeus keeps sampling until CMD (which ignores it here) ends.
+"$ZEUS" monitor power --interval-ms 50 -- sh -c 'trap "" INT; sleep 0.8; exit 5' >"$tmp/g.csv" 2>/dev/null &
+pid=$!
+for _ in $(seq 100); do [ "$(wc -l <"$tmp/g.csv")" -ge 2 ] && break; sleep 0.02; done
+kill -INT $pid
+wait $pid
+code=$?
+last=$(tail -1 "$tmp/g.csv" | cut -d, -f1)
+if [ $code -eq 5 ] && python3 -c "import sys; sys.exit(0 if float('$last') >= 0.7 else 1)"; then
+  pass "SIGINT with CMD: sampling goes on until CMD ends (last row at ${last} s)"
+else fail "SIGINT with CMD (exit $code, last row at '$last' s)"; cat "$tmp/g.csv"; fi
+
 # --duration-s with CMD: sampling stops, zeus waits for CMD.
 "$ZEUS" monitor power --interval-ms 20 --duration-s 0.1 -- sh -c 'sleep 0.5; exit 4' >"$tmp/e.csv" 2>/dev/null
 code=$?
