@@ -45,11 +45,11 @@ static const cli_opt energy_opts[] = {
      "succeeded. The gateway keeps the last push per job\n"
      "and labels: runs that must all stay visible need labels of their own (run=...)",
      .heading = "Pushing to a Prometheus Pushgateway (docs/metrics-push.md):"},
-    {"push-job", 0, CLI_OPT_STRING, &push_job, "NAME", "the job the window is pushed under", "zeus"},
+    {"push-job", 0, CLI_OPT_STRING, &push_job, "NAME", "the job the window is pushed under",
+     "zeus"},
     {"push-labels", 0, CLI_OPT_STRING, &push_labels, "K=V,...",
      "grouping labels added to every series (instance=node3,rank=0)", "none"},
-    {"push-window", 0, CLI_OPT_STRING, &push_window, "NAME",
-     "the window label", "CMD's file name"},
+    {"push-window", 0, CLI_OPT_STRING, &push_window, "NAME", "the window label", "CMD's file name"},
     {0},
 };
 
@@ -75,8 +75,10 @@ static const cli_command monitor_cmd = {
 
 static const cli_command energy_cmd = {
     .name = "monitor energy",
-    .usage = "zeus monitor energy [--gpus LIST] [--json] [-o FILE] [--pushgateway URL [--push-job NAME]\n"
-             "                    [--push-labels K=V,...] [--push-window NAME]] [--] CMD [ARGS...]",
+    .usage =
+        "zeus monitor energy [--gpus LIST] [--json] [-o FILE]\n"
+        "                    [--pushgateway URL [--push-job NAME] [--push-labels K=V,...]\n"
+        "                    [--push-window NAME]] [--] CMD [ARGS...]",
     .about =
         "Runs CMD, then reports its elapsed time and the energy each GPU, each CPU package and\n"
         "each DRAM zone (RAPL, where readable) used meanwhile, and the total of GPUs and CPU\n"
@@ -185,14 +187,16 @@ static int run_child(char **argv, bool to_stderr) {
 
 #if ZEUS_HAVE_METRICS_PUSH
 /* --push-labels "k=v,k2=v2" into names and values (pointers into `buf`). */
-static bool split_labels(const char *cmd, char *buf, const char **names, const char **values, size_t cap,
-                         size_t *n) {
+static bool split_labels(const char *cmd, char *buf, const char **names, const char **values,
+                         size_t cap, size_t *n) {
   *n = 0;
   char *save = NULL;
   for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
     char *eq = strchr(kv, '=');
     if (!eq || eq == kv || *n == cap) {
-      cli_error(cmd, false, "--push-labels: expected NAME=VALUE[,NAME=VALUE...] (at most %zu), got '%s'", cap, kv);
+      cli_error(cmd, false,
+                "--push-labels: expected NAME=VALUE[,NAME=VALUE...] (at most %zu), got '%s'", cap,
+                kv);
       return false;
     }
     *eq = '\0';
@@ -242,7 +246,8 @@ static bool push_open(zeus_monitor *m, push_handle **out) {
   return true;
 #else
   (void)m;
-  cli_error(cmd, false, "--pushgateway: this zeus was built without ZEUS_WITH_METRICS_PUSH (libcurl)");
+  cli_error(cmd, false,
+            "--pushgateway: this zeus was built without ZEUS_WITH_METRICS_PUSH (libcurl)");
   return false;
 #endif
 }
@@ -340,7 +345,8 @@ static int run_energy(int argc, char **argv) {
  * in the CSV header. */
 #define NUM_DOMAINS 3
 static const char *const domain_names[] = {"instant", "average", "memory-average", NULL};
-static const char *const domain_columns[] = {"power_w", "average_power_w", "memory_average_power_w"};
+static const char *const domain_columns[] = {"power_w", "average_power_w",
+                                             "memory_average_power_w"};
 static const zeus_power_domain domain_codes[] = {ZEUS_POWER_INSTANT, ZEUS_POWER_AVERAGE,
                                                  ZEUS_POWER_MEMORY_AVERAGE};
 
@@ -356,8 +362,8 @@ static bool parse_domains(const char *cmd, const char *opt, const char *value, v
   domain_set got = {{false, false, false}, false};
   char buf[256];
   if (strlen(value) >= sizeof buf || !*value) {
-    fprintf(stderr, "zeus %s: %s: expected a comma-separated list of %s, %s, %s or all\n", cmd,
-            opt, domain_names[0], domain_names[1], domain_names[2]);
+    fprintf(stderr, "zeus %s: %s: expected a comma-separated list of %s, %s, %s or all\n", cmd, opt,
+            domain_names[0], domain_names[1], domain_names[2]);
     return false;
   }
   strcpy(buf, value);
@@ -426,7 +432,8 @@ static const cli_command power_cmd = {
         "then one column per GPU and power domain (gpu<i>_power_w, ...), then temperatures with\n"
         "--temperature. Without CMD it samples until the duration ends or SIGINT (Ctrl-C). With\n"
         "CMD it runs CMD and samples while it runs (the last row is taken when CMD ends), then\n"
-        "exits with CMD's exit code (128+N when CMD was killed by signal N; 127 when CMD cannot be\n"
+        "exits with CMD's exit code (128+N when CMD was killed by signal N; 127 when CMD cannot "
+        "be\n"
         "started). SIGTERM is passed on to CMD; SIGINT is left to CMD (zeus samples on until CMD\n"
         "ends).\n"
         "\n"
@@ -438,7 +445,8 @@ static const cli_command power_cmd = {
     .more =
         "Examples:\n"
         "  zeus monitor power --interval-ms 50 --duration-s 2\n"
-        "  zeus monitor power --time epoch --domains instant,average --temperature -- python train.py\n"
+        "  zeus monitor power --time epoch --domains instant,average --temperature -- python "
+        "train.py\n"
         "  zeus monitor power -o power.csv --interval-ms 20 -- ./my_benchmark\n"
         "  ZEUS_GPU_BACKEND=sim zeus monitor power --interval-ms 50 --duration-s 2\n\n" ENVIRONMENT,
     .args = CLI_ARGS_COMMAND,
@@ -550,7 +558,8 @@ static int run_power(int argc, char **argv) {
   /* SIGCHLD, SIGINT and SIGTERM wake the sampling loop; the child restores their defaults. */
   /* With CMD, SIGINT is CMD's (the terminal sends it to both): we wait for CMD to end, which a
    * CMD that handles SIGINT (saving a checkpoint) may take its time to do. */
-  struct sigaction sa = {.sa_handler = argc > 0 ? SIG_IGN : on_signal}, st = {.sa_handler = on_term},
+  struct sigaction sa = {.sa_handler = argc > 0 ? SIG_IGN : on_signal},
+                   st = {.sa_handler = on_term},
                    sc = {.sa_handler = on_child, .sa_flags = SA_NOCLDSTOP};
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &st, NULL);
@@ -564,8 +573,10 @@ static int run_power(int argc, char **argv) {
 
   fprintf(out, "%s", time_mode == 1 ? "unix_time_s" : "time_s");
   for (size_t c = 0; c < ncols; c++) {
-    if (cols[c].domain < 0) fprintf(out, ",gpu%u_temperature_c", cols[c].gpu);
-    else fprintf(out, ",gpu%u_%s", cols[c].gpu, domain_columns[cols[c].domain]);
+    if (cols[c].domain < 0)
+      fprintf(out, ",gpu%u_temperature_c", cols[c].gpu);
+    else
+      fprintf(out, ",gpu%u_%s", cols[c].gpu, domain_columns[cols[c].domain]);
   }
   fprintf(out, "\n");
   fflush(out);
@@ -613,8 +624,10 @@ static int run_power(int argc, char **argv) {
         int rc = cols[c].domain < 0
                      ? zeus_gpu_temperature(d, cols[c].gpu, &v)
                      : zeus_gpu_power(d, cols[c].gpu, domain_codes[cols[c].domain], &v);
-        if (rc == ZEUS_OK && cols[c].domain < 0) fprintf(out, ",%u", v);
-        else if (rc == ZEUS_OK) fprintf(out, ",%.3f", v / 1000.0);
+        if (rc == ZEUS_OK && cols[c].domain < 0)
+          fprintf(out, ",%u", v);
+        else if (rc == ZEUS_OK)
+          fprintf(out, ",%.3f", v / 1000.0);
         else {
           fprintf(out, ",");
           if (!failed_once[c])
@@ -635,8 +648,10 @@ static int run_power(int argc, char **argv) {
   }
   bool ok = !ferror(out);
   if (rf.f) {
-    if (ok) ok = cli_report_commit(cmd, &rf, power_out_path);
-    else cli_report_discard(&rf);
+    if (ok)
+      ok = cli_report_commit(cmd, &rf, power_out_path);
+    else
+      cli_report_discard(&rf);
   }
   if (!ok && !rf.f) cli_error(cmd, false, "cannot write the CSV");
   sigprocmask(SIG_SETMASK, &old_mask, NULL);

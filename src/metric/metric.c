@@ -19,8 +19,8 @@ enum { T_COUNTER, T_GAUGE, T_HISTOGRAM };
 
 typedef struct series {
   char *window;
-  char index[16]; /* "" for a series without the index label */
-  double value;   /* counter, gauge */
+  char index[16];   /* "" for a series without the index label */
+  double value;     /* counter, gauge */
   uint64_t *bucket; /* histogram: observations per bucket (not cumulative), nb + 1 with +Inf */
   uint64_t count;
   double sum;
@@ -58,8 +58,8 @@ struct zeus_metric {
   bool own_mon;
   double period, timeout;
   family f[NUM_F];
-  pthread_mutex_t mu; /* families, windows */
-  pthread_cond_t cv;  /* window stops */
+  pthread_mutex_t mu;      /* families, windows */
+  pthread_cond_t cv;       /* window stops */
   pthread_mutex_t push_mu; /* one push at a time, in order */
   window *windows;
   unsigned long serial;
@@ -112,16 +112,18 @@ static int observe(family *f, const char *win, const char *index, double v) {
   s->count++;
   s->sum += v;
   if (b == f->nb && f->nb)
-    zeus__log(ZEUS_LOG_WARN, MOD, "%s{window=\"%s\",index=\"%s\"}: %g is above the largest bucket (%g)", f->name,
-              win, index, v, f->bounds[f->nb - 1]);
+    zeus__log(ZEUS_LOG_WARN, MOD, "%s{window=\"%s\",index=\"%s\"}: %g is above the largest bucket (%g)", f->name, win,
+              index, v, f->bounds[f->nb - 1]);
   return ZEUS_OK;
 }
 
 static int add(family *f, const char *win, const char *index, double v, bool set) {
   series *s = series_get(f, win, index);
   if (!s) return ZEUS_ENOMEM;
-  if (set) s->value = v;
-  else if (v > 0) s->value += v; /* a counter never goes down */
+  if (set)
+    s->value = v;
+  else if (v > 0)
+    s->value += v; /* a counter never goes down */
   return ZEUS_OK;
 }
 
@@ -143,8 +145,7 @@ static int put_labels(zeus__buf *b, const family *f, const series *s, const char
   return rc;
 }
 
-static int put_sample(zeus__buf *b, const family *f, const series *s, const char *suffix, const char *le,
-                      double v) {
+static int put_sample(zeus__buf *b, const family *f, const series *s, const char *suffix, const char *le, double v) {
   char num[ZEUS_FORMAT_DOUBLE_MAX];
   zeus_format_double(v, num, sizeof num);
   if (zeus__buf_printf(b, "%s%s", f->name, suffix)) return ZEUS_ENOMEM;
@@ -170,8 +171,10 @@ static int render_locked(zeus_metric *m, zeus__buf *b) {
         for (size_t j = 0; !rc && j <= f->nb; j++) {
           char le[ZEUS_FORMAT_DOUBLE_MAX];
           cum += s->bucket[j];
-          if (j < f->nb) zeus_format_double(f->bounds[j], le, sizeof le);
-          else snprintf(le, sizeof le, "+Inf");
+          if (j < f->nb)
+            zeus_format_double(f->bounds[j], le, sizeof le);
+          else
+            snprintf(le, sizeof le, "+Inf");
           rc = put_sample(b, f, s, "_bucket", le, (double)cum);
         }
         if (!rc) rc = put_sample(b, f, s, "_sum", NULL, s->sum);
@@ -203,8 +206,8 @@ int zeus_metric_text(zeus_metric *m, char **text) {
 static bool plain_value(const char *v) {
   if (!*v) return false;
   for (const char *p = v; *p; p++)
-    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
-          *p == '_' || *p == '~' || *p == '-'))
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' ||
+          *p == '~' || *p == '-'))
       return false;
   return true;
 }
@@ -350,11 +353,13 @@ static int record_locked(zeus_metric *m, const char *name, const zeus_measuremen
   int rc = ZEUS_OK;
   for (unsigned k = 0; !rc && k < r->num_gpus; k++) {
     snprintf(idx, sizeof idx, "%u", r->gpu_indices[k]);
-    rc = hist ? observe(&m->f[F_GPU], name, idx, r->gpu_energy_j[k]) : add(&m->f[F_GPU], name, idx, r->gpu_energy_j[k], false);
+    rc = hist ? observe(&m->f[F_GPU], name, idx, r->gpu_energy_j[k])
+              : add(&m->f[F_GPU], name, idx, r->gpu_energy_j[k], false);
   }
   for (unsigned k = 0; !rc && k < r->num_cpus; k++) {
     snprintf(idx, sizeof idx, "%u", r->cpu_indices[k]);
-    rc = hist ? observe(&m->f[F_CPU], name, idx, r->cpu_energy_j[k]) : add(&m->f[F_CPU], name, idx, r->cpu_energy_j[k], false);
+    rc = hist ? observe(&m->f[F_CPU], name, idx, r->cpu_energy_j[k])
+              : add(&m->f[F_CPU], name, idx, r->cpu_energy_j[k], false);
     if (!rc && r->dram_valid[k])
       rc = hist ? observe(&m->f[F_DRAM], name, idx, r->dram_energy_j[k])
                 : add(&m->f[F_DRAM], name, idx, r->dram_energy_j[k], false);
@@ -407,8 +412,7 @@ static void *window_thread(void *arg) {
   for (;;) {
     if (!first) {
       struct timespec dl = zeus__deadline_in(m->period);
-      while (!w->stop && zeus__cond_wait_until(&m->cv, &m->mu, &dl) != ETIMEDOUT) {
-      }
+      while (!w->stop && zeus__cond_wait_until(&m->cv, &m->mu, &dl) != ETIMEDOUT) {}
     }
     if (w->stop) break;
     pthread_mutex_unlock(&m->mu);
@@ -520,8 +524,9 @@ int zeus_metric_end_window(zeus_metric *m, const char *name) {
 int zeus_metric_record(zeus_metric *m, const char *name, const zeus_measurement *r) {
   if (!m || !name || !r) return zeus__error(ZEUS_EINVAL, "zeus_metric_record: NULL argument");
   if (m->kind == ZEUS_METRIC_POWER_GAUGE)
-    return zeus__error(ZEUS_EINVAL, "zeus_metric_record: a power gauge records no energy (expected a histogram "
-                                    "or a counter)");
+    return zeus__error(ZEUS_EINVAL,
+                       "zeus_metric_record: a power gauge records no energy (expected a histogram "
+                       "or a counter)");
   size_t len = strlen(name);
   if (len == 0 || len > MAX_NAME)
     return zeus__error(ZEUS_EINVAL, "metric window name: expected 1 to %d bytes, got %zu", MAX_NAME, len);
@@ -561,8 +566,7 @@ static int set_family(family *f, const char *name, const char *help, int type, b
 static bool label_name_ok(const char *n) {
   if (!n || !((*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || *n == '_')) return false;
   for (const char *p = n; *p; p++)
-    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_'))
-      return false;
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_')) return false;
   return true;
 }
 
@@ -583,11 +587,14 @@ static int check_opts(zeus_metric_kind kind, const zeus_metric_opts *o) {
   for (size_t i = 0; i < o->num_labels; i++) {
     const char *n = o->label_names[i];
     if (!label_name_ok(n))
-      return zeus__error(ZEUS_EINVAL, "grouping label %zu: name '%s' is not [a-zA-Z_][a-zA-Z0-9_]*", i, n ? n : "(null)");
+      return zeus__error(ZEUS_EINVAL, "grouping label %zu: name '%s' is not [a-zA-Z_][a-zA-Z0-9_]*", i,
+                         n ? n : "(null)");
     for (size_t r = 0; r < ZEUS__ARRAY_LEN(reserved); r++)
       if (strcmp(n, reserved[r]) == 0)
-        return zeus__error(ZEUS_EINVAL, "grouping label '%s': reserved (job is its own option; window, index "
-                                        "and le are the series' own labels)", n);
+        return zeus__error(ZEUS_EINVAL,
+                           "grouping label '%s': reserved (job is its own option; window, index "
+                           "and le are the series' own labels)",
+                           n);
     if (!o->label_values[i]) return zeus__error(ZEUS_EINVAL, "grouping label '%s': no value", n);
     for (size_t j = 0; j < i; j++)
       if (strcmp(o->label_names[j], n) == 0) return zeus__error(ZEUS_EINVAL, "grouping label '%s': given twice", n);

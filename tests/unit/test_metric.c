@@ -38,8 +38,10 @@ static void fx_close(fixture *f) {
 
 static zeus_metric *metric_open(fixture *f, zeus_metric_kind kind, zeus_metric_opts *extra) {
   zeus_metric_opts o;
-  if (extra) o = *extra;
-  else zeus_metric_opts_init(&o);
+  if (extra)
+    o = *extra;
+  else
+    zeus_metric_opts_init(&o);
   o.url = o.url ? o.url : DEAD_URL;
   o.job = o.job ? o.job : "test";
   o.monitor = f->mon;
@@ -98,8 +100,9 @@ static void metric_histogram_text_counts_windows_into_buckets(void **state) {
   assert_zeus_err(zeus_metric_record(m, "epoch", &r), ZEUS_ENET, NULL);
 
   t = text_of(m);
-  assert_has(t, "# HELP energy_monitor_gpu_energy_joules GPU energy of each measurement window\n"
-                "# TYPE energy_monitor_gpu_energy_joules histogram\n");
+  assert_has(t,
+             "# HELP energy_monitor_gpu_energy_joules GPU energy of each measurement window\n"
+             "# TYPE energy_monitor_gpu_energy_joules histogram\n");
   const char *w = "window=\"step \\\"a\\\"\\\\\"";
   char line[512];
   snprintf(line, sizeof line, "energy_monitor_gpu_energy_joules_bucket{%s,index=\"0\",le=\"10\"} 1\n", w);
@@ -174,8 +177,9 @@ static void metric_push_url_encodes_job_and_labels(void **state) {
   char *u;
   assert_zeus_ok(zeus_metric_push_url(m, &u));
   /* base64url("train job") = dHJhaW4gam9i, base64url("a/b") = YS9i; "" is "=". */
-  assert_string_equal(u, "http://127.0.0.1:9091/metrics/job@base64/dHJhaW4gam9i/instance/node-3.a_b~"
-                         "/path@base64/YS9i/empty@base64/=");
+  assert_string_equal(u,
+                      "http://127.0.0.1:9091/metrics/job@base64/dHJhaW4gam9i/instance/node-3.a_b~"
+                      "/path@base64/YS9i/empty@base64/=");
   zeus_free(u);
   zeus_metric_close(m);
   fx_close(&f);
@@ -187,13 +191,13 @@ static void metric_open_rejects_bad_options(void **state) {
   fx_open(&f, 1, ZEUS_SIM_CLOCK_VIRTUAL);
   zeus_metric_opts o;
   zeus_metric *m = NULL;
-#define BAD(kind, code, needle)                                \
-  do {                                                         \
-    o.monitor = f.mon;                                         \
+#define BAD(kind, code, needle)                                    \
+  do {                                                             \
+    o.monitor = f.mon;                                             \
     assert_zeus_err(zeus_metric_open(&m, kind, &o), code, needle); \
-    zeus_metric_opts_init(&o);                                 \
-    o.url = DEAD_URL;                                          \
-    o.job = "j";                                               \
+    zeus_metric_opts_init(&o);                                     \
+    o.url = DEAD_URL;                                              \
+    o.job = "j";                                                   \
   } while (0)
   zeus_metric_opts_init(&o);
   BAD(ZEUS_METRIC_ENERGY_HISTOGRAM, ZEUS_EINVAL, "Pushgateway URL: missing");
@@ -213,7 +217,8 @@ static void metric_open_rejects_bad_options(void **state) {
   BAD(ZEUS_METRIC_ENERGY_HISTOGRAM, ZEUS_EINVAL, "grouping label 'a': given twice");
   static const double dec[] = {10, 5}, nan_b[] = {NAN};
   o.gpu_buckets_j = dec, o.num_gpu_buckets = 2;
-  BAD(ZEUS_METRIC_ENERGY_HISTOGRAM, ZEUS_EINVAL, "GPU energy buckets: expected strictly increasing bounds, got 5 after 10");
+  BAD(ZEUS_METRIC_ENERGY_HISTOGRAM, ZEUS_EINVAL,
+      "GPU energy buckets: expected strictly increasing bounds, got 5 after 10");
   o.dram_buckets_j = nan_b, o.num_dram_buckets = 1;
   BAD(ZEUS_METRIC_ENERGY_HISTOGRAM, ZEUS_EINVAL, "DRAM energy buckets: bound 0 is not a finite number");
   o.time_buckets_s = dec, o.num_time_buckets = 0;
