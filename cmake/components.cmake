@@ -138,7 +138,7 @@ zeus_component(EXPORTER
 
 zeus_component(METRICS_PUSH
   DOC "measurement windows pushed to a Prometheus Pushgateway: zeus/metric.h"
-  SOURCES src/metric
+  SOURCES src/metric_push
   PKGS libcurl
   USED_BY tests/unit/test_metric*.c tests/e2e/pushgateway.sh python/tests/test_metric.py)
 

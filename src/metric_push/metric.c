@@ -1,4 +1,5 @@
-/* Measurement windows pushed to a Prometheus Pushgateway (zeus/metric.h). */
+/* Measurement windows pushed to a Prometheus Pushgateway (zeus/metric.h); the body is written by
+ * src/metrics, the text-format writer the exporter and the servers use too. */
 #include <curl/curl.h>
 #include <errno.h>
 #include <math.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "metrics/metrics.h"
 #include "zeus/format.h"
 #include "zeus/metric.h"
 
@@ -127,63 +129,43 @@ static int add(family *f, const char *win, const char *index, double v, bool set
   return ZEUS_OK;
 }
 
-/* Label values in the text format: backslash, double quote and newline escaped. */
-static int put_label(zeus__buf *b, const char *name, const char *v) {
-  if (zeus__buf_printf(b, "%s=\"", name)) return ZEUS_ENOMEM;
-  for (const char *p = v; *p; p++) {
-    const char *e = *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : *p == '\n' ? "\\n" : NULL;
-    if (e ? zeus__buf_puts(b, e) : zeus__buf_append(b, p, 1)) return ZEUS_ENOMEM;
-  }
-  return zeus__buf_puts(b, "\"") ? ZEUS_ENOMEM : ZEUS_OK;
-}
-
-static int put_labels(zeus__buf *b, const family *f, const series *s, const char *le) {
-  int rc = zeus__buf_puts(b, "{") ? ZEUS_ENOMEM : put_label(b, "window", s->window);
-  if (!rc && f->has_index) rc = zeus__buf_puts(b, ",") ? ZEUS_ENOMEM : put_label(b, "index", s->index);
-  if (!rc && le) rc = zeus__buf_puts(b, ",") ? ZEUS_ENOMEM : put_label(b, "le", le);
-  if (!rc && zeus__buf_puts(b, "}")) rc = ZEUS_ENOMEM;
-  return rc;
-}
-
-static int put_sample(zeus__buf *b, const family *f, const series *s, const char *suffix, const char *le, double v) {
-  char num[ZEUS_FORMAT_DOUBLE_MAX];
-  zeus_format_double(v, num, sizeof num);
-  if (zeus__buf_printf(b, "%s%s", f->name, suffix)) return ZEUS_ENOMEM;
-  int rc = put_labels(b, f, s, le);
-  if (!rc && zeus__buf_printf(b, " %s\n", num)) rc = ZEUS_ENOMEM;
-  return rc;
-}
-
+/* The text format through the one writer of every /metrics endpoint (src/metrics): escaping,
+ * number spelling and line layout are the same as the exporter's. */
 static int render_locked(zeus_metric *m, zeus__buf *b) {
+  static const char *const types[] = {"counter", "gauge", "histogram"};
+  zeus__metrics_writer w;
+  zeus__metrics_writer_init(&w);
   for (int k = 0; k < NUM_F; k++) {
     family *f = &m->f[k];
     if (!f->name || f->n == 0) continue;
-    static const char *const types[] = {"counter", "gauge", "histogram"};
-    if (zeus__buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name, types[f->type]))
-      return zeus__oom("rendering metrics");
+    zeus__metrics_family(&w, f->name, types[f->type], f->help);
     for (size_t i = 0; i < f->n; i++) {
       const series *s = &f->s[i];
-      int rc = ZEUS_OK;
+      char le[ZEUS_FORMAT_DOUBLE_MAX];
+      zeus__metrics_label l[3] = {{"window", s->window}, {"index", s->index}, {"le", le}};
+      size_t nl = f->has_index ? 2 : 1;
+      if (!f->has_index) l[1] = l[2]; /* le right after window */
       if (f->type != T_HISTOGRAM) {
-        rc = put_sample(b, f, s, "", NULL, s->value);
-      } else {
-        uint64_t cum = 0;
-        for (size_t j = 0; !rc && j <= f->nb; j++) {
-          char le[ZEUS_FORMAT_DOUBLE_MAX];
-          cum += s->bucket[j];
-          if (j < f->nb)
-            zeus_format_double(f->bounds[j], le, sizeof le);
-          else
-            snprintf(le, sizeof le, "+Inf");
-          rc = put_sample(b, f, s, "_bucket", le, (double)cum);
-        }
-        if (!rc) rc = put_sample(b, f, s, "_sum", NULL, s->sum);
-        if (!rc) rc = put_sample(b, f, s, "_count", NULL, (double)s->count);
+        zeus__metrics_sample(&w, f->name, NULL, l, nl, s->value);
+        continue;
       }
-      if (rc) return zeus__oom("rendering metrics");
+      uint64_t cum = 0;
+      for (size_t j = 0; j <= f->nb; j++) {
+        cum += s->bucket[j];
+        if (j < f->nb) zeus_format_double(f->bounds[j], le, sizeof le);
+        else snprintf(le, sizeof le, "+Inf");
+        zeus__metrics_sample(&w, f->name, "_bucket", l, nl + 1, (double)cum);
+      }
+      zeus__metrics_sample(&w, f->name, "_sum", l, nl, s->sum);
+      zeus__metrics_sample(&w, f->name, "_count", l, nl, (double)s->count);
     }
   }
-  if (!b->data && zeus__buf_puts(b, "")) return zeus__oom("rendering metrics");
+  if (!w.rc && !w.buf.data && zeus__buf_puts(&w.buf, "")) w.rc = ZEUS_ENOMEM;
+  if (w.rc) {
+    zeus__metrics_writer_free(&w);
+    return zeus__oom("rendering metrics");
+  }
+  *b = w.buf;
   return ZEUS_OK;
 }
 
@@ -282,7 +264,7 @@ int zeus_metric_push(zeus_metric *m) {
   if (!rc) {
     answer a = {.len = 0};
     char errbuf[CURL_ERROR_SIZE] = "";
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: text/plain; version=0.0.4; charset=utf-8");
+    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: " ZEUS__METRICS_CONTENT_TYPE);
     curl_easy_setopt(c, CURLOPT_URL, url.data);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
