@@ -292,6 +292,24 @@ def test_power_monitor_timelines_energy_and_power(sim_env):
         pm.close()
 
 
+def test_closing_devices_first_stops_the_sampling_threads(sim_env):
+    # A failed assertion inside `with Devices(...)` leaves the monitors open when the handle
+    # closes; their C threads must be stopped first, not left reading a freed handle.
+    sim_env(gpus=2, clock="wall")
+    dev = Devices(backend="sim", all_devices=True)
+    pm = PowerMonitor(update_period=0.001, devices=dev)
+    tm = TemperatureMonitor(update_period=0.001, devices=dev)
+    time.sleep(0.02)
+    dev.close()
+    with pytest.raises(ValueError, match="PowerMonitor is closed"):
+        pm.sample()
+    with pytest.raises(ValueError, match="TemperatureMonitor is closed"):
+        tm.sample()
+    time.sleep(0.02)  # a thread still reading the freed handle would fault here (or under ASan)
+    pm.close()
+    tm.close()
+
+
 def test_temperature_monitor(sim_env):
     sim_env(gpus=1, clock="wall")
     with Devices(backend="sim", all_devices=True) as dev:
