@@ -252,7 +252,7 @@ static int print_json(const run *r, const options *o, bool demo, const unsigned 
 /* Opens the simulated GPUs, runs the loop, prints. */
 static int replay(const char *cmd, bool demo, const options *o) {
   zeus_sim_config *cfg = NULL;
-  int rc = demo ? zeus_sim_config_from_env(&cfg) : zeus_sim_config_load(o->profile, 40, &cfg);
+  int rc = demo ? zeus_sim_config_from_env(&cfg) : zeus_sim_config_load(&cfg, o->profile, 40);
   if (rc) {
     cli_error(cmd, true, demo ? "cannot set up the simulated GPU" : "cannot use the profile");
     return CLI_EXIT_FAIL;

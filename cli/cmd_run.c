@@ -334,7 +334,7 @@ int cmd_run(int argc, char **argv) {
   zeus_run_spec_init(&s);
   void *storage = NULL;
   long recs = 1, spec_recurrences = -1;
-  if (spec_path && zeus_run_spec_load(spec_path, &s, &storage, &spec_recurrences) != ZEUS_OK) {
+  if (spec_path && zeus_run_spec_load(&s, spec_path, &storage, &spec_recurrences) != ZEUS_OK) {
     cli_error(CMD, true, "cannot read the job spec");
     return CLI_EXIT_USAGE;
   }
@@ -406,6 +406,6 @@ int cmd_run(int argc, char **argv) {
     status = CLI_EXIT_FAIL;
   zeus_runner_close(r);
 out:
-  zeus_run_spec_storage_free(storage);
+  zeus_free(storage);
   return status;
 }

@@ -88,7 +88,8 @@ static void *rank_main(void *p) {
     rc = zeus_devices_open(&dev, &dopts);
   }
   zeus_pfo_optimizer_opts o;
-  if (!rc) rc = zeus_pfo_optimizer_opts_init(&o);
+  zeus_pfo_optimizer_opts_init(&o);
+  if (!rc) rc = zeus_pfo_optimizer_opts_from_env(&o);
   if (!rc) rc = zeus_thread_group_collective(sh->tg, a->rank, &coll);
   if (!rc) {
     o.rank = a->rank, o.dp_rank = r.dp, o.pp_rank = r.pp, o.tp_rank = r.tp;
@@ -190,7 +191,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   zeus_pfo_optimizer_opts defaults;
-  if (zeus_pfo_optimizer_opts_init(&defaults)) {
+  zeus_pfo_optimizer_opts_init(&defaults);
+  if (zeus_pfo_optimizer_opts_from_env(&defaults)) {
     fprintf(stderr, "pipeline_sim: %s\n", zeus_errmsg());
     return 2;
   }

@@ -33,6 +33,7 @@ ZEUS_BEGIN_DECLS
 typedef struct zeus_devices zeus_devices;
 struct zeus_sim_config;
 
+/* Zero-initialised (or NULL) means defaults. */
 typedef struct zeus_devices_opts {
   /* "nvml", "sim", "none"; NULL: ZEUS_GPU_BACKEND, else nvml if it loads, else none. */
   const char *backend;
@@ -47,6 +48,9 @@ typedef struct zeus_devices_opts {
   /* true: zeus_devices_close() does not restore changed settings. */
   bool keep_settings_on_close;
 } zeus_devices_opts;
+
+/* Fills *o with the defaults (every field NULL or false: the environment decides). */
+ZEUS_EXTERN void zeus_devices_opts_init(zeus_devices_opts *o /* out */);
 
 /* Opens the GPUs of one backend. opts may be NULL (all defaults). Errors: ZEUS_EINVAL for a
  * bad setting or option (named), ZEUS_ENOLIB when "nvml" was asked for explicitly and cannot be

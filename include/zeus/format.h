@@ -26,7 +26,7 @@ ZEUS_EXTERN void zeus_free(void *p);
  * while LC_NUMERIC is "C" (the library never calls setlocale). Returns the length written
  * (without the NUL), or ZEUS_ERANGE when `len` is too small (26 bytes always suffice).
  * Thread-safe. */
-ZEUS_EXTERN int zeus_format_double(double v, char *buf, size_t len);
+ZEUS_EXTERN int zeus_format_double(double v, char *buf /* out */, size_t len);
 #define ZEUS_FORMAT_DOUBLE_MAX 26
 
 /* jansson's json_dumps() with our number convention: every real in its shortest round-trip form

@@ -34,7 +34,7 @@ ZEUS_EXTERN int zeus_pfo_check_scheduler(const char *name, const char *args_json
  * The server
  * ------------------------------------------------------------------------------------------- */
 
-/* Server settings. Zero-initialised means defaults. */
+/* Server settings. Zero-initialised (or NULL) means defaults. */
 typedef struct zeus_pfo_server_opts {
   const char *host;          /* default "127.0.0.1" */
   int port;                  /* default 7787; -1: any free port (see zeus_pfo_server_port) */
@@ -51,11 +51,14 @@ typedef struct zeus_pfo_server_opts {
 
 typedef struct zeus_pfo_server zeus_pfo_server;
 
+/* Fills *o with the defaults listed in the struct. Reads no environment. */
+ZEUS_EXTERN void zeus_pfo_server_opts_init(zeus_pfo_server_opts *o /* out */);
+
 /* Fills `opts` from the environment: ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS,
  * ZEUS_PFO_LOG_LEVEL, ZEUS_PFO_DUMP_DATA, ZEUS_PFO_DUMP_DIR, ZEUS_PFO_MAX_JOB_IDLE_TIME,
  * ZEUS_PFO_TOKEN (each also read as PERSEUS_<NAME>; ZEUS_PFO_ wins). Unset variables leave the
  * field as it is. Strings point into the environment. ZEUS_EINVAL/ERANGE naming the variable. */
-ZEUS_EXTERN int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *opts);
+ZEUS_EXTERN int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *opts /* in, out */);
 
 /* Validates the settings (scheduler and its arguments included), binds and starts serving on
  * background threads. ZEUS_EINVAL for bad settings, ZEUS_ENET when the address cannot be bound. */

@@ -44,6 +44,7 @@
 
 ZEUS_BEGIN_DECLS
 
+/* Start from zeus_run_spec_init(): zero is a value here (eta 0, seed 0, no warm-up steps). */
 typedef struct zeus_run_spec {
   /* ---- the job ---- */
   const char *const *command;   /* argument template, NULL-terminated; command[0] is looked up in PATH */
@@ -115,13 +116,13 @@ ZEUS_EXTERN void zeus_run_spec_init(zeus_run_spec *s /* out */);
  *  {"64": 0.05, ...}, "batch_sizes": [...], "default_batch_size", "target_metric", "max_epochs",
  *  "eta", "beta", "seed", "window_size", "log_base", "state", "observer_mode",
  *  "profile_warmup_iters", "profile_measure_iters", "max_power_w", "max_tries", "timeout_s",
- *  "keep_going", "recurrences"}. A string command runs through /bin/sh -c. The strings and lists
- * live in *storage (free with zeus_run_spec_storage_free after the spec's last use).
+ *  "keep_going", "recurrences"}. A string command runs through /bin/sh -c. On success every string
+ * and list of *s (those the file set and those it kept) lives in *storage, one block to release
+ * with zeus_free() after the spec's last use.
  * *recurrences (may be NULL) gets "recurrences" when present. Unknown fields and wrong types are
  * ZEUS_EPARSE naming the file and field. */
-ZEUS_EXTERN int zeus_run_spec_load(const char *path, zeus_run_spec *s /* in, out */, void **storage /* out */,
-                                   long *recurrences /* out */);
-ZEUS_EXTERN void zeus_run_spec_storage_free(void *storage);
+ZEUS_EXTERN int zeus_run_spec_load(zeus_run_spec *s /* in, out */, const char *path, void **storage /* out */,
+                                   long *recurrences /* out, may be NULL */);
 
 typedef struct zeus_runner zeus_runner;
 

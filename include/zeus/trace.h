@@ -63,6 +63,8 @@ typedef struct zeus_trace_workload {
 /* The six workloads of the paper (what `zeus simulate --all` runs); *out is static. */
 ZEUS_EXTERN size_t zeus_trace_default_workloads(const zeus_trace_workload **out /* out */);
 
+/* Start from zeus_simulate_opts_init(): zero is a value here (eta 0, seed 0); recurrences 0 means
+ * the default. NULL means the defaults. */
 typedef struct zeus_simulate_opts {
   double eta;          /* [0, 1]; default 0.5 */
   double beta;         /* > 0 or INFINITY (no early stopping); default 2 */

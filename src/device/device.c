@@ -131,6 +131,8 @@ static int map_visible(zeus_devices *d, const zeus_devices_opts *opts) {
   return zeus__parse_visible_devices(value, uuids, count, d->map, &d->n);
 }
 
+void zeus_devices_opts_init(zeus_devices_opts *o) { memset(o, 0, sizeof *o); }
+
 int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
   if (!out) return zeus__error(ZEUS_EINVAL, "zeus_devices_open: out is required");
   const char *name = opts && opts->backend ? opts->backend : zeus__env_str("ZEUS_GPU_BACKEND");

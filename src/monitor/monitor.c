@@ -156,6 +156,11 @@ static int pick_indices(const unsigned *want, size_t n, unsigned avail, unsigned
   return ZEUS_OK;
 }
 
+void zeus_monitor_opts_init(zeus_monitor_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->poll_interval_s = 0.05;
+}
+
 int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
   if (!out) return zeus__error(ZEUS_EINVAL, "zeus_monitor_open: out is required");
   zeus_monitor_opts o = opts ? *opts : (zeus_monitor_opts){0};

@@ -229,6 +229,16 @@ static void *reaper_main(void *arg) {
   return NULL;
 }
 
+void zeus_pfo_server_opts_init(zeus_pfo_server_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->host = "127.0.0.1";
+  o->port = 7787;
+  o->scheduler = "PointSolution";
+  o->dump_dir = "./dump";
+  o->max_job_idle_time_s = 7 * 24 * 3600;
+  o->max_body_bytes = PFO_DEFAULT_BODY_MAX;
+}
+
 int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *o) {
   char name[64];
   const char *v;

@@ -401,7 +401,7 @@ static void run_loads_spec_files(void **state) {
   zeus_run_spec_init(&s);
   void *storage;
   long rec = -1;
-  assert_zeus_ok(zeus_run_spec_load(path, &s, &storage, &rec));
+  assert_zeus_ok(zeus_run_spec_load(&s, path, &storage, &rec));
   assert_string_equal(s.command[0], "/bin/sh");
   assert_string_equal(s.command[1], "-c");
   assert_string_equal(s.command[2], "echo {bs}");
@@ -417,15 +417,15 @@ static void run_loads_spec_files(void **state) {
   assert_int_equal(rec, 4);
   assert_string_equal(s.dataset, "d");
   assert_near(s.max_epochs, 3, 0);
-  zeus_run_spec_storage_free(storage);
+  zeus_free(storage);
   zeus_test_write_file(path, "{\"batch_size\": [8]}");
-  assert_zeus_err(zeus_run_spec_load(path, &s, &storage, &rec), ZEUS_EPARSE, "unknown field 'batch_size'");
+  assert_zeus_err(zeus_run_spec_load(&s, path, &storage, &rec), ZEUS_EPARSE, "unknown field 'batch_size'");
   zeus_test_write_file(path, "{\"max_epochs\": \"ten\"}");
-  assert_zeus_err(zeus_run_spec_load(path, &s, &storage, &rec), ZEUS_EPARSE, "'max_epochs' is a string");
+  assert_zeus_err(zeus_run_spec_load(&s, path, &storage, &rec), ZEUS_EPARSE, "'max_epochs' is a string");
   zeus_test_write_file(path, "[1]");
-  assert_zeus_err(zeus_run_spec_load(path, &s, &storage, &rec), ZEUS_EPARSE, "expected a JSON object");
+  assert_zeus_err(zeus_run_spec_load(&s, path, &storage, &rec), ZEUS_EPARSE, "expected a JSON object");
   zeus_test_write_file(path, "{");
-  assert_zeus_err(zeus_run_spec_load(path, &s, &storage, &rec), ZEUS_EPARSE, "job.json");
+  assert_zeus_err(zeus_run_spec_load(&s, path, &storage, &rec), ZEUS_EPARSE, "job.json");
 }
 
 /* ---- trainees that fail ---- */
