@@ -26,6 +26,10 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 export DEBIAN_FRONTEND=noninteractive
+# A brand-new system has no package lists at all: fetch them first, rather than fail and retry.
+if ! compgen -G "/var/lib/apt/lists/*_Packages" >/dev/null; then
+  $SUDO apt-get update -q </dev/null
+fi
 # An out-of-date package list makes installs fail; refresh it once when an install fails.
 if ! $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null; then
   $SUDO apt-get update -q </dev/null
