@@ -197,6 +197,11 @@ static int run_energy(int argc, char **argv) {
     cli_error(cmd, true, "cannot start measuring");
     return CLI_EXIT_FAIL;
   }
+  const char *no_gpu = zeus_devices_nvml_error(zeus_monitor_devices(m));
+  if (zeus_monitor_num_gpus(m) == 0 && no_gpu)
+    cli_error(cmd, false,
+              "measuring no GPU: %s (see 'zeus gpus'; ZEUS_GPU_BACKEND=sim simulates one)",
+              no_gpu);
   cli_report rf = {0};
   if (out_path && !cli_report_open(cmd, &rf, out_path)) {
     zeus_monitor_close(m);

@@ -154,6 +154,8 @@ d = json.load(sys.stdin)
 assert d["backend"] == "none" and d["gpus"] == [] and "/nonexistent/libnvidia-ml.so.1" in d["gpu_error"], d
 ' && pass "gpus --json without NVML carries the load error" || fail "gpus --json without NVML carries the load error"
 ZEUS_GPU_BACKEND=none expect_ok "an explicit 'none' backend is not an error" "$ZEUS" gpus
+ZEUS_GPU_BACKEND= ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 expect_err_has "monitor energy says why it measures no GPU" \
+  "measuring no GPU: cannot load the NVML library" "$ZEUS" monitor energy -- true
 
 # pfo-server without a plan: exit 2, naming the scheduler to try it with
 expect_code "pfo-server without a plan is a usage error" 2 "$ZEUS" pfo-server --port 0
