@@ -47,6 +47,7 @@
 #include "zeus/device.h"
 #include "zeus/sim.h"
 #include "zeus/monitor.h"
+#include "zeus/power_monitor.h"
 #include "zeus/frontier.h"
 #include "zeus/pfo.h"
 #include "zeus/pfo_server.h"
