@@ -71,6 +71,11 @@ SHAPES = {
                                        "mean_cost_sd_j": opt(R), "cost_sd_j": opt(R),
                                        "num_observations": I})}},
     "pipeline_sim": lst({"round": I, "iterations": I, "iter_time_s": R, "iter_energy_j": R}),
+    "frontier": {"num_points": I, "dominated_points": I, "plans_written": I, "solve_time_s": R,
+                 "out": opt(S), "plot": opt(S), "timeline": opt(S),
+                 **{k: {"iteration": I, "time_s": R, "cost_j": R, "cost_with_blocking_j": R,
+                        "eval_time_s": R, "eval_energy_j": R, "dominated": B}
+                    for k in ("slowest", "fastest", "min_energy")}},
 }
 UNITS = ("_w", "_j", "_s", "_mhz", "_pct")
 # Reals that carry no unit: weights, factors and metrics named for what they are.
@@ -198,28 +203,38 @@ else
 fi
 
 # run: the job folder and state under the odd folder
-"$ZEUS" run --batch-sizes 64,128,256 --default-bs 128 --target-metric 0.6 --max-epochs 30 --lr 0.1 --optimizer adam \
-  --profile-warmup-iters 1 --profile-measure-iters 2 --recurrences 5 --log-base "$ODD/logs" --json \
-  -- "$TRAINEE" --bs {bs} --lr {lr} --seed {seed} --epochs {epochs} --samples 5000 >"$T/run.json" 2>"$T/run.err" \
-  || { fail "run --json"; tail -5 "$T/run.err"; }
-check "run --json: keys, units, odd log folder" run "$T/run.json" recurrences_done=5
-python3 - "$T/run.json" "$ODD/logs/" <<'EOF' && pass "run --json: the paths come back unchanged" || fail "run --json: the paths come back unchanged"
+if zeus_has run; then
+  "$ZEUS" run --batch-sizes 64,128,256 --default-bs 128 --target-metric 0.6 --max-epochs 30 --lr 0.1 --optimizer adam \
+    --profile-warmup-iters 1 --profile-measure-iters 2 --recurrences 5 --log-base "$ODD/logs" --json \
+    -- "$TRAINEE" --bs {bs} --lr {lr} --seed {seed} --epochs {epochs} --samples 5000 >"$T/run.json" 2>"$T/run.err" \
+    || { fail "run --json"; tail -5 "$T/run.err"; }
+  check "run --json: keys, units, odd log folder" run "$T/run.json" recurrences_done=5
+  python3 - "$T/run.json" "$ODD/logs/" <<'EOF' && pass "run --json: the paths come back unchanged" || fail "run --json: the paths come back unchanged"
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["logdir"].startswith(sys.argv[2]) and r["state"].startswith(r["logdir"]), (r["logdir"], r["state"])
 EOF
+else
+  skip_part "zeus run"
+fi
 
 # pipeline_sim (an example, but its --json is a report too): one round against AllMaxFrequency
-"$ZEUS" pfo-server --port 0 --log-level warn --scheduler AllMaxFrequency >"$T/srv.out" 2>"$T/srv.err" &
-srv=$!
-for _ in $(seq 200); do grep -q port "$T/srv.out" 2>/dev/null && break; sleep 0.05; done
-"$ZEUS_BUILD_DIR/pipeline_sim" --server "http://127.0.0.1:$(awk '{print $NF}' "$T/srv.out")" --pp 2 --microbatches 2 \
-  --iterations 4 --iters-per-round 2 --json >"$T/psim.json" 2>"$T/psim.err" || fail "pipeline_sim --json: $(tail -2 "$T/psim.err")"
-kill "$srv"; wait "$srv" 2>/dev/null
-check "pipeline_sim --json: keys and units" pipeline_sim "$T/psim.json" 0.iterations=2
+if zeus_has pfo-server && [ -x "$ZEUS_BUILD_DIR/pipeline_sim" ]; then
+  "$ZEUS" pfo-server --port 0 --log-level warn --scheduler AllMaxFrequency >"$T/srv.out" 2>"$T/srv.err" &
+  srv=$!
+  for _ in $(seq 200); do grep -q port "$T/srv.out" 2>/dev/null && break; sleep 0.05; done
+  "$ZEUS_BUILD_DIR/pipeline_sim" --server "http://127.0.0.1:$(awk '{print $NF}' "$T/srv.out")" --pp 2 --microbatches 2 \
+    --iterations 4 --iters-per-round 2 --json >"$T/psim.json" 2>"$T/psim.err" || fail "pipeline_sim --json: $(tail -2 "$T/psim.err")"
+  kill "$srv"; wait "$srv" 2>/dev/null
+  check "pipeline_sim --json: keys and units" pipeline_sim "$T/psim.json" 0.iterations=2
+else
+  skip_part "pipeline_sim"
+fi
 
-# zeus frontier --json: its JSON is cmd_frontier.c's, owned by the frontier work of issue 13.
-# FRONTIER_JSON_ODD_PATHS: add "frontier" to SHAPES and run it with --out "$ODD/plans" here once
-# main has cmd_frontier's jansson output.
-echo "SKIPPED (part): zeus frontier --json (FRONTIER_JSON_ODD_PATHS, pending cmd_frontier's jansson output)"
+# zeus frontier --json: the output folder, plot and timeline under the odd folder.
+"$ZEUS" frontier --profile "$ZEUS_SOURCE_DIR/tests/data/frontier/small_profile.csv" --stages 2 --microbatches 2 \
+  --blocking-power 50 --out "$ODD/plans" --sample 2 --plot "$ODD/plans/f.svg" --timeline "last:$ODD/t.svg" --json \
+  >"$T/frontier.json" 2>"$T/frontier.err" || fail "frontier --json: $(tail -2 "$T/frontier.err")"
+check "frontier --json: keys, units, odd paths" frontier "$T/frontier.json" "out=$ODD/plans" "plot=$ODD/plans/f.svg" \
+  "timeline=$ODD/t.svg" plans_written=2
 finish
