@@ -15,7 +15,11 @@ step "zeus gpus            # backend: $ZEUS_GPU_BACKEND"
 step "zeus monitor energy -- sleep 1     # energy of a whole command (idle GPUs here)"
 "$Z" monitor energy -- sleep 1
 step "zeus monitor energy --json -- sh -c 'echo hello' | python3 -m json.tool   # stdout: the JSON alone"
-"$Z" monitor energy --json -- sh -c 'echo hello' | python3 -m json.tool
+if command -v python3 >/dev/null; then
+  "$Z" monitor energy --json -- sh -c 'echo hello' | python3 -m json.tool
+else
+  "$Z" monitor energy --json -- sh -c 'echo hello'   # (no python3 to reformat it)
+fi
 step "zeus monitor power --interval-ms 200 --duration-s 1"
 "$Z" monitor power --interval-ms 200 --duration-s 1
 step "ZEUS_SIM_CLOCK=virtual measure_power_limits 200   # library example: same work at each power limit"
