@@ -18,6 +18,8 @@ done
 expect_ok "help gpus" "$ZEUS" help gpus
 expect_code "unknown command" 2 "$ZEUS" frobnicate
 expect_err_has "unknown command is named" "unknown command 'frobnicate'" "$ZEUS" frobnicate
+expect_err_has "misspelled --version: did you mean" "unknown option '--versio' (did you mean '--version'?)" "$ZEUS" --versio
+expect_code "an option before the command exits 2" 2 "$ZEUS" --json gpus
 
 # gpus
 expect_out_has "gpus lists the sim backend" "backend: sim, 2 visible GPUs" "$ZEUS" gpus
