@@ -6,6 +6,7 @@ import csv
 import sys
 import textwrap
 import threading
+import time
 import types
 
 import pytest
@@ -420,3 +421,23 @@ def test_real_torch_synchronize_is_used(sim2, monkeypatch):
     mon.end_window("w")
     assert calls == [0, 1, 0, 1]
     mon.close()
+
+
+@pytest.mark.parametrize("clock", [None, "virtual", "wall"])
+def test_sim_clock_around_sleep(sim_env, clock):
+    """docs/sim.md: the binding's simulated GPUs run on the virtual clock unless ZEUS_SIM_CLOCK=wall.
+    On it a window around time.sleep measures 0 s and 0 J; on the wall clock, the sleep at idle power."""
+    sim_env(gpus=1, **({"clock": clock} if clock else {}))
+    d = Devices(backend="sim", all_devices=True)
+    try:
+        mon = ZeusMonitor(devices=d, cpu_indices=[])
+        mon.begin_window("w")
+        time.sleep(0.2)
+        m = mon.end_window("w")
+    finally:
+        d.close()
+    if clock == "wall":
+        assert 0.19 <= m.time < 10
+        assert m.total_energy == pytest.approx(30.0 * m.time, rel=0.05)  # the default idle power, 30 W
+    else:
+        assert m.time == 0.0 and m.total_energy == 0.0
