@@ -13,8 +13,9 @@
 
 #define ENVIRONMENT                                                                              \
   "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, CUDA_VISIBLE_DEVICES, ZEUS_SIM_* (the\n" \
-  "simulated GPU follows the wall clock here and draws idle power), ZEUS_RAPL_ROOT (where the\n" \
-  "RAPL zones are, default /sys/class/powercap), ZEUS_LOG_LEVEL.\n"
+  "simulated GPU follows the wall clock here and draws idle power; simulated GPUs belong to\n" \
+  "one process, so a program's own simulated work is not seen here: docs/sim.md),\n" \
+  "ZEUS_RAPL_ROOT (where the RAPL zones are, default /sys/class/powercap), ZEUS_LOG_LEVEL.\n"
 
 static cli_index_list gpu_list;
 static bool json_output;
