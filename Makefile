@@ -9,6 +9,10 @@ ifeq ($(ZEUS_WERROR),1)
 CMAKE_FLAGS += -DZEUS_WERROR=ON
 endif
 
+# CMake's generated Makefiles run make recursively; without this every sub-make prints its
+# "Entering directory" and "Leaving directory" lines (hundreds for one build).
+MAKEFLAGS += --no-print-directory
+
 .PHONY: all deps deps-build build demo check test test-asan test-minimal bench install clean
 
 all: build
@@ -26,11 +30,15 @@ build: deps-build
 demo: build
 	@scripts/demo.sh $(BUILD)
 
-test: deps build
+# The tests need cmocka and the other test packages: `deps` installs them, and the test tree is
+# then required (ZEUS_TESTS=ON), so a missing package is an error rather than no tests.
+test: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEUS_TESTS=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DZEUS_SANITIZE=ON $(CMAKE_FLAGS)
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DZEUS_SANITIZE=ON -DZEUS_TESTS=ON $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE nosan
 

@@ -17,8 +17,9 @@
 
 #define ENVIRONMENT                                                                              \
   "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, CUDA_VISIBLE_DEVICES, ZEUS_SIM_* (the\n" \
-  "simulated GPU follows the wall clock here and draws idle power), ZEUS_RAPL_ROOT (where the\n" \
-  "RAPL zones are, default /sys/class/powercap), ZEUS_LOG_LEVEL.\n"
+  "simulated GPU follows the wall clock here and draws idle power; simulated GPUs belong to\n" \
+  "one process, so a program's own simulated work is not seen here: docs/sim.md),\n" \
+  "ZEUS_RAPL_ROOT (where the RAPL zones are, default /sys/class/powercap), ZEUS_LOG_LEVEL.\n"
 
 static cli_index_list gpu_list;
 static bool json_output;
@@ -294,6 +295,11 @@ static int run_energy(int argc, char **argv) {
     cli_error(cmd, true, "cannot start measuring");
     return CLI_EXIT_FAIL;
   }
+  const char *no_gpu = zeus_devices_nvml_error(zeus_monitor_devices(m));
+  if (zeus_monitor_num_gpus(m) == 0 && no_gpu)
+    cli_error(cmd, false,
+              "measuring no GPU: %s (see 'zeus gpus'; ZEUS_GPU_BACKEND=sim simulates one)",
+              no_gpu);
   push_handle *ph = NULL;
   if (push_url && !push_open(m, &ph)) {
     zeus_monitor_close(m);

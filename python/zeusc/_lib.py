@@ -7,9 +7,11 @@ Where the library is looked for, in order:
 
 1. ``ZEUSC_LIBRARY``: the path of ``libzeus.so`` to load (an error if it does not exist; no
    fallback, so a typo is never silently replaced by another copy);
-2. next to the package: ``zeusc/libzeus.so*`` (copied there before ``pip install``);
-3. the build tree of a source checkout: ``<checkout>/build/libzeus.so`` when the package is
-   imported from ``<checkout>/python``;
+2. the build tree of a source checkout: ``<checkout>/build/libzeus.so`` when the package is
+   imported from ``<checkout>/python`` (so a copy left next to the package in a checkout, which
+   goes stale at the next build, never wins over the build);
+3. next to the package: ``zeusc/libzeus.so*`` (bundled into the wheel by
+   ``ZEUSC_BUNDLE_LIBRARY=build/libzeus.so pip install ./python``);
 4. the system: ``libzeus.so.0`` through the dynamic loader (``make install`` puts it there).
 """
 from __future__ import annotations
@@ -538,11 +540,12 @@ def candidates() -> list[str]:
         return [env]
     out = []
     here = _package_dir()
+    checkout = os.path.dirname(os.path.dirname(here))
+    if os.path.basename(os.path.dirname(here)) == "python" and os.path.exists(os.path.join(checkout, "CMakeLists.txt")):
+        out.append(os.path.join(checkout, "build", "libzeus.so"))
     for name in ("libzeus.so", "libzeus.so.0"):
         out.append(os.path.join(here, name))
     out.extend(sorted(glob.glob(os.path.join(here, "libzeus.so.*"))))
-    checkout = os.path.dirname(os.path.dirname(here))
-    out.append(os.path.join(checkout, "build", "libzeus.so"))
     sysname = ctypes.util.find_library("zeus")
     out.append(sysname or "libzeus.so.0")
     seen, uniq = set(), []
@@ -592,8 +595,9 @@ def _load() -> ctypes.CDLL:
         _install_log_sink(lib)
         return lib
     raise ImportError(
-        "zeusc: cannot find libzeus. Build it (make build), then copy build/libzeus.so next to the "
-        f"zeusc package, set {ENV_LIBRARY} to its path, or install it (make install). Tried:\n  "
+        f"zeusc: cannot find libzeus. Build it (make build), then set {ENV_LIBRARY} to build/libzeus.so, "
+        "bundle it (ZEUSC_BUNDLE_LIBRARY=build/libzeus.so pip install ./python), or install it "
+        "(make install). Tried:\n  "
         + "\n  ".join(errors))
 
 
