@@ -169,11 +169,12 @@ static const char *tri(const json_t *v) { return json_is_null(v) ? "n/a" : json_
 static void text_gpu(const json_t *j) {
   const json_t *c = json_object_get(j, "counter"), *p = json_object_get(j, "power"),
                *k = json_object_get(j, "checks");
-  printf("GPU %lld: %lld samples, power limit %s\n", (long long)json_integer_value(json_object_get(j, "index")),
-         (long long)json_integer_value(json_object_get(j, "samples")),
-         json_is_real(json_object_get(j, "power_limit_w")) ? "" : "n/a");
+  printf("GPU %lld: %lld samples\n", (long long)json_integer_value(json_object_get(j, "index")),
+         (long long)json_integer_value(json_object_get(j, "samples")));
   if (json_is_real(json_object_get(j, "power_limit_w")))
     printf("  power limit:          %.1f W\n", json_real_value(json_object_get(j, "power_limit_w")));
+  else
+    printf("  power limit:          n/a\n");
   if (json_is_true(json_object_get(c, "supported"))) {
     printf("  energy counter:       %lld updates, every %.1f ms (median), %lld decreases\n",
            (long long)json_integer_value(json_object_get(c, "updates")),
