@@ -100,6 +100,7 @@ int cmd_gpus_probe(int argc, char **argv);
 int cmd_gpus_check(int argc, char **argv);
 int cmd_gpus_set(int argc, char **argv);
 int cmd_gpus_clock_latency(int argc, char **argv);
+int cmd_gpus_report(int argc, char **argv);
 int cmd_monitor(int argc, char **argv);
 int cmd_frontier(int argc, char **argv);
 int cmd_pfo_server(int argc, char **argv);
