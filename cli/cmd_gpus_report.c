@@ -140,7 +140,7 @@ static void md_probe(FILE *f, const json_t *d) {
 }
 
 static void md_check(FILE *f, const json_t *d) {
-  char a[32], b[32], c[32], e[32], p[32], l[32];
+  char a[32], b[32], c[32], e[32], p[32], l[32], m[32];
   fprintf(f, "## Readings against each other (gpus check)\n\nSampled for %s s, tolerance %s %%.\n\n",
           num(get(d, "duration_s"), "%.2f", 1, a, sizeof a), num(get(d, "tolerance_pct"), "%g", 1, b, sizeof b));
   fprintf(f, "| GPU | samples | counter update period | counter energy | integrated power | difference | power mean / max | limit | monotonic | energy agrees | within limit |\n"
@@ -154,7 +154,7 @@ static void md_check(FILE *f, const json_t *d) {
             num(get(ct, "update_period_s"), "%.1f", 1e3, a, sizeof a), num(get(ct, "energy_j"), "%.3f", 1, b, sizeof b),
             num(get(pw, "energy_j"), "%.3f", 1, c, sizeof c), num(get(g, "agreement_pct"), "%+.2f", 1, e, sizeof e),
             num(get(pw, "instant_mean_w"), "%.1f", 1, p, sizeof p), num(get(pw, "instant_max_w"), "%.1f", 1, l, sizeof l),
-            num(get(g, "power_limit_w"), "%.1f", 1, a, sizeof a), tri(get(ck, "counter_monotonic")),
+            num(get(g, "power_limit_w"), "%.1f", 1, m, sizeof m), tri(get(ck, "counter_monotonic")),
             tri(get(ck, "energy_agrees")), tri(get(ck, "power_within_limit")));
   }
   fprintf(f, "\n");
@@ -163,7 +163,7 @@ static void md_check(FILE *f, const json_t *d) {
 static void md_set_rows(FILE *f, const char *stepname, const json_t *d) {
   size_t i, k;
   const json_t *g, *s;
-  char a[32], b[32], c[32], e[32];
+  char a[32], b[32], c[32], e[32], pb[32], pa[32];
   json_array_foreach(get(d, "gpus"), i, g) {
     const json_t *af = get(g, "after"), *bf = get(g, "before");
     json_array_foreach(get(g, "settings"), k, s) {
@@ -174,7 +174,7 @@ static void md_set_rows(FILE *f, const char *stepname, const json_t *d) {
               num(get(s, "requested"), "%.1f", 1, a, sizeof a), u, num(get(s, "read_back"), "%.1f", 1, b, sizeof b), u,
               num(get(s, "read_min"), "%.0f", 1, c, sizeof c), num(get(s, "read_max"), "%.0f", 1, e, sizeof e),
               json_is_true(get(s, "supported")) ? tri(get(s, "ok")) : "not supported",
-              num(get(bf, "power_limit_w"), "%.1f", 1, a, sizeof a), num(get(af, "power_limit_w"), "%.1f", 1, b, sizeof b),
+              num(get(bf, "power_limit_w"), "%.1f", 1, pb, sizeof pb), num(get(af, "power_limit_w"), "%.1f", 1, pa, sizeof pa),
               json_is_true(get(af, "restored")) ? "restored" : "**NOT RESTORED**");
       cell(f, json_string_value(get(s, "error")));
       fprintf(f, " |\n");
@@ -222,6 +222,27 @@ static json_t *md_restored(FILE *f, const json_t *before, const json_t *after) {
   fprintf(f, "\nLocked clocks cannot be read back through NVML; every step that locks them unlocks them "
              "and says so in its row above.\n\n");
   return json_boolean(ok);
+}
+
+static void md_plo(FILE *f, const json_t *d) {
+  char a[32], b[32], c[32], e[32], s1[32], s2[32];
+  const json_t *bl = get(d, "baseline"), *op = get(d, "at_optimum"), *ck = get(d, "checks");
+  fprintf(f, "## Power-limit optimizer on real work (plo)\n\nWork: ");
+  cell(f, json_string_value(get(d, "work")));
+  fprintf(f, ". Profiled limits: ");
+  size_t i;
+  const json_t *v;
+  json_array_foreach(get(d, "power_limits_w"), i, v) fprintf(f, "%s%s W", i ? ", " : "", num(v, "%.0f", 1, a, sizeof a));
+  fprintf(f, " (%s optimizer steps); optimum **%s W**.\n\n", num(get(d, "optimizer_steps"), "%.0f", 1, a, sizeof a),
+          num(get(d, "optimal_power_limit_w"), "%.1f", 1, b, sizeof b));
+  fprintf(f, "| window | time | energy |\n|---|---|---|\n| baseline (limit before) | %s s | %s J |\n| at the optimum | %s s | %s J |\n\n",
+          num(get(bl, "time_s"), "%.3f", 1, a, sizeof a), num(get(bl, "energy_j"), "%.2f", 1, b, sizeof b),
+          num(get(op, "time_s"), "%.3f", 1, c, sizeof c), num(get(op, "energy_j"), "%.2f", 1, e, sizeof e));
+  fprintf(f, "Energy saved **%s %%**, slowdown **%s**.\n\n| check | result |\n|---|---|\n",
+          num(get(d, "energy_saved_pct"), "%.1f", 1, s1, sizeof s1), num(get(d, "slowdown"), "%.3f", 1, s2, sizeof s2));
+  const char *k;
+  json_object_foreach((json_t *)ck, k, v) fprintf(f, "| %s | %s |\n", k, tri(v));
+  fprintf(f, "\n");
 }
 
 /* Any other step's document: its top-level numbers and strings, as a list. */
@@ -342,6 +363,7 @@ int cmd_gpus_report(int argc, char **argv) {
     if (strcmp(s->name, "probe") == 0) md_probe(f, s->doc);
     else if (strcmp(s->name, "check") == 0) md_check(f, s->doc);
     else if (strcmp(s->name, "clock-latency") == 0) md_latency(f, s->doc);
+    else if (strcmp(s->name, "plo") == 0) md_plo(f, s->doc);
     else if (strncmp(s->name, "set-", 4) == 0) {
       if (!set_header)
         fprintf(f, "## Settings changed, read back and restored (gpus set)\n\n"
@@ -354,7 +376,8 @@ int cmd_gpus_report(int argc, char **argv) {
   }
   bool ok = failed == 0 && !json_is_false(restored);
   fprintf(f, "## Verdict\n\n%ld passed, %ld failed, %ld skipped%s: **%s**\n", passed, failed, skipped,
-          json_is_false(restored) ? "; settings NOT back as they were" : "", ok ? "PASSED" : "FAILED");
+          json_is_false(restored) ? "; settings NOT back as they were" : "",
+          !ok ? "FAILED" : passed == 0 ? "NOTHING CHECKED" : "PASSED");
   int status = ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
   if (md_path && !cli_report_commit(CMD, &rep, md_path)) status = CLI_EXIT_FAIL;
   if (json_path) {

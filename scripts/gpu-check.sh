@@ -65,6 +65,10 @@ if [ -z "$zeus" ]; then
   if [ -x "$root/build/zeus" ]; then zeus=$root/build/zeus; else zeus=$(command -v zeus || true); fi
 fi
 [ -n "$zeus" ] && [ -x "$zeus" ] || { echo "gpu-check: no zeus binary (build it with 'make', or give --zeus)" >&2; exit 2; }
+# The binding loads the libzeus built beside this zeus.
+if [ -z "${ZEUSC_LIBRARY:-}" ] && [ -f "$(dirname "$zeus")/libzeus.so" ]; then
+  export ZEUSC_LIBRARY=$(cd "$(dirname "$zeus")" && pwd)/libzeus.so
+fi
 PYTHON=${PYTHON:-python3}
 NVCC=${NVCC:-nvcc}
 export ZEUS_GPU_BACKEND=nvml
@@ -121,12 +125,13 @@ run_step() {
   fi
 }
 
-echo "gpu-check: zeus $("$zeus" --version 2>/dev/null | head -n 1), report in $out"
+echo "gpu-check: $("$zeus" --version 2>/dev/null | head -n 1), report in $out"
 # Is there a GPU at all?
 if ! "$zeus" gpus --json >"$out/gpus-before.json" 2>"$out/gpus-before.log" ||
    ! grep -q '"uuid"' "$out/gpus-before.json"; then
-  why=$(grep -o '"gpu_error": *"[^"]*"' "$out/gpus-before.json" 2>/dev/null | sed 's/"gpu_error": *//')
-  echo "gpu-check: no NVIDIA GPU here${why:+ (NVML: $why)}: nothing was checked."
+  why=$(grep -o '"gpu_error": *"[^"]*"' "$out/gpus-before.json" 2>/dev/null | sed 's/"gpu_error": *"//; s/"$//')
+  [ -n "$why" ] || why=$(grep -v '^$' "$out/gpus-before.log" 2>/dev/null | tail -n 1 | sed 's/^zeus gpus: //')
+  echo "gpu-check: no NVIDIA GPU here${why:+ ($why)}: nothing was checked."
   echo "gpu-check: run it on a machine with an NVIDIA GPU and its driver (see docs/gpu-check.md);"
   echo "gpu-check: ZEUS_NVML_LIBRARY=<build>/fake_nvml/libnvidia-ml.so.1 runs it against the fake NVML."
   record gpus-before skipped - "no NVIDIA GPU${why:+: $why}"
