@@ -29,7 +29,7 @@ static const cli_command probe_cmd = {
     .usage = "zeus gpus probe [--gpus LIST] [--calls N] [--json]",
     .about =
         "Calls every function of the library that reads a GPU (each one or two NVML calls on\n"
-        "the nvml backend: see docs/gpu-check/README.md for the map) N times on each listed GPU,\n"
+        "the nvml backend: see docs/gpu-check.md) N times on each listed GPU,\n"
         "and reports for each: whether the GPU supports it, the value it returned, the median\n"
         "and the worst latency of the N calls, and whether the answers agree (a name, a limit\n"
         "or a clock list must not change between calls; the energy counter must not go back).\n"
