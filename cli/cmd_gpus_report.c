@@ -245,6 +245,27 @@ static void md_plo(FILE *f, const json_t *d) {
   fprintf(f, "\n");
 }
 
+static void md_pfo(FILE *f, const json_t *d) {
+  char a[32], b[32], c[32], e[32], s1[32], s2[32];
+  const json_t *mx = get(d, "all_max_frequency"), *pl = get(d, "plan"), *ck = get(d, "checks");
+  fprintf(f, "## Perseus client on real work (pfo)\n\nWork: ");
+  cell(f, json_string_value(get(d, "work")));
+  fprintf(f, "; one stage, %s microbatches, %s rounds of %s iterations, against a local `zeus pfo-server`.\n\n",
+          num(get(d, "microbatches"), "%.0f", 1, a, sizeof a), num(get(d, "rounds"), "%.0f", 1, b, sizeof b),
+          num(get(d, "iters_per_round"), "%.0f", 1, c, sizeof c));
+  fprintf(f, "| schedule | clock | time per iteration | energy per iteration |\n|---|---|---|---|\n");
+  fprintf(f, "| AllMaxFrequency | %s MHz | %s s | %s J |\n", num(get(mx, "highest_mhz"), "%.0f", 1, a, sizeof a),
+          num(get(mx, "iter_time_s"), "%.4f", 1, b, sizeof b), num(get(mx, "iter_energy_j"), "%.3f", 1, c, sizeof c));
+  fprintf(f, "| PointSolution plan | %s MHz | %s s | %s J |\n\n", num(get(d, "plan_mhz"), "%.0f", 1, a, sizeof a),
+          num(get(pl, "iter_time_s"), "%.4f", 1, b, sizeof b), num(get(pl, "iter_energy_j"), "%.3f", 1, e, sizeof e));
+  fprintf(f, "Energy saved **%s %%**, slowdown **%s**.\n\n| check | result |\n|---|---|\n",
+          num(get(d, "energy_saved_pct"), "%.1f", 1, s1, sizeof s1), num(get(d, "slowdown"), "%.3f", 1, s2, sizeof s2));
+  const char *k;
+  const json_t *v;
+  json_object_foreach((json_t *)ck, k, v) fprintf(f, "| %s | %s |\n", k, tri(v));
+  fprintf(f, "\n");
+}
+
 /* Any other step's document: its top-level numbers and strings, as a list. */
 static void md_generic(FILE *f, const step *s) {
   fprintf(f, "## %s\n\n", s->name);
@@ -364,6 +385,7 @@ int cmd_gpus_report(int argc, char **argv) {
     else if (strcmp(s->name, "check") == 0) md_check(f, s->doc);
     else if (strcmp(s->name, "clock-latency") == 0) md_latency(f, s->doc);
     else if (strcmp(s->name, "plo") == 0) md_plo(f, s->doc);
+    else if (strcmp(s->name, "pfo") == 0) md_pfo(f, s->doc);
     else if (strncmp(s->name, "set-", 4) == 0) {
       if (!set_header)
         fprintf(f, "## Settings changed, read back and restored (gpus set)\n\n"

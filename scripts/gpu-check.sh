@@ -22,6 +22,9 @@ DIR/report.md and DIR/report.json. Steps, each reported as passed, failed or ski
   clock-latency   zeus gpus clock-latency: how soon a locked clock shows up under load
   plo             the power-limit optimizer on PyTorch work (scripts/gpu_check_plo.py):
                   profile, choose, apply, restore; energy saved and slowdown measured
+  pfo             the Perseus client with instruction hooks on PyTorch work against a local
+                  zeus pfo-server (scripts/gpu_check_pfo.py): every instruction at the highest
+                  clock, then a plan at 75 % of it; energy saved and slowdown measured
   gpus-after      zeus gpus --json again: every power limit must be back as it was
 Changing settings needs root or CAP_SYS_ADMIN. Every zeus command puts back what it changed,
 on SIGINT and SIGTERM too; this script forwards both to the step that runs and stops the load.
@@ -181,25 +184,32 @@ run_step set-memory-clock "memory clock locked to the lowest supported clock, he
 run_step clock-latency "$changes SM clock changes" "$zeus" gpus clock-latency "${gsel[@]}" --changes "$changes" --json
 stop_load
 
-# The power-limit optimizer on real work (needs zeusc and a CUDA-enabled torch, or the test's
+# The optimizers on real work (need zeusc and a CUDA-enabled torch, or the tests'
 # ZEUS_GPU_CHECK_PLO_WORK): a skip is exit 77 with the reason on stderr.
-if [ "$stopped" = 0 ]; then
-  PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" "$here/gpu_check_plo.py" ${gpus:+--gpus "$gpus"} \
-    $([ "$quick" = 1 ] && echo --quick) >"$out/plo.json" 2>"$out/plo.log" &
+run_py_step() { # name note script args...
+  local name=$1 note=$2 script=$3; shift 3
+  [ "$stopped" = 0 ] || { record "$name" skipped - "not run: stopped by SIG$stopped"; return; }
+  PYTHONPATH="$root/python${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" "$here/$script" "$@" \
+    >"$out/$name.json" 2>"$out/$name.log" &
   step_pid=$!
+  local rc why
   while :; do wait "$step_pid"; rc=$?; kill -0 "$step_pid" 2>/dev/null || break; done
   step_pid=
-  why=$(grep -v '^$' "$out/plo.log" | tail -n 1)
+  why=$(grep -v '^$' "$out/$name.log" | tail -n 1)
   case $rc in
-    0) record plo passed "$out/plo.json" "power-limit optimizer: profile, choose, apply, restore" ;;
-    77) record plo skipped - "${why:-skipped}" ;;
-    *) if [ -s "$out/plo.json" ]; then record plo failed "$out/plo.json" "exit $rc${why:+: $why}"
-       else record plo failed - "exit $rc${why:+: $why}"; fi ;;
+    0) record "$name" passed "$out/$name.json" "$note${why:+: ${why#*: }}" ;;
+    77) record "$name" skipped - "${why:-skipped}" ;;
+    *) if [ -s "$out/$name.json" ]; then record "$name" failed "$out/$name.json" "exit $rc${why:+: $why}"
+       else record "$name" failed - "exit $rc${why:+: $why}"; fi ;;
   esac
-else
-  record plo skipped - "not run: stopped by SIG$stopped"
-fi
-record pfo skipped - "the Perseus client against a local pfo-server on real work is not part of gpu-check yet (see docs/gpu-check.md)"
+}
+first_gpu=${gpus%%,*}
+first_gpu=${first_gpu:-0}
+q=()
+[ "$quick" = 1 ] && q=(--quick)
+run_py_step plo "power-limit optimizer" gpu_check_plo.py ${gpus:+--gpus "$gpus"} "${q[@]}"
+run_py_step pfo "Perseus client against zeus pfo-server" gpu_check_pfo.py --zeus "$zeus" \
+  --gpu "${first_gpu}" "${q[@]}"
 
 if "$zeus" gpus --json >"$out/gpus-after.json" 2>"$out/gpus-after.log"; then
   record gpus-after passed "$out/gpus-after.json" "GPUs and settings after the run"
