@@ -45,6 +45,19 @@ expect_err_has "a bad --gpus is named" "GPU 7 does not exist" "$ZEUS" gpus probe
 if jcheck "$tmp/probe.json" "d['ok'] and d['driver_version'].startswith('555.') and len(d['gpus']) == 1 and d['gpus'][0]['index'] == 1 and {c['call']: c['status'] for c in d['gpus'][0]['calls']}['power_memory_average'] == 'not_supported' and all(c['calls'] == 5 and c['median_latency_s'] >= 0 for c in d['gpus'][0]['calls']) and d['gpus'][0]['power_limit_min_w'] == 100 and d['gpus'][0]['architecture_name'] == 'Ampere'"; then
   pass "probe: values, statuses and latencies of GPU 1"
 else fail "probe JSON: $(head -c 600 "$tmp/probe.json")"; fi
+# Every NVML reading the backend makes is reached, once per probe call (nothing is cached).
+FAKE_NVML_COUNTS=$tmp/counts "$ZEUS" gpus probe --gpus 0 --calls 7 --json >/dev/null
+missing=
+for fn in nvmlSystemGetDriverVersion nvmlSystemGetNVMLVersion nvmlDeviceGetName nvmlDeviceGetUUID \
+          nvmlDeviceGetArchitecture nvmlDeviceGetPowerManagementLimitConstraints nvmlDeviceGetPowerManagementDefaultLimit \
+          nvmlDeviceGetPowerManagementLimit nvmlDeviceGetPersistenceMode nvmlDeviceGetTotalEnergyConsumption \
+          nvmlDeviceGetFieldValues nvmlDeviceGetTemperature nvmlDeviceGetClockInfo nvmlDeviceGetSupportedMemoryClocks \
+          nvmlDeviceGetSupportedGraphicsClocks; do
+  n=$(awk -v f="$fn" '$1 == f {print $2}' "$tmp/counts")
+  [ "${n:-0}" -ge 7 ] || missing="$missing $fn(${n:-0})"
+done
+if [ -z "$missing" ]; then pass "probe reaches every NVML reading of the backend 7 times"
+else fail "probe NVML calls missing or fewer than 7:$missing"; fi
 FAKE_NVML_INJECT="nvmlDeviceGetPowerManagementLimit:UNKNOWN:0:2" "$ZEUS" gpus probe --gpus 0 --calls 5 --json >"$tmp/probe-bad.json"
 if [ $? = 1 ] && jcheck "$tmp/probe-bad.json" "not d['ok'] and {c['call']: c['status'] for c in d['gpus'][0]['calls']}['power_limit'] == 'error'"; then
   pass "probe: a call failing after two good answers is an error and exit 1"
