@@ -26,16 +26,17 @@ static const cli_opt opts[] = {
      "finely the counter's update period is measured",
      "5", 0, 1000},
     {"tolerance-pct", 0, CLI_OPT_DOUBLE, &tolerance_pct, "P",
-     "how far the counter's energy may lie from integrated power, and power above the limit",
-     "5", 0, 100},
+     "how far the counter's energy may lie from integrated power, and power above the limit", "5",
+     0, 100},
     {"json", 0, CLI_OPT_FLAG, &json_output, NULL, "print one JSON document (see below)"},
     {0},
 };
 
 static const cli_command check_cmd = {
     .name = "gpus check",
-    .usage = "zeus gpus check [--gpus LIST] [--duration-s S] [--interval-ms N] [--tolerance-pct P]\n"
-             "                [--json]",
+    .usage =
+        "zeus gpus check [--gpus LIST] [--duration-s S] [--interval-ms N] [--tolerance-pct P]\n"
+        "                [--json]",
     .about =
         "Reads every listed GPU's total-energy counter and instant power as often as\n"
         "--interval-ms allows for --duration-s seconds (and its 1 s average power and power\n"
@@ -78,8 +79,8 @@ typedef struct sample {
 
 typedef struct gpu_series {
   unsigned index;
-  bool counter;   /* the GPU has an energy counter */
-  bool average;   /* it reads a 1 s average */
+  bool counter; /* the GPU has an energy counter */
+  bool average; /* it reads a 1 s average */
   sample *s;
   size_t n, cap;
   double avg_max_w;
@@ -131,7 +132,8 @@ static json_t *analyse(const gpu_series *g, bool *ok) {
     sum += w;
     if (isnan(pmin) || w < pmin) pmin = w;
     if (isnan(pmax) || w > pmax) pmax = w;
-    if (k > first && k <= last) e_power += (g->s[k].t - g->s[k - 1].t) * (w + g->s[k - 1].mw / 1000.0) / 2;
+    if (k > first && k <= last)
+      e_power += (g->s[k].t - g->s[k - 1].t) * (w + g->s[k - 1].mw / 1000.0) / 2;
   }
   bool have_span = g->counter && updates >= 2 && last > first;
   double e_counter = have_span ? (g->s[last].mj - g->s[first].mj) / 1000.0 : NAN;
@@ -142,29 +144,35 @@ static json_t *analyse(const gpu_series *g, bool *ok) {
   double limit_w = g->limit_mw / 1000.0;
   double judged_max = g->average ? g->avg_max_w : pmax;
   json_t *monotonic = g->counter ? json_boolean(decreases == 0) : json_null();
-  json_t *agrees = g->counter ? json_boolean(have_span && fabs(agree) <= tolerance_pct) : json_null();
-  json_t *within = g->have_limit && !isnan(judged_max) ? json_boolean(judged_max <= limit_w * (1 + tol))
-                                                       : json_null();
-  *ok = !json_is_false(monotonic) && !json_is_false(agrees) && !json_is_false(within) && !g->error[0];
+  json_t *agrees = g->counter ? json_boolean(have_span && fabs(agree) <= tolerance_pct)
+                              : json_null();
+  json_t *within = g->have_limit && !isnan(judged_max)
+                       ? json_boolean(judged_max <= limit_w * (1 + tol))
+                       : json_null();
+  *ok = !json_is_false(monotonic) && !json_is_false(agrees) && !json_is_false(within) &&
+        !g->error[0];
   json_t *counter = json_pack(
-      "{s:b,s:I,s:I,s:o,s:o,s:o}", "supported", g->counter, "decreases", (json_int_t)decreases, "updates",
-      (json_int_t)updates, "update_period_s", cli_json_real_or_null(period), "span_s",
+      "{s:b,s:I,s:I,s:o,s:o,s:o}", "supported", g->counter, "decreases", (json_int_t)decreases,
+      "updates", (json_int_t)updates, "update_period_s", cli_json_real_or_null(period), "span_s",
       cli_json_real_or_null(span), "energy_j", cli_json_real_or_null(e_counter));
-  json_t *power = json_pack("{s:o,s:o,s:o,s:o,s:o,s:I}", "energy_j", cli_json_real_or_null(e_power),
-                            "instant_mean_w", cli_json_real_or_null(n ? sum / n : NAN), "instant_min_w",
-                            cli_json_real_or_null(pmin), "instant_max_w", cli_json_real_or_null(pmax),
-                            "average_max_w", cli_json_real_or_null(g->average ? g->avg_max_w : NAN),
-                            "zero_readings", (json_int_t)zeros);
-  json_t *checks = json_pack("{s:o,s:o,s:o}", "counter_monotonic", monotonic, "energy_agrees", agrees,
-                             "power_within_limit", within);
-  return json_pack("{s:I,s:I,s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:b}", "index", (json_int_t)g->index, "samples",
-                   (json_int_t)n, "power_limit_w", g->have_limit ? json_real(limit_w) : json_null(),
-                   "power_limit_changed", g->limit_changed, "counter", counter, "power", power,
-                   "agreement_pct", cli_json_real_or_null(agree), "checks", checks, "error",
+  json_t *power = json_pack(
+      "{s:o,s:o,s:o,s:o,s:o,s:I}", "energy_j", cli_json_real_or_null(e_power), "instant_mean_w",
+      cli_json_real_or_null(n ? sum / n : NAN), "instant_min_w", cli_json_real_or_null(pmin),
+      "instant_max_w", cli_json_real_or_null(pmax), "average_max_w",
+      cli_json_real_or_null(g->average ? g->avg_max_w : NAN), "zero_readings", (json_int_t)zeros);
+  json_t *checks = json_pack("{s:o,s:o,s:o}", "counter_monotonic", monotonic, "energy_agrees",
+                             agrees, "power_within_limit", within);
+  return json_pack("{s:I,s:I,s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:b}", "index", (json_int_t)g->index,
+                   "samples", (json_int_t)n, "power_limit_w",
+                   g->have_limit ? json_real(limit_w) : json_null(), "power_limit_changed",
+                   g->limit_changed, "counter", counter, "power", power, "agreement_pct",
+                   cli_json_real_or_null(agree), "checks", checks, "error",
                    g->error[0] ? json_string(g->error) : json_null(), "ok", *ok);
 }
 
-static const char *tri(const json_t *v) { return json_is_null(v) ? "n/a" : json_is_true(v) ? "pass" : "FAIL"; }
+static const char *tri(const json_t *v) {
+  return json_is_null(v) ? "n/a" : json_is_true(v) ? "pass" : "FAIL";
+}
 
 static void text_gpu(const json_t *j) {
   const json_t *c = json_object_get(j, "counter"), *p = json_object_get(j, "power"),
@@ -172,7 +180,8 @@ static void text_gpu(const json_t *j) {
   printf("GPU %lld: %lld samples\n", (long long)json_integer_value(json_object_get(j, "index")),
          (long long)json_integer_value(json_object_get(j, "samples")));
   if (json_is_real(json_object_get(j, "power_limit_w")))
-    printf("  power limit:          %.1f W\n", json_real_value(json_object_get(j, "power_limit_w")));
+    printf("  power limit:          %.1f W\n",
+           json_real_value(json_object_get(j, "power_limit_w")));
   else
     printf("  power limit:          n/a\n");
   if (json_is_true(json_object_get(c, "supported"))) {
@@ -181,15 +190,20 @@ static void text_gpu(const json_t *j) {
            json_real_value(json_object_get(c, "update_period_s")) * 1e3,
            (long long)json_integer_value(json_object_get(c, "decreases")));
     printf("  energy over %.3f s:  counter %.3f J, integrated power %.3f J (%+.2f %%)\n",
-           json_real_value(json_object_get(c, "span_s")), json_real_value(json_object_get(c, "energy_j")),
-           json_real_value(json_object_get(p, "energy_j")), json_real_value(json_object_get(j, "agreement_pct")));
+           json_real_value(json_object_get(c, "span_s")),
+           json_real_value(json_object_get(c, "energy_j")),
+           json_real_value(json_object_get(p, "energy_j")),
+           json_real_value(json_object_get(j, "agreement_pct")));
   } else {
     printf("  energy counter:       not supported\n");
   }
-  printf("  instant power:        %.1f W mean, %.1f-%.1f W\n", json_real_value(json_object_get(p, "instant_mean_w")),
-         json_real_value(json_object_get(p, "instant_min_w")), json_real_value(json_object_get(p, "instant_max_w")));
+  printf("  instant power:        %.1f W mean, %.1f-%.1f W\n",
+         json_real_value(json_object_get(p, "instant_mean_w")),
+         json_real_value(json_object_get(p, "instant_min_w")),
+         json_real_value(json_object_get(p, "instant_max_w")));
   if (json_is_real(json_object_get(p, "average_max_w")))
-    printf("  1 s average power:    at most %.1f W\n", json_real_value(json_object_get(p, "average_max_w")));
+    printf("  1 s average power:    at most %.1f W\n",
+           json_real_value(json_object_get(p, "average_max_w")));
   printf("  counter monotonic:    %s\n", tri(json_object_get(k, "counter_monotonic")));
   printf("  energy agrees:        %s\n", tri(json_object_get(k, "energy_agrees")));
   printf("  power within limit:   %s\n", tri(json_object_get(k, "power_within_limit")));
@@ -250,7 +264,8 @@ int cmd_gpus_check(int argc, char **argv) {
         if (g->average && zeus_gpu_power(d, g->index, ZEUS_POWER_AVERAGE, &avg) == ZEUS_OK &&
             (isnan(g->avg_max_w) || avg / 1000.0 > g->avg_max_w))
           g->avg_max_w = avg / 1000.0;
-        if (g->have_limit && zeus_gpu_get_power_limit(d, g->index, &lim) == ZEUS_OK && lim != g->limit_mw) {
+        if (g->have_limit && zeus_gpu_get_power_limit(d, g->index, &lim) == ZEUS_OK &&
+            lim != g->limit_mw) {
           g->limit_changed = true;
           if (lim > g->limit_mw) g->limit_mw = lim; /* judge against the highest limit seen */
         }
@@ -272,8 +287,9 @@ int cmd_gpus_check(int argc, char **argv) {
   }
   int status = all_ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
   if (json_output) {
-    json_t *doc = json_pack("{s:f,s:f,s:f,s:b,s:o,s:b}", "duration_s", elapsed, "interval_s", interval_ms / 1000.0,
-                            "tolerance_pct", tolerance_pct, "interrupted", sig != 0, "gpus", arr, "ok", all_ok);
+    json_t *doc = json_pack("{s:f,s:f,s:f,s:b,s:o,s:b}", "duration_s", elapsed, "interval_s",
+                            interval_ms / 1000.0, "tolerance_pct", tolerance_pct, "interrupted",
+                            sig != 0, "gpus", arr, "ok", all_ok);
     if (!cli_write_json(stdout, doc)) status = CLI_EXIT_FAIL;
     json_decref(doc);
   } else {

@@ -39,8 +39,9 @@ static const cli_opt opts[] = {
 
 static const cli_command latency_cmd = {
     .name = "gpus clock-latency",
-    .usage = "zeus gpus clock-latency [--gpus LIST] [--changes N] [--low MHZ|min|mid]\n"
-             "                        [--poll-ms MS] [--timeout-s S] [--json]",
+    .usage =
+        "zeus gpus clock-latency [--gpus LIST] [--changes N] [--low MHZ|min|mid]\n"
+        "                        [--poll-ms MS] [--timeout-s S] [--json]",
     .about =
         "Locks each listed GPU's SM clock alternately to its highest supported clock and to a\n"
         "lower one, N times, and after each change reads the SM clock every --poll-ms until it\n"
@@ -83,11 +84,15 @@ static void measure(zeus_devices *d, gpu_lat *g) {
     return;
   }
   g->high = mhz[0];
-  if (strcmp(low_arg, "min") == 0) g->low = mhz[n - 1];
-  else if (strcmp(low_arg, "mid") == 0) g->low = mhz[n / 2];
-  else g->low = cli_nearest_clock(mhz, n, strtod(low_arg, NULL));
+  if (strcmp(low_arg, "min") == 0)
+    g->low = mhz[n - 1];
+  else if (strcmp(low_arg, "mid") == 0)
+    g->low = mhz[n / 2];
+  else
+    g->low = cli_nearest_clock(mhz, n, strtod(low_arg, NULL));
   if (g->low == g->high) {
-    snprintf(g->error, sizeof g->error, "the GPU supports one SM clock (%u MHz): nothing to change", g->high);
+    snprintf(g->error, sizeof g->error, "the GPU supports one SM clock (%u MHz): nothing to change",
+             g->high);
     return;
   }
   /* Start from the high clock and let it settle. */
@@ -139,14 +144,14 @@ static json_t *gpu_json(gpu_lat *g, bool *ok) {
   *ok = !g->error[0] && g->timeouts == 0 && g->n > 0;
   double mx = cli_max(got, ngot), mn = cli_min(got, ngot), md = cli_median(got, ngot);
   double cmax = cli_max(calls, g->n), cmed = cli_median(calls, g->n);
-  return json_pack("{s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:b}", "index", (json_int_t)g->index,
-                   "high_mhz", g->high ? json_real(g->high) : json_null(), "low_mhz",
-                   g->low ? json_real(g->low) : json_null(), "latencies_s", lats, "median_latency_s",
-                   cli_json_real_or_null(md), "max_latency_s", cli_json_real_or_null(mx),
-                   "min_latency_s", cli_json_real_or_null(mn), "median_call_s",
-                   cli_json_real_or_null(cmed), "max_call_s", cli_json_real_or_null(cmax), "timeouts",
-                   (json_int_t)g->timeouts, "error", g->error[0] ? json_string(g->error) : json_null(),
-                   "ok", *ok);
+  return json_pack("{s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:o,s:b}", "index",
+                   (json_int_t)g->index, "high_mhz", g->high ? json_real(g->high) : json_null(),
+                   "low_mhz", g->low ? json_real(g->low) : json_null(), "latencies_s", lats,
+                   "median_latency_s", cli_json_real_or_null(md), "max_latency_s",
+                   cli_json_real_or_null(mx), "min_latency_s", cli_json_real_or_null(mn),
+                   "median_call_s", cli_json_real_or_null(cmed), "max_call_s",
+                   cli_json_real_or_null(cmax), "timeouts", (json_int_t)g->timeouts, "error",
+                   g->error[0] ? json_string(g->error) : json_null(), "ok", *ok);
 }
 
 int cmd_gpus_clock_latency(int argc, char **argv) {
@@ -198,17 +203,19 @@ int cmd_gpus_clock_latency(int argc, char **argv) {
       const json_t *md = json_object_get(j, "median_latency_s");
       if (json_is_real(md))
         printf(": shows after %.1f ms median, %.1f ms worst (the call itself %.2f ms median)",
-               json_real_value(md) * 1e3, json_real_value(json_object_get(j, "max_latency_s")) * 1e3,
+               json_real_value(md) * 1e3,
+               json_real_value(json_object_get(j, "max_latency_s")) * 1e3,
                json_real_value(json_object_get(j, "median_call_s")) * 1e3);
-      printf("; %zu timed out%s%s\n", gs[k].timeouts, gs[k].error[0] ? "; error: " : "", gs[k].error);
+      printf("; %zu timed out%s%s\n", gs[k].timeouts, gs[k].error[0] ? "; error: " : "",
+             gs[k].error);
     }
     json_array_append_new(arr, j);
   }
   int status = all_ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
   if (json_output) {
-    json_t *doc = json_pack("{s:I,s:f,s:f,s:f,s:b,s:o,s:b}", "changes", (json_int_t)changes, "poll_s",
-                            poll_ms / 1000.0, "timeout_s", timeout_s, "tolerance_mhz", tol_mhz,
-                            "interrupted", sig != 0, "gpus", arr, "ok", all_ok);
+    json_t *doc = json_pack("{s:I,s:f,s:f,s:f,s:b,s:o,s:b}", "changes", (json_int_t)changes,
+                            "poll_s", poll_ms / 1000.0, "timeout_s", timeout_s, "tolerance_mhz",
+                            tol_mhz, "interrupted", sig != 0, "gpus", arr, "ok", all_ok);
     if (!cli_write_json(stdout, doc)) status = CLI_EXIT_FAIL;
     json_decref(doc);
   } else {

@@ -41,13 +41,15 @@ static const cli_command probe_cmd = {
     .opts = opts,
     .more =
         "JSON: {\"backend\", \"driver_version\", \"library_version\", \"calls_per_function\",\n"
-        "\"system_calls\": [CALL...], \"gpus\": [{\"index\", \"name\", \"uuid\", \"architecture\",\n"
+        "\"system_calls\": [CALL...], \"gpus\": [{\"index\", \"name\", \"uuid\", "
+        "\"architecture\",\n"
         "\"architecture_name\", \"power_limit_w\", \"power_limit_min_w\", \"power_limit_max_w\",\n"
         "\"power_limit_default_w\", \"persistence_mode\", \"energy_counter\", \"sm_clock_mhz\",\n"
         "\"memory_clock_mhz\", \"memory_clocks_mhz\", \"graphics_clocks_mhz\", \"calls\":\n"
         "[CALL...]}], \"ok\"}; CALL is {\"call\", \"function\", \"status\" (ok, not_supported,\n"
         "error, inconsistent), \"supported\", \"error\" (the first failure's message, or null),\n"
-        "\"calls\", \"failures\", \"median_latency_s\", \"max_latency_s\", \"value\" (an object whose\n"
+        "\"calls\", \"failures\", \"median_latency_s\", \"max_latency_s\", \"value\" (an object "
+        "whose\n"
         "keys carry units, from the first successful call; null when none), \"consistent\"}.\n"
         "A value a GPU cannot report is null.\n"
         "\n"
@@ -109,7 +111,9 @@ static int c_average(probe_ctx *c, pv *v) {
 static int c_mem_average(probe_ctx *c, pv *v) {
   return zeus_gpu_power(c->d, c->gpu, ZEUS_POWER_MEMORY_AVERAGE, &v->u[0]);
 }
-static int c_temperature(probe_ctx *c, pv *v) { return zeus_gpu_temperature(c->d, c->gpu, &v->u[0]); }
+static int c_temperature(probe_ctx *c, pv *v) {
+  return zeus_gpu_temperature(c->d, c->gpu, &v->u[0]);
+}
 static int c_clocks(probe_ctx *c, pv *v) {
   return zeus_gpu_current_clocks(c->d, c->gpu, &v->u[0], &v->u[1]);
 }
@@ -124,7 +128,9 @@ static int c_gr_clocks(probe_ctx *c, pv *v) {
   v->nlist = MAX_LIST;
   return zeus_gpu_supported_graphics_clocks(c->d, c->gpu, c->mem_mhz, v->list, &v->nlist);
 }
-static int c_driver(probe_ctx *c, pv *v) { return zeus_devices_driver_version(c->d, v->s, sizeof v->s); }
+static int c_driver(probe_ctx *c, pv *v) {
+  return zeus_devices_driver_version(c->d, v->s, sizeof v->s);
+}
 static int c_library(probe_ctx *c, pv *v) {
   return zeus_devices_library_version(c->d, v->s, sizeof v->s);
 }
@@ -146,7 +152,9 @@ static json_t *j_constraints(const pv *v) {
   return json_pack("{s:f,s:f,s:f}", "min_w", v->u[0] / 1000.0, "max_w", v->u[1] / 1000.0,
                    "default_w", v->u[2] / 1000.0);
 }
-static json_t *j_limit(const pv *v) { return json_pack("{s:f}", "power_limit_w", v->u[0] / 1000.0); }
+static json_t *j_limit(const pv *v) {
+  return json_pack("{s:f}", "power_limit_w", v->u[0] / 1000.0);
+}
 static json_t *j_enabled(const pv *v) { return json_pack("{s:b}", "enabled", v->b); }
 static json_t *j_energy(const pv *v) { return json_pack("{s:f}", "energy_j", v->u64 / 1000.0); }
 static json_t *j_power(const pv *v) { return json_pack("{s:f}", "power_w", v->u[0] / 1000.0); }
@@ -157,7 +165,9 @@ static json_t *j_clocks(const pv *v) {
   return json_pack("{s:f,s:f}", "sm_clock_mhz", (double)v->u[0], "memory_clock_mhz",
                    (double)v->u[1]);
 }
-static json_t *j_mem_clocks(const pv *v) { return json_pack("{s:o}", "memory_clocks_mhz", mhz_list(v)); }
+static json_t *j_mem_clocks(const pv *v) {
+  return json_pack("{s:o}", "memory_clocks_mhz", mhz_list(v));
+}
 static json_t *j_gr_clocks(const pv *v) {
   return json_pack("{s:f,s:o}", "memory_clock_mhz", (double)v->u[0], "graphics_clocks_mhz",
                    mhz_list(v));
@@ -230,7 +240,8 @@ static void run_call(probe_ctx *ctx, const probe_call *pc, long n, double *lat, 
         r->have_value = true;
       } else if (r->consistent && pc->kind == STATIC && !same_value(&r->first, scratch)) {
         r->consistent = false;
-        snprintf(r->inconsistency, sizeof r->inconsistency, "call %ld answered differently from the first", k + 1);
+        snprintf(r->inconsistency, sizeof r->inconsistency,
+                 "call %ld answered differently from the first", k + 1);
       } else if (r->consistent && pc->kind == MONOTONIC && scratch->u64 < last_energy) {
         r->consistent = false;
         snprintf(r->inconsistency, sizeof r->inconsistency,
@@ -239,8 +250,10 @@ static void run_call(probe_ctx *ctx, const probe_call *pc, long n, double *lat, 
       }
       last_energy = scratch->u64;
     } else {
-      if (rc == ZEUS_ENOTSUP) r->notsup++;
-      else r->failures++;
+      if (rc == ZEUS_ENOTSUP)
+        r->notsup++;
+      else
+        r->failures++;
       if (!r->error[0]) snprintf(r->error, sizeof r->error, "%s", zeus_errmsg());
     }
   }
@@ -261,13 +274,13 @@ static bool result_bad(const call_result *r) {
 
 static json_t *result_json(const call_result *r, long n) {
   const char *err = r->error[0] ? r->error : r->consistent ? NULL : r->inconsistency;
-  return json_pack("{s:s,s:s,s:s,s:b,s:o,s:I,s:I,s:f,s:f,s:o,s:o}", "call", r->pc->name, "function",
-                   r->pc->function, "status", status_of(r), "supported", r->ok > 0, "error",
-                   err ? json_string(err) : json_null(), "calls", (json_int_t)n, "failures",
-                   (json_int_t)(r->failures + r->notsup), "median_latency_s", r->median_s,
-                   "max_latency_s", r->max_s, "value",
-                   r->have_value ? r->pc->to_json(&r->first) : json_null(), "consistent",
-                   r->have_value && r->pc->kind != DYNAMIC ? json_boolean(r->consistent) : json_null());
+  return json_pack(
+      "{s:s,s:s,s:s,s:b,s:o,s:I,s:I,s:f,s:f,s:o,s:o}", "call", r->pc->name, "function",
+      r->pc->function, "status", status_of(r), "supported", r->ok > 0, "error",
+      err ? json_string(err) : json_null(), "calls", (json_int_t)n, "failures",
+      (json_int_t)(r->failures + r->notsup), "median_latency_s", r->median_s, "max_latency_s",
+      r->max_s, "value", r->have_value ? r->pc->to_json(&r->first) : json_null(), "consistent",
+      r->have_value && r->pc->kind != DYNAMIC ? json_boolean(r->consistent) : json_null());
 }
 
 static const call_result *find(const call_result *rs, const char *name) {
@@ -293,7 +306,8 @@ static json_t *gpu_summary(unsigned index, const call_result *rs) {
   r = find(rs, "power_limit_constraints");
   json_object_set_new(g, "power_limit_min_w", r ? json_real(r->first.u[0] / 1000.0) : json_null());
   json_object_set_new(g, "power_limit_max_w", r ? json_real(r->first.u[1] / 1000.0) : json_null());
-  json_object_set_new(g, "power_limit_default_w", r ? json_real(r->first.u[2] / 1000.0) : json_null());
+  json_object_set_new(g, "power_limit_default_w",
+                      r ? json_real(r->first.u[2] / 1000.0) : json_null());
   r = find(rs, "persistence_mode");
   json_object_set_new(g, "persistence_mode", r ? json_boolean(r->first.b) : json_null());
   r = find(rs, "energy_counter_supported");
@@ -310,10 +324,14 @@ static json_t *gpu_summary(unsigned index, const call_result *rs) {
 
 /* "12.3 us" */
 static const char *dur(double s, char *buf, size_t n) {
-  if (!isfinite(s)) snprintf(buf, n, "n/a");
-  else if (s < 1e-3) snprintf(buf, n, "%.1f us", s * 1e6);
-  else if (s < 1) snprintf(buf, n, "%.2f ms", s * 1e3);
-  else snprintf(buf, n, "%.3f s", s);
+  if (!isfinite(s))
+    snprintf(buf, n, "n/a");
+  else if (s < 1e-3)
+    snprintf(buf, n, "%.1f us", s * 1e6);
+  else if (s < 1)
+    snprintf(buf, n, "%.2f ms", s * 1e3);
+  else
+    snprintf(buf, n, "%.3f s", s);
   return buf;
 }
 
@@ -375,8 +393,9 @@ int cmd_gpus_probe(int argc, char **argv) {
     json_t *jsys = json_array();
     for (size_t k = 0; k < NSYS_CALLS; k++) json_array_append_new(jsys, result_json(&sys[k], n));
     jgpus = json_array();
-    doc = json_pack("{s:s,s:o,s:o,s:I,s:o,s:o}", "backend", zeus_devices_backend(d), "driver_version",
-                    sys[0].have_value ? json_string(sys[0].first.s) : json_null(), "library_version",
+    doc = json_pack("{s:s,s:o,s:o,s:I,s:o,s:o}", "backend", zeus_devices_backend(d),
+                    "driver_version", sys[0].have_value ? json_string(sys[0].first.s) : json_null(),
+                    "library_version",
                     sys[1].have_value ? json_string(sys[1].first.s) : json_null(),
                     "calls_per_function", (json_int_t)n, "system_calls", jsys, "gpus", jgpus);
   } else {
@@ -403,17 +422,21 @@ int cmd_gpus_probe(int argc, char **argv) {
       json_object_set_new(g, "calls", calls);
       json_array_append_new(jgpus, g);
     } else {
-      const call_result *r = find(res, "name"), *u = find(res, "uuid"), *a = find(res, "architecture");
+      const call_result *r = find(res, "name"), *u = find(res, "uuid"),
+                        *a = find(res, "architecture");
       printf("\nGPU %u: %s (%s), %s\n", gpus[gi], r ? r->first.s : "n/a", u ? u->first.s : "n/a",
              a ? zeus_gpu_architecture_name(a->first.u[0]) : "architecture n/a");
       const call_result *pl = find(res, "power_limit"), *pc = find(res, "power_limit_constraints");
       if (pl && pc)
-        printf("  power limit %.1f W (range %.1f-%.1f W, default %.1f W)\n", pl->first.u[0] / 1000.0,
-               pc->first.u[0] / 1000.0, pc->first.u[1] / 1000.0, pc->first.u[2] / 1000.0);
-      const call_result *gr = find(res, "supported_graphics_clocks"), *cc = find(res, "current_clocks");
+        printf("  power limit %.1f W (range %.1f-%.1f W, default %.1f W)\n",
+               pl->first.u[0] / 1000.0, pc->first.u[0] / 1000.0, pc->first.u[1] / 1000.0,
+               pc->first.u[2] / 1000.0);
+      const call_result *gr = find(res, "supported_graphics_clocks"),
+                        *cc = find(res, "current_clocks");
       if (gr && gr->first.nlist)
         printf("  SM clocks %u-%u MHz (%zu steps) at memory clock %u MHz\n",
-               gr->first.list[gr->first.nlist - 1], gr->first.list[0], gr->first.nlist, gr->first.u[0]);
+               gr->first.list[gr->first.nlist - 1], gr->first.list[0], gr->first.nlist,
+               gr->first.u[0]);
       if (cc) printf("  now: SM %u MHz, memory %u MHz\n", cc->first.u[0], cc->first.u[1]);
       printf("  %-27s %-13s %10s %10s  %s\n", "call", "status", "median", "worst", "value");
       for (size_t k = 0; k < NGPU_CALLS; k++) text_call(&res[k]);

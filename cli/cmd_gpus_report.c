@@ -40,7 +40,8 @@ static const cli_command report_cmd = {
         "Exits with 1 when a step failed or a GPU is not back as it was, 2 for a bad manifest.",
     .opts = opts,
     .more =
-        "JSON: {\"title\", \"date\", \"zeus_version\", \"steps\": [{\"step\", \"status\", \"note\",\n"
+        "JSON: {\"title\", \"date\", \"zeus_version\", \"steps\": [{\"step\", \"status\", "
+        "\"note\",\n"
         "\"result\" (the step's document, or null)}], \"restored\" (true, false, or null without\n"
         "both gpus-before and gpus-after), \"passed\", \"failed\", \"skipped\", \"ok\"}.\n"
         "\n"
@@ -61,12 +62,16 @@ static const json_t *get(const json_t *o, const char *k) { return json_object_ge
 
 /* A number as text with `fmt`, or "n/a". */
 static const char *num(const json_t *v, const char *fmt, double scale, char *buf, size_t n) {
-  if (!json_is_number(v)) snprintf(buf, n, "n/a");
-  else snprintf(buf, n, fmt, json_number_value(v) * scale);
+  if (!json_is_number(v))
+    snprintf(buf, n, "n/a");
+  else
+    snprintf(buf, n, fmt, json_number_value(v) * scale);
   return buf;
 }
 
-static const char *tri(const json_t *v) { return json_is_null(v) || !v ? "n/a" : json_is_true(v) ? "pass" : "**FAIL**"; }
+static const char *tri(const json_t *v) {
+  return json_is_null(v) || !v ? "n/a" : json_is_true(v) ? "pass" : "**FAIL**";
+}
 
 /* Markdown-safe: a cell's text with | and newlines replaced. */
 static void cell(FILE *f, const char *s) {
@@ -81,13 +86,20 @@ static step *find_step(step *st, size_t n, const char *name) {
 
 static void md_probe(FILE *f, const json_t *d) {
   char a[64], b[64];
-  fprintf(f, "## What it found (gpus probe)\n\nBackend `%s`, driver `%s`, NVML `%s`; every call made %s times.\n\n",
+  fprintf(f,
+          "## What it found (gpus probe)\n\nBackend `%s`, driver `%s`, NVML `%s`; every call made "
+          "%s times.\n\n",
           json_string_value(get(d, "backend")) ? json_string_value(get(d, "backend")) : "?",
-          json_string_value(get(d, "driver_version")) ? json_string_value(get(d, "driver_version")) : "n/a",
-          json_string_value(get(d, "library_version")) ? json_string_value(get(d, "library_version")) : "n/a",
+          json_string_value(get(d, "driver_version")) ? json_string_value(get(d, "driver_version"))
+                                                      : "n/a",
+          json_string_value(get(d, "library_version"))
+              ? json_string_value(get(d, "library_version"))
+              : "n/a",
           num(get(d, "calls_per_function"), "%.0f", 1, a, sizeof a));
-  fprintf(f, "| GPU | name | UUID | architecture | power limit | range | default | SM clocks | memory clocks | energy counter |\n"
-             "|---|---|---|---|---|---|---|---|---|---|\n");
+  fprintf(f,
+          "| GPU | name | UUID | architecture | power limit | range | default | SM clocks | memory "
+          "clocks | energy counter |\n"
+          "|---|---|---|---|---|---|---|---|---|---|\n");
   size_t i;
   const json_t *g;
   json_array_foreach(get(d, "gpus"), i, g) {
@@ -96,29 +108,48 @@ static void md_probe(FILE *f, const json_t *d) {
     char lim[32], lo[32], hi[32], def[32];
     fprintf(f, "| %lld | ", (long long)json_integer_value(get(g, "index")));
     cell(f, json_string_value(get(g, "name")));
-    fprintf(f, " | `%s` | %s | %s W | %s-%s W | %s W | ", json_string_value(get(g, "uuid")) ? json_string_value(get(g, "uuid")) : "n/a",
-            json_string_value(get(g, "architecture_name")) ? json_string_value(get(g, "architecture_name")) : "n/a",
-            num(get(g, "power_limit_w"), "%.1f", 1, lim, sizeof lim), num(get(g, "power_limit_min_w"), "%.1f", 1, lo, sizeof lo),
-            num(get(g, "power_limit_max_w"), "%.1f", 1, hi, sizeof hi), num(get(g, "power_limit_default_w"), "%.1f", 1, def, sizeof def));
-    if (ng) fprintf(f, "%s-%s MHz (%zu) | ", num(json_array_get(gr, ng - 1), "%.0f", 1, a, sizeof a), num(json_array_get(gr, 0), "%.0f", 1, b, sizeof b), ng);
-    else fprintf(f, "n/a | ");
-    if (nm) fprintf(f, "%s-%s MHz (%zu) | ", num(json_array_get(mem, nm - 1), "%.0f", 1, a, sizeof a), num(json_array_get(mem, 0), "%.0f", 1, b, sizeof b), nm);
-    else fprintf(f, "n/a | ");
-    fprintf(f, "%s |\n", json_is_true(get(g, "energy_counter")) ? "yes" : json_is_false(get(g, "energy_counter")) ? "no" : "n/a");
+    fprintf(f, " | `%s` | %s | %s W | %s-%s W | %s W | ",
+            json_string_value(get(g, "uuid")) ? json_string_value(get(g, "uuid")) : "n/a",
+            json_string_value(get(g, "architecture_name"))
+                ? json_string_value(get(g, "architecture_name"))
+                : "n/a",
+            num(get(g, "power_limit_w"), "%.1f", 1, lim, sizeof lim),
+            num(get(g, "power_limit_min_w"), "%.1f", 1, lo, sizeof lo),
+            num(get(g, "power_limit_max_w"), "%.1f", 1, hi, sizeof hi),
+            num(get(g, "power_limit_default_w"), "%.1f", 1, def, sizeof def));
+    if (ng)
+      fprintf(f, "%s-%s MHz (%zu) | ", num(json_array_get(gr, ng - 1), "%.0f", 1, a, sizeof a),
+              num(json_array_get(gr, 0), "%.0f", 1, b, sizeof b), ng);
+    else
+      fprintf(f, "n/a | ");
+    if (nm)
+      fprintf(f, "%s-%s MHz (%zu) | ", num(json_array_get(mem, nm - 1), "%.0f", 1, a, sizeof a),
+              num(json_array_get(mem, 0), "%.0f", 1, b, sizeof b), nm);
+    else
+      fprintf(f, "n/a | ");
+    fprintf(f, "%s |\n",
+            json_is_true(get(g, "energy_counter"))    ? "yes"
+            : json_is_false(get(g, "energy_counter")) ? "no"
+                                                      : "n/a");
   }
   json_array_foreach(get(d, "gpus"), i, g) {
-    fprintf(f, "\n### GPU %lld: every call\n\n| call | library function | status | median | worst | value |\n|---|---|---|---|---|---|\n",
+    fprintf(f,
+            "\n### GPU %lld: every call\n\n| call | library function | status | median | worst | "
+            "value |\n|---|---|---|---|---|---|\n",
             (long long)json_integer_value(get(g, "index")));
     size_t k;
     const json_t *c;
     const json_t *lists[2] = {get(d, "system_calls"), get(g, "calls")};
     for (int l = i == 0 ? 0 : 1; l < 2; l++) {
       json_array_foreach(lists[l], k, c) {
-        fprintf(f, "| %s | `%s` | %s | %s us | %s us | ", json_string_value(get(c, "call")), json_string_value(get(c, "function")),
-                strcmp(json_string_value(get(c, "status")), "ok") == 0 || strcmp(json_string_value(get(c, "status")), "not_supported") == 0
+        fprintf(f, "| %s | `%s` | %s | %s us | %s us | ", json_string_value(get(c, "call")),
+                json_string_value(get(c, "function")),
+                strcmp(json_string_value(get(c, "status")), "ok") == 0 ||
+                        strcmp(json_string_value(get(c, "status")), "not_supported") == 0
                     ? json_string_value(get(c, "status"))
                     : "**FAIL**",
-                num(get(c, "median_latency_s"), "%.1f", 1e6, a, sizeof a), num(get(c, "max_latency_s"), "%.1f", 1e6, b, sizeof b));
+                num(get(c, "median_latency_s"), "%.1f", 1e6, a, sizeof a),
+                num(get(c, "max_latency_s"), "%.1f", 1e6, b, sizeof b));
         const json_t *v = get(c, "value");
         if (json_is_object(v)) {
           char *s = zeus_json_dumps(v, JSON_COMPACT);
@@ -141,19 +172,27 @@ static void md_probe(FILE *f, const json_t *d) {
 
 static void md_check(FILE *f, const json_t *d) {
   char a[32], b[32], c[32], e[32], p[32], l[32], m[32];
-  fprintf(f, "## Readings against each other (gpus check)\n\nSampled for %s s, tolerance %s %%.\n\n",
-          num(get(d, "duration_s"), "%.2f", 1, a, sizeof a), num(get(d, "tolerance_pct"), "%g", 1, b, sizeof b));
-  fprintf(f, "| GPU | samples | counter update period | counter energy | integrated power | difference | power mean / max | limit | monotonic | energy agrees | within limit |\n"
-             "|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fprintf(f,
+          "## Readings against each other (gpus check)\n\nSampled for %s s, tolerance %s %%.\n\n",
+          num(get(d, "duration_s"), "%.2f", 1, a, sizeof a),
+          num(get(d, "tolerance_pct"), "%g", 1, b, sizeof b));
+  fprintf(f,
+          "| GPU | samples | counter update period | counter energy | integrated power | "
+          "difference | power mean / max | limit | monotonic | energy agrees | within limit |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|\n");
   size_t i;
   const json_t *g;
   json_array_foreach(get(d, "gpus"), i, g) {
     const json_t *ct = get(g, "counter"), *pw = get(g, "power"), *ck = get(g, "checks");
     fprintf(f, "| %lld | %lld | %s ms | %s J | %s J | %s %% | %s / %s W | %s W | %s | %s | %s |\n",
-            (long long)json_integer_value(get(g, "index")), (long long)json_integer_value(get(g, "samples")),
-            num(get(ct, "update_period_s"), "%.1f", 1e3, a, sizeof a), num(get(ct, "energy_j"), "%.3f", 1, b, sizeof b),
-            num(get(pw, "energy_j"), "%.3f", 1, c, sizeof c), num(get(g, "agreement_pct"), "%+.2f", 1, e, sizeof e),
-            num(get(pw, "instant_mean_w"), "%.1f", 1, p, sizeof p), num(get(pw, "instant_max_w"), "%.1f", 1, l, sizeof l),
+            (long long)json_integer_value(get(g, "index")),
+            (long long)json_integer_value(get(g, "samples")),
+            num(get(ct, "update_period_s"), "%.1f", 1e3, a, sizeof a),
+            num(get(ct, "energy_j"), "%.3f", 1, b, sizeof b),
+            num(get(pw, "energy_j"), "%.3f", 1, c, sizeof c),
+            num(get(g, "agreement_pct"), "%+.2f", 1, e, sizeof e),
+            num(get(pw, "instant_mean_w"), "%.1f", 1, p, sizeof p),
+            num(get(pw, "instant_max_w"), "%.1f", 1, l, sizeof l),
             num(get(g, "power_limit_w"), "%.1f", 1, m, sizeof m), tri(get(ck, "counter_monotonic")),
             tri(get(ck, "energy_agrees")), tri(get(ck, "power_within_limit")));
   }
@@ -171,10 +210,13 @@ static void md_set_rows(FILE *f, const char *stepname, const json_t *d) {
       const char *u = limit ? "W" : "MHz";
       fprintf(f, "| %s | %lld | %s | %s %s | %s %s (%s-%s) | %s | %s -> %s W, %s | ", stepname,
               (long long)json_integer_value(get(g, "index")), json_string_value(get(s, "setting")),
-              num(get(s, "requested"), "%.1f", 1, a, sizeof a), u, num(get(s, "read_back"), "%.1f", 1, b, sizeof b), u,
-              num(get(s, "read_min"), "%.0f", 1, c, sizeof c), num(get(s, "read_max"), "%.0f", 1, e, sizeof e),
+              num(get(s, "requested"), "%.1f", 1, a, sizeof a), u,
+              num(get(s, "read_back"), "%.1f", 1, b, sizeof b), u,
+              num(get(s, "read_min"), "%.0f", 1, c, sizeof c),
+              num(get(s, "read_max"), "%.0f", 1, e, sizeof e),
               json_is_true(get(s, "supported")) ? tri(get(s, "ok")) : "not supported",
-              num(get(bf, "power_limit_w"), "%.1f", 1, pb, sizeof pb), num(get(af, "power_limit_w"), "%.1f", 1, pa, sizeof pa),
+              num(get(bf, "power_limit_w"), "%.1f", 1, pb, sizeof pb),
+              num(get(af, "power_limit_w"), "%.1f", 1, pa, sizeof pa),
               json_is_true(get(af, "restored")) ? "restored" : "**NOT RESTORED**");
       cell(f, json_string_value(get(s, "error")));
       fprintf(f, " |\n");
@@ -184,18 +226,25 @@ static void md_set_rows(FILE *f, const char *stepname, const json_t *d) {
 
 static void md_latency(FILE *f, const json_t *d) {
   char a[32], b[32], c[32], e[32], h[32], l[32];
-  fprintf(f, "## Clock change latency (gpus clock-latency)\n\nHow long a locked SM clock takes to show in the clock read "
-             "back, under load: the physical limit of the Perseus controller.\n\n"
-             "| GPU | clocks | changes | median | min | worst | call median | timeouts | ok |\n|---|---|---|---|---|---|---|---|---|\n");
+  fprintf(f,
+          "## Clock change latency (gpus clock-latency)\n\nHow long a locked SM clock takes to "
+          "show in the clock read "
+          "back, under load: the physical limit of the Perseus controller.\n\n"
+          "| GPU | clocks | changes | median | min | worst | call median | timeouts | ok "
+          "|\n|---|---|---|---|---|---|---|---|---|\n");
   size_t i;
   const json_t *g;
   json_array_foreach(get(d, "gpus"), i, g) {
     fprintf(f, "| %lld | %s <-> %s MHz | %zu | %s ms | %s ms | %s ms | %s ms | %lld | %s |\n",
-            (long long)json_integer_value(get(g, "index")), num(get(g, "high_mhz"), "%.0f", 1, h, sizeof h),
+            (long long)json_integer_value(get(g, "index")),
+            num(get(g, "high_mhz"), "%.0f", 1, h, sizeof h),
             num(get(g, "low_mhz"), "%.0f", 1, l, sizeof l), json_array_size(get(g, "latencies_s")),
-            num(get(g, "median_latency_s"), "%.1f", 1e3, a, sizeof a), num(get(g, "min_latency_s"), "%.1f", 1e3, b, sizeof b),
-            num(get(g, "max_latency_s"), "%.1f", 1e3, c, sizeof c), num(get(g, "median_call_s"), "%.3f", 1e3, e, sizeof e),
-            (long long)json_integer_value(get(g, "timeouts")), json_is_true(get(g, "ok")) ? "pass" : "**FAIL**");
+            num(get(g, "median_latency_s"), "%.1f", 1e3, a, sizeof a),
+            num(get(g, "min_latency_s"), "%.1f", 1e3, b, sizeof b),
+            num(get(g, "max_latency_s"), "%.1f", 1e3, c, sizeof c),
+            num(get(g, "median_call_s"), "%.3f", 1e3, e, sizeof e),
+            (long long)json_integer_value(get(g, "timeouts")),
+            json_is_true(get(g, "ok")) ? "pass" : "**FAIL**");
   }
   fprintf(f, "\n");
 }
@@ -205,7 +254,9 @@ static json_t *md_restored(FILE *f, const json_t *before, const json_t *after) {
   if (!before || !after) return json_null();
   bool ok = true;
   char a[32], b[32];
-  fprintf(f, "## Settings after the run\n\n| GPU | power limit before | after | back as it was |\n|---|---|---|---|\n");
+  fprintf(f,
+          "## Settings after the run\n\n| GPU | power limit before | after | back as it was "
+          "|\n|---|---|---|---|\n");
   size_t i;
   const json_t *g;
   json_array_foreach(get(before, "gpus"), i, g) {
@@ -213,14 +264,18 @@ static json_t *md_restored(FILE *f, const json_t *before, const json_t *after) {
     const json_t *pb = get(g, "power_limit_w"), *pa = g2 ? get(g2, "power_limit_w") : NULL;
     bool same = g2 && json_equal(get(g, "uuid"), get(g2, "uuid")) &&
                 ((json_is_null(pb) && json_is_null(pa)) ||
-                 (json_is_number(pb) && json_is_number(pa) && fabs(json_number_value(pb) - json_number_value(pa)) < 0.0005));
+                 (json_is_number(pb) && json_is_number(pa) &&
+                  fabs(json_number_value(pb) - json_number_value(pa)) < 0.0005));
     ok &= same;
     fprintf(f, "| %lld | %s W | %s W | %s |\n", (long long)json_integer_value(get(g, "index")),
-            num(pb, "%.1f", 1, a, sizeof a), num(pa, "%.1f", 1, b, sizeof b), same ? "yes" : "**NO**");
+            num(pb, "%.1f", 1, a, sizeof a), num(pa, "%.1f", 1, b, sizeof b),
+            same ? "yes" : "**NO**");
   }
   if (json_array_size(get(before, "gpus")) != json_array_size(get(after, "gpus"))) ok = false;
-  fprintf(f, "\nLocked clocks cannot be read back through NVML; every step that locks them unlocks them "
-             "and says so in its row above.\n\n");
+  fprintf(
+      f,
+      "\nLocked clocks cannot be read back through NVML; every step that locks them unlocks them "
+      "and says so in its row above.\n\n");
   return json_boolean(ok);
 }
 
@@ -232,14 +287,21 @@ static void md_plo(FILE *f, const json_t *d) {
   fprintf(f, ". Profiled limits: ");
   size_t i;
   const json_t *v;
-  json_array_foreach(get(d, "power_limits_w"), i, v) fprintf(f, "%s%s W", i ? ", " : "", num(v, "%.0f", 1, a, sizeof a));
-  fprintf(f, " (%s optimizer steps); optimum **%s W**.\n\n", num(get(d, "optimizer_steps"), "%.0f", 1, a, sizeof a),
+  json_array_foreach(get(d, "power_limits_w"), i, v)
+      fprintf(f, "%s%s W", i ? ", " : "", num(v, "%.0f", 1, a, sizeof a));
+  fprintf(f, " (%s optimizer steps); optimum **%s W**.\n\n",
+          num(get(d, "optimizer_steps"), "%.0f", 1, a, sizeof a),
           num(get(d, "optimal_power_limit_w"), "%.1f", 1, b, sizeof b));
-  fprintf(f, "| window | time | energy |\n|---|---|---|\n| baseline (limit before) | %s s | %s J |\n| at the optimum | %s s | %s J |\n\n",
-          num(get(bl, "time_s"), "%.3f", 1, a, sizeof a), num(get(bl, "energy_j"), "%.2f", 1, b, sizeof b),
-          num(get(op, "time_s"), "%.3f", 1, c, sizeof c), num(get(op, "energy_j"), "%.2f", 1, e, sizeof e));
+  fprintf(f,
+          "| window | time | energy |\n|---|---|---|\n| baseline (limit before) | %s s | %s J |\n| "
+          "at the optimum | %s s | %s J |\n\n",
+          num(get(bl, "time_s"), "%.3f", 1, a, sizeof a),
+          num(get(bl, "energy_j"), "%.2f", 1, b, sizeof b),
+          num(get(op, "time_s"), "%.3f", 1, c, sizeof c),
+          num(get(op, "energy_j"), "%.2f", 1, e, sizeof e));
   fprintf(f, "Energy saved **%s %%**, slowdown **%s**.\n\n| check | result |\n|---|---|\n",
-          num(get(d, "energy_saved_pct"), "%.1f", 1, s1, sizeof s1), num(get(d, "slowdown"), "%.3f", 1, s2, sizeof s2));
+          num(get(d, "energy_saved_pct"), "%.1f", 1, s1, sizeof s1),
+          num(get(d, "slowdown"), "%.3f", 1, s2, sizeof s2));
   const char *k;
   json_object_foreach((json_t *)ck, k, v) fprintf(f, "| %s | %s |\n", k, tri(v));
   fprintf(f, "\n");
@@ -250,16 +312,25 @@ static void md_pfo(FILE *f, const json_t *d) {
   const json_t *mx = get(d, "all_max_frequency"), *pl = get(d, "plan"), *ck = get(d, "checks");
   fprintf(f, "## Perseus client on real work (pfo)\n\nWork: ");
   cell(f, json_string_value(get(d, "work")));
-  fprintf(f, "; one stage, %s microbatches, %s rounds of %s iterations, against a local `zeus pfo-server`.\n\n",
-          num(get(d, "microbatches"), "%.0f", 1, a, sizeof a), num(get(d, "rounds"), "%.0f", 1, b, sizeof b),
+  fprintf(f,
+          "; one stage, %s microbatches, %s rounds of %s iterations, against a local `zeus "
+          "pfo-server`.\n\n",
+          num(get(d, "microbatches"), "%.0f", 1, a, sizeof a),
+          num(get(d, "rounds"), "%.0f", 1, b, sizeof b),
           num(get(d, "iters_per_round"), "%.0f", 1, c, sizeof c));
-  fprintf(f, "| schedule | clock | time per iteration | energy per iteration |\n|---|---|---|---|\n");
-  fprintf(f, "| AllMaxFrequency | %s MHz | %s s | %s J |\n", num(get(mx, "highest_mhz"), "%.0f", 1, a, sizeof a),
-          num(get(mx, "iter_time_s"), "%.4f", 1, b, sizeof b), num(get(mx, "iter_energy_j"), "%.3f", 1, c, sizeof c));
-  fprintf(f, "| PointSolution plan | %s MHz | %s s | %s J |\n\n", num(get(d, "plan_mhz"), "%.0f", 1, a, sizeof a),
-          num(get(pl, "iter_time_s"), "%.4f", 1, b, sizeof b), num(get(pl, "iter_energy_j"), "%.3f", 1, e, sizeof e));
+  fprintf(f,
+          "| schedule | clock | time per iteration | energy per iteration |\n|---|---|---|---|\n");
+  fprintf(f, "| AllMaxFrequency | %s MHz | %s s | %s J |\n",
+          num(get(mx, "highest_mhz"), "%.0f", 1, a, sizeof a),
+          num(get(mx, "iter_time_s"), "%.4f", 1, b, sizeof b),
+          num(get(mx, "iter_energy_j"), "%.3f", 1, c, sizeof c));
+  fprintf(f, "| PointSolution plan | %s MHz | %s s | %s J |\n\n",
+          num(get(d, "plan_mhz"), "%.0f", 1, a, sizeof a),
+          num(get(pl, "iter_time_s"), "%.4f", 1, b, sizeof b),
+          num(get(pl, "iter_energy_j"), "%.3f", 1, e, sizeof e));
   fprintf(f, "Energy saved **%s %%**, slowdown **%s**.\n\n| check | result |\n|---|---|\n",
-          num(get(d, "energy_saved_pct"), "%.1f", 1, s1, sizeof s1), num(get(d, "slowdown"), "%.3f", 1, s2, sizeof s2));
+          num(get(d, "energy_saved_pct"), "%.1f", 1, s1, sizeof s1),
+          num(get(d, "slowdown"), "%.3f", 1, s2, sizeof s2));
   const char *k;
   const json_t *v;
   json_object_foreach((json_t *)ck, k, v) fprintf(f, "| %s | %s |\n", k, tri(v));
@@ -306,9 +377,12 @@ static bool read_manifest(const char *path, step *st, size_t *n) {
       if (t) *t = '\0', fields[k] = t + 1;
     }
     if (!fields[2] || *n == MAX_STEPS ||
-        (strcmp(fields[1], "passed") && strcmp(fields[1], "failed") && strcmp(fields[1], "skipped"))) {
-      cli_error(CMD, false, "%s line %d: expected '<step>\\t<passed|failed|skipped>\\t<json file or ->\\t<note>'%s",
-                path, lineno, *n == MAX_STEPS ? " (at most 64 steps)" : "");
+        (strcmp(fields[1], "passed") && strcmp(fields[1], "failed") &&
+         strcmp(fields[1], "skipped"))) {
+      cli_error(
+          CMD, false,
+          "%s line %d: expected '<step>\\t<passed|failed|skipped>\\t<json file or ->\\t<note>'%s",
+          path, lineno, *n == MAX_STEPS ? " (at most 64 steps)" : "");
       fclose(f);
       return false;
     }
@@ -323,8 +397,8 @@ static bool read_manifest(const char *path, step *st, size_t *n) {
       if (!s->doc) {
         /* A step that died before writing its document is a failed step, not a bad manifest. */
         snprintf(s->status, sizeof s->status, "failed");
-        snprintf(s->note + strlen(s->note), sizeof s->note - strlen(s->note), "%s(its JSON '%s' is unreadable: %s)",
-                 s->note[0] ? " " : "", fields[2], err.text);
+        snprintf(s->note + strlen(s->note), sizeof s->note - strlen(s->note),
+                 "%s(its JSON '%s' is unreadable: %s)", s->note[0] ? " " : "", fields[2], err.text);
       }
     }
   }
@@ -360,9 +434,12 @@ int cmd_gpus_report(int argc, char **argv) {
   strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
   long passed = 0, failed = 0, skipped = 0;
   for (size_t k = 0; k < n; k++) {
-    if (strcmp(st[k].status, "passed") == 0) passed++;
-    else if (strcmp(st[k].status, "failed") == 0) failed++;
-    else skipped++;
+    if (strcmp(st[k].status, "passed") == 0)
+      passed++;
+    else if (strcmp(st[k].status, "failed") == 0)
+      failed++;
+    else
+      skipped++;
   }
   fprintf(f, "# %s\n\n%s, zeus %s.\n\n", title, date, zeus_version());
   /* Sections first into memory? No: the summary needs the restore verdict, computed below, so
@@ -381,36 +458,48 @@ int cmd_gpus_report(int argc, char **argv) {
   for (size_t k = 0; k < n; k++) {
     step *s = &st[k];
     if (!s->doc || s == before || s == after) continue;
-    if (strcmp(s->name, "probe") == 0) md_probe(f, s->doc);
-    else if (strcmp(s->name, "check") == 0) md_check(f, s->doc);
-    else if (strcmp(s->name, "clock-latency") == 0) md_latency(f, s->doc);
-    else if (strcmp(s->name, "plo") == 0) md_plo(f, s->doc);
-    else if (strcmp(s->name, "pfo") == 0) md_pfo(f, s->doc);
+    if (strcmp(s->name, "probe") == 0)
+      md_probe(f, s->doc);
+    else if (strcmp(s->name, "check") == 0)
+      md_check(f, s->doc);
+    else if (strcmp(s->name, "clock-latency") == 0)
+      md_latency(f, s->doc);
+    else if (strcmp(s->name, "plo") == 0)
+      md_plo(f, s->doc);
+    else if (strcmp(s->name, "pfo") == 0)
+      md_pfo(f, s->doc);
     else if (strncmp(s->name, "set-", 4) == 0) {
       if (!set_header)
-        fprintf(f, "## Settings changed, read back and restored (gpus set)\n\n"
-                   "| step | GPU | setting | requested | read back (min-max) | ok | power limit, restored | error |\n"
-                   "|---|---|---|---|---|---|---|---|\n");
+        fprintf(f,
+                "## Settings changed, read back and restored (gpus set)\n\n"
+                "| step | GPU | setting | requested | read back (min-max) | ok | power limit, "
+                "restored | error |\n"
+                "|---|---|---|---|---|---|---|---|\n");
       set_header = true;
       md_set_rows(f, s->name, s->doc);
-      if (k + 1 >= n || strncmp(st[k + 1].name, "set-", 4) != 0) fprintf(f, "\n"), set_header = false;
-    } else md_generic(f, s);
+      if (k + 1 >= n || strncmp(st[k + 1].name, "set-", 4) != 0)
+        fprintf(f, "\n"), set_header = false;
+    } else
+      md_generic(f, s);
   }
   bool ok = failed == 0 && !json_is_false(restored);
-  fprintf(f, "## Verdict\n\n%ld passed, %ld failed, %ld skipped%s: **%s**\n", passed, failed, skipped,
-          json_is_false(restored) ? "; settings NOT back as they were" : "",
-          !ok ? "FAILED" : passed == 0 ? "NOTHING CHECKED" : "PASSED");
+  fprintf(f, "## Verdict\n\n%ld passed, %ld failed, %ld skipped%s: **%s**\n", passed, failed,
+          skipped, json_is_false(restored) ? "; settings NOT back as they were" : "",
+          !ok           ? "FAILED"
+          : passed == 0 ? "NOTHING CHECKED"
+                        : "PASSED");
   int status = ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
   if (md_path && !cli_report_commit(CMD, &rep, md_path)) status = CLI_EXIT_FAIL;
   if (json_path) {
     json_t *steps = json_array();
     for (size_t k = 0; k < n; k++)
-      json_array_append_new(steps, json_pack("{s:s,s:s,s:s,s:O?}", "step", st[k].name, "status", st[k].status,
-                                             "note", st[k].note, "result", st[k].doc));
+      json_array_append_new(
+          steps, json_pack("{s:s,s:s,s:s,s:O?}", "step", st[k].name, "status", st[k].status, "note",
+                           st[k].note, "result", st[k].doc));
     json_t *doc = json_pack("{s:s,s:s,s:s,s:o,s:O,s:I,s:I,s:I,s:b}", "title", title, "date", date,
-                            "zeus_version", zeus_version(), "steps", steps, "restored", restored, "passed",
-                            (json_int_t)passed, "failed", (json_int_t)failed, "skipped", (json_int_t)skipped,
-                            "ok", ok);
+                            "zeus_version", zeus_version(), "steps", steps, "restored", restored,
+                            "passed", (json_int_t)passed, "failed", (json_int_t)failed, "skipped",
+                            (json_int_t)skipped, "ok", ok);
     cli_report jr = {0};
     if (!doc || !cli_report_open(CMD, &jr, json_path) || !cli_write_json(jr.f, doc) ||
         !cli_report_commit(CMD, &jr, json_path)) {

@@ -41,9 +41,10 @@ static const cli_opt opts[] = {
 
 static const cli_command set_cmd = {
     .name = "gpus set",
-    .usage = "zeus gpus set [--gpus LIST] [--power-limit W|min|max|default]\n"
-             "              [--sm-clock MHZ|min|mid|max] [--memory-clock MHZ|min|max]\n"
-             "              [--hold-s S] [--json] [-- COMMAND...]",
+    .usage =
+        "zeus gpus set [--gpus LIST] [--power-limit W|min|max|default]\n"
+        "              [--sm-clock MHZ|min|mid|max] [--memory-clock MHZ|min|max]\n"
+        "              [--hold-s S] [--json] [-- COMMAND...]",
     .about =
         "Changes the settings given on every listed GPU and verifies each by reading it back:\n"
         "the power limit at once, the locked SM and memory clocks as the median clock read every\n"
@@ -110,9 +111,12 @@ static bool resolve_limit(zeus_devices *d, unsigned gpu, const char *arg, unsign
     snprintf(err, len, "%s", zeus_errmsg());
     return false;
   }
-  if (strcmp(arg, "min") == 0) *mw = lo;
-  else if (strcmp(arg, "max") == 0) *mw = hi;
-  else if (strcmp(arg, "default") == 0) *mw = def;
+  if (strcmp(arg, "min") == 0)
+    *mw = lo;
+  else if (strcmp(arg, "max") == 0)
+    *mw = hi;
+  else if (strcmp(arg, "default") == 0)
+    *mw = def;
   else {
     char *end;
     double w = strtod(arg, &end);
@@ -132,9 +136,12 @@ static bool resolve_clock(const char *arg, const unsigned *mhz, size_t n, bool a
     snprintf(err, len, "the GPU lists no clock for %s", opt);
     return false;
   }
-  if (strcmp(arg, "max") == 0) *out = mhz[0];
-  else if (strcmp(arg, "min") == 0) *out = mhz[n - 1];
-  else if (allow_mid && strcmp(arg, "mid") == 0) *out = mhz[n / 2];
+  if (strcmp(arg, "max") == 0)
+    *out = mhz[0];
+  else if (strcmp(arg, "min") == 0)
+    *out = mhz[n - 1];
+  else if (allow_mid && strcmp(arg, "mid") == 0)
+    *out = mhz[n / 2];
   else {
     char *end;
     double f = strtod(arg, &end);
@@ -241,15 +248,18 @@ static json_t *gpu_json(const gpu_state *g, bool *ok) {
         json_pack("{s:s,s:o,s:b,s:o,s:o,s:o,s:o,s:o}", "setting", set_names[k], "requested",
                   s->value ? json_real(s->requested) : json_null(), "supported", s->supported,
                   "error", s->error[0] ? json_string(s->error) : json_null(), "read_back",
-                  cli_json_real_or_null(s->read_back), "read_min", cli_json_real_or_null(s->read_min),
-                  "read_max", cli_json_real_or_null(s->read_max), "ok", sok));
+                  cli_json_real_or_null(s->read_back), "read_min",
+                  cli_json_real_or_null(s->read_min), "read_max",
+                  cli_json_real_or_null(s->read_max), "ok", sok));
   }
   bool restored = !g->restore_error[0] &&
-                  (!g->have_limit || (g->have_limit_after && g->limit_after_mw == g->limit_before_mw));
+                  (!g->have_limit ||
+                   (g->have_limit_after && g->limit_after_mw == g->limit_before_mw));
   if (!restored) *ok = false;
   json_t *before = json_pack(
-      "{s:o,s:o,s:o}", "power_limit_w", g->have_limit ? json_real(g->limit_before_mw / 1000.0) : json_null(),
-      "sm_clock_mhz", g->have_clocks_before ? json_real(g->sm_before) : json_null(), "memory_clock_mhz",
+      "{s:o,s:o,s:o}", "power_limit_w",
+      g->have_limit ? json_real(g->limit_before_mw / 1000.0) : json_null(), "sm_clock_mhz",
+      g->have_clocks_before ? json_real(g->sm_before) : json_null(), "memory_clock_mhz",
       g->have_clocks_before ? json_real(g->mem_before) : json_null());
   json_t *after = json_pack(
       "{s:o,s:o,s:o,s:o,s:b}", "power_limit_w",
@@ -276,15 +286,16 @@ static void text_gpu(const json_t *j) {
     const json_t *ok = json_object_get(s, "ok"), *err = json_object_get(s, "error");
     const char *unit = limit ? "W" : "MHz";
     if (!json_is_true(json_object_get(s, "supported"))) {
-      fprintf(out, "  %-13s not supported (%s)\n", name, json_is_string(err) ? json_string_value(err) : "");
+      fprintf(out, "  %-13s not supported (%s)\n", name,
+              json_is_string(err) ? json_string_value(err) : "");
       continue;
     }
     fprintf(out, "  %-13s %-4s set %.1f %s, read %s%.1f %s", name, json_is_true(ok) ? "ok" : "FAIL",
-           json_real_value(json_object_get(s, "requested")), unit,
-           limit ? "" : "median ", json_real_value(json_object_get(s, "read_back")), unit);
+            json_real_value(json_object_get(s, "requested")), unit, limit ? "" : "median ",
+            json_real_value(json_object_get(s, "read_back")), unit);
     if (!limit && json_is_real(json_object_get(s, "read_min")))
       fprintf(out, " (%.0f-%.0f)", json_real_value(json_object_get(s, "read_min")),
-             json_real_value(json_object_get(s, "read_max")));
+              json_real_value(json_object_get(s, "read_max")));
     fprintf(out, "\n");
     if (json_is_string(err)) fprintf(out, "  %-13s      %s\n", "", json_string_value(err));
   }
@@ -292,14 +303,14 @@ static void text_gpu(const json_t *j) {
                *b = json_object_get(j, "before");
   if (json_is_real(json_object_get(h, "power_mean_w")))
     fprintf(out, "  while held:   power %.1f W mean, %.1f W max (%lld readings)\n",
-           json_real_value(json_object_get(h, "power_mean_w")),
-           json_real_value(json_object_get(h, "power_max_w")),
-           (long long)json_integer_value(json_object_get(h, "samples")));
+            json_real_value(json_object_get(h, "power_mean_w")),
+            json_real_value(json_object_get(h, "power_max_w")),
+            (long long)json_integer_value(json_object_get(h, "samples")));
   if (json_is_real(json_object_get(b, "power_limit_w")))
     fprintf(out, "  power limit:  %.1f W before, %s after: %s\n",
-           json_real_value(json_object_get(b, "power_limit_w")),
-           json_is_real(json_object_get(a, "power_limit_w")) ? "read" : "unreadable",
-           json_is_true(json_object_get(a, "restored")) ? "restored" : "NOT RESTORED");
+            json_real_value(json_object_get(b, "power_limit_w")),
+            json_is_real(json_object_get(a, "power_limit_w")) ? "read" : "unreadable",
+            json_is_true(json_object_get(a, "restored")) ? "restored" : "NOT RESTORED");
   if (json_is_string(json_object_get(a, "restore_error")))
     fprintf(out, "  restore:      %s\n", json_string_value(json_object_get(a, "restore_error")));
 }
@@ -330,7 +341,8 @@ int cmd_gpus_set(int argc, char **argv) {
   for (size_t k = 0; !oom && k < ng; k++) {
     for (int s = 0; s < NSET; s++) {
       gs[k].s[s].read_back = gs[k].s[s].read_min = gs[k].s[s].read_max = NAN;
-      if (s != S_LIMIT && !(gs[k].s[s].reads = malloc(MAX_HOLD_SAMPLES * sizeof(double)))) oom = true;
+      if (s != S_LIMIT && !(gs[k].s[s].reads = malloc(MAX_HOLD_SAMPLES * sizeof(double))))
+        oom = true;
     }
   }
   if (oom) {
@@ -346,7 +358,8 @@ int cmd_gpus_set(int argc, char **argv) {
     gpu_state *g = &gs[k];
     g->index = idx[k];
     g->have_limit = zeus_gpu_get_power_limit(d, g->index, &g->limit_before_mw) == ZEUS_OK;
-    g->have_clocks_before = zeus_gpu_current_clocks(d, g->index, &g->sm_before, &g->mem_before) == ZEUS_OK;
+    g->have_clocks_before = zeus_gpu_current_clocks(d, g->index, &g->sm_before, &g->mem_before) ==
+                            ZEUS_OK;
     if (!cli_stop_signal) apply(d, g);
   }
   /* Hold: for hold_s, or while the command runs. */
@@ -380,11 +393,13 @@ int cmd_gpus_set(int argc, char **argv) {
   }
   /* Put everything back, then read that it is back. */
   if (zeus_devices_restore(d) != ZEUS_OK)
-    for (size_t k = 0; k < ng; k++) snprintf(gs[k].restore_error, sizeof gs[k].restore_error, "%s", zeus_errmsg());
+    for (size_t k = 0; k < ng; k++)
+      snprintf(gs[k].restore_error, sizeof gs[k].restore_error, "%s", zeus_errmsg());
   for (size_t k = 0; k < ng; k++) {
     gpu_state *g = &gs[k];
     g->have_limit_after = zeus_gpu_get_power_limit(d, g->index, &g->limit_after_mw) == ZEUS_OK;
-    g->have_clocks_after = zeus_gpu_current_clocks(d, g->index, &g->sm_after, &g->mem_after) == ZEUS_OK;
+    g->have_clocks_after = zeus_gpu_current_clocks(d, g->index, &g->sm_after, &g->mem_after) ==
+                           ZEUS_OK;
   }
   int sig = cli_stop_signal;
   cli_release_stop_signals();
@@ -401,15 +416,16 @@ int cmd_gpus_set(int argc, char **argv) {
   if (child && child_code != 0) all_ok = false;
   int status = all_ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
   if (json_output) {
-    json_t *doc = json_pack("{s:f,s:o,s:b,s:o,s:b}", "hold_s", zeus_monotonic_s() - t0, "command_exit_code",
-                            child ? json_integer(child_code) : json_null(), "interrupted", sig != 0, "gpus",
-                            arr, "ok", all_ok);
+    json_t *doc = json_pack("{s:f,s:o,s:b,s:o,s:b}", "hold_s", zeus_monotonic_s() - t0,
+                            "command_exit_code", child ? json_integer(child_code) : json_null(),
+                            "interrupted", sig != 0, "gpus", arr, "ok", all_ok);
     if (!cli_write_json(stdout, doc)) status = CLI_EXIT_FAIL;
     json_decref(doc);
   } else {
     json_decref(arr);
     if (child) fprintf(out, "command exited with %d\n", child_code);
-    fprintf(out, "%s\n", all_ok ? "every setting read back as set and is back as it was" : "FAILED: see above");
+    fprintf(out, "%s\n",
+            all_ok ? "every setting read back as set and is back as it was" : "FAILED: see above");
   }
   for (size_t k = 0; k < ng; k++)
     for (int s = 0; s < NSET; s++) free(gs[k].s[s].reads);

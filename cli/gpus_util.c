@@ -57,7 +57,8 @@ bool cli_gpu_selection(const char *cmd, zeus_devices *d, const cli_index_list *l
   if (l->given) {
     for (size_t k = 0; k < l->n; k++) {
       if (l->idx[k] >= count) {
-        cli_error(cmd, false, "--gpus: GPU %u does not exist (%u visible on backend %s; see 'zeus gpus')",
+        cli_error(cmd, false,
+                  "--gpus: GPU %u does not exist (%u visible on backend %s; see 'zeus gpus')",
                   l->idx[k], count, zeus_devices_backend(d));
         return false;
       }
@@ -149,8 +150,7 @@ pid_t cli_child_start(const char *cmd, char **argv, bool stdout_to_stderr) {
 bool cli_child_poll(pid_t pid, int *exit_code) {
   int status;
   pid_t r;
-  while ((r = waitpid(pid, &status, WNOHANG)) < 0 && errno == EINTR) {
-  }
+  while ((r = waitpid(pid, &status, WNOHANG)) < 0 && errno == EINTR) {}
   if (r != pid) return false;
   *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return true;
@@ -167,7 +167,6 @@ int cli_child_stop(pid_t pid, int sig, double grace_s) {
   }
   kill(pid, SIGKILL);
   int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

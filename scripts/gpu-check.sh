@@ -88,7 +88,9 @@ load_pid=
 stopped=0
 on_signal() {
   stopped=$1
-  [ -n "$step_pid" ] && kill -"$1" "$step_pid" 2>/dev/null
+  # SIGTERM whichever signal came: a background step of a non-interactive shell may ignore
+  # SIGINT (Python keeps it ignored), and every step restores on SIGTERM.
+  [ -n "$step_pid" ] && kill -TERM "$step_pid" 2>/dev/null
 }
 trap 'on_signal TERM' TERM
 trap 'on_signal INT' INT

@@ -115,6 +115,18 @@ if [ "$rc" = 143 ] && [ "$(limits)" = "300000 300000 " ] && grep -q restored "$t
   pass "set: SIGTERM during the hold puts the limit back and exits 143"
 else fail "set SIGTERM: exit $rc, state $(limits), output $(cat "$tmp/sig.out")"; fi
 
+# SIGINT while zeus gpus clock-latency holds a locked clock (each change waits up to 5 s for a
+# clock the fake shows only after 3 s): unlocked, exit 130.
+locks() { awk '{printf "%s-%s ", $8, $9}' "$tmp/state" 2>/dev/null; }
+FAKE_NVML_CLOCK_DELAY_MS=3000 "$ZEUS" gpus clock-latency --gpus 0 --changes 10 --timeout-s 5 >"$tmp/sigint.out" 2>&1 &
+bg=$!
+for _ in $(seq 200); do case $(locks) in "0-0 "*) sleep 0.05 ;; *) break ;; esac; done
+seen=$(locks)
+kill -INT "$bg"; wait "$bg"; rc=$?; bg=
+if [ "$rc" = 130 ] && [ "${seen%% *}" != "0-0" ] && [ "$(locks)" = "0-0 0-0 " ]; then
+  pass "clock-latency: SIGINT while a clock is locked unlocks it and exits 130"
+else fail "clock-latency SIGINT: exit $rc, locks seen '$seen', after '$(locks)': $(cat "$tmp/sigint.out")"; fi
+
 # ---- the script ----
 expect_out_has "gpu-check --help names the steps" "clock-latency" bash "$GC" --help
 expect_code "gpu-check: an unknown option is a usage error" 2 bash "$GC" --bogus
