@@ -199,6 +199,13 @@ static void md_check(FILE *f, const json_t *d) {
   fprintf(f, "\n");
 }
 
+/* A setting's value under its unit's key ("read_back" -> "read_back_w" or "read_back_mhz"). */
+static const json_t *uget(const json_t *s, const char *base, bool limit) {
+  char key[64];
+  snprintf(key, sizeof key, "%s_%s", base, limit ? "w" : "mhz");
+  return json_object_get(s, key);
+}
+
 static void md_set_rows(FILE *f, const char *stepname, const json_t *d) {
   size_t i, k;
   const json_t *g, *s;
@@ -210,10 +217,10 @@ static void md_set_rows(FILE *f, const char *stepname, const json_t *d) {
       const char *u = limit ? "W" : "MHz";
       fprintf(f, "| %s | %lld | %s | %s %s | %s %s (%s-%s) | %s | %s -> %s W, %s | ", stepname,
               (long long)json_integer_value(get(g, "index")), json_string_value(get(s, "setting")),
-              num(get(s, "requested"), "%.1f", 1, a, sizeof a), u,
-              num(get(s, "read_back"), "%.1f", 1, b, sizeof b), u,
-              num(get(s, "read_min"), "%.0f", 1, c, sizeof c),
-              num(get(s, "read_max"), "%.0f", 1, e, sizeof e),
+              num(uget(s, "requested", limit), "%.1f", 1, a, sizeof a), u,
+              num(uget(s, "read_back", limit), "%.1f", 1, b, sizeof b), u,
+              num(uget(s, "read_min", limit), "%.0f", 1, c, sizeof c),
+              num(uget(s, "read_max", limit), "%.0f", 1, e, sizeof e),
               json_is_true(get(s, "supported")) ? tri(get(s, "ok")) : "not supported",
               num(get(bf, "power_limit_w"), "%.1f", 1, pb, sizeof pb),
               num(get(af, "power_limit_w"), "%.1f", 1, pa, sizeof pa),

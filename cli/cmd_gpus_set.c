@@ -62,8 +62,9 @@ static const cli_command set_cmd = {
         "JSON: {\"hold_s\", \"command_exit_code\" (null without a command), \"interrupted\",\n"
         "\"gpus\": [{\"index\", \"before\": {\"power_limit_w\", \"sm_clock_mhz\",\n"
         "\"memory_clock_mhz\"}, \"settings\": [{\"setting\" (power_limit, sm_clock,\n"
-        "memory_clock), \"requested\" (W or MHz), \"supported\", \"error\", \"read_back\" (the\n"
-        "limit read, or the median clock while holding), \"read_min\", \"read_max\", \"ok\"\n"
+        "memory_clock), \"requested_w\" | \"requested_mhz\", \"supported\", \"error\",\n"
+        "\"read_back_w\" | \"read_back_mhz\" (the limit read, or the median clock while holding),\n"
+        "\"read_min_w\" | \"read_min_mhz\", \"read_max_w\" | \"read_max_mhz\", \"ok\"\n"
         "(true, false, or null when not supported)}], \"hold\": {\"samples\", \"power_mean_w\",\n"
         "\"power_max_w\"}, \"after\": {\"power_limit_w\", \"sm_clock_mhz\", \"memory_clock_mhz\",\n"
         "\"restore_error\", \"restored\"}, \"ok\"}], \"ok\"}.\n"
@@ -243,14 +244,20 @@ static json_t *gpu_json(const gpu_state *g, bool *ok) {
     if (!s->asked) continue;
     json_t *sok = setting_ok(s, k);
     if (json_is_false(sok)) *ok = false;
+    /* Keys carry the unit: _w for the power limit, _mhz for the clocks. */
+    const char *u = k == S_LIMIT ? "w" : "mhz";
+    char kr[32], kb[32], kmin[32], kmax[32];
+    snprintf(kr, sizeof kr, "requested_%s", u);
+    snprintf(kb, sizeof kb, "read_back_%s", u);
+    snprintf(kmin, sizeof kmin, "read_min_%s", u);
+    snprintf(kmax, sizeof kmax, "read_max_%s", u);
     json_array_append_new(
         settings,
-        json_pack("{s:s,s:o,s:b,s:o,s:o,s:o,s:o,s:o}", "setting", set_names[k], "requested",
+        json_pack("{s:s,s:o,s:b,s:o,s:o,s:o,s:o,s:o}", "setting", set_names[k], kr,
                   s->value ? json_real(s->requested) : json_null(), "supported", s->supported,
-                  "error", s->error[0] ? json_string(s->error) : json_null(), "read_back",
-                  cli_json_real_or_null(s->read_back), "read_min",
-                  cli_json_real_or_null(s->read_min), "read_max",
-                  cli_json_real_or_null(s->read_max), "ok", sok));
+                  "error", s->error[0] ? json_string(s->error) : json_null(), kb,
+                  cli_json_real_or_null(s->read_back), kmin, cli_json_real_or_null(s->read_min),
+                  kmax, cli_json_real_or_null(s->read_max), "ok", sok));
   }
   bool restored = !g->restore_error[0] &&
                   (!g->have_limit ||
@@ -276,6 +283,13 @@ static json_t *gpu_json(const gpu_state *g, bool *ok) {
 
 static FILE *out;
 
+/* A setting's value under its unit's key ("read_back" -> "read_back_w" or "read_back_mhz"). */
+static const json_t *uget(const json_t *s, const char *base, bool limit) {
+  char key[64];
+  snprintf(key, sizeof key, "%s_%s", base, limit ? "w" : "mhz");
+  return json_object_get(s, key);
+}
+
 static void text_gpu(const json_t *j) {
   fprintf(out, "GPU %lld:\n", (long long)json_integer_value(json_object_get(j, "index")));
   size_t k;
@@ -291,11 +305,11 @@ static void text_gpu(const json_t *j) {
       continue;
     }
     fprintf(out, "  %-13s %-4s set %.1f %s, read %s%.1f %s", name, json_is_true(ok) ? "ok" : "FAIL",
-            json_real_value(json_object_get(s, "requested")), unit, limit ? "" : "median ",
-            json_real_value(json_object_get(s, "read_back")), unit);
-    if (!limit && json_is_real(json_object_get(s, "read_min")))
-      fprintf(out, " (%.0f-%.0f)", json_real_value(json_object_get(s, "read_min")),
-              json_real_value(json_object_get(s, "read_max")));
+            json_real_value(uget(s, "requested", limit)), unit, limit ? "" : "median ",
+            json_real_value(uget(s, "read_back", limit)), unit);
+    if (!limit && json_is_real(uget(s, "read_min", limit)))
+      fprintf(out, " (%.0f-%.0f)", json_real_value(uget(s, "read_min", limit)),
+              json_real_value(uget(s, "read_max", limit)));
     fprintf(out, "\n");
     if (json_is_string(err)) fprintf(out, "  %-13s      %s\n", "", json_string_value(err));
   }

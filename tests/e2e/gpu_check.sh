@@ -84,14 +84,14 @@ if [ $? = 1 ] && jcheck "$tmp/lat2.json" "not d['ok'] and d['gpus'][0]['timeouts
 else fail "clock-latency timeouts: $(head -c 800 "$tmp/lat2.json")"; fi
 
 "$ZEUS" gpus set --gpus 1 --power-limit 250 --sm-clock 1200 --hold-s 0.3 --json >"$tmp/set.json"
-if jcheck "$tmp/set.json" "d['ok'] and [(s['setting'], s['requested'], s['ok']) for s in d['gpus'][0]['settings']] == [('power_limit', 250, True), ('sm_clock', d['gpus'][0]['settings'][1]['read_back'], True)] and abs(d['gpus'][0]['settings'][1]['requested'] - 1200) < 15 and d['gpus'][0]['after']['power_limit_w'] == 300 and d['gpus'][0]['after']['restored']" &&
+if jcheck "$tmp/set.json" "d['ok'] and [(s['setting'], s['ok']) for s in d['gpus'][0]['settings']] == [('power_limit', True), ('sm_clock', True)] and d['gpus'][0]['settings'][0]['requested_w'] == 250 and d['gpus'][0]['settings'][0]['read_back_w'] == 250 and d['gpus'][0]['settings'][1]['read_back_mhz'] == d['gpus'][0]['settings'][1]['requested_mhz'] and abs(d['gpus'][0]['settings'][1]['requested_mhz'] - 1200) < 15 and d['gpus'][0]['after']['power_limit_w'] == 300 and d['gpus'][0]['after']['restored']" &&
    [ "$(limits)" = "300000 300000 " ]; then
   pass "set: limit and clock read back, then back at 300 W in the GPU's state"
 else fail "set JSON: $(head -c 900 "$tmp/set.json"); state: $(cat "$tmp/state")"; fi
 # At 150 W the simulated GPU cannot hold 1200 MHz (120 + 170 (f/1740)^3 W): the clock read
 # under load stays below the lock, as a power limit pulls a real GPU's clock down.
 "$ZEUS" gpus set --gpus 1 --power-limit 150 --sm-clock 1200 --hold-s 0.3 --json >"$tmp/set-low.json"
-if [ $? = 1 ] && jcheck "$tmp/set-low.json" "not d['ok'] and d['gpus'][0]['settings'][1]['ok'] is False and d['gpus'][0]['settings'][1]['read_back'] < 1100 and d['gpus'][0]['after']['restored']"; then
+if [ $? = 1 ] && jcheck "$tmp/set-low.json" "not d['ok'] and d['gpus'][0]['settings'][1]['ok'] is False and d['gpus'][0]['settings'][1]['read_back_mhz'] < 1100 and d['gpus'][0]['after']['restored']"; then
   pass "set: a locked clock the GPU does not reach fails"
 else fail "set with an unreachable clock: $(head -c 900 "$tmp/set-low.json")"; fi
 FAKE_NVML_INJECT="nvmlDeviceSetMemoryLockedClocks:NOT_SUPPORTED" "$ZEUS" gpus set --gpus 0 --memory-clock min --hold-s 0.1 --json >"$tmp/set-mem.json"
