@@ -6,7 +6,7 @@ set -uo pipefail
 
 usage() {
   cat <<'EOF'
-usage: scripts/gpu-check.sh [--out DIR] [--gpus LIST] [--quick] [--zeus PATH]
+usage: scripts/gpu-check.sh [--out DIR] [--gpus LIST] [--quick] [--json] [--zeus PATH]
 
 Checks every part of zeus that touches a GPU, on the NVIDIA GPUs of this machine, and writes
 DIR/report.md and DIR/report.json. Steps, each reported as passed, failed or skipped:
@@ -33,6 +33,8 @@ Options:
   --out DIR     where the report and each step's JSON go (default: gpu-check-out)
   --gpus LIST   comma-separated GPU indices (default: every visible GPU)
   --quick       shorter steps (what `make check` runs against the fake NVML)
+  --json        print the report's JSON document (DIR/report.json) on stdout at the end; the
+                progress lines go to stderr
   --zeus PATH   the zeus binary (default: $ZEUS, else build/zeus, else zeus on PATH)
 
 Exit status: 0 when every step passed or was skipped, 1 when one failed or a setting is not
@@ -50,6 +52,7 @@ root=$(dirname "$here")
 out=gpu-check-out
 gpus=
 quick=0
+json=0
 zeus=${ZEUS:-}
 while [ $# -gt 0 ]; do
   case $1 in
@@ -58,6 +61,7 @@ while [ $# -gt 0 ]; do
     --gpus) gpus=${2:?--gpus needs a list}; shift 2 ;;
     --gpus=*) gpus=${1#--gpus=}; shift ;;
     --quick) quick=1; shift ;;
+    --json) json=1; shift ;;
     --zeus) zeus=${2:?--zeus needs a path}; shift 2 ;;
     --zeus=*) zeus=${1#--zeus=}; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -75,6 +79,10 @@ fi
 PYTHON=${PYTHON:-python3}
 NVCC=${NVCC:-nvcc}
 export ZEUS_GPU_BACKEND=nvml
+# With --json the document is the only thing on stdout (fd 3); progress goes to stderr.
+exec 3>&1
+[ "$json" = 1 ] && exec 1>&2
+emit_json() { [ "$json" = 1 ] && [ -f "$out/report.json" ] && cat "$out/report.json" >&3; }
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
 manifest=$out/manifest.tsv
@@ -141,6 +149,7 @@ if ! "$zeus" gpus --json >"$out/gpus-before.json" 2>"$out/gpus-before.log" ||
   echo "gpu-check: ZEUS_NVML_LIBRARY=<build>/fake_nvml/libnvidia-ml.so.1 runs it against the fake NVML."
   record gpus-before skipped - "no NVIDIA GPU${why:+: $why}"
   "$zeus" gpus report "$manifest" -o "$out/report.md" --json-out "$out/report.json" >/dev/null
+  emit_json
   exit 0
 fi
 record gpus-before passed "$out/gpus-before.json" "GPUs and settings before the run"
@@ -221,6 +230,7 @@ fi
 
 "$zeus" gpus report "$manifest" -o "$out/report.md" --json-out "$out/report.json"
 rc=$?
+emit_json
 if [ "$stopped" != 0 ]; then
   echo "gpu-check: stopped by SIG$stopped; settings were put back by the step that ran (see $out/report.md)"
   [ "$stopped" = INT ] && exit 130

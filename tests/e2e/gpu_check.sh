@@ -130,11 +130,12 @@ else fail "clock-latency SIGINT: exit $rc, locks seen '$seen', after '$(locks)':
 # ---- the script ----
 expect_out_has "gpu-check --help names the steps" "clock-latency" bash "$GC" --help
 expect_code "gpu-check: an unknown option is a usage error" 2 bash "$GC" --bogus
-env ZEUS_NVML_LIBRARY="$tmp/none.so" bash "$GC" --zeus "$ZEUS" --out "$tmp/nogpu" --quick >"$tmp/nogpu.out" 2>&1
+env ZEUS_NVML_LIBRARY="$tmp/none.so" bash "$GC" --zeus "$ZEUS" --out "$tmp/nogpu" --quick --json >"$tmp/nogpu.json" 2>"$tmp/nogpu.out"
 rc=$?
 if [ "$rc" = 0 ] && grep -q "no NVIDIA GPU here" "$tmp/nogpu.out" && grep -q "nothing was checked" "$tmp/nogpu.out" &&
-   jcheck "$tmp/nogpu/report.json" "d['skipped'] == 1 and d['passed'] == 0 and d['steps'][0]['status'] == 'skipped'"; then
-  pass "gpu-check without a GPU says so and checks nothing"
+   jcheck "$tmp/nogpu.json" "d['skipped'] == 1 and d['passed'] == 0 and d['steps'][0]['status'] == 'skipped' and 'none.so' in d['steps'][0]['note']" &&
+   grep -q "NOTHING CHECKED" "$tmp/nogpu/report.md"; then
+  pass "gpu-check without a GPU says so (stderr with --json), checks nothing, and --json prints the report"
 else fail "gpu-check without GPU: exit $rc: $(cat "$tmp/nogpu.out")"; fi
 
 rm -f "$tmp/state"
