@@ -102,6 +102,7 @@ int cmd_gpus_set(int argc, char **argv);
 int cmd_gpus_clock_latency(int argc, char **argv);
 int cmd_gpus_report(int argc, char **argv);
 int cmd_monitor(int argc, char **argv);
+int cmd_exporter(int argc, char **argv);
 int cmd_frontier(int argc, char **argv);
 int cmd_pfo_server(int argc, char **argv);
 int cmd_plo(int argc, char **argv);
