@@ -42,7 +42,7 @@ back, 0 with a "no NVIDIA GPU" message when there is none (nothing can be checke
 usage error, 128+N after signal N.
 
 Environment: ZEUS_GPU_CHECK_LOAD (a shell command to use as the GPU load instead of the
-automatic choice), ZEUS_NVML_LIBRARY (another libnvidia-ml.so.1, such as the tests' fake one),
+automatic choice), ZEUS_GPU_CHECK_PLO_ETA (the optimizer step's eta knob, default 0.5), ZEUS_NVML_LIBRARY (another libnvidia-ml.so.1, such as the tests' fake one),
 CUDA_VISIBLE_DEVICES, NVCC (default nvcc), PYTHON (default python3).
 EOF
 }

@@ -11,6 +11,8 @@ the optimum (the limit read back must be the optimum); close, after which every 
 be back as it was. Prints one JSON document on stdout; exits 0 when every check passed, 1 when
 one failed, 77 (with the reason on stderr) when it cannot run: no zeusc, no CUDA-enabled torch.
 
+ZEUS_GPU_CHECK_PLO_ETA (or --eta) sets the ZeusCost selector's eta knob (default 0.5).
+
 For the tests (against the fake NVML), ZEUS_GPU_CHECK_PLO_WORK=fake:<busy file>:<seconds>
 replaces the work with holding <busy file> (FAKE_NVML_BUSY_FILE: the fake GPU draws the working
 power of its knobs) for <seconds> per step; its time does not depend on the power limit, so its
@@ -78,11 +80,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", default="", help="comma-separated GPU indices (default: every visible GPU)")
     ap.add_argument("--quick", action="store_true", help="fewer steps")
+    ap.add_argument("--eta", type=float, default=float(os.environ.get("ZEUS_GPU_CHECK_PLO_ETA", "0.5")),
+                    help="the ZeusCost selector's eta knob, energy against time in [0, 1] "
+                         "(default: ZEUS_GPU_CHECK_PLO_ETA, else 0.5)")
     args = ap.parse_args()
     try:
         from zeusc.device import get_gpus
         from zeusc.monitor import ZeusMonitor
-        from zeusc.optimizer.power_limit import GlobalPowerLimitOptimizer, Done
+        from zeusc.optimizer.power_limit import GlobalPowerLimitOptimizer, Done, ZeusCost
     except Exception as e:  # noqa: BLE001
         skip(f"the zeusc binding does not import ({e.__class__.__name__}: {e})")
     try:
@@ -99,7 +104,7 @@ def main():
     # Quick runs profile about four limits; full runs every 25 W, as the original does.
     pl_step = max(25, int(math.ceil((hi - lo) / 1000 / 3 / 25) * 25)) if args.quick else 25
     checks = {}
-    doc = {"work": what, "gpus": gpus, "steps_per_window": window, "warmup_steps": warmup,
+    doc = {"work": what, "gpus": gpus, "eta_knob": args.eta, "steps_per_window": window, "warmup_steps": warmup,
            "profile_steps": profile, "pl_step_w": pl_step,
            "power_limit_before_w": {str(g): before[g] / 1000 for g in gpus}}
     mon = ZeusMonitor(gpu_indices=gpus)
@@ -110,8 +115,8 @@ def main():
         for _ in range(window):
             step()
         base = mon.end_window("baseline")
-        plo = GlobalPowerLimitOptimizer(mon, wait_steps=1, warmup_steps=warmup, profile_steps=profile,
-                                        pl_step=pl_step)
+        plo = GlobalPowerLimitOptimizer(mon, ZeusCost(eta_knob=args.eta, world_size=len(gpus)), wait_steps=1,
+                                        warmup_steps=warmup, profile_steps=profile, pl_step=pl_step)
         try:
             steps = 0
             limit = 10000
