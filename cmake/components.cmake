@@ -109,7 +109,8 @@ zeus_component(PFO_SERVER
   SOURCES src/pfo_server
   PKGS libmicrohttpd
   COMMANDS pfo-server
-  USED_BY tests/unit/test_pfo_server.c tests/unit/test_pfo_server_metrics.c tests/unit/test_pfo_sched.c tests/unit/test_pfo_client_*.c
+  USED_BY tests/unit/test_pfo_server.c tests/unit/test_pfo_server_metrics.c tests/unit/test_pfo_sched.c
+          tests/unit/test_pfo_client_*.c tests/unit/test_pfo_perseus.c tests/e2e/perseus.sh bench/bench_perseus.c
           tests/e2e/pfo_server_sigterm.sh tests/e2e/pipeline_sim.sh tests/e2e/prometheus.sh tests/fuzz/fuzz_pfo_bodies.c
           tests/mpi/test_pfo_client_mpi.c bench/bench_pfo_server.c bench/bench_pfo_client.c
           python/tests/test_pipeline_frequency.py)
@@ -135,6 +136,12 @@ zeus_component(EXPORTER
   PKGS libmicrohttpd
   COMMANDS exporter
   USED_BY tests/unit/test_exporter.c tests/e2e/prometheus.sh tests/e2e/exporter_cli.sh bench/bench_exporter.c)
+
+zeus_component(METRICS_PUSH
+  DOC "measurement windows pushed to a Prometheus Pushgateway: zeus/metric.h"
+  SOURCES src/metric_push
+  PKGS libcurl
+  USED_BY tests/unit/test_metric*.c tests/e2e/pushgateway.sh python/tests/test_metric.py)
 
 # A library still linked by a component that was built (two components may share one) is not
 # "left out".

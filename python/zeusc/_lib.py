@@ -142,6 +142,37 @@ ZEUS_POWER_MEMORY_AVERAGE = 2
 ZEUS_POWER_MONITOR_NO_POWER = 1 << 31
 
 
+class MetricOpts(Structure):
+    """zeus_metric_opts (zeus/metric.h)."""
+    _fields_ = [
+        ("url", c_char_p),
+        ("job", c_char_p),
+        ("label_names", POINTER(c_char_p)),
+        ("label_values", POINTER(c_char_p)),
+        ("num_labels", c_size_t),
+        ("monitor", c_void_p),
+        ("gpu_indices", POINTER(c_uint)),
+        ("num_gpu_indices", c_size_t),
+        ("cpu_indices", POINTER(c_uint)),
+        ("num_cpu_indices", c_size_t),
+        ("gpu_buckets_j", POINTER(c_double)),
+        ("num_gpu_buckets", c_size_t),
+        ("cpu_buckets_j", POINTER(c_double)),
+        ("num_cpu_buckets", c_size_t),
+        ("dram_buckets_j", POINTER(c_double)),
+        ("num_dram_buckets", c_size_t),
+        ("time_buckets_s", POINTER(c_double)),
+        ("num_time_buckets", c_size_t),
+        ("update_period_s", c_double),
+        ("timeout_s", c_double),
+    ]
+
+
+ZEUS_METRIC_ENERGY_HISTOGRAM = 0
+ZEUS_METRIC_ENERGY_COUNTER = 1
+ZEUS_METRIC_POWER_GAUGE = 2
+
+
 class JobOpts(Structure):
     """zeus_job_opts (zeus/bso.h)."""
     _fields_ = [
@@ -469,7 +500,22 @@ _JOB = {
     "zeus_job_get_info": (None, [_VP, _P(JobInfo)]),
 }
 
+# zeus/metric.h: windows pushed to a Prometheus Pushgateway, the optional component
+# ZEUS_WITH_METRICS_PUSH of libzeus: bound when the loaded library has it.
+_METRIC = {
+    "zeus_metric_opts_init": (None, [_P(MetricOpts)]),
+    "zeus_metric_open": (c_int, [_P(_VP), c_int, _P(MetricOpts)]),
+    "zeus_metric_close": (None, [_VP]),
+    "zeus_metric_begin_window": (c_int, [_VP, c_char_p]),
+    "zeus_metric_end_window": (c_int, [_VP, c_char_p]),
+    "zeus_metric_record": (c_int, [_VP, c_char_p, _P(MeasurementC)]),
+    "zeus_metric_push": (c_int, [_VP]),
+    "zeus_metric_text": (c_int, [_VP, _P(c_void_p)]),
+    "zeus_metric_push_url": (c_int, [_VP, _P(c_void_p)]),
+}
+
 _OPTIONAL = dict(_PLO)
+_OPTIONAL.update(_METRIC)
 _OPTIONAL.update(_PFO)
 _OPTIONAL.update(_JOB)
 
@@ -588,6 +634,19 @@ def require_pfo() -> ctypes.CDLL:
             f"{PFO_MISSING} ({library_path()} exports no zeus_pfo_optimizer_open): build libzeus from a "
             "tree that implements zeus/pfo_client.h (src/pfo_client/), configured with "
             "-DZEUS_WITH_PFO_CLIENT=ON (the default)")
+    return L
+
+
+METRIC_MISSING = "Pushgateway metrics (zeus/metric.h) not in this libzeus"
+
+
+def require_metric() -> ctypes.CDLL:
+    """The library, or ZeusUnavailableError when it lacks zeus/metric.h."""
+    L = lib()
+    if not hasattr(L, "zeus_metric_open"):
+        raise _exc.ZeusUnavailableError(
+            f"{METRIC_MISSING} ({library_path()} exports no zeus_metric_open): build libzeus "
+            "configured with -DZEUS_WITH_METRICS_PUSH=ON (the default; it needs libcurl)")
     return L
 
 
