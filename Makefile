@@ -13,7 +13,7 @@ endif
 # "Entering directory" and "Leaving directory" lines (hundreds for one build).
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps deps-build build demo check test test-asan test-minimal bench install clean
+.PHONY: all deps deps-build build demo check test test-asan test-minimal bench gpu-check install clean
 
 all: build
 
@@ -58,6 +58,14 @@ check: test test-asan test-minimal
 bench: build
 	cmake --build $(BUILD) --target benchmarks -j $(JOBS)
 	@scripts/bench.sh $(BUILD)
+
+# Proves zeus on this machine's NVIDIA GPUs (scripts/gpu-check.sh, docs/gpu-check.md): a report in
+# $(BUILD)/gpu-check/report.md and .json; says so and exits 0 when there is no GPU. Changing
+# settings needs root or CAP_SYS_ADMIN. GPU_CHECK_FLAGS: more options (--gpus 0, --quick).
+GPU_CHECK_OUT ?= $(BUILD)/gpu-check
+GPU_CHECK_FLAGS ?=
+gpu-check: build
+	@scripts/gpu-check.sh --zeus $(BUILD)/zeus --out $(GPU_CHECK_OUT) $(GPU_CHECK_FLAGS)
 
 install: build
 	cmake --install $(BUILD)
