@@ -72,7 +72,7 @@ static const cli_command list_cmd = {
 
 static const cli_command reset_cmd = {
     .name = "gpus reset",
-    .usage = "zeus gpus reset [--gpus LIST]",
+    .usage = "zeus gpus reset [--gpus LIST] [--persistence off|on|keep]",
     .about =
         "Sets every listed GPU's power limit to its default, unlocks its SM and memory\n"
         "clocks and turns persistence mode off (--persistence): the manual way back after a\n"
