@@ -23,7 +23,12 @@ typedef struct zeus__sched_ctx {
   const zeus_pfo_job_info *job;
   const zeus_pfo_rank_info *ranks;
   size_t n_ranks;
-  const char *job_dump_dir; /* <dump_dir>/<job_id>; for files the scheduler writes */
+  const char *job_dump_dir; /* <dump_dir>/<job_id>, for messages; NULL when nothing may be written */
+  /* Where the scheduler writes files (zeus__pfo_dump_write(dump, "name", ...)): the job's folder
+   * under the server's private dump folder, opened without following symlinks for every write.
+   * Borrowed; valid for the scheduler's whole life. NULL: write nothing. Never build a path from
+   * job_dump_dir to write to: only this is safe against other local users. */
+  const zeus__pfo_dump_loc *dump;
   bool dump_data;
 } zeus__sched_ctx;
 
@@ -39,6 +44,9 @@ typedef struct zeus__sched_ops {
   int (*next)(void *state, zeus_pfo_schedule **out, size_t *n);
   int (*observe)(void *state, const zeus_pfo_prof_result *results, size_t n);
   void (*destroy)(void *state);
+  /* Writes files into the job's dump folder even without dump_data (the server then opens and
+   * checks the dump folder at start-up). */
+  bool writes_files;
 } zeus__sched_ops;
 
 extern const zeus__sched_ops zeus__sched_point_solution;
@@ -55,7 +63,7 @@ int zeus__sched_check(const zeus__sched_ops *ops, const json_t *args);
 typedef struct zeus__sched zeus__sched;
 int zeus__sched_create(zeus__sched **out, const char *name, const json_t *args,
                        const zeus_pfo_job_info *job, const zeus_pfo_rank_info *ranks, size_t n,
-                       const char *job_dump_dir, bool dump_data);
+                       const zeus__pfo_dump_loc *dump /* may be NULL */, bool dump_data);
 /* The schedule of the current round, one per rank of the job in rank order (borrowed). */
 int zeus__sched_current(zeus__sched *s, const zeus_pfo_schedule **out, size_t *n);
 /* Feeds the round's results (one per rank, any order) and advances to the next schedule. */

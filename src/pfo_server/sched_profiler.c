@@ -32,7 +32,7 @@ typedef struct {
   long warmup_iters;
   long patience;
   int phase; /* 0 warm-up, 1 profiling, 2 final */
-  char *csv_path;
+  const zeus__pfo_dump_loc *dump; /* where instruction_profile.csv goes; NULL: nowhere */
 } prof_state;
 
 static const zeus__sched_param prof_params[] = {
@@ -66,7 +66,6 @@ static void prof_destroy(void *state) {
     zeus_pfo_offline_result_clear(&st->r[i].prof);
   }
   free(st->r);
-  free(st->csv_path);
   free(st);
 }
 
@@ -80,11 +79,7 @@ static int prof_create(void **state, const zeus__sched_ctx *ctx, const json_t *a
   if (!st || !(st->r = calloc(ctx->n_ranks + 1, sizeof *st->r))) { free(st); return zeus__oom("creating InstructionProfiler"); }
   st->warmup_iters = (long)json_integer_value(json_object_get(args, "warmup_iters"));
   st->patience = pat ? (long)json_integer_value(pat) : 5;
-  if (ctx->job_dump_dir) {
-    zeus__buf b = {0};
-    if (zeus__buf_printf(&b, "%s/instruction_profile.csv", ctx->job_dump_dir)) { prof_destroy(st); return zeus__oom("creating InstructionProfiler"); }
-    st->csv_path = b.data;
-  }
+  st->dump = ctx->dump;
   for (size_t i = 0; i < ctx->n_ranks && !rc; i++) {
     prof_rank *pr = &st->r[st->n];
     if ((rc = zeus__pfo_rank_info_copy(&ctx->ranks[i], &pr->info))) break;
@@ -109,7 +104,6 @@ static int prof_create(void **state, const zeus__sched_ctx *ctx, const json_t *a
     pr->prof.backward = calloc(k + 1, sizeof *pr->prof.backward);
     if (!rc && (!pr->prof.forward || !pr->prof.backward)) rc = zeus__oom("creating InstructionProfiler");
   }
-  if (!rc && ctx->job_dump_dir) rc = zeus__mkdirs(ctx->job_dump_dir);
   if (rc) { prof_destroy(st); return rc; }
   *state = st;
   return ZEUS_OK;
@@ -160,11 +154,14 @@ static bool bd_mean(const zeus_pfo_breakdown *bd, size_t nbd, const char *inst, 
 }
 
 static int prof_write_csv(prof_state *st) {
-  if (!st->csv_path) return ZEUS_OK;
+  if (!st->dump) return ZEUS_OK;
   zeus_pfo_offline_result *v = malloc((st->n + 1) * sizeof *v);
   if (!v) return zeus__oom("writing the instruction CSV");
   for (size_t i = 0; i < st->n; i++) v[i] = st->r[i].prof;
-  int rc = zeus_pfo_write_instruction_csv(st->csv_path, v, st->n);
+  zeus__buf b = {0};
+  int rc = zeus__pfo_instruction_csv(v, st->n, &b);
+  if (!rc) rc = zeus__pfo_dump_write(st->dump, "instruction_profile.csv", b.data, b.len);
+  zeus__buf_free(&b);
   free(v);
   return rc;
 }
@@ -215,4 +212,5 @@ static int prof_observe(void *state, const zeus_pfo_prof_result *res, size_t n) 
 
 const zeus__sched_ops zeus__sched_instruction_profiler = {
     "InstructionProfiler", prof_params, prof_check, prof_create, prof_next, prof_observe, prof_destroy,
+    true, /* instruction_profile.csv, dumps or not */
 };

@@ -25,7 +25,7 @@ static void setup(void) {
   snprintf(g_job, sizeof g_job, "%.*s", (int)rep.len - 2, rep.body + 1);
   free(rep.body);
   const char *r0 = "{\"rank\":0,\"dp_rank\":0,\"pp_rank\":0,\"tp_rank\":0,\"available_frequencies\":[1410]}";
-  zeus__job_table_register_rank(g_reg, g_job, r0, strlen(r0), &rep);
+  zeus__job_table_register_rank(g_reg, g_job, NULL, r0, strlen(r0), &rep);
   free(rep.body);
 }
 
@@ -58,10 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       break;
     }
     case 7:
-      zeus__job_table_register_rank(g_reg, g_job, body, len, &rep);
+      zeus__job_table_register_rank(g_reg, g_job, NULL, body, len, &rep);
       break;
     case 8:
-      zeus__job_table_post_result(g_reg, g_job, body, len, &rep);
+      zeus__job_table_post_result(g_reg, g_job, NULL, body, len, &rep);
       break;
   }
   free(rep.body);
