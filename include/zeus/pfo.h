@@ -7,8 +7,9 @@
  *
  * Models are plain structs owned by the caller. A struct filled by a zeus_pfo_*_from_json or
  * zeus_pfo_load_* function owns its heap members; release them with the matching
- * zeus_pfo_*_clear (one struct) or zeus_pfo_*_free (an array). Strings returned by *_to_json
- * functions are released with zeus_pfo_free(). All functions are thread-safe on distinct data.
+ * zeus_pfo_*_clear (one struct) or zeus_pfo_*s_free (an array). Strings returned by *_to_json
+ * functions and zeus_pfo_make_job_id are released with zeus_free(). All functions are
+ * thread-safe on distinct data.
  */
 #ifndef ZEUS_PFO_H
 #define ZEUS_PFO_H
@@ -128,7 +129,7 @@ ZEUS_EXTERN int zeus_pfo_prof_result_from_json(const char *json, size_t len, con
 ZEUS_EXTERN int zeus_pfo_offline_result_from_json(const char *json, size_t len, const char *what,
                                                   zeus_pfo_offline_result *out /* out */);
 
-/* Serialise one model to compact JSON (free with zeus_pfo_free). ZEUS_ENOMEM only. */
+/* Serialise one model to compact JSON (release with zeus_free()). ZEUS_ENOMEM only. */
 ZEUS_EXTERN int zeus_pfo_job_info_to_json(const zeus_pfo_job_info *v, char **out /* out */);
 ZEUS_EXTERN int zeus_pfo_rank_info_to_json(const zeus_pfo_rank_info *v, char **out /* out */);
 ZEUS_EXTERN int zeus_pfo_schedule_to_json(const zeus_pfo_schedule *v, char **out /* out */);
@@ -152,15 +153,13 @@ ZEUS_EXTERN void zeus_pfo_offline_result_clear(zeus_pfo_offline_result *v);
 ZEUS_EXTERN void zeus_pfo_ranks_free(zeus_pfo_rank_info *v, size_t n);
 ZEUS_EXTERN void zeus_pfo_schedules_free(zeus_pfo_schedule *v, size_t n);
 ZEUS_EXTERN void zeus_pfo_prof_results_free(zeus_pfo_prof_result *v, size_t n);
-/* Frees a string returned by this module. */
-ZEUS_EXTERN void zeus_pfo_free(void *p);
 
 /* The job id of the original: "<YYYY-MM-DD-HH-MM-SS>+dp<d>+pp<p>+tp<t>+<scheduler>[+<metadata>]"
  * with `when` in local time. The metadata is sanitised (characters other than letters, digits,
  * '.', '_' and '-' become '_'; at most 64 of them), so the id is always a safe directory name.
  * Uniqueness across jobs is the server's business (it appends ".<n>" on a collision). */
 ZEUS_EXTERN int zeus_pfo_make_job_id(const zeus_pfo_job_info *job, const char *scheduler,
-                                     long long when_unix_s, char **out /* out, zeus_pfo_free */);
+                                     long long when_unix_s, char **out /* out, zeus_free */);
 
 /* ---------------------------------------------------------------------------------------------
  * Dumps: <dir>/ranks.json, <dir>/<n>.sched.json, <dir>/<n>.prof.json (JSON lists of the models),

@@ -34,7 +34,8 @@ ZEUS_EXTERN int zeus_pfo_check_scheduler(const char *name, const char *args_json
  * The server
  * ------------------------------------------------------------------------------------------- */
 
-/* Server settings. Zero-initialised means defaults.
+/* Server settings. Zero-initialised (or NULL) means defaults (zeus_pfo_server_opts_init fills them
+ * in explicitly).
  *
  * Bounds: everything a client can make the server hold is bounded, and a request that would pass
  * a bound is refused with a status and a message naming it (docs/pfo-server.md, "Bounds"). At
@@ -73,6 +74,9 @@ typedef struct zeus_pfo_server_opts {
 
 typedef struct zeus_pfo_server zeus_pfo_server;
 
+/* Fills *o with the defaults listed in the struct. Reads no environment. */
+ZEUS_EXTERN void zeus_pfo_server_opts_init(zeus_pfo_server_opts *o /* out */);
+
 /* Fills `opts` from the environment: ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS,
  * ZEUS_PFO_LOG_LEVEL, ZEUS_PFO_DUMP_DATA, ZEUS_PFO_DUMP_DIR, ZEUS_PFO_MAX_JOB_IDLE_TIME,
  * ZEUS_PFO_TOKEN, ZEUS_PFO_TOKEN_FILE, ZEUS_PFO_REQUIRE_RANK_TOKENS, ZEUS_PFO_MAX_CONNECTIONS,
@@ -80,7 +84,7 @@ typedef struct zeus_pfo_server zeus_pfo_server;
  * read as PERSEUS_<NAME>; ZEUS_PFO_ wins). Unset variables leave the field as it is; a token
  * variable that is set but empty is ZEUS_EINVAL (it would silently disable authentication).
  * Strings point into the environment. ZEUS_EINVAL/ERANGE naming the variable. */
-ZEUS_EXTERN int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *opts);
+ZEUS_EXTERN int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *opts /* in, out */);
 
 /* Validates the settings (scheduler and its arguments included), raises the process's soft
  * descriptor limit to its hard limit, opens and checks the dump folder, binds and starts serving

@@ -25,6 +25,7 @@ struct zeus_devices {
   pthread_mutex_t mu;          /* guards saved[] */
   saved_state saved[ZEUS_MAX_GPUS];
   bool keep;
+  char nvml_error[512]; /* why auto-selection did not use nvml ("" when it did, or was not tried) */
 };
 
 /* Open handles, for zeus_devices_restore_all() from a signal handler: lock-free slots. */
@@ -130,6 +131,8 @@ static int map_visible(zeus_devices *d, const zeus_devices_opts *opts) {
   return zeus__parse_visible_devices(value, uuids, count, d->map, &d->n);
 }
 
+void zeus_devices_opts_init(zeus_devices_opts *o) { memset(o, 0, sizeof *o); }
+
 int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
   if (!out) return zeus__error(ZEUS_EINVAL, "zeus_devices_open: out is required");
   const char *name = opts && opts->backend ? opts->backend : zeus__env_str("ZEUS_GPU_BACKEND");
@@ -150,6 +153,7 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
     d->be = &zeus__backend_nvml;
     rc = d->be->open(&d->st, opts);
     if (rc == ZEUS_ENOLIB) {
+      snprintf(d->nvml_error, sizeof d->nvml_error, "%s", zeus_errmsg());
       zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA GPUs: %s; using the 'none' backend", zeus_errmsg());
       d->be = &zeus__backend_none;
       rc = d->be->open(&d->st, opts);
@@ -205,6 +209,9 @@ int zeus_devices_default(zeus_devices **out) {
 }
 
 const char *zeus_devices_backend(const zeus_devices *d) { return d ? d->be->name : "none"; }
+const char *zeus_devices_nvml_error(const zeus_devices *d) {
+  return d && d->nvml_error[0] ? d->nvml_error : NULL;
+}
 double zeus_devices_now(const zeus_devices *d) { return d->be->now(d->st); }
 unsigned zeus_gpu_count(const zeus_devices *d) { return d ? d->n : 0; }
 

@@ -10,6 +10,7 @@
 #include "bso/bso_internal.h"
 #include "core/json.h"
 #include "device/restore_signals.h"
+#include "zeus/job.h"
 
 #define MAX_LIMITS 64
 #define WIN_TRAIN "__zeus_job_train"
@@ -300,6 +301,11 @@ static void remove_handlers(zeus_job *j) {
 }
 
 /* ---- open / close ---- */
+
+void zeus_job_opts_init(zeus_job_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->pl_step_w = 25;
+}
 
 static int check_opts(const zeus_job_opts *o) {
   if (o->batch_size <= 0) return zeus__error(ZEUS_EINVAL, "zeus_job: batch_size %ld, expected > 0", o->batch_size);

@@ -9,8 +9,6 @@
 /* Upper bound of world_size: the server keeps per-rank state, so an absurd size is bad input. */
 #define PFO_MAX_WORLD ZEUS_PFO_MAX_WORLD
 
-void zeus_pfo_free(void *p) { free(p); }
-
 /* ---- field helpers ---- */
 
 static int req_int(const json_t *o, const char *key, const char *ctx, long long min, long long max,

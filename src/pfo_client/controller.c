@@ -224,6 +224,11 @@ static void controller_free(zeus_pfo_controller *c) {
   free(c);
 }
 
+void zeus_pfo_controller_opts_init(zeus_pfo_controller_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->poll_interval_s = DEFAULT_POLL_S;
+}
+
 int zeus_pfo_controller_open(zeus_pfo_controller **out, zeus_devices *devices, unsigned gpu,
                              const zeus_pfo_controller_opts *opts) {
   if (!out) return zeus__error(ZEUS_EINVAL, "zeus_pfo_controller_open: out is required");

@@ -17,6 +17,7 @@
 
 #include "pfo_client/client_http.h"
 #include "pfo/pfo_internal.h"
+#include "zeus/format.h"
 #include "zeus/monitor.h"
 #include "zeus/pfo_client.h"
 
@@ -107,8 +108,7 @@ static inline int meter_end(meter *m, int slot, double *t, double *e) {
 
 /* ---- settings ---- */
 
-int zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o) {
-  if (!o) return zeus__error(ZEUS_EINVAL, "zeus_pfo_optimizer_opts_init: o is required");
+void zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o) {
   memset(o, 0, sizeof *o);
   o->iters_per_round = 10;
   o->connect_timeout_s = 5;
@@ -117,6 +117,10 @@ int zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o) {
   o->retries = 5;
   o->retry_backoff_s = 0.5;
   o->controller_poll_s = 0.0005;
+}
+
+int zeus_pfo_optimizer_opts_from_env(zeus_pfo_optimizer_opts *o) {
+  if (!o) return zeus__error(ZEUS_EINVAL, "zeus_pfo_optimizer_opts_from_env: o is required");
   char var[64];
   const char *v;
   long l;
@@ -282,7 +286,7 @@ static int post_to_job(zeus_pfo_optimizer *o, const char *route, char *body) {
   if (!rc) rc = zeus__pfo_http_request(o->http, "POST", path.data, body, false, 409, &resp, &status);
   o->last_status = status;
   zeus__buf_free(&path);
-  zeus_pfo_free(body);
+  zeus_free(body);
   free(resp);
   return job_error(o, rc, status);
 }
@@ -320,7 +324,7 @@ static int register_job(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *op
   int status, rc = zeus_pfo_job_info_to_json(&ji, &body);
   if (rc) return rc;
   rc = zeus__pfo_http_request(o->http, "POST", "/register_job", body, false, 0, &resp, &status);
-  zeus_pfo_free(body);
+  zeus_free(body);
   if (rc) return rc;
   json_t *j = json_loads(resp, JSON_DECODE_ANY, NULL);
   const char *id = json_string_value(j);

@@ -536,6 +536,22 @@ static void *keeper_main(void *arg) {
 
 /* ---- settings ---- */
 
+void zeus_pfo_server_opts_init(zeus_pfo_server_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->host = "127.0.0.1";
+  o->port = 7787;
+  o->scheduler = "PointSolution";
+  o->dump_dir = "./dump";
+  o->max_job_idle_time_s = 7 * 24 * 3600;
+  o->max_body_bytes = PFO_DEFAULT_BODY_MAX;
+  o->max_connections = PFO_DEFAULT_MAX_CONNECTIONS;
+  o->idle_timeout_s = PFO_DEFAULT_IDLE_TIMEOUT_S;
+  o->max_jobs = ZEUS__PFO_DEFAULT_MAX_JOBS;
+  o->max_job_memory_bytes = ZEUS__PFO_DEFAULT_MAX_JOB_BYTES;
+  o->max_memory_bytes = ZEUS__PFO_DEFAULT_MAX_TOTAL_BYTES;
+  o->max_inflight_bytes = PFO_DEFAULT_INFLIGHT_MAX;
+}
+
 /* A token variable that is set but empty would turn authentication off without a word. */
 static int refuse_empty_env(const char *name) {
   char z[64], p[64];

@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       zeus_pfo_prof_result v;
       if (!zeus_pfo_prof_result_from_json(body, len, NULL, &v)) {
         char *s;
-        if (!zeus_pfo_prof_result_to_json(&v, &s)) zeus_pfo_free(s);
+        if (!zeus_pfo_prof_result_to_json(&v, &s)) zeus_free(s);
         zeus_pfo_prof_result_clear(&v);
       }
       break;
