@@ -32,7 +32,7 @@ ZEUS_BEGIN_DECLS
                                            forward and backward of 8192 microbatches */
 #define ZEUS_PFO_MAX_NAME 64            /* bytes of an instruction name */
 #define ZEUS_PFO_MAX_ITERS 100000       /* iterations in one ProfilingResult */
-#define ZEUS_PFO_MAX_RESULT_VALUES 2097152 /* numbers in one ProfilingResult, all lists together */
+#define ZEUS_PFO_MAX_RESULT_VALUES 1048576 /* numbers in one ProfilingResult, all lists together */
 #define ZEUS_PFO_MAX_METADATA 1024      /* bytes of job_metadata */
 
 /* Training job information. When registering a job, job_id must be empty (or NULL); the server

@@ -36,6 +36,7 @@
 #include <microhttpd.h>
 
 #include "pfo_server/job_table.h"
+#include "pfo_server/server_internal.h"
 #include "zeus/pfo_server.h"
 #include "zeus/version.h"
 
@@ -820,6 +821,20 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
 }
 
 int zeus_pfo_server_port(const zeus_pfo_server *s) { return s ? s->port : -1; }
+
+void zeus__pfo_server_stats_get(zeus_pfo_server *s, zeus__pfo_server_stats *out) {
+  *out = (zeus__pfo_server_stats){
+      .connections = atomic_load(&s->conns),
+      .conn_limit = s->conn_limit,
+      .conn_polite = s->conn_polite,
+      .parked = atomic_load(&s->parked),
+      .dropped_polls = atomic_load(&s->dropped_polls),
+      .refused_busy = atomic_load(&s->refused_busy),
+      .inflight_bytes = atomic_load(&s->inflight),
+      .jobs = zeus__job_table_njobs(s->jobs),
+      .job_bytes = zeus__job_table_bytes(s->jobs),
+  };
+}
 
 void zeus_pfo_server_close(zeus_pfo_server *s) {
   if (!s) return;
