@@ -781,10 +781,14 @@ int zeus__job_table_leave(zeus__job_table *r, const char *job_id, const char *to
                           j->info.world_size - 1);
     goto out;
   }
-  /* A registered rank proves itself; one that never registered (its registration failed) may
-   * leave only while the job is still registering, with the job id as its only credential. */
-  if (!rank_authorised(j, (size_t)rank, token) ||
-      (!j->registered[rank] && j->n_registered == (size_t)j->info.world_size)) {
+  /* Only the rank itself may say it leaves: it must have registered, and show its credential if
+   * it registered with one. (A rank that never registered has nothing to prove it is that rank,
+   * and the job id alone must not be enough to end a job whose ranks hold credentials.) */
+  if (!j->registered[rank]) {
+    status = reply_errorf(reply, 400, "rank %lld has not registered, so it cannot leave", rank);
+    goto out;
+  }
+  if (!rank_authorised(j, (size_t)rank, token)) {
     status = reply_unknown_job(reply);
     goto out;
   }
