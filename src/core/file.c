@@ -98,7 +98,7 @@ int zeus__write_file_atomic(const char *path, const void *data, size_t len) {
   if (dfd < 0) {
     int e = errno;
     free(dir);
-    return zeus__error(e == EACCES ? ZEUS_EPERM : e == ENOENT ? ZEUS_ENOENT : ZEUS_EIO, "cannot create '%s': %s",
+    return zeus__error(e == EACCES ? ZEUS_EPERM : ZEUS_EIO, "cannot create '%s': %s",
                        path, strerror(e));
   }
   free(dir);

@@ -49,6 +49,7 @@ typedef struct job {
   int round;
   unsigned char *st;
   void **waiter;
+  size_t n_parked; /* non-NULL entries of waiter: scans of waiter[] are skipped when 0 */
   size_t n_waiting, n_posted;
   zeus_pfo_prof_result *results; /* index = rank */
   char **sjson; /* serialised schedule of the round, index = rank */
@@ -159,6 +160,7 @@ static void complete(zeus__job_table *r, job *j, size_t rank, int status, const 
   void *w = j->waiter[rank];
   j->waiter[rank] = NULL;
   if (!w) return;
+  j->n_parked--;
   zeus__reply rep = {0};
   if (status == 200) {
     rep.status = 200;
@@ -284,7 +286,7 @@ static void fail_job(zeus__job_table *r, job *j, int status, const char *msg) {
     j->err_msg = zeus__strdup(msg ? msg : "scheduler failed");
     zeus__log(ZEUS_LOG_ERROR, "pfo", "job %s failed: %s", j->id, msg ? msg : "");
   }
-  for (size_t i = 0; i < (size_t)j->info.world_size; i++)
+  for (size_t i = 0; j->n_parked && i < (size_t)j->info.world_size; i++)
     if (j->waiter[i]) complete(r, j, i, j->err_status, j->err_msg ? j->err_msg : "scheduler failed", 0);
 }
 
@@ -396,7 +398,7 @@ void zeus__job_table_fail_all_waiters(zeus__job_table *r, const char *why) {
   r->closing = true;
   for (size_t b = 0; b < r->nbucket; b++)
     for (job *j = r->bucket[b]; j; j = j->next)
-      for (size_t i = 0; i < (size_t)j->info.world_size; i++)
+      for (size_t i = 0; j->n_parked && i < (size_t)j->info.world_size; i++)
         if (j->waiter[i]) complete(r, j, i, 503, why, 0);
   pthread_mutex_unlock(&r->mu);
 }
@@ -670,6 +672,7 @@ int zeus__job_table_request_schedule(zeus__job_table *r, const char *job_id, con
   }
   if (r->o.on_park) r->o.on_park(waiter);
   j->waiter[rank] = waiter;
+  j->n_parked++;
 out:
   pthread_mutex_unlock(&r->mu);
   return status;
@@ -818,9 +821,10 @@ bool zeus__job_table_cancel_waiter(zeus__job_table *r, void *waiter) {
   pthread_mutex_lock(&r->mu);
   for (size_t b = 0; b < r->nbucket && !found; b++)
     for (job *j = r->bucket[b]; j && !found; j = j->next)
-      for (size_t i = 0; i < (size_t)j->info.world_size; i++)
+      for (size_t i = 0; j->n_parked && i < (size_t)j->info.world_size; i++)
         if (j->waiter[i] == waiter) {
           j->waiter[i] = NULL;
+          j->n_parked--;
           found = true;
           break;
         }
@@ -843,7 +847,7 @@ int zeus__job_table_reap(zeus__job_table *r, double now) {
         pp = &j->next;
         continue;
       }
-      for (size_t i = 0; i < w; i++)
+      for (size_t i = 0; j->n_parked && i < w; i++)
         if (j->waiter[i]) complete(r, j, i, 404, "the job was removed after being idle too long", 0);
       zeus__log(ZEUS_LOG_INFO, "pfo", "removed job %s after %.0f s idle%s", j->id, now - j->last_active,
                 j->n_registered < w ? " (its ranks never all registered)" : "");

@@ -23,6 +23,17 @@
 static char g_dir[256];
 static int g_port;
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZER_SLOWDOWN 4
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZER_SLOWDOWN 4
+#endif
+#endif
+#ifndef SANITIZER_SLOWDOWN
+#define SANITIZER_SLOWDOWN 1
+#endif
+
 /* A server with AllMaxFrequency (no plan file needed); `o` may adjust the settings. */
 static zeus_pfo_server *start(zeus_pfo_server_opts *o) {
   zeus_pfo_server_opts d = {0};
@@ -778,13 +789,14 @@ static void reaping_many_large_jobs_does_not_hold_up_requests(void **state) {
   pthread_join(th, NULL);
   assert_int_equal(zeus__job_table_njobs(t), 0);
   assert_int_equal(zeus__job_table_bytes(t), 0);
-  if (pr.worst > 0.1) fail_msg("a request waited %.3f s for the lock during the reap (%.3f s)", pr.worst, took);
+  if (pr.worst > 0.1 * SANITIZER_SLOWDOWN) fail_msg("a request waited %.3f s for the lock during the reap (%.3f s)", pr.worst, took);
   assert_true(pr.calls > 5);
   zeus__job_table_close(t);
 }
 
 /* SIGTERM took 18.7 s with 1,000 jobs registered. Closing the server with 300 large jobs (65,536
- * ranks each) now takes well under two seconds. */
+ * ranks each) now takes well under 1.5 s (2.4 s before; sanitizers poison what is freed, so
+ * their builds get four times as long). */
 static void closing_the_server_with_many_large_jobs_is_quick(void **state) {
   (void)state;
   zeus_pfo_server_opts o = {.max_memory_bytes = (size_t)1 << 40, .max_jobs = 400};
@@ -798,7 +810,7 @@ static void closing_the_server_with_many_large_jobs_is_quick(void **state) {
   double t0 = zeus_monotonic_s();
   zeus_pfo_server_close(s);
   double took = zeus_monotonic_s() - t0;
-  if (took > 2) fail_msg("closing took %.2f s", took);
+  if (took > 1.5 * SANITIZER_SLOWDOWN) fail_msg("closing took %.2f s", took);
 }
 
 /* ---- 6. tokens ---- */
