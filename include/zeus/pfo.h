@@ -157,7 +157,8 @@ ZEUS_EXTERN void zeus_pfo_prof_results_free(zeus_pfo_prof_result *v, size_t n);
 /* The job id of the original: "<YYYY-MM-DD-HH-MM-SS>+dp<d>+pp<p>+tp<t>+<scheduler>[+<metadata>]"
  * with `when` in local time. The metadata is sanitised (characters other than letters, digits,
  * '.', '_' and '-' become '_'; at most 64 of them), so the id is always a safe directory name.
- * Uniqueness across jobs is the server's business (it appends ".<n>" on a collision). */
+ * This part is guessable from the time and the job's shape: the server appends "~" and 26
+ * random characters, which make the id unique and a secret of the job's ranks. */
 ZEUS_EXTERN int zeus_pfo_make_job_id(const zeus_pfo_job_info *job, const char *scheduler,
                                      long long when_unix_s, char **out /* out, zeus_free */);
 
