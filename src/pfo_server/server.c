@@ -37,6 +37,7 @@
 
 #include "pfo_server/job_table.h"
 #include "pfo_server/server_internal.h"
+#include "zeus/format.h"
 #include "zeus/pfo_server.h"
 #include "zeus/version.h"
 
@@ -411,7 +412,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         json_object_set_new(o, "dump_failures", json_integer((json_int_t)fails));
         json_object_set_new(o, "last_dump_error", fails ? json_string(last) : json_null());
       }
-      char *b = o ? json_dumps(o, JSON_COMPACT) : NULL;
+      char *b = o ? zeus_json_dumps(o, JSON_COMPACT) : NULL; /* zeus_free() is free() */
       json_decref(o);
       return b ? send_reply(c, 200, b, strlen(b), NULL, false) : MHD_NO;
     }
@@ -778,7 +779,7 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
                           (json_int_t)o.max_inflight_bytes);
   if (info && lim) json_object_set_new(info, "limits", lim);
   else json_decref(lim);
-  s->info_json = info ? json_dumps(info, JSON_COMPACT) : NULL;
+  s->info_json = info ? zeus_json_dumps(info, JSON_COMPACT) : NULL;
   json_decref(info);
   if (!s->info_json) { zeus_pfo_server_close(s); return zeus__oom("creating the server"); }
 

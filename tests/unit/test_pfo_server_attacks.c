@@ -533,6 +533,11 @@ static void job_memory_is_bounded_per_job_and_in_total(void **state) {
   zeus_pfo_server *s = start(&o);
   th_conn c = {.fd = -1, .port = g_port};
   char id[4][256], path[400], *resp;
+  assert_int_equal(req(&c, "GET", "/info", NULL, NULL, &resp), 200); /* the bounds are public */
+  assert_non_null(strstr(resp, "\"max_jobs\":4"));
+  assert_non_null(strstr(resp, "\"max_job_memory_bytes\":1048576"));
+  assert_non_null(strstr(resp, "\"max_memory_bytes\":2097152"));
+  free(resp);
   for (int j = 0; j < 4; j++) register_job(&c, 2, id[j], sizeof id[j]);
   assert_int_equal(req(&c, "POST", "/register_job", "{\"job_id\": \"\", \"pp_degree\": 1, \"dp_degree\": 1, "
                        "\"tp_degree\": 1, \"world_size\": 1}", NULL, &resp), 503);
