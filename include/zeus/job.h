@@ -42,7 +42,9 @@ ZEUS_BEGIN_DECLS
  *   bool more; long epoch;
  *   while (zeus_job_next_epoch(job, &more, &epoch) == ZEUS_OK && more) {
  *     zeus_job_train_begin(job);
- *     for (each batch) { zeus_job_train_step_begin(job); train(batch); zeus_job_train_step_end(job); }
+ *     for (each batch) {
+ *       zeus_job_train_step_begin(job); train(batch); zeus_job_train_step_end(job);
+ *     }
  *     zeus_job_train_end(job);
  *     zeus_job_eval_begin(job);
  *     for (each batch) { zeus_job_eval_step_begin(job); eval(batch); zeus_job_eval_step_end(job); }
@@ -123,6 +125,10 @@ typedef struct zeus_job_info {
   double cost;
   bool reached;
   bool finished;               /* the result file was written */
+  /* The cost after one more epoch as zeus_job_next_epoch last predicted it; NAN when it made no
+   * prediction (no threshold, profiling, or the job stopped for another reason first). */
+  double predicted_cost;
+  bool stopped_by_cost;        /* the job stopped because predicted_cost reached the threshold */
 } zeus_job_info;
 
 /* Reads and validates the settings, prepares the power profile (loads bs<b>.power.json or

@@ -147,7 +147,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
       break;
     }
-    case 4: { zeus_pfo_offline_result v; if (!zeus_pfo_offline_result_from_json(body, len, NULL, &v)) zeus_pfo_offline_result_clear(&v); break; }
+    case 4: {
+      zeus_pfo_offline_result v;
+      if (!zeus_pfo_offline_result_from_json(body, len, NULL, &v)) zeus_pfo_offline_result_clear(&v);
+      break;
+    }
     case 5:
     case 6: {
       zeus_pfo_schedule *s;
