@@ -9,7 +9,8 @@
 static zeus_pfo_server_opts srv_opts;
 static int port_opt;
 static long max_body, max_job_memory, max_memory;
-static bool port_given, max_body_given, token_given, token_file_given, max_job_memory_given, max_memory_given;
+static bool port_given, max_body_given, token_given, token_file_given;
+static bool max_job_memory_given, max_memory_given;
 
 static const cli_opt server_opts[] = {
     {"host", 0, CLI_OPT_STRING, &srv_opts.host, "ADDR", "address to listen on", "127.0.0.1"},
@@ -48,13 +49,14 @@ static const cli_opt server_opts[] = {
      "close a connection idle for S seconds between requests (a waiting schedule request is not\n"
      "idle; one whose client went away is dropped within a second)",
      "60", 1, 86400},
-    {"max-jobs", 0, CLI_OPT_INT, &srv_opts.max_jobs, "N", "jobs held at once (more: 503)", "1024", 1,
-     1000000},
+    {"max-jobs", 0, CLI_OPT_INT, &srv_opts.max_jobs, "N", "jobs held at once (more: 503)", "1024",
+     1, 1000000},
     {"max-job-memory", 0, CLI_OPT_LONG, &max_job_memory, "BYTES",
      "estimated memory one job may hold: its ranks, schedules and the round's results (more: 413)",
      "268435456", 1048576, 1099511627776.0, .seen = &max_job_memory_given},
-    {"max-memory", 0, CLI_OPT_LONG, &max_memory, "BYTES", "the same for all jobs together (more: 413)",
-     "1073741824", 1048576, 1099511627776.0, .seen = &max_memory_given},
+    {"max-memory", 0, CLI_OPT_LONG, &max_memory, "BYTES",
+     "the same for all jobs together (more: 413)", "1073741824", 1048576, 1099511627776.0,
+     .seen = &max_memory_given},
     {"max-body", 0, CLI_OPT_LONG, &max_body, "BYTES", "largest request body (larger: 413)",
      "16777216", 1024, 1073741824, .seen = &max_body_given},
     {"threads", 0, CLI_OPT_INT, &srv_opts.threads, "N", "HTTP threads", "online CPUs, at most 8", 1,
@@ -104,7 +106,8 @@ static const cli_command server_cmd = {
         "  ZEUS_PFO_SCHEDULER=PointSolution \\\n"
         "  ZEUS_PFO_SCHEDULER_ARGS='{\"solution_path\": \"plans/freqs_pipeline_00042.py\"}' \\\n"
         "  zeus pfo-server --port 7787 --dump-data --dump-dir ~/perseus-dump\n"
-        "  zeus pfo-server --host 10.0.0.5 --token-file ~/.config/perseus-token --require-rank-tokens\n",
+        "  zeus pfo-server --host 10.0.0.5 --token-file ~/.config/perseus-token "
+        "--require-rank-tokens\n",
     .args = CLI_ARGS_NONE,
 };
 
@@ -137,8 +140,8 @@ int cmd_pfo_server(int argc, char **argv) {
   char *token_copy = NULL;
   if (token_given) {
     if (!*srv_opts.token) {
-      cli_error(cmd, false, "--token: an empty token would turn authentication off; leave --token out for "
-                "none");
+      cli_error(cmd, false, "--token: an empty token would turn authentication off; "
+                "leave --token out for none");
       return CLI_EXIT_USAGE;
     }
     /* Keep a copy and blank the argument, so that the process list shows it no longer. */
@@ -148,8 +151,8 @@ int cmd_pfo_server(int argc, char **argv) {
     }
     memset((char *)srv_opts.token, 'x', strlen(srv_opts.token));
     srv_opts.token = token_copy;
-    fprintf(stderr, "zeus pfo-server: warning: --token shows the token to every local user in the process list "
-            "while the server starts; use --token-file or ZEUS_PFO_TOKEN\n");
+    fprintf(stderr, "zeus pfo-server: warning: --token shows the token to every local user in the "
+            "process list while the server starts; use --token-file or ZEUS_PFO_TOKEN\n");
   }
   zeus_pfo_server_opts o = srv_opts;
   int lvl;

@@ -27,9 +27,9 @@ ZEUS_BEGIN_DECLS
 #define ZEUS_PFO_MAX_WORLD 65536        /* degrees and world_size */
 #define ZEUS_PFO_MAX_FREQUENCIES 4096   /* available_frequencies: as many SM clocks as the device
                                            layer reads from NVML for one GPU */
-#define ZEUS_PFO_MAX_INSTRUCTIONS 16384 /* instructions of one iteration (pipe_schedule, a schedule's
-                                           frequencies, values of one iteration in a breakdown):
-                                           forward and backward of 8192 microbatches */
+/* instructions of one iteration (pipe_schedule, a schedule's frequencies, values of one iteration
+ * in a breakdown): forward and backward of 8192 microbatches */
+#define ZEUS_PFO_MAX_INSTRUCTIONS 16384
 #define ZEUS_PFO_MAX_NAME 64            /* bytes of an instruction name */
 #define ZEUS_PFO_MAX_ITERS 100000       /* iterations in one ProfilingResult */
 #define ZEUS_PFO_MAX_RESULT_VALUES 1048576 /* numbers in one ProfilingResult, all lists together */

@@ -43,7 +43,7 @@ ZEUS_EXTERN int zeus_pfo_check_scheduler(const char *name, const char *args_json
  * connections below it: from max_connections less a reserve on, a new connection gets 503 and is
  * closed, unless its request registers a job or a rank, or leaves a job. */
 typedef struct zeus_pfo_server_opts {
-  const char *host;          /* default "127.0.0.1"; another address without a token logs a warning */
+  const char *host;          /* default "127.0.0.1"; another address without a token: a warning */
   int port;                  /* default 7787; -1: any free port (see zeus_pfo_server_port) */
   const char *scheduler;     /* default "PointSolution" */
   const char *scheduler_args;/* JSON object; default "{}" */

@@ -76,7 +76,10 @@ static int prof_create(void **state, const zeus__sched_ctx *ctx, const json_t *a
   long minf = (long)json_integer_value(json_object_get(args, "min_frequency"));
   json_t *pat = json_object_get(args, "patience");
   prof_state *st = calloc(1, sizeof *st);
-  if (!st || !(st->r = calloc(ctx->n_ranks + 1, sizeof *st->r))) { free(st); return zeus__oom("creating InstructionProfiler"); }
+  if (!st || !(st->r = calloc(ctx->n_ranks + 1, sizeof *st->r))) {
+    free(st);
+    return zeus__oom("creating InstructionProfiler");
+  }
   st->warmup_iters = (long)json_integer_value(json_object_get(args, "warmup_iters"));
   st->patience = pat ? (long)json_integer_value(pat) : 5;
   st->dump = ctx->dump;

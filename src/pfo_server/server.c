@@ -761,20 +761,20 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   if (rc) { zeus_pfo_server_close(s); return rc; }
 
   json_t *args = NULL;
-  if (o.scheduler_args && *o.scheduler_args) zeus__json_parse(o.scheduler_args, strlen(o.scheduler_args), "args", &args);
+  if (o.scheduler_args && *o.scheduler_args)
+    zeus__json_parse(o.scheduler_args, strlen(o.scheduler_args), "args", &args);
   json_t *info = json_pack("{sssosssbsssisbsbss}", "scheduler", o.scheduler, "scheduler_args",
                            args ? args : json_object(), "log_level",
                            o.log_level ? o.log_level : zeus_log_level_name(zeus_get_log_level()),
                            "dump_data", o.dump_data, "dump_dir", o.dump_dir, "max_job_idle_time",
                            o.max_job_idle_time_s, "auth", s->token != NULL, "rank_tokens_required",
                            o.require_rank_tokens, "version", zeus_version());
+  size_t job_bytes = o.max_job_memory_bytes ? o.max_job_memory_bytes : ZEUS__PFO_DEFAULT_MAX_JOB_BYTES;
+  size_t total_bytes = o.max_memory_bytes ? o.max_memory_bytes : ZEUS__PFO_DEFAULT_MAX_TOTAL_BYTES;
   json_t *lim = json_pack("{sIsIsfsIsIsIsIsI}", "max_connections", (json_int_t)limit, "registration_reserve",
                           (json_int_t)spare, "idle_timeout_s", o.idle_timeout_s, "max_jobs",
-                          (json_int_t)(o.max_jobs ? o.max_jobs : ZEUS__PFO_DEFAULT_MAX_JOBS),
-                          "max_job_memory_bytes",
-                          (json_int_t)(o.max_job_memory_bytes ? o.max_job_memory_bytes : ZEUS__PFO_DEFAULT_MAX_JOB_BYTES),
-                          "max_memory_bytes",
-                          (json_int_t)(o.max_memory_bytes ? o.max_memory_bytes : ZEUS__PFO_DEFAULT_MAX_TOTAL_BYTES),
+                          (json_int_t)(o.max_jobs ? o.max_jobs : ZEUS__PFO_DEFAULT_MAX_JOBS), "max_job_memory_bytes",
+                          (json_int_t)job_bytes, "max_memory_bytes", (json_int_t)total_bytes,
                           "max_body_bytes", (json_int_t)o.max_body_bytes, "max_inflight_bytes",
                           (json_int_t)o.max_inflight_bytes);
   if (info && lim) json_object_set_new(info, "limits", lim);

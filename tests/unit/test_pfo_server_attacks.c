@@ -794,7 +794,8 @@ static void reaping_many_large_jobs_does_not_hold_up_requests(void **state) {
   pthread_join(th, NULL);
   assert_int_equal(zeus__job_table_njobs(t), 0);
   assert_int_equal(zeus__job_table_bytes(t), 0);
-  if (pr.worst > 0.1 * SANITIZER_SLOWDOWN) fail_msg("a request waited %.3f s for the lock during the reap (%.3f s)", pr.worst, took);
+  if (pr.worst > 0.1 * SANITIZER_SLOWDOWN)
+    fail_msg("a request waited %.3f s for the lock during the reap (%.3f s)", pr.worst, took);
   assert_true(pr.calls > 5);
   zeus__job_table_close(t);
 }
