@@ -110,7 +110,7 @@ zeus_component(PFO_SERVER
   PKGS libmicrohttpd
   COMMANDS pfo-server
   USED_BY tests/unit/test_pfo_server*.c tests/unit/test_pfo_sched.c tests/unit/test_pfo_client_*.c
-          tests/e2e/pfo_server_*.sh tests/e2e/pipeline_sim.sh tests/fuzz/fuzz_pfo_bodies.c
+          tests/e2e/pfo_server_*.sh tests/e2e/pipeline_sim.sh tests/e2e/prometheus.sh tests/fuzz/fuzz_pfo_bodies.c
           tests/mpi/test_pfo_client_mpi.c bench/bench_pfo_server.c bench/bench_pfo_client.c
           python/tests/test_pipeline_frequency.py)
 
@@ -128,6 +128,13 @@ zeus_component(RUN
   PKGS sqlite3
   COMMANDS run
   USED_BY tests/unit/test_run.c tests/e2e/bso_cli.sh tests/e2e/bso_valgrind.sh)
+
+zeus_component(EXPORTER
+  DOC "the Prometheus exporter: zeus exporter, zeus/exporter.h"
+  SOURCES src/exporter
+  PKGS libmicrohttpd
+  COMMANDS exporter
+  USED_BY tests/unit/test_exporter.c tests/e2e/prometheus.sh tests/e2e/exporter_cli.sh bench/bench_exporter.c)
 
 # A library still linked by a component that was built (two components may share one) is not
 # "left out".

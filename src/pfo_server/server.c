@@ -35,6 +35,7 @@
 
 #include <microhttpd.h>
 
+#include "metrics/metrics.h"
 #include "pfo_server/job_table.h"
 #include "pfo_server/server_internal.h"
 #include "zeus/format.h"
@@ -57,6 +58,19 @@
 #define PFO_RANK_TOKEN_HEADER "X-Zeus-Rank-Token"
 
 typedef struct req req;
+
+/* Routes as /metrics labels them (templates, never the client's URL). */
+enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT, R_METRICS, R_LEAVE, NROUTES };
+static const char *const route_label[NROUTES] = {
+    "other", "/info", "/register_job", "/register_rank/{job_id}", "/schedule/{job_id}", "/result/{job_id}",
+    "/metrics", "/leave/{job_id}"};
+#define NSTATUS 600 /* request counters by HTTP status 0..599 */
+/* Latency histograms by route and status class (1xx-5xx), so that fast errors do not hide slow
+ * answers. */
+#define NCLASSES 5
+static const char *const class_label[NCLASSES] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
+static const double latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                        0.25,   0.5,   1,      2.5,   5,    10,   30,    60};
 
 struct zeus_pfo_server {
   struct MHD_Daemon *d;
@@ -83,6 +97,9 @@ struct zeus_pfo_server {
   req *parked_head;
   atomic_ulong dropped_polls;
   atomic_ulong refused_busy;
+  /* /metrics: answered requests by route and status, and their latency by route. */
+  atomic_ulong requests[NROUTES][NSTATUS];
+  zeus__metrics_hist latency[NROUTES][NCLASSES];
 };
 
 struct req {
@@ -96,15 +113,16 @@ struct req {
   int fd;             /* the connection's socket, while listed */
   req *prev, *next;   /* the parked list */
   zeus__reply reply;
+  int status; /* of the reply queued (0: none yet) */
+  double t0;
 };
-
-enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT, R_LEAVE };
 
 /* ---- replies ---- */
 
-static enum MHD_Result send_reply(struct MHD_Connection *c, int status, char *body, size_t len, const char *allow,
-                                  bool close_after) {
+static enum MHD_Result send_reply(req *q, struct MHD_Connection *c, int status, char *body, size_t len,
+                                  const char *allow, bool close_after) {
   struct MHD_Response *resp;
+  q->status = status;
   if (body) {
     resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
   } else {
@@ -121,11 +139,11 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, int status, char *bo
   return rc;
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *msg, const char *allow,
-                                  bool close_after) {
+static enum MHD_Result send_error(req *q, struct MHD_Connection *c, int status, const char *msg,
+                                  const char *allow, bool close_after) {
   zeus__reply rep = {0};
   zeus__reply_error(&rep, status, msg);
-  return send_reply(c, status, rep.body, rep.len, allow, close_after);
+  return send_reply(q, c, status, rep.body, rep.len, allow, close_after);
 }
 
 /* ---- the parked list ---- */
@@ -167,6 +185,73 @@ static void on_complete(void *w, zeus__reply *reply) {
   q->reply = *reply;
   q->has_reply = true;
   MHD_resume_connection(q->conn);
+}
+
+/* ---- /metrics ---- */
+
+/* The server's state in the Prometheus text format (src/metrics). */
+static int metrics_text(zeus_pfo_server *s, char **text, size_t *len) {
+  zeus__job_table_stats_t st;
+  zeus__job_table_stats(s->jobs, &st);
+  zeus__metrics_writer w;
+  zeus__metrics_writer_init(&w);
+  zeus__metrics_family(&w, "zeus_pfo_jobs", "gauge", "Jobs registered now.");
+  zeus__metrics_sample(&w, "zeus_pfo_jobs", NULL, NULL, 0, (double)st.jobs);
+  zeus__metrics_family(&w, "zeus_pfo_failed_jobs", "gauge", "Registered jobs that failed: their scheduler failed or a rank left.");
+  zeus__metrics_sample(&w, "zeus_pfo_failed_jobs", NULL, NULL, 0, (double)st.failed_jobs);
+  zeus__metrics_family(&w, "zeus_pfo_ranks", "gauge", "Ranks registered now, over every job.");
+  zeus__metrics_sample(&w, "zeus_pfo_ranks", NULL, NULL, 0, (double)st.ranks);
+  zeus__metrics_family(&w, "zeus_pfo_rounds_total", "counter", "Rounds completed (every rank's result in), over every job.");
+  zeus__metrics_sample(&w, "zeus_pfo_rounds_total", NULL, NULL, 0, (double)st.rounds_done);
+  zeus__metrics_family(&w, "zeus_pfo_parked_requests", "gauge", "Schedule requests waiting for the rest of their round.");
+  zeus__metrics_sample(&w, "zeus_pfo_parked_requests", NULL, NULL, 0, (double)atomic_load(&s->parked));
+  zeus__metrics_family(&w, "zeus_pfo_dump_failures_total", "counter",
+                       "Dump writes that failed (the rounds went on; GET /info has the last error).");
+  zeus__metrics_sample(&w, "zeus_pfo_dump_failures_total", NULL, NULL, 0, (double)st.dump_failures);
+  zeus__metrics_family(&w, "zeus_pfo_requests_total", "counter", "Requests answered, by route and HTTP status.");
+  char code[8];
+  for (int r = 0; r < NROUTES; r++) {
+    for (int k = 0; k < NSTATUS; k++) {
+      unsigned long n = atomic_load_explicit(&s->requests[r][k], memory_order_relaxed);
+      if (!n) continue;
+      snprintf(code, sizeof code, "%d", k);
+      zeus__metrics_label l[] = {{"route", route_label[r]}, {"code", code}};
+      zeus__metrics_sample(&w, "zeus_pfo_requests_total", NULL, l, 2, (double)n);
+    }
+  }
+  zeus__metrics_family(&w, "zeus_pfo_request_duration_seconds", "histogram",
+                       "Time from a request's arrival to its answer, by route and status class (long polls "
+                       "included), in seconds.");
+  for (int r = 0; r < NROUTES; r++) {
+    for (int k = 0; k < NCLASSES; k++) {
+      const zeus__metrics_hist *h = &s->latency[r][k];
+      bool any = false;
+      for (size_t b = 0; b <= h->nbounds && !any; b++) any = atomic_load_explicit(&h->counts[b], memory_order_relaxed);
+      if (!any) continue; /* only the series that happened */
+      zeus__metrics_label l[] = {{"route", route_label[r]}, {"status_class", class_label[k]}};
+      zeus__metrics_hist_write(&w, "zeus_pfo_request_duration_seconds", l, 2, h);
+    }
+  }
+  if (w.rc) {
+    zeus__metrics_writer_free(&w);
+    return zeus__oom("writing the metrics");
+  }
+  *text = w.buf.data;
+  *len = w.buf.len;
+  return ZEUS_OK;
+}
+
+static enum MHD_Result send_metrics(req *q, struct MHD_Connection *c, char *text, size_t len) {
+  struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+  if (!resp) {
+    free(text);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ZEUS__METRICS_CONTENT_TYPE);
+  q->status = 200;
+  enum MHD_Result rc = MHD_queue_response(c, 200, resp);
+  MHD_destroy_response(resp);
+  return rc;
 }
 
 /* ---- checks before the body ---- */
@@ -270,10 +355,11 @@ static enum MHD_Result first_call(zeus_pfo_server *s, req *q, struct MHD_Connect
     q->refused = true;
     char msg[200];
     snprintf(msg, sizeof msg, "%s; refusing it and closing the connection", why);
-    return send_error(c, 400, msg, NULL, true);
+    return send_error(q, c, 400, msg, NULL, true);
   }
   const char *allow = NULL, *id = NULL;
   if (strcmp(url, "/info") == 0) q->route = R_INFO, allow = "GET";
+  else if (strcmp(url, "/metrics") == 0) q->route = R_METRICS, allow = "GET";
   else if (strcmp(url, "/register_job") == 0) q->route = R_JOB, allow = "POST";
   else if ((id = route_id(url, "/register_rank"))) q->route = R_RANK, allow = "POST";
   else if ((id = route_id(url, "/schedule"))) q->route = R_SCHED, allow = "GET";
@@ -289,23 +375,24 @@ static enum MHD_Result first_call(zeus_pfo_server *s, req *q, struct MHD_Connect
     char msg[240];
     snprintf(msg, sizeof msg, "the server has %u connections open, near its limit of %u (the rest are kept for "
              "registration); try again shortly", atomic_load(&s->conns), s->conn_limit);
-    return send_error(c, 503, msg, NULL, true);
+    return send_error(q, c, 503, msg, NULL, true);
   }
   if (q->route == R_NONE) {
     q->refused = true;
-    return send_error(c, 404, "no such route (routes: GET /info, POST /register_job, POST /register_rank/{job_id}, "
-                      "GET /schedule/{job_id}?rank=N, POST /result/{job_id}, POST /leave/{job_id})", NULL, false);
+    return send_error(q, c, 404, "no such route (routes: GET /info, GET /metrics, POST /register_job, "
+                      "POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=N, POST /result/{job_id}, "
+                      "POST /leave/{job_id})", NULL, false);
   }
   if (!authorised(s, c)) {
     q->refused = true;
-    return send_error(c, 401, "missing or wrong bearer token", NULL, false);
+    return send_error(q, c, 401, "missing or wrong bearer token", NULL, false);
   }
   bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
   if ((strcmp(allow, "GET") == 0 && !get) || (strcmp(allow, "POST") == 0 && !post)) {
     q->refused = true;
     char msg[96];
     snprintf(msg, sizeof msg, "method %.16s is not allowed here (allowed: %s)", method, allow);
-    return send_error(c, 405, msg, allow, false);
+    return send_error(q, c, 405, msg, allow, false);
   }
   const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
   unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0;
@@ -314,7 +401,7 @@ static enum MHD_Result first_call(zeus_pfo_server *s, req *q, struct MHD_Connect
     char msg[128];
     snprintf(msg, sizeof msg, "request body of %llu bytes is larger than the limit of %zu bytes (max_body_bytes, "
              "--max-body)", want, s->body_max);
-    return send_error(c, 413, msg, NULL, true);
+    return send_error(q, c, 413, msg, NULL, true);
   }
   if (want && !inflight_take(s, q, (size_t)want)) {
     q->refused = true;
@@ -322,7 +409,7 @@ static enum MHD_Result first_call(zeus_pfo_server *s, req *q, struct MHD_Connect
     char msg[200];
     snprintf(msg, sizeof msg, "the server is receiving %zu bytes of requests, its limit is %zu "
              "(max_inflight_bytes); try again shortly", atomic_load(&s->inflight), s->inflight_max);
-    return send_error(c, 503, msg, NULL, true);
+    return send_error(q, c, 503, msg, NULL, true);
   }
   return MHD_YES;
 }
@@ -338,6 +425,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     q->srv = s;
     q->conn = c;
     q->fd = -1;
+    q->t0 = zeus_monotonic_s();
     *con_cls = q;
     return first_call(s, q, c, url, method);
   }
@@ -356,7 +444,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     atomic_fetch_sub(&s->parked, 1);
     char *b = q->reply.body;
     q->reply.body = NULL;
-    return send_reply(c, q->reply.status, b, q->reply.len, NULL, false);
+    return send_reply(q, c, q->reply.status, b, q->reply.len, NULL, false);
   }
   if (*upload_size) {
     size_t n = *upload_size;
@@ -366,7 +454,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (fits && q->body.len + n > q->charged && !inflight_take(s, q, q->body.len + n - q->charged)) {
       q->refused = true;
       atomic_fetch_add(&s->refused_busy, 1);
-      return send_error(c, 503, "the server is receiving too many requests at once (max_inflight_bytes); try again "
+      return send_error(q, c, 503, "the server is receiving too many requests at once (max_inflight_bytes); try again "
                         "shortly", NULL, true);
     }
     if (!fits || zeus__buf_append(&q->body, upload, n)) {
@@ -374,12 +462,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       char msg[128];
       snprintf(msg, sizeof msg, "request body larger than the limit of %zu bytes (max_body_bytes, --max-body)",
                s->body_max);
-      return send_error(c, 413, msg, NULL, true);
+      return send_error(q, c, 413, msg, NULL, true);
     }
     return MHD_YES;
   }
   if (q->parked) return MHD_YES; /* spurious call while suspended */
 
+  if (q->route == R_METRICS) {
+    char *text = NULL;
+    size_t tlen = 0;
+    if (metrics_text(s, &text, &tlen)) return send_error(q, c, 500, "out of memory", NULL, false);
+    return send_metrics(q, c, text, tlen);
+  }
   const char *body = q->body.data ? q->body.data : "";
   size_t len = q->body.len;
   if (len) {
@@ -391,11 +485,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       char msg[160];
       snprintf(msg, sizeof msg, "request body holds more than %zu JSON values, the most any request needs",
                (size_t)PFO_MAX_JSON_VALUES);
-      return send_error(c, 413, msg, NULL, true);
+      return send_error(q, c, 413, msg, NULL, true);
     }
     if (!inflight_take(s, q, nv * PFO_BYTES_PER_JSON_VALUE)) {
       atomic_fetch_add(&s->refused_busy, 1);
-      return send_error(c, 503, "the server is parsing too many requests at once (max_inflight_bytes); try again "
+      return send_error(q, c, 503, "the server is parsing too many requests at once (max_inflight_bytes); try again "
                         "shortly", NULL, false);
     }
   }
@@ -414,7 +508,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       }
       char *b = o ? zeus_json_dumps(o, JSON_COMPACT) : NULL; /* zeus_free() is free() */
       json_decref(o);
-      return b ? send_reply(c, 200, b, strlen(b), NULL, false) : MHD_NO;
+      return b ? send_reply(q, c, 200, b, strlen(b), NULL, false) : MHD_NO;
     }
     case R_JOB: zeus__job_table_register_job(s->jobs, body, len, &rep); break;
     case R_RANK: zeus__job_table_register_rank(s->jobs, q->job_id, token, body, len, &rep); break;
@@ -434,7 +528,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   atomic_fetch_sub(&s->inflight, q->charged);
   q->charged = 0;
   zeus__buf_free(&q->body);
-  return send_reply(c, rep.status, rep.body, rep.len, NULL, false);
+  return send_reply(q, c, rep.status, rep.body, rep.len, NULL, false);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -444,6 +538,11 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
   req *q = *con_cls;
   if (!q) return;
   list_remove(s, q);
+  if (q->status > 0 && q->status < NSTATUS && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+    atomic_fetch_add_explicit(&s->requests[q->route][q->status], 1, memory_order_relaxed);
+    if (q->status >= 100)
+      zeus__metrics_hist_observe(&s->latency[q->route][q->status / 100 - 1], zeus_monotonic_s() - q->t0);
+  }
   if (q->parked) {
     zeus__job_table_cancel_waiter(s->jobs, q);
     atomic_fetch_sub(&s->parked, 1);
@@ -753,6 +852,8 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   unsigned spare = limit / 16 < 8 ? 8 : limit / 16;
   s->conn_polite = limit - spare;
   s->last_reap = zeus_monotonic_s();
+  for (int r = 0; r < NROUTES; r++)
+    for (int k = 0; k < NCLASSES; k++) zeus__metrics_hist_init(&s->latency[r][k], latency_bounds, 16);
   zeus__job_table_opts ro = {o.scheduler, o.scheduler_args, o.dump_data, o.dump_dir,
                              (double)o.max_job_idle_time_s, on_complete, on_park,
                              (size_t)o.max_jobs, o.max_job_memory_bytes, o.max_memory_bytes,
