@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <zeus.h>
@@ -794,15 +795,18 @@ static void reaping_many_large_jobs_does_not_hold_up_requests(void **state) {
   pthread_join(th, NULL);
   assert_int_equal(zeus__job_table_njobs(t), 0);
   assert_int_equal(zeus__job_table_bytes(t), 0);
-  if (pr.worst > 0.1 * SANITIZER_SLOWDOWN)
-    fail_msg("a request waited %.3f s for the lock during the reap (%.3f s)", pr.worst, took);
+  /* Freeing under the lock would hold the probe for about the whole reap. A loaded machine slows
+   * the reap and may preempt the probe: neither makes one wait half the reap (when that is long). */
+  double bound = took / 2 > 0.1 * SANITIZER_SLOWDOWN ? took / 2 : 0.1 * SANITIZER_SLOWDOWN;
+  if (pr.worst > bound) fail_msg("a request waited %.3f s for the lock during the reap (%.3f s)", pr.worst, took);
   assert_true(pr.calls > 5);
   zeus__job_table_close(t);
 }
 
 /* SIGTERM took 18.7 s with 1,000 jobs registered. Closing the server with 300 large jobs (65,536
- * ranks each) now takes well under 1.5 s (2.4 s before; sanitizers poison what is freed, so
- * their builds get four times as long). */
+ * ranks each) now takes about 0.2 s of the closing thread's CPU (2.4 s before; sanitizers poison
+ * what is freed, so their builds get four times as long). CPU time, not wall time: on a shared
+ * machine the wall clock says how busy the others are; the wall bound only catches a hang. */
 static void closing_the_server_with_many_large_jobs_is_quick(void **state) {
   (void)state;
   zeus_pfo_server_opts o = {.max_memory_bytes = (size_t)1 << 40, .max_jobs = 400};
@@ -813,10 +817,15 @@ static void closing_the_server_with_many_large_jobs_is_quick(void **state) {
                          "\"tp_degree\":1,\"world_size\":65536}", NULL, NULL), 200);
   th_close(&c);
   assert_int_equal(stats(s).jobs, 300);
+  struct timespec c0, c1;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
   double t0 = zeus_monotonic_s();
   zeus_pfo_server_close(s);
   double took = zeus_monotonic_s() - t0;
-  if (took > 1.5 * SANITIZER_SLOWDOWN) fail_msg("closing took %.2f s", took);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+  double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) * 1e-9;
+  if (cpu > 1.0 * SANITIZER_SLOWDOWN) fail_msg("closing took %.2f s of CPU (%.2f s wall)", cpu, took);
+  if (took > 15.0 * SANITIZER_SLOWDOWN) fail_msg("closing took %.2f s", took);
 }
 
 /* ---- 6. tokens ---- */
