@@ -197,7 +197,8 @@ static int metrics_text(zeus_pfo_server *s, char **text, size_t *len) {
   zeus__metrics_writer_init(&w);
   zeus__metrics_family(&w, "zeus_pfo_jobs", "gauge", "Jobs registered now.");
   zeus__metrics_sample(&w, "zeus_pfo_jobs", NULL, NULL, 0, (double)st.jobs);
-  zeus__metrics_family(&w, "zeus_pfo_failed_jobs", "gauge", "Registered jobs that failed: their scheduler failed or a rank left.");
+  zeus__metrics_family(&w, "zeus_pfo_failed_jobs", "gauge",
+                       "Registered jobs that failed: their scheduler failed or a rank left.");
   zeus__metrics_sample(&w, "zeus_pfo_failed_jobs", NULL, NULL, 0, (double)st.failed_jobs);
   zeus__metrics_family(&w, "zeus_pfo_ranks", "gauge", "Ranks registered now, over every job.");
   zeus__metrics_sample(&w, "zeus_pfo_ranks", NULL, NULL, 0, (double)st.ranks);
