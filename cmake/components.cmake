@@ -110,7 +110,8 @@ zeus_component(PFO_SERVER
   PKGS libmicrohttpd
   COMMANDS pfo-server
   USED_BY tests/unit/test_pfo_server*.c tests/unit/test_pfo_sched.c tests/unit/test_pfo_client_*.c
-          tests/e2e/pfo_server_*.sh tests/e2e/pipeline_sim.sh tests/e2e/prometheus.sh tests/fuzz/fuzz_pfo_bodies.c
+          tests/unit/test_pfo_perseus.c tests/e2e/perseus.sh bench/bench_perseus.c tests/e2e/pfo_server_*.sh
+          tests/e2e/pipeline_sim.sh tests/e2e/prometheus.sh tests/fuzz/fuzz_pfo_bodies.c
           tests/mpi/test_pfo_client_mpi.c bench/bench_pfo_server.c bench/bench_pfo_client.c
           python/tests/test_pipeline_frequency.py)
 

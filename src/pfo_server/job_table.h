@@ -26,6 +26,8 @@ typedef struct zeus__reply {
   int status;
   char *body;
   size_t len;
+  const char *content_type; /* static; NULL: application/json */
+  const char *allow;        /* static; the methods allowed, for a 405 */
 } zeus__reply;
 
 /* Called once for a waiting schedule request, from whichever thread completes it (under the
@@ -59,6 +61,8 @@ typedef struct zeus__job_table_opts {
   /* Refuse ranks that register without a credential (clients of the original system send
    * none; see docs/pfo-server.md). */
   bool require_rank_tokens;
+  /* Threads that solve frontiers for the schedulers that need them (Perseus); 0: 1. */
+  int solver_threads;
 } zeus__job_table_opts;
 
 /* Opens the table. With dump_data, or a scheduler that writes files, the dump folder is opened
@@ -84,6 +88,11 @@ int zeus__job_table_post_result(zeus__job_table *t, const char *job_id, const ch
  * answered at once with 410 saying which rank left and why, and so is every later request. */
 int zeus__job_table_leave(zeus__job_table *t, const char *job_id, const char *rank_token, const char *body,
                           size_t len, zeus__reply *reply);
+/* A scheduler's own route: GET or POST /perseus/{job_id}<path> (path "" or "/..."), answered by
+ * the job's scheduler (zeus__sched_ops.route) under the table's lock. 404 for an unknown job or a
+ * scheduler without routes, 409 before every rank has registered. */
+int zeus__job_table_sched_route(zeus__job_table *t, const char *job_id, const char *method, const char *path,
+                                const char *body, size_t len, zeus__reply *reply);
 /* Forgets a parked waiter whose connection went away (no completion call follows). Returns
  * whether it was still waiting (false: it was completed already, or never parked). */
 bool zeus__job_table_cancel_waiter(zeus__job_table *t, void *waiter);

@@ -60,10 +60,10 @@
 typedef struct req req;
 
 /* Routes as /metrics labels them (templates, never the client's URL). */
-enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT, R_METRICS, R_LEAVE, NROUTES };
+enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT, R_METRICS, R_LEAVE, R_PERSEUS, NROUTES };
 static const char *const route_label[NROUTES] = {
     "other", "/info", "/register_job", "/register_rank/{job_id}", "/schedule/{job_id}", "/result/{job_id}",
-    "/metrics", "/leave/{job_id}"};
+    "/metrics", "/leave/{job_id}", "/perseus/{job_id}"};
 #define NSTATUS 600 /* request counters by HTTP status 0..599 */
 /* Latency histograms by route and status class (1xx-5xx), so that fast errors do not hide slow
  * answers. */
@@ -115,12 +115,14 @@ struct req {
   zeus__reply reply;
   int status; /* of the reply queued (0: none yet) */
   double t0;
+  const char *rest;  /* /perseus/{job_id}<rest>: what follows the job id */
+  char idbuf[512];   /* the job id of a /perseus route (decoded) */
 };
 
 /* ---- replies ---- */
 
 static enum MHD_Result send_reply(req *q, struct MHD_Connection *c, int status, char *body, size_t len,
-                                  const char *allow, bool close_after) {
+                                  const char *allow, bool close_after, const char *content_type) {
   struct MHD_Response *resp;
   q->status = status;
   if (body) {
@@ -129,7 +131,7 @@ static enum MHD_Result send_reply(req *q, struct MHD_Connection *c, int status, 
     resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
   }
   if (!resp) { free(body); return MHD_NO; }
-  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type ? content_type : "application/json");
   if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
   if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
   if (status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
@@ -143,7 +145,7 @@ static enum MHD_Result send_error(req *q, struct MHD_Connection *c, int status, 
                                   const char *allow, bool close_after) {
   zeus__reply rep = {0};
   zeus__reply_error(&rep, status, msg);
-  return send_reply(q, c, status, rep.body, rep.len, allow, close_after);
+  return send_reply(q, c, status, rep.body, rep.len, allow, close_after, NULL);
 }
 
 /* ---- the parked list ---- */
@@ -266,6 +268,19 @@ static bool authorised(zeus_pfo_server *s, struct MHD_Connection *c) {
   return zeus__secret_equal(h, s->token);
 }
 
+/* Matches "/<prefix>/<id>[/<rest>]": copies the id (non-empty) into buf and returns the rest ("" or
+ * "/..."), or NULL. */
+static const char *route_id_rest(const char *url, const char *prefix, char *buf, size_t len) {
+  size_t n = strlen(prefix);
+  if (strncmp(url, prefix, n) != 0 || url[n] != '/') return NULL;
+  const char *id = url + n + 1, *slash = strchr(id, '/');
+  size_t idlen = slash ? (size_t)(slash - id) : strlen(id);
+  if (idlen == 0 || idlen >= len) return NULL;
+  memcpy(buf, id, idlen);
+  buf[idlen] = '\0';
+  return id + idlen;
+}
+
 /* Matches "/<prefix>/<id>" and returns the id (non-empty, no further '/'), or NULL. */
 static const char *route_id(const char *url, const char *prefix) {
   size_t n = strlen(prefix);
@@ -366,6 +381,8 @@ static enum MHD_Result first_call(zeus_pfo_server *s, req *q, struct MHD_Connect
   else if ((id = route_id(url, "/schedule"))) q->route = R_SCHED, allow = "GET";
   else if ((id = route_id(url, "/result"))) q->route = R_RESULT, allow = "POST";
   else if ((id = route_id(url, "/leave"))) q->route = R_LEAVE, allow = "POST";
+  else if ((q->rest = route_id_rest(url, "/perseus", q->idbuf, sizeof q->idbuf)))
+    q->route = R_PERSEUS, id = q->idbuf, allow = "GET, POST";
   q->job_id = id;
   bool registration = q->route == R_JOB || q->route == R_RANK || q->route == R_LEAVE;
   if (connection_over(c) && !registration) {
@@ -382,14 +399,15 @@ static enum MHD_Result first_call(zeus_pfo_server *s, req *q, struct MHD_Connect
     q->refused = true;
     return send_error(q, c, 404, "no such route (routes: GET /info, GET /metrics, POST /register_job, "
                       "POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=N, POST /result/{job_id}, "
-                      "POST /leave/{job_id})", NULL, false);
+                      "POST /leave/{job_id}; with the Perseus scheduler GET /perseus/{job_id}[/...] and "
+                      "POST /perseus/{job_id}/straggler)", NULL, false);
   }
   if (!authorised(s, c)) {
     q->refused = true;
     return send_error(q, c, 401, "missing or wrong bearer token", NULL, false);
   }
   bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-  if ((strcmp(allow, "GET") == 0 && !get) || (strcmp(allow, "POST") == 0 && !post)) {
+  if ((strcmp(allow, "GET") == 0 && !get) || (strcmp(allow, "POST") == 0 && !post) || (!get && !post)) {
     q->refused = true;
     char msg[96];
     snprintf(msg, sizeof msg, "method %.16s is not allowed here (allowed: %s)", method, allow);
@@ -445,7 +463,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     atomic_fetch_sub(&s->parked, 1);
     char *b = q->reply.body;
     q->reply.body = NULL;
-    return send_reply(q, c, q->reply.status, b, q->reply.len, NULL, false);
+    return send_reply(q, c, q->reply.status, b, q->reply.len, NULL, false, NULL);
   }
   if (*upload_size) {
     size_t n = *upload_size;
@@ -509,12 +527,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       }
       char *b = o ? zeus_json_dumps(o, JSON_COMPACT) : NULL; /* zeus_free() is free() */
       json_decref(o);
-      return b ? send_reply(q, c, 200, b, strlen(b), NULL, false) : MHD_NO;
+      return b ? send_reply(q, c, 200, b, strlen(b), NULL, false, NULL) : MHD_NO;
     }
     case R_JOB: zeus__job_table_register_job(s->jobs, body, len, &rep); break;
     case R_RANK: zeus__job_table_register_rank(s->jobs, q->job_id, token, body, len, &rep); break;
     case R_RESULT: zeus__job_table_post_result(s->jobs, q->job_id, token, body, len, &rep); break;
     case R_LEAVE: zeus__job_table_leave(s->jobs, q->job_id, token, body, len, &rep); break;
+    case R_PERSEUS: zeus__job_table_sched_route(s->jobs, q->job_id, method, q->rest, body, len, &rep); break;
     case R_SCHED: {
       const char *rank = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "rank");
       if (zeus__job_table_request_schedule(s->jobs, q->job_id, rank, token, q, &rep) == 0) {
@@ -529,7 +548,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   atomic_fetch_sub(&s->inflight, q->charged);
   q->charged = 0;
   zeus__buf_free(&q->body);
-  return send_reply(q, c, rep.status, rep.body, rep.len, NULL, false);
+  return send_reply(q, c, rep.status, rep.body, rep.len, rep.allow, false, rep.content_type);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -809,6 +828,9 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
     o.threads = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
   }
   if (o.threads > 64) return zeus__error(ZEUS_EINVAL, "threads %d is outside 1..64", o.threads);
+  if (o.solver_threads < 0 || o.solver_threads > 16)
+    return zeus__error(ZEUS_EINVAL, "solver_threads %d is outside 1..16", o.solver_threads);
+
   if (o.token && !*o.token)
     return zeus__error(ZEUS_EINVAL, "the token is empty, which would turn authentication off; give no token for "
                        "none, or a non-empty one");
@@ -858,7 +880,7 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   zeus__job_table_opts ro = {o.scheduler, o.scheduler_args, o.dump_data, o.dump_dir,
                              (double)o.max_job_idle_time_s, on_complete, on_park,
                              (size_t)o.max_jobs, o.max_job_memory_bytes, o.max_memory_bytes,
-                             o.require_rank_tokens};
+                             o.require_rank_tokens, o.solver_threads};
   rc = zeus__job_table_open(&s->jobs, &ro);
   if (rc) { zeus_pfo_server_close(s); return rc; }
 
