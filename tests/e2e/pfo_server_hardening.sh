@@ -22,6 +22,8 @@ expect_code "--token with --token-file is refused" 2 "$ZEUS" pfo-server "${sched
 # start_server OUT ERR ARGS...: starts it in the background, sets $srv and $port.
 start_server() {
   local out=$1 err=$2; shift 2
+  # A fresh file: the last server's "port N" must not be read before this one truncates it.
+  rm -f "$out" "$err"
   "$ZEUS" pfo-server "${sched[@]}" --port 0 "$@" >"$out" 2>"$err" &
   srv=$!
   port=
