@@ -365,7 +365,8 @@ static void descriptor_limit_is_raised_and_held_connections_leave_room_to_regist
   register_job(&c, 2, id, sizeof id); /* the reserve is for registration */
   th_close(&c);
   /* Held connections idle for 3 s are closed, and the server is open to all again. */
-  for (int i = 0; i < 5; i++) assert_true(closed_within(held[i], 6));
+  /* (All of them: under a sanitizer the last were accepted later and idle out later.) */
+  for (int i = 0; i < nheld; i++) assert_true(closed_within(held[i], 6));
   assert_int_equal(req(&c, "GET", "/info", NULL, NULL, NULL), 200);
   th_close(&c);
   for (int i = 0; i < nheld; i++) close(held[i]);
