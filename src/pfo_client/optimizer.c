@@ -295,13 +295,15 @@ static int post_to_job(zeus_pfo_optimizer *o, const char *route, char *body) {
  * schedule requests are answered 410 with `reason`) instead of waiting for a schedule that cannot
  * come. One try, two seconds at most, errors only logged: the rank is stopping anyway. The last
  * error (zeus_errmsg) is kept. */
-static void leave_job(zeus_pfo_optimizer *o, const char *reason) {
+/* `closed`: the rank leaves because its training ended (close), not on an error. */
+static void leave_job(zeus_pfo_optimizer *o, const char *reason, bool closed) {
   if (o->left || !o->http || !o->job_esc) return;
   o->left = true;
   zeus__saved_error e;
   zeus__error_save(&e);
   json_t *b = json_pack("{si}", "rank", o->rank);
   if (b) json_object_set_new(b, "reason", json_stringn(reason, strnlen(reason, 512)));
+  if (b && closed) json_object_set_new(b, "closed", json_true());
   char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
   json_decref(b);
   zeus__buf path = {0};
@@ -459,7 +461,7 @@ void zeus_pfo_optimizer_close(zeus_pfo_optimizer *o) {
   if (!o->detached) {
     char why[96];
     snprintf(why, sizeof why, "rank %d closed its optimizer (its training stopped)", o->rank);
-    leave_job(o, why);
+    leave_job(o, why, true);
   }
   zeus_pfo_controller_close(o->ctl);
   zeus_monitor_close(o->m.mon);
@@ -558,7 +560,7 @@ int zeus_pfo_optimizer_open(zeus_pfo_optimizer **out, const zeus_pfo_optimizer_o
   local = agree(coll, local, "fetching the first schedule");
   if (local) {
     /* Ranks that are not in this collective (or without one) would wait for this one. */
-    if (o->last_status != 410) leave_job(o, zeus_errmsg());
+    if (o->last_status != 410) leave_job(o, zeus_errmsg(), false);
     o->detached = true; /* close: do not say it twice */
     zeus__saved_error e;
     zeus__error_save(&e);
@@ -696,7 +698,7 @@ int zeus_pfo_on_step_end(zeus_pfo_optimizer *o) {
     zeus__log(ZEUS_LOG_WARN, "pfo", "rank %d: %s; staying on the last schedule without the server", o->rank,
               zeus_errmsg());
     /* 410: another rank left and the server said so; otherwise this rank drops out and says so. */
-    if (o->last_status != 410) leave_job(o, zeus_errmsg());
+    if (o->last_status != 410) leave_job(o, zeus_errmsg(), false);
   }
   o->round++;
   o->it = 0;

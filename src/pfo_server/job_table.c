@@ -46,6 +46,7 @@ typedef struct job {
   size_t n_registered;
   zeus__sched *sched;
   int err_status; /* != 0: the job failed or a rank left */
+  bool ended;     /* a rank left because its training ended (closed), not on an error */
   char *err_msg;
   int round;
   unsigned char *st;
@@ -287,7 +288,8 @@ static void fail_job(zeus__job_table *r, job *j, int status, const char *msg) {
   if (!j->err_status) {
     j->err_status = status;
     j->err_msg = zeus__strdup(msg ? msg : "scheduler failed");
-    zeus__log(ZEUS_LOG_ERROR, "pfo", "job %s failed: %s", j->id, msg ? msg : "");
+    zeus__log(j->ended ? ZEUS_LOG_INFO : ZEUS_LOG_ERROR, "pfo", "job %s %s: %s", j->id,
+              j->ended ? "ended" : "failed", msg ? msg : "");
   }
   for (size_t i = 0; j->n_parked && i < (size_t)j->info.world_size; i++)
     if (j->waiter[i]) complete(r, j, i, j->err_status, j->err_msg ? j->err_msg : "scheduler failed", 0);
@@ -795,6 +797,7 @@ int zeus__job_table_leave(zeus__job_table *r, const char *job_id, const char *to
   json_t *v = NULL;
   long long rank = -1;
   const char *reason = NULL;
+  bool closed = false;
   int rc = zeus__json_parse(body, len, "LeaveRequest", &v);
   if (!rc) {
     json_t *rs;
@@ -811,6 +814,12 @@ int zeus__job_table_leave(zeus__job_table *r, const char *job_id, const char *to
                          json_string_length(rs), LEAVE_REASON_MAX);
       else
         reason = json_string_value(rs);
+      json_t *cl = json_object_get(v, "closed");
+      if (!rc && cl && !json_is_null(cl) && !json_is_boolean(cl))
+        rc = zeus__error(ZEUS_EINVAL, "LeaveRequest: field 'closed' must be true or false, got %s",
+                         zeus__json_type_name(cl));
+      else if (!rc)
+        closed = json_is_true(cl);
     }
   }
   int status;
@@ -843,6 +852,7 @@ int zeus__job_table_leave(zeus__job_table *r, const char *job_id, const char *to
       zeus__buf_append(&msg, &c, 1);
     }
     zeus__buf_puts(&msg, "; this job gets no more schedules (every rank keeps its last one)");
+    j->ended = closed;
     fail_job(r, j, 410, msg.data ? msg.data : "a rank left the job");
     zeus__buf_free(&msg);
   }
@@ -915,7 +925,8 @@ void zeus__job_table_stats(zeus__job_table *r, zeus__job_table_stats_t *st) {
   for (size_t b = 0; b < r->nbucket; b++) {
     for (job *j = r->bucket[b]; j; j = j->next) {
       st->ranks += j->n_registered;
-      if (j->err_status) st->failed_jobs++;
+      if (j->err_status && j->ended) st->ended_jobs++;
+      else if (j->err_status) st->failed_jobs++;
     }
   }
   st->rounds_done = r->rounds_done;

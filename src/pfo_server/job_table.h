@@ -105,7 +105,8 @@ size_t zeus__job_table_bytes(zeus__job_table *t);
 /* A consistent snapshot of the table for /metrics. */
 typedef struct zeus__job_table_stats_t {
   size_t jobs, ranks;         /* registered now */
-  size_t failed_jobs;         /* jobs whose scheduler failed or a rank left (they answer errors until removed) */
+  size_t failed_jobs;         /* jobs whose scheduler failed or a rank left on an error (they answer errors until removed) */
+  size_t ended_jobs;          /* jobs a rank left because its training ended (LeaveRequest "closed": true) */
   unsigned long rounds_done;  /* rounds completed since start, over every job */
   unsigned long dump_failures;
 } zeus__job_table_stats_t;

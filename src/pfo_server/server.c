@@ -200,8 +200,11 @@ static int metrics_text(zeus_pfo_server *s, char **text, size_t *len) {
   zeus__metrics_family(&w, "zeus_pfo_jobs", "gauge", "Jobs registered now.");
   zeus__metrics_sample(&w, "zeus_pfo_jobs", NULL, NULL, 0, (double)st.jobs);
   zeus__metrics_family(&w, "zeus_pfo_failed_jobs", "gauge",
-                       "Registered jobs that failed: their scheduler failed or a rank left.");
+                       "Registered jobs that failed: their scheduler failed or a rank left on an error.");
   zeus__metrics_sample(&w, "zeus_pfo_failed_jobs", NULL, NULL, 0, (double)st.failed_jobs);
+  zeus__metrics_family(&w, "zeus_pfo_ended_jobs", "gauge",
+                       "Registered jobs whose training ended: a rank closed its optimizer.");
+  zeus__metrics_sample(&w, "zeus_pfo_ended_jobs", NULL, NULL, 0, (double)st.ended_jobs);
   zeus__metrics_family(&w, "zeus_pfo_ranks", "gauge", "Ranks registered now, over every job.");
   zeus__metrics_sample(&w, "zeus_pfo_ranks", NULL, NULL, 0, (double)st.ranks);
   zeus__metrics_family(&w, "zeus_pfo_rounds_total", "counter", "Rounds completed (every rank's result in), over every job.");

@@ -124,7 +124,34 @@ static void pfo_server_metrics_count_jobs_rounds_and_requests(void **state) {
   m = metrics_until(&c, "zeus_pfo_requests_total{route=\"/leave/{job_id}\",code=\"200\"}", 1);
   assert_near(value_of(m, "zeus_pfo_requests_total{route=\"/leave/{job_id}\",code=\"200\"}"), 1, 0);
   assert_near(value_of(m, "zeus_pfo_failed_jobs "), 1, 0);
+  assert_near(value_of(m, "zeus_pfo_ended_jobs "), 0, 0);
   assert_near(value_of(m, "zeus_pfo_jobs "), 1, 0);
+  free(m);
+  /* A second job whose rank leaves because its training ended (what zeus_pfo_optimizer_close
+   * sends) counts as ended, not failed; a 'closed' that is not a boolean is refused. */
+  assert_int_equal(th_request(&c, "POST", "/register_job",
+                              "{\"job_id\": \"\", \"pp_degree\": 1, \"dp_degree\": 1, \"tp_degree\": 1, "
+                              "\"world_size\": 1}", NULL, &resp), 200);
+  char job2[256];
+  snprintf(job2, sizeof job2, "%.*s", (int)strlen(resp) - 2, resp + 1);
+  free(resp);
+  snprintf(path, sizeof path, "/register_rank/%s", job2);
+  assert_int_equal(th_request(&c, "POST", path,
+                              "{\"rank\": 0, \"dp_rank\": 0, \"pp_rank\": 0, \"tp_rank\": 0, "
+                              "\"available_frequencies\": [1000], \"pipe_schedule\": [\"forward1\", \"backward1\"]}",
+                              NULL, &resp), 200);
+  free(resp);
+  snprintf(path, sizeof path, "/leave/%s", job2);
+  assert_int_equal(th_request(&c, "POST", path, "{\"rank\": 0, \"closed\": \"yes\"}", NULL, &resp), 400);
+  assert_non_null(strstr(resp, "'closed' must be true or false"));
+  free(resp);
+  assert_int_equal(th_request(&c, "POST", path, "{\"rank\": 0, \"reason\": \"done\", \"closed\": true}", NULL,
+                              &resp), 200);
+  free(resp);
+  m = metrics_until(&c, "zeus_pfo_ended_jobs ", 1);
+  assert_near(value_of(m, "zeus_pfo_ended_jobs "), 1, 0);
+  assert_near(value_of(m, "zeus_pfo_failed_jobs "), 1, 0);
+  assert_near(value_of(m, "zeus_pfo_jobs "), 2, 0);
   free(m);
   th_close(&c);
   zeus_pfo_server_close(s);
