@@ -19,6 +19,9 @@ static const command commands[] = {
     {"plo", cmd_plo, "power-limit optimizer: replay a measured profile, or a demo on the simulated GPU"},
     {"run", cmd_run, "run a recurring training job under the batch-size optimizer (SQLite state)"},
     {"simulate", cmd_simulate, "replay the NSDI'23 traces through the batch-size and power-limit optimizers"},
+#if ZEUS_WITH_DAEMON
+    {"daemon", cmd_daemon, "the privileged daemon (zeusd's API) that gives GPU settings back when clients die"},
+#endif
 };
 
 static void usage(FILE *out) {
@@ -36,7 +39,12 @@ static void usage(FILE *out) {
           "  ZEUS_NVML_LIBRARY  path of the NVML library to load (default libnvidia-ml.so.1)\n"
           "  CUDA_VISIBLE_DEVICES  which GPUs are visible, as CUDA reads it\n"
           "  ZEUS_SIM_*         the simulated GPU (see README); the CLI runs it on the wall clock\n"
-          "  ZEUS_LOG_LEVEL     error | warn | info | debug | off (default warn)\n");
+          "  ZEUS_LOG_LEVEL     error | warn | info | debug | off (default warn)\n"
+          "  ZEUSD_SOCK_PATH, ZEUSD_HOST_PORT, ZEUSD_TOKEN  send privileged GPU calls (and RAPL reads this\n"
+          "                     process cannot make) to a zeus daemon or zeusd (see 'zeus daemon serve --help')\n");
+#if !ZEUS_WITH_DAEMON
+  fprintf(out, "\nNot in this build: 'zeus daemon' (configured with -DZEUS_WITH_DAEMON=OFF).\n");
+#endif
 }
 
 void cli_error(const char *cmd, bool with_zeus_error, const char *fmt, ...) {

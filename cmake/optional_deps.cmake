@@ -15,3 +15,14 @@ list(APPEND ZEUS_OPTIONAL_LIBS PkgConfig::CURL)
 # SQLite: the state store of `zeus run` (src/bso/). Required.
 pkg_check_modules(SQLITE3 REQUIRED IMPORTED_TARGET sqlite3)
 list(APPEND ZEUS_OPTIONAL_LIBS PkgConfig::SQLITE3)
+
+# `zeus daemon` (src/daemon/): libmicrohttpd (above) and OpenSSL's libcrypto for HMAC-SHA256 (JWT).
+# Off: libzeus has no daemon server; its device layer still talks to any daemon as a client.
+option(ZEUS_WITH_DAEMON "Build zeus daemon (libmicrohttpd, libcrypto)" ON)
+if(ZEUS_WITH_DAEMON)
+  pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto)
+  list(APPEND ZEUS_OPTIONAL_LIBS PkgConfig::LIBCRYPTO)
+else()
+  file(GLOB ZEUS_DAEMON_SOURCES ${CMAKE_SOURCE_DIR}/src/daemon/*.c)
+  list(APPEND ZEUS_EXCLUDED_SOURCES ${ZEUS_DAEMON_SOURCES})
+endif()

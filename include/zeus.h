@@ -30,5 +30,6 @@
 #include "zeus/bso.h"
 #include "zeus/trace.h"
 #include "zeus/run.h"
+#include "zeus/daemon.h" /* present in libzeus built with ZEUS_WITH_DAEMON (the default) */
 
 #endif
