@@ -35,17 +35,26 @@
 #include "core/json.h"
 #include "daemon/daemon_internal.h"
 
-#define MAX_LAYERS 32
-
 typedef struct layer {
   zeus__lease *who;
   zeus__dval replaced, set;
 } layer;
 
+/* At most one layer per lease (and the anonymous one): bounded by the lease limit. */
 typedef struct stack {
-  unsigned n;
-  layer l[MAX_LAYERS];
+  unsigned n, cap;
+  layer *l;
 } stack;
+
+static bool stack_room(stack *k) {
+  if (k->n < k->cap) return true;
+  unsigned cap = k->cap ? k->cap * 2 : 4;
+  layer *nl = realloc(k->l, cap * sizeof *nl);
+  if (!nl) return false;
+  k->l = nl;
+  k->cap = cap;
+  return true;
+}
 
 struct zeus__leases {
   pthread_mutex_t mu;
@@ -446,9 +455,7 @@ int zeus__leases_change(zeus__leases *L, zeus__lease *who, unsigned gpu, zeus__s
       break;
     }
   }
-  if (k->n == MAX_LAYERS)
-    return zeus__error(ZEUS_EBUSY, "GPU %u's %s has %d records, the limit; a holder must go first", gpu,
-                       SETTING_NAMES[s], MAX_LAYERS);
+  if (!stack_room(k)) return zeus__oom("recording a change");
   layer y = {.who = who, .set = *v};
   if (k->n) {
     y.replaced = k->l[k->n - 1].set;
@@ -658,7 +665,7 @@ static bool replay_parse(zeus__leases *L, json_t *root, const char **why) {
       for (zeus__lease *l = L->leases; l; l = l->next)
         if ((json_int_t)l->id == lid) ly.who = l;
       if (!ly.who || !dval_from(json_object_get(y, "replaced"), &ly.replaced) ||
-          !dval_from(json_object_get(y, "set"), &ly.set) || k->n == MAX_LAYERS) {
+          !dval_from(json_object_get(y, "set"), &ly.set) || !stack_room(k)) {
         *why = "a malformed layer";
         return false;
       }
@@ -681,7 +688,7 @@ static void replay(zeus__leases *L) {
   if (zeus__json_load_file(L->state_path, &root) != ZEUS_OK) why = zeus_errmsg();
   if (!why && !replay_parse(L, root, &why)) {
     /* Forget whatever was half-read: nothing from a malformed file touches a GPU. */
-    for (unsigned i = 0; i < L->ngpus * ZEUS__SET_COUNT; i++) L->st[i].n = 0;
+    for (unsigned i = 0; i < L->ngpus * ZEUS__SET_COUNT; i++) L->st[i].n = 0; /* arrays stay for reuse */
     while (L->leases) lease_free(L, L->leases);
   }
   json_decref(root);
@@ -769,6 +776,8 @@ void zeus__leases_close(zeus__leases *L, const char *why) {
   }
   pthread_mutex_destroy(&L->mu);
   free(L->uuid);
+  if (L->st)
+    for (unsigned i = 0; i < (L->ngpus ? L->ngpus : 1) * ZEUS__SET_COUNT; i++) free(L->st[i].l);
   free(L->st);
   free(L->state_path);
   free(L);
