@@ -7,6 +7,7 @@
 
 static bool json_output;
 static cli_index_list reset_gpus_list;
+static bool reset_force;
 
 static const cli_opt list_opts[] = {
     {"json", 0, CLI_OPT_FLAG, &json_output, NULL,
@@ -18,12 +19,15 @@ static const cli_opt list_opts[] = {
 static const cli_opt reset_opts[] = {
     {"gpus", 0, CLI_OPT_CUSTOM, &reset_gpus_list, "LIST", "comma-separated visible GPU indices", "all",
      .parse = cli_opt_index_list},
+    {"force", 0, CLI_OPT_FLAG, &reset_force, NULL,
+     "through a zeus daemon: also reset settings another running client\n"
+     "holds (without it the daemon refuses, naming the holder)"},
     {0},
 };
 
 #define ENVIRONMENT                                                                    \
   "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, CUDA_VISIBLE_DEVICES, ZEUS_SIM_*,\n" \
-  "ZEUS_LOG_LEVEL (see 'zeus --help').\n"
+  "ZEUSD_SOCK_PATH, ZEUSD_HOST_PORT, ZEUSD_TOKEN, ZEUS_LOG_LEVEL (see 'zeus --help').\n"
 
 static const cli_command list_cmd = {
     .name = "gpus",
@@ -158,7 +162,7 @@ int cmd_gpus(int argc, char **argv) {
   int rc = reset ? cli_parse(&reset_cmd, argc - 1, argv + 1, NULL, NULL) : cli_parse(&list_cmd, argc, argv, NULL, NULL);
   if (rc != CLI_CONTINUE) return rc;
   /* Settings changed by 'reset' are the point: keep them on close. */
-  zeus_devices_opts o = {.keep_settings_on_close = reset};
+  zeus_devices_opts o = {.keep_settings_on_close = reset, .daemon_override = reset && reset_force};
   zeus_devices *d;
   if (zeus_devices_open(&d, &o) != ZEUS_OK) {
     cli_error(reset ? "gpus reset" : "gpus", true, "cannot open the GPUs");

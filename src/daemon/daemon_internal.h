@@ -96,6 +96,7 @@ typedef enum zeus__change_mode {
   ZEUS__CHANGE_NORMAL = 0,   /* 409 when held by another live client */
   ZEUS__CHANGE_OVERRIDE = 1, /* take it over; its holder's value comes back when we go */
   ZEUS__CHANGE_PERSIST = 2,  /* a permanent change held by nobody (zeus gpus reset): the record is dropped */
+  ZEUS__CHANGE_PERSIST_OVERRIDE = 3, /* the same over a live holder */
 } zeus__change_mode;
 
 /* The device side of the lease table: reads the current value (the baseline of a new record) and

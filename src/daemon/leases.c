@@ -419,7 +419,8 @@ int zeus__leases_change(zeus__leases *L, zeus__lease *who, unsigned gpu, zeus__s
   if (gpu >= L->ngpus || (unsigned)s >= ZEUS__SET_COUNT) return zeus__error(ZEUS_EINVAL, "GPU %u does not exist", gpu);
   stack *k = stk(L, gpu, s);
   layer *top = k->n ? &k->l[k->n - 1] : NULL;
-  if (top && mode != ZEUS__CHANGE_OVERRIDE && holds(top->who) && top->who != who) {
+  bool override = mode == ZEUS__CHANGE_OVERRIDE || mode == ZEUS__CHANGE_PERSIST_OVERRIDE;
+  if (top && !override && holds(top->who) && top->who != who) {
     char desc[192], cur[64];
     zeus__lease_describe(top->who, desc, sizeof desc);
     dval_text(s, &top->set, cur, sizeof cur);
@@ -429,7 +430,7 @@ int zeus__leases_change(zeus__leases *L, zeus__lease *who, unsigned gpu, zeus__s
                        gpu, SETTING_NAMES[s], cur, desc);
   }
   int rc;
-  if (mode == ZEUS__CHANGE_PERSIST) {
+  if (mode == ZEUS__CHANGE_PERSIST || mode == ZEUS__CHANGE_PERSIST_OVERRIDE) {
     if ((rc = L->dev.write(L->dev.ctx, gpu, s, v))) return rc;
     if (k->n) {
       char now[64];

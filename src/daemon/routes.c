@@ -335,7 +335,8 @@ static int h_gpu_write(zeus__dreq *q) {
   if (!param_bool(q, "block", false, true, &block, &mhd) || !param_bool(q, "override", false, false, &override, &mhd) ||
       !param_bool(q, "persist", false, false, &persist, &mhd))
     return mhd;
-  zeus__change_mode mode = persist ? ZEUS__CHANGE_PERSIST : override ? ZEUS__CHANGE_OVERRIDE : ZEUS__CHANGE_NORMAL;
+  zeus__change_mode mode = persist ? (override ? ZEUS__CHANGE_PERSIST_OVERRIDE : ZEUS__CHANGE_PERSIST)
+                           : override ? ZEUS__CHANGE_OVERRIDE : ZEUS__CHANGE_NORMAL;
   errs e = {0};
   zeus__leases_lock(d->L);
   zeus__lease *who = holder(q, &mhd);
