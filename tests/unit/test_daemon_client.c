@@ -200,6 +200,39 @@ static void client_reconnects_after_the_daemon_restarts(void **state) {
   zeus_daemon_close(srv);
 }
 
+/* The Perseus frequency controller in an unprivileged rank: its clock changes go to the daemon from
+ * the controller's own thread, and closing it hands everything back. */
+static void perseus_controller_changes_clocks_through_the_daemon(void **state) {
+  (void)state;
+  zeus_daemon *srv = start();
+  zeus_devices *d = client(NULL, false, false);
+  zeus_pfo_controller_opts co = {.no_signal_handlers = true};
+  zeus_pfo_controller *c;
+  assert_zeus_ok(zeus_pfo_controller_open(&c, d, 1, &co));
+  const unsigned *f;
+  size_t n = zeus_pfo_controller_frequencies(c, &f);
+  assert_true(n > 2);
+  assert_zeus_ok(zeus_pfo_controller_set_frequency(c, f[2]));
+  assert_zeus_ok(zeus_pfo_controller_wait(c, 5));
+  assert_int_equal(zeus_pfo_controller_current_mhz(c), f[2]);
+  char want[96];
+  snprintf(want, sizeof want, "nvmlDeviceSetGpuLockedClocks 1 %u %u -> 0\n", f[2], f[2]);
+  char *log = nvml_log();
+  assert_non_null(strstr(log, want));
+  free(log);
+  /* Another client cannot move the clock the controller holds. */
+  zeus_devices *other = client(NULL, false, false);
+  assert_zeus_err(zeus_gpu_set_locked_clocks(other, 1, f[0], f[0]), ZEUS_EBUSY, "gpu_locked_clocks");
+  zeus_devices_close(other);
+  zeus_pfo_controller_close(c);
+  zeus_devices_close(d);
+  log = nvml_log();
+  const char *last = strstr(log, "nvmlDeviceResetGpuLockedClocks 1 -> 0\n");
+  assert_non_null(last);
+  free(log);
+  zeus_daemon_close(srv);
+}
+
 static void no_daemon_configured_means_no_daemon(void **state) {
   (void)state;
   zeus_devices_opts o = {.daemon = ""};
@@ -225,6 +258,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(remote_backend_reads_everything_from_the_daemon),
       cmocka_unit_test(kept_settings_are_permanent_and_held_by_nobody),
       cmocka_unit_test(client_reconnects_after_the_daemon_restarts),
+      cmocka_unit_test(perseus_controller_changes_clocks_through_the_daemon),
       cmocka_unit_test(no_daemon_configured_means_no_daemon),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
