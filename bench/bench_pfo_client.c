@@ -67,7 +67,8 @@ static int run(bool change, bool profile, double poll_s, double *burst_ns, doubl
   zeus_devices *d;
   if (zeus_devices_open(&d, &dopts)) return 1;
   zeus_pfo_optimizer_opts o;
-  if (zeus_pfo_optimizer_opts_init(&o)) return 1;
+  zeus_pfo_optimizer_opts_init(&o);
+  if (zeus_pfo_optimizer_opts_from_env(&o)) return 1;
   o.server_url = url;
   o.pp_degree = o.dp_degree = o.tp_degree = o.world_size = 1;
   o.devices = d;

@@ -24,7 +24,8 @@ void cli_error(const char *cmd, bool with_zeus_error, const char *fmt, ...)
 /* True when argv holds -h or --help before any "--". */
 bool cli_wants_help(int argc, char **argv);
 /* Parses a number option value; prints an error naming the option and returns false when bad. */
-bool cli_parse_long(const char *cmd, const char *opt, const char *text, long min, long max, long *out);
+bool cli_parse_long(const char *cmd, const char *opt, const char *text, long min, long max,
+                    long *out);
 bool cli_parse_double(const char *cmd, const char *opt, const char *text, double min, double max,
                       double *out);
 /* Parses "0,1,3" into indices (at most `cap`); prints an error and returns false when bad. */
@@ -39,6 +40,20 @@ typedef struct cli_index_list {
 } cli_index_list;
 /* cli_opt_parse_fn for a cli_index_list: "0,1,3", each at most once. */
 bool cli_opt_index_list(const char *cmd, const char *opt, const char *value, void *dest);
+
+/* A report written with -o FILE (the output rule of opt.h): into a temporary file beside FILE,
+ * renamed over FILE when complete, so a reader never sees half a report and a failed run leaves
+ * an older one intact. The file is opened before the child starts (a bad path fails early) and
+ * closed on exec. */
+typedef struct cli_report {
+  char tmp[4096];
+  FILE *f;
+} cli_report;
+bool cli_report_open(const char *cmd, cli_report *r, const char *path);
+/* Flushes, syncs and renames; false after an error message. */
+bool cli_report_commit(const char *cmd, cli_report *r, const char *path);
+/* Removes the temporary file (no-op when none is open). */
+void cli_report_discard(cli_report *r);
 
 int cmd_gpus(int argc, char **argv);
 int cmd_monitor(int argc, char **argv);

@@ -1,4 +1,5 @@
-/* zeus gpus: list GPUs; zeus gpus reset: put power limits and clocks back to their defaults. */
+/* zeus gpus: list GPUs and CPU packages (RAPL); zeus gpus reset: put power limits and clocks back
+ * to their defaults. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,50 +11,64 @@ static cli_index_list reset_gpus_list;
 static bool reset_force;
 
 static const cli_opt list_opts[] = {
-    {"json", 0, CLI_OPT_FLAG, &json_output, NULL,
-     "print a JSON list of objects with keys index, name, uuid,\n"
-     "power_limit_mw {min,max,default,current}, graphics_clocks_mhz, total_energy_supported"},
+    {"json", 0, CLI_OPT_FLAG, &json_output, NULL, "print one JSON document (see below)"},
     {0},
 };
 
 static const cli_opt reset_opts[] = {
-    {"gpus", 0, CLI_OPT_CUSTOM, &reset_gpus_list, "LIST", "comma-separated visible GPU indices", "all",
-     .parse = cli_opt_index_list},
+    {"gpus", 0, CLI_OPT_CUSTOM, &reset_gpus_list, "LIST", "comma-separated visible GPU indices",
+     "all", .parse = cli_opt_index_list},
     {"force", 0, CLI_OPT_FLAG, &reset_force, NULL,
      "through a zeus daemon: also reset settings another running client\n"
      "holds (without it the daemon refuses, naming the holder)"},
     {0},
 };
 
-#define ENVIRONMENT                                                                    \
+#define ENVIRONMENT                                                                          \
   "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, CUDA_VISIBLE_DEVICES, ZEUS_SIM_*,\n" \
-  "ZEUSD_SOCK_PATH, ZEUSD_HOST_PORT, ZEUSD_TOKEN, ZEUS_LOG_LEVEL (see 'zeus --help').\n"
+  "ZEUS_RAPL_ROOT (where the RAPL zones are, default /sys/class/powercap), ZEUSD_SOCK_PATH,\n" \
+  "ZEUSD_HOST_PORT, ZEUSD_TOKEN (a zeus daemon), ZEUS_LOG_LEVEL (see 'zeus --help').\n"
 
 static const cli_command list_cmd = {
     .name = "gpus",
     .usage = "zeus gpus [--json]\nzeus gpus reset [--gpus LIST]",
-    .about = "List the visible GPUs: index, name, UUID, power-limit range and current value, supported\n"
-             "SM clocks (at the highest memory clock) and whether the GPU has a total-energy counter.\n"
-             "A value the GPU cannot report shows as n/a (null in JSON).\n\n"
-             "'zeus gpus reset' sets every listed GPU's power limit to its default and unlocks its SM and\n"
-             "memory clocks: the manual way back after a crash left a GPU changed (see 'zeus gpus reset\n"
-             "--help').",
+    .about =
+        "List what zeus can measure: the visible GPUs (index, name, UUID, power-limit range and\n"
+        "current value, supported SM clocks at the highest memory clock, whether the GPU has a\n"
+        "total-energy counter) and the CPU packages and DRAM zones readable through RAPL, with\n"
+        "the files they are read from. A value a GPU cannot report shows as n/a (null in JSON).\n"
+        "\n"
+        "When no GPU is found because NVML did not load, it says why and exits with 1; set\n"
+        "ZEUS_GPU_BACKEND=sim to try zeus on simulated GPUs.\n"
+        "\n"
+        "'zeus gpus reset' sets every listed GPU's power limit to its default and unlocks its SM\n"
+        "and memory clocks: the manual way back after a crash left a GPU changed (see 'zeus gpus\n"
+        "reset --help').",
     .opts = list_opts,
-    .more = "Examples:\n"
-            "  zeus gpus\n"
-            "  ZEUS_GPU_BACKEND=sim ZEUS_SIM_GPUS=2 zeus gpus --json\n\n" ENVIRONMENT,
+    .more =
+        "JSON: {\"backend\", \"gpu_error\" (why no GPU, or null), \"gpus\": [{\"index\",\n"
+        "\"name\", \"uuid\", \"power_limit_w\", \"power_limit_min_w\", \"power_limit_max_w\",\n"
+        "\"power_limit_default_w\", \"graphics_clocks_mhz\": [...], \"total_energy_supported\"}],\n"
+        "\"cpu_error\" (why no CPU package, or null), \"cpus\": [{\"index\", \"zone\", \"name\",\n"
+        "\"energy_path\", \"dram\", \"dram_energy_path\"}]}.\n"
+        "\n"
+        "Examples:\n"
+        "  zeus gpus\n"
+        "  ZEUS_GPU_BACKEND=sim ZEUS_SIM_GPUS=2 zeus gpus --json\n\n" ENVIRONMENT,
     .args = CLI_ARGS_NONE,
 };
 
 static const cli_command reset_cmd = {
     .name = "gpus reset",
     .usage = "zeus gpus reset [--gpus LIST]",
-    .about = "Sets every listed GPU's power limit to its default and unlocks its SM and memory clocks:\n"
-             "the manual way back after a crash left a GPU changed. Needs root or CAP_SYS_ADMIN on\n"
-             "real GPUs.",
+    .about =
+        "Sets every listed GPU's power limit to its default and unlocks its SM and memory\n"
+        "clocks: the manual way back after a crash left a GPU changed. Needs root or\n"
+        "CAP_SYS_ADMIN on real GPUs.",
     .opts = reset_opts,
-    .more = "Example:\n"
-            "  sudo zeus gpus reset --gpus 0\n\n" ENVIRONMENT,
+    .more =
+        "Example:\n"
+        "  sudo zeus gpus reset --gpus 0\n\n" ENVIRONMENT,
     .args = CLI_ARGS_NONE,
 };
 
@@ -69,60 +84,119 @@ static void collect(zeus_devices *d, unsigned i, gpu_info *g) {
   memset(g, 0, sizeof *g);
   if (zeus_gpu_name(d, i, g->name, sizeof g->name)) snprintf(g->name, sizeof g->name, "n/a");
   if (zeus_gpu_uuid(d, i, g->uuid, sizeof g->uuid)) snprintf(g->uuid, sizeof g->uuid, "n/a");
-  g->have_limits = zeus_gpu_power_limit_constraints(d, i, &g->min_mw, &g->max_mw, &g->def_mw) == ZEUS_OK;
+  g->have_limits =
+      zeus_gpu_power_limit_constraints(d, i, &g->min_mw, &g->max_mw, &g->def_mw) == ZEUS_OK;
   g->have_current = zeus_gpu_get_power_limit(d, i, &g->cur_mw) == ZEUS_OK;
   g->have_counter = zeus_gpu_energy_counter_supported(d, i, &g->counter) == ZEUS_OK;
   unsigned mem[64];
   size_t nmem = 64;
   if (zeus_gpu_supported_memory_clocks(d, i, mem, &nmem) == ZEUS_OK && nmem > 0) {
     g->nclocks = sizeof g->clocks / sizeof g->clocks[0];
-    if (zeus_gpu_supported_graphics_clocks(d, i, mem[0], g->clocks, &g->nclocks) != ZEUS_OK) g->nclocks = 0;
+    if (zeus_gpu_supported_graphics_clocks(d, i, mem[0], g->clocks, &g->nclocks) != ZEUS_OK)
+      g->nclocks = 0;
   }
 }
 
-static json_t *mw_or_null(bool ok, unsigned v) { return ok ? json_integer(v) : json_null(); }
+/* mW as W, or null. */
+static json_t *watts(bool ok, unsigned mw) { return ok ? json_real(mw / 1000.0) : json_null(); }
+
+static json_t *gpu_json(unsigned i, const gpu_info *g) {
+  json_t *clocks = json_array();
+  for (size_t k = 0; clocks && k < g->nclocks; k++)
+    json_array_append_new(clocks, json_real(g->clocks[k]));
+  return json_pack(
+      "{s:i,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "index", (int)i, "name", g->name, "uuid", g->uuid,
+      "power_limit_w", watts(g->have_current, g->cur_mw), "power_limit_min_w",
+      watts(g->have_limits, g->min_mw), "power_limit_max_w", watts(g->have_limits, g->max_mw),
+      "power_limit_default_w", watts(g->have_limits, g->def_mw), "graphics_clocks_mhz", clocks,
+      "total_energy_supported", g->have_counter ? json_boolean(g->counter) : json_null());
+}
+
+static void gpu_text(unsigned i, const gpu_info *g) {
+  printf("\nGPU %u: %s\n  uuid:           %s\n", i, g->name, g->uuid);
+  if (g->have_limits)
+    printf("  power limit:    %.1f W (range %.1f-%.1f W, default %.1f W)\n",
+           g->have_current ? g->cur_mw / 1000.0 : 0.0, g->min_mw / 1000.0, g->max_mw / 1000.0,
+           g->def_mw / 1000.0);
+  else printf("  power limit:    n/a\n");
+  if (g->nclocks)
+    printf("  SM clocks:      %u-%u MHz (%zu steps)\n", g->clocks[g->nclocks - 1], g->clocks[0],
+           g->nclocks);
+  else printf("  SM clocks:      n/a\n");
+  printf("  energy counter: %s\n", !g->have_counter ? "n/a"
+                                   : g->counter     ? "yes"
+                                                    : "no (power is polled)");
+}
+
+/* The CPU packages as the original's environment check shows them: each package's counter and
+ * whether its DRAM can be measured, with the files. *why is set when there is none. */
+static json_t *cpus_json(bool text, char *why, size_t whylen) {
+  json_t *arr = json_array();
+  unsigned n = zeus_cpu_count();
+  why[0] = '\0';
+  if (text) printf("\nCPU packages (RAPL):\n");
+  for (unsigned c = 0; c < n; c++) {
+    zeus_cpu_zone z;
+    if (zeus_cpu_zone_info(c, &z) != ZEUS_OK) break; /* the zones changed meanwhile */
+    if (text) {
+      printf("  CPU %u: %s (%s)\n", c, z.name[0] ? z.name : "package", z.energy_path);
+      if (z.has_dram) printf("    DRAM: measured (%s)\n", z.dram_path);
+      else printf("    DRAM: not measured (no dram zone)\n");
+    }
+    json_array_append_new(
+        arr, json_pack("{s:i,s:i,s:s,s:s,s:b,s:o}", "index", (int)c, "zone", (int)z.zone, "name",
+                       z.name, "energy_path", z.energy_path, "dram", z.has_dram, "dram_energy_path",
+                       z.has_dram ? json_string(z.dram_path) : json_null()));
+  }
+  if (n == 0) {
+    zeus_cpu_zone z;
+    if (zeus_cpu_zone_info(0, &z) != ZEUS_OK) snprintf(why, whylen, "%s", zeus_errmsg());
+    if (text) printf("  none: %s\n", why);
+  }
+  return arr;
+}
 
 static int list_gpus(zeus_devices *d, bool as_json) {
   unsigned n = zeus_gpu_count(d);
+  const char *nvml_error = zeus_devices_nvml_error(d);
   gpu_info *g = malloc(sizeof *g);
   if (!g) return CLI_EXIT_FAIL;
+  char why_cpu[1024];
+  int status = CLI_EXIT_OK;
   if (as_json) {
-    json_t *arr = json_array();
+    json_t *gpus = json_array();
     for (unsigned i = 0; i < n; i++) {
       collect(d, i, g);
-      json_t *clocks = json_array();
-      for (size_t k = 0; k < g->nclocks; k++) json_array_append_new(clocks, json_integer(g->clocks[k]));
-      json_t *pl = json_pack("{s:o,s:o,s:o,s:o}", "min", mw_or_null(g->have_limits, g->min_mw), "max",
-                             mw_or_null(g->have_limits, g->max_mw), "default", mw_or_null(g->have_limits, g->def_mw),
-                             "current", mw_or_null(g->have_current, g->cur_mw));
-      json_array_append_new(arr, json_pack("{s:i,s:s,s:s,s:o,s:o,s:o}", "index", (int)i, "name", g->name, "uuid",
-                                           g->uuid, "power_limit_mw", pl, "graphics_clocks_mhz", clocks,
-                                           "total_energy_supported",
-                                           g->have_counter ? json_boolean(g->counter) : json_null()));
+      json_array_append_new(gpus, gpu_json(i, g));
     }
-    char *s = zeus_json_dumps(arr, JSON_INDENT(2));
+    json_t *cpus = cpus_json(false, why_cpu, sizeof why_cpu);
+    json_t *doc =
+        json_pack("{s:s,s:o,s:o,s:o,s:o}", "backend", zeus_devices_backend(d), "gpu_error",
+                  nvml_error && n == 0 ? json_string(nvml_error) : json_null(), "gpus", gpus,
+                  "cpu_error", why_cpu[0] ? json_string(why_cpu) : json_null(), "cpus", cpus);
+    char *s = zeus_json_dumps(doc, JSON_INDENT(2));
     if (s) printf("%s\n", s);
+    else status = CLI_EXIT_FAIL;
     zeus_free(s);
-    json_decref(arr);
+    json_decref(doc);
   } else {
     printf("backend: %s, %u visible GPU%s\n", zeus_devices_backend(d), n, n == 1 ? "" : "s");
+    if (n == 0 && nvml_error)
+      printf("  no NVIDIA GPU: %s\n  (to try zeus without a GPU: ZEUS_GPU_BACKEND=sim zeus gpus)\n",
+             nvml_error);
     for (unsigned i = 0; i < n; i++) {
       collect(d, i, g);
-      printf("\nGPU %u: %s\n  uuid:           %s\n", i, g->name, g->uuid);
-      if (g->have_limits)
-        printf("  power limit:    %.1f W (range %.1f-%.1f W, default %.1f W)\n",
-               g->have_current ? g->cur_mw / 1000.0 : 0.0, g->min_mw / 1000.0, g->max_mw / 1000.0, g->def_mw / 1000.0);
-      else
-        printf("  power limit:    n/a\n");
-      if (g->nclocks)
-        printf("  SM clocks:      %u-%u MHz (%zu steps)\n", g->clocks[g->nclocks - 1], g->clocks[0], g->nclocks);
-      else
-        printf("  SM clocks:      n/a\n");
-      printf("  energy counter: %s\n", !g->have_counter ? "n/a" : g->counter ? "yes" : "no (power is polled)");
+      gpu_text(i, g);
     }
+    json_decref(cpus_json(true, why_cpu, sizeof why_cpu));
+  }
+  if (n == 0 && nvml_error) {
+    cli_error("gpus", false, "no GPU found: %s (ZEUS_GPU_BACKEND=sim selects simulated GPUs)",
+              nvml_error);
+    status = CLI_EXIT_FAIL;
   }
   free(g);
-  return CLI_EXIT_OK;
+  return status;
 }
 
 static int reset_gpus(zeus_devices *d) {
@@ -137,7 +211,8 @@ static int reset_gpus(zeus_devices *d) {
   int status = CLI_EXIT_OK;
   for (size_t k = 0; k < n; k++) {
     unsigned g = idx[k], lo, hi, def;
-    if (zeus_gpu_power_limit_constraints(d, g, &lo, &hi, &def) || zeus_gpu_set_power_limit(d, g, def)) {
+    if (zeus_gpu_power_limit_constraints(d, g, &lo, &hi, &def) ||
+        zeus_gpu_set_power_limit(d, g, def)) {
       cli_error("gpus reset", true, "GPU %u: power limit not reset", g);
       status = CLI_EXIT_FAIL;
     } else {
@@ -159,7 +234,8 @@ static int reset_gpus(zeus_devices *d) {
 
 int cmd_gpus(int argc, char **argv) {
   bool reset = argc > 1 && strcmp(argv[1], "reset") == 0;
-  int rc = reset ? cli_parse(&reset_cmd, argc - 1, argv + 1, NULL, NULL) : cli_parse(&list_cmd, argc, argv, NULL, NULL);
+  int rc = reset ? cli_parse(&reset_cmd, argc - 1, argv + 1, NULL, NULL)
+                 : cli_parse(&list_cmd, argc, argv, NULL, NULL);
   if (rc != CLI_CONTINUE) return rc;
   /* Settings changed by 'reset' are the point: keep them on close. */
   zeus_devices_opts o = {.keep_settings_on_close = reset, .daemon_override = reset && reset_force};

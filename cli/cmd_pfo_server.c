@@ -6,91 +6,104 @@
 
 #include "cli.h"
 
-static void help(FILE *out) {
-  fprintf(out,
-          "usage: zeus pfo-server [--host ADDR] [--port N] [--scheduler NAME] [--scheduler-args JSON]\n"
-          "                       [--log-level LEVEL] [--dump-data] [--dump-dir DIR]\n"
-          "                       [--max-job-idle-time S] [--token TOKEN] [--max-body BYTES] [--threads N]\n\n"
-          "Serves per-instruction GPU frequency schedules to the ranks of pipeline-parallel training\n"
-          "jobs (Perseus) and collects their profiling results each round. Speaks the original\n"
-          "Perseus routes: GET /info, POST /register_job, POST /register_rank/{job_id},\n"
-          "GET /schedule/{job_id}?rank=N (waits until every rank has asked), POST /result/{job_id}.\n"
-          "Runs until SIGINT or SIGTERM.\n\n"
-          "Options (override the environment):\n"
-          "  --host ADDR            address to listen on (default 127.0.0.1)\n"
-          "  --port N               port (default 7787; 0 picks a free one and prints it)\n"
-          "  --scheduler NAME       PointSolution | AllMaxFrequency | InstructionProfiler, or one of\n"
-          "                         them with the suffix 3D (default PointSolution)\n"
-          "  --scheduler-args JSON  the scheduler's arguments, a JSON object\n"
-          "  --log-level LEVEL      error | warn | info | debug (default info)\n"
-          "  --dump-data            write <dump-dir>/<job_id>/ranks.json, N.sched.json, N.prof.json\n"
-          "  --dump-dir DIR         where dumps go (default ./dump)\n"
-          "  --max-job-idle-time S  remove jobs idle for longer (default 604800 s)\n"
-          "  --token TOKEN          require 'Authorization: Bearer TOKEN' (401 otherwise)\n"
-          "  --max-body BYTES       largest request body (default 16777216; larger: 413)\n"
-          "  --threads N            HTTP threads (default: online CPUs, at most 8)\n\n"
-          "Environment (each also read as PERSEUS_<NAME>, e.g. PERSEUS_SCHEDULER):\n"
-          "  ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS, ZEUS_PFO_LOG_LEVEL, ZEUS_PFO_DUMP_DATA,\n"
-          "  ZEUS_PFO_DUMP_DIR, ZEUS_PFO_MAX_JOB_IDLE_TIME, ZEUS_PFO_TOKEN: as the options above.\n\n"
-          "Example:\n"
-          "  ZEUS_PFO_SCHEDULER=PointSolution \\\n"
-          "  ZEUS_PFO_SCHEDULER_ARGS='{\"solution_path\": \"freqs_pipeline_00042.py\"}' \\\n"
-          "  zeus pfo-server --port 7787 --dump-data --dump-dir /tmp/perseus-dump\n");
-}
+static zeus_pfo_server_opts srv_opts;
+static int port_opt;
+static long max_body;
+static bool port_given, max_body_given;
+
+static const cli_opt server_opts[] = {
+    {"host", 0, CLI_OPT_STRING, &srv_opts.host, "ADDR", "address to listen on", "127.0.0.1"},
+    {"port", 0, CLI_OPT_INT, &port_opt, "N", "port; 0 picks a free one and prints it", "7787", 0,
+     65535, .seen = &port_given},
+    {"scheduler", 0, CLI_OPT_STRING, &srv_opts.scheduler, "NAME",
+     "PointSolution | AllMaxFrequency | InstructionProfiler, or one of them with\n"
+     "the suffix 3D",
+     "PointSolution"},
+    {"scheduler-args", 0, CLI_OPT_STRING, &srv_opts.scheduler_args, "JSON",
+     "the scheduler's arguments, a JSON object", "{}"},
+    {"log-level", 0, CLI_OPT_STRING, &srv_opts.log_level, "LEVEL", "error | warn | info | debug",
+     "info"},
+    {"dump-data", 0, CLI_OPT_FLAG, &srv_opts.dump_data, NULL,
+     "write <dump-dir>/<job_id>/ranks.json, N.sched.json, N.prof.json"},
+    {"dump-dir", 0, CLI_OPT_STRING, &srv_opts.dump_dir, "DIR", "where dumps go", "./dump"},
+    {"max-job-idle-time", 0, CLI_OPT_INT, &srv_opts.max_job_idle_time_s, "S",
+     "remove jobs idle for longer", "604800", 1, 2000000000},
+    {"token", 0, CLI_OPT_STRING, &srv_opts.token, "TOKEN",
+     "require 'Authorization: Bearer TOKEN' (401 otherwise)"},
+    {"max-body", 0, CLI_OPT_LONG, &max_body, "BYTES", "largest request body (larger: 413)",
+     "16777216", 1024, 1073741824, .seen = &max_body_given},
+    {"threads", 0, CLI_OPT_INT, &srv_opts.threads, "N", "HTTP threads", "online CPUs, at most 8", 1,
+     64},
+    {0},
+};
+
+static const cli_command server_cmd = {
+    .name = "pfo-server",
+    .usage =
+        "zeus pfo-server [--host ADDR] [--port N] [--scheduler NAME] [--scheduler-args JSON]\n"
+        "                [--log-level LEVEL] [--dump-data] [--dump-dir DIR]\n"
+        "                [--max-job-idle-time S] [--token TOKEN] [--max-body BYTES] [--threads N]",
+    .about =
+        "Serves per-instruction GPU frequency schedules to the ranks of pipeline-parallel\n"
+        "training jobs (Perseus) and collects their profiling results each round. Speaks the\n"
+        "original Perseus routes: GET /info, POST /register_job, POST /register_rank/{job_id},\n"
+        "GET /schedule/{job_id}?rank=N (waits until every rank has asked), POST\n"
+        "/result/{job_id}. Runs until SIGINT or SIGTERM. Options override the environment.\n"
+        "\n"
+        "The default scheduler, PointSolution, serves one plan and needs its file\n"
+        "(--scheduler-args '{\"solution_path\": \"plans/freqs_pipeline_00042.py\"}', a plan that\n"
+        "'zeus frontier --out plans' wrote). To just try the server, --scheduler AllMaxFrequency\n"
+        "needs no arguments (every GPU at its highest clock), and --scheduler\n"
+        "InstructionProfiler profiles each stage's clocks round by round.",
+    .opts = server_opts,
+    .more =
+        "Environment (each also read as PERSEUS_<NAME>, e.g. PERSEUS_SCHEDULER):\n"
+        "  ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS, ZEUS_PFO_LOG_LEVEL, ZEUS_PFO_DUMP_DATA,\n"
+        "  ZEUS_PFO_DUMP_DIR, ZEUS_PFO_MAX_JOB_IDLE_TIME, ZEUS_PFO_TOKEN: as the options above.\n"
+        "  (ZEUS_GPU_BACKEND does not matter: the server touches no GPU.)\n"
+        "\n"
+        "Examples:\n"
+        "  zeus pfo-server --scheduler AllMaxFrequency       # try it: no plan needed\n"
+        "  ZEUS_PFO_SCHEDULER=PointSolution \\\n"
+        "  ZEUS_PFO_SCHEDULER_ARGS='{\"solution_path\": \"plans/freqs_pipeline_00042.py\"}' \\\n"
+        "  zeus pfo-server --port 7787 --dump-data --dump-dir /tmp/perseus-dump\n",
+    .args = CLI_ARGS_NONE,
+};
 
 static volatile sig_atomic_t g_stop;
-static void on_signal(int sig) { (void)sig; g_stop = 1; }
+static void on_signal(int sig) {
+  (void)sig;
+  g_stop = 1;
+}
 
 int cmd_pfo_server(int argc, char **argv) {
   const char *cmd = "pfo-server";
-  if (cli_wants_help(argc, argv)) { help(stdout); return CLI_EXIT_OK; }
-  zeus_pfo_server_opts o = {0};
-  o.log_level = "info";
-  if (zeus_pfo_server_opts_from_env(&o)) { cli_error(cmd, true, "bad environment"); return CLI_EXIT_USAGE; }
-  long v;
-  bool port_given = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VAL() do { if (!val) { cli_error(cmd, false, "%s needs a value", a); return CLI_EXIT_USAGE; } i++; } while (0)
-    if (!strcmp(a, "--host")) { NEED_VAL(); o.host = val; }
-    else if (!strcmp(a, "--port")) {
-      NEED_VAL();
-      if (!cli_parse_long(cmd, a, val, 0, 65535, &v)) return CLI_EXIT_USAGE;
-      o.port = v == 0 ? -1 : (int)v;
-      port_given = true;
-    }
-    else if (!strcmp(a, "--scheduler")) { NEED_VAL(); o.scheduler = val; }
-    else if (!strcmp(a, "--scheduler-args")) { NEED_VAL(); o.scheduler_args = val; }
-    else if (!strcmp(a, "--log-level")) { NEED_VAL(); o.log_level = val; }
-    else if (!strcmp(a, "--dump-data")) o.dump_data = true;
-    else if (!strcmp(a, "--dump-dir")) { NEED_VAL(); o.dump_dir = val; }
-    else if (!strcmp(a, "--max-job-idle-time")) {
-      NEED_VAL();
-      if (!cli_parse_long(cmd, a, val, 1, 2000000000L, &v)) return CLI_EXIT_USAGE;
-      o.max_job_idle_time_s = (int)v;
-    }
-    else if (!strcmp(a, "--token")) { NEED_VAL(); o.token = val; }
-    else if (!strcmp(a, "--max-body")) {
-      NEED_VAL();
-      if (!cli_parse_long(cmd, a, val, 1024, 1L << 30, &v)) return CLI_EXIT_USAGE;
-      o.max_body_bytes = (size_t)v;
-    }
-    else if (!strcmp(a, "--threads")) {
-      NEED_VAL();
-      if (!cli_parse_long(cmd, a, val, 1, 64, &v)) return CLI_EXIT_USAGE;
-      o.threads = (int)v;
-    }
-    else { cli_error(cmd, false, "unknown option '%s' (see --help)", a); return CLI_EXIT_USAGE; }
-#undef NEED_VAL
+  srv_opts = (zeus_pfo_server_opts){.log_level = "info"};
+  if (zeus_pfo_server_opts_from_env(&srv_opts)) {
+    cli_error(cmd, true, "bad environment");
+    return CLI_EXIT_USAGE;
   }
-  (void)port_given;
+  port_opt = srv_opts.port;
+  int rc = cli_parse(&server_cmd, argc, argv, NULL, NULL);
+  if (rc != CLI_CONTINUE) return rc;
+  if (port_given) srv_opts.port = port_opt == 0 ? -1 : port_opt;
+  if (max_body_given) srv_opts.max_body_bytes = (size_t)max_body;
+  zeus_pfo_server_opts o = srv_opts;
   int lvl;
-  if (zeus_log_level_parse(o.log_level, &lvl)) { cli_error(cmd, true, "--log-level"); return CLI_EXIT_USAGE; }
+  if (zeus_log_level_parse(o.log_level, &lvl)) {
+    cli_error(cmd, true, "--log-level");
+    return CLI_EXIT_USAGE;
+  }
   zeus_set_log_callback(zeus_log_stderr_sink, NULL);
   zeus_set_log_level(lvl);
-  if (zeus_pfo_check_scheduler(o.scheduler ? o.scheduler : "PointSolution", o.scheduler_args)) {
+  const char *sched = o.scheduler ? o.scheduler : "PointSolution";
+  if (zeus_pfo_check_scheduler(sched, o.scheduler_args)) {
     cli_error(cmd, true, "bad scheduler settings");
+    if (strncmp(sched, "PointSolution", 13) == 0)
+      fprintf(stderr,
+              "zeus pfo-server: PointSolution serves a plan from 'zeus frontier --out DIR': give\n"
+              "it with --scheduler-args '{\"solution_path\": \"DIR/freqs_pipeline_00000.py\"}'.\n"
+              "To just try the server, use --scheduler AllMaxFrequency (no arguments needed).\n");
     return CLI_EXIT_USAGE;
   }
   struct sigaction sa;
@@ -106,10 +119,14 @@ int cmd_pfo_server(int argc, char **argv) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, &old);
   zeus_pfo_server *srv;
-  int rc = zeus_pfo_server_open(&srv, &o);
+  rc = zeus_pfo_server_open(&srv, &o);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc) { cli_error(cmd, true, "cannot start"); return CLI_EXIT_FAIL; }
-  printf("zeus pfo-server: listening on %s port %d\n", o.host ? o.host : "127.0.0.1", zeus_pfo_server_port(srv));
+  if (rc) {
+    cli_error(cmd, true, "cannot start");
+    return CLI_EXIT_FAIL;
+  }
+  printf("zeus pfo-server: listening on %s port %d\n", o.host ? o.host : "127.0.0.1",
+         zeus_pfo_server_port(srv));
   fflush(stdout);
   while (!g_stop) pause();
   fprintf(stderr, "zeus pfo-server: shutting down\n");

@@ -6,51 +6,106 @@
 
 #include "cli.h"
 
-static void help(FILE *out) {
-  fprintf(out,
-          "usage: zeus plo replay --profile FILE.csv [OPTIONS]\n"
-          "       zeus plo demo [OPTIONS]\n\n"
-          "Runs the power-limit optimizer (the library's zeus_plo) in a simulated training loop: every\n"
-          "step begins with on_step_begin, runs one unit of work on every GPU and ends with on_step_end;\n"
-          "every epoch ends with on_epoch_end. The optimizer profiles each power limit from the\n"
-          "maximum down in 25 W steps (warm-up steps, then a window of profile steps), then applies\n"
-          "the optimum its selector chooses. The GPUs are simulated on a virtual clock, so a replay\n"
-          "takes milliseconds and never touches a real GPU.\n\n"
-          "'replay' models one GPU per gpu<i>_energy column of FILE.csv, a power-limit profile\n"
-          "(start_time,window_name,elapsed_time,gpu<i>_energy...; window names end in _<W>; each row\n"
-          "is 40 steps at that limit), and prints every power-limit change in order, the measurements\n"
-          "and the optimum. 'demo' does the same on the built-in simulated GPU (ZEUS_SIM_GPUS of them)\n"
-          "and also prints the energy saved against the maximum limit.\n\n"
-          "Options:\n"
-          "  --profile FILE.csv      (replay) the profile that models the GPUs\n"
-          "  --selector NAME         energy | time | zeus-cost | max-slowdown (default zeus-cost)\n"
-          "  --eta E                 zeus-cost: weight of energy against time, 0..1 (default 0.5);\n"
-          "                          the cost is eta*energy + (1-eta)*max_power*time, max_power the\n"
-          "                          largest limit times the number of GPUs\n"
-          "  --factor F              max-slowdown (required with it): the lowest limit whose time is\n"
-          "                          at most F times the time at the largest limit, F >= 1\n"
-          "  --steps-per-epoch N     steps in an epoch (default: enough to profile every limit in one\n"
-          "                          epoch: wait + 1 + limits * (warmup + profile steps))\n"
-          "  --epochs M              epochs to run (default: until the optimizer is done)\n"
-          "  --wait W                steps before profiling starts, >= 0 (default 1)\n"
-          "  --warmup K              warm-up steps at each limit, >= 0 (default 10)\n"
-          "  --profile-steps P       steps measured at each limit, >= 1 (default 40)\n"
-          "  --json                  print {\"optimal_power_limit_w\": W, \"set_power_limit_calls\":\n"
-          "                          [{\"gpu\": i, \"power_limit_mw\": mW}, ...], \"measurements\":\n"
-          "                          [{\"power_limit\": W, \"energy\": J, \"time\": s}, ...]}\n"
-          "  -h, --help              this help\n\n"
-          "set_power_limit_calls lists, in order, every change of a GPU's limit while training (the\n"
-          "limits put back when the optimizer closes are not listed). An epoch ending while a limit is\n"
-          "warming up or profiled puts the maximum back and tries that limit again.\n\n"
-          "Examples:\n"
-          "  zeus plo replay --profile ../shared/data/plo-profiles/A40+resnet50+gpu0.csv\n"
-          "  zeus plo replay --profile prof.csv --selector max-slowdown --factor 1.1 --json\n"
-          "  zeus plo replay --profile prof.csv --steps-per-epoch 100 --warmup 5 --profile-steps 20\n"
-          "  ZEUS_SIM_GPUS=2 zeus plo demo --eta 0.8\n\n"
-          "Environment: ZEUS_LOG_LEVEL (info shows each step of the optimizer); demo reads ZEUS_SIM_*\n"
-          "(ZEUS_SIM_GPUS, ZEUS_SIM_MODEL_FILE, ...) but always runs on the virtual clock. Both use\n"
-          "simulated GPUs whatever ZEUS_GPU_BACKEND says.\n");
-}
+typedef enum selector_kind { SEL_ENERGY, SEL_TIME, SEL_ZEUS_COST, SEL_MAX_SLOWDOWN } selector_kind;
+static const char *const selector_names[] = {"energy", "time", "zeus-cost", "max-slowdown", NULL};
+
+typedef struct options {
+  const char *profile;
+  int selector; /* a selector_kind */
+  double eta, factor;
+  bool have_eta, have_factor, json;
+  long steps_per_epoch, epochs, wait, warmup, profile_steps;
+} options;
+
+static options plo_opts = {
+    .selector = SEL_ZEUS_COST, .eta = 0.5, .wait = 1, .warmup = 10, .profile_steps = 40};
+
+/* One table for both subcommands: demo refuses --profile, replay requires it. */
+static const cli_opt plo_table[] = {
+    {"profile", 0, CLI_OPT_STRING, &plo_opts.profile, "FILE.csv",
+     "(replay, required) the power-limit profile that models the GPUs"},
+    {"selector", 0, CLI_OPT_CHOICE, &plo_opts.selector, "NAME",
+     "energy | time | zeus-cost | max-slowdown", "zeus-cost", .choices = selector_names},
+    {"eta", 0, CLI_OPT_DOUBLE, &plo_opts.eta, "E",
+     "zeus-cost: weight of energy against time, in [0, 1]; the cost is\n"
+     "eta*energy + (1-eta)*max_power*time, max_power the largest limit times the\n"
+     "number of GPUs",
+     "0.5", 0, 1, .seen = &plo_opts.have_eta},
+    {"factor", 0, CLI_OPT_DOUBLE, &plo_opts.factor, "F",
+     "max-slowdown (required with it): the lowest limit whose time is at most F\n"
+     "times the time at the largest limit, F >= 1",
+     NULL, 1, 1e9, .seen = &plo_opts.have_factor},
+    {"steps-per-epoch", 0, CLI_OPT_LONG, &plo_opts.steps_per_epoch, "N",
+     "steps in an epoch (default: enough to profile every limit in one epoch:\n"
+     "wait + 1 + limits * (warmup + profile steps))",
+     NULL, 1, 1e9},
+    {"epochs", 0, CLI_OPT_LONG, &plo_opts.epochs, "M", "epochs to run",
+     "until the optimizer is done", 1, 1e6},
+    {"wait", 0, CLI_OPT_LONG, &plo_opts.wait, "W", "steps before profiling starts", "1", 0, 1e9},
+    {"warmup", 0, CLI_OPT_LONG, &plo_opts.warmup, "K", "warm-up steps at each limit", "10", 0, 1e9},
+    {"profile-steps", 0, CLI_OPT_LONG, &plo_opts.profile_steps, "P", "steps measured at each limit",
+     "40", 1, 1e9},
+    {"json", 0, CLI_OPT_FLAG, &plo_opts.json, NULL,
+     "print one JSON document (see below) instead of the text report"},
+    {0},
+};
+
+static const char plo_about[] =
+    "Runs the power-limit optimizer (the library's zeus_plo) in a simulated training loop: every\n"
+    "step begins with on_step_begin, runs one unit of work on every GPU and ends with\n"
+    "on_step_end; every epoch ends with on_epoch_end. The optimizer profiles each power limit\n"
+    "from the maximum down in 25 W steps (warm-up steps, then a window of profile steps), then\n"
+    "applies the optimum its selector chooses. The GPUs are simulated on a virtual clock, so a\n"
+    "replay takes milliseconds and never touches a real GPU.\n"
+    "\n"
+    "'replay' models one GPU per gpu<i>_energy column of FILE.csv, a power-limit profile\n"
+    "(start_time,window_name,elapsed_time,gpu<i>_energy...; window names end in _<W>; each row\n"
+    "is 40 steps at that limit), and prints every power-limit change in order, the measurements\n"
+    "and the optimum. 'demo' does the same on the built-in simulated GPU (ZEUS_SIM_GPUS of them)\n"
+    "and also prints the energy saved against the maximum limit.";
+
+static const char plo_more[] =
+    "set_power_limit_calls lists, in order, every change of a GPU's limit while training (the\n"
+    "limits put back when the optimizer closes are not listed). An epoch ending while a limit is\n"
+    "warming up or profiled puts the maximum back and tries that limit again.\n"
+    "\n"
+    "JSON: {\"profile\" (null for demo), \"selector\": {\"name\", \"eta\" | \"factor\"},\n"
+    "\"num_gpus\", \"power_limits_w\": [profiled limits], \"optimal_power_limit_w\",\n"
+    "\"set_power_limit_calls\": [{\"gpu\", \"power_limit_w\"}], \"measurements\":\n"
+    "[{\"power_limit_w\", \"time_s\", \"energy_j\"}]}; each measurement is one\n"
+    "profiling window, its energy summed over the GPUs.\n"
+    "\n"
+    "Examples:\n"
+    "  zeus plo replay --profile \"$ZEUS_DATA_DIR/plo-profiles/A40+resnet50+gpu0.csv\"\n"
+    "  zeus plo replay --profile prof.csv --selector max-slowdown --factor 1.1 --json\n"
+    "  zeus plo replay --profile prof.csv --steps-per-epoch 100 --warmup 5 --profile-steps 20\n"
+    "  ZEUS_SIM_GPUS=2 zeus plo demo --eta 0.8\n"
+    "\n"
+    "Environment: ZEUS_LOG_LEVEL (info shows each step of the optimizer); demo reads ZEUS_SIM_*\n"
+    "(ZEUS_SIM_GPUS, ZEUS_SIM_MODEL_FILE, ...) but always runs on the virtual clock. Both use\n"
+    "simulated GPUs whatever ZEUS_GPU_BACKEND says.\n";
+
+static const cli_command plo_cmd = {
+    .name = "plo",
+    .usage = "zeus plo replay --profile FILE.csv [OPTIONS]\nzeus plo demo [OPTIONS]",
+    .about = plo_about,
+    .opts = plo_table,
+    .more = plo_more,
+};
+static const cli_command replay_cmd = {
+    .name = "plo replay",
+    .usage = "zeus plo replay --profile FILE.csv [OPTIONS]",
+    .about = plo_about,
+    .opts = plo_table,
+    .more = plo_more,
+};
+static const cli_command demo_cmd = {
+    .name = "plo demo",
+    .usage = "zeus plo demo [OPTIONS]",
+    .about = plo_about,
+    .opts = plo_table,
+    .more = plo_more,
+};
 
 typedef struct change {
   unsigned gpu, mw;
@@ -85,71 +140,26 @@ static int note_changes(run *r, long epoch, long step) {
   return CLI_EXIT_OK;
 }
 
-typedef struct options {
-  const char *profile;
-  int selector; /* 0 energy, 1 time, 2 zeus-cost, 3 max-slowdown */
-  double eta, factor;
-  bool have_eta, have_factor, json;
-  long steps_per_epoch, epochs, wait, warmup, profile_steps;
-} options;
-
-static const char *const selector_names[] = {"energy", "time", "zeus-cost", "max-slowdown"};
-
-static int parse(const char *cmd, bool demo, int argc, char **argv, options *o) {
-  *o = (options){.selector = 2, .eta = 0.5, .steps_per_epoch = 0, .epochs = 0, .wait = 1, .warmup = 10,
-                 .profile_steps = 40};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    bool ok = true;
-    if (!demo && strcmp(a, "--profile") == 0) {
-      if (!v) { cli_error(cmd, false, "--profile needs a CSV file"); return CLI_EXIT_USAGE; }
-      o->profile = v;
-      i++;
-    } else if (strcmp(a, "--selector") == 0) {
-      int k = -1;
-      for (int s = 0; v && s < 4; s++)
-        if (strcmp(v, selector_names[s]) == 0) k = s;
-      if (k < 0) {
-        cli_error(cmd, false, "--selector: expected energy, time, zeus-cost or max-slowdown, got '%s'", v ? v : "");
-        return CLI_EXIT_USAGE;
-      }
-      o->selector = k;
-      i++;
-    } else if (strcmp(a, "--eta") == 0) {
-      ok = cli_parse_double(cmd, a, v, 0, 1, &o->eta), o->have_eta = true, i++;
-    } else if (strcmp(a, "--factor") == 0) {
-      ok = cli_parse_double(cmd, a, v, 1, 1e9, &o->factor), o->have_factor = true, i++;
-    } else if (strcmp(a, "--steps-per-epoch") == 0) {
-      ok = cli_parse_long(cmd, a, v, 1, 1000000000L, &o->steps_per_epoch), i++;
-    } else if (strcmp(a, "--epochs") == 0) {
-      ok = cli_parse_long(cmd, a, v, 1, 1000000L, &o->epochs), i++;
-    } else if (strcmp(a, "--wait") == 0) {
-      ok = cli_parse_long(cmd, a, v, 0, 1000000000L, &o->wait), i++;
-    } else if (strcmp(a, "--warmup") == 0) {
-      ok = cli_parse_long(cmd, a, v, 0, 1000000000L, &o->warmup), i++;
-    } else if (strcmp(a, "--profile-steps") == 0) {
-      ok = cli_parse_long(cmd, a, v, 1, 1000000000L, &o->profile_steps), i++;
-    } else if (strcmp(a, "--json") == 0) {
-      o->json = true;
-    } else {
-      cli_error(cmd, false, "unknown option '%s' (see 'zeus plo --help')", a);
-      return CLI_EXIT_USAGE;
-    }
-    if (!ok) return CLI_EXIT_USAGE;
-  }
+/* The checks between options that the table cannot express. */
+static int check_options(const char *cmd, bool demo, const options *o) {
   if (!demo && !o->profile) {
-    cli_error(cmd, false, "--profile FILE.csv is required (see 'zeus plo --help')");
+    cli_error(cmd, false, "--profile FILE.csv is required (see 'zeus plo replay --help')");
     return CLI_EXIT_USAGE;
   }
-  if (o->have_eta && o->selector != 2) {
+  if (demo && o->profile) {
+    cli_error(cmd, false,
+              "--profile is for 'zeus plo replay'; demo models its GPUs with ZEUS_SIM_*");
+    return CLI_EXIT_USAGE;
+  }
+  if (o->have_eta && o->selector != SEL_ZEUS_COST) {
     cli_error(cmd, false, "--eta applies to --selector zeus-cost only");
     return CLI_EXIT_USAGE;
   }
-  if (o->have_factor && o->selector != 3) {
+  if (o->have_factor && o->selector != SEL_MAX_SLOWDOWN) {
     cli_error(cmd, false, "--factor applies to --selector max-slowdown only");
     return CLI_EXIT_USAGE;
   }
-  if (o->selector == 3 && !o->have_factor) {
+  if (o->selector == SEL_MAX_SLOWDOWN && !o->have_factor) {
     cli_error(cmd, false, "--selector max-slowdown needs --factor F (the allowed slowdown, >= 1)");
     return CLI_EXIT_USAGE;
   }
@@ -176,53 +186,73 @@ static void print_changes(const run *r) {
   }
 }
 
-static void print_table(const zeus_plo_measurement *m, size_t n, unsigned opt_w, double eta, unsigned ngpu,
-                        bool demo) {
+static void print_table(const zeus_plo_measurement *m, size_t n, unsigned opt_w, double eta,
+                        unsigned ngpu, bool demo) {
   unsigned max_w = 0;
   size_t at_max = 0, at_opt = 0;
   for (size_t i = 0; i < n; i++) {
-    if (m[i].power_limit_w > max_w) { max_w = m[i].power_limit_w; at_max = i; }
+    if (m[i].power_limit_w > max_w) {
+      max_w = m[i].power_limit_w;
+      at_max = i;
+    }
     if (m[i].power_limit_w == opt_w) at_opt = i;
   }
-  printf("\nmeasurements (one profiling window per limit; energy summed over %u GPU%s):\n", ngpu, ngpu == 1 ? "" : "s");
+  printf("\nmeasurements (one profiling window per limit; energy summed over %u GPU%s):\n", ngpu,
+         ngpu == 1 ? "" : "s");
   char cost_head[32];
   snprintf(cost_head, sizeof cost_head, "cost (eta %g)", eta);
   printf("  %8s %12s %14s %16s\n", "limit W", "time s", "energy J", cost_head);
   for (size_t i = 0; i < n; i++)
     printf("  %8u %12.4f %14.3f %16.3f%s\n", m[i].power_limit_w, m[i].time_s, m[i].energy_j,
-           zeus_cost(m[i].energy_j, m[i].time_s, eta, (double)max_w * ngpu), m[i].power_limit_w == opt_w ? "  <- chosen" : "");
+           zeus_cost(m[i].energy_j, m[i].time_s, eta, (double)max_w * ngpu),
+           m[i].power_limit_w == opt_w ? "  <- chosen" : "");
   printf("\noptimal power limit: %u W\n", opt_w);
   if (demo && m[at_max].energy_j > 0 && m[at_max].time_s > 0) {
     double de = m[at_max].energy_j - m[at_opt].energy_j;
     double dt = m[at_opt].time_s - m[at_max].time_s;
-    printf("against the maximum limit (%u W): energy %s %.3f J per window (%.1f%%), time %+.4f s (%+.1f%%)\n", max_w,
-           de >= 0 ? "saved" : "added", de >= 0 ? de : -de, 100.0 * (de >= 0 ? de : -de) / m[at_max].energy_j, dt,
-           100.0 * dt / m[at_max].time_s);
+    printf(
+        "against the maximum limit (%u W): energy %s %.3f J per window (%.1f%%), time %+.4f s\n"
+        "(%+.1f%%)\n",
+        max_w, de >= 0 ? "saved" : "added", de >= 0 ? de : -de,
+        100.0 * (de >= 0 ? de : -de) / m[at_max].energy_j, dt, 100.0 * dt / m[at_max].time_s);
   }
 }
 
-static int print_json(const run *r, const zeus_plo_measurement *m, size_t n, unsigned opt_w) {
-  json_t *calls = json_array(), *meas = json_array();
+static int print_json(const run *r, const options *o, bool demo, const unsigned *limits,
+                      size_t nlimits, const zeus_plo_measurement *m, size_t n, unsigned opt_w) {
+  json_t *calls = json_array(), *meas = json_array(), *lims = json_array(), *sel;
   for (size_t i = 0; i < r->nchanges; i++)
-    json_array_append_new(calls, json_pack("{s:i,s:i}", "gpu", (json_int_t)r->changes[i].gpu, "power_limit_mw",
-                                           (json_int_t)r->changes[i].mw));
+    json_array_append_new(calls, json_pack("{s:i,s:f}", "gpu", (json_int_t)r->changes[i].gpu,
+                                           "power_limit_w", r->changes[i].mw / 1000.0));
   for (size_t i = 0; i < n; i++)
-    json_array_append_new(meas, json_pack("{s:i,s:f,s:f}", "power_limit", (json_int_t)m[i].power_limit_w, "energy",
-                                          m[i].energy_j, "time", m[i].time_s));
-  json_t *out = json_pack("{s:i,s:o,s:o}", "optimal_power_limit_w", (json_int_t)opt_w, "set_power_limit_calls", calls,
-                          "measurements", meas);
-  char *s = out ? json_dumps(out, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
+    json_array_append_new(
+        meas, json_pack("{s:f,s:f,s:f}", "power_limit_w", (double)m[i].power_limit_w, "time_s",
+                        m[i].time_s, "energy_j", m[i].energy_j));
+  for (size_t i = 0; i < nlimits; i++) json_array_append_new(lims, json_real(limits[i]));
+  if (o->selector == SEL_ZEUS_COST)
+    sel = json_pack("{s:s,s:f}", "name", selector_names[o->selector], "eta", o->eta);
+  else if (o->selector == SEL_MAX_SLOWDOWN)
+    sel = json_pack("{s:s,s:f}", "name", selector_names[o->selector], "factor", o->factor);
+  else sel = json_pack("{s:s}", "name", selector_names[o->selector]);
+  json_t *out = json_pack("{s:o,s:o,s:I,s:o,s:f,s:o,s:o}", "profile",
+                          demo ? json_null() : json_string(o->profile), "selector", sel, "num_gpus",
+                          (json_int_t)r->ngpu, "power_limits_w", lims, "optimal_power_limit_w",
+                          (double)opt_w, "set_power_limit_calls", calls, "measurements", meas);
+  char *s = zeus_json_dumps(out, JSON_INDENT(2));
   json_decref(out);
-  if (!s) return CLI_EXIT_FAIL;
+  if (!s) {
+    cli_error(demo ? "plo demo" : "plo replay", true, "cannot write the JSON report");
+    return CLI_EXIT_FAIL;
+  }
   puts(s);
-  free(s);
+  zeus_free(s);
   return CLI_EXIT_OK;
 }
 
 /* Opens the simulated GPUs, runs the loop, prints. */
 static int replay(const char *cmd, bool demo, const options *o) {
   zeus_sim_config *cfg = NULL;
-  int rc = demo ? zeus_sim_config_from_env(&cfg) : zeus_sim_config_load(o->profile, 40, &cfg);
+  int rc = demo ? zeus_sim_config_from_env(&cfg) : zeus_sim_config_load(&cfg, o->profile, 40);
   if (rc) {
     cli_error(cmd, true, demo ? "cannot set up the simulated GPU" : "cannot use the profile");
     return CLI_EXIT_FAIL;
@@ -251,10 +281,18 @@ static int replay(const char *cmd, bool demo, const options *o) {
 
   zeus_selector sel;
   switch (o->selector) {
-    case 0: rc = zeus_selector_energy(&sel); break;
-    case 1: rc = zeus_selector_time(&sel); break;
-    case 2: rc = zeus_selector_zeus_cost(&sel, o->eta, r.ngpu); break;
-    default: rc = zeus_selector_max_slowdown(&sel, o->factor); break;
+    case SEL_ENERGY:
+      rc = zeus_selector_energy(&sel);
+      break;
+    case SEL_TIME:
+      rc = zeus_selector_time(&sel);
+      break;
+    case SEL_ZEUS_COST:
+      rc = zeus_selector_zeus_cost(&sel, o->eta, r.ngpu);
+      break;
+    default:
+      rc = zeus_selector_max_slowdown(&sel, o->factor);
+      break;
   }
   if (rc) {
     cli_error(cmd, true, "bad selector");
@@ -274,16 +312,18 @@ static int replay(const char *cmd, bool demo, const options *o) {
   if (note_changes(&r, 0, -1)) goto failed_read;
   const unsigned *limits;
   size_t nlimits = zeus_plo_power_limits(plo, &limits);
-  long spe = o->steps_per_epoch ? o->steps_per_epoch : o->wait + 1 + (long)nlimits * (o->warmup + o->profile_steps);
+  long spe = o->steps_per_epoch ? o->steps_per_epoch
+                                : o->wait + 1 + (long)nlimits * (o->warmup + o->profile_steps);
   if (!o->json) {
-    printf("%s: %u simulated GPU%s%s%s; %s selector", demo ? "zeus plo demo" : "zeus plo replay", r.ngpu,
-           r.ngpu == 1 ? "" : "s", demo ? "" : " modelled by ", demo ? "" : o->profile, selector_names[o->selector]);
-    if (o->selector == 2) printf(" (eta %g, world size %u)", o->eta, r.ngpu);
-    if (o->selector == 3) printf(" (factor %g)", o->factor);
+    printf("%s: %u simulated GPU%s%s%s; %s selector", demo ? "zeus plo demo" : "zeus plo replay",
+           r.ngpu, r.ngpu == 1 ? "" : "s", demo ? "" : " modelled by ", demo ? "" : o->profile,
+           selector_names[o->selector]);
+    if (o->selector == SEL_ZEUS_COST) printf(" (eta %g, world size %u)", o->eta, r.ngpu);
+    if (o->selector == SEL_MAX_SLOWDOWN) printf(" (factor %g)", o->factor);
     printf("\npower limits to profile:");
     for (size_t i = 0; i < nlimits; i++) printf(" %u", limits[i]);
-    printf(" W\nwait %ld, warmup %ld, profile %ld steps; %ld steps per epoch\n\n", o->wait, o->warmup, o->profile_steps,
-           spe);
+    printf(" W\nwait %ld, warmup %ld, profile %ld steps; %ld steps per epoch\n\n", o->wait,
+           o->warmup, o->profile_steps, spe);
   }
 
   /* An interrupted limit starts again at an epoch's first step and needs 1 + K + P step begins;
@@ -291,8 +331,8 @@ static int replay(const char *cmd, bool demo, const options *o) {
    * wait, so running "until done" ends. */
   if (!o->epochs && spe < 1 + o->warmup + o->profile_steps) {
     cli_error(cmd, false,
-              "an epoch of %ld steps is too short to profile one power limit (it needs at least 1 + warmup + "
-              "profile steps = %ld); raise --steps-per-epoch",
+              "an epoch of %ld steps is too short to profile one power limit (it needs at least\n"
+              "1 + warmup + profile steps = %ld); raise --steps-per-epoch",
               spe, 1 + o->warmup + o->profile_steps);
     goto out;
   }
@@ -325,15 +365,18 @@ static int replay(const char *cmd, bool demo, const options *o) {
   if (zeus_plo_get_state(plo) != ZEUS_PLO_DONE) {
     const zeus_plo_measurement *m;
     size_t n = zeus_plo_measurements(plo, &m);
-    cli_error(cmd, false, "the optimizer is not done after %ld epoch%s of %ld steps (%zu of %zu limits profiled); "
-              "raise --epochs or --steps-per-epoch", epoch, epoch == 1 ? "" : "s", spe, n, nlimits);
+    cli_error(
+        cmd, false,
+        "the optimizer is not done after %ld epoch%s of %ld steps (%zu of %zu limits profiled);\n"
+        "raise --epochs or --steps-per-epoch",
+        epoch, epoch == 1 ? "" : "s", spe, n, nlimits);
     goto out;
   }
   const zeus_plo_measurement *m;
   size_t n = zeus_plo_measurements(plo, &m);
   unsigned opt = zeus_plo_optimal_power_limit_w(plo);
   if (o->json) {
-    exit_code = print_json(&r, m, n, opt);
+    exit_code = print_json(&r, o, demo, limits, nlimits, m, n, opt);
   } else {
     print_changes(&r);
     print_table(m, n, opt, o->eta, r.ngpu, demo);
@@ -351,28 +394,20 @@ out:
 }
 
 int cmd_plo(int argc, char **argv) {
-  if (cli_wants_help(argc, argv)) {
-    help(stdout);
-    return CLI_EXIT_OK;
-  }
-  if (argc < 2) {
-    help(stderr);
+  static const char *const subcommands[] = {"replay", "demo", NULL};
+  if (argc < 2 || argv[1][0] == '-') {
+    int rc = cli_parse(&plo_cmd, argc, argv, NULL, NULL);
+    if (rc != CLI_CONTINUE) return rc;
+    cli_pick("plo", "subcommand", NULL, subcommands);
+    fprintf(stderr, "(see 'zeus plo --help')\n");
     return CLI_EXIT_USAGE;
   }
-  bool demo;
-  const char *cmd;
-  if (strcmp(argv[1], "replay") == 0) {
-    demo = false;
-    cmd = "plo replay";
-  } else if (strcmp(argv[1], "demo") == 0) {
-    demo = true;
-    cmd = "plo demo";
-  } else {
-    cli_error("plo", false, "unknown subcommand '%s' (expected replay or demo; see 'zeus plo --help')", argv[1]);
-    return CLI_EXIT_USAGE;
-  }
-  options o;
-  int rc = parse(cmd, demo, argc - 1, argv + 1, &o);
-  if (rc) return rc;
-  return replay(cmd, demo, &o);
+  int which = cli_pick("plo", "subcommand", argv[1], subcommands);
+  if (which < 0) return CLI_EXIT_USAGE;
+  bool demo = which == 1;
+  const cli_command *c = demo ? &demo_cmd : &replay_cmd;
+  int rc = cli_parse(c, argc - 1, argv + 1, NULL, NULL);
+  if (rc != CLI_CONTINUE) return rc;
+  if ((rc = check_options(c->name, demo, &plo_opts))) return rc;
+  return replay(c->name, demo, &plo_opts);
 }

@@ -11,70 +11,9 @@
 #define CMD "run"
 #define MAX_LIST 256
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: zeus run [options] -- COMMAND [ARGS...]\n"
-          "       zeus run --spec JOB.json [options]\n\n"
-          "Runs a recurring training job: each recurrence launches COMMAND with the batch size the\n"
-          "batch-size optimizer picks (pruning exploration, then Gaussian Thompson sampling) and the\n"
-          "ZEUS_* environment of the training-side protocol (zeus_job in <zeus/bso.h>); the trainee\n"
-          "profiles the GPU power limits, stops early when its cost would pass beta x the best cost\n"
-          "so far, and writes its result, whose cost the optimizer learns. A try that misses the target\n"
-          "is retried (up to --max-tries per recurrence). The trainee's output goes to the terminal and\n"
-          "to <job folder>/rec<N>+try<M>.train.log.\n\n"
-          "Everything learnt is kept in SQLite (--state; default: state.sqlite in the job folder, the\n"
-          "latest folder of the same job and knobs under --log-base being continued), committed after\n"
-          "every try: a later 'zeus run' continues where this one stopped, and a crash loses no\n"
-          "finished try. Two runs of N and M recurrences give the same history as one of N + M.\n\n"
-          "Placeholders in COMMAND's arguments: {bs} {batch_size} {lr} {learning_rate} {seed}\n"
-          "{epochs} {slice_number} (the recurrence) {target_metric}; {{ and }} are literal braces.\n\n"
-          "Job:\n"
-          "  --batch-sizes LIST       feasible batch sizes, e.g. 32,64,128,256\n"
-          "  --default-bs B           the batch size the user would use (one of them)\n"
-          "  --target-metric T        validation metric at which training stops\n"
-          "  --max-epochs E           epochs after which a try gives up\n"
-          "  --lr RATE                learning rate at the default batch size\n"
-          "  --optimizer NAME         scales --lr: adam, adamw, adadelta (square root), sgd (linear)\n"
-          "  --lr-table B=R,...       explicit learning rates per batch size (win over the rule)\n"
-          "  --dataset, --network     names used in the job folder's name\n"
-          "  --workdir DIR            the trainee's working folder\n"
-          "  --spec FILE              the job as JSON (keys as in docs/bso.md); flags override it\n"
-          "Knobs:\n"
-          "  --eta X                  cost = eta*energy + (1-eta)*max_power*time, X in [0, 1] (0.5)\n"
-          "  --beta X                 early stop at beta x best cost, > 0 or 'inf' (2.0)\n"
-          "  --seed N                 optimizer seed and first training seed (123456)\n"
-          "  --window N               optimizer reward window per batch size (0: all)\n"
-          "Driver:\n"
-          "  --recurrences R          recurrences to run now (default 1; 0: just print the state)\n"
-          "  --log-base DIR           folder of job folders (default ./zeus_logs)\n"
-          "  --state FILE             the SQLite state to use or create\n"
-          "  --observer-mode          run at the maximum power limit, account as if at the optimum\n"
-          "  --profile-warmup-iters N, --profile-measure-iters N   power profiling steps (10, 40)\n"
-          "  --max-power-w W          the cost's max power (default: max limit x visible GPUs)\n"
-          "  --max-tries N            tries per recurrence (20)\n"
-          "  --timeout S              per try; the trainee gets SIGTERM, then SIGKILL after 5 s\n"
-          "  --keep-going             a try without a readable result is recorded as failed and the\n"
-          "                           next try starts (default: stop; the try is repeated next run)\n"
-          "  --json                   print the history and state as JSON at the end (the trainee's\n"
-          "                           output then goes to stderr)\n"
-          "  --quiet                  do not echo the trainee's output (it is still logged)\n\n"
-          "Exit status: 0 done; 1 a try failed or the job cannot converge (what finished is kept);\n"
-          "2 usage; 130 interrupted (SIGINT/SIGTERM: the trainee is stopped, its try not recorded).\n\n"
-          "Example (the demo trainee on the simulated GPU):\n"
-          "  ZEUS_GPU_BACKEND=sim zeus run --batch-sizes 64,128,256,512,1024 --default-bs 256 \\\n"
-          "      --target-metric 0.6 --max-epochs 40 --lr 0.1 --optimizer adam --recurrences 5 \\\n"
-          "      -- build/trainee_sim --bs {bs} --lr {lr} --seed {seed} --epochs {epochs}\n\n"
-          "Environment:\n"
-          "  ZEUS_GPU_BACKEND, CUDA_VISIBLE_DEVICES, ZEUS_SIM_*   the GPUs whose maximum power limit\n"
-          "                      sets the cost's max power (unless --max-power-w); passed on to the trainee\n"
-          "  ZEUS_LOG_LEVEL      info shows the optimizer's decisions\n"
-          "  Set for the trainee: ZEUS_LOG_DIR ZEUS_JOB_ID ZEUS_COST_THRESH ZEUS_ETA_KNOB\n"
-          "  ZEUS_TARGET_METRIC ZEUS_PROFILE_PARAMS ZEUS_USE_OPTIMAL_PL\n");
-}
-
 typedef struct cli_ctx {
-  FILE *echo; /* NULL: quiet */
-  bool json;
+  FILE *echo;   /* where the trainee's output goes; NULL: quiet */
+  FILE *report; /* where the text report's lines go: stderr, the -o file, or NULL under --json */
 } cli_ctx;
 
 static void on_output(void *ctx, const char *data, size_t len) {
@@ -90,28 +29,35 @@ static void print_lr(FILE *f, double lr) {
 }
 
 static void on_started(void *ctx, const zeus_run_try *t, const char *const *argv, const char *log) {
-  (void)ctx;
-  fprintf(stderr, "[zeus run] recurrence %ld, try %ld: batch size %ld, learning rate ", t->recurrence, t->try_index,
-          t->batch_size);
-  print_lr(stderr, t->learning_rate);
-  fprintf(stderr, ", seed %lld, cost threshold %.6g\n[zeus run] $", t->seed, t->cost_threshold);
-  for (size_t i = 0; argv[i]; i++) fprintf(stderr, " %s", argv[i]);
-  fprintf(stderr, "\n[zeus run] log: %s\n", log);
+  FILE *f = ((cli_ctx *)ctx)->report;
+  if (!f) return;
+  fprintf(f, "[zeus run] recurrence %ld, try %ld: batch size %ld, learning rate ", t->recurrence,
+          t->try_index, t->batch_size);
+  print_lr(f, t->learning_rate);
+  fprintf(f, ", seed %lld, cost threshold %.6g\n[zeus run] $", t->seed, t->cost_threshold);
+  for (size_t i = 0; argv[i]; i++) fprintf(f, " %s", argv[i]);
+  fprintf(f, "\n[zeus run] log: %s\n", log);
+  fflush(f);
 }
 
 static void on_finished(void *ctx, const zeus_run_try *t) {
-  (void)ctx;
+  FILE *f = ((cli_ctx *)ctx)->report;
+  if (!f) return;
   if (strcmp(t->status, "failed") == 0) {
-    fprintf(stderr, "[zeus run] recurrence %ld, try %ld: no usable result (exit code %d)\n", t->recurrence,
-            t->try_index, t->exit_code);
+    fprintf(f, "[zeus run] recurrence %ld, try %ld: no usable result (exit code %d)\n",
+            t->recurrence, t->try_index, t->exit_code);
+    fflush(f);
     return;
   }
-  fprintf(stderr, "[zeus run] recurrence %ld, try %ld: batch size %ld: %.6g J, %.6g s, cost %.6g, %s (exit code %d)\n",
+  fprintf(f,
+          "[zeus run] recurrence %ld, try %ld: batch size %ld: %.6g J, %.6g s, cost %.6g, %s\n"
+          "(exit code %d)\n",
           t->recurrence, t->try_index, t->batch_size, t->energy_j, t->time_s, t->cost,
           strcmp(t->status, "no_epoch") == 0 ? "stopped before its first epoch (threshold)"
           : t->reached                       ? "reached the target"
                                              : "did not reach the target",
           t->exit_code);
+  fflush(f);
 }
 
 static zeus_runner *g_runner;
@@ -123,170 +69,309 @@ static void on_signal(int sig) {
   if (g_runner) zeus_runner_request_stop(g_runner);
 }
 
-static bool parse_list(const char *opt, const char *text, long *out, size_t *n) {
-  *n = 0;
-  if (!text || !*text) {
-    cli_error(CMD, false, "%s needs a list such as 32,64,128", opt);
-    return false;
-  }
+typedef struct long_list {
+  long v[MAX_LIST];
+  size_t n;
+} long_list;
+
+typedef struct lr_table {
+  long bs[MAX_LIST];
+  double lr[MAX_LIST];
+  size_t n;
+} lr_table;
+
+/* --batch-sizes: "32,64,128". */
+static bool parse_list(const char *cmd, const char *opt, const char *text, void *dest) {
+  long_list *l = dest;
+  l->n = 0;
   for (const char *p = text; *p;) {
     char *end;
     errno = 0;
     long v = strtol(p, &end, 10);
     if (end == p || v <= 0 || errno || (*end && *end != ',')) {
-      cli_error(CMD, false, "%s: expected comma-separated positive integers, got '%s'", opt, text);
+      cli_error(cmd, false, "%s: expected comma-separated positive integers, got '%s'", opt, text);
       return false;
     }
-    if (*n == MAX_LIST) {
-      cli_error(CMD, false, "%s: more than %d entries", opt, MAX_LIST);
+    if (l->n == MAX_LIST) {
+      cli_error(cmd, false, "%s: more than %d entries", opt, MAX_LIST);
       return false;
     }
-    out[(*n)++] = v;
+    l->v[l->n++] = v;
     p = *end ? end + 1 : end;
+  }
+  if (l->n == 0) {
+    cli_error(cmd, false, "%s needs a list such as 32,64,128", opt);
+    return false;
   }
   return true;
 }
 
-static bool parse_lr_table(const char *text, long *bs, double *lr, size_t *n) {
-  *n = 0;
+/* --lr-table: "32=0.05,64=0.1". */
+static bool parse_lr_table(const char *cmd, const char *opt, const char *text, void *dest) {
+  lr_table *t = dest;
+  t->n = 0;
   const char *p = text;
-  while (p && *p) {
+  while (*p) {
     char *end;
     long b = strtol(p, &end, 10);
     if (end == p || b <= 0 || *end != '=') goto bad;
     p = end + 1;
     double r = strtod(p, &end);
     if (end == p || !isfinite(r) || r < 0 || (*end && *end != ',')) goto bad;
-    if (*n == MAX_LIST) goto bad;
-    bs[*n] = b;
-    lr[(*n)++] = r;
+    if (t->n == MAX_LIST) goto bad;
+    t->bs[t->n] = b;
+    t->lr[t->n++] = r;
     p = *end ? end + 1 : end;
   }
-  if (*n > 0) return true;
+  if (t->n > 0) return true;
 bad:
-  cli_error(CMD, false, "--lr-table: expected BS=RATE pairs such as 32=0.05,64=0.1, got '%s'", text ? text : "");
+  cli_error(cmd, false, "%s: expected BS=RATE pairs such as 32=0.05,64=0.1, got '%s'", opt, text);
   return false;
 }
 
-int cmd_run(int argc, char **argv) {
-  if (cli_wants_help(argc, argv)) {
-    usage(stdout);
-    return CLI_EXIT_OK;
+/* --beta: a number > 0, or inf for no early stopping. */
+static bool parse_beta(const char *cmd, const char *opt, const char *text, void *dest) {
+  if (strcmp(text, "inf") == 0 || strcmp(text, "infinity") == 0) {
+    *(double *)dest = INFINITY;
+    return true;
   }
+  return cli_parse_double(cmd, opt, text, 1e-300, 1e300, dest);
+}
+
+/* Every option has its own variable and "given" flag: the spec file is read after the options,
+ * and the options given override it. */
+enum {
+  O_BATCH_SIZES,
+  O_DEFAULT_BS,
+  O_TARGET,
+  O_MAX_EPOCHS,
+  O_LR,
+  O_OPTIMIZER,
+  O_LR_TABLE,
+  O_DATASET,
+  O_NETWORK,
+  O_WORKDIR,
+  O_ETA,
+  O_BETA,
+  O_SEED,
+  O_WINDOW,
+  O_RECURRENCES,
+  O_LOG_BASE,
+  O_STATE,
+  O_OBSERVER,
+  O_WARMUP,
+  O_MEASURE,
+  O_MAX_POWER,
+  O_MAX_TRIES,
+  O_TIMEOUT,
+  O_KEEP_GOING,
+  O_COUNT
+};
+static bool given[O_COUNT];
+static long_list batch_sizes;
+static lr_table lrs;
+static long default_bs, max_epochs, seed, window_size, recurrences, warmup_iters, measure_iters,
+    max_tries;
+static double target_metric, default_lr, eta, beta, max_power_w, timeout_s;
+static const char *optimizer, *dataset, *network, *workdir, *log_base, *state_path, *spec_path,
+    *out_path;
+static bool observer_mode, keep_going, json_output, quiet;
+
+static const cli_opt run_opts[] = {
+    {"batch-sizes", 0, CLI_OPT_CUSTOM, &batch_sizes, "LIST",
+     "feasible batch sizes, e.g. 32,64,128,256", .parse = parse_list, .seen = &given[O_BATCH_SIZES],
+     .heading = "Job:"},
+    {"default-bs", 0, CLI_OPT_LONG, &default_bs, "B",
+     "the batch size the user would use (one of them)", NULL, 1, 1099511627776.0,
+     .seen = &given[O_DEFAULT_BS]},
+    {"target-metric", 0, CLI_OPT_DOUBLE, &target_metric, "T",
+     "validation metric at which training stops", NULL, -1e300, 1e300, .seen = &given[O_TARGET]},
+    {"max-epochs", 0, CLI_OPT_LONG, &max_epochs, "E", "epochs after which a try gives up", NULL, 1,
+     1e8, .seen = &given[O_MAX_EPOCHS]},
+    {"lr", 0, CLI_OPT_DOUBLE, &default_lr, "RATE", "learning rate at the default batch size", NULL,
+     0, 1e300, .seen = &given[O_LR]},
+    {"optimizer", 0, CLI_OPT_STRING, &optimizer, "NAME",
+     "scales --lr: adam, adamw, adadelta (square root), sgd (linear)", .seen = &given[O_OPTIMIZER]},
+    {"lr-table", 0, CLI_OPT_CUSTOM, &lrs, "B=R,...",
+     "explicit learning rates per batch size (win over the rule)", .parse = parse_lr_table,
+     .seen = &given[O_LR_TABLE]},
+    {"dataset", 0, CLI_OPT_STRING, &dataset, "NAME",
+     "the dataset's name, used in the job folder's name", .seen = &given[O_DATASET]},
+    {"network", 0, CLI_OPT_STRING, &network, "NAME",
+     "the network's name, used in the job folder's name", .seen = &given[O_NETWORK]},
+    {"workdir", 0, CLI_OPT_STRING, &workdir, "DIR", "the trainee's working folder",
+     .seen = &given[O_WORKDIR]},
+    {"spec", 0, CLI_OPT_STRING, &spec_path, "FILE",
+     "the job as JSON (keys as in docs/bso.md); the options given override it"},
+    {"eta", 0, CLI_OPT_DOUBLE, &eta, "X", "cost = eta*energy + (1-eta)*max_power*time, X in [0, 1]",
+     "0.5", 0, 1, .seen = &given[O_ETA], .heading = "Knobs:"},
+    {"beta", 0, CLI_OPT_CUSTOM, &beta, "X", "early stop at beta x best cost, > 0 or 'inf'", "2.0",
+     .parse = parse_beta, .seen = &given[O_BETA]},
+    {"seed", 0, CLI_OPT_LONG, &seed, "N", "optimizer seed and first training seed", "123456", 0,
+     9223372036854775807.0, .seen = &given[O_SEED]},
+    {"window", 0, CLI_OPT_LONG, &window_size, "N",
+     "optimizer reward window per batch size (0: all)", "0", 0, 1e6, .seen = &given[O_WINDOW]},
+    {"recurrences", 0, CLI_OPT_LONG, &recurrences, "R",
+     "recurrences to run now (0: just print the state)", "1", 0, 1e6, .seen = &given[O_RECURRENCES],
+     .heading = "Driver:"},
+    {"log-base", 0, CLI_OPT_STRING, &log_base, "DIR", "folder of job folders", "./zeus_logs",
+     .seen = &given[O_LOG_BASE]},
+    {"state", 0, CLI_OPT_STRING, &state_path, "FILE", "the SQLite state to use or create",
+     .seen = &given[O_STATE]},
+    {"observer-mode", 0, CLI_OPT_FLAG, &observer_mode, NULL,
+     "run at the maximum power limit, account as if at the optimum", .seen = &given[O_OBSERVER]},
+    {"profile-warmup-iters", 0, CLI_OPT_LONG, &warmup_iters, "N",
+     "power profiling: warm-up steps per limit", "10", 0, 1e6, .seen = &given[O_WARMUP]},
+    {"profile-measure-iters", 0, CLI_OPT_LONG, &measure_iters, "N",
+     "power profiling: measured steps per limit", "40", 1, 1e6, .seen = &given[O_MEASURE]},
+    {"max-power-w", 0, CLI_OPT_DOUBLE, &max_power_w, "W", "the cost's max power",
+     "max limit x visible GPUs", 1e-9, 1e9, .seen = &given[O_MAX_POWER]},
+    {"max-tries", 0, CLI_OPT_LONG, &max_tries, "N", "tries per recurrence", "20", 1, 100000,
+     .seen = &given[O_MAX_TRIES]},
+    {"timeout", 0, CLI_OPT_DOUBLE, &timeout_s, "S",
+     "per try; the trainee gets SIGTERM, then SIGKILL after 5 s", "none", 0, 1e9,
+     .seen = &given[O_TIMEOUT]},
+    {"keep-going", 0, CLI_OPT_FLAG, &keep_going, NULL,
+     "a try without a readable result is recorded as failed and the next try\n"
+     "starts (default: stop; the try is repeated next run)",
+     .seen = &given[O_KEEP_GOING]},
+    {"json", 0, CLI_OPT_FLAG, &json_output, NULL,
+     "print the history and the optimizer as one JSON document at the end; the\n"
+     "trainee's output then goes to standard error",
+     .heading = "Output:"},
+    {"output", 'o', CLI_OPT_STRING, &out_path, "FILE",
+     "write the report (the [zeus run] lines, or the JSON with --json) to FILE,\n"
+     "replaced whole at the end; the trainee keeps standard output"},
+    {"quiet", 0, CLI_OPT_FLAG, &quiet, NULL,
+     "do not echo the trainee's output (it is still logged)"},
+    {0},
+};
+
+static const cli_command run_cmd = {
+    .name = "run",
+    .usage = "zeus run [OPTIONS] -- COMMAND [ARGS...]\nzeus run --spec JOB.json [OPTIONS]",
+    .about =
+        "Runs a recurring training job: each recurrence launches COMMAND with the batch size the\n"
+        "batch-size optimizer picks (pruning exploration, then Gaussian Thompson sampling) and\n"
+        "the ZEUS_* environment of the training-side protocol (zeus_job in <zeus/bso.h>); the\n"
+        "trainee profiles the GPU power limits, stops early when its cost would pass beta x the\n"
+        "best cost so far, and writes its result, whose cost the optimizer learns. A try that\n"
+        "misses the target is retried (up to --max-tries per recurrence). The trainee's output\n"
+        "goes to standard output and to <job folder>/rec<N>+try<M>.train.log; the report (one\n"
+        "[zeus run] line per try start and end) goes to standard error, or to FILE with -o.\n"
+        "\n"
+        "Everything learnt is kept in SQLite (--state; default: state.sqlite in the job folder,\n"
+        "the latest folder of the same job and knobs under --log-base being continued),\n"
+        "committed after every try: a later 'zeus run' continues where this one stopped, and a\n"
+        "crash loses no finished try. Two runs of N and M recurrences give the same history as\n"
+        "one of N + M.\n"
+        "\n"
+        "Placeholders in COMMAND's arguments: {bs} {batch_size} {lr} {learning_rate} {seed}\n"
+        "{epochs} {slice_number} (the recurrence) {target_metric}; {{ and }} are literal braces.",
+    .opts = run_opts,
+    .more =
+        "JSON: {\"logdir\", \"state\", \"recurrences_done\", \"next_try\", \"min_cost_j\",\n"
+        "\"max_power_w\", \"history\": [{\"recurrence\", \"try\", \"batch_size\",\n"
+        "\"learning_rate\", \"seed\", \"cost_threshold_j\", \"energy_j\", \"time_s\",\n"
+        "\"cost_j\", \"epochs\", \"reached\", \"status\", \"exit_code\"}], \"optimizer\":\n"
+        "{\"phase\", \"expecting_batch_size\", \"observations\": [{\"batch_size\", \"cost_j\"}],\n"
+        "\"arms\": [{\"batch_size\", \"mean_cost_j\", \"mean_cost_sd_j\", \"cost_sd_j\",\n"
+        "\"num_observations\"}]}} (null: none).\n"
+        "\n"
+        "Exit status: 0 done; 1 a try failed or the job cannot converge (what finished is kept);\n"
+        "2 usage; 130 interrupted (SIGINT/SIGTERM: the trainee is stopped, its try not\n"
+        "recorded).\n"
+        "\n"
+        "Example (the demo trainee on the simulated GPU):\n"
+        "  ZEUS_GPU_BACKEND=sim zeus run --batch-sizes 64,128,256,512,1024 --default-bs 256 \\\n"
+        "      --target-metric 0.6 --max-epochs 40 --lr 0.1 --optimizer adam --recurrences 5 \\\n"
+        "      -- build/trainee_sim --bs {bs} --lr {lr} --seed {seed} --epochs {epochs}\n"
+        "\n"
+        "Environment:\n"
+        "  ZEUS_GPU_BACKEND, CUDA_VISIBLE_DEVICES, ZEUS_SIM_*: the GPUs whose maximum power\n"
+        "                      limit sets the cost's max power (unless --max-power-w); passed on\n"
+        "                      to the trainee\n"
+        "  ZEUS_LOG_LEVEL      info shows the optimizer's decisions\n"
+        "  Set for the trainee: ZEUS_LOG_DIR ZEUS_JOB_ID ZEUS_COST_THRESH ZEUS_ETA_KNOB\n"
+        "  ZEUS_TARGET_METRIC ZEUS_PROFILE_PARAMS ZEUS_USE_OPTIMAL_PL\n",
+    .args = CLI_ARGS_COMMAND,
+};
+
+/* The options given, over the spec file's values (over the defaults). */
+static void apply_options(zeus_run_spec *s, long *recs) {
+  if (given[O_BATCH_SIZES]) s->batch_sizes = batch_sizes.v, s->num_batch_sizes = batch_sizes.n;
+  if (given[O_DEFAULT_BS]) s->default_bs = default_bs;
+  if (given[O_TARGET]) s->target_metric = target_metric;
+  if (given[O_MAX_EPOCHS]) s->max_epochs = max_epochs;
+  if (given[O_LR]) s->default_lr = default_lr;
+  if (given[O_OPTIMIZER]) s->optimizer = optimizer;
+  if (given[O_LR_TABLE]) s->lr_batch_sizes = lrs.bs, s->lr_values = lrs.lr, s->num_lrs = lrs.n;
+  if (given[O_DATASET]) s->dataset = dataset;
+  if (given[O_NETWORK]) s->network = network;
+  if (given[O_WORKDIR]) s->workdir = workdir;
+  if (given[O_ETA]) s->eta = eta;
+  if (given[O_BETA]) s->beta = beta;
+  if (given[O_SEED]) s->seed = (uint64_t)seed;
+  if (given[O_WINDOW]) s->window_size = window_size;
+  if (given[O_RECURRENCES]) *recs = recurrences;
+  if (given[O_LOG_BASE]) s->log_base = log_base;
+  if (given[O_STATE]) s->state_path = state_path;
+  if (given[O_OBSERVER]) s->observer_mode = true;
+  if (given[O_WARMUP]) s->profile_warmup_iters = warmup_iters;
+  if (given[O_MEASURE]) s->profile_measure_iters = measure_iters;
+  if (given[O_MAX_POWER]) s->max_power_w = max_power_w;
+  if (given[O_MAX_TRIES]) s->max_tries = max_tries;
+  if (given[O_TIMEOUT]) s->timeout_s = timeout_s;
+  if (given[O_KEEP_GOING]) s->keep_going = true;
+}
+
+int cmd_run(int argc, char **argv) {
+  char **command = NULL;
+  int ncommand = 0;
+  int status = cli_parse(&run_cmd, argc, argv, &command, &ncommand);
+  if (status != CLI_CONTINUE) return status;
   zeus_run_spec s;
   zeus_run_spec_init(&s);
   void *storage = NULL;
-  long recurrences = 1, spec_recurrences = -1;
-  bool json = false, quiet = false;
-  static long bs[MAX_LIST], lr_bs[MAX_LIST];
-  static double lr_v[MAX_LIST];
-  size_t nbs = 0, nlr = 0;
-  /* The spec file first, so that flags override it. */
-  for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-    if (strcmp(argv[i], "--spec") == 0) {
-      if (i + 1 >= argc) {
-        cli_error(CMD, false, "--spec needs a file");
-        return CLI_EXIT_USAGE;
-      }
-      if (zeus_run_spec_load(argv[i + 1], &s, &storage, &spec_recurrences) != ZEUS_OK) {
-        cli_error(CMD, true, "cannot read the job spec");
-        return CLI_EXIT_USAGE;
-      }
-      break;
-    }
+  long recs = 1, spec_recurrences = -1;
+  if (spec_path && zeus_run_spec_load(&s, spec_path, &storage, &spec_recurrences) != ZEUS_OK) {
+    cli_error(CMD, true, "cannot read the job spec");
+    return CLI_EXIT_USAGE;
   }
-  if (spec_recurrences >= 0) recurrences = spec_recurrences;
-  int i = 1, status = CLI_EXIT_USAGE;
-  for (; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--") == 0) {
-      i++;
-      break;
-    }
-    if (strcmp(a, "--json") == 0) { json = true; continue; }
-    if (strcmp(a, "--quiet") == 0) { quiet = true; continue; }
-    if (strcmp(a, "--observer-mode") == 0) { s.observer_mode = true; continue; }
-    if (strcmp(a, "--keep-going") == 0) { s.keep_going = true; continue; }
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strncmp(a, "--", 2) != 0) {
-      cli_error(CMD, false, "unexpected argument '%s': put the training command after --", a);
-      goto out;
-    }
-    if (!v) {
-      cli_error(CMD, false, "%s needs a value", a);
-      goto out;
-    }
-    i++;
-    long l;
-    if (strcmp(a, "--spec") == 0) continue;
-    else if (strcmp(a, "--batch-sizes") == 0) {
-      if (!parse_list(a, v, bs, &nbs)) goto out;
-      s.batch_sizes = bs;
-      s.num_batch_sizes = nbs;
-    } else if (strcmp(a, "--default-bs") == 0) {
-      if (!cli_parse_long(CMD, a, v, 1, 1L << 40, &s.default_bs)) goto out;
-    } else if (strcmp(a, "--target-metric") == 0) {
-      if (!cli_parse_double(CMD, a, v, -1e300, 1e300, &s.target_metric)) goto out;
-    } else if (strcmp(a, "--max-epochs") == 0) {
-      if (!cli_parse_long(CMD, a, v, 1, 100000000, &s.max_epochs)) goto out;
-    } else if (strcmp(a, "--lr") == 0) {
-      if (!cli_parse_double(CMD, a, v, 0, 1e300, &s.default_lr)) goto out;
-    } else if (strcmp(a, "--optimizer") == 0) s.optimizer = v;
-    else if (strcmp(a, "--lr-table") == 0) {
-      if (!parse_lr_table(v, lr_bs, lr_v, &nlr)) goto out;
-      s.lr_batch_sizes = lr_bs;
-      s.lr_values = lr_v;
-      s.num_lrs = nlr;
-    } else if (strcmp(a, "--dataset") == 0) s.dataset = v;
-    else if (strcmp(a, "--network") == 0) s.network = v;
-    else if (strcmp(a, "--workdir") == 0) s.workdir = v;
-    else if (strcmp(a, "--eta") == 0) {
-      if (!cli_parse_double(CMD, a, v, 0, 1, &s.eta)) goto out;
-    } else if (strcmp(a, "--beta") == 0) {
-      if (strcmp(v, "inf") == 0) s.beta = INFINITY;
-      else if (!cli_parse_double(CMD, a, v, 1e-300, INFINITY, &s.beta)) goto out;
-    } else if (strcmp(a, "--seed") == 0) {
-      if (!cli_parse_long(CMD, a, v, 0, 0x7fffffffffffffffL, &l)) goto out;
-      s.seed = (uint64_t)l;
-    } else if (strcmp(a, "--window") == 0) {
-      if (!cli_parse_long(CMD, a, v, 0, 1000000, &s.window_size)) goto out;
-    } else if (strcmp(a, "--recurrences") == 0) {
-      if (!cli_parse_long(CMD, a, v, 0, 1000000, &recurrences)) goto out;
-    } else if (strcmp(a, "--log-base") == 0) s.log_base = v;
-    else if (strcmp(a, "--state") == 0) s.state_path = v;
-    else if (strcmp(a, "--profile-warmup-iters") == 0) {
-      if (!cli_parse_long(CMD, a, v, 0, 1000000, &s.profile_warmup_iters)) goto out;
-    } else if (strcmp(a, "--profile-measure-iters") == 0) {
-      if (!cli_parse_long(CMD, a, v, 1, 1000000, &s.profile_measure_iters)) goto out;
-    } else if (strcmp(a, "--max-power-w") == 0) {
-      if (!cli_parse_double(CMD, a, v, 1e-9, 1e9, &s.max_power_w)) goto out;
-    } else if (strcmp(a, "--max-tries") == 0) {
-      if (!cli_parse_long(CMD, a, v, 1, 100000, &s.max_tries)) goto out;
-    } else if (strcmp(a, "--timeout") == 0) {
-      if (!cli_parse_double(CMD, a, v, 0, 1e9, &s.timeout_s)) goto out;
-    } else {
-      cli_error(CMD, false, "unknown option '%s' (see zeus run --help)", a);
-      goto out;
-    }
-  }
-  if (i < argc) s.command = (const char *const *)(argv + i);
+  if (spec_recurrences >= 0) recs = spec_recurrences;
+  apply_options(&s, &recs);
+  status = CLI_EXIT_USAGE;
+  if (ncommand > 0) s.command = (const char *const *)command;
   if (!s.command) {
     cli_error(CMD, false, "no training command: give it after -- (or as \"command\" in --spec)");
     goto out;
   }
-  s.recurrences = recurrences;
+  s.recurrences = recs;
 
-  cli_ctx ctx = {.echo = quiet ? NULL : (json ? stderr : stdout), .json = json};
-  zeus_run_callbacks cb = {.ctx = &ctx, .output = on_output, .try_started = on_started, .try_finished = on_finished};
+  cli_report rf = {0};
+  if (out_path && !cli_report_open(CMD, &rf, out_path)) {
+    status = CLI_EXIT_FAIL;
+    goto out;
+  }
+  /* Standard output is the trainee's, except under --json without -o, where it is the JSON's. */
+  cli_ctx ctx = {.echo = quiet ? NULL : (json_output && !out_path ? stderr : stdout),
+                 .report = json_output ? NULL
+                           : rf.f      ? rf.f
+                                       : stderr};
+  FILE *log = ctx.report ? ctx.report : stderr; /* where the job folder and the final line go */
+  zeus_run_callbacks cb = {
+      .ctx = &ctx, .output = on_output, .try_started = on_started, .try_finished = on_finished};
   zeus_runner *r;
   int rc = zeus_runner_open(&r, &s, &cb);
   if (rc != ZEUS_OK) {
     cli_error(CMD, true, "cannot start the job");
     status = rc == ZEUS_EINVAL || rc == ZEUS_EPARSE ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+    cli_report_discard(&rf);
     goto out;
   }
-  fprintf(stderr, "[zeus run] job folder %s\n[zeus run] state %s (%ld recurrences done)\n", zeus_runner_logdir(r),
-          zeus_runner_state_path(r), zeus_runner_recurrences_done(r));
+  fprintf(log, "[zeus run] job folder %s\n[zeus run] state %s (%ld recurrences done)\n",
+          zeus_runner_logdir(r), zeus_runner_state_path(r), zeus_runner_recurrences_done(r));
+  fflush(log);
   g_runner = r;
   struct sigaction sa, old_int, old_term;
   memset(&sa, 0, sizeof sa);
@@ -294,7 +379,7 @@ int cmd_run(int argc, char **argv) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
-  rc = zeus_runner_run(r, recurrences);
+  rc = zeus_runner_run(r, recs);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
   g_runner = NULL;
@@ -304,20 +389,23 @@ int cmd_run(int argc, char **argv) {
   } else {
     status = CLI_EXIT_OK;
   }
-  fprintf(stderr, "[zeus run] %ld recurrences done in all; history and state in %s\n", zeus_runner_recurrences_done(r),
-          zeus_runner_state_path(r));
-  if (json) {
+  fprintf(log, "[zeus run] %ld recurrences done in all; history and state in %s\n",
+          zeus_runner_recurrences_done(r), zeus_runner_state_path(r));
+  fflush(log);
+  if (json_output) {
     char *text;
     if (zeus_runner_history_json(r, &text) == ZEUS_OK) {
-      puts(text);
-      free(text);
+      fprintf(rf.f ? rf.f : stdout, "%s\n", text);
+      zeus_free(text);
     } else {
-      cli_error(CMD, true, "cannot print the history");
+      cli_error(CMD, true, "cannot write the JSON report");
       status = CLI_EXIT_FAIL;
     }
   }
+  if (rf.f && !cli_report_commit(CMD, &rf, out_path) && status == CLI_EXIT_OK)
+    status = CLI_EXIT_FAIL;
   zeus_runner_close(r);
 out:
-  zeus_run_spec_storage_free(storage);
+  zeus_free(storage);
   return status;
 }

@@ -1,7 +1,10 @@
 /* zeus: the command-line tool. Dispatches to one subcommand per file. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -14,34 +17,52 @@ typedef struct {
 static const command commands[] = {
     {"gpus", cmd_gpus, "list GPUs, their power limits, clocks and energy counters"},
     {"monitor", cmd_monitor, "measure the energy of a command, or sample power"},
-    {"frontier", cmd_frontier, "time–energy frontier of a pipeline (Perseus optimizer) from a profile"},
+    {"frontier", cmd_frontier,
+     "time–energy frontier of a pipeline (Perseus optimizer) from a profile"},
     {"pfo-server", cmd_pfo_server, "serve Perseus per-instruction GPU frequency schedules"},
-    {"plo", cmd_plo, "power-limit optimizer: replay a measured profile, or a demo on the simulated GPU"},
+    {"plo", cmd_plo,
+     "power-limit optimizer: replay a measured profile, or a demo on simulated GPUs"},
     {"run", cmd_run, "run a recurring training job under the batch-size optimizer (SQLite state)"},
-    {"simulate", cmd_simulate, "replay the NSDI'23 traces through the batch-size and power-limit optimizers"},
+    {"simulate", cmd_simulate,
+     "replay the NSDI'23 traces through the batch-size and power-limit\n"
+     "               optimizers"},
 #if ZEUS_WITH_DAEMON
-    {"daemon", cmd_daemon, "the privileged daemon (zeusd's API) that gives GPU settings back when clients die"},
+    {"daemon", cmd_daemon, "the privileged daemon (zeusd's API) that gives GPU settings back\n"
+     "               when the client that changed them dies"},
 #endif
 };
 
 static void usage(FILE *out) {
   fprintf(out,
           "usage: zeus <command> [options]\n"
-          "       zeus --version | --help | help <command>\n\n"
-          "GPU energy measurement and optimization for deep-learning training.\n\n"
+          "       zeus --version | --help | help <command>\n"
+          "\n"
+          "GPU energy measurement and optimization for deep-learning training.\n"
+          "\n"
           "Commands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
-  fprintf(out,
-          "\nRun 'zeus <command> --help' for a command's options and examples.\n\n"
-          "Environment (every command):\n"
-          "  ZEUS_GPU_BACKEND   nvml | sim | none (default: nvml when libnvidia-ml.so.1 loads, else none)\n"
-          "  ZEUS_NVML_LIBRARY  path of the NVML library to load (default libnvidia-ml.so.1)\n"
-          "  CUDA_VISIBLE_DEVICES  which GPUs are visible, as CUDA reads it\n"
-          "  ZEUS_SIM_*         the simulated GPU (see README); the CLI runs it on the wall clock\n"
-          "  ZEUS_LOG_LEVEL     error | warn | info | debug | off (default warn)\n"
-          "  ZEUSD_SOCK_PATH, ZEUSD_HOST_PORT, ZEUSD_TOKEN  send privileged GPU calls (and RAPL reads this\n"
-          "                     process cannot make) to a zeus daemon or zeusd (see 'zeus daemon serve --help')\n");
+  fprintf(
+      out,
+      "\n"
+      "Run 'zeus <command> --help' for a command's options and examples.\n"
+      "\n"
+      "Environment (every command):\n"
+      "  ZEUS_GPU_BACKEND   nvml | sim | none (default: nvml when libnvidia-ml.so.1 loads, else\n"
+      "                     none; 'zeus gpus' says why it did not)\n"
+      "  ZEUS_NVML_LIBRARY  path of the NVML library to load (default libnvidia-ml.so.1)\n"
+      "  CUDA_VISIBLE_DEVICES  which GPUs are visible, as CUDA reads it\n"
+      "  ZEUS_SIM_*         the simulated GPU (see README); the CLI runs it on the wall clock\n"
+      "  ZEUS_RAPL_ROOT     where the RAPL zones are (default /sys/class/powercap)\n"
+      "  ZEUS_DATA_DIR      the measured data (traces, profiles): see README, \"Measured data\"\n"
+      "  ZEUS_LOG_LEVEL     error | warn | info | debug | off (default warn)\n"
+      "  ZEUSD_SOCK_PATH, ZEUSD_HOST_PORT, ZEUSD_TOKEN  send privileged GPU calls (and RAPL reads\n"
+      "                     this process cannot make) to a zeus daemon or zeusd ('zeus daemon serve\n"
+      "                     --help'; README, \"Running without root\")\n"
+      "\n"
+      "Output: a --json report is one JSON document on standard output, its keys in SI units\n"
+      "(_w, _j, _s, _mhz); a command that runs a child leaves standard output to the child and\n"
+      "writes its text report to standard error, or to -o FILE (README, \"Output\").\n");
 #if !ZEUS_WITH_DAEMON
   fprintf(out, "\nNot in this build: 'zeus daemon' (configured with -DZEUS_WITH_DAEMON=OFF).\n");
 #endif
@@ -65,9 +86,13 @@ bool cli_wants_help(int argc, char **argv) {
   return false;
 }
 
-bool cli_parse_long(const char *cmd, const char *opt, const char *text, long min, long max, long *out) {
+bool cli_parse_long(const char *cmd, const char *opt, const char *text, long min, long max,
+                    long *out) {
   char *end;
-  if (!text) { cli_error(cmd, false, "%s needs a value", opt); return false; }
+  if (!text) {
+    cli_error(cmd, false, "%s needs a value", opt);
+    return false;
+  }
   long v = strtol(text, &end, 10);
   if (end == text || *end) {
     cli_error(cmd, false, "%s: expected an integer, got '%s'", opt, text);
@@ -84,7 +109,10 @@ bool cli_parse_long(const char *cmd, const char *opt, const char *text, long min
 bool cli_parse_double(const char *cmd, const char *opt, const char *text, double min, double max,
                       double *out) {
   char *end;
-  if (!text) { cli_error(cmd, false, "%s needs a value", opt); return false; }
+  if (!text) {
+    cli_error(cmd, false, "%s needs a value", opt);
+    return false;
+  }
   double v = strtod(text, &end);
   if (end == text || *end || v != v) {
     cli_error(cmd, false, "%s: expected a number, got '%s'", opt, text);
@@ -101,16 +129,23 @@ bool cli_parse_double(const char *cmd, const char *opt, const char *text, double
 bool cli_parse_index_list(const char *cmd, const char *opt, const char *text, unsigned *out,
                           size_t cap, size_t *n) {
   *n = 0;
-  if (!text || !*text) { cli_error(cmd, false, "%s needs a list such as 0,1", opt); return false; }
+  if (!text || !*text) {
+    cli_error(cmd, false, "%s needs a list such as 0,1", opt);
+    return false;
+  }
   const char *p = text;
   while (*p) {
     char *end;
     long v = strtol(p, &end, 10);
     if (end == p || v < 0 || v > 1000000 || (*end && *end != ',')) {
-      cli_error(cmd, false, "%s: expected comma-separated GPU indices such as 0,1, got '%s'", opt, text);
+      cli_error(cmd, false, "%s: expected comma-separated GPU indices such as 0,1, got '%s'", opt,
+                text);
       return false;
     }
-    if (*n == cap) { cli_error(cmd, false, "%s: more than %zu entries", opt, cap); return false; }
+    if (*n == cap) {
+      cli_error(cmd, false, "%s: more than %zu entries", opt, cap);
+      return false;
+    }
     for (size_t i = 0; i < *n; i++) {
       if (out[i] == (unsigned)v) {
         cli_error(cmd, false, "%s: index %ld is listed twice", opt, v);
@@ -125,9 +160,46 @@ bool cli_parse_index_list(const char *cmd, const char *opt, const char *text, un
 
 bool cli_opt_index_list(const char *cmd, const char *opt, const char *value, void *dest) {
   cli_index_list *l = dest;
-  if (!cli_parse_index_list(cmd, opt, value, l->idx, sizeof l->idx / sizeof l->idx[0], &l->n)) return false;
+  if (!cli_parse_index_list(cmd, opt, value, l->idx, sizeof l->idx / sizeof l->idx[0], &l->n))
+    return false;
   l->given = true;
   return true;
+}
+
+bool cli_report_open(const char *cmd, cli_report *r, const char *path) {
+  r->f = NULL;
+  int n = snprintf(r->tmp, sizeof r->tmp, "%s.XXXXXX", path);
+  if (n < 0 || (size_t)n >= sizeof r->tmp) {
+    cli_error(cmd, false, "-o: the path '%s' is too long", path);
+    return false;
+  }
+  int fd = mkostemp(r->tmp, O_CLOEXEC);
+  if (fd < 0 || !(r->f = fdopen(fd, "w"))) {
+    cli_error(cmd, false, "-o: cannot write beside '%s': %s", path, strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+      unlink(r->tmp);
+    }
+    return false;
+  }
+  return true;
+}
+
+bool cli_report_commit(const char *cmd, cli_report *r, const char *path) {
+  bool ok = fflush(r->f) == 0 && fsync(fileno(r->f)) == 0;
+  ok = fclose(r->f) == 0 && ok;
+  r->f = NULL;
+  if (ok && rename(r->tmp, path) == 0) return true;
+  cli_error(cmd, false, "-o: cannot write '%s': %s", path, strerror(errno));
+  unlink(r->tmp);
+  return false;
+}
+
+void cli_report_discard(cli_report *r) {
+  if (!r->f) return;
+  fclose(r->f);
+  r->f = NULL;
+  unlink(r->tmp);
 }
 
 int main(int argc, char **argv) {
@@ -137,16 +209,25 @@ int main(int argc, char **argv) {
   }
   /* The simulated GPU follows the wall clock in the CLI unless told otherwise. */
   setenv("ZEUS_SIM_CLOCK", "wall", 0);
-  if (argc < 2) { usage(stderr); return CLI_EXIT_USAGE; }
+  if (argc < 2) {
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+  }
   const char *name = argv[1];
   if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
     printf("zeus %s\n", zeus_version());
     return CLI_EXIT_OK;
   }
-  if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) { usage(stdout); return CLI_EXIT_OK; }
+  if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+    usage(stdout);
+    return CLI_EXIT_OK;
+  }
   bool help = false;
   if (strcmp(name, "help") == 0) {
-    if (argc < 3) { usage(stdout); return CLI_EXIT_OK; }
+    if (argc < 3) {
+      usage(stdout);
+      return CLI_EXIT_OK;
+    }
     name = argv[2];
     help = true;
   }
@@ -159,6 +240,18 @@ int main(int argc, char **argv) {
       return commands[i].fn(argc - 1, argv + 1);
     }
   }
-  fprintf(stderr, "zeus: unknown command '%s' (run 'zeus --help' for the list)\n", name);
+  const char *names[sizeof commands / sizeof commands[0] + 1];
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) names[i] = commands[i].name;
+  names[sizeof commands / sizeof commands[0]] = NULL;
+  int near = -1, best = 99;
+  for (int i = 0; names[i]; i++) {
+    int d = cli_edit_distance(name, names[i]);
+    if (d < best) best = d, near = i;
+  }
+  if (near >= 0 && best <= 2)
+    fprintf(stderr,
+            "zeus: unknown command '%s' (did you mean '%s'? run 'zeus --help' for the list)\n",
+            name, names[near]);
+  else fprintf(stderr, "zeus: unknown command '%s' (run 'zeus --help' for the list)\n", name);
   return CLI_EXIT_USAGE;
 }

@@ -13,11 +13,13 @@
 #include <strings.h>
 
 #define HELP_COLUMN 26 /* where option help starts, after two spaces of indent */
+#define HELP_WIDTH 100 /* no line of generated help is longer */
 
 static void perr(const cli_command *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void perr(const cli_command *c, const char *fmt, ...) {
   va_list ap;
-  fprintf(stderr, "zeus %s: ", c->name);
+  if (c->program) fprintf(stderr, "%s: ", c->program);
+  else fprintf(stderr, "zeus %s: ", c->name);
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
@@ -70,17 +72,22 @@ static const cli_opt *nearest(const cli_command *c, const char *name, size_t len
   return NULL;
 }
 
-static const char *metavar(const cli_opt *o, char *buf, size_t n) {
-  if (o->metavar) return o->metavar;
-  if (o->kind != CLI_OPT_CHOICE || !o->choices) return "VALUE";
+/* The choices as "a|b|c". */
+static const char *choice_list(const cli_opt *o, char *buf, size_t n) {
   size_t len = 0;
   buf[0] = '\0';
-  for (const char *const *ch = o->choices; *ch; ch++) {
+  for (const char *const *ch = o->choices; ch && *ch; ch++) {
     int k = snprintf(buf + len, n - len, "%s%s", ch == o->choices ? "" : "|", *ch);
     if (k < 0 || (size_t)k >= n - len) break;
     len += (size_t)k;
   }
   return buf;
+}
+
+static const char *metavar(const cli_opt *o, char *buf, size_t n) {
+  if (o->metavar) return o->metavar;
+  if (o->kind != CLI_OPT_CHOICE || !o->choices) return "VALUE";
+  return choice_list(o, buf, n);
 }
 
 static bool range_given(const cli_opt *o) { return o->min != 0 || o->max != 0; }
@@ -131,19 +138,26 @@ static bool store_choice(const cli_command *c, const cli_opt *o, const char *v) 
     }
   }
   char list[256];
-  perr(c, "--%s: expected one of %s, got '%s'", o->name, metavar(o, list, sizeof list), v);
+  perr(c, "--%s: expected one of %s, got '%s'", o->name, choice_list(o, list, sizeof list), v);
   return false;
 }
 
 static bool store(const cli_command *c, const cli_opt *o, const char *v) {
   char optname[80];
   switch (o->kind) {
-    case CLI_OPT_FLAG: *(bool *)o->dest = true; return true;
-    case CLI_OPT_STRING: *(const char **)o->dest = v; return true;
+    case CLI_OPT_FLAG:
+      *(bool *)o->dest = true;
+      return true;
+    case CLI_OPT_STRING:
+      *(const char **)o->dest = v;
+      return true;
     case CLI_OPT_INT:
-    case CLI_OPT_LONG: return store_integer(c, o, v);
-    case CLI_OPT_DOUBLE: return store_double(c, o, v);
-    case CLI_OPT_CHOICE: return store_choice(c, o, v);
+    case CLI_OPT_LONG:
+      return store_integer(c, o, v);
+    case CLI_OPT_DOUBLE:
+      return store_double(c, o, v);
+    case CLI_OPT_CHOICE:
+      return store_choice(c, o, v);
     case CLI_OPT_CUSTOM:
       snprintf(optname, sizeof optname, "--%s", o->name);
       return o->parse(c->name, optname, v, o->dest);
@@ -152,7 +166,8 @@ static bool store(const cli_command *c, const cli_opt *o, const char *v) {
 }
 
 static int usage_error(const cli_command *c) {
-  fprintf(stderr, "(see 'zeus %s --help')\n", c->name);
+  if (c->program) fprintf(stderr, "(see '%s --help')\n", c->program);
+  else fprintf(stderr, "(see 'zeus %s --help')\n", c->name);
   return 2;
 }
 
@@ -189,10 +204,12 @@ int cli_parse(const cli_command *c, int argc, char **argv, char ***rest_argv, in
         return 0;
       }
       for (size_t k = 0; k < nopts && !o; k++)
-        if (strlen(c->opts[k].name) == len && strncmp(c->opts[k].name, name, len) == 0) o = &c->opts[k];
+        if (strlen(c->opts[k].name) == len && strncmp(c->opts[k].name, name, len) == 0)
+          o = &c->opts[k];
       if (!o) {
         const cli_opt *near = nearest(c, name, len);
-        if (near) perr(c, "unknown option '--%.*s' (did you mean '--%s'?)", (int)len, name, near->name);
+        if (near)
+          perr(c, "unknown option '--%.*s' (did you mean '--%s'?)", (int)len, name, near->name);
         else perr(c, "unknown option '--%.*s'", (int)len, name);
         return usage_error(c);
       }
@@ -278,6 +295,28 @@ static void put_indented(FILE *out, const char *text, int indent) {
   }
 }
 
+/* Prints `text` from column `indent` on (the cursor is there) as one paragraph, its words
+ * separated by single spaces and its lines broken so that none passes `width` columns (a word
+ * longer than a line gets a line of its own). A '\n' in `text` is a space like any other. */
+static void put_wrapped(FILE *out, const char *text, int indent, int width) {
+  int col = indent;
+  for (const char *p = text; *p;) {
+    p += strspn(p, " \n");
+    size_t word = strcspn(p, " \n");
+    if (!word) break;
+    if (col > indent && col + 1 + (int)word > width) {
+      fprintf(out, "\n%*s", indent, "");
+      col = indent;
+    } else if (col > indent) {
+      fputc(' ', out);
+      col++;
+    }
+    fwrite(p, 1, word, out);
+    col += (int)word;
+    p += word;
+  }
+}
+
 void cli_help(const cli_command *c, FILE *out) {
   fputs("usage: ", out);
   put_indented(out, c->usage, 7);
@@ -290,15 +329,18 @@ void cli_help(const cli_command *c, FILE *out) {
   fputs("Options:\n", out);
   for (const cli_opt *o = c->opts; o && o->name; o++) {
     char left[160], mv[256];
+    if (o->heading) fprintf(out, "%s%s\n", o == c->opts ? "" : "\n", o->heading);
     int n = snprintf(left, sizeof left, "%c%c%s--%s%s%s", o->short_name ? '-' : ' ',
                      o->short_name ? o->short_name : ' ', o->short_name ? ", " : "  ", o->name,
-                     o->kind == CLI_OPT_FLAG ? "" : " ", o->kind == CLI_OPT_FLAG ? "" : metavar(o, mv, sizeof mv));
+                     o->kind == CLI_OPT_FLAG ? "" : " ",
+                     o->kind == CLI_OPT_FLAG ? "" : metavar(o, mv, sizeof mv));
     fprintf(out, "  %s", left);
-    if (n + 1 > HELP_COLUMN) fprintf(out, "\n%*s", HELP_COLUMN + 2, "");
+    if (n + 2 > HELP_COLUMN) fprintf(out, "\n%*s", HELP_COLUMN + 2, "");
     else fprintf(out, "%*s", HELP_COLUMN - n, "");
-    put_indented(out, o->help ? o->help : "", HELP_COLUMN + 2);
-    if (o->def) fprintf(out, " (default: %s)", o->def);
-    if (o->required) fputs(" (required)", out);
+    char text[1024];
+    snprintf(text, sizeof text, "%s%s%s%s%s", o->help ? o->help : "", o->def ? " (default: " : "",
+             o->def ? o->def : "", o->def ? ")" : "", o->required ? " (required)" : "");
+    put_wrapped(out, text, HELP_COLUMN + 2, HELP_WIDTH);
     fputc('\n', out);
   }
   fprintf(out, "  -h, --help%*sshow this help and exit\n", HELP_COLUMN - 10, "");
@@ -307,4 +349,39 @@ void cli_help(const cli_command *c, FILE *out) {
     fputs(c->more, out);
     if (c->more[strlen(c->more) - 1] != '\n') fputc('\n', out);
   }
+}
+
+int cli_pick(const char *cmd, const char *what, const char *word, const char *const *names) {
+  char list[256];
+  size_t len = 0, n = 0;
+  list[0] = '\0';
+  while (names[n]) n++;
+  for (size_t k = 0; k < n; k++) {
+    int w = snprintf(list + len, sizeof list - len, "%s%s",
+                     k == 0       ? ""
+                     : k + 1 == n ? " or "
+                                  : ", ",
+                     names[k]);
+    if (w < 0 || (size_t)w >= sizeof list - len) break;
+    len += (size_t)w;
+  }
+  if (!word) {
+    fprintf(stderr, "zeus %s: missing %s (expected %s)\n", cmd, what, list);
+    return -1;
+  }
+  int best = -1, best_d = 99;
+  for (size_t k = 0; k < n; k++) {
+    if (strcmp(word, names[k]) == 0) return (int)k;
+    int d = cli_edit_distance(word, names[k]);
+    if (d < best_d) {
+      best_d = d;
+      best = (int)k;
+    }
+  }
+  int limit = (int)strlen(word) / 3 > 2 ? (int)strlen(word) / 3 : 2;
+  if (best >= 0 && best_d <= limit)
+    fprintf(stderr, "zeus %s: unknown %s '%s' (did you mean '%s'?; expected %s)\n", cmd, what, word,
+            names[best], list);
+  else fprintf(stderr, "zeus %s: unknown %s '%s' (expected %s)\n", cmd, what, word, list);
+  return -1;
 }

@@ -7,7 +7,7 @@
  *
  * Output rule of every command (README, "Output"): standard output belongs either to the
  * command's report or to the child it runs, never both. Without a child the report goes to
- * stdout. With a child (zeus monitor energy/power -- CMD, zeus run): in text mode the child keeps
+ * stdout. With a child (zeus monitor energy -- CMD, zeus run -- CMD): in text mode the child keeps
  * stdout and the report goes to stderr; with --json the JSON document is the only thing on
  * stdout and the child's stdout is sent to stderr; with -o FILE the report goes to FILE and the
  * child keeps stdout.
@@ -32,18 +32,20 @@ typedef enum cli_opt_kind {
 typedef bool (*cli_opt_parse_fn)(const char *cmd, const char *opt, const char *value, void *dest);
 
 typedef struct cli_opt {
-  const char *name;  /* long name without "--"; NULL ends the table */
-  char short_name;   /* 0 when none */
+  const char *name; /* long name without "--"; NULL ends the table */
+  char short_name;  /* 0 when none */
   cli_opt_kind kind;
   void *dest;
   const char *metavar; /* "N", "FILE" (values only); NULL: CHOICE shows a|b|c, others VALUE */
-  const char *help;    /* may hold '\n' for more lines; "(default: ...)" is added from `def` */
+  const char *help;    /* one paragraph, wrapped to 100 columns; "(default: ...)" added */
   const char *def;     /* the default as a user reads it, or NULL */
   double min, max;     /* INT, LONG, DOUBLE: the allowed range (both 0: any value of the type) */
-  const char *const *choices;  /* CHOICE: NULL-terminated */
-  cli_opt_parse_fn parse;      /* CUSTOM */
-  bool *seen;                  /* optional: set true when the option is given */
-  bool required;               /* an error names it when it is missing */
+  const char *const *choices; /* CHOICE: NULL-terminated */
+  cli_opt_parse_fn parse;     /* CUSTOM */
+  bool *seen;                 /* optional: set true when the option is given */
+  bool required;              /* an error names it when it is missing */
+  const char *heading;        /* optional: a line printed above this option in --help ("Job:"),
+                                 starting a group of options */
 } cli_opt;
 
 typedef enum cli_args {
@@ -53,14 +55,16 @@ typedef enum cli_args {
 } cli_args;
 
 typedef struct cli_command {
-  const char *name;      /* as users type it after "zeus": "monitor energy" */
-  const char *usage;     /* usage lines without "usage: " (several lines allowed) */
-  const char *about;     /* what it does: paragraphs, printed before the options */
-  const cli_opt *opts;   /* the table, ended by an entry whose name is NULL; -h/--help is implied */
-  const char *more;      /* printed after the options: formats, examples, environment */
+  const char *name;    /* as users type it after "zeus": "monitor energy" */
+  const char *usage;   /* usage lines without "usage: " (several lines allowed) */
+  const char *about;   /* what it does: paragraphs, printed before the options */
+  const cli_opt *opts; /* the table, ended by an entry whose name is NULL; -h/--help is implied */
+  const char *more;    /* printed after the options: formats, examples, environment */
   cli_args args;
   int min_args, max_args; /* CLI_ARGS_ANY: operand counts (max_args < 0: no limit) */
   const char *args_name;  /* operands as the errors name them: "FILE" */
+  const char *program;    /* a program of its own (an example): errors start "<program>: " and
+                             not "zeus <name>: "; NULL for zeus commands */
 } cli_command;
 
 /* Status of cli_parse() when the command should go on. */
@@ -80,5 +84,10 @@ void cli_help(const cli_command *c, FILE *out);
 
 /* Edit distance used for the "did you mean" hints (exposed for tests). */
 int cli_edit_distance(const char *a, const char *b);
+
+/* The index of `word` in the NULL-terminated `names` (a subcommand or mode), or -1 after printing
+ * "zeus <cmd>: unknown <what> '<word>' (did you mean '<near>'?; expected a, b or c)" on stderr.
+ * A NULL `word` (nothing given) prints "missing <what> (expected a, b or c)". */
+int cli_pick(const char *cmd, const char *what, const char *word, const char *const *names);
 
 #endif

@@ -4,11 +4,11 @@
 set(ZEUS_EXCLUDED_SOURCES "")
 set(ZEUS_OPTIONAL_LIBS "")
 
-# libmicrohttpd: the Perseus server (src/pfo/server.c). Required.
+# libmicrohttpd: the Perseus server (src/pfo_server/server.c). Required.
 pkg_check_modules(MICROHTTPD REQUIRED IMPORTED_TARGET libmicrohttpd)
 list(APPEND ZEUS_OPTIONAL_LIBS PkgConfig::MICROHTTPD)
 
-# libcurl: the Perseus client (src/pfo/client*.c). Required.
+# libcurl: the Perseus client (src/pfo_client/client_http.c). Required.
 pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
 list(APPEND ZEUS_OPTIONAL_LIBS PkgConfig::CURL)
 

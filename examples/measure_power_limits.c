@@ -1,6 +1,6 @@
 /* Example: measure the time and energy of the same work at several GPU power limits.
  *
- *   measure_power_limits [UNITS]
+ *   measure_power_limits [UNITS]     (measure_power_limits --help says more)
  *
  * Runs on whatever backend the environment selects (ZEUS_GPU_BACKEND); on the simulated GPU
  * (ZEUS_GPU_BACKEND=sim) the work is simulated, elsewhere it only measures idle time. Setting
@@ -10,8 +10,41 @@
 
 #include <zeus.h>
 
+#include "opt.h" /* the zeus CLI's option parser (cli/opt.h) */
+
+static const cli_command cmd = {
+    .name = "measure_power_limits",
+    .program = "measure_power_limits",
+    .usage = "measure_power_limits [UNITS]",
+    .about = "Measures the time and energy of the same work (UNITS units of simulated work, default\n"
+             "200) on GPU 0 at each power limit from the maximum down in 25 W steps, and prints one\n"
+             "row per limit. On the simulated GPU (ZEUS_GPU_BACKEND=sim) the work is simulated;\n"
+             "elsewhere it only measures idle time. Setting power limits on real GPUs needs root or\n"
+             "CAP_SYS_ADMIN; the original limit is put back at exit.",
+    .more = "Example:\n"
+            "  ZEUS_GPU_BACKEND=sim ZEUS_SIM_CLOCK=virtual measure_power_limits 200\n\n"
+            "Environment: ZEUS_GPU_BACKEND, ZEUS_SIM_* (ZEUS_SIM_CLOCK=virtual: simulated time),\n"
+            "CUDA_VISIBLE_DEVICES, ZEUS_LOG_LEVEL.\n",
+    .args = CLI_ARGS_ANY,
+    .min_args = 0,
+    .max_args = 1,
+    .args_name = "UNITS",
+};
+
 int main(int argc, char **argv) {
-  double units = argc > 1 ? atof(argv[1]) : 200;
+  char **rest;
+  int nrest;
+  int rc = cli_parse(&cmd, argc, argv, &rest, &nrest);
+  if (rc != CLI_CONTINUE) return rc;
+  double units = 200;
+  if (nrest == 1) {
+    char *end;
+    units = strtod(rest[0], &end);
+    if (end == rest[0] || *end || !(units > 0 && units <= 1e9)) {
+      fprintf(stderr, "measure_power_limits: UNITS must be a number in (0, 1e9], got '%s'\n", rest[0]);
+      return 2;
+    }
+  }
   zeus_set_log_callback(zeus_log_stderr_sink, NULL);
   zeus_devices *dev;
   if (zeus_devices_open(&dev, NULL) != ZEUS_OK) {

@@ -24,6 +24,7 @@
  * rank) and the mean energy of one iteration summed over all GPUs; --json prints a list of
  * rounds instead. Iterations after the last full round are run but not reported. */
 #include <errno.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,39 +32,9 @@
 
 #include <zeus.h>
 
+#include "opt.h" /* the zeus CLI's option parser (cli/opt.h) */
 #include "pipeline_sim.h"
 
-static void usage(FILE *out) {
-  fprintf(out,
-          "usage: pipeline_sim --server URL --pp P [--dp D] [--tp T] --microbatches M --iterations N\n"
-          "                    [--iters-per-round K] [--job-metadata TEXT] [--json]\n\n"
-          "Simulates a pipeline-parallel training job (synchronous 1F1B, M microbatches) whose\n"
-          "D x P x T ranks are threads, each with its own simulated GPU on a virtual clock and its\n"
-          "own Perseus client, against a running Perseus server (zeus pfo-server). Ranks waiting for\n"
-          "a neighbour idle their GPU until the neighbour's send time; all ranks meet at the end of\n"
-          "each iteration. The first and last stages' GPUs are slower per unit of work than the\n"
-          "middle ones. Prints each round's mean iteration time and the energy of one iteration\n"
-          "summed over all GPUs.\n\n"
-          "Options:\n"
-          "  --server URL           the Perseus server (default: ZEUS_PFO_SERVER_URL)\n"
-          "  --pp P, --dp D, --tp T pipeline, data and tensor parallel degrees (D, T default 1)\n"
-          "  --microbatches M       microbatches per iteration\n"
-          "  --iterations N         iterations to run\n"
-          "  --iters-per-round K    iterations per profiling round (default: ZEUS_PFO_ITERS_PER_ROUND\n"
-          "                         or 10); each round ends with results posted, next schedule fetched\n"
-          "  --job-metadata TEXT    appended to the job id by the server\n"
-          "  --json                 print [{\"round\": r, \"iter_time_s\": t, \"iter_energy_j\": e}, ...]\n\n"
-          "Environment: the client's settings ZEUS_PFO_SERVER_URL, ZEUS_PFO_ITERS_PER_ROUND,\n"
-          "ZEUS_PFO_CONNECT_TIMEOUT, ZEUS_PFO_REQUEST_TIMEOUT, ZEUS_PFO_SCHEDULE_TIMEOUT,\n"
-          "ZEUS_PFO_RETRIES, ZEUS_PFO_RETRY_BACKOFF, ZEUS_PFO_TOKEN, ZEUS_PFO_PROFILE_INSTRUCTIONS\n"
-          "(each also as PERSEUS_<NAME>); ZEUS_LOG_LEVEL for log lines on stderr.\n\n"
-          "Example:\n"
-          "  zeus pfo-server --port 7787 --scheduler InstructionProfiler \\\n"
-          "      --scheduler-args '{\"warmup_iters\": 1, \"min_frequency\": 1200}' --dump-data &\n"
-          "  pipeline_sim --server http://127.0.0.1:7787 --pp 4 --microbatches 8 --iterations 200 \\\n"
-          "      --iters-per-round 5\n"
-          "  # then: dump/<job_id>/instruction_profile.csv\n");
-}
 
 /* The per-stage GPU model. */
 static void stage_model(int stage, int pp, zeus_sim_gpu_config *g) {
@@ -117,7 +88,8 @@ static void *rank_main(void *p) {
     rc = zeus_devices_open(&dev, &dopts);
   }
   zeus_pfo_optimizer_opts o;
-  if (!rc) rc = zeus_pfo_optimizer_opts_init(&o);
+  zeus_pfo_optimizer_opts_init(&o);
+  if (!rc) rc = zeus_pfo_optimizer_opts_from_env(&o);
   if (!rc) rc = zeus_thread_group_collective(sh->tg, a->rank, &coll);
   if (!rc) {
     o.rank = a->rank, o.dp_rank = r.dp, o.pp_rank = r.pp, o.tp_rank = r.tp;
@@ -156,43 +128,60 @@ static void *rank_main(void *p) {
   return NULL;
 }
 
-static bool parse_long(const char *opt, const char *v, long min, long max, long *out) {
-  char *end;
-  errno = 0;
-  long x = v ? strtol(v, &end, 10) : 0;
-  if (!v || errno || end == v || *end || x < min || x > max) {
-    fprintf(stderr, "pipeline_sim: %s expects an integer in %ld..%ld, got '%s'\n", opt, min, max, v ? v : "");
-    return false;
-  }
-  *out = x;
-  return true;
-}
+static shared job_sh = {.dp = 1, .tp = 1};
+static long opt_pp, opt_dp = 1, opt_tp = 1, opt_mb, opt_iters, opt_k;
+static bool opt_json;
+
+static const cli_opt opts[] = {
+    {"server", 0, CLI_OPT_STRING, &job_sh.server, "URL", "the Perseus server", "ZEUS_PFO_SERVER_URL"},
+    {"pp", 0, CLI_OPT_LONG, &opt_pp, "P", "pipeline-parallel degree (stages)", NULL, 1, 64, .required = true},
+    {"dp", 0, CLI_OPT_LONG, &opt_dp, "D", "data-parallel degree", "1", 1, 64},
+    {"tp", 0, CLI_OPT_LONG, &opt_tp, "T", "tensor-parallel degree", "1", 1, 64},
+    {"microbatches", 0, CLI_OPT_LONG, &opt_mb, "M", "microbatches per iteration", NULL, 1, 10000,
+     .required = true},
+    {"iterations", 0, CLI_OPT_LONG, &opt_iters, "N", "iterations to run", NULL, 1, 1e7, .required = true},
+    {"iters-per-round", 0, CLI_OPT_LONG, &opt_k, "K",
+     "iterations per profiling round; each round ends with the results posted and the next schedule "
+     "fetched",
+     "ZEUS_PFO_ITERS_PER_ROUND, else 10", 1, 100000},
+    {"job-metadata", 0, CLI_OPT_STRING, &job_sh.metadata, "TEXT", "appended to the job id by the server"},
+    {"json", 0, CLI_OPT_FLAG, &opt_json, NULL,
+     "print one JSON document: [{\"round\", \"iterations\", \"iter_time_s\", \"iter_energy_j\"}, ...]"},
+    {0},
+};
+
+static const cli_command cmd = {
+    .name = "pipeline_sim",
+    .program = "pipeline_sim",
+    .usage = "pipeline_sim --server URL --pp P [--dp D] [--tp T] --microbatches M --iterations N\n"
+             "             [--iters-per-round K] [--job-metadata TEXT] [--json]",
+    .about = "Simulates a pipeline-parallel training job (synchronous 1F1B, M microbatches) whose\n"
+             "D x P x T ranks are threads, each with its own simulated GPU on a virtual clock and its\n"
+             "own Perseus client, against a running Perseus server (zeus pfo-server). Ranks waiting\n"
+             "for a neighbour idle their GPU until the neighbour's send time; all ranks meet at the\n"
+             "end of each iteration. The first and last stages' GPUs are slower per unit of work\n"
+             "than the middle ones. Prints each round's mean iteration time and the energy of one\n"
+             "iteration summed over all GPUs.",
+    .opts = opts,
+    .more = "Environment: the client's settings ZEUS_PFO_SERVER_URL, ZEUS_PFO_ITERS_PER_ROUND,\n"
+            "ZEUS_PFO_CONNECT_TIMEOUT, ZEUS_PFO_REQUEST_TIMEOUT, ZEUS_PFO_SCHEDULE_TIMEOUT,\n"
+            "ZEUS_PFO_RETRIES, ZEUS_PFO_RETRY_BACKOFF, ZEUS_PFO_TOKEN, ZEUS_PFO_PROFILE_INSTRUCTIONS\n"
+            "(each also as PERSEUS_<NAME>); ZEUS_LOG_LEVEL for log lines on stderr.\n\n"
+            "Example:\n"
+            "  zeus pfo-server --port 7787 --scheduler InstructionProfiler \\\n"
+            "      --scheduler-args '{\"warmup_iters\": 1, \"min_frequency\": 1200}' --dump-data &\n"
+            "  pipeline_sim --server http://127.0.0.1:7787 --pp 4 --microbatches 8 \\\n"
+            "      --iterations 200 --iters-per-round 5\n"
+            "  # then: dump/<job_id>/instruction_profile.csv\n",
+    .args = CLI_ARGS_NONE,
+};
 
 int main(int argc, char **argv) {
-  shared sh = {.dp = 1, .tp = 1};
-  long pp = 0, dp = 1, tp = 1, mb = 0, iters = 0, k = 0;
-  bool json = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-    else if (!strcmp(a, "--json")) json = true;
-    else if (!strcmp(a, "--server") && v) sh.server = v, i++;
-    else if (!strcmp(a, "--job-metadata") && v) sh.metadata = v, i++;
-    else if (!strcmp(a, "--pp")) { if (!parse_long(a, v, 1, 64, &pp)) return 2; i++; }
-    else if (!strcmp(a, "--dp")) { if (!parse_long(a, v, 1, 64, &dp)) return 2; i++; }
-    else if (!strcmp(a, "--tp")) { if (!parse_long(a, v, 1, 64, &tp)) return 2; i++; }
-    else if (!strcmp(a, "--microbatches")) { if (!parse_long(a, v, 1, 10000, &mb)) return 2; i++; }
-    else if (!strcmp(a, "--iterations")) { if (!parse_long(a, v, 1, 10000000, &iters)) return 2; i++; }
-    else if (!strcmp(a, "--iters-per-round")) { if (!parse_long(a, v, 1, 100000, &k)) return 2; i++; }
-    else {
-      fprintf(stderr, "pipeline_sim: unknown option or missing value: '%s' (see --help)\n", a);
-      return 2;
-    }
-  }
-  if (!pp || !mb || !iters) {
-    fprintf(stderr, "pipeline_sim: --pp, --microbatches and --iterations are required (see --help)\n");
-    return 2;
-  }
+  int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
+  if (rc != CLI_CONTINUE) return rc;
+  shared sh = job_sh;
+  long pp = opt_pp, dp = opt_dp, tp = opt_tp, mb = opt_mb, iters = opt_iters, k = opt_k;
+  bool json = opt_json;
   if (dp * pp * tp > 512) {
     fprintf(stderr, "pipeline_sim: %ld ranks is too many for one process (at most 512)\n", dp * pp * tp);
     return 2;
@@ -202,7 +191,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   zeus_pfo_optimizer_opts defaults;
-  if (zeus_pfo_optimizer_opts_init(&defaults)) {
+  zeus_pfo_optimizer_opts_init(&defaults);
+  if (zeus_pfo_optimizer_opts_from_env(&defaults)) {
     fprintf(stderr, "pipeline_sim: %s\n", zeus_errmsg());
     return 2;
   }
@@ -239,8 +229,8 @@ int main(int argc, char **argv) {
       status = 1;
     }
   if (!status) {
-    if (json) printf("[");
-    else printf("%-6s %-11s %-14s %-14s\n", "round", "iterations", "iter_time_s", "iter_energy_j");
+    json_t *rounds = json ? json_array() : NULL;
+    if (!json) printf("%-6s %-11s %-14s %-14s\n", "round", "iterations", "iter_time_s", "iter_energy_j");
     for (long rd = 0; rd < sh.max_rounds; rd++) {
       double t = 0, e = 0;
       long n = 0;
@@ -250,10 +240,18 @@ int main(int argc, char **argv) {
         e += st->iter_energy_j;
         n = st->iterations;
       }
-      if (json) printf("%s{\"round\": %ld, \"iter_time_s\": %.9g, \"iter_energy_j\": %.9g}", rd ? ", " : "", rd, t, e);
+      if (json)
+        json_array_append_new(rounds, json_pack("{s:I,s:I,s:f,s:f}", "round", (json_int_t)rd, "iterations",
+                                                (json_int_t)n, "iter_time_s", t, "iter_energy_j", e));
       else printf("%-6ld %-11ld %-14.6f %-14.3f\n", rd, n, t, e);
     }
-    if (json) printf("]\n");
+    if (json) {
+      char *text = zeus_json_dumps(rounds, JSON_INDENT(2));
+      if (text) printf("%s\n", text);
+      else status = 1;
+      zeus_free(text);
+      json_decref(rounds);
+    }
   }
   zeus_thread_group_close(sh.tg);
   psim_job_close(sh.job);

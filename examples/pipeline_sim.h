@@ -4,8 +4,8 @@
  * NVML). Header-only: every function is static.
  *
  * The job is dp x pp x tp ranks; rank = (dp_rank * pp + pp_rank) * tp + tp_rank. Each rank runs
- * synchronous 1F1B over M microbatches: stage s does min(pp - s - 1, M) warm-up forwards, then
- * alternates forward/backward, then drains the remaining backwards. A forward of stage s > 0
+ * synchronous 1F1B over M microbatches (zeus/pipeline.h): stage s does min(pp - s - 1, M) warm-up
+ * forwards, then alternates forward/backward, then drains the remaining backwards. A forward of stage s > 0
  * needs the activation of the same microbatch from stage s - 1 (same dp and tp rank); a
  * backward of stage s < pp - 1 needs the gradient from stage s + 1. Sends never block.
  *
@@ -109,16 +109,15 @@ static inline psim_slot *psim_slot_at(psim_job *j, int kind, int dp, int tp, int
   return &j->slots[i];
 }
 
-/* The 1F1B order of `stage`: 2*M names ("forward"/"backward", static strings) and microbatches. */
+/* The 1F1B order of `stage` (zeus_pipeline_1f1b_instr): 2*M names ("forward"/"backward", static
+ * strings) and microbatches. */
 static inline size_t psim_order(int pp, int stage, int m, const char **names, int *mb) {
-  int warm = pp - stage - 1 < m ? pp - stage - 1 : m;
   size_t k = 0;
-  for (int i = 0; i < warm; i++) names[k] = "forward", mb[k++] = i;
-  for (int i = 0; i < m - warm; i++) {
-    names[k] = "forward", mb[k++] = warm + i;
-    names[k] = "backward", mb[k++] = i;
+  for (; k < (size_t)(2 * m); k++) {
+    zeus_pipeline_instr kind;
+    if (zeus_pipeline_1f1b_instr(pp, stage, m, (int)k, &kind, &mb[k])) break;
+    names[k] = zeus_pipeline_instr_name(kind);
   }
-  for (int i = m - warm; i < m; i++) names[k] = "backward", mb[k++] = i;
   return k;
 }
 

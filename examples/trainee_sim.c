@@ -22,55 +22,47 @@
 
 #include <zeus.h>
 
+#include "opt.h" /* the zeus CLI's option parser (cli/opt.h) */
+
 static void die(const char *what) {
   fprintf(stderr, "trainee_sim: %s: %s\n", what, zeus_errmsg());
   exit(1);
 }
 
-static long arg_long(const char *name, const char *v) {
-  char *end;
-  long x = v ? strtol(v, &end, 10) : 0;
-  if (!v || *end || x <= 0) {
-    fprintf(stderr, "trainee_sim: %s needs a positive integer\n", name);
-    exit(2);
-  }
-  return x;
-}
+static long bs, epochs = 100, samples = 50000, eval_samples = 10000, seed = 1;
+static double lr = NAN;
+
+static const cli_opt opts[] = {
+    {"bs", 0, CLI_OPT_LONG, &bs, "B", "batch size", NULL, 1, 1e9, .required = true},
+    {"lr", 0, CLI_OPT_DOUBLE, &lr, "LR", "learning rate (> 0)", "the ideal one for B", 1e-300, 1e300},
+    {"seed", 0, CLI_OPT_LONG, &seed, "S", "training seed (the noise of the accuracy)", "1", 0, 9.2e18},
+    {"epochs", 0, CLI_OPT_LONG, &epochs, "E", "epochs at most", "100", 1, 1e9},
+    {"samples", 0, CLI_OPT_LONG, &samples, "N", "training samples per epoch", "50000", 1, 1e12},
+    {"eval-samples", 0, CLI_OPT_LONG, &eval_samples, "N", "evaluation samples per epoch", "10000", 1,
+     1e12},
+    {0},
+};
+
+static const cli_command cmd = {
+    .name = "trainee_sim",
+    .program = "trainee_sim",
+    .usage = "trainee_sim --bs B [--lr LR] [--seed S] [--epochs E] [--samples N] [--eval-samples N]",
+    .about = "A training program that speaks the recurring-job protocol (zeus_job) on simulated GPUs,\n"
+             "for 'zeus run': it trains a synthetic model whose accuracy after each epoch depends on\n"
+             "the batch size and learning rate, profiles the power limits in its first epoch, stops\n"
+             "early on cost, and writes its result to $ZEUS_LOG_DIR/$ZEUS_JOB_ID+bs<B>.train.json.",
+    .opts = opts,
+    .more = "Example:\n"
+            "  ZEUS_GPU_BACKEND=sim zeus run --batch-sizes 64,128,256 --default-bs 128 \\\n"
+            "      --target-metric 0.6 --max-epochs 40 -- trainee_sim --bs {bs} --seed {seed}\n\n"
+            "Environment: the ZEUS_* settings 'zeus run' sets (ZEUS_TARGET_METRIC is required; see\n"
+            "<zeus/bso.h>), ZEUS_SIM_* (always on the virtual clock), ZEUS_LOG_LEVEL.\n",
+    .args = CLI_ARGS_NONE,
+};
 
 int main(int argc, char **argv) {
-  long bs = 0, epochs = 100, samples = 50000, eval_samples = 10000, seed = 1;
-  double lr = NAN;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (strcmp(a, "--bs") == 0) bs = arg_long(a, v), i++;
-    else if (strcmp(a, "--epochs") == 0) epochs = arg_long(a, v), i++;
-    else if (strcmp(a, "--samples") == 0) samples = arg_long(a, v), i++;
-    else if (strcmp(a, "--eval-samples") == 0) eval_samples = arg_long(a, v), i++;
-    else if (strcmp(a, "--seed") == 0) {
-      char *end;
-      seed = v ? strtol(v, &end, 10) : -1;
-      if (!v || *end || seed < 0) {
-        fprintf(stderr, "trainee_sim: --seed needs an integer >= 0\n");
-        return 2;
-      }
-      i++;
-    } else if (strcmp(a, "--lr") == 0) {
-      char *end;
-      lr = v ? strtod(v, &end) : NAN;
-      if (!v || *end || !(lr > 0)) {
-        fprintf(stderr, "trainee_sim: --lr needs a positive number\n");
-        return 2;
-      }
-      i++;
-    } else {
-      fprintf(stderr, "usage: trainee_sim --bs B [--lr LR] [--seed S] [--epochs E] [--samples N] [--eval-samples N]\n");
-      return 2;
-    }
-  }
-  if (bs <= 0) {
-    fprintf(stderr, "trainee_sim: --bs is required\n");
-    return 2;
-  }
+  int parsed = cli_parse(&cmd, argc, argv, NULL, NULL);
+  if (parsed != CLI_CONTINUE) return parsed;
   zeus_set_log_callback(zeus_log_stderr_sink, NULL);
   if (zeus_log_init_stderr(NULL) != ZEUS_OK) die("ZEUS_LOG_LEVEL");
 

@@ -41,9 +41,10 @@ typedef struct zeus_collective {
 ZEUS_EXTERN int zeus_collective_check(const zeus_collective *c);
 
 /* Helpers that treat NULL as a single process (a no-op that succeeds). */
-ZEUS_EXTERN int zeus_collective_allreduce(const zeus_collective *c, double *values, size_t n,
+ZEUS_EXTERN int zeus_collective_allreduce(const zeus_collective *c, double *values /* in, out */, size_t n,
                                           zeus_reduce_op op);
-ZEUS_EXTERN int zeus_collective_broadcast(const zeus_collective *c, void *buf, size_t len, int root);
+ZEUS_EXTERN int zeus_collective_broadcast(const zeus_collective *c, void *buf /* in, out */, size_t len,
+                                          int root);
 
 /* ---- an in-process collective for ranks that are threads -------------------------------------
  * For simulations and tests where each rank is a thread of one process (examples/pipeline_sim.c):

@@ -1,12 +1,6 @@
-/* zeus/common.h: export macro and conventions shared by every public header.
- *
- * Conventions of the whole API (see zeus.h):
- *   - Functions return int: ZEUS_OK (0) or a negative ZEUS_E... code; zeus_errmsg() then
- *     says, on the calling thread, what went wrong.
- *   - Handles are opaque and come in open/close pairs; closing NULL does nothing.
- *   - Arguments are borrowed; out-parameters are marked  out  and owned by the caller.
- *   - Units are in the names: _mw (milliwatts), _mj (millijoules), _mhz, _s, _j, _w.
- */
+/* zeus/common.h: the export macro and C++ guards every public header uses. The conventions of
+ * the whole API (errors, handles, ownership, parameter order, options) are stated once, in
+ * zeus.h. */
 #ifndef ZEUS_COMMON_H
 #define ZEUS_COMMON_H
 

@@ -44,6 +44,7 @@ ZEUS_BEGIN_DECLS
 typedef struct zeus_devices zeus_devices;
 struct zeus_sim_config;
 
+/* Zero-initialised (or NULL) means defaults. */
 typedef struct zeus_devices_opts {
   /* "nvml", "sim", "none"; NULL: ZEUS_GPU_BACKEND, else nvml if it loads, else none. */
   const char *backend;
@@ -65,6 +66,9 @@ typedef struct zeus_devices_opts {
   bool daemon_override;
 } zeus_devices_opts;
 
+/* Fills *o with the defaults (every field NULL or false: the environment decides). */
+ZEUS_EXTERN void zeus_devices_opts_init(zeus_devices_opts *o /* out */);
+
 /* Opens the GPUs of one backend. opts may be NULL (all defaults). Errors: ZEUS_EINVAL for a
  * bad setting or option (named), ZEUS_ENOLIB when "nvml" was asked for explicitly and cannot be
  * loaded, ZEUS_ENOTSUP for MIG entries in CUDA_VISIBLE_DEVICES, ZEUS_ENOMEM. */
@@ -80,6 +84,11 @@ ZEUS_EXTERN int zeus_devices_default(zeus_devices **out /* out, borrowed */);
 
 /* The backend's name: "nvml", "sim" or "none". */
 ZEUS_EXTERN const char *zeus_devices_backend(const zeus_devices *d);
+
+/* Why no NVIDIA GPU is there: when the backend was chosen automatically (no opts->backend, no
+ * ZEUS_GPU_BACKEND) and NVML could not be loaded, the load error ("cannot load the NVML library
+ * 'libnvidia-ml.so.1': ..."), owned by the handle; NULL when nvml was used or not tried. */
+ZEUS_EXTERN const char *zeus_devices_nvml_error(const zeus_devices *d);
 
 /* Seconds on the backend's own monotonic clock (the simulated clock for "sim"). Every
  * measurement window is timed on it. */
@@ -170,18 +179,37 @@ ZEUS_EXTERN int zeus_devices_restore(zeus_devices *d);
  * handler that exits right after (it takes no locks another thread could hold forever). */
 ZEUS_EXTERN void zeus_devices_restore_all(void);
 
-/* ---- CPU packages (Intel RAPL through /sys/class/powercap) ---- */
+/* ---- CPU packages (Intel RAPL through /sys/class/powercap) ----
+ *
+ * A CPU package is a RAPL zone intel-rapl:N whose energy_uj is readable; its DRAM zone, when it
+ * has one, is the sub-zone intel-rapl:N:M named "dram". The folder is /sys/class/powercap, or
+ * ZEUS_RAPL_ROOT. Since Linux 5.10 energy_uj is readable by root only. Each function below scans
+ * the folder again (a monitor scans it once and keeps the files open: use a monitor to measure).
+ * Thread-safe. */
 
-/* Number of CPU packages whose energy counter is readable (0 when none). The root folder is
- * /sys/class/powercap, or ZEUS_RAPL_ROOT. When the counters exist but this process may not read
- * them (root only since CVE-2020-8694) and a daemon is configured (ZEUSD_SOCK_PATH or
- * ZEUSD_HOST_PORT), the packages and their energy come from the daemon's /cpu routes. */
+/* Number of CPU packages whose energy counter is readable (0 when none). When this process can
+ * read none (root only since Linux 5.10) and a daemon is configured (ZEUSD_SOCK_PATH or
+ * ZEUSD_HOST_PORT), the packages and their energy come from the daemon's /cpu routes, for these
+ * functions and for monitors alike. */
 ZEUS_EXTERN unsigned zeus_cpu_count(void);
 /* Package energy in mJ, and whether a DRAM sub-zone exists (then its energy too). */
 ZEUS_EXTERN int zeus_cpu_energy(unsigned cpu, uint64_t *pkg_mj /* out */, bool *has_dram /* out */,
                                 uint64_t *dram_mj /* out */);
 /* The value at which the package (dram) counter wraps around, in mJ. */
 ZEUS_EXTERN int zeus_cpu_energy_range(unsigned cpu, uint64_t *pkg_max_mj /* out */, uint64_t *dram_max_mj /* out */);
+
+typedef struct zeus_cpu_zone {
+  unsigned zone;           /* N of intel-rapl:N */
+  char name[32];           /* the zone's own name ("package-0"), "" when it has none */
+  char energy_path[512];   /* the package's energy_uj */
+  bool has_dram;
+  char dram_path[512];     /* the DRAM zone's energy_uj ("" without one) */
+} zeus_cpu_zone;
+
+/* Where CPU package `cpu` (0 .. zeus_cpu_count()-1) and its DRAM zone are read from. ZEUS_ENOENT
+ * when there is no such package; zeus_errmsg() then says why no (or no more) package is readable:
+ * no RAPL zone in the folder, the folder missing, or the counters not readable (permission). */
+ZEUS_EXTERN int zeus_cpu_zone_info(unsigned cpu, zeus_cpu_zone *out /* out */);
 
 ZEUS_END_DECLS
 #endif

@@ -19,12 +19,14 @@ struct json_t; /* jansson's value type; include <jansson.h> to build one */
 ZEUS_EXTERN void zeus_free(void *p);
 
 /* Writes `v` into buf[0..len) in the shortest decimal form that strtod() reads back as exactly
- * `v` (printf's %g style: "0.1", "175", "1e+20", "-3.25e-07"); non-finite values as "NaN",
+ * `v`: the fewest significant digits, in fixed notation for decimal exponents -4 to 15 and with
+ * an exponent outside them, as Python's repr() does ("0.1", "175", "300", "0.0001", "1e+20",
+ * "-3.25e-07"); non-finite values as "NaN",
  * "+Inf" and "-Inf" (the Prometheus spellings). Independent of the locale's decimal point only
  * while LC_NUMERIC is "C" (the library never calls setlocale). Returns the length written
  * (without the NUL), or ZEUS_ERANGE when `len` is too small (26 bytes always suffice).
  * Thread-safe. */
-ZEUS_EXTERN int zeus_format_double(double v, char *buf, size_t len);
+ZEUS_EXTERN int zeus_format_double(double v, char *buf /* out */, size_t len);
 #define ZEUS_FORMAT_DOUBLE_MAX 26
 
 /* jansson's json_dumps() with our number convention: every real in its shortest round-trip form

@@ -91,7 +91,7 @@ typedef enum zeus_frontier_slack {
   ZEUS_FRONTIER_SLACK_KEEP = 1
 } zeus_frontier_slack;
 
-/* Zero-initialised fields take the default given. */
+/* Zero-initialised fields take the default given; stages and microbatches have none. */
 typedef struct zeus_frontier_opts {
   int stages;              /* pipeline stages S (required, >= 1; the profile must have >= S) */
   int microbatches;        /* microbatches M per iteration (required, >= 1; M < S is refused
@@ -107,6 +107,10 @@ typedef struct zeus_frontier_opts {
    * (every stage warms up with all M forwards, as DeepSpeed's TrainSchedule does). */
   bool allow_fewer_microbatches;
 } zeus_frontier_opts;
+
+/* Fills *o with the defaults (unit time 0.001 s, noise factor 0.95, the rest zero); stages and
+ * microbatches must then be set. */
+ZEUS_EXTERN void zeus_frontier_opts_init(zeus_frontier_opts *o /* out */);
 
 /* One frontier point. time_s is the quantised iteration time (units × unit_time_s) the
  * solver reached; cost_j the cost model's sum over instructions of
@@ -148,15 +152,20 @@ ZEUS_EXTERN int zeus_frontier_get_point(const zeus_frontier *f, size_t i,
  * (kinds[] and freqs_mhz[], either may be NULL) and sets *n to the stage's length (2 × M).
  * ZEUS_ERANGE for a bad point or stage. */
 ZEUS_EXTERN int zeus_frontier_get_plan(const zeus_frontier *f, size_t i, int stage,
-                                       zeus_frontier_instr *kinds, int *freqs_mhz, size_t cap,
+                                       zeus_frontier_instr *kinds /* out, may be NULL */,
+                                       int *freqs_mhz /* out, may be NULL */, size_t cap,
                                        size_t *n /* out */);
 
 /* ---- output ------------------------------------------------------------------------ */
 
+/* Zero-initialised (or NULL) means defaults. */
 typedef struct zeus_frontier_write_opts {
   long every;  /* write the plan of every N-th point (and the last); 0: every point */
   long sample; /* instead, K plans evenly spaced in iteration time (K >= 2); 0: off */
 } zeus_frontier_write_opts;
+
+/* Fills *o with the defaults (every plan written). */
+ZEUS_EXTERN void zeus_frontier_write_opts_init(zeus_frontier_write_opts *o /* out */);
 
 /* Writes DIR/frontier.csv (iteration,time_s,cost_j,cost_with_blocking_j,eval_time_s,
  * eval_energy_j; every point) and the plan files DIR/freqs_pipeline_%05d.py (named by
@@ -165,10 +174,10 @@ typedef struct zeus_frontier_write_opts {
 ZEUS_EXTERN int zeus_frontier_write(const zeus_frontier *f, const char *dir,
                                     const zeus_frontier_write_opts *wo);
 
-/* The frontier.csv text (caller frees with free()). */
+/* The frontier.csv text (release with zeus_free()). */
 ZEUS_EXTERN int zeus_frontier_csv(const zeus_frontier *f, char **text /* out */);
 
-/* The plan file text of point `i` (caller frees with free()). ZEUS_ERANGE for a bad point. */
+/* The plan file text of point `i` (release with zeus_free()). ZEUS_ERANGE for a bad point. */
 ZEUS_EXTERN int zeus_frontier_plan_text(const zeus_frontier *f, size_t i, char **text /* out */);
 
 /* An SVG of energy against iteration time: the evaluated points and the model's. */

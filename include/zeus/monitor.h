@@ -29,6 +29,7 @@ ZEUS_BEGIN_DECLS
 
 typedef struct zeus_monitor zeus_monitor;
 
+/* Zero-initialised (or NULL) means defaults. */
 typedef struct zeus_monitor_opts {
   /* The GPUs to read; NULL: the process default (zeus_devices_default()). Borrowed: it must
    * outlive the monitor. */
@@ -65,6 +66,10 @@ typedef struct zeus_measurement {
   double dram_energy_j[ZEUS_MAX_CPUS];
   double total_energy_j;                   /* every GPU + every CPU package (DRAM not included) */
 } zeus_measurement;
+
+/* Fills *o with the defaults: every visible GPU, every readable CPU package, polling every
+ * 0.05 s where needed. */
+ZEUS_EXTERN void zeus_monitor_opts_init(zeus_monitor_opts *o /* out */);
 
 /* Opens a monitor. opts may be NULL (defaults). Errors: ZEUS_ENOENT for a GPU or CPU index
  * that does not exist (named), ZEUS_EINVAL for a duplicate index or bad option, ZEUS_EIO when

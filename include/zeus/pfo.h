@@ -1,13 +1,15 @@
-/* zeus/pfo.h: the pipeline frequency optimizer (Perseus): models, dumps and the server.
+/* zeus/pfo.h: the pipeline frequency optimizer (Perseus): models, dumps, plan files, job ids.
  *
- * The models keep the JSON shapes of the original system (JobInfo, RankInfo,
+ * What the Perseus server (zeus/pfo_server.h) and the client in each rank (zeus/pfo_client.h)
+ * say to each other and write down. The models keep the JSON shapes of the original system (JobInfo, RankInfo,
  * FrequencySchedule, ProfilingResult, OfflineProfilingResult), so a client of the original can
  * talk to our server and its dumps can be read by either side.
  *
  * Models are plain structs owned by the caller. A struct filled by a zeus_pfo_*_from_json or
  * zeus_pfo_load_* function owns its heap members; release them with the matching
- * zeus_pfo_*_clear (one struct) or zeus_pfo_*_free (an array). Strings returned by *_to_json
- * functions are released with zeus_pfo_free(). All functions are thread-safe on distinct data.
+ * zeus_pfo_*_clear (one struct) or zeus_pfo_*s_free (an array). Strings returned by *_to_json
+ * functions and zeus_pfo_make_job_id are released with zeus_free(). All functions are
+ * thread-safe on distinct data.
  */
 #ifndef ZEUS_PFO_H
 #define ZEUS_PFO_H
@@ -113,7 +115,7 @@ ZEUS_EXTERN int zeus_pfo_prof_result_from_json(const char *json, size_t len, con
 ZEUS_EXTERN int zeus_pfo_offline_result_from_json(const char *json, size_t len, const char *what,
                                                   zeus_pfo_offline_result *out /* out */);
 
-/* Serialise one model to compact JSON (free with zeus_pfo_free). ZEUS_ENOMEM only. */
+/* Serialise one model to compact JSON (release with zeus_free()). ZEUS_ENOMEM only. */
 ZEUS_EXTERN int zeus_pfo_job_info_to_json(const zeus_pfo_job_info *v, char **out /* out */);
 ZEUS_EXTERN int zeus_pfo_rank_info_to_json(const zeus_pfo_rank_info *v, char **out /* out */);
 ZEUS_EXTERN int zeus_pfo_schedule_to_json(const zeus_pfo_schedule *v, char **out /* out */);
@@ -137,15 +139,13 @@ ZEUS_EXTERN void zeus_pfo_offline_result_clear(zeus_pfo_offline_result *v);
 ZEUS_EXTERN void zeus_pfo_ranks_free(zeus_pfo_rank_info *v, size_t n);
 ZEUS_EXTERN void zeus_pfo_schedules_free(zeus_pfo_schedule *v, size_t n);
 ZEUS_EXTERN void zeus_pfo_prof_results_free(zeus_pfo_prof_result *v, size_t n);
-/* Frees a string returned by this module. */
-ZEUS_EXTERN void zeus_pfo_free(void *p);
 
 /* The job id of the original: "<YYYY-MM-DD-HH-MM-SS>+dp<d>+pp<p>+tp<t>+<scheduler>[+<metadata>]"
  * with `when` in local time. The metadata is sanitised (characters other than letters, digits,
  * '.', '_' and '-' become '_'; at most 64 of them), so the id is always a safe directory name.
  * Uniqueness across jobs is the server's business (it appends ".<n>" on a collision). */
 ZEUS_EXTERN int zeus_pfo_make_job_id(const zeus_pfo_job_info *job, const char *scheduler,
-                                     long long when_unix_s, char **out /* out, zeus_pfo_free */);
+                                     long long when_unix_s, char **out /* out, zeus_free */);
 
 /* ---------------------------------------------------------------------------------------------
  * Dumps: <dir>/ranks.json, <dir>/<n>.sched.json, <dir>/<n>.prof.json (JSON lists of the models),
@@ -183,51 +183,6 @@ ZEUS_EXTERN int zeus_pfo_parse_plan_file(const char *path, zeus_pfo_schedule **o
 /* The same on text in memory; `name` names it in errors. */
 ZEUS_EXTERN int zeus_pfo_parse_plan(const char *text, size_t len, const char *name, bool json,
                                     zeus_pfo_schedule **out /* out */, size_t *n /* out */);
-
-/* Names of the registered schedulers, NULL-terminated (static storage). The 3D-parallel
- * variants ("<name>3D") are listed too. */
-ZEUS_EXTERN const char *const *zeus_pfo_scheduler_names(void);
-/* Checks a scheduler name and its arguments (a JSON object, NULL or "" for none) as the server
- * does at start-up. ZEUS_EINVAL naming the unknown scheduler, unknown or missing argument or
- * wrong type; scheduler-specific checks (PointSolution parses its plan file) may add more. */
-ZEUS_EXTERN int zeus_pfo_check_scheduler(const char *name, const char *args_json);
-
-/* ---------------------------------------------------------------------------------------------
- * Server
- * ------------------------------------------------------------------------------------------- */
-
-/* Server settings. Zero-initialised means defaults. */
-typedef struct zeus_pfo_server_opts {
-  const char *host;          /* default "127.0.0.1" */
-  int port;                  /* default 7787; -1: any free port (see zeus_pfo_server_port) */
-  const char *scheduler;     /* default "PointSolution" */
-  const char *scheduler_args;/* JSON object; default "{}" */
-  const char *log_level;     /* informational (shown by /info); the caller sets the log level */
-  bool dump_data;            /* default false */
-  const char *dump_dir;      /* default "./dump" */
-  int max_job_idle_time_s;   /* default 604800 (7 days); jobs idle longer are removed */
-  const char *token;         /* bearer token; NULL or "": no authentication */
-  size_t max_body_bytes;     /* default 16 MiB; larger bodies get 413 */
-  int threads;               /* HTTP threads; default: online CPUs, at most 8 */
-} zeus_pfo_server_opts;
-
-typedef struct zeus_pfo_server zeus_pfo_server;
-
-/* Fills `opts` from the environment: ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS,
- * ZEUS_PFO_LOG_LEVEL, ZEUS_PFO_DUMP_DATA, ZEUS_PFO_DUMP_DIR, ZEUS_PFO_MAX_JOB_IDLE_TIME,
- * ZEUS_PFO_TOKEN (each also read as PERSEUS_<NAME>; ZEUS_PFO_ wins). Unset variables leave the
- * field as it is. Strings point into the environment. ZEUS_EINVAL/ERANGE naming the variable. */
-ZEUS_EXTERN int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *opts);
-
-/* Validates the settings (scheduler and its arguments included), binds and starts serving on
- * background threads. ZEUS_EINVAL for bad settings, ZEUS_ENET when the address cannot be bound. */
-ZEUS_EXTERN int zeus_pfo_server_open(zeus_pfo_server **out /* out */,
-                                     const zeus_pfo_server_opts *opts);
-/* The port actually bound. */
-ZEUS_EXTERN int zeus_pfo_server_port(const zeus_pfo_server *srv);
-/* Answers every waiting request with 503, stops serving, and frees everything. Dumps are written
- * synchronously as rounds complete, so nothing is lost. NULL does nothing. */
-ZEUS_EXTERN void zeus_pfo_server_close(zeus_pfo_server *srv);
 
 ZEUS_END_DECLS
 #endif

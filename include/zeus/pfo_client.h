@@ -12,7 +12,8 @@
  * to set each instruction's frequency. The hooks never wait for the GPU.
  *
  *   zeus_pfo_optimizer_opts o;
- *   zeus_pfo_optimizer_opts_init(&o);            // defaults, then ZEUS_PFO_* settings
+ *   zeus_pfo_optimizer_opts_init(&o);            // defaults
+ *   zeus_pfo_optimizer_opts_from_env(&o);        // then the ZEUS_PFO_* settings, if wanted
  *   o.rank = rank; o.pp_rank = stage; ...        // this rank's place in the job
  *   o.pp_degree = 4; o.world_size = 4;
  *   o.server_url = "http://perseus:7787";
@@ -35,8 +36,8 @@
  * as a ProfilingResult and fetches the next schedule, which takes effect at the next iteration.
  * Online schedulers (InstructionProfiler) decide from these results.
  *
- * Settings (read by zeus_pfo_optimizer_opts_init; each also as PERSEUS_<NAME>, ZEUS_PFO_ wins;
- * fields the caller sets afterwards win over both). A bad value is ZEUS_EINVAL/ZEUS_ERANGE
+ * Settings (read by zeus_pfo_optimizer_opts_from_env; each also as PERSEUS_<NAME>, ZEUS_PFO_
+ * wins; fields the caller sets afterwards win over both). A bad value is ZEUS_EINVAL/ZEUS_ERANGE
  * naming the variable:
  *   ZEUS_PFO_SERVER_URL            the server's URL, e.g. http://127.0.0.1:7787
  *   ZEUS_PFO_JOB_ID                join this job instead of registering one
@@ -90,6 +91,7 @@ ZEUS_BEGIN_DECLS
 
 typedef struct zeus_pfo_controller zeus_pfo_controller;
 
+/* Zero-initialised (or NULL) means defaults. */
 typedef struct zeus_pfo_controller_opts {
   /* Do not install SIGINT/SIGTERM handlers that reset locked clocks (the caller handles signals).
    * The handlers run zeus_devices_restore_all(), then the handler that was there before (the
@@ -100,6 +102,9 @@ typedef struct zeus_pfo_controller_opts {
    * the thread (lowest delay, a system call on the caller's thread per change). */
   double poll_interval_s;
 } zeus_pfo_controller_opts;
+
+/* Fills *o with the defaults (signal handlers on, poll every 0.0005 s). */
+ZEUS_EXTERN void zeus_pfo_controller_opts_init(zeus_pfo_controller_opts *o /* out */);
 
 /* Starts the controller of visible GPU `gpu` of `devices` (borrowed; it must outlive the
  * controller; NULL: zeus_devices_default()). opts may be NULL. Returns once the start-up settings
@@ -145,6 +150,8 @@ typedef struct zeus_pfo_optimizer zeus_pfo_optimizer;
  * negative code (message through zeus_set_errmsg()). */
 typedef int (*zeus_pfo_sync_fn)(void *ctx);
 
+/* Start from zeus_pfo_optimizer_opts_init(): zero is a value here (no retries, no back-off, never
+ * poll the controller) and a zeroed struct is refused (iters_per_round and timeouts 0). */
 typedef struct zeus_pfo_optimizer_opts {
   /* This rank: global rank, ranks in the data/pipeline/tensor parallel groups, and the degrees.
    * world_size = dp_degree x pp_degree x tp_degree. Required (zero degrees are rejected). */
@@ -193,10 +200,13 @@ typedef struct zeus_pfo_optimizer_opts {
   const char *token;
 } zeus_pfo_optimizer_opts;
 
-/* Fills *o with the defaults (identity fields zero), then applies the ZEUS_PFO_* / PERSEUS_*
- * settings listed at the top. Strings point into the environment. ZEUS_EINVAL/ZEUS_ERANGE
- * naming a bad variable (*o then holds the defaults and the settings read before it). */
-ZEUS_EXTERN int zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o /* out */);
+/* Fills *o with the defaults listed at the top (identity fields, server_url and job_id zero).
+ * Reads no environment. */
+ZEUS_EXTERN void zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o /* out */);
+/* Applies the ZEUS_PFO_* / PERSEUS_* settings listed at the top over *o (unset variables leave
+ * their field as it is). Strings point into the environment. ZEUS_EINVAL/ZEUS_ERANGE naming a
+ * bad variable (*o then holds the settings read before it). */
+ZEUS_EXTERN int zeus_pfo_optimizer_opts_from_env(zeus_pfo_optimizer_opts *o /* in, out */);
 
 /* Creates the optimizer: starts the frequency controller of the rank's GPU, registers the job
  * (rank 0) and the rank, and fetches the first schedule, which waits until every rank of the job

@@ -84,7 +84,7 @@ ZEUS_EXTERN double zeus_cost(double energy_j, double time_s, double eta, double 
 
 /* Reads {"measurements": [{"power_limit": W, "energy": J, "time": s}, ...]}. A missing file is
  * ZEUS_ENOENT; a malformed, empty or incomplete one is ZEUS_EPARSE naming the file and what is
- * wrong. *out is released with free(). */
+ * wrong. *out is released with zeus_free(). */
 ZEUS_EXTERN int zeus_plo_profile_load(const char *path, zeus_plo_measurement **out /* out */,
                                       size_t *n /* out */);
 /* Writes the same shape atomically (temporary file, fsync, rename). */
@@ -101,6 +101,8 @@ typedef enum zeus_plo_state {
   ZEUS_PLO_DONE,
 } zeus_plo_state;
 
+/* Start from zeus_plo_opts_init(): zero is a value here (no wait or warm-up steps), and a zeroed
+ * struct is refused (profile_steps and pl_step_w 0). */
 typedef struct zeus_plo_opts {
   /* NULL: ZeusCost(eta 0.5, world_size = GPUs of the monitor summed over ranks). Copied. */
   const zeus_selector *selector;

@@ -44,6 +44,7 @@
 
 ZEUS_BEGIN_DECLS
 
+/* Start from zeus_run_spec_init(): zero is a value here (eta 0, seed 0, no warm-up steps). */
 typedef struct zeus_run_spec {
   /* ---- the job ---- */
   const char *const *command;   /* argument template, NULL-terminated; command[0] is looked up in PATH */
@@ -115,13 +116,13 @@ ZEUS_EXTERN void zeus_run_spec_init(zeus_run_spec *s /* out */);
  *  {"64": 0.05, ...}, "batch_sizes": [...], "default_batch_size", "target_metric", "max_epochs",
  *  "eta", "beta", "seed", "window_size", "log_base", "state", "observer_mode",
  *  "profile_warmup_iters", "profile_measure_iters", "max_power_w", "max_tries", "timeout_s",
- *  "keep_going", "recurrences"}. A string command runs through /bin/sh -c. The strings and lists
- * live in *storage (free with zeus_run_spec_storage_free after the spec's last use).
+ *  "keep_going", "recurrences"}. A string command runs through /bin/sh -c. On success every string
+ * and list of *s (those the file set and those it kept) lives in *storage, one block to release
+ * with zeus_free() after the spec's last use.
  * *recurrences (may be NULL) gets "recurrences" when present. Unknown fields and wrong types are
  * ZEUS_EPARSE naming the file and field. */
-ZEUS_EXTERN int zeus_run_spec_load(const char *path, zeus_run_spec *s /* in, out */, void **storage /* out */,
-                                   long *recurrences /* out */);
-ZEUS_EXTERN void zeus_run_spec_storage_free(void *storage);
+ZEUS_EXTERN int zeus_run_spec_load(zeus_run_spec *s /* in, out */, const char *path, void **storage /* out */,
+                                   long *recurrences /* out, may be NULL */);
 
 typedef struct zeus_runner zeus_runner;
 
@@ -145,10 +146,17 @@ ZEUS_EXTERN const char *zeus_runner_logdir(const zeus_runner *r);
 ZEUS_EXTERN const char *zeus_runner_state_path(const zeus_runner *r);
 /* The recurrences finished so far (over every run on this state). */
 ZEUS_EXTERN long zeus_runner_recurrences_done(const zeus_runner *r);
-/* {"logdir", "state", "recurrences_done", "next_try", "min_cost" (null: none yet), "max_power_w",
- * "history": [{"recurrence", "try", "batch_size", "learning_rate", "seed", "cost_threshold",
- * "energy_j", "time_s", "cost", "epochs", "reached", "status", "exit_code"}...], "optimizer": the
- * batch-size optimizer's state (zeus_bso_save_state)}; free() the text. */
+/* The job's history and the optimizer as one JSON report (README, "Output": SI units in the keys,
+ * null for none): {"logdir", "state", "recurrences_done", "next_try", "min_cost_j" (null: none
+ * yet), "max_power_w", "history": [{"recurrence", "try", "batch_size", "learning_rate" (null:
+ * none), "seed", "cost_threshold_j" (null: no threshold), "energy_j", "time_s", "cost_j",
+ * "epochs", "reached", "status", "exit_code"}...], "optimizer": {"phase" ("pruning" or
+ * "thompson"), "expecting_batch_size" (pruning; else null), "observations": [{"batch_size",
+ * "cost_j"}] (the costs it learnt, in order), "arms":
+ * [{"batch_size", "mean_cost_j", "mean_cost_sd_j", "cost_sd_j", "num_observations"}] (Thompson
+ * sampling: each arm's belief about its cost and the cost's spread; null sd: unknown)}}. The
+ * optimizer's exact state is zeus_bso_save_state()'s, kept in the SQLite state. Release the text
+ * with zeus_free(). */
 ZEUS_EXTERN int zeus_runner_history_json(zeus_runner *r, char **json /* out */);
 
 ZEUS_END_DECLS

@@ -85,8 +85,8 @@ ZEUS_EXTERN int zeus_sim_config_from_env(zeus_sim_config **out /* out */);
  * 0 means 40) or a JSON file {"clock": "virtual"|"wall", "gpus": [{"model": "dvfs"|"table",
  * "name": ..., "<dvfs field>": ..., "table": [[limit_w, time_per_unit_s, energy_per_unit_j], ...],
  * "energy_counter": true, "counter_period_s": 0}, ...]}. Errors name the file, line and field. */
-ZEUS_EXTERN int zeus_sim_config_load(const char *path, unsigned units_per_row,
-                                     zeus_sim_config **out /* out */);
+ZEUS_EXTERN int zeus_sim_config_load(zeus_sim_config **out /* out */, const char *path,
+                                     unsigned units_per_row);
 ZEUS_EXTERN void zeus_sim_config_free(zeus_sim_config *cfg);
 
 typedef struct zeus_sim_node zeus_sim_node;
@@ -115,32 +115,36 @@ ZEUS_EXTERN int zeus_sim_operating_point(zeus_sim_node *n, unsigned gpu, unsigne
 
 /* The same knobs and readings as zeus/device.h, by node-local GPU index (the fake NVML and the
  * "sim" backend are built on these). */
-ZEUS_EXTERN int zeus_sim_gpu_name(zeus_sim_node *n, unsigned gpu, char *buf, size_t len);
-ZEUS_EXTERN int zeus_sim_gpu_uuid(zeus_sim_node *n, unsigned gpu, char *buf, size_t len);
-ZEUS_EXTERN int zeus_sim_gpu_energy_counter_supported(zeus_sim_node *n, unsigned gpu, bool *out);
-ZEUS_EXTERN int zeus_sim_gpu_power_limit_constraints(zeus_sim_node *n, unsigned gpu, unsigned *min_mw,
-                                                     unsigned *max_mw, unsigned *default_mw);
-ZEUS_EXTERN int zeus_sim_gpu_get_power_limit(zeus_sim_node *n, unsigned gpu, unsigned *mw);
+ZEUS_EXTERN int zeus_sim_gpu_name(zeus_sim_node *n, unsigned gpu, char *buf /* out */, size_t len);
+ZEUS_EXTERN int zeus_sim_gpu_uuid(zeus_sim_node *n, unsigned gpu, char *buf /* out */, size_t len);
+ZEUS_EXTERN int zeus_sim_gpu_energy_counter_supported(zeus_sim_node *n, unsigned gpu, bool *out /* out */);
+ZEUS_EXTERN int zeus_sim_gpu_power_limit_constraints(zeus_sim_node *n, unsigned gpu,
+                                                     unsigned *min_mw /* out */, unsigned *max_mw /* out */,
+                                                     unsigned *default_mw /* out */);
+ZEUS_EXTERN int zeus_sim_gpu_get_power_limit(zeus_sim_node *n, unsigned gpu, unsigned *mw /* out */);
 ZEUS_EXTERN int zeus_sim_gpu_set_power_limit(zeus_sim_node *n, unsigned gpu, unsigned mw);
-ZEUS_EXTERN int zeus_sim_gpu_get_persistence_mode(zeus_sim_node *n, unsigned gpu, bool *enabled);
+ZEUS_EXTERN int zeus_sim_gpu_get_persistence_mode(zeus_sim_node *n, unsigned gpu, bool *enabled /* out */);
 ZEUS_EXTERN int zeus_sim_gpu_set_persistence_mode(zeus_sim_node *n, unsigned gpu, bool enabled);
-ZEUS_EXTERN int zeus_sim_gpu_total_energy(zeus_sim_node *n, unsigned gpu, uint64_t *mj);
-ZEUS_EXTERN int zeus_sim_gpu_instant_power(zeus_sim_node *n, unsigned gpu, unsigned *mw);
+ZEUS_EXTERN int zeus_sim_gpu_total_energy(zeus_sim_node *n, unsigned gpu, uint64_t *mj /* out */);
+ZEUS_EXTERN int zeus_sim_gpu_instant_power(zeus_sim_node *n, unsigned gpu, unsigned *mw /* out */);
 /* Mean power over the last second (less while the node is younger), as NVML's POWER_AVERAGE. */
-ZEUS_EXTERN int zeus_sim_gpu_average_power(zeus_sim_node *n, unsigned gpu, unsigned *mw);
+ZEUS_EXTERN int zeus_sim_gpu_average_power(zeus_sim_node *n, unsigned gpu, unsigned *mw /* out */);
 /* A steady-state model: 35 °C at idle power, 85 °C at the highest power limit, linear in the
  * last second's mean power. */
-ZEUS_EXTERN int zeus_sim_gpu_temperature(zeus_sim_node *n, unsigned gpu, unsigned *celsius);
+ZEUS_EXTERN int zeus_sim_gpu_temperature(zeus_sim_node *n, unsigned gpu, unsigned *celsius /* out */);
 /* The SM clock work runs at now, and the memory clock (its lock where one is set). */
-ZEUS_EXTERN int zeus_sim_gpu_current_clocks(zeus_sim_node *n, unsigned gpu, unsigned *sm_mhz, unsigned *mem_mhz);
+ZEUS_EXTERN int zeus_sim_gpu_current_clocks(zeus_sim_node *n, unsigned gpu, unsigned *sm_mhz /* out */,
+                                            unsigned *mem_mhz /* out */);
 /* NVML's architecture number: Ampere (7) for a GPU with an energy counter, Pascal (4) without. */
-ZEUS_EXTERN int zeus_sim_gpu_architecture(zeus_sim_node *n, unsigned gpu, unsigned *arch);
-ZEUS_EXTERN int zeus_sim_gpu_memory_clocks(zeus_sim_node *n, unsigned gpu, unsigned *mhz, size_t *count);
+ZEUS_EXTERN int zeus_sim_gpu_architecture(zeus_sim_node *n, unsigned gpu, unsigned *arch /* out */);
+ZEUS_EXTERN int zeus_sim_gpu_memory_clocks(zeus_sim_node *n, unsigned gpu, unsigned *mhz /* out */,
+                                           size_t *count /* in, out */);
 ZEUS_EXTERN int zeus_sim_gpu_graphics_clocks(zeus_sim_node *n, unsigned gpu, unsigned mem_mhz,
-                                             unsigned *mhz, size_t *count);
+                                             unsigned *mhz /* out */, size_t *count /* in, out */);
 /* Current locked ranges; 0,0 when not locked. */
-ZEUS_EXTERN int zeus_sim_gpu_get_locked_clocks(zeus_sim_node *n, unsigned gpu, unsigned *min_mhz,
-                                               unsigned *max_mhz, unsigned *mem_min_mhz, unsigned *mem_max_mhz);
+ZEUS_EXTERN int zeus_sim_gpu_get_locked_clocks(zeus_sim_node *n, unsigned gpu, unsigned *min_mhz /* out */,
+                                               unsigned *max_mhz /* out */, unsigned *mem_min_mhz /* out */,
+                                               unsigned *mem_max_mhz /* out */);
 ZEUS_EXTERN int zeus_sim_gpu_set_locked_clocks(zeus_sim_node *n, unsigned gpu, unsigned min_mhz, unsigned max_mhz);
 ZEUS_EXTERN int zeus_sim_gpu_reset_locked_clocks(zeus_sim_node *n, unsigned gpu);
 ZEUS_EXTERN int zeus_sim_gpu_set_memory_locked_clocks(zeus_sim_node *n, unsigned gpu, unsigned min_mhz,

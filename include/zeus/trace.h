@@ -63,6 +63,8 @@ typedef struct zeus_trace_workload {
 /* The six workloads of the paper (what `zeus simulate --all` runs); *out is static. */
 ZEUS_EXTERN size_t zeus_trace_default_workloads(const zeus_trace_workload **out /* out */);
 
+/* Start from zeus_simulate_opts_init(): zero is a value here (eta 0, seed 0); recurrences 0 means
+ * the default. NULL means the defaults. */
 typedef struct zeus_simulate_opts {
   double eta;          /* [0, 1]; default 0.5 */
   double beta;         /* > 0 or INFINITY (no early stopping); default 2 */
@@ -109,11 +111,15 @@ typedef struct zeus_simulate_result {
 ZEUS_EXTERN int zeus_simulate(const zeus_trace *t, const zeus_trace_workload *w, const zeus_simulate_opts *opts,
                               zeus_simulate_result **out /* out */);
 ZEUS_EXTERN void zeus_simulate_result_free(zeus_simulate_result *r);
-/* {"history": [{"recurrence", "try", "batch_size", "power_limit_w", "epochs", "energy_j", "time_s",
- * "cost", "reached"}...], "summary": {"energy_j", "time_s", "cost", "baseline_energy_j",
- * "baseline_time_s", "oracle": {"batch_size", "power_limit_w"}, "energy_savings_pct",
- * "time_change_pct", "recurrences", "default_batch_size", "batch_sizes", "max_power_w", ...}}
- * (history left out unless with_history). free() the text. */
+/* The result as one compact JSON object (README, "Output": SI units in the keys, shortest reals):
+ * {"history": [{"recurrence", "try", "batch_size", "power_limit_w", "epochs", "energy_j",
+ * "time_s", "cost_j", "reached"}...], "summary": {"recurrences", "tries", "batch_sizes",
+ * "default_batch_size", "num_power_limits", "max_power_w",
+ * "total": {"energy_j", "time_s", "cost_j"} (every try of every recurrence),
+ * "baseline_per_recurrence": {"batch_size", "power_limit_w", "energy_j", "time_s", "cost_j"},
+ * "oracle_per_recurrence": {the same}, "energy_saved_pct", "time_saved_pct"}} (history left out
+ * unless with_history; the baseline and oracle are expectations over the trace's runs; the
+ * savings compare the total with recurrences x baseline). Release the text with zeus_free(). */
 ZEUS_EXTERN int zeus_simulate_result_json(const zeus_simulate_result *r, bool with_history, char **json /* out */);
 
 ZEUS_END_DECLS

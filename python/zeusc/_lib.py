@@ -224,6 +224,7 @@ _REQUIRED = {
     "zeus_get_log_level": (c_int, []),
     "zeus_log_level_parse": (c_int, [c_char_p, _P(c_int)]),
     "zeus_monotonic_s": (c_double, []),
+    "zeus_free": (None, [_VP]),
     # devices
     "zeus_devices_open": (c_int, [_P(_VP), _P(DevicesOpts)]),
     "zeus_devices_close": (None, [_VP]),
@@ -298,7 +299,8 @@ _PLO = {
 
 # zeus/pfo_client.h: the Perseus client (PipelineFrequencyOptimizer), on the client's branch.
 _PFO = {
-    "zeus_pfo_optimizer_opts_init": (c_int, [_P(PfoOptimizerOpts)]),
+    "zeus_pfo_optimizer_opts_init": (None, [_P(PfoOptimizerOpts)]),
+    "zeus_pfo_optimizer_opts_from_env": (c_int, [_P(PfoOptimizerOpts)]),
     "zeus_pfo_optimizer_open": (c_int, [_P(_VP), _P(PfoOptimizerOpts)]),
     "zeus_pfo_optimizer_close": (None, [_VP]),
     "zeus_pfo_on_step_begin": (c_int, [_VP]),
@@ -324,7 +326,6 @@ _OPTIONAL.update(_PFO)
 _lock = threading.RLock()
 _lib: ctypes.CDLL | None = None
 _path: str | None = None
-_libc_free = None
 _log_cb = None  # keeps the log callback alive for as long as the library holds it
 
 
@@ -438,16 +439,9 @@ def require_pfo() -> ctypes.CDLL:
 
 
 def c_free(ptr) -> None:
-    """free() from the C library, for memory libzeus allocated with malloc."""
-    global _libc_free
-    if _libc_free is None:
-        # The process's free() as the dynamic linker resolves it for libzeus (an allocator or
-        # sanitizer loaded first replaces libc's), not libc.so.6's own symbol.
-        libc = ctypes.CDLL(None)
-        libc.free.argtypes = [c_void_p]
-        libc.free.restype = None
-        _libc_free = libc.free
-    _libc_free(ptr)
+    """Releases memory libzeus allocated for the caller, with zeus_free() (zeus.h: one release
+    function for everything the library hands out, whatever C runtime it was built against)."""
+    lib().zeus_free(ptr)
 
 
 # ---- errors --------------------------------------------------------------------------------------

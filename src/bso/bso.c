@@ -173,17 +173,13 @@ int zeus_bso_predict(zeus_bso *b, long *batch_size) {
   return rc;
 }
 
-static int hist_append(zeus_bso *b, long bs, double reward) {
-  if (b->hist_n == b->hist_cap) {
-    size_t cap = b->hist_cap ? b->hist_cap * 2 : 16;
-    long *nb = realloc(b->hist_bs, cap * sizeof *nb);
-    if (!nb) return zeus__oom("recording an observation");
-    b->hist_bs = nb;
-    double *nr = realloc(b->hist_reward, cap * sizeof *nr);
-    if (!nr) return zeus__oom("recording an observation");
-    b->hist_reward = nr;
-    b->hist_cap = cap;
-  }
+int zeus__bso_hist_append(zeus_bso *b, long bs, double reward) {
+  /* Two arrays with one capacity: grow both, then record the capacity both have. */
+  size_t cap_bs = b->hist_cap, cap_r = b->hist_cap;
+  int rc = zeus__grow(&b->hist_bs, &cap_bs, b->hist_n + 1, sizeof *b->hist_bs, "recording an observation");
+  if (!rc) rc = zeus__grow(&b->hist_reward, &cap_r, b->hist_n + 1, sizeof *b->hist_reward, "recording an observation");
+  if (rc) return rc;
+  b->hist_cap = cap_bs < cap_r ? cap_bs : cap_r;
   b->hist_bs[b->hist_n] = bs;
   b->hist_reward[b->hist_n] = reward;
   b->hist_n++;
@@ -205,7 +201,7 @@ int zeus_bso_observe(zeus_bso *b, long bs, double cost, bool reached) {
                          "pruning exploration expected the result of batch size %ld, got %ld (enable "
                          "concurrency to accept concurrent submissions)",
                          b->ex.expecting, bs);
-    int rc = hist_append(b, bs, -cost);
+    int rc = zeus__bso_hist_append(b, bs, -cost);
     if (rc) return rc;
     zeus__log(ZEUS_LOG_INFO, "bso", "pruning: batch size %ld cost %.6g %s%s", bs, cost,
               reached ? "reached the target" : "did not reach the target",
@@ -213,7 +209,7 @@ int zeus_bso_observe(zeus_bso *b, long bs, double cost, bool reached) {
     if (expected) return zeus__explorer_report(&b->ex, bs, cost, reached);
     return ZEUS_OK;
   }
-  int rc = hist_append(b, bs, -cost);
+  int rc = zeus__bso_hist_append(b, bs, -cost);
   if (rc) return rc;
   zeus_gts_arm a;
   if (zeus_gts_get_arm(b->mab, bs, &a) != ZEUS_OK) {

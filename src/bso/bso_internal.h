@@ -12,14 +12,9 @@
 double zeus__det_log(double x);
 void zeus__rng_shuffle(zeus_rng *r, size_t *idx, size_t n);
 
-/* The Zeus cost eta * energy_j + (1 - eta) * max_power_w * time_s. This is the module's one
- * implementation of the formula (zeus_cost() of zeus/plo.h is the same rule, public). */
-/* The Zeus cost is zeus_cost() of zeus/plo.h (one formula for both optimizers). */
+/* The Zeus cost eta * energy_j + (1 - eta) * max_power_w * time_s is zeus_cost() of zeus/plo.h
+ * (one formula for both optimizers). */
 #include "zeus/plo.h"
-
-/* Keeps this thread's error message but gives it another code (zeus__error must not read
- * zeus_errmsg() while writing it). */
-int zeus__recode_error(int code);
 
 /* Population variance of n values (two passes); 0 for n < 2. */
 double zeus__variance(const double *x, size_t n);

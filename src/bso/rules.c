@@ -38,8 +38,3 @@ int zeus_bso_scale_lr(const char *optimizer, double default_lr, long default_bs,
                      optimizer ? optimizer : "");
 }
 
-int zeus__recode_error(int code) {
-  char msg[1024];
-  snprintf(msg, sizeof msg, "%s", zeus_errmsg());
-  return zeus__error(code, "%s", msg);
-}

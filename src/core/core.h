@@ -6,8 +6,10 @@
 #ifndef ZEUS_CORE_INTERNAL_H
 #define ZEUS_CORE_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "zeus/clock.h"
 #include "zeus/error.h"
@@ -23,6 +25,20 @@ int zeus__error(int code, const char *fmt, ...) ZEUS__PRINTF(2, 3);
 int zeus__error_ctx(int code, const char *fmt, ...) ZEUS__PRINTF(2, 3);
 /* zeus__error(ZEUS_ENOMEM, "out of memory while <what>"). */
 int zeus__oom(const char *what);
+/* Keeps this thread's message but gives it another code; returns `code`. */
+int zeus__error_recode(int code);
+
+/* This thread's error (code and message), saved across calls that may overwrite it (a
+ * collective every rank must join, a clean-up, a state reload) and put back afterwards:
+ *   zeus__saved_error e;  zeus__error_save(&e);  cleanup();  return zeus__error_restore(&e); */
+#define ZEUS__ERRMSG_MAX 1024
+typedef struct zeus__saved_error {
+  int code;
+  char msg[ZEUS__ERRMSG_MAX];
+} zeus__saved_error;
+void zeus__error_save(zeus__saved_error *s);
+/* Makes the saved error this thread's error again; returns its code. */
+int zeus__error_restore(const zeus__saved_error *s);
 
 /* ---- logging ---- */
 extern int zeus__log_level_cur; /* read without a lock: a stale level only mis-filters once */
@@ -59,6 +75,29 @@ int zeus__buf_append(zeus__buf *b, const char *s, size_t n);
 int zeus__buf_puts(zeus__buf *b, const char *s);
 int zeus__buf_printf(zeus__buf *b, const char *fmt, ...) ZEUS__PRINTF(2, 3);
 void zeus__buf_free(zeus__buf *b);
+
+/* ---- memory ---- */
+/* A malloc()ed copy of s (free() it), or NULL when memory runs out (no error is set). */
+char *zeus__strdup(const char *s);
+/* Makes room for `need` elements of `size` bytes in a growable array: `arrayp` is the address of
+ * the array pointer (T **, NULL for none yet) and *cap its capacity in elements. Capacity doubles
+ * (from 16) until it holds `need`; new elements are zeroed. ZEUS_ENOMEM "out of memory while
+ * <what>" when it cannot grow (array and capacity then unchanged). Replaces the realloc-and-double
+ * pattern every module used to write by hand:
+ *   if ((rc = zeus__grow(&v->items, &v->cap, v->n + 1, sizeof *v->items, "adding an item"))) ...
+ */
+int zeus__grow(void *arrayp, size_t *cap, size_t need, size_t size, const char *what);
+
+/* ---- timed waits ----
+ * Every timed wait measures CLOCK_MONOTONIC, so that a wall-clock jump (NTP, an administrator)
+ * neither cuts a wait short nor stretches it. */
+/* Initialises a condition variable whose timed waits use CLOCK_MONOTONIC. */
+int zeus__cond_init(pthread_cond_t *cv);
+/* The CLOCK_MONOTONIC instant `seconds` (>= 0) from now. */
+struct timespec zeus__deadline_in(double seconds);
+/* Waits on `cv` (from zeus__cond_init; `mu` held) until it is signalled or `deadline` passes:
+ * pthread_cond_timedwait's result, ETIMEDOUT once the deadline has passed. */
+int zeus__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, const struct timespec *deadline);
 
 /* ---- files ---- */
 /* Reads a whole file (NUL-terminated; *len excludes the NUL). Errors name the path. */

@@ -21,13 +21,8 @@ typedef struct {
 } sizevec;
 
 static int sv_push(sizevec *s, size_t x) {
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? s->cap * 2 : 64;
-    size_t *p = realloc(s->v, cap * sizeof *p);
-    if (!p) return zeus__oom("reading CSV");
-    s->v = p;
-    s->cap = cap;
-  }
+  int rc = zeus__grow(&s->v, &s->cap, s->n + 1, sizeof *s->v, "reading CSV");
+  if (rc) return rc;
   s->v[s->n++] = x;
   return ZEUS_OK;
 }

@@ -4,8 +4,6 @@
 
 #include "core/core.h"
 
-#define ZEUS__ERRMSG_MAX 1024
-
 static _Thread_local char tls_msg[ZEUS__ERRMSG_MAX];
 static _Thread_local int tls_code;
 
@@ -74,3 +72,19 @@ int zeus__error_ctx(int code, const char *fmt, ...) {
 }
 
 int zeus__oom(const char *what) { return zeus__error(ZEUS_ENOMEM, "out of memory while %s", what); }
+
+void zeus__error_save(zeus__saved_error *s) {
+  s->code = tls_code;
+  memcpy(s->msg, tls_msg, sizeof s->msg);
+}
+
+int zeus__error_restore(const zeus__saved_error *s) {
+  memcpy(tls_msg, s->msg, sizeof tls_msg);
+  tls_code = s->code;
+  return s->code;
+}
+
+int zeus__error_recode(int code) {
+  tls_code = code;
+  return code;
+}

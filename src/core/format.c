@@ -21,9 +21,17 @@ ZEUS_EXTERN int zeus_format_double(double v, char *buf, size_t len) {
      * precision that reads back exactly is the shortest (more digits of a correctly rounded
      * value never leave the rounding interval). */
     n = 0;
-    for (int p = 1; p <= 17; p++) {
+    int p = 1;
+    for (; p <= 17; p++) {
       n = snprintf(tmp, sizeof tmp, "%.*g", p, v);
       if (strtod(tmp, NULL) == v) break;
+    }
+    /* %g writes 300 as "3e+02" at one digit; like Python's repr, keep the exponent form only for
+     * decimal exponents outside [-4, 16), and write the same digits in fixed notation inside. */
+    const char *e = strchr(tmp, 'e');
+    if (e) {
+      int x = atoi(e + 1);
+      if (x >= -4 && x < 16) n = snprintf(tmp, sizeof tmp, "%.*f", p - 1 - x > 0 ? p - 1 - x : 0, v);
     }
   }
   if (n < 0 || (size_t)n >= len) return zeus__error(ZEUS_ERANGE, "a %zu-byte buffer cannot hold the number %s", len, tmp);

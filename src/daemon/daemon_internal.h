@@ -222,6 +222,7 @@ struct zeus_daemon {
   zeus_daemon_opts o;
   char *socket_path, *tcp_address, *state_path;
   zeus_devices *dev;
+  struct zeus__rapl *rapl; /* the CPU packages (cpu-read), scanned once, files kept open */
   bool sim;
   unsigned ngpus, ncpus;
   zeus__dgpu *gpus;

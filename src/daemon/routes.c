@@ -422,8 +422,10 @@ typedef struct cpu_sample {
 
 static void cpu_read(zeus_daemon *d, unsigned i, cpu_sample *s) {
   s->t = mono_now();
-  s->ok = zeus__rapl_read_uj(d->cpus[i].pkg, &s->pkg_uj, &s->dram, &s->dram_uj) == ZEUS_OK;
-  if (s->ok && !s->pkg_max) zeus__rapl_range_uj(d->cpus[i].pkg, &s->pkg_max, &s->dram_max);
+  s->dram = d->cpus[i].dram;
+  s->ok = zeus__rapl_read(d->rapl, i, &s->pkg_uj, &s->dram_uj) == ZEUS_OK;
+  s->pkg_max = d->cpus[i].range_uj;
+  s->dram_max = d->cpus[i].dram_range_uj;
 }
 
 /* Power in mW between two counter readings, the wrap-around included. */

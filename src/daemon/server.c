@@ -639,8 +639,7 @@ static int check_privileges(zeus_daemon *d) {
                        "persistence setters); run the daemon as root, give it CAP_SYS_ADMIN, or leave the group "
                        "out (--enable gpu-read,cpu-read)");
   if (d->o.groups & ZEUS_DAEMON_CPU_READ) {
-    unsigned pk[ZEUS_MAX_CPUS], unreadable = 0;
-    zeus__rapl_packages(pk, ZEUS_MAX_CPUS, &unreadable);
+    unsigned unreadable = zeus__rapl_unreadable(d->rapl);
     if (unreadable && !has_cap(CAP_DAC_READ_SEARCH_))
       return zeus__error(ZEUS_EPERM,
                          "API group cpu-read needs root or CAP_DAC_READ_SEARCH: %u RAPL energy counter%s under %s %s "
@@ -680,14 +679,15 @@ static int open_devices(zeus_daemon *d) {
     x->energy_ok = zeus_gpu_energy_counter_supported(d->dev, g, &ok) == ZEUS_OK && ok;
   }
   if (d->o.groups & ZEUS_DAEMON_CPU_READ) {
-    unsigned pk[ZEUS_MAX_CPUS], unreadable = 0;
-    d->ncpus = zeus__rapl_packages(pk, ZEUS_MAX_CPUS, &unreadable);
+    /* Our own scan only: a daemon never reads RAPL through another daemon. */
+    if ((rc = zeus__rapl_open_local(&d->rapl))) return rc;
+    d->ncpus = zeus__rapl_count(d->rapl);
     for (unsigned i = 0; i < d->ncpus; i++) {
-      uint64_t e, de;
-      d->cpus[i].pkg = pk[i];
-      d->cpus[i].dram = false;
-      zeus__rapl_read_uj(pk[i], &e, &d->cpus[i].dram, &de);
-      zeus__rapl_range_uj(pk[i], &d->cpus[i].range_uj, &d->cpus[i].dram_range_uj);
+      zeus_cpu_zone z;
+      zeus__rapl_info(d->rapl, i, &z);
+      d->cpus[i].pkg = z.zone;
+      d->cpus[i].dram = z.has_dram;
+      zeus__rapl_range(d->rapl, i, &d->cpus[i].range_uj, &d->cpus[i].dram_range_uj);
     }
   }
   return ZEUS_OK;
@@ -790,6 +790,7 @@ void zeus_daemon_close(zeus_daemon *d) {
   zeus__leases_close(d->L, "the daemon stopped");
   if (d->wake_fd >= 0) close(d->wake_fd);
   zeus_devices_close(d->dev);
+  zeus__rapl_close(d->rapl);
   if (d->key) OPENSSL_cleanse(d->key, d->keylen);
   free(d->key);
   free(d->gpus);

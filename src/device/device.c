@@ -26,6 +26,7 @@ struct zeus_devices {
   pthread_mutex_t mu;          /* guards saved[] */
   saved_state saved[ZEUS_MAX_GPUS];
   bool keep;
+  char nvml_error[512]; /* why auto-selection did not use nvml ("" when it did, or was not tried) */
 };
 
 /* Open handles, for zeus_devices_restore_all() from a signal handler: lock-free slots. */
@@ -131,6 +132,8 @@ static int map_visible(zeus_devices *d, const zeus_devices_opts *opts) {
   return zeus__parse_visible_devices(value, uuids, count, d->map, &d->n);
 }
 
+void zeus_devices_opts_init(zeus_devices_opts *o) { memset(o, 0, sizeof *o); }
+
 /* Wraps the opened nvml backend so that settings go to the daemon (nvml+zeusd). */
 static int wrap_daemon(zeus_devices *d, const zeus_devices_opts *opts) {
   void *w;
@@ -166,10 +169,12 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
     if (!rc && daemon) {
       rc = wrap_daemon(d, opts);
     } else if (rc == ZEUS_ENOLIB && daemon) {
+      snprintf(d->nvml_error, sizeof d->nvml_error, "%s", zeus_errmsg());
       zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA library here (%s); every GPU reading goes to the daemon", zeus_errmsg());
       d->be = &zeus__backend_zeusd;
       rc = d->be->open(&d->st, opts);
     } else if (rc == ZEUS_ENOLIB) {
+      snprintf(d->nvml_error, sizeof d->nvml_error, "%s", zeus_errmsg());
       zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA GPUs: %s; using the 'none' backend", zeus_errmsg());
       d->be = &zeus__backend_none;
       rc = d->be->open(&d->st, opts);
@@ -225,6 +230,9 @@ int zeus_devices_default(zeus_devices **out) {
 }
 
 const char *zeus_devices_backend(const zeus_devices *d) { return d ? d->be->name : "none"; }
+const char *zeus_devices_nvml_error(const zeus_devices *d) {
+  return d && d->nvml_error[0] ? d->nvml_error : NULL;
+}
 double zeus_devices_now(const zeus_devices *d) { return d->be->now(d->st); }
 unsigned zeus_gpu_count(const zeus_devices *d) { return d ? d->n : 0; }
 

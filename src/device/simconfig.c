@@ -211,7 +211,7 @@ done:
   return rc;
 }
 
-int zeus_sim_config_load(const char *path, unsigned units_per_row, zeus_sim_config **out) {
+int zeus_sim_config_load(zeus_sim_config **out, const char *path, unsigned units_per_row) {
   if (!path || !out) return zeus__error(ZEUS_EINVAL, "zeus_sim_config_load: path and out are required");
   size_t n = strlen(path);
   if (n > 5 && strcmp(path + n - 5, ".json") == 0) return load_json(path, out);
@@ -233,7 +233,7 @@ int zeus_sim_config_from_env(zeus_sim_config **out) {
   zeus_sim_config *cfg = NULL;
   const char *file = zeus__env_str("ZEUS_SIM_MODEL_FILE");
   if (file) {
-    if ((rc = zeus_sim_config_load(file, (unsigned)upr, &cfg)))
+    if ((rc = zeus_sim_config_load(&cfg, file, (unsigned)upr)))
       return zeus__error_ctx(rc, "ZEUS_SIM_MODEL_FILE");
     if (!strstr(file, ".json")) cfg->clock = (zeus_sim_clock_kind)clock;
   }

@@ -4,22 +4,15 @@
 #include <string.h>
 
 #include "frontier/frontier.h"
+#include "zeus/pipeline.h"
 
+/* The order is zeus_pipeline_1f1b_instr's (one definition for the solver, the schedulers and the
+ * simulator); the arguments are valid here (1 <= M, 0 <= s < S), so it cannot fail. */
 void zeus__fdag_1f1b_order(int S, int M, int s, zeus_frontier_instr *kinds, int *mbs) {
-  int warm = S - s - 1 < M ? S - s - 1 : M, k = 0;
-  for (int m = 0; m < warm; m++, k++) {
-    kinds[k] = ZEUS_FRONTIER_FORWARD;
-    mbs[k] = m;
-  }
-  for (int m = 0; m < M - warm; m++) {
-    kinds[k] = ZEUS_FRONTIER_FORWARD;
-    mbs[k++] = warm + m;
-    kinds[k] = ZEUS_FRONTIER_BACKWARD;
-    mbs[k++] = m;
-  }
-  for (int m = M - warm; m < M; m++, k++) {
-    kinds[k] = ZEUS_FRONTIER_BACKWARD;
-    mbs[k] = m;
+  for (int k = 0; k < 2 * M; k++) {
+    zeus_pipeline_instr kd = ZEUS_PIPELINE_FORWARD;
+    zeus_pipeline_1f1b_instr(S, s, M, k, &kd, &mbs[k]);
+    kinds[k] = kd == ZEUS_PIPELINE_FORWARD ? ZEUS_FRONTIER_FORWARD : ZEUS_FRONTIER_BACKWARD;
   }
 }
 

@@ -3,13 +3,14 @@
  * during the first epoch, the power profile and result files, and data-parallel agreement through
  * the collective. */
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "bso/bso_internal.h"
 #include "core/json.h"
+#include "device/restore_signals.h"
+#include "zeus/job.h"
 
 #define MAX_LIMITS 64
 #define WIN_TRAIN "__zeus_job_train"
@@ -279,52 +280,32 @@ static int load_profile(zeus_job *j, profile *p) {
   return rc;
 }
 
-/* ---- signal handling: put the GPUs back, then die of the signal ---- */
-
-static struct sigaction g_old_int, g_old_term;
-static int g_handlers_owner;
-
-static void on_fatal_signal(int sig) {
-  zeus_devices_restore_all();
-  signal(sig, SIG_DFL);
-  raise(sig);
-}
+/* ---- signal handling ----
+ * SIGINT/SIGTERM put the GPUs back through the handlers every GPU-changing module shares
+ * (device/restore_signals.h): they restore every open device handle, then let the signal do what
+ * it did before (the previous handler runs; a default disposition ends the process with it). */
 
 static void install_handlers(zeus_job *j) {
-  if (j->o.no_signal_handlers || __atomic_exchange_n(&g_handlers_owner, 1, __ATOMIC_SEQ_CST)) return;
-  struct sigaction cur, sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_fatal_signal;
-  sigemptyset(&sa.sa_mask);
-  bool any = false;
-  if (sigaction(SIGINT, NULL, &cur) == 0 && cur.sa_handler == SIG_DFL) {
-    sigaction(SIGINT, &sa, &g_old_int);
-    any = true;
-  } else {
-    g_old_int.sa_handler = NULL;
-  }
-  if (sigaction(SIGTERM, NULL, &cur) == 0 && cur.sa_handler == SIG_DFL) {
-    sigaction(SIGTERM, &sa, &g_old_term);
-    any = true;
-  } else {
-    g_old_term.sa_handler = NULL;
+  if (j->o.no_signal_handlers) return;
+  if (zeus__restore_signals_acquire() != ZEUS_OK) {
+    zeus__log(ZEUS_LOG_WARN, "job", "%s; power limits are put back on close only", zeus_errmsg());
+    return;
   }
   j->handlers = true;
-  (void)any;
 }
 
 static void remove_handlers(zeus_job *j) {
   if (!j->handlers) return;
-  struct sigaction cur;
-  if (g_old_int.sa_handler && sigaction(SIGINT, NULL, &cur) == 0 && cur.sa_handler == on_fatal_signal)
-    sigaction(SIGINT, &g_old_int, NULL);
-  if (g_old_term.sa_handler && sigaction(SIGTERM, NULL, &cur) == 0 && cur.sa_handler == on_fatal_signal)
-    sigaction(SIGTERM, &g_old_term, NULL);
+  zeus__restore_signals_release();
   j->handlers = false;
-  __atomic_store_n(&g_handlers_owner, 0, __ATOMIC_SEQ_CST);
 }
 
 /* ---- open / close ---- */
+
+void zeus_job_opts_init(zeus_job_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->pl_step_w = 25;
+}
 
 static int check_opts(const zeus_job_opts *o) {
   if (o->batch_size <= 0) return zeus__error(ZEUS_EINVAL, "zeus_job: batch_size %ld, expected > 0", o->batch_size);

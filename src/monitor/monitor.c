@@ -12,6 +12,7 @@
 
 #include "core/core.h"
 #include "core/csv.h"
+#include "device/rapl.h"
 #include "zeus/monitor.h"
 
 typedef struct polled {
@@ -35,9 +36,10 @@ struct zeus_monitor {
   bool is_polled[ZEUS_MAX_GPUS];
   polled poll[ZEUS_MAX_GPUS];
   unsigned npolled;
+  zeus__rapl *rapl; /* the RAPL zones, scanned once at open; NULL when no CPU is measured */
   unsigned ncpu, cpu[ZEUS_MAX_CPUS];
   bool has_dram[ZEUS_MAX_CPUS];
-  uint64_t cpu_range_mj[ZEUS_MAX_CPUS], dram_range_mj[ZEUS_MAX_CPUS];
+  uint64_t cpu_range_uj[ZEUS_MAX_CPUS], dram_range_uj[ZEUS_MAX_CPUS];
   bool approx;
   window *win;
   size_t nwin, capwin;
@@ -92,10 +94,9 @@ static int read_all(zeus_monitor *m, double t, double *gpu, double *cpu, double 
   }
   for (unsigned c = 0; c < m->ncpu; c++) {
     uint64_t pkg, dr = 0;
-    bool hd;
-    if ((rc = zeus_cpu_energy(m->cpu[c], &pkg, &hd, &dr))) return rc;
-    cpu[c] = pkg / 1000.0;
-    dram[c] = dr / 1000.0;
+    if ((rc = zeus__rapl_read(m->rapl, m->cpu[c], &pkg, &dr))) return rc;
+    cpu[c] = pkg / 1e6;
+    dram[c] = dr / 1e6;
   }
   return ZEUS_OK;
 }
@@ -109,12 +110,8 @@ static void *poll_main(void *arg) {
       if (m->is_polled[k] && sample(m, k, t) != ZEUS_OK)
         zeus__log(ZEUS_LOG_WARN, "monitor", "power sample of GPU %u failed: %s", m->gpu[k], zeus_errmsg());
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double ns = ts.tv_nsec + m->interval * 1e9;
-    ts.tv_sec += (time_t)(ns / 1e9);
-    ts.tv_nsec = (long)fmod(ns, 1e9);
-    while (!m->stop && pthread_cond_timedwait(&m->cv, &m->mu, &ts) != ETIMEDOUT) {
+    struct timespec until = zeus__deadline_in(m->interval);
+    while (!m->stop && zeus__cond_wait_until(&m->cv, &m->mu, &until) != ETIMEDOUT) {
     }
   }
   pthread_mutex_unlock(&m->mu);
@@ -135,6 +132,35 @@ static int write_header(zeus_monitor *m) {
   return rc;
 }
 
+/* Copies the indices the caller asked for into out[] after checking them: at most `max`, each
+ * below `avail`, none twice. GPU indices come with their device set `dev` (named in errors);
+ * CPU package indices with dev NULL. */
+static int pick_indices(const unsigned *want, size_t n, unsigned avail, unsigned max, const zeus_devices *dev,
+                        unsigned *out, unsigned *nout) {
+  bool gpu = dev != NULL;
+  const char *kind = gpu ? "GPU" : "CPU package";
+  if (n > max) return zeus__error(ZEUS_EINVAL, "monitor: %zu %s indices given, at most %u", n, gpu ? "GPU" : "CPU", max);
+  for (size_t i = 0; i < n; i++) {
+    unsigned x = want[i];
+    if (x >= avail && gpu)
+      return zeus__error(ZEUS_ENOENT, "monitor: GPU %u does not exist (%u visible GPU%s on backend %s)", x, avail,
+                         avail == 1 ? "" : "s", zeus_devices_backend(dev));
+    if (x >= avail)
+      return zeus__error(ZEUS_ENOENT,
+                         "monitor: CPU package %u was asked for, but only %u package%s a readable RAPL energy "
+                         "counter", x, avail, avail == 1 ? " has" : "s have");
+    for (size_t j = 0; j < i; j++)
+      if (want[j] == x) return zeus__error(ZEUS_EINVAL, "monitor: %s %u is listed twice", kind, x);
+    out[(*nout)++] = x;
+  }
+  return ZEUS_OK;
+}
+
+void zeus_monitor_opts_init(zeus_monitor_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->poll_interval_s = 0.05;
+}
+
 int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
   if (!out) return zeus__error(ZEUS_EINVAL, "zeus_monitor_open: out is required");
   zeus_monitor_opts o = opts ? *opts : (zeus_monitor_opts){0};
@@ -149,27 +175,15 @@ int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
   m->approx = o.approx_instant_energy;
   m->interval = o.poll_interval_s > 0 ? o.poll_interval_s : 0.05;
   pthread_mutex_init(&m->mu, NULL);
-  pthread_cond_init(&m->cv, NULL);
+  if ((rc = zeus__cond_init(&m->cv))) {
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+    return rc;
+  }
   unsigned visible = zeus_gpu_count(dev);
   if (o.gpu_indices) {
-    if (o.num_gpu_indices > ZEUS_MAX_GPUS) {
-      rc = zeus__error(ZEUS_EINVAL, "monitor: %zu GPU indices given, at most %d", o.num_gpu_indices, ZEUS_MAX_GPUS);
+    if ((rc = pick_indices(o.gpu_indices, o.num_gpu_indices, visible, ZEUS_MAX_GPUS, dev, m->gpu, &m->ngpu)))
       goto fail;
-    }
-    for (size_t i = 0; i < o.num_gpu_indices; i++) {
-      unsigned g = o.gpu_indices[i];
-      if (g >= visible) {
-        rc = zeus__error(ZEUS_ENOENT, "monitor: GPU %u does not exist (%u visible GPU%s on backend %s)", g, visible,
-                         visible == 1 ? "" : "s", zeus_devices_backend(dev));
-        goto fail;
-      }
-      for (size_t j = 0; j < i; j++)
-        if (o.gpu_indices[j] == g) {
-          rc = zeus__error(ZEUS_EINVAL, "monitor: GPU %u is listed twice", g);
-          goto fail;
-        }
-      m->gpu[m->ngpu++] = g;
-    }
   } else {
     for (unsigned g = 0; g < visible && g < ZEUS_MAX_GPUS; g++) m->gpu[m->ngpu++] = g;
   }
@@ -179,36 +193,23 @@ int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
     m->is_polled[k] = !counter || o.force_power_polling;
     if (m->is_polled[k]) m->npolled++;
   }
-  unsigned ncpu_avail = zeus_cpu_count();
+  bool want_cpus = !o.cpu_indices || o.num_cpu_indices > 0;
+  if (want_cpus && (rc = zeus__rapl_open(&m->rapl))) goto fail;
+  unsigned ncpu_avail = zeus__rapl_count(m->rapl);
   if (o.cpu_indices) {
-    if (o.num_cpu_indices > ZEUS_MAX_CPUS) {
-      rc = zeus__error(ZEUS_EINVAL, "monitor: %zu CPU indices given, at most %d", o.num_cpu_indices, ZEUS_MAX_CPUS);
+    if (o.num_cpu_indices > 0 && ncpu_avail == 0) {
+      rc = zeus__error(ZEUS_ENOENT, "monitor: CPU package %u was asked for, but %s", o.cpu_indices[0],
+                       zeus__rapl_why(m->rapl));
       goto fail;
     }
-    for (size_t i = 0; i < o.num_cpu_indices; i++) {
-      unsigned c = o.cpu_indices[i];
-      if (c >= ncpu_avail) {
-        rc = zeus__error(ZEUS_ENOENT,
-                         "monitor: CPU package %u was asked for, but %u package%s readable RAPL energy counter "
-                         "(/sys/class/powercap/intel-rapl:*; reading it may need root)",
-                         c, ncpu_avail, ncpu_avail == 1 ? " has a" : "s have a");
-        goto fail;
-      }
-      for (size_t j = 0; j < i; j++)
-        if (o.cpu_indices[j] == c) {
-          rc = zeus__error(ZEUS_EINVAL, "monitor: CPU package %u is listed twice", c);
-          goto fail;
-        }
-      m->cpu[m->ncpu++] = c;
-    }
+    if ((rc = pick_indices(o.cpu_indices, o.num_cpu_indices, ncpu_avail, ZEUS_MAX_CPUS, NULL, m->cpu, &m->ncpu)))
+      goto fail;
   } else {
     for (unsigned c = 0; c < ncpu_avail; c++) m->cpu[m->ncpu++] = c;
   }
   for (unsigned c = 0; c < m->ncpu; c++) {
-    uint64_t pkg, dr;
-    if ((rc = zeus_cpu_energy(m->cpu[c], &pkg, &m->has_dram[c], &dr)) ||
-        (rc = zeus_cpu_energy_range(m->cpu[c], &m->cpu_range_mj[c], &m->dram_range_mj[c])))
-      goto fail;
+    m->has_dram[c] = zeus__rapl_has_dram(m->rapl, m->cpu[c]);
+    zeus__rapl_range(m->rapl, m->cpu[c], &m->cpu_range_uj[c], &m->dram_range_uj[c]);
   }
   if (o.log_file) {
     m->log = fopen(o.log_file, "a");
@@ -231,6 +232,7 @@ int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
     }
     m->thread_running = true;
   }
+  if (want_cpus && m->ncpu == 0) zeus__log(ZEUS_LOG_DEBUG, "monitor", "no CPU package: %s", zeus__rapl_why(m->rapl));
   zeus__log(ZEUS_LOG_DEBUG, "monitor", "monitoring %u GPU(s) (%u by power polling every %g s) and %u CPU package(s)",
             m->ngpu, m->npolled, m->interval, m->ncpu);
   *out = m;
@@ -251,6 +253,7 @@ void zeus_monitor_close(zeus_monitor *m) {
   }
   for (size_t i = 0; i < m->nwin; i++) free(m->win[i].key);
   free(m->win);
+  zeus__rapl_close(m->rapl);
   if (m->log) fclose(m->log);
   pthread_cond_destroy(&m->cv);
   pthread_mutex_destroy(&m->mu);
@@ -280,13 +283,7 @@ int zeus_monitor_begin_window(zeus_monitor *m, const char *key, bool restart) {
     *w = fresh;
     goto out;
   }
-  if (m->nwin == m->capwin) {
-    size_t cap = m->capwin ? m->capwin * 2 : 8;
-    window *nw = realloc(m->win, cap * sizeof *nw);
-    if (!nw) { rc = zeus__oom("opening a window"); goto out; }
-    m->win = nw;
-    m->capwin = cap;
-  }
+  if ((rc = zeus__grow(&m->win, &m->capwin, m->nwin + 1, sizeof *m->win, "opening a window"))) goto out;
   if (!(fresh.key = strdup(key))) { rc = zeus__oom("opening a window"); goto out; }
   fresh.hash = h;
   m->win[m->nwin++] = fresh;
@@ -295,9 +292,9 @@ out:
   return rc;
 }
 
-static double counter_delta(double end, double begin, uint64_t range_mj) {
+static double counter_delta(double end, double begin, uint64_t range_uj) {
   if (end >= begin) return end - begin;
-  return end + range_mj / 1000.0 - begin; /* the counter wrapped around */
+  return end + range_uj / 1e6 - begin; /* the counter wrapped around */
 }
 
 static void log_row(zeus_monitor *m, const window *w, const zeus_measurement *r) {
@@ -357,9 +354,9 @@ int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_
     }
     for (unsigned c = 0; c < m->ncpu; c++) {
       r.cpu_indices[c] = m->cpu[c];
-      r.cpu_energy_j[c] = counter_delta(cpu[c], w->cpu0[c], m->cpu_range_mj[c]);
+      r.cpu_energy_j[c] = counter_delta(cpu[c], w->cpu0[c], m->cpu_range_uj[c]);
       r.dram_valid[c] = m->has_dram[c];
-      r.dram_energy_j[c] = m->has_dram[c] ? counter_delta(dram[c], w->dram0[c], m->dram_range_mj[c]) : 0;
+      r.dram_energy_j[c] = m->has_dram[c] ? counter_delta(dram[c], w->dram0[c], m->dram_range_uj[c]) : 0;
       r.total_energy_j += r.cpu_energy_j[c];
     }
     if (m->log) log_row(m, w, &r);

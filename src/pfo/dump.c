@@ -105,24 +105,22 @@ int zeus_pfo_load_prof_file(const char *path, zeus_pfo_prof_result **out, size_t
   return load_list(path, sizeof **out, conv_prof, clear_prof, (void **)out, n);
 }
 
-int zeus_pfo_load_schedules(const char *dir, int num, zeus_pfo_schedule **out, size_t *n) {
-  char name[64];
-  snprintf(name, sizeof name, "%d.sched.json", num);
-  char *p = dump_path(dir, name);
-  if (!p) return zeus__oom("loading schedules");
-  int rc = zeus_pfo_load_schedules_file(p, out, n);
-  free(p);
+/* Loads <dir>/<num><suffix> (a round's dump) as a list of `size`-byte elements. */
+static int load_round(const char *dir, int num, const char *suffix, size_t size, conv_fn conv, clear_fn clear,
+                      void **out, size_t *n) {
+  zeus__buf p = {0};
+  if (zeus__buf_printf(&p, "%s/%d%s", dir, num, suffix)) return zeus__oom("loading a dump");
+  int rc = load_list(p.data, size, conv, clear, out, n);
+  zeus__buf_free(&p);
   return rc;
 }
 
+int zeus_pfo_load_schedules(const char *dir, int num, zeus_pfo_schedule **out, size_t *n) {
+  return load_round(dir, num, ".sched.json", sizeof **out, conv_sched, clear_sched, (void **)out, n);
+}
+
 int zeus_pfo_load_prof(const char *dir, int num, zeus_pfo_prof_result **out, size_t *n) {
-  char name[64];
-  snprintf(name, sizeof name, "%d.prof.json", num);
-  char *p = dump_path(dir, name);
-  if (!p) return zeus__oom("loading profiling results");
-  int rc = zeus_pfo_load_prof_file(p, out, n);
-  free(p);
-  return rc;
+  return load_round(dir, num, ".prof.json", sizeof **out, conv_prof, clear_prof, (void **)out, n);
 }
 
 static int cmp_measure_desc(const void *a, const void *b) {
@@ -153,5 +151,3 @@ int zeus_pfo_write_instruction_csv(const char *path, const zeus_pfo_offline_resu
   zeus__buf_free(&b);
   return rc;
 }
-
-int zeus__pfo_mkdirs(const char *path) { return zeus__mkdirs(path); }

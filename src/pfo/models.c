@@ -9,15 +9,6 @@
 /* Upper bound of world_size: the server keeps per-rank state, so an absurd size is bad input. */
 #define PFO_MAX_WORLD 65536
 
-char *zeus__strdup(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = malloc(n);
-  if (d) memcpy(d, s, n);
-  return d;
-}
-
-void zeus_pfo_free(void *p) { free(p); }
-
 /* ---- field helpers ---- */
 
 static int req_int(const json_t *o, const char *key, const char *ctx, long long min, long long max,
@@ -340,6 +331,18 @@ int zeus__pfo_schedule_copy(const zeus_pfo_schedule *s, zeus_pfo_schedule *d) {
     }
   }
   *d = v;
+  return ZEUS_OK;
+}
+
+int zeus__pfo_schedules_copy(const zeus_pfo_schedule *s, size_t n, zeus_pfo_schedule **out, size_t *nout) {
+  zeus_pfo_schedule *v = calloc(n + 1, sizeof *v);
+  if (!v) return zeus__oom("copying schedules");
+  for (size_t i = 0; i < n; i++) {
+    int rc = zeus__pfo_schedule_copy(&s[i], &v[i]);
+    if (rc) { zeus_pfo_schedules_free(v, i); return rc; }
+  }
+  *out = v;
+  *nout = n;
   return ZEUS_OK;
 }
 

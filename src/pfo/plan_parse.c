@@ -97,17 +97,13 @@ static int parse_stage(lexer *L, zeus_pfo_schedule *out) {
   char open = take(L, "([", "'[' opening one rank's list of (instruction, MHz) pairs");
   if (!open) return ZEUS_EPARSE;
   char close = open == '(' ? ')' : ']';
-  size_t cap = 16;
-  out->frequencies = calloc(cap, sizeof *out->frequencies);
-  if (!out->frequencies) return zeus__oom("parsing a plan");
+  size_t cap = 0;
+  int rc = zeus__grow(&out->frequencies, &cap, 1, sizeof *out->frequencies, "parsing a plan");
+  if (rc) return rc;
   while (!peek(L, close)) {
-    if (out->n_frequencies == cap) {
-      zeus_pfo_freq *nf = realloc(out->frequencies, 2 * cap * sizeof *nf);
-      if (!nf) return zeus__oom("parsing a plan");
-      out->frequencies = nf;
-      cap *= 2;
-    }
-    int rc = parse_pair(L, &out->frequencies[out->n_frequencies]);
+    if ((rc = zeus__grow(&out->frequencies, &cap, out->n_frequencies + 1, sizeof *out->frequencies, "parsing a plan")))
+      return rc;
+    rc = parse_pair(L, &out->frequencies[out->n_frequencies]);
     if (rc) return rc;
     out->n_frequencies++;
     if (peek(L, ',')) take(L, ",", ",");
@@ -119,19 +115,12 @@ static int parse_stage(lexer *L, zeus_pfo_schedule *out) {
 
 static int parse_literal(const char *text, size_t len, const char *name, zeus_pfo_schedule **out, size_t *n) {
   lexer L = {text, text + len, name, 1, 1};
-  size_t cap = 8, cnt = 0;
-  zeus_pfo_schedule *s = calloc(cap, sizeof *s);
+  size_t cap = 0, cnt = 0;
+  zeus_pfo_schedule *s = NULL;
   int rc = ZEUS_OK;
-  if (!s) return zeus__oom("parsing a plan");
   if (!take(&L, "[", "'[' opening the list of ranks")) { rc = ZEUS_EPARSE; goto fail; }
   while (!peek(&L, ']')) {
-    if (cnt == cap) {
-      zeus_pfo_schedule *ns = realloc(s, 2 * cap * sizeof *ns);
-      if (!ns) { rc = zeus__oom("parsing a plan"); goto fail; }
-      memset(ns + cap, 0, cap * sizeof *ns);
-      s = ns;
-      cap *= 2;
-    }
+    if ((rc = zeus__grow(&s, &cap, cnt + 1, sizeof *s, "parsing a plan"))) goto fail;
     s[cnt].rank = (int)cnt;
     rc = parse_stage(&L, &s[cnt]);
     cnt++;

@@ -8,11 +8,18 @@
 #include "bso/bso_internal.h"
 #include "zeus/run.h"
 
-/* ---- an arena of allocations freed together ---- */
+/* ---- an arena of allocations freed together ----
+ * Two kinds: a list of separate allocations (zeroed struct; zeus__arena_free releases them), or
+ * one caller-given block (`block`, `size`) carved up in order, which zeus__arena_free leaves
+ * alone. Either way `used` counts the bytes handed out (aligned), so a list arena measures what
+ * a block must hold. */
 typedef struct zeus__arena {
   void **p;
   size_t n, cap;
+  char *block;
+  size_t size, used;
 } zeus__arena;
+/* size zeroed bytes, aligned for any type; NULL when out of memory or out of block. */
 void *zeus__arena_alloc(zeus__arena *a, size_t size);
 char *zeus__arena_strdup(zeus__arena *a, const char *s);
 void zeus__arena_free(zeus__arena *a);
@@ -52,7 +59,7 @@ struct zeus_runner {
   volatile sig_atomic_t stop;
 };
 
-/* ---- state (state.c) ---- */
+/* ---- state (run_state.c) ---- */
 /* Finds or creates the job folder and the state, checks and loads it. */
 int zeus__run_state_open(zeus_runner *r);
 void zeus__run_state_close(zeus_runner *r);

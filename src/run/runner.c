@@ -235,11 +235,11 @@ int zeus_runner_run(zeus_runner *r, long recurrences) {
   if (rc) {
     /* What was not committed (a prediction's random draws, a try without a result) is forgotten,
      * so that this runner and a later run continue from the state. */
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", zeus_errmsg());
+    zeus__saved_error e;
+    zeus__error_save(&e);
     if (zeus__run_state_reload(r) != ZEUS_OK)
       zeus__log(ZEUS_LOG_ERROR, "run", "could not re-read the state after an error: %s", zeus_errmsg());
-    zeus__error(rc, "%s", msg);
+    zeus__error_restore(&e);
   }
   return rc;
 }

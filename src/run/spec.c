@@ -1,6 +1,7 @@
 /* spec.c: the job spec of `zeus run`: defaults, JSON files, deep copies, validation, the command
  * template and the learning-rate choice. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,15 +11,22 @@
 /* ---- arena ---- */
 
 void *zeus__arena_alloc(zeus__arena *a, size_t size) {
-  if (a->n == a->cap) {
-    size_t cap = a->cap ? 2 * a->cap : 16;
-    void **p = realloc(a->p, cap * sizeof *p);
-    if (!p) return NULL;
-    a->p = p;
-    a->cap = cap;
+  const size_t align = _Alignof(max_align_t);
+  size_t need = (size ? size : 1) + align - 1;
+  need -= need % align;
+  if (a->block) {
+    if (need > a->size - a->used) return NULL;
+    void *m = a->block + a->used;
+    memset(m, 0, need);
+    a->used += need;
+    return m;
   }
+  if (zeus__grow(&a->p, &a->cap, a->n + 1, sizeof *a->p, "reading a job spec")) return NULL;
   void *m = calloc(1, size ? size : 1);
-  if (m) a->p[a->n++] = m;
+  if (m) {
+    a->p[a->n++] = m;
+    a->used += need;
+  }
   return m;
 }
 
@@ -34,7 +42,7 @@ void zeus__arena_free(zeus__arena *a) {
   for (size_t i = 0; i < a->n; i++) free(a->p[i]);
   free(a->p);
   a->p = NULL;
-  a->n = a->cap = 0;
+  a->n = a->cap = a->used = 0;
 }
 
 /* ---- defaults, copies, checks ---- */
@@ -358,7 +366,10 @@ static int load_field(const loader *l, const char *key, const json_t *v, zeus_ru
   return zeus__error(ZEUS_EPARSE, "%s: unknown field '%s'", l->path, key);
 }
 
-int zeus_run_spec_load(const char *path, zeus_run_spec *s, void **storage, long *recurrences) {
+/* The spec is parsed into a list arena, then copied into one block (measured by a second copy),
+ * so that the caller releases everything with one zeus_free(). */
+int zeus_run_spec_load(zeus_run_spec *s, const char *path, void **storage, long *recurrences) {
+  if (!s || !path || !storage) return zeus__error(ZEUS_EINVAL, "zeus_run_spec_load: s, path and storage are required");
   json_t *root;
   int rc = zeus__json_load_file(path, &root);
   if (rc) return rc;
@@ -366,13 +377,9 @@ int zeus_run_spec_load(const char *path, zeus_run_spec *s, void **storage, long 
     json_decref(root);
     return zeus__error(ZEUS_EPARSE, "%s: expected a JSON object (the job spec)", path);
   }
-  zeus__arena *a = calloc(1, sizeof *a);
-  if (!a) {
-    json_decref(root);
-    return zeus__oom("loading the job spec");
-  }
-  loader l = {path, a};
-  zeus_run_spec tmp = *s;
+  zeus__arena parsed = {0}, measure = {0};
+  loader l = {path, &parsed};
+  zeus_run_spec tmp = *s, copy;
   const char *key;
   json_t *v;
   json_object_foreach(root, key, v) {
@@ -380,18 +387,17 @@ int zeus_run_spec_load(const char *path, zeus_run_spec *s, void **storage, long 
     if (rc) break;
   }
   json_decref(root);
+  if (!rc) rc = zeus__run_spec_copy(&measure, &tmp, &copy);
+  zeus__arena block = {.size = measure.used, .block = rc ? NULL : malloc(measure.used ? measure.used : 1)};
+  zeus__arena_free(&measure);
+  if (!rc && !block.block) rc = zeus__oom("loading the job spec");
+  if (!rc) rc = zeus__run_spec_copy(&block, &tmp, &copy);
+  zeus__arena_free(&parsed);
   if (rc) {
-    zeus__arena_free(a);
-    free(a);
+    free(block.block);
     return rc;
   }
-  *s = tmp;
-  *storage = a;
+  *s = copy;
+  *storage = block.block;
   return ZEUS_OK;
-}
-
-void zeus_run_spec_storage_free(void *storage) {
-  if (!storage) return;
-  zeus__arena_free(storage);
-  free(storage);
 }

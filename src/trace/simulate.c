@@ -8,6 +8,7 @@
 
 #include "bso/bso_internal.h"
 #include "trace/trace_internal.h"
+#include "zeus/format.h"
 
 #define MAX_TRIES 20
 #define PATH_SEED_XOR 0x9e3779b97f4a7c15ULL
@@ -240,13 +241,8 @@ static void run_try(bsinfo *b, zeus_rng *paths, double cost_ub, double eta, doub
 }
 
 static int push_try(zeus_simulate_result *r, size_t *cap, const zeus_simulate_try *t) {
-  if (r->history_len == *cap) {
-    size_t c = *cap ? 2 * *cap : 64;
-    zeus_simulate_try *h = realloc(r->history, c * sizeof *h);
-    if (!h) return zeus__oom("recording the simulation history");
-    r->history = h;
-    *cap = c;
-  }
+  int rc = zeus__grow(&r->history, cap, r->history_len + 1, sizeof *r->history, "recording the simulation history");
+  if (rc) return rc;
   r->history[r->history_len++] = *t;
   return ZEUS_OK;
 }
@@ -410,12 +406,26 @@ void zeus_simulate_result_free(zeus_simulate_result *r) {
   free(r);
 }
 
+/* {"energy_j", "time_s", "cost_j"} (plus batch size and limit when bs > 0). */
+static json_t *figures(long bs, double limit_w, double energy_j, double time_s, double cost_j) {
+  json_t *o = json_object();
+  if (o && bs > 0) {
+    json_object_set_new(o, "batch_size", json_integer(bs));
+    json_object_set_new(o, "power_limit_w", json_real(limit_w));
+  }
+  if (o) {
+    json_object_set_new(o, "energy_j", json_real(energy_j));
+    json_object_set_new(o, "time_s", json_real(time_s));
+    json_object_set_new(o, "cost_j", json_real(cost_j));
+  }
+  return o;
+}
+
 int zeus_simulate_result_json(const zeus_simulate_result *r, bool with_history, char **out) {
-  json_t *root = json_object(), *sum = json_object(), *oracle = json_object(), *bss = json_array();
-  if (!root || !sum || !oracle || !bss) {
+  json_t *root = json_object(), *sum = json_object(), *bss = json_array();
+  if (!root || !sum || !bss) {
     json_decref(root);
     json_decref(sum);
-    json_decref(oracle);
     json_decref(bss);
     return zeus__oom("serialising a simulation");
   }
@@ -423,37 +433,30 @@ int zeus_simulate_result_json(const zeus_simulate_result *r, bool with_history, 
     json_t *h = json_array();
     for (size_t i = 0; h && i < r->history_len; i++) {
       const zeus_simulate_try *t = &r->history[i];
-      json_t *e = json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:b}", "recurrence", (json_int_t)t->recurrence,
+      json_t *e = json_pack("{s:I, s:I, s:I, s:f, s:I, s:f, s:f, s:f, s:b}", "recurrence", (json_int_t)t->recurrence,
                             "try", (json_int_t)t->try_index, "batch_size", (json_int_t)t->batch_size, "power_limit_w",
-                            (json_int_t)t->power_limit_w, "epochs", (json_int_t)t->epochs, "energy_j", t->energy_j,
-                            "time_s", t->time_s, "cost", t->cost, "reached", t->reached);
+                            (double)t->power_limit_w, "epochs", (json_int_t)t->epochs, "energy_j", t->energy_j,
+                            "time_s", t->time_s, "cost_j", t->cost, "reached", t->reached);
       json_array_append_new(h, e);
     }
     json_object_set_new(root, "history", h);
   }
   for (size_t i = 0; i < r->num_batch_sizes; i++) json_array_append_new(bss, json_integer(r->batch_sizes[i]));
-  json_object_set_new(oracle, "batch_size", json_integer(r->oracle_bs));
-  json_object_set_new(oracle, "power_limit_w", json_integer(r->oracle_power_limit_w));
-  json_object_set_new(oracle, "energy_j", json_real(r->oracle_energy_j));
-  json_object_set_new(oracle, "time_s", json_real(r->oracle_time_s));
-  json_object_set_new(oracle, "cost", json_real(r->oracle_cost));
-  json_object_set_new(sum, "energy_j", json_real(r->energy_j));
-  json_object_set_new(sum, "time_s", json_real(r->time_s));
-  json_object_set_new(sum, "cost", json_real(r->cost));
-  json_object_set_new(sum, "baseline_energy_j", json_real(r->baseline_energy_j));
-  json_object_set_new(sum, "baseline_time_s", json_real(r->baseline_time_s));
-  json_object_set_new(sum, "baseline_cost", json_real(r->baseline_cost));
-  json_object_set_new(sum, "oracle", oracle);
-  json_object_set_new(sum, "energy_savings_pct", json_real(r->energy_savings_pct));
-  json_object_set_new(sum, "time_change_pct", json_real(r->time_change_pct));
   json_object_set_new(sum, "recurrences", json_integer(r->recurrences));
   json_object_set_new(sum, "tries", json_integer((json_int_t)r->history_len));
-  json_object_set_new(sum, "default_batch_size", json_integer(r->default_bs));
   json_object_set_new(sum, "batch_sizes", bss);
+  json_object_set_new(sum, "default_batch_size", json_integer(r->default_bs));
   json_object_set_new(sum, "num_power_limits", json_integer((json_int_t)r->num_power_limits));
   json_object_set_new(sum, "max_power_w", json_real(r->max_power_w));
+  json_object_set_new(sum, "total", figures(0, 0, r->energy_j, r->time_s, r->cost));
+  json_object_set_new(sum, "baseline_per_recurrence", figures(r->default_bs, r->max_power_w, r->baseline_energy_j,
+                                                              r->baseline_time_s, r->baseline_cost));
+  json_object_set_new(sum, "oracle_per_recurrence", figures(r->oracle_bs, r->oracle_power_limit_w, r->oracle_energy_j,
+                                                            r->oracle_time_s, r->oracle_cost));
+  json_object_set_new(sum, "energy_saved_pct", json_real(r->energy_savings_pct));
+  json_object_set_new(sum, "time_saved_pct", json_real(r->time_change_pct));
   json_object_set_new(root, "summary", sum);
-  char *s = json_dumps(root, JSON_REAL_PRECISION(17) | JSON_PRESERVE_ORDER | JSON_COMPACT);
+  char *s = zeus_json_dumps(root, JSON_COMPACT);
   json_decref(root);
   if (!s) return zeus__oom("serialising a simulation");
   *out = s;

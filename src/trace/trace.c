@@ -19,13 +19,8 @@ static int intern(zeus_trace *t, const char *name, int *out) {
     *out = i;
     return ZEUS_OK;
   }
-  if (t->nnames == t->names_cap) {
-    size_t cap = t->names_cap ? 2 * t->names_cap : 16;
-    char **n = realloc(t->names, cap * sizeof *n);
-    if (!n) return zeus__oom("loading a trace");
-    t->names = n;
-    t->names_cap = cap;
-  }
+  int rc = zeus__grow(&t->names, &t->names_cap, t->nnames + 1, sizeof *t->names, "loading a trace");
+  if (rc) return rc;
   char *s = strdup(name);
   if (!s) return zeus__oom("loading a trace");
   t->names[t->nnames] = s;

@@ -50,10 +50,10 @@ a, b = (json.load(open(p)) for p in sys.argv[1:3])
 assert a["recurrences_done"] == b["recurrences_done"] == 7, (a["recurrences_done"], b["recurrences_done"])
 assert a["history"] == b["history"], "histories differ"
 assert a["optimizer"] == b["optimizer"], "optimizer states differ"
-assert a["min_cost"] == b["min_cost"]
+assert a["min_cost_j"] == b["min_cost_j"]
 assert sum(e["reached"] for e in a["history"]) == 7
 for e in a["history"]:
-    assert set(e) >= {"recurrence", "try", "batch_size", "learning_rate", "seed", "energy_j", "time_s", "cost",
+    assert set(e) >= {"recurrence", "try", "batch_size", "learning_rate", "seed", "energy_j", "time_s", "cost_j",
                       "reached", "status"}, e
 EOF
 then pass "two runs equal one run (history and state)"; else fail "two runs equal one run (history and state)"; fi
@@ -139,11 +139,16 @@ if [ -d "$DATA/nsdi23-trace" ]; then
 import json, sys
 r = json.load(open(sys.argv[1]))
 s = r["summary"]
-for k in ("energy_j", "time_s", "cost", "baseline_energy_j", "baseline_time_s", "oracle", "energy_savings_pct",
-          "time_change_pct"):
+for k in ("total", "baseline_per_recurrence", "oracle_per_recurrence", "energy_saved_pct", "time_saved_pct"):
     assert k in s, k
-assert set(s["oracle"]) >= {"batch_size", "power_limit_w"}
-assert s["energy_savings_pct"] > 0
+assert set(s["total"]) == {"energy_j", "time_s", "cost_j"}
+assert set(s["oracle_per_recurrence"]) == {"batch_size", "power_limit_w", "energy_j", "time_s", "cost_j"}
+assert s["baseline_per_recurrence"]["batch_size"] == r["workload"]["default_batch_size"] == 1024
+# the total covers every recurrence; the baseline is one recurrence's
+assert s["total"]["energy_j"] > 10 * s["baseline_per_recurrence"]["energy_j"]
+assert abs(s["energy_saved_pct"] - 100 * (1 - s["total"]["energy_j"]
+                                          / (s["recurrences"] * s["baseline_per_recurrence"]["energy_j"]))) < 1e-9
+assert s["energy_saved_pct"] > 0
 assert len(r["history"]) >= s["recurrences"]
 assert set(r["history"][0]) >= {"batch_size", "power_limit_w", "energy_j", "time_s", "reached"}
 EOF

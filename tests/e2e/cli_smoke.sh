@@ -4,6 +4,8 @@ set -u
 . "$(dirname "$0")/lib.sh"
 
 export ZEUS_GPU_BACKEND=sim ZEUS_SIM_GPUS=2
+# No CPU package unless a test builds a fake RAPL tree: the figures below are the GPUs' alone.
+export ZEUS_RAPL_ROOT=/nonexistent-rapl-root
 
 # --version and --help on every subcommand
 expect_ok "version" "$ZEUS" --version
@@ -22,16 +24,19 @@ expect_out_has "gpus lists the sim backend" "backend: sim, 2 visible GPUs" "$ZEU
 json=$("$ZEUS" gpus --json) || fail "gpus --json failed"
 echo "$json" | python3 -c '
 import json, sys
-g = json.load(sys.stdin)
+doc = json.load(sys.stdin)
+assert doc["backend"] == "sim" and doc["gpu_error"] is None, doc
+g = doc["gpus"]
 assert len(g) == 2, g
 for i, d in enumerate(g):
-    assert set(d) == {"index", "name", "uuid", "power_limit_mw", "graphics_clocks_mhz", "total_energy_supported"}, d.keys()
+    assert set(d) == {"index", "name", "uuid", "power_limit_w", "power_limit_min_w", "power_limit_max_w",
+                      "power_limit_default_w", "graphics_clocks_mhz", "total_energy_supported"}, d.keys()
     assert d["index"] == i and d["uuid"].startswith("GPU-")
-    pl = d["power_limit_mw"]
-    assert set(pl) == {"min", "max", "default", "current"} and pl["min"] < pl["max"], pl
+    assert d["power_limit_min_w"] == 100.0 and d["power_limit_max_w"] == 300.0 == d["power_limit_w"], d
     c = d["graphics_clocks_mhz"]
-    assert c == sorted(c, reverse=True) and len(c) > 10
+    assert c == sorted(c, reverse=True) and len(c) > 10 and c[0] == 1740.0
     assert d["total_energy_supported"] is True
+assert doc["cpus"] == [] and "RAPL" in doc["cpu_error"], doc
 ' || fail "gpus --json has the documented shape"
 pass "gpus --json has the documented shape"
 CUDA_VISIBLE_DEVICES=1 expect_out_has "CUDA_VISIBLE_DEVICES=1 shows one GPU" "1 visible GPU" "$ZEUS" gpus
@@ -74,5 +79,90 @@ rows=$(echo "$out" | tail -n +2 | wc -l)
 pass "monitor power prints CSV for the duration"
 expect_code "monitor power bad interval" 2 "$ZEUS" monitor power --interval-ms 0
 expect_code "monitor bad mode" 2 "$ZEUS" monitor volume
+
+# The output rule (cli/opt.h): standard output is the child's or the report's, never both.
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+out=$("$ZEUS" monitor energy --json -- sh -c 'echo hello; echo oops >&2' 2>"$T/err") || fail "monitor energy --json with a talking child"
+if echo "$out" | python3 -m json.tool >/dev/null && grep -qx hello "$T/err" && grep -qx oops "$T/err"; then
+  pass "monitor energy --json: stdout is only JSON, the child's output on stderr"
+else fail "monitor energy --json: stdout is only JSON, the child's output on stderr"; echo "$out" | head -5; fi
+"$ZEUS" monitor energy --json -- sh -c 'echo hello' | python3 -m json.tool >/dev/null \
+  && pass "monitor energy --json -- sh -c 'echo hello' | python3 -m json.tool" \
+  || fail "monitor energy --json -- sh -c 'echo hello' | python3 -m json.tool"
+out=$("$ZEUS" monitor energy -- sh -c 'echo hello' 2>"$T/err")
+[ "$out" = hello ] && grep -q "^  total: " "$T/err" && pass "monitor energy: the child keeps stdout, the report goes to stderr" \
+  || fail "monitor energy: the child keeps stdout, the report goes to stderr ($out)"
+out=$("$ZEUS" monitor energy --json -o "$T/r.json" -- sh -c 'echo hello' 2>"$T/err")
+if [ "$out" = hello ] && python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["exit_code"] == 0' "$T/r.json" \
+   && [ -z "$(ls "$T" | grep 'r.json.')" ]; then pass "monitor energy -o FILE: the report in FILE (no temporary left), stdout the child's"
+else fail "monitor energy -o FILE: the report in FILE, stdout the child's ($out)"; fi
+"$ZEUS" monitor energy -o "$T/r.txt" -- true && grep -q "^  total: " "$T/r.txt" && pass "monitor energy -o FILE (text)" \
+  || fail "monitor energy -o FILE (text)"
+expect_code "monitor energy -o into a missing folder fails before running the command" 1 \
+  "$ZEUS" monitor energy -o "$T/missing/r.txt" -- touch "$T/ran"
+[ -e "$T/ran" ] && fail "the command ran although -o could not be written" || pass "the command did not run"
+expect_ok "monitor energy: --opt=value" "$ZEUS" monitor energy --gpus=1 -- true
+expect_err_has "monitor energy: did you mean" "did you mean '--json'" "$ZEUS" monitor energy --jsn -- true
+expect_err_has "monitor: a misspelled mode gets a suggestion" "did you mean 'energy'" "$ZEUS" monitor enrgy -- true
+expect_out_has "monitor energy --help lists -o" "-o, --output FILE" "$ZEUS" monitor energy --help
+for sub in "monitor energy" "monitor power" "gpus reset" "plo replay" "plo demo" run simulate pfo-server; do
+  # shellcheck disable=SC2086
+  long=$("$ZEUS" $sub --help | awk 'length > 100' | head -3)
+  [ -z "$long" ] && pass "$sub --help fits 100 columns" || fail "$sub --help fits 100 columns: $long"
+done
+
+# CPU packages and DRAM through a fake RAPL tree: the child moves the counters.
+R="$T/rapl"
+mkdir -p "$R/intel-rapl:0" "$R/intel-rapl:0:0" "$R/intel-rapl:1"
+echo package-0 >"$R/intel-rapl:0/name"; echo 1000000 >"$R/intel-rapl:0/energy_uj"
+echo dram >"$R/intel-rapl:0:0/name"; echo 500000 >"$R/intel-rapl:0:0/energy_uj"
+echo package-1 >"$R/intel-rapl:1/name"; echo 42 >"$R/intel-rapl:1/energy_uj"
+out=$(ZEUS_RAPL_ROOT="$R" "$ZEUS" monitor energy --gpus 0 --json -- sh -c \
+  "echo 3000000 >'$R/intel-rapl:0/energy_uj'; echo 1250000 >'$R/intel-rapl:0:0/energy_uj'") || fail "monitor energy with RAPL"
+echo "$out" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+assert r["cpu_energy_j"] == {"0": 2.0, "1": 0.0}, r
+assert r["dram_energy_j"] == {"0": 0.75}, r
+assert abs(r["total_energy_j"] - (r["gpu_energy_j"]["0"] + 2.0)) < 1e-9, r
+' && pass "monitor energy reports CPU packages and DRAM (DRAM not in the total)" \
+  || fail "monitor energy reports CPU packages and DRAM: $out"
+ZEUS_RAPL_ROOT="$R" "$ZEUS" monitor energy -- true 2>"$T/err"
+grep -q "DRAM 0: " "$T/err" && pass "monitor energy's text report shows DRAM" || fail "monitor energy's text report shows DRAM"
+ZEUS_RAPL_ROOT="$R" "$ZEUS" gpus >"$T/gpus.txt"
+grep -q "CPU 0: package-0 ($R/intel-rapl:0/energy_uj)" "$T/gpus.txt" && grep -q "DRAM: measured ($R/intel-rapl:0:0/energy_uj)" "$T/gpus.txt" \
+  && grep -q "CPU 1: package-1" "$T/gpus.txt" && pass "gpus lists CPU packages and DRAM zones" \
+  || { fail "gpus lists CPU packages and DRAM zones"; cat "$T/gpus.txt"; }
+ZEUS_RAPL_ROOT="$R" "$ZEUS" gpus --json | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["cpus"]
+assert [x["name"] for x in c] == ["package-0", "package-1"] and [x["dram"] for x in c] == [True, False], c
+assert c[0]["dram_energy_path"].endswith("intel-rapl:0:0/energy_uj") and c[1]["dram_energy_path"] is None, c
+' && pass "gpus --json lists CPU packages and DRAM zones" || fail "gpus --json lists CPU packages and DRAM zones"
+expect_out_has "gpus says why there is no CPU package" "none: no RAPL" "$ZEUS" gpus
+
+# No GPU because NVML does not load: say why, and how to try without a GPU.
+ZEUS_GPU_BACKEND= ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 expect_code "gpus without NVML exits 1" 1 "$ZEUS" gpus
+ZEUS_GPU_BACKEND= ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 expect_err_has "gpus without NVML says why" \
+  "cannot load the NVML library '/nonexistent/libnvidia-ml.so.1'" "$ZEUS" gpus
+ZEUS_GPU_BACKEND= ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 expect_err_has "gpus without NVML names the way out" \
+  "ZEUS_GPU_BACKEND=sim" "$ZEUS" gpus
+ZEUS_GPU_BACKEND= ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "$ZEUS" gpus --json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["backend"] == "none" and d["gpus"] == [] and "/nonexistent/libnvidia-ml.so.1" in d["gpu_error"], d
+' && pass "gpus --json without NVML carries the load error" || fail "gpus --json without NVML carries the load error"
+ZEUS_GPU_BACKEND=none expect_ok "an explicit 'none' backend is not an error" "$ZEUS" gpus
+
+# pfo-server without a plan: exit 2, naming the scheduler to try it with
+expect_code "pfo-server without a plan is a usage error" 2 "$ZEUS" pfo-server --port 0
+expect_err_has "pfo-server without a plan says which scheduler to try" "--scheduler AllMaxFrequency" "$ZEUS" pfo-server --port 0
+expect_err_has "pfo-server: did you mean" "did you mean '--port'" "$ZEUS" pfo-server --prot 1
+expect_err_has "zeus: a misspelled command gets a suggestion" "did you mean 'monitor'" "$ZEUS" moniter
+expect_code "measure_power_limits --help does not run the example" 0 "$ZEUS_BUILD_DIR/measure_power_limits" --help
+out=$(ZEUS_GPU_BACKEND=none "$ZEUS_BUILD_DIR/measure_power_limits" --help)
+echo "$out" | grep -q "^usage: measure_power_limits" && ! echo "$out" | grep -q "power limit W" \
+  && pass "measure_power_limits --help prints help only" || fail "measure_power_limits --help prints help only"
 
 finish

@@ -18,5 +18,7 @@ if [ -n "${FAKE_NVML:-}" ] && [ -f "$FAKE_NVML" ]; then
   ZEUS_GPU_BACKEND=nvml ZEUS_NVML_LIBRARY="$FAKE_NVML" expect_ok "valgrind: zeus gpus (nvml over the fake library)" vg "$ZEUS" gpus --json
   ZEUS_GPU_BACKEND=nvml ZEUS_NVML_LIBRARY="$FAKE_NVML" expect_ok "valgrind: monitor energy (nvml over the fake library)" vg "$ZEUS" monitor energy -- true
 fi
-ZEUS_GPU_BACKEND= ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 expect_ok "valgrind: no NVML falls back to none" vg "$ZEUS" gpus
+# No GPU because NVML did not load: zeus gpus says why and exits 1 (valgrind's own errors are 99).
+ZEUS_GPU_BACKEND= ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 expect_code "valgrind: no NVML falls back to none" 1 \
+  vg "$ZEUS" gpus
 finish

@@ -66,7 +66,8 @@ echo "ok - zeus gpus reset as nobody, kept after it exits"
 # ---- RAPL through the daemon
 as_nobody "${nobody_env[@]}" "$CLIENT" cpu >"$tmp/cpu.out" 2>"$tmp/cpu.err" || die "cpu: $(cat "$tmp/cpu.err")"
 grep -qx "cpus 2" "$tmp/cpu.out" && grep -qx "cpu 0 energy_mj 123456 dram yes" "$tmp/cpu.out" &&
-  grep -qx "cpu 1 energy_mj 42000 dram no" "$tmp/cpu.out" || die "CPU energy as nobody: $(cat "$tmp/cpu.out")"
+  grep -qx "cpu 1 energy_mj 42000 dram no" "$tmp/cpu.out" && grep -qx "window cpus 2" "$tmp/cpu.out" ||
+  die "CPU energy as nobody: $(cat "$tmp/cpu.out")"
 as_nobody env -u ZEUSD_SOCK_PATH "$CLIENT" cpu >"$tmp/cpu.out" 2>&1
 grep -qx "cpus 0" "$tmp/cpu.out" || die "nobody read RAPL without the daemon: $(cat "$tmp/cpu.out")"
 echo "ok - root-only RAPL counters reach nobody through the daemon (and only through it)"

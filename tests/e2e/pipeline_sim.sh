@@ -15,6 +15,9 @@ trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT
 export ZEUS_PFO_RETRIES=2 ZEUS_PFO_RETRY_BACKOFF=0.05 ZEUS_PFO_SCHEDULE_TIMEOUT=60
 
 start_server() { # args...: starts zeus pfo-server on a free port, sets $srv and $url
+  # The previous server's srv.out must go first: the background job truncates it only once it
+  # runs, and until then the loop below would read the old (closed) port.
+  rm -f "$tmp/srv.out"
   "$ZEUS" pfo-server --port 0 --log-level warn --dump-data --dump-dir "$tmp/dump" "$@" >"$tmp/srv.out" 2>"$tmp/srv.log" &
   srv=$!
   for _ in $(seq 400); do grep -q port "$tmp/srv.out" 2>/dev/null && break; sleep 0.05; done
@@ -28,9 +31,10 @@ json_check() { # python expression over `r` (the list of rounds) read from $1
 expect_out_has "help lists the options" "--iters-per-round" "$SIM" --help
 expect_out_has "help lists the settings" "ZEUS_PFO_SERVER_URL" "$SIM" --help
 expect_code "missing --pp is a usage error" 2 "$SIM" --server http://127.0.0.1:1 --microbatches 2 --iterations 2
-expect_err_has "missing --pp says what is needed" "--pp, --microbatches and --iterations are required" \
+expect_err_has "missing --pp says what is needed" "pipeline_sim: --pp is required" \
   "$SIM" --server http://127.0.0.1:1 --microbatches 2 --iterations 2
-expect_err_has "a bad number is named" "--microbatches expects an integer" "$SIM" --pp 2 --microbatches x --iterations 2
+expect_err_has "a bad number is named" "--microbatches: expected an integer, got 'x'" \
+  "$SIM" --pp 2 --microbatches x --iterations 2
 
 # AllMaxFrequency: pp 4, 4 microbatches. The critical path at 1740 MHz is the last stage's
 # 4 x (15 + 30) ms plus the fill (13 + 10 + 10 ms) and the drain (20 + 20 + 26 ms): 0.279 s.
@@ -38,7 +42,7 @@ start_server --scheduler AllMaxFrequency
 expect_ok "pp4 job with AllMaxFrequency" "$SIM" --server "$url" --pp 4 --microbatches 4 --iterations 20 \
   --iters-per-round 5 --json
 "$SIM" --server "$url" --pp 4 --microbatches 4 --iterations 20 --iters-per-round 5 --json >"$tmp/max.json"
-if json_check "$tmp/max.json" "len(r) == 4 and [x['round'] for x in r] == [0,1,2,3] and all(abs(x['iter_time_s'] - 0.279) < 1e-9 and x['iter_energy_j'] > 0 for x in r)"; then
+if json_check "$tmp/max.json" "len(r) == 4 and [x['round'] for x in r] == [0,1,2,3] and all(abs(x['iter_time_s'] - 0.279) < 1e-9 and x['iter_energy_j'] > 0 and set(x) == {'round', 'iterations', 'iter_time_s', 'iter_energy_j'} and x['iterations'] == 5 for x in r)"; then
   pass "every round lasts the analytic 0.279 s"
 else
   fail "AllMaxFrequency rounds: $(cat "$tmp/max.json")"

@@ -24,12 +24,15 @@ expect_ok "replay a small profile" "$ZEUS" plo replay --profile "$P/small.csv"
 expect_code "replay without --profile" 2 "$ZEUS" plo replay
 expect_err_has "replay without --profile says so" "--profile FILE.csv is required" "$ZEUS" plo replay
 expect_code "unknown subcommand" 2 "$ZEUS" plo frob
+expect_err_has "a misspelled subcommand gets a suggestion" "did you mean 'replay'" "$ZEUS" plo rpelay
+expect_code "demo refuses --profile" 2 "$ZEUS" plo demo --profile "$P/small.csv"
+expect_ok "--opt=value is accepted" "$ZEUS" plo replay --profile="$P/small.csv" --warmup=2 --profile-steps=5
 expect_code "unknown option" 2 "$ZEUS" plo replay --profile "$P/small.csv" --frob
 expect_err_has "eta out of range" "--eta: 1.5 is outside [0, 1]" "$ZEUS" plo replay --profile "$P/small.csv" --eta 1.5
 expect_err_has "factor below 1" "--factor: 0.5 is outside" "$ZEUS" plo replay --profile "$P/small.csv" --selector max-slowdown --factor 0.5
 expect_err_has "max-slowdown needs a factor" "needs --factor" "$ZEUS" plo replay --profile "$P/small.csv" --selector max-slowdown
 expect_err_has "eta with another selector" "--eta applies to --selector zeus-cost only" "$ZEUS" plo replay --profile "$P/small.csv" --selector time --eta 0.3
-expect_err_has "unknown selector" "expected energy, time, zeus-cost or max-slowdown" "$ZEUS" plo replay --profile "$P/small.csv" --selector fast
+expect_err_has "unknown selector" "expected one of energy|time|zeus-cost|max-slowdown, got 'fast'" "$ZEUS" plo replay --profile "$P/small.csv" --selector fast
 expect_err_has "zero profile steps" "--profile-steps: 0 is outside" "$ZEUS" plo replay --profile "$P/small.csv" --profile-steps 0
 expect_err_has "negative warmup" "--warmup: -1 is outside" "$ZEUS" plo replay --profile "$P/small.csv" --warmup -1
 expect_err_has "missing file is named" "/nonexistent/p.csv" "$ZEUS" plo replay --profile /nonexistent/p.csv
@@ -80,7 +83,7 @@ limits = [l for l, _, _ in m]
 seq, cur = [], top
 def go(l):
     global cur
-    if l != cur: seq.extend({"gpu": g, "power_limit_mw": l * 1000} for g in range(ngpu)); cur = l
+    if l != cur: seq.extend({"gpu": g, "power_limit_w": float(l)} for g in range(ngpu)); cur = l
 if "--steps-per-epoch" in opt:
     # epoch 1: wait 1 -> L0 at step 2, L1 at 2+23=25, cut at 40; then every epoch: L_i at 1, L_i+1 at 24, cut at 40
     go(limits[0]); go(limits[1]); go(top)
@@ -91,7 +94,8 @@ else:
     for l in limits: go(l)
 go(want)
 assert got["set_power_limit_calls"] == seq, (got["set_power_limit_calls"], seq)
-assert [x["power_limit"] for x in got["measurements"]] == limits
+assert [x["power_limit_w"] for x in got["measurements"]] == limits == got["power_limits_w"]
+assert got["profile"] == path and got["num_gpus"] == ngpu
 ' "$f" "$sel $epochs" 2>"$P/err"; then pass "replay $(basename "$f") $sel $epochs"; else fail "replay $(basename "$f") $sel $epochs: $(tail -3 "$P/err")"; fi
     done
   done

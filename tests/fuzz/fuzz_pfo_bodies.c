@@ -1,5 +1,5 @@
 /* libFuzzer target for the Perseus request-body parsers and the plan-file parser.
- * The first byte picks the parser; the rest is the body. Bodies also go through the job registry
+ * The first byte picks the parser; the rest is the body. Bodies also go through the job table
  * (register_job / register_rank / post_result) of a live two-rank job, so the request paths of
  * the server are covered without the HTTP layer. */
 #include <stdint.h>
@@ -8,24 +8,24 @@
 
 #include <zeus.h>
 
-#include "pfo/pfo_internal.h"
+#include "pfo_server/job_table.h"
 
-static zeus__registry *g_reg;
+static zeus__job_table *g_reg;
 static char g_job[256];
 
 static void ignore(void *w, zeus__reply *rep) { (void)w; free(rep->body); }
 
 static void setup(void) {
-  zeus__registry_opts o = {.scheduler = "AllMaxFrequency", .scheduler_args = "{\"num_microbatches\": 2}",
+  zeus__job_table_opts o = {.scheduler = "AllMaxFrequency", .scheduler_args = "{\"num_microbatches\": 2}",
                            .on_complete = ignore, .max_job_idle_time_s = 1e9};
-  if (zeus__registry_open(&g_reg, &o)) abort();
+  if (zeus__job_table_open(&g_reg, &o)) abort();
   const char *job = "{\"job_id\":\"\",\"pp_degree\":2,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":2}";
   zeus__reply rep = {0};
-  if (zeus__registry_register_job(g_reg, job, strlen(job), &rep) != 200) abort();
+  if (zeus__job_table_register_job(g_reg, job, strlen(job), &rep) != 200) abort();
   snprintf(g_job, sizeof g_job, "%.*s", (int)rep.len - 2, rep.body + 1);
   free(rep.body);
   const char *r0 = "{\"rank\":0,\"dp_rank\":0,\"pp_rank\":0,\"tp_rank\":0,\"available_frequencies\":[1410]}";
-  zeus__registry_register_rank(g_reg, g_job, r0, strlen(r0), &rep);
+  zeus__job_table_register_rank(g_reg, g_job, r0, strlen(r0), &rep);
   free(rep.body);
 }
 
@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       zeus_pfo_prof_result v;
       if (!zeus_pfo_prof_result_from_json(body, len, NULL, &v)) {
         char *s;
-        if (!zeus_pfo_prof_result_to_json(&v, &s)) zeus_pfo_free(s);
+        if (!zeus_pfo_prof_result_to_json(&v, &s)) zeus_free(s);
         zeus_pfo_prof_result_clear(&v);
       }
       break;
@@ -58,10 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       break;
     }
     case 7:
-      zeus__registry_register_rank(g_reg, g_job, body, len, &rep);
+      zeus__job_table_register_rank(g_reg, g_job, body, len, &rep);
       break;
     case 8:
-      zeus__registry_post_result(g_reg, g_job, body, len, &rep);
+      zeus__job_table_post_result(g_reg, g_job, body, len, &rep);
       break;
   }
   free(rep.body);

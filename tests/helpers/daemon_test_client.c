@@ -77,6 +77,16 @@ int main(int argc, char **argv) {
       if (zeus_cpu_energy(c, &e, &dram, &de)) return fail("reading CPU energy");
       printf("cpu %u energy_mj %llu dram %s\n", c, (unsigned long long)e, dram ? "yes" : "no");
     }
+    /* A monitor measuring the CPU packages only. */
+    static const unsigned none[1];
+    zeus_monitor_opts mo = {.gpu_indices = none, .num_gpu_indices = 0};
+    zeus_monitor *m;
+    if (zeus_monitor_open(&m, &mo)) return fail("opening a CPU monitor");
+    zeus_measurement r;
+    if (zeus_monitor_begin_window(m, "w", false) || zeus_monitor_end_window(m, "w", false, &r))
+      return fail("measuring a window");
+    printf("window cpus %u\n", r.num_cpus);
+    zeus_monitor_close(m);
     return 0;
   }
   if (argc != 4 || (strcmp(argv[1], "hold") && strcmp(argv[1], "set"))) {

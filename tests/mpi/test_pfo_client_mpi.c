@@ -55,7 +55,7 @@ static double iter_time(int rank) {
 static int open_opt(zeus_pfo_optimizer **opt, zeus_devices *d, const zeus_collective *coll, const char *url,
                     unsigned device_id) {
   zeus_pfo_optimizer_opts o;
-  OK(zeus_pfo_optimizer_opts_init(&o));
+  zeus_pfo_optimizer_opts_init(&o);
   o.rank = g_rank, o.pp_rank = g_rank;
   o.pp_degree = g_size, o.dp_degree = 1, o.tp_degree = 1, o.world_size = g_size;
   o.server_url = url;

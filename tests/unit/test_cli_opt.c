@@ -200,13 +200,88 @@ static void cli_opt_help_generated_from_the_table(void **state) {
   assert_int_equal(cli_edit_distance("kitten", "sitting"), 3);
 }
 
+/* Headings group options in the help; help text is wrapped so that no line passes 100 columns;
+ * a CHOICE with its own metavar still lists its choices when a value is refused. */
+static void cli_opt_help_groups_and_wraps_at_100_columns(void **state) {
+  (void)state;
+  static const char *const sel[] = {"energy", "time", NULL};
+  static int s_choice;
+  static double s_x;
+  static const cli_opt grouped[] = {
+      {"selector", 0, CLI_OPT_CHOICE, &s_choice, "NAME", "which one", .choices = sel, .heading = "Knobs:"},
+      {"x", 0, CLI_OPT_DOUBLE, &s_x, "X",
+       "a long explanation of what this option does, long enough to need more than one line of help "
+       "text when printed after the option's name and metavariable",
+       "a default that is long as well", .heading = "Other:"},
+      {0},
+  };
+  static const cli_command c = {.name = "grouped", .usage = "zeus grouped", .opts = grouped};
+  FILE *f = tmpfile();
+  cli_help(&c, f);
+  rewind(f);
+  char text[4096];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  assert_non_null(strstr(text, "Options:\nKnobs:\n      --selector NAME"));
+  assert_non_null(strstr(text, "\n\nOther:\n      --x X"));
+  assert_non_null(strstr(text, "(default: a default that is long as well)"));
+  int lines = 0;
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), lines++)
+    if (strlen(line) > 100) fail_msg("help line of %zu columns: %s", strlen(line), line);
+  assert_true(lines >= 8);
+  char err[512];
+  char *a1[] = {"grouped", "--selector", "fast", NULL};
+  assert_int_equal(parse_capture(&c, a1, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "--selector: expected one of energy|time, got 'fast'"));
+}
+
+/* Subcommands and modes: the exact name, a suggestion for a near miss, the list otherwise; an
+ * example program's errors carry its own name. */
+static void cli_pick_names_subcommands_and_programs_name_themselves(void **state) {
+  (void)state;
+  static const char *const mon_modes[] = {"energy", "power", NULL};
+  char err[512];
+  fflush(stderr);
+  FILE *tmp = tmpfile();
+  int saved = dup(STDERR_FILENO);
+  dup2(fileno(tmp), STDERR_FILENO);
+  int exact = cli_pick("monitor", "mode", "power", mon_modes);
+  int near = cli_pick("monitor", "mode", "enrgy", mon_modes);
+  int far = cli_pick("monitor", "mode", "volume", mon_modes);
+  int none = cli_pick("monitor", "mode", NULL, mon_modes);
+  fflush(stderr);
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  rewind(tmp);
+  size_t n = fread(err, 1, sizeof err - 1, tmp);
+  err[n] = '\0';
+  fclose(tmp);
+  assert_int_equal(exact, 1);
+  assert_int_equal(near, -1);
+  assert_int_equal(far, -1);
+  assert_int_equal(none, -1);
+  assert_non_null(strstr(err, "zeus monitor: unknown mode 'enrgy' (did you mean 'energy'?; expected energy or power)"));
+  assert_non_null(strstr(err, "zeus monitor: unknown mode 'volume' (expected energy or power)"));
+  assert_non_null(strstr(err, "zeus monitor: missing mode (expected energy or power)"));
+  static const cli_command prog = {.name = "pipeline_sim", .program = "pipeline_sim", .usage = "pipeline_sim",
+                                   .opts = opts};
+  char *a1[] = {"pipeline_sim", "--jsn", NULL};
+  assert_int_equal(parse_capture(&prog, a1, NULL, NULL, err, sizeof err), 2);
+  assert_non_null(strstr(err, "pipeline_sim: unknown option '--jsn' (did you mean '--json'?)\n"
+                              "(see 'pipeline_sim --help')"));
+  assert_null(strstr(err, "zeus"));
+}
+
 static void format_double_is_shortest_round_trip(void **state) {
   (void)state;
   char b[ZEUS_FORMAT_DOUBLE_MAX];
   struct { double v; const char *s; } cases[] = {
       {0.1, "0.1"}, {175, "175"}, {1e20, "1e+20"}, {-3.25e-7, "-3.25e-07"}, {0, "0"},
       {1.0 / 3, "0.3333333333333333"}, {NAN, "NaN"}, {INFINITY, "+Inf"}, {-INFINITY, "-Inf"},
-      {DBL_MAX, "1.7976931348623157e+308"}, {5e-324, "5e-324"}};
+      {DBL_MAX, "1.7976931348623157e+308"}, {5e-324, "5e-324"}, {300, "300"}, {-1200, "-1200"},
+      {0.0001, "0.0001"}, {0.00001, "1e-05"}, {1e15, "1000000000000000"}, {1e16, "1e+16"},
+      {123456.5, "123456.5"}, {0.000123, "0.000123"}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     assert_int_equal(zeus_format_double(cases[i].v, b, sizeof b), (int)strlen(cases[i].s));
     assert_string_equal(b, cases[i].s);
@@ -261,6 +336,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cli_opt_operands_and_commands),
       cmocka_unit_test(cli_opt_required_option_named_when_missing),
       cmocka_unit_test(cli_opt_help_generated_from_the_table),
+      cmocka_unit_test(cli_opt_help_groups_and_wraps_at_100_columns),
+      cmocka_unit_test(cli_pick_names_subcommands_and_programs_name_themselves),
       cmocka_unit_test(format_double_is_shortest_round_trip),
       cmocka_unit_test(json_dumps_escapes_and_keeps_reals_short),
   };

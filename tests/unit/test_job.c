@@ -3,6 +3,7 @@
  * (target, max epochs, cost threshold predicted one epoch ahead), observer mode, data parallel. */
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 
 #include "test_util.h"
 
@@ -700,6 +701,37 @@ static void job_data_parallel_ranks_agree(void **state) {
   fx_close(&f);
 }
 
+/* SIGTERM: the shared handlers put the GPUs back, then run the handler that was there before
+ * (the job's own handler used to leave a caller's handler alone and restore nothing). */
+static volatile sig_atomic_t g_prev_handler_ran;
+static void prev_handler(int sig) { (void)sig; g_prev_handler_ran++; }
+
+static void job_signal_restores_gpus_then_chains_to_the_previous_handler(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 1);
+  struct sigaction mine = {.sa_handler = prev_handler}, old, cur;
+  sigemptyset(&mine.sa_mask);
+  sigaction(SIGTERM, &mine, &old);
+  g_prev_handler_ran = 0;
+  zeus_job_opts o = job_opts(&f, 32, 100);
+  o.no_signal_handlers = false;
+  zeus_job *j;
+  assert_zeus_ok(zeus_job_open(&j, &o));
+  sigaction(SIGTERM, NULL, &cur);
+  assert_true(cur.sa_flags & SA_SIGINFO); /* the shared handler is in front of ours */
+  assert_zeus_ok(zeus_gpu_set_power_limit(f.dev, 0, 150000));
+  assert_int_equal(limit_w(&f, 0), 150);
+  raise(SIGTERM);
+  assert_int_equal(g_prev_handler_ran, 1);
+  assert_int_equal(limit_w(&f, 0), 300); /* restored before our handler ran */
+  zeus_job_close(j);
+  sigaction(SIGTERM, NULL, &cur);
+  assert_true(!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == prev_handler);
+  sigaction(SIGTERM, &old, NULL);
+  fx_close(&f);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(job_requires_target_metric),
@@ -714,6 +746,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(job_hooks_out_of_order_are_errors),
       cmocka_unit_test(job_lower_is_better_metric),
       cmocka_unit_test(job_data_parallel_ranks_agree),
+      cmocka_unit_test(job_signal_restores_gpus_then_chains_to_the_previous_handler),
   };
   setenv("ZEUS_RAPL_ROOT", "/nonexistent-rapl-root", 1);
   if (argc > 1) cmocka_set_test_filter(argv[1]);

@@ -371,6 +371,78 @@ static void monitor_cpu_rapl_counters_with_wraparound(void **state) {
   unsetenv("ZEUS_RAPL_ROOT");
 }
 
+/* The zone list is read once, at open: a package that appears later is not measured, and the
+ * readings go on through the files opened then even when ZEUS_RAPL_ROOT points elsewhere. */
+static void monitor_reads_rapl_zone_list_once_per_monitor(void **state) {
+  (void)state;
+  char root[256];
+  zeus_test_tmpdir(root, sizeof root);
+  setenv("ZEUS_RAPL_ROOT", root, 1);
+  write_rapl(root, 0, "", "package-0\n", 1000000ull, 1000000000ull);
+  fixture f;
+  fx_open(&f, 1, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  unsigned none[1];
+  zeus_monitor_opts o = {.devices = f.dev, .gpu_indices = none, .num_gpu_indices = 0};
+  zeus_monitor *m;
+  assert_zeus_ok(zeus_monitor_open(&m, &o));
+  assert_int_equal(zeus_monitor_num_cpus(m), 1);
+  write_rapl(root, 1, "", "package-1\n", 1000000ull, 1000000000ull);
+  assert_int_equal(zeus_cpu_count(), 2); /* a new scan sees it ... */
+  setenv("ZEUS_RAPL_ROOT", "/nonexistent-rapl-root", 1);
+  for (int i = 0; i < 3; i++) {
+    assert_zeus_ok(zeus_monitor_begin_window(m, "w", false));
+    write_rapl(root, 0, "", "package-0\n", 1000000ull + 250000ull * (2 * i + 1), 1000000000ull);
+    zeus_measurement r;
+    assert_zeus_ok(zeus_monitor_end_window(m, "w", false, &r));
+    assert_int_equal(r.num_cpus, 1); /* ... the monitor does not */
+    assert_false(r.dram_valid[0]);
+    assert_true(fabs(r.cpu_energy_j[0] - 0.25) < 1e-9);
+    write_rapl(root, 0, "", "package-0\n", 1000000ull + 250000ull * (2 * i + 2), 1000000000ull);
+  }
+  zeus_monitor_close(m);
+  zeus_devices_close(f.dev);
+  unsetenv("ZEUS_RAPL_ROOT");
+}
+
+/* zeus_cpu_zone_info: the files each package is read from, its DRAM zone, and why there is none. */
+static void rapl_zone_info_names_files_and_why_none(void **state) {
+  (void)state;
+  char root[256];
+  zeus_test_tmpdir(root, sizeof root);
+  setenv("ZEUS_RAPL_ROOT", root, 1);
+  zeus_cpu_zone z;
+  assert_zeus_err(zeus_cpu_zone_info(0, &z), ZEUS_ENOENT, "no RAPL zone (intel-rapl:N) in");
+  write_rapl(root, 1, "", "package-1\n", 7ull, 1000ull);
+  write_rapl(root, 1, ":0", "core\n", 7ull, 1000ull); /* not DRAM */
+  write_rapl(root, 1, ":1", "dram\n", 9ull, 1000ull);
+  write_rapl(root, 0, "", "package-0\n", 5ull, 1000ull);
+  char other[600];
+  snprintf(other, sizeof other, "%s/intel-rapl-mmio:0", root); /* not a package zone */
+  mkdir(other, 0755);
+  assert_int_equal(zeus_cpu_count(), 2);
+  assert_zeus_ok(zeus_cpu_zone_info(0, &z));
+  assert_int_equal(z.zone, 0);
+  assert_string_equal(z.name, "package-0");
+  assert_false(z.has_dram);
+  assert_string_equal(z.dram_path, "");
+  char want[700];
+  snprintf(want, sizeof want, "%s/intel-rapl:0/energy_uj", root);
+  assert_string_equal(z.energy_path, want);
+  assert_zeus_ok(zeus_cpu_zone_info(1, &z));
+  assert_int_equal(z.zone, 1);
+  assert_true(z.has_dram);
+  snprintf(want, sizeof want, "%s/intel-rapl:1:1/energy_uj", root);
+  assert_string_equal(z.dram_path, want);
+  uint64_t pkg_mj = 0, dram_mj = 0;
+  bool has_dram = false;
+  assert_zeus_ok(zeus_cpu_energy(1, &pkg_mj, &has_dram, &dram_mj));
+  assert_true(has_dram);
+  assert_zeus_err(zeus_cpu_zone_info(2, &z), ZEUS_ENOENT, "(2 readable)");
+  setenv("ZEUS_RAPL_ROOT", "/nonexistent-rapl-root", 1);
+  assert_zeus_err(zeus_cpu_zone_info(0, &z), ZEUS_ENOENT, "cannot read the folder /nonexistent-rapl-root");
+  unsetenv("ZEUS_RAPL_ROOT");
+}
+
 int main(int argc, char **argv) {
   setenv("ZEUS_RAPL_ROOT", "/nonexistent-rapl-root", 1); /* tests choose their CPUs */
   const struct CMUnitTest tests[] = {
@@ -386,6 +458,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(monitor_csv_log_has_one_row_per_ended_window),
       cmocka_unit_test(monitor_gpu_subset_and_bad_indices),
       cmocka_unit_test(monitor_cpu_rapl_counters_with_wraparound),
+      cmocka_unit_test(monitor_reads_rapl_zone_list_once_per_monitor),
+      cmocka_unit_test(rapl_zone_info_names_files_and_why_none),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   return cmocka_run_group_tests(tests, NULL, NULL);

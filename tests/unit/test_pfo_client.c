@@ -49,7 +49,7 @@ static void url_of(int port, char *buf, size_t n) { snprintf(buf, n, "http://127
 
 /* Options with a fast failure path: few quick retries, short timeouts. */
 static void fast_opts(zeus_pfo_optimizer_opts *o, const char *url, long k) {
-  assert_zeus_ok(zeus_pfo_optimizer_opts_init(o));
+  zeus_pfo_optimizer_opts_init(o);
   o->server_url = url;
   o->retries = 2;
   o->retry_backoff_s = 0.05;
@@ -221,8 +221,8 @@ static void *fake_rank_main(void *p) {
   zeus_collective coll;
   zeus_pfo_optimizer_opts o;
   zeus_pfo_optimizer *opt = NULL;
-  int rc = zeus_pfo_optimizer_opts_init(&o);
-  if (!rc) rc = zeus_thread_group_collective(h->tg, f->rank, &coll);
+  zeus_pfo_optimizer_opts_init(&o);
+  int rc = zeus_thread_group_collective(h->tg, f->rank, &coll);
   if (!rc) {
     o.server_url = h->url;
     o.rank = f->rank, o.dp_rank = f->pr.dp, o.pp_rank = f->pr.pp, o.tp_rank = f->pr.tp;
@@ -586,8 +586,8 @@ static void *restart_rank_main(void *p) {
   zeus_pfo_optimizer_opts o;
   zeus_pfo_optimizer *opt = NULL;
   static const char *const order[] = {"forward", "backward"};
-  int rc = zeus_pfo_optimizer_opts_init(&o);
-  if (!rc) rc = zeus_thread_group_collective(a->tg, a->rank, &coll);
+  zeus_pfo_optimizer_opts_init(&o);
+  int rc = zeus_thread_group_collective(a->tg, a->rank, &coll);
   if (!rc) {
     o.server_url = a->url;
     o.rank = a->rank, o.pp_rank = a->rank;
@@ -677,7 +677,8 @@ static void *joiner_main(void *p) {
   static const char *const order[] = {"forward", "backward"};
   zeus_pfo_optimizer_opts o;
   zeus_pfo_optimizer *opt = NULL;
-  int rc = zeus_pfo_optimizer_opts_init(&o);
+  zeus_pfo_optimizer_opts_init(&o);
+  int rc = ZEUS_OK;
   if (!rc) {
     o.server_url = a->url;
     o.job_id = a->job_id; /* no collective: the job id is given */
@@ -1064,18 +1065,22 @@ static void client_options_come_from_the_environment_with_perseus_aliases(void *
   setenv("PERSEUS_RETRIES", "3", 1);
   setenv("ZEUS_PFO_RETRIES", "4", 1);
   setenv("ZEUS_PFO_SERVER_URL", "http://example:1", 1);
-  assert_zeus_ok(zeus_pfo_optimizer_opts_init(&o));
+  zeus_pfo_optimizer_opts_init(&o); /* the defaults only: _init reads no environment */
+  assert_int_equal(o.iters_per_round, 10);
+  assert_int_equal(o.retries, 5);
+  assert_null(o.server_url);
+  assert_zeus_ok(zeus_pfo_optimizer_opts_from_env(&o));
   assert_int_equal(o.iters_per_round, 7);
   assert_int_equal(o.retries, 4); /* ZEUS_PFO_ wins */
   assert_string_equal(o.server_url, "http://example:1");
   assert_near(o.schedule_timeout_s, 1800, 0);
   setenv("PERSEUS_ITERS_PER_ROUND", "0", 1);
-  assert_zeus_err(zeus_pfo_optimizer_opts_init(&o), ZEUS_ERANGE, "PERSEUS_ITERS_PER_ROUND");
+  assert_zeus_err(zeus_pfo_optimizer_opts_from_env(&o), ZEUS_ERANGE, "PERSEUS_ITERS_PER_ROUND");
   setenv("PERSEUS_ITERS_PER_ROUND", "ten", 1);
-  assert_zeus_err(zeus_pfo_optimizer_opts_init(&o), ZEUS_EINVAL, "PERSEUS_ITERS_PER_ROUND");
+  assert_zeus_err(zeus_pfo_optimizer_opts_from_env(&o), ZEUS_EINVAL, "PERSEUS_ITERS_PER_ROUND");
   unsetenv("PERSEUS_ITERS_PER_ROUND");
   setenv("ZEUS_PFO_SCHEDULE_TIMEOUT", "-1", 1);
-  assert_zeus_err(zeus_pfo_optimizer_opts_init(&o), ZEUS_ERANGE, "ZEUS_PFO_SCHEDULE_TIMEOUT");
+  assert_zeus_err(zeus_pfo_optimizer_opts_from_env(&o), ZEUS_ERANGE, "ZEUS_PFO_SCHEDULE_TIMEOUT");
   unsetenv("ZEUS_PFO_SCHEDULE_TIMEOUT");
 }
 

@@ -39,7 +39,7 @@ static void job_info_validation_names_the_field(void **state) {
   char *txt;
   assert_zeus_ok(zeus_pfo_job_info_to_json(&j, &txt));
   assert_non_null(strstr(txt, "\"job_metadata\":\"m\""));
-  zeus_pfo_free(txt);
+  zeus_free(txt);
   zeus_pfo_job_info_clear(&j);
 }
 
@@ -75,7 +75,7 @@ static void schedule_and_result_round_trip_in_original_shapes(void **state) {
   char *txt;
   assert_zeus_ok(zeus_pfo_schedule_to_json(&s, &txt));
   assert_string_equal(txt, "{\"rank\":3,\"frequencies\":[[\"forward\",1410],[\"backward\",990]]}");
-  zeus_pfo_free(txt);
+  zeus_free(txt);
   zeus_pfo_schedule_clear(&s);
   assert_zeus_err(zeus_pfo_schedule_from_json(S("{\"rank\":3,\"frequencies\":[[\"forward\"]]}"), NULL, &s),
                   ZEUS_EINVAL, "frequencies'[0]");
@@ -91,7 +91,7 @@ static void schedule_and_result_round_trip_in_original_shapes(void **state) {
   zeus_pfo_prof_result q;
   assert_zeus_ok(zeus_pfo_prof_result_from_json(S(txt), NULL, &q));
   assert_true(q.iter_time[0] == 1.5 && q.time_breakdown[0].values[1] == 0.2);
-  zeus_pfo_free(txt);
+  zeus_free(txt);
   zeus_pfo_prof_result_clear(&p);
   zeus_pfo_prof_result_clear(&q);
   assert_zeus_err(zeus_pfo_prof_result_from_json(S("{\"rank\":1,\"iter_time\":[1],\"iter_energy\":[1],"
@@ -119,11 +119,11 @@ static void job_ids_have_the_original_shape_and_safe_metadata(void **state) {
   assert_zeus_ok(zeus_pfo_make_job_id(&j, "PointSolution", 0, &id));
   assert_string_equal(id, "1970-01-01-00-00-00+dp2+pp4+tp1+PointSolution+.._.._etc_passwd_x_y");
   assert_null(strchr(id, '/'));
-  zeus_pfo_free(id);
+  zeus_free(id);
   j.job_metadata = NULL;
   assert_zeus_ok(zeus_pfo_make_job_id(&j, "AllMaxFrequency", 0, &id));
   assert_string_equal(id, "1970-01-01-00-00-00+dp2+pp4+tp1+AllMaxFrequency");
-  zeus_pfo_free(id);
+  zeus_free(id);
 }
 
 static const char *write_tmp(char *dir, const char *name, const char *text, char *path, size_t n) {

@@ -1,11 +1,12 @@
-/* PFO schedulers and the transport-free job registry. */
+/* PFO schedulers and the transport-free job table. */
 #include "test_util.h"
 
 #include <zeus.h>
 
 #include <math.h>
 
-#include "pfo/pfo_internal.h"
+#include "pfo_server/job_table.h"
+#include "pfo_server/sched.h"
 
 /* ---- helpers ---- */
 
@@ -246,7 +247,7 @@ static void instruction_profiler_writes_csv_and_stops_after_five_rises(void **st
   json_decref(args);
 }
 
-/* ---- the registry, driven directly ---- */
+/* ---- the job table, driven directly ---- */
 
 typedef struct { int status; char body[512]; int calls; } waiter;
 
@@ -258,55 +259,55 @@ static void on_done(void *w, zeus__reply *rep) {
   free(rep->body);
 }
 
-static zeus__registry *open_reg(const char *sched, const char *args) {
-  zeus__registry *r;
-  zeus__registry_opts o = {.scheduler = sched, .scheduler_args = args, .on_complete = on_done,
+static zeus__job_table *open_reg(const char *sched, const char *args) {
+  zeus__job_table *r;
+  zeus__job_table_opts o = {.scheduler = sched, .scheduler_args = args, .on_complete = on_done,
                            .max_job_idle_time_s = 100};
-  assert_zeus_ok(zeus__registry_open(&r, &o));
+  assert_zeus_ok(zeus__job_table_open(&r, &o));
   return r;
 }
 
-static char *reg_job(zeus__registry *r, int pp) {
+static char *reg_job(zeus__job_table *r, int pp) {
   char body[200];
   snprintf(body, sizeof body, "{\"job_id\":\"\",\"pp_degree\":%d,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":%d}", pp, pp);
   zeus__reply rep = {0};
-  assert_int_equal(zeus__registry_register_job(r, body, strlen(body), &rep), 200);
+  assert_int_equal(zeus__job_table_register_job(r, body, strlen(body), &rep), 200);
   assert_true(rep.body[0] == '"');
   char *id = strndup(rep.body + 1, strlen(rep.body) - 2);
   free(rep.body);
   return id;
 }
 
-static int reg_rank(zeus__registry *r, const char *id, int rank, char **msg) {
+static int reg_rank(zeus__job_table *r, const char *id, int rank, char **msg) {
   char body[200];
   snprintf(body, sizeof body, "{\"rank\":%d,\"dp_rank\":0,\"pp_rank\":%d,\"tp_rank\":0,\"available_frequencies\":[1410,1000]}", rank, rank);
   zeus__reply rep = {0};
-  int st = zeus__registry_register_rank(r, id, body, strlen(body), &rep);
+  int st = zeus__job_table_register_rank(r, id, body, strlen(body), &rep);
   if (msg) *msg = rep.body; else free(rep.body);
   return st;
 }
 
-static int post(zeus__registry *r, const char *id, int rank) {
+static int post(zeus__job_table *r, const char *id, int rank) {
   char body[300];
   snprintf(body, sizeof body, "{\"rank\":%d,\"iter_time\":[1],\"iter_energy\":[2],\"time_breakdown\":{\"forward\":[[0.5]]},"
            "\"energy_breakdown\":{\"forward\":[[5]]}}", rank);
   zeus__reply rep = {0};
-  int st = zeus__registry_post_result(r, id, body, strlen(body), &rep);
+  int st = zeus__job_table_post_result(r, id, body, strlen(body), &rep);
   free(rep.body);
   return st;
 }
 
 static void registry_rounds_wait_for_every_rank_and_survive_reconnects(void **state) {
   (void)state;
-  zeus__registry *r = open_reg("AllMaxFrequency", "{\"num_microbatches\": 2}");
+  zeus__job_table *r = open_reg("AllMaxFrequency", "{\"num_microbatches\": 2}");
   char *id = reg_job(r, 2);
   zeus__reply rep = {0};
   waiter w0 = {0}, w0b = {0}, w1 = {0};
   /* Rank 0 asks before rank 1 registered: it waits. */
   assert_int_equal(reg_rank(r, id, 0, NULL), 200);
-  assert_int_equal(zeus__registry_request_schedule(r, id, "0", &w0, &rep), 0);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", &w0, &rep), 0);
   /* It disconnects and asks again: the newer request replaces the old one (409 to the old). */
-  assert_int_equal(zeus__registry_request_schedule(r, id, "0", &w0b, &rep), 0);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", &w0b, &rep), 0);
   assert_int_equal(w0.calls, 1);
   assert_int_equal(w0.status, 409);
   char *msg;
@@ -316,47 +317,47 @@ static void registry_rounds_wait_for_every_rank_and_survive_reconnects(void **st
   assert_int_equal(reg_rank(r, id, 1, NULL), 200);
   assert_int_equal(w0b.calls, 0); /* rank 1 has not asked yet */
   /* Rank 1 asks last: it is answered at once, rank 0 through its waiter. */
-  assert_int_equal(zeus__registry_request_schedule(r, id, "1", &w1, &rep), 200);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "1", &w1, &rep), 200);
   assert_non_null(strstr(rep.body, "\"rank\":1"));
   free(rep.body);
   assert_int_equal(w0b.calls, 1);
   assert_int_equal(w0b.status, 200);
   assert_non_null(strstr(w0b.body, "[\"forward\",1410]"));
   /* A lost answer is sent again. */
-  assert_int_equal(zeus__registry_request_schedule(r, id, "0", &w0, &rep), 200);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", &w0, &rep), 200);
   free(rep.body);
   /* Results: twice is a conflict; an early ask for the next round waits. */
   assert_int_equal(post(r, id, 0), 200);
   assert_int_equal(post(r, id, 0), 409);
   waiter n0 = {0};
-  assert_int_equal(zeus__registry_request_schedule(r, id, "0", &n0, &rep), 0);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", &n0, &rep), 0);
   assert_int_equal(post(r, id, 1), 200);
   assert_int_equal(n0.calls, 0);
-  assert_int_equal(zeus__registry_request_schedule(r, id, "1", &w1, &rep), 200);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "1", &w1, &rep), 200);
   free(rep.body);
   assert_int_equal(n0.calls, 1);
   assert_int_equal(n0.status, 200);
   /* Bad inputs. */
-  assert_int_equal(zeus__registry_request_schedule(r, id, "2", &w1, &rep), 400);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "2", &w1, &rep), 400);
   free(rep.body);
-  assert_int_equal(zeus__registry_request_schedule(r, id, NULL, &w1, &rep), 400);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, NULL, &w1, &rep), 400);
   assert_non_null(strstr(rep.body, "rank"));
   free(rep.body);
-  assert_int_equal(zeus__registry_request_schedule(r, "nope", "0", &w1, &rep), 404);
+  assert_int_equal(zeus__job_table_request_schedule(r, "nope", "0", &w1, &rep), 404);
   free(rep.body);
-  assert_int_equal(zeus__registry_post_result(r, id, "{\"rank\":0}", 10, &rep), 400);
+  assert_int_equal(zeus__job_table_post_result(r, id, "{\"rank\":0}", 10, &rep), 400);
   assert_non_null(strstr(rep.body, "iter_time"));
   free(rep.body);
   /* Idle jobs are reaped; parked requests hear 404. */
   waiter late = {0};
   assert_int_equal(post(r, id, 0), 200);
-  assert_int_equal(zeus__registry_request_schedule(r, id, "0", &late, &rep), 0);
-  assert_int_equal(zeus__registry_reap(r, zeus_monotonic_s() + 50), 0);
-  assert_int_equal(zeus__registry_reap(r, zeus_monotonic_s() + 101), 1);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", &late, &rep), 0);
+  assert_int_equal(zeus__job_table_reap(r, zeus_monotonic_s() + 50), 0);
+  assert_int_equal(zeus__job_table_reap(r, zeus_monotonic_s() + 101), 1);
   assert_int_equal(late.status, 404);
-  assert_int_equal(zeus__registry_njobs(r), 0);
+  assert_int_equal(zeus__job_table_njobs(r), 0);
   free(id);
-  zeus__registry_close(r);
+  zeus__job_table_close(r);
 }
 
 static void registry_scheduler_error_reaches_every_rank(void **state) {
@@ -366,18 +367,18 @@ static void registry_scheduler_error_reaches_every_rank(void **state) {
   snprintf(path, sizeof path, "%s/plan.py", dir);
   zeus_test_write_file(path, "[[(\"forward\", 1410)]]"); /* one entry, the job has two ranks */
   snprintf(args, sizeof args, "{\"solution_path\": \"%s\"}", path);
-  zeus__registry *r = open_reg("PointSolution", args);
+  zeus__job_table *r = open_reg("PointSolution", args);
   char *id = reg_job(r, 2);
   zeus__reply rep = {0};
   waiter w0 = {0};
   assert_int_equal(reg_rank(r, id, 0, NULL), 200);
-  assert_int_equal(zeus__registry_request_schedule(r, id, "0", &w0, &rep), 0);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", &w0, &rep), 0);
   char *msg;
   assert_int_equal(reg_rank(r, id, 1, &msg), 400);
   free(msg);
   assert_int_equal(w0.status, 400);
   assert_non_null(strstr(w0.body, "assumes 1 ranks, but the job has 2"));
-  assert_int_equal(zeus__registry_request_schedule(r, id, "1", &w0, &rep), 400);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "1", &w0, &rep), 400);
   assert_non_null(strstr(rep.body, "assumes 1 ranks"));
   free(rep.body);
   /* Two jobs in the same second get distinct ids. */
@@ -386,7 +387,7 @@ static void registry_scheduler_error_reaches_every_rank(void **state) {
   free(id);
   free(id2);
   free(id3);
-  zeus__registry_close(r);
+  zeus__job_table_close(r);
 }
 
 int main(int argc, char **argv) {

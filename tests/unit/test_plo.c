@@ -1441,7 +1441,7 @@ static void plo_collective_sums_energy_maxes_time_and_agrees(void **state) {
     ref_profile r;
     ref_load(paths[fi], &r);
     zeus_sim_config *cfg;
-    assert_zeus_ok(zeus_sim_config_load(r.path, 0, &cfg));
+    assert_zeus_ok(zeus_sim_config_load(&cfg, r.path, 0));
     zeus_devices *d = open_sim_cfg(cfg);
     zeus_sim_config_free(cfg);
     zeus_monitor *m = open_monitor(d);

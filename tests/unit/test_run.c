@@ -90,7 +90,7 @@ static json_t *history(zeus_runner *r) {
   json_error_t err;
   json_t *v = json_loads(text, 0, &err);
   if (!v) fail_msg("history JSON: %s", err.text);
-  free(text);
+  zeus_free(text);
   return v;
 }
 
@@ -155,11 +155,15 @@ static void run_two_invocations_equal_one(void **state) {
     fail_msg("histories differ:\n%s\n%s", x, y);
   }
   assert_true(json_equal(json_object_get(ha, "optimizer"), json_object_get(hb, "optimizer")));
-  assert_true(json_equal(json_object_get(ha, "min_cost"), json_object_get(hb, "min_cost")));
+  assert_true(json_equal(json_object_get(ha, "min_cost_j"), json_object_get(hb, "min_cost_j")));
   assert_int_equal(json_integer_value(json_object_get(ha, "recurrences_done")), 16);
   /* The pruning phase went through the batch sizes and into Thompson sampling. */
   json_t *opt = json_object_get(ha, "optimizer");
-  assert_true(json_is_object(json_object_get(opt, "bandit")));
+  assert_string_equal(json_string_value(json_object_get(opt, "phase")), "thompson");
+  assert_true(json_array_size(json_object_get(opt, "arms")) >= 1);
+  json_t *arm0 = json_array_get(json_object_get(opt, "arms"), 0);
+  assert_true(json_is_real(json_object_get(arm0, "mean_cost_j")));
+  assert_true(json_number_value(json_object_get(arm0, "mean_cost_j")) > 0);
   /* Some try did not converge (2048 never does) and every recurrence ended reached. */
   size_t failed = 0, reached = 0;
   for (size_t i = 0; i < json_array_size(la); i++) {
@@ -313,9 +317,9 @@ static void run_sets_protocol_environment_and_arguments(void **state) {
   /* The cost: 0.5 * 1000 + 0.5 * 300 * 10 = 2000; the next try's threshold is 2 x 2000. */
   json_t *h = history(r);
   json_t *e = json_array_get(json_object_get(h, "history"), 0);
-  assert_near(json_number_value(json_object_get(e, "cost")), 2000, 1e-9);
+  assert_near(json_number_value(json_object_get(e, "cost_j")), 2000, 1e-9);
   assert_int_equal(json_integer_value(json_object_get(e, "epochs")), 3);
-  assert_near(json_number_value(json_object_get(h, "min_cost")), 2000, 1e-9);
+  assert_near(json_number_value(json_object_get(h, "min_cost_j")), 2000, 1e-9);
   json_decref(h);
   assert_zeus_ok(zeus_runner_run(r, 1));
   d = slurp(dump);
@@ -397,7 +401,7 @@ static void run_loads_spec_files(void **state) {
   zeus_run_spec_init(&s);
   void *storage;
   long rec = -1;
-  assert_zeus_ok(zeus_run_spec_load(path, &s, &storage, &rec));
+  assert_zeus_ok(zeus_run_spec_load(&s, path, &storage, &rec));
   assert_string_equal(s.command[0], "/bin/sh");
   assert_string_equal(s.command[1], "-c");
   assert_string_equal(s.command[2], "echo {bs}");
@@ -413,15 +417,15 @@ static void run_loads_spec_files(void **state) {
   assert_int_equal(rec, 4);
   assert_string_equal(s.dataset, "d");
   assert_near(s.max_epochs, 3, 0);
-  zeus_run_spec_storage_free(storage);
+  zeus_free(storage);
   zeus_test_write_file(path, "{\"batch_size\": [8]}");
-  assert_zeus_err(zeus_run_spec_load(path, &s, &storage, &rec), ZEUS_EPARSE, "unknown field 'batch_size'");
+  assert_zeus_err(zeus_run_spec_load(&s, path, &storage, &rec), ZEUS_EPARSE, "unknown field 'batch_size'");
   zeus_test_write_file(path, "{\"max_epochs\": \"ten\"}");
-  assert_zeus_err(zeus_run_spec_load(path, &s, &storage, &rec), ZEUS_EPARSE, "'max_epochs' is a string");
+  assert_zeus_err(zeus_run_spec_load(&s, path, &storage, &rec), ZEUS_EPARSE, "'max_epochs' is a string");
   zeus_test_write_file(path, "[1]");
-  assert_zeus_err(zeus_run_spec_load(path, &s, &storage, &rec), ZEUS_EPARSE, "expected a JSON object");
+  assert_zeus_err(zeus_run_spec_load(&s, path, &storage, &rec), ZEUS_EPARSE, "expected a JSON object");
   zeus_test_write_file(path, "{");
-  assert_zeus_err(zeus_run_spec_load(path, &s, &storage, &rec), ZEUS_EPARSE, "job.json");
+  assert_zeus_err(zeus_run_spec_load(&s, path, &storage, &rec), ZEUS_EPARSE, "job.json");
 }
 
 /* ---- trainees that fail ---- */
@@ -531,7 +535,7 @@ static void run_garbage_result_is_reported_or_skipped_with_keep_going(void **sta
     assert_int_equal(json_integer_value(json_object_get(e, "try")), (json_int_t)i + 1);
   }
   /* The optimizer saw none of them. */
-  assert_int_equal(json_array_size(json_object_get(json_object_get(h, "optimizer"), "history")), 0);
+  assert_int_equal(json_array_size(json_object_get(json_object_get(h, "optimizer"), "observations")), 0);
   json_decref(h);
   zeus_runner_close(r);
   /* With a fresh state: one garbage try, then a good one in the same recurrence. */
@@ -660,12 +664,12 @@ static void run_no_epoch_try_is_learnt_as_prohibitive(void **state) {
   json_t *l = json_object_get(h, "history");
   assert_int_equal(json_array_size(l), 3);
   assert_string_equal(json_string_value(json_object_get(json_array_get(l, 1), "status")), "no_epoch");
-  assert_near(json_number_value(json_object_get(json_array_get(l, 1), "cost_threshold")), 4000, 1e-9);
+  assert_near(json_number_value(json_object_get(json_array_get(l, 1), "cost_threshold_j")), 4000, 1e-9);
   /* The optimizer saw 100 x beta x best cost = 400000 for batch size 8. */
-  json_t *oh = json_object_get(json_object_get(h, "optimizer"), "history");
+  json_t *oh = json_object_get(json_object_get(h, "optimizer"), "observations");
   json_t *second = json_array_get(oh, 1);
-  assert_int_equal(json_integer_value(json_array_get(second, 0)), 8);
-  assert_near(json_number_value(json_array_get(second, 1)), -400000, 1e-6);
+  assert_int_equal(json_integer_value(json_object_get(second, "batch_size")), 8);
+  assert_near(json_number_value(json_object_get(second, "cost_j")), 400000, 1e-6);
   json_decref(h);
   zeus_runner_close(r);
 }

@@ -170,7 +170,7 @@ static void table_model_gives_each_rows_time_and_energy_and_lower_row_between(vo
                        "10,profile_250,12,1800\n"
                        "22,profile_200,15,1650\n");
   zeus_sim_config *cfg = NULL;
-  assert_zeus_ok(zeus_sim_config_load(path, 10, &cfg));
+  assert_zeus_ok(zeus_sim_config_load(&cfg, path, 10));
   assert_int_equal(cfg->num_gpus, 1);
   assert_int_equal(cfg->gpus[0].model, ZEUS_SIM_TABLE);
   zeus_sim_node *n = NULL;
@@ -204,7 +204,7 @@ static int load_text(const char *dir, const char *name, const char *text) {
   snprintf(path, sizeof path, "%s/%s", dir, name);
   zeus_test_write_file(path, text);
   zeus_sim_config *cfg = NULL;
-  int rc = zeus_sim_config_load(path, 0, &cfg);
+  int rc = zeus_sim_config_load(&cfg, path, 0);
   zeus_sim_config_free(cfg);
   unlink(path);
   return rc;
@@ -236,7 +236,7 @@ static void config_load_errors_name_the_file_line_and_field(void **state) {
   snprintf(path, sizeof path, "%s/order.json", dir);
   zeus_test_write_file(path, "{\"gpus\": [{\"min_clock_mhz\": 1800, \"max_clock_mhz\": 1500}]}");
   zeus_sim_config *cfg = NULL;
-  assert_zeus_ok(zeus_sim_config_load(path, 0, &cfg));
+  assert_zeus_ok(zeus_sim_config_load(&cfg, path, 0));
   zeus_sim_node *n = NULL;
   assert_zeus_err(zeus_sim_node_open(&n, cfg), ZEUS_EINVAL, "min_clock_mhz");
   assert_null(n);

@@ -102,10 +102,14 @@ static void simulate_toy_trace_matches_hand_computation(void **state) {
   char *json;
   assert_zeus_ok(zeus_simulate_result_json(r, true, &json));
   assert_non_null(strstr(json, "\"history\":[{\"recurrence\":1,\"try\":1,\"batch_size\":16,\"power_limit_w\":200"));
-  assert_non_null(strstr(json, "\"oracle\":{\"batch_size\":8,\"power_limit_w\":100"));
-  assert_non_null(strstr(json, "\"energy_savings_pct\":"));
-  assert_non_null(strstr(json, "\"time_change_pct\":"));
-  free(json);
+  assert_non_null(strstr(json, "\"oracle_per_recurrence\":{\"batch_size\":8,\"power_limit_w\":100.0,"
+                                    "\"energy_j\":5040.0,"));
+  assert_non_null(strstr(json, "\"total\":{\"energy_j\":62727.5,\"time_s\":431.0,"));
+  assert_non_null(strstr(json, "\"baseline_per_recurrence\":{\"batch_size\":16,\"power_limit_w\":200.0,"
+                                    "\"energy_j\":18000.0,\"time_s\":100.0,"));
+  assert_non_null(strstr(json, "\"energy_saved_pct\":"));
+  assert_non_null(strstr(json, "\"time_saved_pct\":"));
+  zeus_free(json);
   zeus_simulate_result_free(r);
   zeus_trace_close(t);
 }
@@ -240,9 +244,9 @@ static void simulate_same_seed_same_result(void **state) {
   zeus_simulate_result_free(r);
   assert_string_equal(a, b);
   assert_string_not_equal(a, c);
-  free(a);
-  free(b);
-  free(c);
+  zeus_free(a);
+  zeus_free(b);
+  zeus_free(c);
   zeus_trace_close(t);
 }
 

@@ -92,7 +92,8 @@ class PipelineFrequencyOptimizer(Closeable, Callback):
         self._h = c_void_p()
         L = _lib.require_pfo()
         o = _lib.PfoOptimizerOpts()
-        _lib.check(L.zeus_pfo_optimizer_opts_init(byref(o)))
+        L.zeus_pfo_optimizer_opts_init(byref(o))
+        _lib.check(L.zeus_pfo_optimizer_opts_from_env(byref(o)))
         o.rank, o.dp_rank, o.pp_rank, o.tp_rank = (_int("rank", rank), _int("dp_rank", dp_rank),
                                                    _int("pp_rank", pp_rank), _int("tp_rank", tp_rank))
         o.dp_degree, o.pp_degree, o.tp_degree = (_int("dp_degree", dp_degree), _int("pp_degree", pp_degree),

@@ -1,10 +1,13 @@
-/* The scheduler registry (looked up by name, "<name>3D" wraps for 3D parallelism) and the
+/* The scheduler table (looked up by name, "<name>3D" wraps for 3D parallelism) and the
  * driver that runs one scheduler for one job: it caches the current schedule and serves the
  * last one forever once the scheduler says it is finished. */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pfo/pfo_internal.h"
+#include "pfo_server/sched.h"
+#include "zeus/pfo_server.h"
 
 static const zeus__sched_ops *const sched_table[] = {
     &zeus__sched_point_solution,
@@ -12,17 +15,31 @@ static const zeus__sched_ops *const sched_table[] = {
     &zeus__sched_instruction_profiler,
 };
 
+#define NSCHED ZEUS__ARRAY_LEN(sched_table)
+
+/* The public list: every scheduler's name, then every name with the 3D suffix, built once from
+ * the table (the one place a scheduler is listed). */
+static const char *g_names[2 * NSCHED + 1];
+static char g_names3d[NSCHED][64];
+static pthread_once_t g_names_once = PTHREAD_ONCE_INIT;
+
+static void build_names(void) {
+  for (size_t i = 0; i < NSCHED; i++) {
+    g_names[i] = sched_table[i]->name;
+    snprintf(g_names3d[i], sizeof g_names3d[i], "%s3D", sched_table[i]->name);
+    g_names[NSCHED + i] = g_names3d[i];
+  }
+}
+
 const char *const *zeus_pfo_scheduler_names(void) {
-  static const char *const names[] = {
-      "PointSolution", "AllMaxFrequency", "InstructionProfiler",
-      "PointSolution3D", "AllMaxFrequency3D", "InstructionProfiler3D", NULL};
-  return names;
+  pthread_once(&g_names_once, build_names);
+  return g_names;
 }
 
 int zeus__sched_lookup(const char *name, const zeus__sched_ops **ops, bool *wrap3d) {
   size_t len = name ? strlen(name) : 0;
   bool w = len > 2 && strcmp(name + len - 2, "3D") == 0;
-  for (size_t i = 0; i < ZEUS__ARRAY_LEN(sched_table); i++) {
+  for (size_t i = 0; name && i < NSCHED; i++) {
     const char *n = sched_table[i]->name;
     if ((!w && strcmp(n, name) == 0) || (w && strlen(n) == len - 2 && !strncmp(n, name, len - 2))) {
       *ops = sched_table[i];
@@ -30,8 +47,12 @@ int zeus__sched_lookup(const char *name, const zeus__sched_ops **ops, bool *wrap
       return ZEUS_OK;
     }
   }
-  return zeus__error(ZEUS_EINVAL, "unknown scheduler '%s' (expected PointSolution, AllMaxFrequency, "
-                     "InstructionProfiler, or one of them with the suffix 3D)", name ? name : "");
+  zeus__buf known = {0};
+  for (size_t i = 0; i < NSCHED; i++) zeus__buf_printf(&known, "%s, ", sched_table[i]->name);
+  int rc = zeus__error(ZEUS_EINVAL, "unknown scheduler '%s' (expected %sor one of them with the suffix 3D)",
+                       name ? name : "", known.data ? known.data : "");
+  zeus__buf_free(&known);
+  return rc;
 }
 
 static const char *arg_type_name(zeus__arg_type t) {

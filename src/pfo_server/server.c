@@ -1,7 +1,7 @@
-/* The Perseus HTTP server: a thin libmicrohttpd layer over the job registry.
+/* The Perseus HTTP server: a thin libmicrohttpd layer over the job table.
  *
  * Schedule requests that must wait are suspended (MHD_suspend_connection), not parked on a
- * thread; the registry completes them through on_complete, which stores the reply and resumes
+ * thread; the job table completes them through on_complete, which stores the reply and resumes
  * the connection; the access handler then sends the stored reply. Per-request state is freed in
  * one place, the MHD completion callback, whatever happened. */
 #include <arpa/inet.h>
@@ -17,14 +17,15 @@
 
 #include <microhttpd.h>
 
-#include "pfo/pfo_internal.h"
+#include "pfo_server/job_table.h"
+#include "zeus/pfo_server.h"
 #include "zeus/version.h"
 
 #define PFO_DEFAULT_BODY_MAX (16u << 20)
 
 struct zeus_pfo_server {
   struct MHD_Daemon *d;
-  zeus__registry *reg;
+  zeus__job_table *jobs;
   int port;
   char *token;
   size_t body_max;
@@ -70,7 +71,7 @@ static enum MHD_Result send_error(struct MHD_Connection *c, int status, const ch
   return send_reply(c, status, rep.body, rep.len, allow);
 }
 
-/* ---- registry callbacks ---- */
+/* ---- job table callbacks ---- */
 
 static void on_park(void *w) {
   req *q = w;
@@ -125,7 +126,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (cl && strtoull(cl, NULL, 10) > s->body_max) q->too_big = true;
     return MHD_YES;
   }
-  if (q->has_reply) { /* resumed after the registry answered */
+  if (q->has_reply) { /* resumed after the job table answered */
     q->has_reply = false;
     q->parked = false;
     atomic_fetch_sub(&s->parked, 1);
@@ -172,7 +173,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       /* The fixed settings, plus the dump failures so far (a full disk is visible from outside). */
       unsigned long fails;
       char last[512];
-      zeus__registry_dump_status(s->reg, &fails, last, sizeof last);
+      zeus__job_table_dump_status(s->jobs, &fails, last, sizeof last);
       json_t *o = json_loads(s->info_json, 0, NULL);
       if (o) {
         json_object_set_new(o, "dump_failures", json_integer((json_int_t)fails));
@@ -182,12 +183,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       json_decref(o);
       return b ? send_reply(c, 200, b, strlen(b), NULL) : MHD_NO;
     }
-    case R_JOB: zeus__registry_register_job(s->reg, body, len, &rep); break;
-    case R_RANK: zeus__registry_register_rank(s->reg, id, body, len, &rep); break;
-    case R_RESULT: zeus__registry_post_result(s->reg, id, body, len, &rep); break;
+    case R_JOB: zeus__job_table_register_job(s->jobs, body, len, &rep); break;
+    case R_RANK: zeus__job_table_register_rank(s->jobs, id, body, len, &rep); break;
+    case R_RESULT: zeus__job_table_post_result(s->jobs, id, body, len, &rep); break;
     case R_SCHED: {
       const char *rank = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "rank");
-      if (zeus__registry_request_schedule(s->reg, id, rank, q, &rep) == 0) return MHD_YES; /* parked */
+      if (zeus__job_table_request_schedule(s->jobs, id, rank, q, &rep) == 0) return MHD_YES; /* parked */
       break;
     }
     default: break;
@@ -200,7 +201,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
   req *q = *con_cls;
   if (!q) return;
   if (q->parked) {
-    zeus__registry_cancel_waiter(s->reg, q);
+    zeus__job_table_cancel_waiter(s->jobs, q);
     atomic_fetch_sub(&s->parked, 1);
   }
   free(q->reply.body);
@@ -217,32 +218,32 @@ static void *reaper_main(void *arg) {
   zeus_pfo_server *s = arg;
   pthread_mutex_lock(&s->mu);
   while (!s->stopping) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 1;
-    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    struct timespec until = zeus__deadline_in(1.0);
+    zeus__cond_wait_until(&s->cv, &s->mu, &until);
     if (s->stopping) break;
     pthread_mutex_unlock(&s->mu);
-    zeus__registry_reap(s->reg, zeus_monotonic_s());
+    zeus__job_table_reap(s->jobs, zeus_monotonic_s());
     pthread_mutex_lock(&s->mu);
   }
   pthread_mutex_unlock(&s->mu);
   return NULL;
 }
 
-static const char *env2(const char *name, char *buf, size_t n) {
-  snprintf(buf, n, "ZEUS_PFO_%s", name);
-  const char *v = zeus__env_str(buf);
-  if (v) return v;
-  snprintf(buf, n, "PERSEUS_%s", name);
-  return zeus__env_str(buf);
+void zeus_pfo_server_opts_init(zeus_pfo_server_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->host = "127.0.0.1";
+  o->port = 7787;
+  o->scheduler = "PointSolution";
+  o->dump_dir = "./dump";
+  o->max_job_idle_time_s = 7 * 24 * 3600;
+  o->max_body_bytes = PFO_DEFAULT_BODY_MAX;
 }
 
 int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *o) {
   char name[64];
   const char *v;
-  if ((v = env2("SCHEDULER", name, sizeof name))) o->scheduler = v;
-  if ((v = env2("SCHEDULER_ARGS", name, sizeof name))) {
+  if ((v = zeus__pfo_env("SCHEDULER", name, sizeof name))) o->scheduler = v;
+  if ((v = zeus__pfo_env("SCHEDULER_ARGS", name, sizeof name))) {
     json_t *j;
     if (zeus__json_parse(v, strlen(v), name, &j)) return zeus_errcode();
     bool obj = json_is_object(j);
@@ -251,23 +252,23 @@ int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *o) {
                                  "{\"solution_path\": \"plan.py\"}, got '%s'", name, v);
     o->scheduler_args = v;
   }
-  if ((v = env2("LOG_LEVEL", name, sizeof name))) {
+  if ((v = zeus__pfo_env("LOG_LEVEL", name, sizeof name))) {
     int lvl;
     if (zeus_log_level_parse(v, &lvl)) return zeus__error_ctx(ZEUS_EINVAL, "%s", name);
     o->log_level = v;
   }
-  if ((v = env2("DUMP_DATA", name, sizeof name))) {
+  if ((v = zeus__pfo_env("DUMP_DATA", name, sizeof name))) {
     bool b;
     if (zeus__parse_bool(v, name, &b)) return zeus_errcode();
     o->dump_data = b;
   }
-  if ((v = env2("DUMP_DIR", name, sizeof name))) o->dump_dir = v;
-  if ((v = env2("MAX_JOB_IDLE_TIME", name, sizeof name))) {
+  if ((v = zeus__pfo_env("DUMP_DIR", name, sizeof name))) o->dump_dir = v;
+  if ((v = zeus__pfo_env("MAX_JOB_IDLE_TIME", name, sizeof name))) {
     long t;
     if (zeus__parse_long(v, 1, 100L * 365 * 24 * 3600, name, &t)) return zeus_errcode();
     o->max_job_idle_time_s = (int)(t > 2000000000L ? 2000000000L : t);
   }
-  if ((v = env2("TOKEN", name, sizeof name))) o->token = v;
+  if ((v = zeus__pfo_env("TOKEN", name, sizeof name))) o->token = v;
   return ZEUS_OK;
 }
 
@@ -290,13 +291,17 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   zeus_pfo_server *s = calloc(1, sizeof *s);
   if (!s) return zeus__oom("creating the server");
   pthread_mutex_init(&s->mu, NULL);
-  pthread_cond_init(&s->cv, NULL);
+  if (zeus__cond_init(&s->cv)) {
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    return zeus_errcode();
+  }
   s->body_max = o.max_body_bytes;
   s->idle_s = o.max_job_idle_time_s;
   if (o.token && *o.token && !(s->token = zeus__strdup(o.token))) { zeus_pfo_server_close(s); return zeus__oom("creating the server"); }
-  zeus__registry_opts ro = {o.scheduler, o.scheduler_args, o.dump_data, o.dump_dir,
+  zeus__job_table_opts ro = {o.scheduler, o.scheduler_args, o.dump_data, o.dump_dir,
                             (double)o.max_job_idle_time_s, on_complete, on_park};
-  int rc = zeus__registry_open(&s->reg, &ro);
+  int rc = zeus__job_table_open(&s->jobs, &ro);
   if (rc) { free(s->token); free(s); return rc; }
 
   json_t *args = NULL;
@@ -356,14 +361,14 @@ void zeus_pfo_server_close(zeus_pfo_server *s) {
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->reaper, NULL);
   }
-  if (s->reg) zeus__registry_fail_all_waiters(s->reg, "the server is shutting down");
+  if (s->jobs) zeus__job_table_fail_all_waiters(s->jobs, "the server is shutting down");
   /* Give resumed long polls a moment to send their 503 before the daemon stops. */
   for (int i = 0; s->d && i < 200 && atomic_load(&s->parked) > 0; i++) {
     struct timespec ts = {0, 5 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
   if (s->d) MHD_stop_daemon(s->d);
-  zeus__registry_close(s->reg);
+  zeus__job_table_close(s->jobs);
   free(s->token);
   free(s->info_json);
   pthread_mutex_destroy(&s->mu);

@@ -1,4 +1,4 @@
-/* state.c: the SQLite state of `zeus run`: the job folder, the knobs the state was made for, the
+/* run_state.c: the SQLite state of `zeus run`: the job folder, the knobs the state was made for, the
  * history of tries and the driver's and optimizer's state, one transaction per try. */
 #include <dirent.h>
 #include <errno.h>
@@ -14,6 +14,7 @@
 
 #include "core/json.h"
 #include "run/run_internal.h"
+#include "zeus/format.h"
 
 #define STATE_VERSION "1"
 #define STATE_FILE "state.sqlite"
@@ -486,6 +487,46 @@ static json_t *col_real(sqlite3_stmt *st, int i) {
   return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null() : json_real(sqlite3_column_double(st, i));
 }
 
+/* A real in J or s, or null for none (NaN, an infinite threshold). */
+static json_t *real_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* 1 / sqrt(precision): the standard deviation a precision stands for (0 for an exact belief, null
+ * for none at all). */
+static json_t *sd_of(double precision) {
+  if (isinf(precision)) return json_real(0);
+  if (!(precision > 0)) return json_null();
+  return json_real(1 / sqrt(precision));
+}
+
+/* The optimizer as a report: its phase, the costs it learnt (a try stopped before its first epoch
+ * is learnt as a prohibitive cost) and, during Thompson sampling, each arm's belief about the cost
+ * of its batch size (rewards are -cost). The exact state (random generator included) stays in
+ * SQLite for the next run. */
+static json_t *optimizer_report(const zeus_bso *b) {
+  bool pruning = zeus_bso_get_phase(b) == ZEUS_BSO_PRUNING;
+  json_t *arms = json_array();
+  const zeus_gts *g = zeus_bso_bandit(b);
+  for (size_t i = 0; g && arms && i < zeus_gts_num_arms(g); i++) {
+    zeus_gts_arm a;
+    if (zeus_gts_arm_at(g, i, &a)) continue;
+    json_array_append_new(arms, json_pack("{s:I,s:o,s:o,s:o,s:I}", "batch_size", (json_int_t)a.arm, "mean_cost_j",
+                                          real_or_null(-a.mean), "mean_cost_sd_j", sd_of(a.precision), "cost_sd_j",
+                                          sd_of(a.reward_precision), "num_observations",
+                                          (json_int_t)a.num_observations));
+  }
+  json_t *obs = json_array();
+  for (size_t i = 0; obs && i < zeus_bso_num_observations(b); i++) {
+    long bs;
+    double reward;
+    if (zeus_bso_observation(b, i, &bs, &reward)) continue;
+    json_array_append_new(obs, json_pack("{s:I,s:o}", "batch_size", (json_int_t)bs, "cost_j", real_or_null(-reward)));
+  }
+  long expecting = zeus_bso_expecting(b);
+  return json_pack("{s:s,s:o,s:o,s:o}", "phase", pruning ? "pruning" : "thompson", "expecting_batch_size",
+                   pruning && expecting > 0 ? json_integer(expecting) : json_null(), "observations", obs, "arms",
+                   arms);
+}
+
 int zeus__run_state_json(zeus_runner *r, char **out) {
   sqlite3_stmt *st;
   if (sqlite3_prepare_v2(r->db,
@@ -502,10 +543,10 @@ int zeus__run_state_json(zeus_runner *r, char **out) {
     json_object_set_new(e, "batch_size", json_integer(sqlite3_column_int64(st, 2)));
     json_object_set_new(e, "learning_rate", col_real(st, 3));
     json_object_set_new(e, "seed", json_integer(sqlite3_column_int64(st, 4)));
-    json_object_set_new(e, "cost_threshold", col_real(st, 5));
+    json_object_set_new(e, "cost_threshold_j", col_real(st, 5));
     json_object_set_new(e, "energy_j", col_real(st, 6));
     json_object_set_new(e, "time_s", col_real(st, 7));
-    json_object_set_new(e, "cost", col_real(st, 8));
+    json_object_set_new(e, "cost_j", col_real(st, 8));
     json_object_set_new(e, "epochs",
                         sqlite3_column_type(st, 9) == SQLITE_NULL ? json_null() : json_integer(sqlite3_column_int64(st, 9)));
     json_object_set_new(e, "reached", json_boolean(sqlite3_column_int(st, 10)));
@@ -518,29 +559,16 @@ int zeus__run_state_json(zeus_runner *r, char **out) {
     json_decref(hist);
     return db_error(r, "reading the history");
   }
-  char *bso;
-  int rc = zeus_bso_save_state(r->bso, &bso);
-  if (rc) {
-    json_decref(hist);
-    return rc;
-  }
-  json_t *opt;
-  rc = zeus__json_parse(bso, strlen(bso), "optimizer state", &opt);
-  free(bso);
-  if (rc) {
-    json_decref(hist);
-    return rc;
-  }
   json_t *root = json_object();
   json_object_set_new(root, "logdir", json_string(r->logdir));
   json_object_set_new(root, "state", json_string(r->state_path));
   json_object_set_new(root, "recurrences_done", json_integer(r->next_rec - 1));
   json_object_set_new(root, "next_try", json_integer(r->next_try));
-  json_object_set_new(root, "min_cost", isfinite(r->min_cost) ? json_real(r->min_cost) : json_null());
+  json_object_set_new(root, "min_cost_j", real_or_null(r->min_cost));
   json_object_set_new(root, "max_power_w", json_real(r->max_power_w));
   json_object_set_new(root, "history", hist);
-  json_object_set_new(root, "optimizer", opt);
-  char *text = json_dumps(root, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17) | JSON_INDENT(1));
+  json_object_set_new(root, "optimizer", optimizer_report(r->bso));
+  char *text = zeus_json_dumps(root, JSON_INDENT(1));
   json_decref(root);
   if (!text) return zeus__oom("serialising the history");
   *out = text;

@@ -200,12 +200,8 @@ static void *controller_main(void *arg) {
     double now = zeus_monotonic_s();
     if (c->poll_s > 0 && now - last_wish_at < PARK_AFTER_S) {
       /* Polling: callers do not signal; zeus_pfo_controller_wait and close may. */
-      struct timespec until;
-      clock_gettime(CLOCK_MONOTONIC, &until);
-      double ns = until.tv_nsec + c->poll_s * 1e9;
-      until.tv_sec += (time_t)(ns / 1e9);
-      until.tv_nsec = (long)fmod(ns, 1e9);
-      pthread_cond_timedwait(&c->wake, &c->mu, &until);
+      struct timespec until = zeus__deadline_in(c->poll_s);
+      zeus__cond_wait_until(&c->wake, &c->mu, &until);
       continue;
     }
     atomic_store(&c->parked, 1);
@@ -228,6 +224,11 @@ static void controller_free(zeus_pfo_controller *c) {
   free(c);
 }
 
+void zeus_pfo_controller_opts_init(zeus_pfo_controller_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->poll_interval_s = DEFAULT_POLL_S;
+}
+
 int zeus_pfo_controller_open(zeus_pfo_controller **out, zeus_devices *devices, unsigned gpu,
                              const zeus_pfo_controller_opts *opts) {
   if (!out) return zeus__error(ZEUS_EINVAL, "zeus_pfo_controller_open: out is required");
@@ -243,12 +244,17 @@ int zeus_pfo_controller_open(zeus_pfo_controller **out, zeus_devices *devices, u
   c->poll_s = opts && opts->poll_interval_s != 0 ? opts->poll_interval_s : DEFAULT_POLL_S;
   if (c->poll_s > 1) c->poll_s = 1;
   pthread_mutex_init(&c->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&c->wake, &ca);
-  pthread_condattr_destroy(&ca);
-  pthread_cond_init(&c->done, NULL);
+  if ((rc = zeus__cond_init(&c->wake))) {
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    return rc;
+  }
+  if ((rc = zeus__cond_init(&c->done))) {
+    pthread_cond_destroy(&c->wake);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    return rc;
+  }
   /* Handlers first: a signal right after the clocks are locked must find them in place. */
   c->signals = !(opts && opts->no_signal_handlers);
   if (c->signals && zeus__restore_signals_acquire() != ZEUS_OK) {
@@ -322,19 +328,13 @@ int zeus_pfo_controller_set_frequency(zeus_pfo_controller *c, unsigned mhz) {
 
 int zeus_pfo_controller_wait(zeus_pfo_controller *c, double timeout_s) {
   unsigned long want = atomic_load(&c->wish_seq);
-  struct timespec until;
-  if (timeout_s > 0) {
-    clock_gettime(CLOCK_REALTIME, &until);
-    double ns = until.tv_nsec + fmod(timeout_s, 1.0) * 1e9;
-    until.tv_sec += (time_t)timeout_s + (time_t)(ns / 1e9);
-    until.tv_nsec = (long)fmod(ns, 1e9);
-  }
+  struct timespec until = zeus__deadline_in(timeout_s > 0 ? timeout_s : 0);
   int rc = ZEUS_OK;
   pthread_mutex_lock(&c->mu);
   if (atomic_load(&c->done_seq) < want) pthread_cond_signal(&c->wake); /* do not wait for the next poll */
   while (atomic_load(&c->done_seq) < want && !atomic_load(&c->failed)) {
     if (timeout_s > 0) {
-      if (pthread_cond_timedwait(&c->done, &c->mu, &until) == ETIMEDOUT && atomic_load(&c->done_seq) < want) {
+      if (zeus__cond_wait_until(&c->done, &c->mu, &until) == ETIMEDOUT && atomic_load(&c->done_seq) < want) {
         rc = zeus__error(ZEUS_ETIMEDOUT, "frequency controller of GPU %u: the clock change to %u MHz was not done "
                          "within %g s", c->gpu, atomic_load(&c->target), timeout_s);
         break;

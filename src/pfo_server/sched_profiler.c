@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pfo/pfo_internal.h"
+#include "pfo_server/sched.h"
 
 typedef struct {
   zeus_pfo_rank_info info;
@@ -109,7 +109,7 @@ static int prof_create(void **state, const zeus__sched_ctx *ctx, const json_t *a
     pr->prof.backward = calloc(k + 1, sizeof *pr->prof.backward);
     if (!rc && (!pr->prof.forward || !pr->prof.backward)) rc = zeus__oom("creating InstructionProfiler");
   }
-  if (!rc && ctx->job_dump_dir) rc = zeus__pfo_mkdirs(ctx->job_dump_dir);
+  if (!rc && ctx->job_dump_dir) rc = zeus__mkdirs(ctx->job_dump_dir);
   if (rc) { prof_destroy(st); return rc; }
   *state = st;
   return ZEUS_OK;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pfo/pfo_internal.h"
+#include "pfo_server/sched.h"
 
 int zeus__sched3d_view(const zeus_pfo_job_info *job, const zeus_pfo_rank_info *ranks, size_t n,
                        zeus_pfo_job_info *vjob, zeus_pfo_rank_info **vranks, size_t *vn) {

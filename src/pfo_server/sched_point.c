@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pfo/pfo_internal.h"
+#include "pfo_server/sched.h"
 
 typedef struct {
   zeus_pfo_schedule *plan;
@@ -69,15 +69,7 @@ static int point_create(void **state, const zeus__sched_ctx *ctx, const json_t *
 
 static int point_next(void *state, zeus_pfo_schedule **out, size_t *n) {
   point_state *st = state;
-  zeus_pfo_schedule *v = calloc(st->n, sizeof *v);
-  if (!v) return zeus__oom("copying the plan");
-  for (size_t i = 0; i < st->n; i++) {
-    int rc = zeus__pfo_schedule_copy(&st->plan[i], &v[i]);
-    if (rc) { zeus_pfo_schedules_free(v, i); return rc; }
-  }
-  *out = v;
-  *n = st->n;
-  return ZEUS_OK;
+  return zeus__pfo_schedules_copy(st->plan, st->n, out, n);
 }
 
 static int point_observe(void *state, const zeus_pfo_prof_result *r, size_t n) { return 1; }

@@ -1,9 +1,10 @@
 /* AllMaxFrequency: every instruction at the rank's highest frequency. Also the instruction
- * order shared by schedulers: a rank's pipe_schedule, or synchronous 1F1B. */
+ * order shared by schedulers: a rank's pipe_schedule, or synchronous 1F1B (zeus/pipeline.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "pfo/pfo_internal.h"
+#include "pfo_server/sched.h"
+#include "zeus/pipeline.h"
 
 int zeus__pfo_instruction_order(const zeus_pfo_job_info *job, const zeus_pfo_rank_info *rank,
                                 long nmb, const char ***out, size_t *n) {
@@ -20,19 +21,16 @@ int zeus__pfo_instruction_order(const zeus_pfo_job_info *job, const zeus_pfo_ran
                        "'num_microbatches' is not set: one of them is needed for the order of "
                        "instructions", rank->rank);
   if (nmb > 100000) return zeus__error(ZEUS_EINVAL, "num_microbatches %ld is too large", nmb);
-  /* Synchronous 1F1B: stage s of p runs min(p-s-1, m) warm-up forwards, then alternates
-   * forward/backward, then drains the remaining backwards. */
-  long p = job->pp_degree, s = rank->pp_rank;
-  long warm = p - s - 1 < nmb ? p - s - 1 : nmb;
-  if (warm < 0) warm = 0;
   const char **v = malloc((size_t)(2 * nmb) * sizeof *v);
   if (!v) return zeus__oom("building the instruction order");
-  size_t k = 0;
-  for (long i = 0; i < warm; i++) v[k++] = "forward";
-  for (long i = 0; i < nmb - warm; i++) { v[k++] = "forward"; v[k++] = "backward"; }
-  for (long i = 0; i < warm; i++) v[k++] = "backward";
+  for (int k = 0; k < 2 * (int)nmb; k++) {
+    zeus_pipeline_instr kind;
+    int rc = zeus_pipeline_1f1b_instr(job->pp_degree, rank->pp_rank, (int)nmb, k, &kind, NULL);
+    if (rc) { free(v); return rc; }
+    v[k] = zeus_pipeline_instr_name(kind);
+  }
   *out = v;
-  *n = k;
+  *n = (size_t)(2 * nmb);
   return ZEUS_OK;
 }
 
@@ -77,15 +75,7 @@ static int allmax_create(void **state, const zeus__sched_ctx *ctx, const json_t 
 
 static int allmax_next(void *state, zeus_pfo_schedule **out, size_t *n) {
   allmax_state *st = state;
-  zeus_pfo_schedule *v = calloc(st->n + 1, sizeof *v);
-  if (!v) return zeus__oom("copying a schedule");
-  for (size_t i = 0; i < st->n; i++) {
-    int rc = zeus__pfo_schedule_copy(&st->s[i], &v[i]);
-    if (rc) { zeus_pfo_schedules_free(v, i); return rc; }
-  }
-  *out = v;
-  *n = st->n;
-  return ZEUS_OK;
+  return zeus__pfo_schedules_copy(st->s, st->n, out, n);
 }
 
 static int allmax_observe(void *state, const zeus_pfo_prof_result *r, size_t n) { return 1; }

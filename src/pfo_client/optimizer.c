@@ -15,8 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pfo/client_internal.h"
+#include "pfo_client/client_http.h"
 #include "pfo/pfo_internal.h"
+#include "zeus/format.h"
 #include "zeus/monitor.h"
 #include "zeus/pfo_client.h"
 
@@ -105,17 +106,7 @@ static inline int meter_end(meter *m, int slot, double *t, double *e) {
 
 /* ---- settings ---- */
 
-/* The variable to read for setting `name`: ZEUS_PFO_<name>, else PERSEUS_<name>, else NULL. */
-static const char *pfo_var(const char *name, char *var, size_t n) {
-  snprintf(var, n, "ZEUS_PFO_%s", name);
-  if (zeus__env_str(var)) return var;
-  snprintf(var, n, "PERSEUS_%s", name);
-  if (zeus__env_str(var)) return var;
-  return NULL;
-}
-
-int zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o) {
-  if (!o) return zeus__error(ZEUS_EINVAL, "zeus_pfo_optimizer_opts_init: o is required");
+void zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o) {
   memset(o, 0, sizeof *o);
   o->iters_per_round = 10;
   o->connect_timeout_s = 5;
@@ -124,21 +115,25 @@ int zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o) {
   o->retries = 5;
   o->retry_backoff_s = 0.5;
   o->controller_poll_s = 0.0005;
+}
+
+int zeus_pfo_optimizer_opts_from_env(zeus_pfo_optimizer_opts *o) {
+  if (!o) return zeus__error(ZEUS_EINVAL, "zeus_pfo_optimizer_opts_from_env: o is required");
   char var[64];
   const char *v;
   long l;
   double d;
   bool b;
   int rc;
-  if ((v = pfo_var("SERVER_URL", var, sizeof var))) o->server_url = zeus__env_str(v);
-  if ((v = pfo_var("JOB_ID", var, sizeof var))) o->job_id = zeus__env_str(v);
-  if ((v = pfo_var("TOKEN", var, sizeof var))) o->token = zeus__env_str(v);
-  if ((v = pfo_var("ITERS_PER_ROUND", var, sizeof var))) {
-    if ((rc = zeus__env_long(v, 1, 100000, o->iters_per_round, &l))) return rc;
+  if ((v = zeus__pfo_env("SERVER_URL", var, sizeof var))) o->server_url = v;
+  if ((v = zeus__pfo_env("JOB_ID", var, sizeof var))) o->job_id = v;
+  if ((v = zeus__pfo_env("TOKEN", var, sizeof var))) o->token = v;
+  if ((v = zeus__pfo_env("ITERS_PER_ROUND", var, sizeof var))) {
+    if ((rc = zeus__env_long(var, 1, 100000, o->iters_per_round, &l))) return rc;
     o->iters_per_round = l;
   }
-  if ((v = pfo_var("RETRIES", var, sizeof var))) {
-    if ((rc = zeus__env_long(v, 0, 100, o->retries, &l))) return rc;
+  if ((v = zeus__pfo_env("RETRIES", var, sizeof var))) {
+    if ((rc = zeus__env_long(var, 0, 100, o->retries, &l))) return rc;
     o->retries = (int)l;
   }
   static const struct { const char *name; double min, max; size_t off; } dbl[] = {
@@ -149,17 +144,17 @@ int zeus_pfo_optimizer_opts_init(zeus_pfo_optimizer_opts *o) {
       {"CONTROLLER_POLL", 0, 1, offsetof(zeus_pfo_optimizer_opts, controller_poll_s)},
   };
   for (size_t i = 0; i < ZEUS__ARRAY_LEN(dbl); i++) {
-    if (!(v = pfo_var(dbl[i].name, var, sizeof var))) continue;
+    if (!(v = zeus__pfo_env(dbl[i].name, var, sizeof var))) continue;
     double *dst = (double *)((char *)o + dbl[i].off);
-    if ((rc = zeus__env_double(v, dbl[i].min, dbl[i].max, *dst, &d))) return rc;
+    if ((rc = zeus__env_double(var, dbl[i].min, dbl[i].max, *dst, &d))) return rc;
     *dst = d;
   }
-  if ((v = pfo_var("PROFILE_INSTRUCTIONS", var, sizeof var))) {
-    if ((rc = zeus__env_bool(v, true, &b))) return rc;
+  if ((v = zeus__pfo_env("PROFILE_INSTRUCTIONS", var, sizeof var))) {
+    if ((rc = zeus__env_bool(var, true, &b))) return rc;
     o->no_instruction_profiling = !b;
   }
-  if ((v = pfo_var("SIGNAL_HANDLERS", var, sizeof var))) {
-    if ((rc = zeus__env_bool(v, true, &b))) return rc;
+  if ((v = zeus__pfo_env("SIGNAL_HANDLERS", var, sizeof var))) {
+    if ((rc = zeus__env_bool(var, true, &b))) return rc;
     o->no_signal_handlers = !b;
   }
   return ZEUS_OK;
@@ -268,10 +263,23 @@ static int install(zeus_pfo_optimizer *o, zeus_pfo_schedule *s) {
 /* Adds what a 404 most likely means to the message of a failed exchange about the job. */
 static int job_error(const zeus_pfo_optimizer *o, int rc, int status) {
   if (rc != ZEUS_EHTTP || status != 404) return rc;
-  char msg[1200];
-  snprintf(msg, sizeof msg, "%s", zeus_errmsg());
+  zeus__saved_error e;
+  zeus__error_save(&e);
   return zeus__error(rc, "%s (job '%s' is unknown to the server: a restarted server has forgotten its jobs; restart "
-                     "the training job to register a new one)", msg, o->job_id);
+                     "the training job to register a new one)", e.msg, o->job_id);
+}
+
+/* POSTs `body` (taken: freed here) to <route>/<job id>. A 409 after a retry counts as success
+ * (the earlier try reached the server: "registered twice", "posted twice"). */
+static int post_to_job(zeus_pfo_optimizer *o, const char *route, char *body) {
+  zeus__buf path = {0};
+  char *resp = NULL;
+  int status = 0, rc = zeus__buf_printf(&path, "%s/%s", route, o->job_esc);
+  if (!rc) rc = zeus__pfo_http_request(o->http, "POST", path.data, body, false, 409, &resp, &status);
+  zeus__buf_free(&path);
+  zeus_free(body);
+  free(resp);
+  return job_error(o, rc, status);
 }
 
 static int register_job(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *opts) {
@@ -282,7 +290,7 @@ static int register_job(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *op
   int status, rc = zeus_pfo_job_info_to_json(&ji, &body);
   if (rc) return rc;
   rc = zeus__pfo_http_request(o->http, "POST", "/register_job", body, false, 0, &resp, &status);
-  zeus_pfo_free(body);
+  zeus_free(body);
   if (rc) return rc;
   json_t *j = json_loads(resp, JSON_DECODE_ANY, NULL);
   const char *id = json_string_value(j);
@@ -306,17 +314,11 @@ static int register_rank(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *o
   ri.available_frequencies = malloc(nf * sizeof(int));
   if (!ri.available_frequencies) return zeus__oom("registering the rank");
   for (size_t i = 0; i < nf; i++) ri.available_frequencies[i] = (int)f[i];
-  char *body = NULL, *resp = NULL;
-  int status, rc = zeus_pfo_rank_info_to_json(&ri, &body);
+  char *body = NULL;
+  int rc = zeus_pfo_rank_info_to_json(&ri, &body);
   free(ri.available_frequencies);
   if (rc) return rc;
-  zeus__buf path = {0};
-  if (!(rc = zeus__buf_printf(&path, "/register_rank/%s", o->job_esc)))
-    rc = zeus__pfo_http_request(o->http, "POST", path.data, body, false, 409, &resp, &status);
-  zeus__buf_free(&path);
-  zeus_pfo_free(body);
-  free(resp);
-  return job_error(o, rc, status);
+  return post_to_job(o, "/register_rank", body);
 }
 
 /* Fetches this rank's schedule of the coming round (waits until every rank has asked). */
@@ -380,16 +382,9 @@ static int result_json(const zeus_pfo_optimizer *o, char **out) {
 
 /* End of a round: post the results, fetch the next schedule (installed at the next step). */
 static int exchange(zeus_pfo_optimizer *o) {
-  char *body, *resp = NULL;
-  int status = 0, rc = result_json(o, &body);
-  if (rc) return rc;
-  zeus__buf path = {0};
-  if (!(rc = zeus__buf_printf(&path, "/result/%s", o->job_esc)))
-    rc = zeus__pfo_http_request(o->http, "POST", path.data, body, false, 409, &resp, &status);
-  zeus__buf_free(&path);
-  zeus_pfo_free(body);
-  free(resp);
-  if (rc) return job_error(o, rc, status);
+  char *body;
+  int rc = result_json(o, &body);
+  if (rc || (rc = post_to_job(o, "/result", body))) return rc;
   zeus_pfo_schedule s;
   if ((rc = fetch_schedule(o, &s))) return rc;
   zeus_pfo_schedule_clear(&o->pending);
@@ -403,11 +398,14 @@ static int exchange(zeus_pfo_optimizer *o) {
 /* Every rank learns whether every rank succeeded so far; a local failure keeps its own message. */
 static int agree(const zeus_collective *c, int local, const char *what) {
   if (!c || c->world_size == 1) return local;
-  char saved[1200] = "";
-  if (local) snprintf(saved, sizeof saved, "%s", zeus_errmsg());
+  zeus__saved_error e;
+  zeus__error_save(&e);
   double failed = local ? 1 : 0;
   int rc = zeus_collective_allreduce(c, &failed, 1, ZEUS_REDUCE_SUM);
-  if (local) return zeus__error(local, "%s", saved);
+  if (local) {
+    zeus__error_restore(&e);
+    return local;
+  }
   if (rc) return zeus__error_ctx(rc, "Perseus client: %s", what);
   if (failed > 0)
     return zeus__error(ZEUS_ESTATE, "Perseus client: %s: %.0f other rank(s) of the job failed (see their errors), so "
@@ -486,10 +484,10 @@ int zeus_pfo_optimizer_open(zeus_pfo_optimizer **out, const zeus_pfo_optimizer_o
       snprintf(msg.text, sizeof msg.text, "%s", local ? zeus_errmsg() : o->job_id);
     }
     if (coll && coll->world_size > 1) {
-      char saved[1200] = "";
-      if (local) snprintf(saved, sizeof saved, "%s", zeus_errmsg());
+      zeus__saved_error e;
+      zeus__error_save(&e);
       int brc = zeus_collective_broadcast(coll, &msg, sizeof msg, 0);
-      if (local) zeus__error(local, "%s", saved);
+      if (local) zeus__error_restore(&e);
       else if (brc) local = zeus__error_ctx(brc, "Perseus client: broadcasting the job id");
     }
     if (opts->rank != 0 && !local) {
@@ -508,10 +506,11 @@ int zeus_pfo_optimizer_open(zeus_pfo_optimizer **out, const zeus_pfo_optimizer_o
   }
   local = agree(coll, local, "fetching the first schedule");
   if (local) {
-    char saved[1200];
-    snprintf(saved, sizeof saved, "%s", zeus_errmsg());
+    zeus__saved_error e;
+    zeus__error_save(&e);
     zeus_pfo_optimizer_close(o);
-    return zeus__error(local, "%s", saved);
+    zeus__error_restore(&e);
+    return local;
   }
   zeus__log(ZEUS_LOG_INFO, "pfo", "rank %d joined job %s: %zu instructions per iteration, %ld iterations per round",
             o->rank, o->job_id, o->n, o->K);

@@ -10,8 +10,8 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "pfo/client_internal.h"
-#include "pfo/pfo_internal.h"
+#include "pfo_client/client_http.h"
+#include "core/core.h"
 
 #define HTTP_MAX_BODY (64u << 20)
 #define HTTP_MAX_BACKOFF_S 30.0

@@ -1,6 +1,6 @@
-/* src/pfo/client_internal.h: the Perseus client's HTTP transport (not API). */
-#ifndef ZEUS_PFO_CLIENT_INTERNAL_H
-#define ZEUS_PFO_CLIENT_INTERNAL_H
+/* src/pfo_client/client_http.h: the Perseus client's HTTP transport (not API). */
+#ifndef ZEUS_PFO_CLIENT_HTTP_H
+#define ZEUS_PFO_CLIENT_HTTP_H
 
 #include <stddef.h>
 

@@ -1,4 +1,4 @@
-/* The job registry: the transport-free core of the Perseus server.
+/* The job table: the transport-free core of the Perseus server.
  *
  * One job goes through: ranks register -> the scheduler is built -> rounds. A round: every rank
  * asks for its schedule (the requests wait until all have asked), all are answered, every rank
@@ -18,7 +18,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "pfo/pfo_internal.h"
+#include "pfo_server/job_table.h"
+#include "pfo_server/sched.h"
 
 enum { R_IDLE, R_WAITING, R_ANSWERED, R_DONE, R_NEXT_WAITING };
 
@@ -43,9 +44,9 @@ typedef struct job {
   double last_active;
 } job;
 
-struct zeus__registry {
+struct zeus__job_table {
   pthread_mutex_t mu;
-  zeus__registry_opts o;
+  zeus__job_table_opts o;
   char *scheduler, *dump_dir;
   json_t *args;
   job *jobs;
@@ -59,14 +60,14 @@ struct zeus__registry {
 };
 
 /* Records a failed dump write (caller holds r->mu) and logs it. */
-static void dump_failed(zeus__registry *r, const char *job_id, const char *what) {
+static void dump_failed(zeus__job_table *r, const char *job_id, const char *what) {
   r->dump_failures++;
   snprintf(r->last_dump_error, sizeof r->last_dump_error, "job %s: dumping %s failed: %s", job_id, what,
            zeus_errmsg());
   zeus__log(ZEUS_LOG_ERROR, "pfo", "%s", r->last_dump_error);
 }
 
-void zeus__registry_dump_status(zeus__registry *r, unsigned long *failures, char *last, size_t len) {
+void zeus__job_table_dump_status(zeus__job_table *r, unsigned long *failures, char *last, size_t len) {
   pthread_mutex_lock(&r->mu);
   *failures = r->dump_failures;
   snprintf(last, len, "%s", r->last_dump_error);
@@ -100,12 +101,17 @@ int zeus__http_status_of(int code) {
   }
 }
 
+/* The answer to a request naming a job the table does not hold. */
+static int reply_unknown_job(zeus__reply *reply) {
+  return zeus__reply_error(reply, 404, "unknown job id (register the job first, or it was removed after being idle)");
+}
+
 /* The last zeus error as a reply. */
 static int reply_zeus_error(zeus__reply *reply, int code) {
   return zeus__reply_error(reply, zeus__http_status_of(code), zeus_errmsg());
 }
 
-static void complete(zeus__registry *r, job *j, size_t rank, int status, const char *body, size_t len) {
+static void complete(zeus__job_table *r, job *j, size_t rank, int status, const char *body, size_t len) {
   void *w = j->waiter[rank];
   j->waiter[rank] = NULL;
   if (!w) return;
@@ -142,7 +148,7 @@ static void job_free(job *j) {
 }
 
 /* Marks the job failed and answers every parked request with the error. */
-static void fail_job(zeus__registry *r, job *j, int status, const char *msg) {
+static void fail_job(zeus__job_table *r, job *j, int status, const char *msg) {
   if (!j->err_status) {
     j->err_status = status;
     j->err_msg = zeus__strdup(msg ? msg : "scheduler failed");
@@ -153,7 +159,7 @@ static void fail_job(zeus__registry *r, job *j, int status, const char *msg) {
 }
 
 /* Serialises the current schedule of every rank (and dumps it) at the start of a round. */
-static int install_round(zeus__registry *r, job *j) {
+static int install_round(zeus__job_table *r, job *j) {
   const zeus_pfo_schedule *s;
   size_t n;
   zeus__sched_current(j->sched, &s, &n);
@@ -177,7 +183,7 @@ static int install_round(zeus__registry *r, job *j) {
 }
 
 /* Answers every waiting rank when all have asked; `self` (or SIZE_MAX) is answered by the caller. */
-static bool maybe_answer_all(zeus__registry *r, job *j, size_t self) {
+static bool maybe_answer_all(zeus__job_table *r, job *j, size_t self) {
   size_t w = (size_t)j->info.world_size;
   if (!j->sched || j->err_status || j->n_waiting != w) return false;
   for (size_t i = 0; i < w; i++) {
@@ -189,23 +195,23 @@ static bool maybe_answer_all(zeus__registry *r, job *j, size_t self) {
   return true;
 }
 
-static job *find_job(zeus__registry *r, const char *id) {
+static job *find_job(zeus__job_table *r, const char *id) {
   for (job *j = r->jobs; j; j = j->next)
     if (strcmp(j->id, id) == 0) return j;
   return NULL;
 }
 
-int zeus__registry_open(zeus__registry **out, const zeus__registry_opts *opts) {
-  if (!opts || !opts->on_complete) return zeus__error(ZEUS_EINVAL, "registry: on_complete is required");
-  zeus__registry *r = calloc(1, sizeof *r);
-  if (!r) return zeus__oom("creating the job registry");
+int zeus__job_table_open(zeus__job_table **out, const zeus__job_table_opts *opts) {
+  if (!opts || !opts->on_complete) return zeus__error(ZEUS_EINVAL, "job table: on_complete is required");
+  zeus__job_table *r = calloc(1, sizeof *r);
+  if (!r) return zeus__oom("creating the job table");
   r->o = *opts;
   r->scheduler = zeus__strdup(opts->scheduler ? opts->scheduler : "PointSolution");
   r->dump_dir = zeus__strdup(opts->dump_dir && *opts->dump_dir ? opts->dump_dir : "./dump");
   r->o.scheduler = r->scheduler;
   r->o.dump_dir = r->dump_dir;
   if (r->o.max_job_idle_time_s <= 0) r->o.max_job_idle_time_s = 7 * 24 * 3600.0;
-  int rc = (!r->scheduler || !r->dump_dir) ? zeus__oom("creating the job registry") : ZEUS_OK;
+  int rc = (!r->scheduler || !r->dump_dir) ? zeus__oom("creating the job table") : ZEUS_OK;
   if (!rc && opts->scheduler_args && *opts->scheduler_args)
     rc = zeus__json_parse(opts->scheduler_args, strlen(opts->scheduler_args), "scheduler arguments", &r->args);
   const zeus__sched_ops *ops;
@@ -224,7 +230,7 @@ int zeus__registry_open(zeus__registry **out, const zeus__registry_opts *opts) {
   return ZEUS_OK;
 }
 
-void zeus__registry_fail_all_waiters(zeus__registry *r, const char *why) {
+void zeus__job_table_fail_all_waiters(zeus__job_table *r, const char *why) {
   pthread_mutex_lock(&r->mu);
   r->closing = true;
   for (job *j = r->jobs; j; j = j->next)
@@ -233,9 +239,9 @@ void zeus__registry_fail_all_waiters(zeus__registry *r, const char *why) {
   pthread_mutex_unlock(&r->mu);
 }
 
-void zeus__registry_close(zeus__registry *r) {
+void zeus__job_table_close(zeus__job_table *r) {
   if (!r) return;
-  zeus__registry_fail_all_waiters(r, "the server is shutting down");
+  zeus__job_table_fail_all_waiters(r, "the server is shutting down");
   while (r->jobs) {
     job *j = r->jobs;
     r->jobs = j->next;
@@ -255,7 +261,7 @@ static bool dir_exists(const char *path) {
   return stat(path, &st) == 0;
 }
 
-int zeus__registry_register_job(zeus__registry *r, const char *body, size_t len, zeus__reply *reply) {
+int zeus__job_table_register_job(zeus__job_table *r, const char *body, size_t len, zeus__reply *reply) {
   zeus_pfo_job_info info;
   int rc = zeus_pfo_job_info_from_json(body, len, "JobInfo", &info);
   if (rc) return reply_zeus_error(reply, rc);
@@ -310,7 +316,7 @@ int zeus__registry_register_job(zeus__registry *r, const char *body, size_t len,
     return zeus__reply_error(reply, 500, "out of memory while registering a job");
   }
   j->id = id.data;
-  if (r->o.dump_data && (rc = zeus__pfo_mkdirs(j->dir)))
+  if (r->o.dump_data && (rc = zeus__mkdirs(j->dir)))
     zeus__log(ZEUS_LOG_ERROR, "pfo", "job %s: %s", j->id, zeus_errmsg());
   j->last_active = zeus_monotonic_s();
   j->next = r->jobs;
@@ -330,14 +336,14 @@ int zeus__registry_register_job(zeus__registry *r, const char *body, size_t len,
 
 /* ---- POST /register_rank/{job_id} ---- */
 
-int zeus__registry_register_rank(zeus__registry *r, const char *job_id, const char *body, size_t len,
+int zeus__job_table_register_rank(zeus__job_table *r, const char *job_id, const char *body, size_t len,
                                  zeus__reply *reply) {
   zeus_pfo_rank_info ri;
   pthread_mutex_lock(&r->mu);
   job *j = find_job(r, job_id);
   int status;
   if (!j) {
-    status = zeus__reply_error(reply, 404, "unknown job id (register the job first, or it was removed after being idle)");
+    status = reply_unknown_job(reply);
     goto out;
   }
   j->last_active = zeus_monotonic_s();
@@ -397,14 +403,14 @@ static int parse_rank(const char *text, const job *j, zeus__reply *reply, size_t
   return 0;
 }
 
-int zeus__registry_request_schedule(zeus__registry *r, const char *job_id, const char *rank_text,
+int zeus__job_table_request_schedule(zeus__job_table *r, const char *job_id, const char *rank_text,
                                     void *waiter, zeus__reply *reply) {
   int status = 0;
   size_t rank = 0;
   pthread_mutex_lock(&r->mu);
   job *j = find_job(r, job_id);
   if (r->closing) { status = zeus__reply_error(reply, 503, "the server is shutting down"); goto out; }
-  if (!j) { status = zeus__reply_error(reply, 404, "unknown job id (register the job first, or it was removed after being idle)"); goto out; }
+  if (!j) { status = reply_unknown_job(reply); goto out; }
   if ((status = parse_rank(rank_text, j, reply, &rank))) goto out;
   j->last_active = zeus_monotonic_s();
   if (j->err_status) { status = zeus__reply_error(reply, j->err_status, j->err_msg); goto out; }
@@ -444,7 +450,7 @@ out:
 /* ---- POST /result/{job_id} ---- */
 
 /* The last result of a round is in: observe, move to the next round, answer early askers. */
-static void finish_round(zeus__registry *r, job *j) {
+static void finish_round(zeus__job_table *r, job *j) {
   size_t w = (size_t)j->info.world_size;
   if (r->o.dump_data && zeus_pfo_save_prof(j->dir, j->round, j->results, w)) {
     char what[64];
@@ -467,14 +473,14 @@ static void finish_round(zeus__registry *r, job *j) {
   maybe_answer_all(r, j, SIZE_MAX);
 }
 
-int zeus__registry_post_result(zeus__registry *r, const char *job_id, const char *body, size_t len,
+int zeus__job_table_post_result(zeus__job_table *r, const char *job_id, const char *body, size_t len,
                                zeus__reply *reply) {
   zeus_pfo_prof_result res;
   int rc = zeus_pfo_prof_result_from_json(body, len, "ProfilingResult", &res);
   int status;
   pthread_mutex_lock(&r->mu);
   job *j = find_job(r, job_id);
-  if (!j) { status = zeus__reply_error(reply, 404, "unknown job id (register the job first, or it was removed after being idle)"); goto out; }
+  if (!j) { status = reply_unknown_job(reply); goto out; }
   j->last_active = zeus_monotonic_s();
   if (rc) { status = reply_zeus_error(reply, rc); goto out; }
   if (res.rank >= j->info.world_size) {
@@ -504,7 +510,7 @@ out:
   return status;
 }
 
-void zeus__registry_cancel_waiter(zeus__registry *r, void *waiter) {
+void zeus__job_table_cancel_waiter(zeus__job_table *r, void *waiter) {
   pthread_mutex_lock(&r->mu);
   for (job *j = r->jobs; j; j = j->next)
     for (size_t i = 0; i < (size_t)j->info.world_size; i++)
@@ -512,7 +518,7 @@ void zeus__registry_cancel_waiter(zeus__registry *r, void *waiter) {
   pthread_mutex_unlock(&r->mu);
 }
 
-int zeus__registry_reap(zeus__registry *r, double now) {
+int zeus__job_table_reap(zeus__job_table *r, double now) {
   int n = 0;
   pthread_mutex_lock(&r->mu);
   for (job **pp = &r->jobs; *pp;) {
@@ -533,7 +539,7 @@ int zeus__registry_reap(zeus__registry *r, double now) {
   return n;
 }
 
-size_t zeus__registry_njobs(zeus__registry *r) {
+size_t zeus__job_table_njobs(zeus__job_table *r) {
   pthread_mutex_lock(&r->mu);
   size_t n = r->njobs;
   pthread_mutex_unlock(&r->mu);

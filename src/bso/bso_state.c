@@ -1,4 +1,4 @@
-/* state.c: the batch-size optimizer's whole state as JSON and back, exactly (17 significant
+/* bso_state.c: the batch-size optimizer's whole state as JSON and back, exactly (17 significant
  * digits; infinities as strings; generator words as hex strings). */
 #include <inttypes.h>
 #include <math.h>
@@ -122,7 +122,7 @@ int zeus_bso_save_state(const zeus_bso *b, char **out) {
 static int get_longs(const json_t *obj, const char *key, long **out, size_t *n) {
   json_t *a;
   int rc = zeus__json_req_array(obj, key, CTX, &a);
-  if (rc) return zeus__recode_error(ZEUS_EPARSE);
+  if (rc) return zeus__error_recode(ZEUS_EPARSE);
   size_t m = json_array_size(a);
   long *v = malloc((m ? m : 1) * sizeof *v);
   if (!v) return zeus__oom("loading the batch-size optimizer");
@@ -142,7 +142,7 @@ static int get_longs(const json_t *obj, const char *key, long **out, size_t *n) 
 static int get_long(const json_t *obj, const char *key, long *out) {
   long long v;
   int rc = zeus__json_req_int(obj, key, CTX, &v);
-  if (rc) return zeus__recode_error(ZEUS_EPARSE);
+  if (rc) return zeus__error_recode(ZEUS_EPARSE);
   *out = (long)v;
   return ZEUS_OK;
 }
@@ -203,7 +203,7 @@ static int load_explorer(zeus_bso *b, const json_t *ex) {
   if (!rc) rc = get_long(ex, "expecting", &expecting);
   if (!rc) rc = get_long(ex, "default", &def);
   if (!rc) rc = get_dbl(ex, "best_cost", &b->ex.best_cost);
-  if (!rc && zeus__json_req_string(ex, "direction", CTX, &dir)) rc = zeus__recode_error(ZEUS_EPARSE);
+  if (!rc && zeus__json_req_string(ex, "direction", CTX, &dir)) rc = zeus__error_recode(ZEUS_EPARSE);
   if (rc) return rc;
   if (round < 0 || round > b->o.num_pruning_rounds || center < 0 || pos < 0 ||
       (strcmp(dir, "up") != 0 && strcmp(dir, "down") != 0) || (expecting != 0 && !zeus__bso_has(b, expecting)) ||
@@ -221,7 +221,7 @@ static int load_explorer(zeus_bso *b, const json_t *ex) {
 static int load_bandit(zeus_bso *b, const json_t *mab) {
   json_t *arms, *rng;
   if (zeus__json_req_array(mab, "arms", CTX, &arms) || zeus__json_req_array(mab, "rng", CTX, &rng))
-    return zeus__recode_error(ZEUS_EPARSE);
+    return zeus__error_recode(ZEUS_EPARSE);
   size_t n = json_array_size(arms);
   if (n == 0 || json_array_size(rng) != 4) return zeus__error(ZEUS_EPARSE, "%s: the bandit needs arms and 4 generator words", CTX);
   long *ids = malloc(n * sizeof *ids);
@@ -272,7 +272,7 @@ int zeus_bso_load_state(zeus_bso **out, const char *text) {
   if (!rc) rc = get_longs(root, "batch_sizes", &bs, &n);
   if (!rc) rc = get_long(root, "default_batch_size", &def);
   if (!rc && (zeus__json_req_object(root, "options", CTX, &opts) || zeus__json_req_array(root, "history", CTX, &hist)))
-    rc = zeus__recode_error(ZEUS_EPARSE);
+    rc = zeus__error_recode(ZEUS_EPARSE);
   if (!rc) rc = get_dbl(opts, "prior_mean", &o.prior_mean);
   if (!rc) rc = get_dbl(opts, "prior_precision", &o.prior_precision);
   if (!rc) rc = get_long(opts, "window_size", &o.window_size);
@@ -297,22 +297,7 @@ int zeus_bso_load_state(zeus_bso **out, const char *text) {
     rc = zeus__json_get_double(json_array_get(pair, 1), CTX, "history", &reward);
     if (!rc && (!zeus__bso_has(b, hbs) || !isfinite(reward)))
       rc = zeus__error(ZEUS_EPARSE, "%s: history[%zu] is not an observation of the job", CTX, i);
-    if (!rc) {
-      if (b->hist_n == b->hist_cap) {
-        size_t cap = b->hist_cap ? 2 * b->hist_cap : 16;
-        long *nb = realloc(b->hist_bs, cap * sizeof *nb);
-        double *nr = nb ? realloc(b->hist_reward, cap * sizeof *nr) : NULL;
-        if (nb) b->hist_bs = nb;
-        if (nr) b->hist_reward = nr;
-        if (!nb || !nr) {
-          rc = zeus__oom("loading the batch-size optimizer");
-          break;
-        }
-        b->hist_cap = cap;
-      }
-      b->hist_bs[b->hist_n] = hbs;
-      b->hist_reward[b->hist_n++] = reward;
-    }
+    if (!rc && (rc = zeus__bso_hist_append(b, hbs, reward))) break;
   }
   json_t *ex = rc ? NULL : json_object_get(root, "explorer");
   if (!rc && !json_is_object(ex)) rc = zeus__error(ZEUS_EPARSE, "%s: missing object 'explorer'", CTX);
