@@ -376,9 +376,12 @@ static void remove_layer(zeus__leases *L, unsigned gpu, zeus__setting s, unsigne
     }
   } else {
     k->l[i + 1].replaced = y->replaced;
+    char above[192];
+    zeus__lease_describe(k->l[i + 1].who, above, sizeof above);
+    dval_text(s, &y->replaced, to, sizeof to);
     zeus__log(ZEUS_LOG_INFO, "daemon",
-              "GPU %u: %s of %s leaves under %s, which now gives back what %s had replaced (%s)", gpu,
-              SETTING_NAMES[s], desc, "a later holder", "it", why);
+              "GPU %u: %s of %s leaves (%s); %s, which overrode it, now gives back %s when it goes", gpu,
+              SETTING_NAMES[s], desc, why, above, to);
   }
   memmove(&k->l[i], &k->l[i + 1], (k->n - i - 1) * sizeof k->l[0]);
   k->n--;
@@ -564,10 +567,9 @@ json_t *zeus__leases_json(zeus__leases *L) {
       }
     char desc[192];
     zeus__lease_describe(l, desc, sizeof desc);
-    json_t *o = json_pack("{s:s,s:s,s:s,s:o}", "id", desc, "kind", kinds[l->kind], "holder", desc, "settings", settings);
     char id[16];
     snprintf(id, sizeof id, "L%u", l->id);
-    json_object_set_new(o, "id", json_string(id));
+    json_t *o = json_pack("{s:s,s:s,s:s,s:o}", "id", id, "kind", kinds[l->kind], "holder", desc, "settings", settings);
     json_object_set_new(o, "pid", l->pid ? json_integer(l->pid) : json_null());
     json_object_set_new(o, "uid", l->kind == ZEUS__LEASE_ANONYMOUS ? json_null() : json_integer(l->uid));
     json_object_set_new(o, "process", l->comm[0] ? json_string(l->comm) : json_null());
