@@ -278,6 +278,8 @@ const char *zeus__dparam(zeus__dreq *q, const char *name);
 /* The device side of the lease table, and the wake-up of the reaper. */
 extern const zeus__lease_dev zeus__daemon_lease_dev;
 void zeus__daemon_wake(zeus_daemon *d);
+/* Runs the queued non-blocking writes now, so that a read sees them. */
+void zeus__daemon_sync(zeus_daemon *d);
 /* HTTP status of a device error code. */
 int zeus__dstatus_of(int zeus_code);
 

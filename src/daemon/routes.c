@@ -369,6 +369,7 @@ static int h_gpu_read(zeus__dreq *q) {
   if (unknown_params(q, names, &mhd)) return mhd;
   unsigned ids[ZEUS_MAX_GPUS], n;
   if (!param_ids(q, false, false, ids, &n, &mhd)) return mhd;
+  zeus__daemon_sync(d); /* a block=false write made before this read is in place first */
   errs e = {0};
   json_t *out = json_object(), *power = q->route == ZEUS__R_GPU_POWER ? json_object() : NULL;
   for (unsigned k = 0; k < n; k++) {

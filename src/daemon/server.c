@@ -421,6 +421,12 @@ static int dev_write(void *ctx, unsigned gpu, zeus__setting s, const zeus__dval 
 
 const zeus__lease_dev zeus__daemon_lease_dev = {dev_read, dev_write, NULL};
 
+void zeus__daemon_sync(zeus_daemon *d) {
+  zeus__leases_lock(d->L);
+  drain_queue(d);
+  zeus__leases_unlock(d->L);
+}
+
 /* The worker drains the queue under the lease table's lock, waiting on qcv with that lock. */
 static void *worker_main(void *arg) {
   zeus_daemon *d = arg;
