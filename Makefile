@@ -2,13 +2,14 @@
 # Each installs missing Debian packages itself (scripts/deps.sh), configures and builds.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+MIN_BUILD  ?= build-minimal
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 ifeq ($(ZEUS_WERROR),1)
 CMAKE_FLAGS += -DZEUS_WERROR=ON
 endif
 
-.PHONY: all deps deps-build build demo check test test-asan bench install clean
+.PHONY: all deps deps-build build demo check test test-asan test-minimal bench install clean
 
 all: build
 
@@ -33,8 +34,17 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE nosan
 
-check: test test-asan
-	@echo "make check: all test suites passed (normal and ASan+UBSan builds)"
+# libzeus without its optional components (cmake/components.cmake): no libmicrohttpd, libcurl or
+# SQLite. Part of `make check` (and so of CI, .ci/run) because any change can break it (a module
+# that starts to call into a component), and a developer should see that before pushing.
+MIN_FLAGS = -DZEUS_WITH_PFO_SERVER=OFF -DZEUS_WITH_PFO_CLIENT=OFF -DZEUS_WITH_RUN=OFF -DZEUS_BENCH=OFF
+test-minimal: deps
+	cmake -S . -B $(MIN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(MIN_FLAGS) $(CMAKE_FLAGS)
+	cmake --build $(MIN_BUILD) -j $(JOBS)
+	cd $(MIN_BUILD) && ctest --output-on-failure -j $(JOBS)
+
+check: test test-asan test-minimal
+	@echo "make check: all test suites passed (normal, ASan+UBSan and minimal builds)"
 
 bench: build
 	cmake --build $(BUILD) --target benchmarks -j $(JOBS)
@@ -44,4 +54,4 @@ install: build
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(MIN_BUILD)

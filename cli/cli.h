@@ -2,7 +2,9 @@
  *
  * A subcommand is `int cmd_<name>(int argc, char **argv)` where argv[0] is the subcommand's own
  * name; it returns the process exit code (0 ok, 1 failure, 2 usage error). Register it in the
- * table of cli/main.c. Every subcommand answers --help with what it does, an example, and the
+ * table of cli/main.c; a command of an optional component is registered as CLI_COMPONENT(cmd_x)
+ * and named in its zeus_component() call (cmake/components.cmake), which leaves it out of builds
+ * without the component. Every subcommand answers --help with what it does, an example, and the
  * environment variables it reads. */
 #ifndef ZEUS_CLI_H
 #define ZEUS_CLI_H

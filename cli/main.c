@@ -10,27 +10,37 @@
 
 typedef struct {
   const char *name;
-  int (*fn)(int argc, char **argv);
+  int (*fn)(int argc, char **argv); /* NULL: its component was left out of this build */
+  const char *option;               /* the component's CMake option, for commands of one */
+  const char *deps;                 /* the libraries that component needs */
   const char *summary;
 } command;
 
+/* A command of an optional component (cmake/components.cmake, COMMANDS): the build defines
+ * ZEUS_CLI_HAVE_<fn> (0 or 1), ZEUS_CLI_OPTION_<fn> and ZEUS_CLI_DEPS_<fn>. */
+#define CLI_IF_0(fn) NULL
+#define CLI_IF_1(fn) fn
+#define CLI_IF(have, fn) CLI_IF_EXPAND(have, fn)
+#define CLI_IF_EXPAND(have, fn) CLI_IF_##have(fn)
+#define CLI_COMPONENT(fn) CLI_IF(ZEUS_CLI_HAVE_##fn, fn), ZEUS_CLI_OPTION_##fn, ZEUS_CLI_DEPS_##fn
+
 static const command commands[] = {
-    {"gpus", cmd_gpus, "list GPUs, their power limits, clocks and energy counters"},
-    {"monitor", cmd_monitor, "measure the energy of a command, or sample power"},
-    {"frontier", cmd_frontier,
+    {"gpus", cmd_gpus, NULL, NULL, "list GPUs, their power limits, clocks and energy counters"},
+    {"monitor", cmd_monitor, NULL, NULL, "measure the energy of a command, or sample power"},
+    {"frontier", cmd_frontier, NULL, NULL,
      "time–energy frontier of a pipeline (Perseus optimizer) from a profile"},
-    {"pfo-server", cmd_pfo_server, "serve Perseus per-instruction GPU frequency schedules"},
-    {"plo", cmd_plo,
+    {"pfo-server", CLI_COMPONENT(cmd_pfo_server), "serve Perseus per-instruction GPU frequency schedules"},
+    {"plo", cmd_plo, NULL, NULL,
      "power-limit optimizer: replay a measured profile, or a demo on simulated GPUs"},
-    {"run", cmd_run, "run a recurring training job under the batch-size optimizer (SQLite state)"},
-    {"simulate", cmd_simulate,
+    {"run", CLI_COMPONENT(cmd_run), "run a recurring training job under the batch-size optimizer (SQLite state)"},
+    {"simulate", cmd_simulate, NULL, NULL,
      "replay the NSDI'23 traces through the batch-size and power-limit\n"
      "               optimizers"},
-#if ZEUS_WITH_DAEMON
-    {"daemon", cmd_daemon, "the privileged daemon (zeusd's API) that gives GPU settings back\n"
+    {"daemon", CLI_COMPONENT(cmd_daemon),
+     "the privileged daemon (zeusd's API) that gives GPU settings back\n"
      "               when the client that changed them dies"},
-#endif
 };
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -40,8 +50,17 @@ static void usage(FILE *out) {
           "GPU energy measurement and optimization for deep-learning training.\n"
           "\n"
           "Commands:\n");
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+  bool left_out = false;
+  for (size_t i = 0; i < NCOMMANDS; i++) {
+    if (commands[i].fn) fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    else left_out = true;
+  }
+  if (left_out) {
+    fprintf(out, "\nNot in this build (their component was configured out):\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+      if (!commands[i].fn)
+        fprintf(out, "  %-12s %s=ON, needs %s\n", commands[i].name, commands[i].option, commands[i].deps);
+  }
   fprintf(
       out,
       "\n"
@@ -63,9 +82,6 @@ static void usage(FILE *out) {
       "Output: a --json report is one JSON document on standard output, its keys in SI units\n"
       "(_w, _j, _s, _mhz); a command that runs a child leaves standard output to the child and\n"
       "writes its text report to standard error, or to -o FILE (README, \"Output\").\n");
-#if !ZEUS_WITH_DAEMON
-  fprintf(out, "\nNot in this build: 'zeus daemon' (configured with -DZEUS_WITH_DAEMON=OFF).\n");
-#endif
 }
 
 void cli_error(const char *cmd, bool with_zeus_error, const char *fmt, ...) {
@@ -231,8 +247,13 @@ int main(int argc, char **argv) {
     name = argv[2];
     help = true;
   }
-  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+  for (size_t i = 0; i < NCOMMANDS; i++) {
     if (strcmp(commands[i].name, name) == 0) {
+      if (!commands[i].fn) {
+        fprintf(stderr, "zeus: '%s' is not part of this build: configure with -D%s=ON (needs %s)\n", name,
+                commands[i].option, commands[i].deps);
+        return CLI_EXIT_USAGE;
+      }
       if (help) {
         char *hargv[] = {(char *)name, (char *)"--help", NULL};
         return commands[i].fn(2, hargv);

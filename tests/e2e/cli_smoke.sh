@@ -156,9 +156,14 @@ assert d["backend"] == "none" and d["gpus"] == [] and "/nonexistent/libnvidia-ml
 ZEUS_GPU_BACKEND=none expect_ok "an explicit 'none' backend is not an error" "$ZEUS" gpus
 
 # pfo-server without a plan: exit 2, naming the scheduler to try it with
-expect_code "pfo-server without a plan is a usage error" 2 "$ZEUS" pfo-server --port 0
-expect_err_has "pfo-server without a plan says which scheduler to try" "--scheduler AllMaxFrequency" "$ZEUS" pfo-server --port 0
-expect_err_has "pfo-server: did you mean" "did you mean '--port'" "$ZEUS" pfo-server --prot 1
+if zeus_has pfo-server; then
+  expect_code "pfo-server without a plan is a usage error" 2 "$ZEUS" pfo-server --port 0
+  expect_err_has "pfo-server without a plan says which scheduler to try" "--scheduler AllMaxFrequency" \
+    "$ZEUS" pfo-server --port 0
+  expect_err_has "pfo-server: did you mean" "did you mean '--port'" "$ZEUS" pfo-server --prot 1
+else
+  skip_part "pfo-server"
+fi
 expect_err_has "zeus: a misspelled command gets a suggestion" "did you mean 'monitor'" "$ZEUS" moniter
 expect_code "measure_power_limits --help does not run the example" 0 "$ZEUS_BUILD_DIR/measure_power_limits" --help
 out=$(ZEUS_GPU_BACKEND=none "$ZEUS_BUILD_DIR/measure_power_limits" --help)

@@ -24,6 +24,10 @@ expect_err_has() {
   local err; err=$("$@" 2>&1 >/dev/null)
   if echo "$err" | grep -Fq -- "$re"; then pass "$name"; else fail "$name (stderr lacks '$re')"; echo "$err" | head -20 | sed 's/^/    /'; fi
 }
+# zeus_has COMMAND: whether this build has a zeus command (optional components can leave some
+# out: cmake/components.cmake). A test of a left-out command says so and moves on.
+zeus_has() { "$ZEUS" "$1" --help >/dev/null 2>&1; }
+skip_part() { echo "skip - $* (not in this build)"; }
 finish() {
   rm -f /tmp/zeus-e2e-out.$$
   echo "$PASSED passed, $FAILED failed"

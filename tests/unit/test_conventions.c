@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include <zeus.h>
+#include <zeus/config.h>
 
 static void opts_init_fills_the_documented_defaults(void **state) {
   (void)state;
@@ -47,6 +48,7 @@ static void opts_init_fills_the_documented_defaults(void **state) {
   assert_null(j.monitor);
   assert_false(j.no_signal_handlers);
 
+#if ZEUS_HAVE_PFO_SERVER
   /* _init reads no environment; _from_env does. */
   setenv("ZEUS_PFO_SCHEDULER", "AllMaxFrequency", 1);
   zeus_pfo_server_opts so;
@@ -62,12 +64,15 @@ static void opts_init_fills_the_documented_defaults(void **state) {
   assert_zeus_ok(zeus_pfo_server_opts_from_env(&so));
   assert_string_equal(so.scheduler, "AllMaxFrequency");
   unsetenv("ZEUS_PFO_SCHEDULER");
+#endif
 
+#if ZEUS_HAVE_PFO_CLIENT
   zeus_pfo_controller_opts co;
   memset(&co, 0x5a, sizeof co);
   zeus_pfo_controller_opts_init(&co);
   assert_false(co.no_signal_handlers);
   assert_near(co.poll_interval_s, 0.0005, 0);
+#endif
 }
 
 /* A monitor opened with zeus_monitor_opts_init's options measures what a NULL-options monitor

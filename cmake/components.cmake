@@ -1,0 +1,153 @@
+# Optional components of libzeus. Everything about a component is in its one zeus_component()
+# call below; the rest of the build only reads the variables it sets. To add one (a daemon, an
+# exporter): write its sources in a folder of its own under src/, its commands as
+# cli/cmd_<name>.c registered in cli/main.c with CLI_COMPONENT(cmd_<name>), and add a call here.
+#
+# zeus_component(<NAME>
+#   DOC "<what it is>"         help of the option ZEUS_WITH_<NAME> (ON by default)
+#   SOURCES <dir>...           folders under the source tree whose *.c files belong to it
+#   PKGS <module>...           pkg-config modules it links (REQUIRED when ON; then listed in
+#                              zeus.pc and the CMake package; never linked when OFF)
+#   COMMANDS <command>...      zeus subcommands it enables (cli/cmd_<command, - as _>.c); the CLI
+#                              leaves them out when OFF and says so in --help
+#   USED_BY <glob>...          tests, examples, benchmarks and Python test files that need it:
+#                              left out of the build and the test suite when OFF)
+#
+# Results, for the rest of the build:
+#   ZEUS_WITH_<NAME>           the option (ON/OFF)
+#   ZEUS_COMPONENT_LIBS        imported targets libzeus links
+#   ZEUS_COMPONENT_PKGS        pkg-config modules of the components built
+#   ZEUS_LEFT_OUT              absolute paths of every file of the components left out
+#   ZEUS_PKGS_LEFT_OUT         their pkg-config modules (space-separated; libzeus must not link them)
+#   ZEUS_PKGS_BUILT            the same for the components built (space-separated)
+#   ZEUS_COMMANDS_LEFT_OUT     zeus commands left out, and ZEUS_COMMANDS_BUILT those built (spaces)
+#   ZEUS_CONFIG_HAVE           the #define lines of zeus/config.h (ZEUS_HAVE_<NAME> 0 or 1)
+#   ZEUS_CLI_DEFINITIONS       compile definitions telling cli/main.c which commands exist
+#   ZEUS_COMPONENT_SUMMARY     one line per component for the configure log
+# and zeus_left_out(<path> <var>): whether a file belongs to a component left out.
+
+set(ZEUS_COMPONENT_LIBS "")
+set(ZEUS_COMPONENT_PKGS "")
+set(ZEUS_LEFT_OUT "")
+set(ZEUS_CONFIG_HAVE "")
+set(ZEUS_CLI_DEFINITIONS "")
+set(ZEUS_PKGS_LEFT_OUT "")
+set(ZEUS_PKGS_BUILT "")
+set(ZEUS_COMMANDS_LEFT_OUT "")
+set(ZEUS_COMMANDS_BUILT "")
+
+function(zeus_component name)
+  cmake_parse_arguments(C "" "DOC" "SOURCES;PKGS;COMMANDS;USED_BY" ${ARGN})
+  option(ZEUS_WITH_${name} "${C_DOC}" ON)
+  set(libs ${ZEUS_COMPONENT_LIBS})
+  set(pkgs ${ZEUS_COMPONENT_PKGS})
+  set(left ${ZEUS_LEFT_OUT})
+  set(defs ${ZEUS_CLI_DEFINITIONS})
+  string(REPLACE ";" " " deps "${C_PKGS}")
+  string(REPLACE ";" " " cmds "${C_COMMANDS}")
+  if(ZEUS_WITH_${name})
+    set(have 1)
+    set(ZEUS_PKGS_BUILT "${ZEUS_PKGS_BUILT} ${deps}" PARENT_SCOPE)
+    set(ZEUS_COMMANDS_BUILT "${ZEUS_COMMANDS_BUILT} ${cmds}" PARENT_SCOPE)
+    foreach(p ${C_PKGS})
+      string(TOUPPER "ZEUS_PKG_${p}" var)
+      string(MAKE_C_IDENTIFIER "${var}" var)
+      pkg_check_modules(${var} REQUIRED IMPORTED_TARGET ${p})
+      list(APPEND libs PkgConfig::${var})
+      list(APPEND pkgs ${p})
+    endforeach()
+  else()
+    set(have 0)
+    set(ZEUS_PKGS_LEFT_OUT "${ZEUS_PKGS_LEFT_OUT} ${deps}" PARENT_SCOPE)
+    set(ZEUS_COMMANDS_LEFT_OUT "${ZEUS_COMMANDS_LEFT_OUT} ${cmds}" PARENT_SCOPE)
+    foreach(d ${C_SOURCES})
+      file(GLOB f CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/${d}/*.c)
+      list(APPEND left ${f})
+    endforeach()
+    foreach(g ${C_USED_BY})
+      file(GLOB f CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/${g})
+      list(APPEND left ${f})
+    endforeach()
+  endif()
+  foreach(cmd ${C_COMMANDS})
+    string(REPLACE "-" "_" fn "cmd_${cmd}")
+    if(NOT have)
+      list(APPEND left ${CMAKE_SOURCE_DIR}/cli/${fn}.c)
+    endif()
+    list(APPEND defs "ZEUS_CLI_HAVE_${fn}=${have}" "ZEUS_CLI_OPTION_${fn}=\"ZEUS_WITH_${name}\""
+         "ZEUS_CLI_DEPS_${fn}=\"${deps}\"")
+  endforeach()
+  list(REMOVE_DUPLICATES libs)
+  list(REMOVE_DUPLICATES pkgs)
+  set(ZEUS_COMPONENT_LIBS "${libs}" PARENT_SCOPE)
+  set(ZEUS_COMPONENT_PKGS "${pkgs}" PARENT_SCOPE)
+  set(ZEUS_LEFT_OUT "${left}" PARENT_SCOPE)
+  set(ZEUS_CLI_DEFINITIONS "${defs}" PARENT_SCOPE)
+  set(ZEUS_CONFIG_HAVE "${ZEUS_CONFIG_HAVE}/* ${C_DOC} (needs ${deps}) */\n#define ZEUS_HAVE_${name} ${have}\n"
+      PARENT_SCOPE)
+  if(have)
+    set(state "ON (${deps})")
+  else()
+    set(state "OFF (left out: ${deps})")
+  endif()
+  set(ZEUS_COMPONENT_SUMMARY "${ZEUS_COMPONENT_SUMMARY}  ZEUS_WITH_${name}: ${state}\n" PARENT_SCOPE)
+endfunction()
+
+function(zeus_left_out path var)
+  get_filename_component(abs ${path} ABSOLUTE)
+  if(abs IN_LIST ZEUS_LEFT_OUT)
+    set(${var} TRUE PARENT_SCOPE)
+  else()
+    set(${var} FALSE PARENT_SCOPE)
+  endif()
+endfunction()
+
+# ---- the components -------------------------------------------------------------------------
+
+zeus_component(PFO_SERVER
+  DOC "the Perseus server: zeus pfo-server, zeus/pfo_server.h"
+  SOURCES src/pfo_server
+  PKGS libmicrohttpd
+  COMMANDS pfo-server
+  USED_BY tests/unit/test_pfo_server.c tests/unit/test_pfo_sched.c tests/unit/test_pfo_client*.c
+          tests/e2e/pfo_server_sigterm.sh tests/e2e/pipeline_sim.sh tests/fuzz/fuzz_pfo_bodies.c
+          tests/mpi/test_pfo_client_mpi.c bench/bench_pfo_server.c bench/bench_pfo_client.c
+          python/tests/test_pipeline_frequency.py)
+
+zeus_component(PFO_CLIENT
+  DOC "the Perseus client in each rank: zeus/pfo_client.h"
+  SOURCES src/pfo_client
+  PKGS libcurl
+  USED_BY tests/unit/test_pfo_client*.c tests/e2e/pipeline_sim.sh tests/mpi/test_pfo_client_mpi.c
+          examples/pipeline_sim.c bench/bench_pfo_client.c python/tests/test_pipeline_frequency.py)
+
+zeus_component(RUN
+  DOC "the recurring-job driver: zeus run, zeus/run.h"
+  SOURCES src/run
+  PKGS sqlite3
+  COMMANDS run
+  USED_BY tests/unit/test_run.c tests/e2e/bso_cli.sh tests/e2e/bso_valgrind.sh)
+
+zeus_component(DAEMON
+  DOC "zeus daemon: the privileged daemon with zeusd's API and leases, zeus/daemon.h (the device
+layer's client of a daemon is always built)"
+  SOURCES src/daemon
+  PKGS libmicrohttpd libcrypto
+  COMMANDS daemon
+  USED_BY tests/unit/test_daemon_*.c tests/e2e/daemon_*.sh tests/e2e/install_daemon_unit.sh
+          bench/bench_daemon.c python/tests/test_daemon.py)
+
+# A library still linked by a component that was built (two components may share one) is not
+# "left out".
+separate_arguments(zeus_left_pkgs UNIX_COMMAND "${ZEUS_PKGS_LEFT_OUT}")
+if(zeus_left_pkgs)
+  list(REMOVE_DUPLICATES zeus_left_pkgs)
+  if(ZEUS_COMPONENT_PKGS)
+    list(REMOVE_ITEM zeus_left_pkgs ${ZEUS_COMPONENT_PKGS})
+  endif()
+endif()
+string(REPLACE ";" " " ZEUS_PKGS_LEFT_OUT "${zeus_left_pkgs}")
+string(REPLACE ";" " " ZEUS_PKGS_BUILT "${ZEUS_COMPONENT_PKGS}")
+if(ZEUS_LEFT_OUT)
+  list(REMOVE_DUPLICATES ZEUS_LEFT_OUT)
+endif()
