@@ -52,6 +52,7 @@ wait_line() {
 # start_holder NAME GPU MW [env...]: a client that sets a limit and waits; its pid in $HOLDER.
 start_holder() {
   local name=$1 gpu=$2 mw=$3; shift 3
+  rm -f "$tmp/$name.out" "$tmp/$name.err"   # a "held" of an earlier holder of that name is not this one's
   env ZEUSD_SOCK_PATH="$SOCK" "$@" "$CLIENT" hold "$gpu" "$mw" >"$tmp/$name.out" 2>"$tmp/$name.err" &
   HOLDER=$!
   PIDS+=("$HOLDER")
