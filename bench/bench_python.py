@@ -50,18 +50,18 @@ def main():
         save_profile
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "profile.json")
-        save_profile(path, [PowerLimitMeasurement(300, 100.0, 1.0), PowerLimitMeasurement(200, 80.0, 1.2)])
+        save_profile(path, [PowerLimitMeasurement(power_limit=300, energy=100.0, time=1.0), PowerLimitMeasurement(power_limit=200, energy=80.0, time=1.2)])
         done = GlobalPowerLimitOptimizer(mon, Energy(), profile_path=path)
-        assert done.state == PLOState.DONE
+        assert done.state_kind == PLOState.DONE
         us, loop = per_call_us(done.on_step_begin, 2_000_000)
         print(f"on_step_begin in Done:             {us:7.3f} us per call   (target <= 0.15 us; "
               f"the loop alone {loop:.3f} us)")
         done.close()
     prof = GlobalPowerLimitOptimizer(mon, Energy(), wait_steps=0, warmup_steps=0, profile_steps=10**15)
     prof.on_step_begin()  # sets the first limit and begins the window
-    assert prof.state == PLOState.PROFILING
+    assert prof.state_kind == PLOState.PROFILING
     us, loop = per_call_us(prof.on_step_begin, 500_000)
-    assert prof.state == PLOState.PROFILING
+    assert prof.state_kind == PLOState.PROFILING
     print(f"on_step_begin while profiling:     {us:7.3f} us per call   (target <= 1 us)")
     prof.close()
     mon.close()

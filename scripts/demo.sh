@@ -62,6 +62,21 @@ step "zeus run ... --recurrences 0 --json | head -24   # the history and the opt
   --lr 0.1 --optimizer adam --recurrences 0 --log-base "$logs" --json \
   -- "$build/trainee_sim" --bs {bs} --lr {lr} --seed {seed} --epochs {epochs} 2>/dev/null | head -24
 rm -rf "$logs"
+py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3 || true)
+if [ -n "$py" ]; then
+  pylogs=$(mktemp -d)
+  step "zeus run ... -- python3 examples/python/train_zeus_run.py --bs {bs} --lr {lr} --seed {seed} --epochs {epochs}   # a Python trainee (zeusc.run.ZeusDataLoader)"
+  # One simulated GPU: a single-process ZeusDataLoader trains on one GPU, as the original.
+  ZEUS_SIM_GPUS=1 ZEUSC_LIBRARY="$build/libzeus.so" PYTHONPATH="$(pwd)/python${PYTHONPATH:+:$PYTHONPATH}" \
+    "$Z" run --batch-sizes 32,64,128,256,512 --default-bs 128 --target-metric 0.80 --max-epochs 40 \
+    --lr 0.2 --optimizer adam --recurrences 5 --log-base "$pylogs" \
+    -- "$py" examples/python/train_zeus_run.py --bs {bs} --lr {lr} --seed {seed} --epochs {epochs} 2>&1 \
+    | grep -v '^\[zeus run\] [$l]' | grep -E '^(train_zeus_run|\[zeus run\])'
+  rm -rf "$pylogs"
+else
+  echo
+  echo "(the Python trainee skipped: no python3)"
+fi
 trace=${ZEUS_TRACE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data/nsdi23-trace}
 if [ -d "$trace" ]; then
   step "zeus simulate --trace-dir $trace --gpu v100 --all   # the NSDI'23 traces"

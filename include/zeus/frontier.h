@@ -40,8 +40,11 @@ typedef enum zeus_frontier_instr {
 /* Loads a profile CSV with (at least) the columns stage,instruction,frequency,time,energy
  * (other columns, such as rank, are ignored): one row per stage, instruction ("forward" or
  * "backward"), SM clock in MHz, time in seconds and energy in joules.
- * Errors: ZEUS_ENOENT/ZEUS_EIO (file), ZEUS_EPARSE naming the file, line and column (missing
- * column, non-numeric value, unknown instruction, negative stage, time <= 0, energy < 0). */
+ * A UTF-8 byte-order mark before the header is skipped. The file must be a regular file
+ * (not a FIFO or device, which could block or never end) of at most 64 MiB.
+ * Errors: ZEUS_ENOENT/ZEUS_EPERM/ZEUS_EIO (file), ZEUS_EINVAL (not a regular file), ZEUS_ERANGE
+ * (larger than 64 MiB), ZEUS_EPARSE naming the file, line and column (missing column,
+ * non-numeric value, unknown instruction, negative stage, time <= 0, energy < 0). */
 ZEUS_EXTERN int zeus_frontier_profile_load(zeus_frontier_profile **out /* out */, const char *path);
 
 /* An empty profile to fill with zeus_frontier_profile_add() (for callers that hold the
@@ -91,6 +94,22 @@ typedef enum zeus_frontier_slack {
   ZEUS_FRONTIER_SLACK_KEEP = 1
 } zeus_frontier_slack;
 
+/* Where a running solve stands, for a progress display. Points run from the all-slowest
+ * iteration time down to the all-fastest one, one time unit (or more) per point. */
+typedef struct zeus_frontier_progress {
+  size_t points;          /* points recorded so far (>= 1) */
+  double time_s;          /* the latest point's iteration time (quantised) */
+  double slowest_time_s;  /* the first point's: where the solve started */
+  double fastest_time_s;  /* the all-fastest plan's: where it ends (unless max_iterations) */
+  size_t max_points;      /* the most points the solve can record (the time range in units + 1,
+                           * or max_iterations) */
+} zeus_frontier_progress;
+
+/* Called by zeus_frontier_solve() after every point, on the solving thread. Return 0 to go on,
+ * non-zero to stop after this point (the frontier keeps the points so far, as max_iterations
+ * does). It must not call into the frontier being solved. */
+typedef int (*zeus_frontier_progress_fn)(const zeus_frontier_progress *p, void *ctx);
+
 /* Zero-initialised fields take the default given; stages and microbatches have none. */
 typedef struct zeus_frontier_opts {
   int stages;              /* pipeline stages S (required, >= 1; the profile must have >= S) */
@@ -106,6 +125,8 @@ typedef struct zeus_frontier_opts {
   /* Accept M < S: a valid but bubble-heavy 1F1B pipeline that never reaches its steady state
    * (every stage warms up with all M forwards, as DeepSpeed's TrainSchedule does). */
   bool allow_fewer_microbatches;
+  zeus_frontier_progress_fn progress; /* NULL: none */
+  void *progress_ctx;
 } zeus_frontier_opts;
 
 /* Fills *o with the defaults (unit time 0.001 s, noise factor 0.95, the rest zero); stages and
@@ -118,7 +139,10 @@ ZEUS_EXTERN void zeus_frontier_opts_init(zeus_frontier_opts *o /* out */);
  * blocking power × S × time_s (the model's iteration energy); eval_* recompute the plan's
  * iteration time and energy from the profile's measured values (critical path over the 1F1B
  * DAG with the plan's clocks; energy of every instruction plus blocking power × idle time of
- * every stage). */
+ * every stage). `dominated` is set when another point's plan is at least as fast and at least as
+ * cheap by these evaluated figures (eval_time_s, eval_energy_j) and better in one of them: a
+ * plan nobody should deploy. The model's points (time_s, cost_*) fall monotonically; the
+ * evaluated ones need not, and on the SOSP'24 profiles most are dominated. */
 typedef struct zeus_frontier_point {
   long iteration;
   long time_units;
@@ -127,14 +151,21 @@ typedef struct zeus_frontier_point {
   double cost_with_blocking_j;
   double eval_time_s;
   double eval_energy_j;
+  bool dominated;
 } zeus_frontier_point;
 
 typedef struct zeus_frontier zeus_frontier;
 
-/* Computes the frontier. The profile is borrowed for the call only. Errors: ZEUS_EINVAL for
- * bad options (microbatches < 1, the profile has fewer stages than `stages`, a stage
- * without options for an instruction, a unit time or noise factor out of range), naming the
- * value; ZEUS_ENOMEM. */
+/* Computes the frontier. The profile is borrowed for the call only. Memory grows with the DAG
+ * (about 0.5 KB per instruction) and the points (about 64 bytes each, plus about 12 bytes per
+ * instruction whose clock differs from the point before), not with points × instructions. Errors: ZEUS_EINVAL for bad options
+ * (microbatches < 1, the profile has fewer stages than `stages`, a stage without options for
+ * an instruction, a unit time or noise factor out of range), naming the value; ZEUS_ERANGE for
+ * a solve past the limits, naming the limit and what to change: more than 1,048,576
+ * instructions (stages × 2 × microbatches), more than 16,777,216 time units between the options'
+ * fastest and slowest times summed over stages and instructions (a unit time far below the
+ * profile's resolution), or more than 4,194,304 points without max_iterations to bound them;
+ * ZEUS_ENOMEM. A solve expected to take more than about a minute logs a warning first. */
 ZEUS_EXTERN int zeus_frontier_solve(zeus_frontier **out /* out */, const zeus_frontier_profile *p,
                                     const zeus_frontier_opts *opts);
 
@@ -162,29 +193,48 @@ ZEUS_EXTERN int zeus_frontier_get_plan(const zeus_frontier *f, size_t i, int sta
 typedef struct zeus_frontier_write_opts {
   long every;  /* write the plan of every N-th point (and the last); 0: every point */
   long sample; /* instead, K plans evenly spaced in iteration time (K >= 2); 0: off */
+  /* Keep only the points no other point dominates (zeus_frontier_point.dominated): in
+   * frontier.csv and among the plans; `every` and `sample` then choose among those. */
+  bool drop_dominated;
 } zeus_frontier_write_opts;
 
 /* Fills *o with the defaults (every plan written). */
 ZEUS_EXTERN void zeus_frontier_write_opts_init(zeus_frontier_write_opts *o /* out */);
 
 /* Writes DIR/frontier.csv (iteration,time_s,cost_j,cost_with_blocking_j,eval_time_s,
- * eval_energy_j; every point) and the plan files DIR/freqs_pipeline_%05d.py (named by
- * iteration; selected by `wo`, NULL: all). DIR is created when missing. Files are written
- * atomically. Errors: ZEUS_EIO naming the path; ZEUS_EINVAL for every and sample both set. */
+ * eval_energy_j,dominated; every point unless wo->drop_dominated) and the plan files
+ * DIR/freqs_pipeline_%05d.py (named by iteration; selected by `wo`, NULL: all). DIR is created
+ * when missing (its parent must exist). Files are written atomically, one plan in memory at a
+ * time. Errors: ZEUS_EIO naming the path; ZEUS_EINVAL for every and sample both set. */
 ZEUS_EXTERN int zeus_frontier_write(const zeus_frontier *f, const char *dir,
                                     const zeus_frontier_write_opts *wo);
 
-/* The frontier.csv text (release with zeus_free()). */
-ZEUS_EXTERN int zeus_frontier_csv(const zeus_frontier *f, char **text /* out */);
+/* How many plan files zeus_frontier_write() writes with `wo` (NULL: all), or a negative
+ * ZEUS_E... code for a bad selection. */
+ZEUS_EXTERN long zeus_frontier_count_plans(const zeus_frontier *f, const zeus_frontier_write_opts *wo);
+
+/* The frontier.csv text: every point, or with wo->drop_dominated only the non-dominated ones
+ * (wo may be NULL). Release it with zeus_free(). */
+ZEUS_EXTERN int zeus_frontier_csv(const zeus_frontier *f, const zeus_frontier_write_opts *wo,
+                                  char **text /* out */);
 
 /* The plan file text of point `i` (release with zeus_free()). ZEUS_ERANGE for a bad point. */
 ZEUS_EXTERN int zeus_frontier_plan_text(const zeus_frontier *f, size_t i, char **text /* out */);
 
-/* An SVG of energy against iteration time: the evaluated points and the model's. */
-ZEUS_EXTERN int zeus_frontier_write_plot_svg(const zeus_frontier *f, const char *path);
+/* An SVG of energy against iteration time (720 × 480 px): the evaluated points (non-dominated
+ * ones joined by a line, dominated ones as light dots), the cost model's, a marker on each plan
+ * that `written` selects (NULL: none marked) and on the minimum-energy plan, SI-prefixed axes
+ * (J, kJ, MJ; ms, s) and a legend placed where it covers no data. Series are decimated to what
+ * the picture can show (a few points per pixel column), so the file stays small however many
+ * points the frontier has. Written atomically; the folder must exist. */
+ZEUS_EXTERN int zeus_frontier_write_plot_svg(const zeus_frontier *f, const char *path,
+                                             const zeus_frontier_write_opts *written);
 
 /* An SVG of point i's pipeline: one row per stage, one box per instruction from its start
- * to its end (measured times), coloured by clock, the critical path outlined. */
+ * to its end (measured times), coloured by clock on one absolute scale (viridis, from the
+ * profile's lowest to its highest clock, so a clock has the same colour in every plan of the
+ * frontier) with a colour bar, the critical path outlined; a box's label (F3, B3) is drawn
+ * where it fits and every box carries a tooltip (<title>) with its instruction, clock and times. */
 ZEUS_EXTERN int zeus_frontier_write_timeline_svg(const zeus_frontier *f, size_t i,
                                                  const char *path);
 

@@ -123,6 +123,10 @@ typedef struct zeus_job_info {
   double cost;
   bool reached;
   bool finished;               /* the result file was written */
+  /* The cost after one more epoch as zeus_job_next_epoch last predicted it; NAN when it made no
+   * prediction (no threshold, profiling, or the job stopped for another reason first). */
+  double predicted_cost;
+  bool stopped_by_cost;        /* the job stopped because predicted_cost reached the threshold */
 } zeus_job_info;
 
 /* Reads and validates the settings, prepares the power profile (loads bs<b>.power.json or

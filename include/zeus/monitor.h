@@ -28,6 +28,7 @@
 ZEUS_BEGIN_DECLS
 
 typedef struct zeus_monitor zeus_monitor;
+typedef struct zeus_measurement zeus_measurement;
 
 /* Zero-initialised (or NULL) means defaults. */
 typedef struct zeus_monitor_opts {
@@ -52,9 +53,18 @@ typedef struct zeus_monitor_opts {
   double poll_interval_s;
   /* Integrate sampled power even on GPUs that have an energy counter. */
   bool force_power_polling;
+  /* Do not log the warning about a window too short for a GPU's energy counter to move (a
+   * caller that reports it in its own way, as the Python binding does with warnings.warn). */
+  bool no_short_window_warning;
+  /* Called at every end_window that is not cancelled, with the measurement just taken, which it
+   * may replace (tests replay recorded windows this way). Runs with the monitor's lock held: it
+   * must not call the monitor. A negative return is end_window's error (the window is closed
+   * all the same, nothing is logged). NULL: none. */
+  int (*end_hook)(void *ctx, const char *key, zeus_measurement *m);
+  void *end_hook_ctx;
 } zeus_monitor_opts;
 
-typedef struct zeus_measurement {
+struct zeus_measurement {
   double time_s;                           /* window length on the backend's clock */
   unsigned num_gpus;
   unsigned gpu_indices[ZEUS_MAX_GPUS];     /* visible GPU index of each entry */
@@ -65,7 +75,8 @@ typedef struct zeus_measurement {
   bool dram_valid[ZEUS_MAX_CPUS];          /* the package has a DRAM zone */
   double dram_energy_j[ZEUS_MAX_CPUS];
   double total_energy_j;                   /* every GPU + every CPU package (DRAM not included) */
-} zeus_measurement;
+  double start_time_s;                     /* when the window began, on the backend's clock */
+};
 
 /* Fills *o with the defaults: every visible GPU, every readable CPU package, polling every
  * 0.05 s where needed. */
@@ -89,6 +100,22 @@ ZEUS_EXTERN int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool c
 
 /* Whether window `key` is open. */
 ZEUS_EXTERN bool zeus_monitor_is_open(zeus_monitor *m, const char *key);
+
+/* The readings window `key` began with: start_time_s (backend clock), time_s (elapsed since, no
+ * device read), gpu_energy_j[k] (GPU k's energy reading at the start in J: its counter, or the
+ * integral of sampled power for a polled GPU, both from an arbitrary origin), cpu_energy_j and
+ * dram_energy_j likewise (dram_valid says which packages have a DRAM zone); total_energy_j is 0.
+ * ZEUS_ENOENT when no such window is open. */
+ZEUS_EXTERN int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement *out /* out */);
+
+/* The open windows, in the order they were begun: their number, and the key of the i-th copied
+ * into buf (NUL-terminated; ZEUS_ERANGE when it does not fit, ZEUS_ENOENT for i out of range).
+ * Each call is a snapshot: windows begun or ended by other threads in between shift the order. */
+ZEUS_EXTERN size_t zeus_monitor_num_windows(zeus_monitor *m);
+ZEUS_EXTERN int zeus_monitor_window_key(zeus_monitor *m, size_t i, char *buf /* out */, size_t len);
+
+/* Discards every open window (as cancelling each). */
+ZEUS_EXTERN void zeus_monitor_reset_windows(zeus_monitor *m);
 
 /* The measured GPUs: their number, and the visible index of entry k. */
 ZEUS_EXTERN unsigned zeus_monitor_num_gpus(const zeus_monitor *m);

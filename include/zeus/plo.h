@@ -73,7 +73,9 @@ ZEUS_EXTERN int zeus_selector_zeus_cost(zeus_selector *out /* out */, double eta
 ZEUS_EXTERN int zeus_selector_max_slowdown(zeus_selector *out /* out */, double factor);
 ZEUS_EXTERN int zeus_selector_custom(zeus_selector *out /* out */, zeus_selector_fn fn, void *ctx);
 
-/* Chooses a power limit (W) from n >= 1 measurements. Ties go to the lower limit. */
+/* Chooses a power limit (W) from n >= 1 measurements. Ties go to the measurement that comes
+ * first (the original's rule: a profile lists the limits from the highest down, so a tie keeps
+ * the higher limit); MAX_SLOWDOWN takes the lowest qualifying limit. */
 ZEUS_EXTERN int zeus_selector_select(const zeus_selector *s, const zeus_plo_measurement *m, size_t n,
                                      unsigned *out_w /* out */);
 
@@ -122,7 +124,9 @@ typedef struct zeus_plo_opts {
 ZEUS_EXTERN void zeus_plo_opts_init(zeus_plo_opts *o /* out */);
 
 /* Creates an optimizer over the monitor's GPUs (borrowed; it must outlive the optimizer).
- * Turns persistence mode on. Errors: ZEUS_EINVAL for an option out of range or GPUs whose
+ * Turns persistence mode on, then sets every GPU to the maximum limit (or, from a profile file,
+ * the optimum), calling the device for every GPU even where the limit is already there, as the
+ * original does; later changes call only GPUs whose limit differs. Errors: ZEUS_EINVAL for an option out of range or GPUs whose
  * power-limit ranges differ (named), ZEUS_EPARSE for a bad profile file, device errors. */
 ZEUS_EXTERN int zeus_plo_open(zeus_plo **out /* out */, zeus_monitor *monitor, const zeus_plo_opts *opts);
 /* Gives every GPU the optimizer touched the limit it had before, and frees it. */
@@ -135,6 +139,12 @@ ZEUS_EXTERN int zeus_plo_on_epoch_begin(zeus_plo *p);
 ZEUS_EXTERN int zeus_plo_on_epoch_end(zeus_plo *p);
 
 ZEUS_EXTERN zeus_plo_state zeus_plo_get_state(const zeus_plo *p);
+/* READY, WARMUP, PROFILING: step begins left until the next transition (the original's
+ * `steps` of Ready, Warmup and Profiling); 0 when DONE. */
+ZEUS_EXTERN long zeus_plo_steps_left(const zeus_plo *p);
+/* The grid limit (W) being profiled, or to be profiled next when READY; 0 when DONE or when every
+ * limit is measured. */
+ZEUS_EXTERN unsigned zeus_plo_next_power_limit_w(const zeus_plo *p);
 /* The limit (W) being profiled or applied now. */
 ZEUS_EXTERN unsigned zeus_plo_current_power_limit_w(const zeus_plo *p);
 /* The chosen limit (W); 0 until DONE. */

@@ -22,6 +22,13 @@ STRUCTS = {
     "zeus_plo_opts": _lib.PloOpts,
     "zeus_pfo_freq": _lib.PfoFreq,
     "zeus_pfo_schedule": _lib.PfoSchedule,
+    "zeus_power_monitor_opts": _lib.PowerMonitorOpts,
+    "zeus_power_sample": _lib.PowerSampleC,
+    "zeus_temperature_sample": _lib.TemperatureSampleC,
+    "zeus_power_energy": _lib.PowerEnergyC,
+    "zeus_power_monitor_stats": _lib.PowerMonitorStatsC,
+    "zeus_job_opts": _lib.JobOpts,
+    "zeus_job_info": _lib.JobInfo,
 }
 if os.path.exists(os.path.join(tu.REPO, "include", "zeus", "pfo_client.h")):
     STRUCTS["zeus_pfo_optimizer_opts"] = _lib.PfoOptimizerOpts
@@ -29,7 +36,8 @@ if os.path.exists(os.path.join(tu.REPO, "include", "zeus", "pfo_client.h")):
 CONSTANTS = ["ZEUS_MAX_GPUS", "ZEUS_MAX_CPUS", "ZEUS_NAME_LEN", "ZEUS_OK", "ZEUS_EINVAL", "ZEUS_EIO",
              "ZEUS_EINTERNAL", "ZEUS_REDUCE_SUM", "ZEUS_REDUCE_MAX", "ZEUS_SELECTOR_ENERGY", "ZEUS_SELECTOR_TIME",
              "ZEUS_SELECTOR_ZEUS_COST", "ZEUS_SELECTOR_MAX_SLOWDOWN", "ZEUS_SELECTOR_CUSTOM", "ZEUS_PLO_READY",
-             "ZEUS_PLO_WARMUP", "ZEUS_PLO_PROFILING", "ZEUS_PLO_DONE"]
+             "ZEUS_PLO_WARMUP", "ZEUS_PLO_PROFILING", "ZEUS_PLO_DONE", "ZEUS_POWER_INSTANT", "ZEUS_POWER_AVERAGE",
+             "ZEUS_POWER_MEMORY_AVERAGE", "ZEUS_POWER_MONITOR_NO_POWER"]
 
 
 @pytest.fixture(scope="module")

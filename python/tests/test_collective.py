@@ -143,11 +143,11 @@ def test_optimizer_sums_energy_and_maxes_time_across_ranks(plo_lib, fake, monkey
         opt = GlobalPowerLimitOptimizer(mon, warmup_steps=2)
         assert opt._collective is not None
         for _ in range(20000):
-            if opt.state == PLOState.DONE:
+            if opt.state_kind == PLOState.DONE:
                 break
             opt.on_step_begin()
             fake.work_all(prof.ngpus, 1.0)
-        assert opt.state == PLOState.DONE
+        assert opt.state_kind == PLOState.DONE
         ops = {c[1] for c in calls if c[0] == "all_reduce"}
         assert "SUM" in ops and "MAX" in ops
         for m, (w, e, t) in zip(opt.measurements, prof.measurements()):

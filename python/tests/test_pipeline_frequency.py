@@ -116,6 +116,12 @@ def test_all_max_frequency_locks_the_top_clock_and_measures_rounds(server, gpus,
     top = opt.frequencies[0]
     assert opt.frequencies == sorted(opt.frequencies, reverse=True)
     assert opt.schedule == [("forward", top), ("backward", top)]
+    # the original's public attributes
+    assert (opt.rank, opt.dp_rank, opt.pp_rank, opt.tp_rank, opt.device_id) == (0, 0, 0, 0, 0)
+    assert (opt.dp_degree, opt.pp_degree, opt.tp_degree, opt.world_size) == (1, 1, 1, 1)
+    assert opt.server_url == srv.url and opt.job_metadata == "py test"
+    assert opt.freq_schedule == opt.schedule and list(opt.freq_schedule_iter) == opt.schedule
+    assert opt.frequency_controller.current_frequency == top
     assert opt.last_round.round == -1
     for _ in range(4):
         run_iteration(opt, fake)

@@ -153,8 +153,8 @@ def optimum_candidates(meas, kind, eta=None, world_size=1, factor=None, rel=1e-7
     within `rel` of it (a near-tie that the measurement's 1 mJ counter could flip). Written from
     the issue's definitions: Energy = least energy, Time = least time, ZeusCost = least
     eta*E + (1-eta)*max_power*T with max_power = largest limit x world_size, MaxSlowdownConstraint
-    = the lowest limit whose time <= factor x the time at the largest limit; ties to the lower
-    limit."""
+    = the lowest limit whose time <= factor x the time at the largest limit. Near-ties are all
+    returned (a test asserting one optimum checks there is exactly one)."""
     if kind == "energy":
         score = {w: e for w, e, t in meas}
     elif kind == "time":
@@ -187,8 +187,9 @@ class PloModel:
     more (0: profiling starts at the same step begin); PROFILING ends after profile_steps with a
     measurement, then WARMUP at the next limit (set at that step begin) or DONE with the optimum
     applied. An epoch ending in WARMUP or PROFILING cancels, puts the maximum back, and retries the
-    same limit after the next step begin. The device is called only when the limit changes; the
-    maximum is applied at start.
+    same limit after the next step begin. The maximum is set on every GPU at construction whatever
+    the GPUs hold (the original's current limit starts unknown); after that the device is called
+    only when the limit changes.
     """
 
     def __init__(self, limits_w, initial_w, wait, warmup, profile, optimum):
@@ -204,6 +205,7 @@ class PloModel:
         self.left = wait + 1
         self.measured = []       # limits whose window completed, in order
         self.attempts = {}       # limit -> number of times its window began
+        self.cur = None          # unknown: the first set calls the device whatever it holds
         self._set(self.max)
 
     def _set(self, w):

@@ -62,21 +62,6 @@ PFO_MISSING = "C Perseus client (zeus/pfo_client.h) not in this libzeus"
 # ---- structures (zeus/*.h; tests/test_abi.py checks every size and offset against the C compiler)
 
 
-class MonitorOpts(Structure):
-    """zeus_monitor_opts (zeus/monitor.h)."""
-    _fields_ = [
-        ("devices", c_void_p),
-        ("gpu_indices", POINTER(c_uint)),
-        ("num_gpu_indices", c_size_t),
-        ("cpu_indices", POINTER(c_uint)),
-        ("num_cpu_indices", c_size_t),
-        ("approx_instant_energy", c_bool),
-        ("log_file", c_char_p),
-        ("poll_interval_s", c_double),
-        ("force_power_polling", c_bool),
-    ]
-
-
 class MeasurementC(Structure):
     """zeus_measurement (zeus/monitor.h)."""
     _fields_ = [
@@ -90,6 +75,114 @@ class MeasurementC(Structure):
         ("dram_valid", c_bool * ZEUS_MAX_CPUS),
         ("dram_energy_j", c_double * ZEUS_MAX_CPUS),
         ("total_energy_j", c_double),
+        ("start_time_s", c_double),
+    ]
+
+
+END_HOOK_FN = CFUNCTYPE(c_int, c_void_p, c_char_p, POINTER(MeasurementC))
+
+
+class MonitorOpts(Structure):
+    """zeus_monitor_opts (zeus/monitor.h)."""
+    _fields_ = [
+        ("devices", c_void_p),
+        ("gpu_indices", POINTER(c_uint)),
+        ("num_gpu_indices", c_size_t),
+        ("cpu_indices", POINTER(c_uint)),
+        ("num_cpu_indices", c_size_t),
+        ("approx_instant_energy", c_bool),
+        ("log_file", c_char_p),
+        ("poll_interval_s", c_double),
+        ("force_power_polling", c_bool),
+        ("no_short_window_warning", c_bool),
+        ("end_hook", END_HOOK_FN),
+        ("end_hook_ctx", c_void_p),
+    ]
+
+
+class PowerMonitorOpts(Structure):
+    """zeus_power_monitor_opts (zeus/power_monitor.h)."""
+    _fields_ = [
+        ("devices", c_void_p),
+        ("gpu_indices", POINTER(c_uint)),
+        ("num_gpu_indices", c_size_t),
+        ("domains", c_uint),
+        ("period_s", c_double),
+        ("temperature_period_s", c_double),
+        ("max_samples", c_size_t),
+        ("dedup", c_bool),
+        ("epoch_time", c_bool),
+        ("no_thread", c_bool),
+    ]
+
+
+class PowerSampleC(Structure):
+    """zeus_power_sample (zeus/power_monitor.h)."""
+    _fields_ = [("time_s", c_double), ("power_mw", c_uint)]
+
+
+class TemperatureSampleC(Structure):
+    """zeus_temperature_sample (zeus/power_monitor.h)."""
+    _fields_ = [("time_s", c_double), ("celsius", c_uint)]
+
+
+class PowerEnergyC(Structure):
+    """zeus_power_energy (zeus/power_monitor.h)."""
+    _fields_ = [("energy_j", c_double), ("mean_power_w", c_double), ("start_s", c_double), ("end_s", c_double),
+                ("covered_s", c_double), ("samples", c_size_t)]
+
+
+class PowerMonitorStatsC(Structure):
+    """zeus_power_monitor_stats (zeus/power_monitor.h)."""
+    _fields_ = [("polls", c_uint64), ("errors", c_uint64), ("zero_readings", c_uint64), ("dropped", c_uint64)]
+
+
+ZEUS_POWER_INSTANT = 0
+ZEUS_POWER_AVERAGE = 1
+ZEUS_POWER_MEMORY_AVERAGE = 2
+ZEUS_POWER_MONITOR_NO_POWER = 1 << 31
+
+
+class JobOpts(Structure):
+    """zeus_job_opts (zeus/bso.h)."""
+    _fields_ = [
+        ("batch_size", c_long),
+        ("max_epochs", c_long),
+        ("steps_per_epoch", c_long),
+        ("eval_steps_per_epoch", c_long),
+        ("monitor", c_void_p),
+        ("collective", c_void_p),
+        ("pl_step_w", c_uint),
+        ("no_signal_handlers", c_bool),
+    ]
+
+
+class JobInfo(Structure):
+    """zeus_job_info (zeus/bso.h)."""
+    _fields_ = [
+        ("target_metric", c_double),
+        ("cost_threshold", c_double),
+        ("eta", c_double),
+        ("warmup_steps", c_long),
+        ("measure_steps", c_long),
+        ("use_optimal_pl", c_bool),
+        ("log_dir", c_char_p),
+        ("job_id", c_char_p),
+        ("train_json", c_char_p),
+        ("power_json", c_char_p),
+        ("batch_size", c_long),
+        ("num_gpus", c_uint),
+        ("max_power_w", c_double),
+        ("profiling", c_bool),
+        ("optimal_power_limit_w", c_uint),
+        ("epochs", c_long),
+        ("energy_j", c_double),
+        ("time_s", c_double),
+        ("cost", c_double),
+        ("reached", c_bool),
+        ("finished", c_bool),
+        ("predicted_cost", c_double),
+        ("stopped_by_cost", c_bool),
     ]
 
 
@@ -244,7 +337,22 @@ _REQUIRED = {
     "zeus_gpu_set_persistence_mode": (c_int, [_VP, c_uint, c_bool]),
     "zeus_gpu_total_energy": (c_int, [_VP, c_uint, _P(c_uint64)]),
     "zeus_gpu_instant_power": (c_int, [_VP, c_uint, _P(c_uint)]),
+    "zeus_gpu_power": (c_int, [_VP, c_uint, c_int, _P(c_uint)]),
+    "zeus_gpu_temperature": (c_int, [_VP, c_uint, _P(c_uint)]),
+    "zeus_gpu_current_clocks": (c_int, [_VP, c_uint, _P(c_uint), _P(c_uint)]),
+    "zeus_gpu_architecture": (c_int, [_VP, c_uint, _P(c_uint)]),
+    "zeus_gpu_architecture_name": (c_char_p, [c_uint]),
+    "zeus_devices_driver_version": (c_int, [_VP, c_char_p, c_size_t]),
+    "zeus_devices_library_version": (c_int, [_VP, c_char_p, c_size_t]),
+    "zeus_gpu_supported_memory_clocks": (c_int, [_VP, c_uint, _P(c_uint), _P(c_size_t)]),
+    "zeus_gpu_supported_graphics_clocks": (c_int, [_VP, c_uint, c_uint, _P(c_uint), _P(c_size_t)]),
+    "zeus_gpu_set_locked_clocks": (c_int, [_VP, c_uint, c_uint, c_uint]),
+    "zeus_gpu_reset_locked_clocks": (c_int, [_VP, c_uint]),
+    "zeus_gpu_set_memory_locked_clocks": (c_int, [_VP, c_uint, c_uint, c_uint]),
+    "zeus_gpu_reset_memory_locked_clocks": (c_int, [_VP, c_uint]),
     "zeus_cpu_count": (c_uint, []),
+    "zeus_cpu_energy": (c_int, [c_uint, _P(c_uint64), _P(c_bool), _P(c_uint64)]),
+    "zeus_wall_s": (c_double, []),
     # monitor
     "zeus_monitor_open": (c_int, [_P(_VP), _P(MonitorOpts)]),
     "zeus_monitor_close": (None, [_VP]),
@@ -256,6 +364,31 @@ _REQUIRED = {
     "zeus_monitor_num_cpus": (c_uint, [_VP]),
     "zeus_monitor_gpu_polled": (c_bool, [_VP, c_uint]),
     "zeus_monitor_devices": (_VP, [_VP]),
+    "zeus_monitor_window_state": (c_int, [_VP, c_char_p, _P(MeasurementC)]),
+    "zeus_monitor_num_windows": (c_size_t, [_VP]),
+    "zeus_monitor_window_key": (c_int, [_VP, c_size_t, c_char_p, c_size_t]),
+    "zeus_monitor_reset_windows": (None, [_VP]),
+    # power and temperature timelines
+    "zeus_power_monitor_open": (c_int, [_P(_VP), _P(PowerMonitorOpts)]),
+    "zeus_power_monitor_close": (None, [_VP]),
+    "zeus_power_monitor_stop": (None, [_VP]),
+    "zeus_power_monitor_running": (c_bool, [_VP]),
+    "zeus_power_monitor_sample": (c_int, [_VP]),
+    "zeus_power_monitor_now": (c_double, [_VP]),
+    "zeus_power_monitor_num_gpus": (c_uint, [_VP]),
+    "zeus_power_monitor_gpu_index": (c_uint, [_VP, c_uint]),
+    "zeus_power_monitor_domains": (c_uint, [_VP]),
+    "zeus_power_monitor_has_temperature": (c_bool, [_VP]),
+    "zeus_power_monitor_period": (c_double, [_VP]),
+    "zeus_power_monitor_temperature_period": (c_double, [_VP]),
+    "zeus_power_monitor_get_stats": (None, [_VP, _P(PowerMonitorStatsC)]),
+    "zeus_power_monitor_timeline": (c_int, [_VP, c_int, c_uint, c_double, c_double, _P(_P(PowerSampleC)),
+                                            _P(c_size_t)]),
+    "zeus_power_monitor_temperature_timeline": (c_int, [_VP, c_uint, c_double, c_double,
+                                                        _P(_P(TemperatureSampleC)), _P(c_size_t)]),
+    "zeus_power_monitor_energy": (c_int, [_VP, c_int, c_uint, c_double, c_double, _P(PowerEnergyC)]),
+    "zeus_power_monitor_power_at": (c_int, [_VP, c_int, c_uint, c_double, _P(PowerSampleC)]),
+    "zeus_power_monitor_temperature_at": (c_int, [_VP, c_uint, c_double, _P(TemperatureSampleC)]),
     # simulated GPUs
     "zeus_devices_sim_node": (_VP, [_VP]),
     "zeus_devices_sim_index": (c_int, [_VP, c_uint, _P(c_uint)]),
@@ -291,6 +424,8 @@ _PLO = {
     "zeus_plo_on_epoch_begin": (c_int, [_VP]),
     "zeus_plo_on_epoch_end": (c_int, [_VP]),
     "zeus_plo_get_state": (c_int, [_VP]),
+    "zeus_plo_steps_left": (c_long, [_VP]),
+    "zeus_plo_next_power_limit_w": (c_uint, [_VP]),
     "zeus_plo_current_power_limit_w": (c_uint, [_VP]),
     "zeus_plo_optimal_power_limit_w": (c_uint, [_VP]),
     "zeus_plo_measurements": (c_size_t, [_VP, _P(_P(PloMeasurement))]),
@@ -315,11 +450,30 @@ _PFO = {
     "zeus_pfo_controller_wait": (c_int, [_VP, c_double]),
     "zeus_pfo_controller_frequencies": (c_size_t, [_VP, _P(_P(c_uint))]),
     "zeus_pfo_controller_current_mhz": (c_uint, [_VP]),
+    "zeus_pfo_controller_set_frequency": (c_int, [_VP, c_uint]),
     "zeus_pfo_controller_changes": (c_ulong, [_VP]),
+}
+
+# zeus/bso.h: the training side of recurring jobs (zeus_job), wrapped by zeusc.run.
+_JOB = {
+    "zeus_job_open": (c_int, [_P(_VP), _P(JobOpts)]),
+    "zeus_job_close": (None, [_VP]),
+    "zeus_job_next_epoch": (c_int, [_VP, _P(c_bool), _P(c_long)]),
+    "zeus_job_train_begin": (c_int, [_VP]),
+    "zeus_job_train_step_begin": (c_int, [_VP]),
+    "zeus_job_train_step_end": (c_int, [_VP]),
+    "zeus_job_train_end": (c_int, [_VP]),
+    "zeus_job_eval_begin": (c_int, [_VP]),
+    "zeus_job_eval_step_begin": (c_int, [_VP]),
+    "zeus_job_eval_step_end": (c_int, [_VP]),
+    "zeus_job_eval_end": (c_int, [_VP]),
+    "zeus_job_report_metric": (c_int, [_VP, c_double, c_bool]),
+    "zeus_job_get_info": (None, [_VP, _P(JobInfo)]),
 }
 
 _OPTIONAL = dict(_PLO)
 _OPTIONAL.update(_PFO)
+_OPTIONAL.update(_JOB)
 
 # ---- loading -------------------------------------------------------------------------------------
 

@@ -18,22 +18,29 @@ import weakref
 from . import _lib
 
 _live = weakref.WeakSet()
+_kept = {}  # id -> object: kept alive until closed or exit (the power-limit optimizer)
 _lock = threading.Lock()
 _sigterm_installed = False
 
 
-def register(obj) -> None:
-    """Closes `obj` (its close()) at exit and on SIGTERM while it is alive."""
-    _live.add(obj)
+def register(obj, strong: bool = False) -> None:
+    """Closes `obj` (its close()) at exit and on SIGTERM while it is alive. With `strong`, the
+    registry keeps it alive until it is unregistered (its close()) or the process exits, as the
+    original's atexit hook kept the power-limit optimizer (and its optimum) alive."""
+    if strong:
+        _kept[id(obj)] = obj
+    else:
+        _live.add(obj)
     _install_sigterm()
 
 
 def unregister(obj) -> None:
     _live.discard(obj)
+    _kept.pop(id(obj), None)
 
 
 def close_all() -> None:
-    for obj in list(_live):
+    for obj in list(_kept.values()) + list(_live):
         try:
             obj.close()
         except Exception:

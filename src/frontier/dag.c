@@ -128,16 +128,9 @@ double zeus__fdag_longest(const zeus__fdag *d, const double *dur, double *start,
   return finish[d->n - 1];
 }
 
-void zeus__fdag_evaluate(const zeus__fdag *d, const double *time, const double *energy,
-                         double blocking_w, double *time_out, double *energy_out) {
-  /* Small pipelines (the exhaustive tests) use the stack; large ones allocate. */
-  double sbuf[2 * 256], *buf = d->n <= 256 ? sbuf : malloc(2 * (size_t)d->n * sizeof *buf);
-  double T;
-  if (!buf) { /* out of memory: a NaN makes the failure visible to the caller */
-    *time_out = *energy_out = NAN;
-    return;
-  }
-  T = zeus__fdag_longest(d, time, buf, buf + d->n);
+void zeus__fdag_evaluate_buf(const zeus__fdag *d, const double *time, const double *energy, double blocking_w,
+                             double *scratch, double *time_out, double *energy_out) {
+  double T = zeus__fdag_longest(d, time, scratch, scratch + d->n);
   double e = 0, busy = 0;
   for (int v = 1; v < d->n - 1; v++) {
     e += energy[v];
@@ -145,5 +138,16 @@ void zeus__fdag_evaluate(const zeus__fdag *d, const double *time, const double *
   }
   *time_out = T;
   *energy_out = e + blocking_w * ((double)d->S * T - busy);
+}
+
+void zeus__fdag_evaluate(const zeus__fdag *d, const double *time, const double *energy,
+                         double blocking_w, double *time_out, double *energy_out) {
+  /* Small pipelines (the exhaustive tests) use the stack; large ones allocate. */
+  double sbuf[2 * 256], *buf = d->n <= 256 ? sbuf : malloc(2 * (size_t)d->n * sizeof *buf);
+  if (!buf) { /* out of memory: a NaN makes the failure visible to the caller */
+    *time_out = *energy_out = NAN;
+    return;
+  }
+  zeus__fdag_evaluate_buf(d, time, energy, blocking_w, buf, time_out, energy_out);
   if (buf != sbuf) free(buf);
 }

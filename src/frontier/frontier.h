@@ -115,6 +115,9 @@ double zeus__fdag_longest(const zeus__fdag *d, const double *dur, double *start,
  * Energy = Σ energy + blocking power × Σ_stage (makespan − busy time of the stage). */
 void zeus__fdag_evaluate(const zeus__fdag *d, const double *time, const double *energy,
                          double blocking_w, double *time_out, double *energy_out);
+/* The same with caller-provided scratch space of 2 × d->n doubles (no allocation). */
+void zeus__fdag_evaluate_buf(const zeus__fdag *d, const double *time, const double *energy, double blocking_w,
+                             double *scratch, double *time_out, double *energy_out);
 
 /* ---- minimum cut (maxflow.c) ---- */
 /* An edge of a network with lower and upper bounds (0 <= lb <= ub; ub = INFINITY for an
@@ -150,6 +153,37 @@ int zeus__mincut_lb(zeus__mincut *c, int n, const zeus__lbedge *e, int m, int s,
                     unsigned char *side, double *value);
 void zeus__mincut_free(zeus__mincut *c);
 
+/* ---- recorded plans (plans.c) ---- */
+/* Every point's plan, one option quant per DAG node, delta-encoded: consecutive points differ
+ * in a few nodes (on the SOSP'24 profiles under one node per point on average), so a point
+ * stores only the nodes whose option changed, and a full copy (a checkpoint) is kept whenever
+ * the changes since the last one reach the plan's length. Memory is then O(points + changes),
+ * where full copies took points × nodes (2.2 GB for Bloom on A40, 8 × 512), and reading any
+ * plan costs at most two plans' worth of work: copy the checkpoint, apply at most n changes. */
+typedef struct zeus__fplans {
+  int n;                /* entries per plan (the DAG's nodes) */
+  size_t npts, cappts;  /* points recorded; capacity of off[] (cappts + 1 entries) */
+  size_t *off;          /* point i's changes are entries [off[i], off[i + 1]) */
+  int32_t *dnode, *dq;  /* changes: the node and its new quant */
+  size_t nd, capd;
+  int32_t *ck;          /* checkpoints, n entries each */
+  size_t *ck_point;     /* the point each checkpoint holds */
+  size_t nck, capck;
+  size_t since_ck;      /* changes recorded since the last checkpoint */
+  int32_t *last;        /* the latest plan recorded (n entries) */
+} zeus__fplans;
+
+int zeus__fplans_init(zeus__fplans *pl, int n);
+void zeus__fplans_free(zeus__fplans *pl);
+/* Records the next point's plan q[0..n). */
+int zeus__fplans_push(zeus__fplans *pl, const int32_t *q);
+/* Writes point i's plan into q[0..n) (i < npts). */
+void zeus__fplans_get(const zeus__fplans *pl, size_t i, int32_t *q);
+/* Turns q from point i − 1's plan into point i's (i >= 1), for walking the points in order. */
+void zeus__fplans_step(const zeus__fplans *pl, size_t i, int32_t *q);
+/* Bytes held, for the log and the benchmark. */
+size_t zeus__fplans_bytes(const zeus__fplans *pl);
+
 /* ---- the solved frontier ---- */
 struct zeus_frontier {
   zeus_frontier_opts opts;
@@ -157,14 +191,26 @@ struct zeus_frontier {
   zeus__fopts *fo;      /* per (stage, kind): fo[2 * s + kind] */
   int *node_fo;         /* per node: index into fo, −1 for source/sink */
   zeus_frontier_point *pts;
-  int32_t *durs;        /* per point, n entries: a duration per node whose option
-                         * (zeus__fopts_pick) is the node's clock in the plan */
   size_t npts, cappts;
+  zeus__fplans plans;   /* per point: the option quant of each node (zeus__fopts_pick) */
+  int clock_min_mhz, clock_max_mhz; /* the profile's clocks over the stages used */
   char *profile_name;
 };
 
-/* The option each node runs at point i (NULL for source/sink). */
-const zeus__fopt *zeus__frontier_node_opt(const zeus_frontier *f, size_t i, int node);
+/* The option node `node` runs at in the plan q (from zeus__fplans_get; NULL for source/sink). */
+const zeus__fopt *zeus__frontier_opt(const zeus_frontier *f, const int32_t *q, int node);
+
+/* Which points a write selects (want[npts], 1 = write its plan): `every`, `sample` and
+ * `drop_dominated` of wo (NULL: all). ZEUS_EINVAL for a bad selection. */
+int zeus__frontier_select(const zeus_frontier *f, const zeus_frontier_write_opts *wo, unsigned char *want);
+
+/* ---- limits: what a solve may ask for before it is refused (see check_size in solver.c) ---- */
+/* DAG instructions (S × 2M): memory grows by about 0.5 KB per instruction (485 MB for 8 × 65,536). */
+#define ZEUS__FRONTIER_MAX_INSTRUCTIONS (1L << 20)
+/* Quanta between each option set's fastest and slowest option, summed (the cost tables). */
+#define ZEUS__FRONTIER_MAX_QUANTA (1L << 24)
+/* Frontier points (one per time unit between the all-slowest and all-fastest times). */
+#define ZEUS__FRONTIER_MAX_POINTS (4L << 20)
 
 /* ---- synthetic profiles (tests, benchmarks) ---- */
 /* Adds a profile from a DVFS model to `p`: `stages` stages of unequal speed (imbalanced by a

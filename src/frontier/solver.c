@@ -36,6 +36,8 @@ typedef struct pd_state {
   double *evt, *eve; /* measured time and energy per node for evaluation */
   int *optix;        /* per node: index of its option in the plan being recorded */
   double *rs, *rf;   /* slack reclamation: earliest starts, latest finishes (measured) */
+  double *scratch;   /* 2n: the evaluation's starts and finishes */
+  int32_t *rec;      /* the plan being recorded: each node's option quant */
   zeus__mincut cut;
 } pd_state;
 
@@ -120,13 +122,10 @@ static int record_point(pd_state *st, long T) {
     zeus_frontier_point *p = realloc(f->pts, cap * sizeof *p);
     if (!p) return zeus__oom("recording frontier points");
     f->pts = p;
-    int32_t *q = realloc(f->durs, cap * (size_t)n * sizeof *q);
-    if (!q) return zeus__oom("recording frontier plans");
-    f->durs = q;
     f->cappts = cap;
   }
   double cost = 0;
-  int32_t *rec = f->durs + f->npts * (size_t)n;
+  int32_t *rec = st->rec;
   st->evt[0] = st->eve[0] = st->evt[n - 1] = st->eve[n - 1] = 0;
   rec[0] = rec[n - 1] = 0;
   for (int v = 1; v < n - 1; v++) {
@@ -139,14 +138,17 @@ static int record_point(pd_state *st, long T) {
     rec[v] = (int32_t)o->quant;
   }
   if (f->opts.slack == ZEUS_FRONTIER_SLACK_RECLAIM) reclaim_slack(st, rec);
+  int rc = zeus__fplans_push(&f->plans, rec);
+  if (rc) return rc;
   zeus_frontier_point *p = &f->pts[f->npts];
   p->iteration = (long)f->npts;
   p->time_units = T;
   p->time_s = (double)T * f->opts.unit_time_s;
   p->cost_j = cost;
   p->cost_with_blocking_j = cost + f->opts.blocking_power_w * f->opts.stages * p->time_s;
-  zeus__fdag_evaluate(&f->dag, st->evt, st->eve, f->opts.blocking_power_w, &p->eval_time_s,
-                      &p->eval_energy_j);
+  p->dominated = false;
+  zeus__fdag_evaluate_buf(&f->dag, st->evt, st->eve, f->opts.blocking_power_w, st->scratch, &p->eval_time_s,
+                          &p->eval_energy_j);
   f->npts++;
   return ZEUS_OK;
 }
@@ -256,6 +258,12 @@ static int check_opts(const zeus_frontier_profile *p, const zeus_frontier_opts *
                        o->microbatches, o->stages);
   if (o->microbatches > 100000)
     return zeus__error(ZEUS_EINVAL, "microbatches: %d is more than 100000", o->microbatches);
+  if (2L * o->stages * o->microbatches > ZEUS__FRONTIER_MAX_INSTRUCTIONS)
+    return zeus__error(ZEUS_ERANGE,
+                       "%d stages x %d microbatches make %ld instructions, more than the limit of %ld "
+                       "(about 0.5 KB of memory each): use fewer microbatches",
+                       o->stages, o->microbatches, 2L * o->stages * o->microbatches,
+                       (long)ZEUS__FRONTIER_MAX_INSTRUCTIONS);
   if (p->nstages < o->stages)
     return zeus__error(ZEUS_EINVAL, "%s has %d stage%s, fewer than the %d stages asked for", p->name,
                        p->nstages, p->nstages == 1 ? "" : "s", o->stages);
@@ -286,7 +294,7 @@ void zeus_frontier_free(zeus_frontier *f) {
   free(f->node_fo);
   zeus__fdag_free(&f->dag);
   free(f->pts);
-  free(f->durs);
+  zeus__fplans_free(&f->plans);
   free(f->profile_name);
   free(f);
 }
@@ -306,7 +314,100 @@ static void state_free(pd_state *st) {
   free(st->rs);
   free(st->rf);
   free(st->pos);
+  free(st->scratch);
+  free(st->rec);
   zeus__mincut_free(&st->cut);
+}
+
+/* The time units between the fastest and slowest measurement of each (stage, instruction),
+ * summed, and the clock range, from the profile before any option is built: a unit time far
+ * below the profile's resolution would make the cost tables (one entry per unit) huge. */
+static int check_quanta(zeus_frontier *f, const zeus_frontier_profile *p) {
+  const zeus_frontier_opts *o = &f->opts;
+  double total = 0, worst = 0;
+  f->clock_min_mhz = 0;
+  f->clock_max_mhz = 0;
+  for (int s = 0; s < o->stages; s++)
+    for (int k = 0; k < 2; k++) {
+      double lo = INFINITY, hi = -INFINITY;
+      for (size_t r = 0; r < p->nrows[k]; r++) {
+        if (p->row_stage[k][r] != s) continue;
+        const zeus__fmeas *m = &p->rows[k][r];
+        lo = fmin(lo, m->time_s);
+        hi = fmax(hi, m->time_s);
+        if (f->clock_min_mhz == 0 || m->freq_mhz < f->clock_min_mhz) f->clock_min_mhz = m->freq_mhz;
+        if (m->freq_mhz > f->clock_max_mhz) f->clock_max_mhz = m->freq_mhz;
+      }
+      if (lo > hi) continue; /* no options: zeus__fopts_build names it */
+      total += (hi - lo) / o->unit_time_s + 1;
+      worst = fmax(worst, hi / o->unit_time_s);
+    }
+  if (worst > (double)INT32_MAX / 4 || total > (double)ZEUS__FRONTIER_MAX_QUANTA)
+    return zeus__error(ZEUS_ERANGE,
+                       "unit time %g s: the options of %s span %.4g time units (up to %.4g in one "
+                       "instruction), more than the limit of %ld; use a larger unit time (the profile's "
+                       "times differ by far more than it)",
+                       o->unit_time_s, p->name, total, worst, (long)ZEUS__FRONTIER_MAX_QUANTA);
+  return ZEUS_OK;
+}
+
+/* The number of points the solve can record (the time range in units + 1, or max_iterations),
+ * refused above the limit; a warning when the work looks like more than a minute. */
+static int check_points(pd_state *st, long T0, long Tmin, size_t *max_points) {
+  const zeus_frontier *f = st->f;
+  const zeus_frontier_opts *o = &f->opts;
+  long range = T0 - Tmin + 1;
+  if (range < 1) range = 1;
+  long most = o->max_iterations > 0 && o->max_iterations < range ? o->max_iterations : range;
+  if (most > ZEUS__FRONTIER_MAX_POINTS)
+    return zeus__error(ZEUS_ERANGE,
+                       "the frontier would have up to %ld points (%.6g s down to %.6g s in units of %g s), "
+                       "more than the limit of %ld: use a larger unit time, or bound the points with "
+                       "max_iterations (--max-iterations)",
+                       range, (double)T0 * o->unit_time_s, (double)Tmin * o->unit_time_s, o->unit_time_s,
+                       (long)ZEUS__FRONTIER_MAX_POINTS);
+  *max_points = (size_t)most;
+  /* About 0.1 µs per instruction and point on a 2020s server core (Bloom on A40, 8 x 512). */
+  double est_s = 1e-7 * (double)most * (double)st->n;
+  if (est_s > 60)
+    zeus__log(ZEUS_LOG_WARN, "frontier",
+              "up to %ld points over %d instructions: expect about %.0f minutes; a larger unit time or "
+              "max_iterations (--max-iterations) shortens it",
+              most, st->n - 2, ceil(est_s / 60));
+  return ZEUS_OK;
+}
+
+typedef struct dom_key {
+  double t, e;
+  size_t i;
+} dom_key;
+
+static int by_time_then_energy(const void *pa, const void *pb) {
+  const dom_key *a = pa, *b = pb;
+  if (a->t != b->t) return a->t < b->t ? -1 : 1;
+  if (a->e != b->e) return a->e < b->e ? -1 : 1;
+  return (a->i > b->i) - (a->i < b->i);
+}
+
+/* Marks the points whose evaluated (time, energy) another point weakly dominates: no slower,
+ * no costlier, better in one. Sorted by time, a point is dominated when an earlier time has
+ * energy <= its own, or its own time has a lower energy. */
+static int mark_dominated(zeus_frontier *f) {
+  dom_key *k = malloc(f->npts * sizeof *k);
+  if (!k) return zeus__oom("marking dominated points");
+  for (size_t i = 0; i < f->npts; i++) k[i] = (dom_key){f->pts[i].eval_time_s, f->pts[i].eval_energy_j, i};
+  qsort(k, f->npts, sizeof *k, by_time_then_energy);
+  double best_before = INFINITY; /* least energy at strictly smaller times */
+  for (size_t g = 0; g < f->npts;) {
+    size_t h = g;
+    while (h < f->npts && k[h].t == k[g].t) h++;
+    double group_min = k[g].e; /* sorted by energy within a time */
+    for (size_t j = g; j < h; j++) f->pts[k[j].i].dominated = best_before <= k[j].e || group_min < k[j].e;
+    if (group_min < best_before) best_before = group_min;
+    g = h;
+  }
+  free(k);
+  return ZEUS_OK;
 }
 
 int zeus_frontier_solve(zeus_frontier **out, const zeus_frontier_profile *p, const zeus_frontier_opts *opts) {
@@ -322,8 +423,10 @@ int zeus_frontier_solve(zeus_frontier **out, const zeus_frontier_profile *p, con
     rc = zeus__oom("solving the frontier");
     goto done;
   }
+  if ((rc = check_quanta(f, p))) goto done;
   if ((rc = zeus__fdag_build(&f->dag, o.stages, o.microbatches))) goto done;
   int n = st.n = f->dag.n;
+  if ((rc = zeus__fplans_init(&f->plans, n))) goto done;
   f->fo = calloc(2 * (size_t)o.stages, sizeof *f->fo);
   f->node_fo = malloc((size_t)n * sizeof *f->node_fo);
   if (!f->fo || !f->node_fo) {
@@ -347,19 +450,36 @@ int zeus_frontier_solve(zeus_frontier **out, const zeus_frontier_profile *p, con
   st.optix = malloc((size_t)n * sizeof *st.optix);
   st.rs = malloc((size_t)n * sizeof *st.rs);
   st.rf = malloc((size_t)n * sizeof *st.rf);
+  st.scratch = malloc(2 * (size_t)n * sizeof *st.scratch);
+  st.rec = malloc((size_t)n * sizeof *st.rec);
   if (!st.dur || !st.es || !st.lf || !st.cid || !st.crit || !st.pos || !st.side || !st.slowed || !st.evt ||
-      !st.eve || !st.optix || !st.rs || !st.rf) {
+      !st.eve || !st.optix || !st.rs || !st.rf || !st.scratch || !st.rec) {
     rc = zeus__oom("solving the frontier");
     goto done;
   }
   for (int i = 0; i < n; i++) st.pos[f->dag.topo[i]] = i;
+  /* The all-fastest iteration time first (where the solve will end), then the all-slowest. */
   for (int v = 0; v < n; v++) {
     f->node_fo[v] = (v == 0 || v == n - 1) ? -1 : 2 * f->dag.stage[v] + (int)f->dag.kind[v];
-    st.dur[v] = v == 0 || v == n - 1 ? 0 : (int32_t)f->fo[f->node_fo[v]].qmax;
+    st.dur[v] = v == 0 || v == n - 1 ? 0 : (int32_t)f->fo[f->node_fo[v]].qmin;
   }
+  long Tmin = schedule(&st);
+  for (int v = 1; v < n - 1; v++) st.dur[v] = (int32_t)f->fo[f->node_fo[v]].qmax;
   long T = schedule(&st);
+  zeus_frontier_progress prog = {.slowest_time_s = (double)T * o.unit_time_s,
+                                 .fastest_time_s = (double)Tmin * o.unit_time_s};
+  if ((rc = check_points(&st, T, Tmin, &prog.max_points))) goto done;
   if ((rc = record_point(&st, T))) goto done;
-  while (o.max_iterations == 0 || (long)f->npts < o.max_iterations) {
+  for (;;) {
+    if (o.progress) {
+      prog.points = f->npts;
+      prog.time_s = f->pts[f->npts - 1].time_s;
+      if (o.progress(&prog, o.progress_ctx) != 0) {
+        zeus__log(ZEUS_LOG_INFO, "frontier", "stopped by the progress callback after %zu points", f->npts);
+        break;
+      }
+    }
+    if (o.max_iterations > 0 && (long)f->npts >= o.max_iterations) break;
     long Tn = T;
     rc = pd_step(&st, T, &Tn);
     if (rc < 0) goto done;
@@ -367,9 +487,11 @@ int zeus_frontier_solve(zeus_frontier **out, const zeus_frontier_profile *p, con
     T = Tn;
     if ((rc = record_point(&st, T))) goto done;
   }
-  rc = ZEUS_OK;
-  zeus__log(ZEUS_LOG_INFO, "frontier", "%zu points from %.3f s to %.3f s", f->npts, f->pts[0].time_s,
-            f->pts[f->npts - 1].time_s);
+  if ((rc = mark_dominated(f))) goto done;
+  size_t ndom = 0;
+  for (size_t i = 0; i < f->npts; i++) ndom += f->pts[i].dominated;
+  zeus__log(ZEUS_LOG_INFO, "frontier", "%zu points from %.3f s to %.3f s, %zu dominated; plans in %zu KiB",
+            f->npts, f->pts[0].time_s, f->pts[f->npts - 1].time_s, ndom, zeus__fplans_bytes(&f->plans) / 1024);
 done:
   state_free(&st);
   if (rc) {
@@ -391,9 +513,9 @@ int zeus_frontier_get_point(const zeus_frontier *f, size_t i, zeus_frontier_poin
   return ZEUS_OK;
 }
 
-const zeus__fopt *zeus__frontier_node_opt(const zeus_frontier *f, size_t i, int node) {
+const zeus__fopt *zeus__frontier_opt(const zeus_frontier *f, const int32_t *q, int node) {
   if (node <= 0 || node >= f->dag.n - 1) return NULL;
-  return zeus__fopts_pick(&f->fo[f->node_fo[node]], f->durs[i * (size_t)f->dag.n + (size_t)node]);
+  return zeus__fopts_pick(&f->fo[f->node_fo[node]], q[node]);
 }
 
 int zeus_frontier_get_plan(const zeus_frontier *f, size_t i, int stage, zeus_frontier_instr *kinds,
@@ -403,11 +525,15 @@ int zeus_frontier_get_plan(const zeus_frontier *f, size_t i, int stage, zeus_fro
   if (stage < 0 || stage >= f->dag.S)
     return zeus__error(ZEUS_ERANGE, "stage %d: the pipeline has %d stages", stage, f->dag.S);
   size_t len = 2 * (size_t)f->dag.M;
-  for (size_t k = 0; k < len && k < cap; k++) {
-    int v = zeus__fdag_node(&f->dag, stage, (int)k);
-    if (kinds) kinds[k] = f->dag.kind[v];
-    if (freqs_mhz) freqs_mhz[k] = zeus__frontier_node_opt(f, i, v)->freq_mhz;
+  if (freqs_mhz && cap > 0) {
+    int32_t *q = malloc((size_t)f->dag.n * sizeof *q);
+    if (!q) return zeus__oom("reading a frontier plan");
+    zeus__fplans_get(&f->plans, i, q);
+    for (size_t k = 0; k < len && k < cap; k++)
+      freqs_mhz[k] = zeus__frontier_opt(f, q, zeus__fdag_node(&f->dag, stage, (int)k))->freq_mhz;
+    free(q);
   }
+  for (size_t k = 0; kinds && k < len && k < cap; k++) kinds[k] = f->dag.kind[zeus__fdag_node(&f->dag, stage, (int)k)];
   *n = len;
   return ZEUS_OK;
 }

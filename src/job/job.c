@@ -68,6 +68,8 @@ struct zeus_job {
   double time_acc, energy_acc;  /* accounted */
   double time_obs, energy_obs;  /* measured */
   bool reached, finished;
+  double predicted;      /* the last predicted cost after one more epoch (NAN: none) */
+  bool stopped_by_cost;
   bool handlers;
 };
 
@@ -391,6 +393,7 @@ int zeus_job_open(zeus_job **out, const zeus_job_opts *opts) {
   zeus_job *j = calloc(1, sizeof *j);
   if (!j) return zeus__oom("opening a job");
   j->o = *opts;
+  j->predicted = NAN;
   j->rank = opts->collective ? opts->collective->rank : 0;
   j->ranks = opts->collective ? opts->collective->world_size : 1;
   j->global_bs = opts->batch_size * j->ranks;
@@ -523,6 +526,7 @@ int zeus_job_next_epoch(zeus_job *j, bool *more, long *epoch) {
   /* 0: go on, 1: stop (reached), 2: stop (not reached). Rank 0 decides. */
   int32_t decision = 0;
   double cost = cost_of(j, j->energy_acc, j->time_acc);
+  j->predicted = NAN;
   if (j->reached) {
     decision = 1;
   } else if (j->epochs >= j->o.max_epochs) {
@@ -535,6 +539,7 @@ int zeus_job_next_epoch(zeus_job *j, bool *more, long *epoch) {
     predict(j, steps, false, &e1, &t1);
     predict(j, esteps, true, &e2, &t2);
     double next = cost_of(j, j->energy_acc + e1 + e2, j->time_acc + t1 + t2);
+    j->predicted = next;
     zeus__log(ZEUS_LOG_INFO, "job", "cost %.6g so far, %.6g after the next epoch (threshold %.6g)", cost, next, j->thresh);
     if (next >= j->thresh) decision = 2;
   }
@@ -542,6 +547,7 @@ int zeus_job_next_epoch(zeus_job *j, bool *more, long *epoch) {
   if (rc) return rc;
   if (decision) {
     *more = false;
+    j->stopped_by_cost = decision == 2 && j->epochs < j->o.max_epochs;
     return finish(j, decision == 1);
   }
   *more = true;
@@ -717,4 +723,6 @@ void zeus_job_get_info(const zeus_job *j, zeus_job_info *out) {
   out->cost = cost_of(j, j->energy_acc, j->time_acc);
   out->reached = j->reached;
   out->finished = j->finished;
+  out->predicted_cost = j->predicted;
+  out->stopped_by_cost = j->stopped_by_cost;
 }

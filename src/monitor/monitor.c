@@ -41,6 +41,9 @@ struct zeus_monitor {
   bool has_dram[ZEUS_MAX_CPUS];
   uint64_t cpu_range_uj[ZEUS_MAX_CPUS], dram_range_uj[ZEUS_MAX_CPUS];
   bool approx;
+  bool quiet_short;
+  int (*end_hook)(void *ctx, const char *key, zeus_measurement *m);
+  void *end_hook_ctx;
   window *win;
   size_t nwin, capwin;
   FILE *log;
@@ -173,6 +176,9 @@ int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
   if (!m) return zeus__oom("opening a monitor");
   m->dev = dev;
   m->approx = o.approx_instant_energy;
+  m->quiet_short = o.no_short_window_warning;
+  m->end_hook = o.end_hook;
+  m->end_hook_ctx = o.end_hook_ctx;
   m->interval = o.poll_interval_s > 0 ? o.poll_interval_s : 0.05;
   pthread_mutex_init(&m->mu, NULL);
   if ((rc = zeus__cond_init(&m->cv))) {
@@ -292,6 +298,14 @@ out:
   return rc;
 }
 
+/* Closes window w, keeping the others in the order they were begun. Called with m->mu held. */
+static void remove_window(zeus_monitor *m, window *w) {
+  size_t i = (size_t)(w - m->win);
+  free(w->key);
+  memmove(&m->win[i], &m->win[i + 1], (m->nwin - i - 1) * sizeof *m->win);
+  m->nwin--;
+}
+
 static double counter_delta(double end, double begin, uint64_t range_uj) {
   if (end >= begin) return end - begin;
   return end + range_uj / 1e6 - begin; /* the counter wrapped around */
@@ -332,6 +346,7 @@ int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_
     }
     zeus_measurement r;
     r.time_s = t - w->t0;
+    r.start_time_s = w->t0;
     r.num_gpus = m->ngpu;
     r.num_cpus = m->ncpu;
     r.total_energy_j = 0;
@@ -341,7 +356,7 @@ int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_
         unsigned mw;
         if (m->approx && zeus_gpu_instant_power(m->dev, m->gpu[k], &mw) == ZEUS_OK) {
           e = mw / 1000.0 * r.time_s;
-        } else {
+        } else if (!m->quiet_short) {
           zeus__log(ZEUS_LOG_WARN, "monitor",
                     "window '%s' (%.3g s) was too short for GPU %u's energy counter to move; reporting 0 J "
                     "(enable approx_instant_energy to estimate it from power)",
@@ -359,11 +374,18 @@ int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_
       r.dram_energy_j[c] = m->has_dram[c] ? counter_delta(dram[c], w->dram0[c], m->dram_range_uj[c]) : 0;
       r.total_energy_j += r.cpu_energy_j[c];
     }
+    if (m->end_hook) {
+      int hrc = m->end_hook(m->end_hook_ctx, key, &r);
+      if (hrc < 0) {
+        rc = zeus_errcode() == hrc ? hrc : zeus__error(hrc, "end_window '%s': the end hook failed", key);
+        remove_window(m, w);
+        goto out;
+      }
+    }
     if (m->log) log_row(m, w, &r);
     if (out) *out = r;
   }
-  free(w->key);
-  *w = m->win[--m->nwin];
+  remove_window(m, w);
 out:
   pthread_mutex_unlock(&m->mu);
   return rc;
@@ -382,3 +404,63 @@ unsigned zeus_monitor_gpu_index(const zeus_monitor *m, unsigned k) { return m &&
 unsigned zeus_monitor_num_cpus(const zeus_monitor *m) { return m ? m->ncpu : 0; }
 bool zeus_monitor_gpu_polled(const zeus_monitor *m, unsigned k) { return m && k < m->ngpu && m->is_polled[k]; }
 zeus_devices *zeus_monitor_devices(const zeus_monitor *m) { return m ? m->dev : NULL; }
+
+int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement *out) {
+  if (!m || !key || !out) return zeus__error(ZEUS_EINVAL, "zeus_monitor_window_state: m, key and out are required");
+  pthread_mutex_lock(&m->mu);
+  window *w = find(m, key, hash_key(key));
+  if (!w) {
+    pthread_mutex_unlock(&m->mu);
+    return zeus__error(ZEUS_ENOENT, "no open window named '%s'", key);
+  }
+  zeus_measurement r;
+  memset(&r, 0, sizeof r);
+  r.start_time_s = w->t0;
+  r.time_s = zeus_devices_now(m->dev) - w->t0;
+  r.num_gpus = m->ngpu;
+  r.num_cpus = m->ncpu;
+  for (unsigned k = 0; k < m->ngpu; k++) {
+    r.gpu_indices[k] = m->gpu[k];
+    r.gpu_energy_j[k] = w->gpu0[k];
+  }
+  for (unsigned c = 0; c < m->ncpu; c++) {
+    r.cpu_indices[c] = m->cpu[c];
+    r.cpu_energy_j[c] = w->cpu0[c];
+    r.dram_valid[c] = m->has_dram[c];
+    r.dram_energy_j[c] = m->has_dram[c] ? w->dram0[c] : 0;
+  }
+  pthread_mutex_unlock(&m->mu);
+  *out = r;
+  return ZEUS_OK;
+}
+
+size_t zeus_monitor_num_windows(zeus_monitor *m) {
+  if (!m) return 0;
+  pthread_mutex_lock(&m->mu);
+  size_t n = m->nwin;
+  pthread_mutex_unlock(&m->mu);
+  return n;
+}
+
+int zeus_monitor_window_key(zeus_monitor *m, size_t i, char *buf, size_t len) {
+  if (!m || !buf || len == 0) return zeus__error(ZEUS_EINVAL, "zeus_monitor_window_key: m and a buffer are required");
+  pthread_mutex_lock(&m->mu);
+  int rc = ZEUS_OK;
+  if (i >= m->nwin) {
+    rc = zeus__error(ZEUS_ENOENT, "window #%zu is not open (%zu open)", i, m->nwin);
+  } else {
+    size_t n = strlen(m->win[i].key);
+    if (n >= len) rc = zeus__error(ZEUS_ERANGE, "window key of %zu bytes does not fit a buffer of %zu", n, len);
+    else memcpy(buf, m->win[i].key, n + 1);
+  }
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
+
+void zeus_monitor_reset_windows(zeus_monitor *m) {
+  if (!m) return;
+  pthread_mutex_lock(&m->mu);
+  for (size_t i = 0; i < m->nwin; i++) free(m->win[i].key);
+  m->nwin = 0;
+  pthread_mutex_unlock(&m->mu);
+}

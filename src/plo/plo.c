@@ -48,6 +48,7 @@ struct zeus_plo {
   char *profile_path;
   const zeus_collective *coll;
   bool loaded; /* measurements came from the profile file */
+  bool force_apply; /* the next change calls every GPU, even one already at the target */
   bool signals;
   char window[64];
 };
@@ -92,14 +93,17 @@ static int check_opts(const zeus_plo_opts *o) {
 
 /* ---- device changes ---- */
 
-/* Sets every GPU to `mw`, calling the device only where the limit differs. */
+/* Sets every GPU to `mw`, calling the device only where the limit differs, except for the first
+ * change after open, which calls every GPU (as the original, whose notion of the current limit
+ * starts unknown: the maximum, or the loaded optimum, is set on every GPU at construction). */
 static int apply_limit(zeus_plo *p, unsigned mw) {
   for (unsigned k = 0; k < p->ngpu; k++) {
-    if (p->cur_mw[k] == mw) continue;
+    if (p->cur_mw[k] == mw && !p->force_apply) continue;
     int rc = zeus_gpu_set_power_limit(p->dev, p->gpu[k], mw);
     if (rc) return zeus__error_ctx(rc, "power-limit optimizer: setting GPU %u to %u mW", p->gpu[k], mw);
     p->cur_mw[k] = mw;
   }
+  p->force_apply = false;
   if (p->current_mw != mw) zeus__log(ZEUS_LOG_DEBUG, "plo", "power limit %u mW on %u GPU(s)", mw, p->ngpu);
   p->current_mw = mw;
   return ZEUS_OK;
@@ -300,6 +304,10 @@ int zeus_plo_on_epoch_end(zeus_plo *p) {
 /* ---- queries ---- */
 
 zeus_plo_state zeus_plo_get_state(const zeus_plo *p) { return p ? p->state : ZEUS_PLO_READY; }
+long zeus_plo_steps_left(const zeus_plo *p) { return p && p->state != ZEUS_PLO_DONE ? p->steps_left : 0; }
+unsigned zeus_plo_next_power_limit_w(const zeus_plo *p) {
+  return p && p->state != ZEUS_PLO_DONE && p->idx < p->nlimits ? p->limits_w[p->idx] : 0;
+}
 unsigned zeus_plo_current_power_limit_w(const zeus_plo *p) { return p ? p->current_mw / 1000 : 0; }
 unsigned zeus_plo_optimal_power_limit_w(const zeus_plo *p) {
   return p && p->state == ZEUS_PLO_DONE ? p->optimal_w : 0;
@@ -482,6 +490,7 @@ int zeus_plo_open(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_opts *op
     p->signals = true;
   }
   p->current_mw = p->cur_mw[0];
+  p->force_apply = true;
   if (!(rc = turn_on_persistence(p))) {
     if (has_file) {
       if ((rc = apply_optimum(p)))

@@ -91,12 +91,12 @@ const char *zeus__selector_name(const zeus_selector *s) {
   return "unknown";
 }
 
-/* Index of the smallest key; ties go to the lower power limit. */
-static size_t argmin(const zeus_plo_measurement *m, size_t n, const double *key) {
+/* Index of the smallest key; ties go to the first (the original's min() over the list: with the
+ * limits profiled from the highest down, the higher limit). */
+static size_t argmin(const double *key, size_t n) {
   size_t best = 0;
-  for (size_t i = 1; i < n; i++) {
-    if (key[i] < key[best] || (key[i] == key[best] && m[i].power_limit_w < m[best].power_limit_w)) best = i;
-  }
+  for (size_t i = 1; i < n; i++)
+    if (key[i] < key[best]) best = i;
   return best;
 }
 
@@ -156,7 +156,7 @@ int zeus_selector_select(const zeus_selector *s, const zeus_plo_measurement *m, 
       default: key[i] = zeus_cost(m[i].energy_j, m[i].time_s, s->eta, max_power_w); break;
     }
   }
-  *out_w = m[argmin(m, n, key)].power_limit_w;
+  *out_w = m[argmin(key, n)].power_limit_w;
   if (key != stack_keys) free(key);
   return ZEUS_OK;
 }

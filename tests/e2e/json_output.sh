@@ -71,6 +71,11 @@ SHAPES = {
                                        "mean_cost_sd_j": opt(R), "cost_sd_j": opt(R),
                                        "num_observations": I})}},
     "pipeline_sim": lst({"round": I, "iterations": I, "iter_time_s": R, "iter_energy_j": R}),
+    "frontier": {"num_points": I, "dominated_points": I, "plans_written": I, "solve_time_s": R,
+                 "out": opt(S), "plot": opt(S), "timeline": opt(S),
+                 **{k: {"iteration": I, "time_s": R, "cost_j": R, "cost_with_blocking_j": R,
+                        "eval_time_s": R, "eval_energy_j": R, "dominated": B}
+                    for k in ("slowest", "fastest", "min_energy")}},
 }
 UNITS = ("_w", "_j", "_s", "_mhz", "_pct")
 # Reals that carry no unit: weights, factors and metrics named for what they are.
@@ -226,8 +231,10 @@ else
   skip_part "pipeline_sim"
 fi
 
-# zeus frontier --json: its JSON is cmd_frontier.c's, owned by the frontier work of issue 13.
-# FRONTIER_JSON_ODD_PATHS: add "frontier" to SHAPES and run it with --out "$ODD/plans" here once
-# main has cmd_frontier's jansson output.
-echo "SKIPPED (part): zeus frontier --json (FRONTIER_JSON_ODD_PATHS, pending cmd_frontier's jansson output)"
+# zeus frontier --json: the output folder, plot and timeline under the odd folder.
+"$ZEUS" frontier --profile "$ZEUS_SOURCE_DIR/tests/data/frontier/small_profile.csv" --stages 2 --microbatches 2 \
+  --blocking-power 50 --out "$ODD/plans" --sample 2 --plot "$ODD/plans/f.svg" --timeline "last:$ODD/t.svg" --json \
+  >"$T/frontier.json" 2>"$T/frontier.err" || fail "frontier --json: $(tail -2 "$T/frontier.err")"
+check "frontier --json: keys, units, odd paths" frontier "$T/frontier.json" "out=$ODD/plans" "plot=$ODD/plans/f.svg" \
+  "timeline=$ODD/t.svg" plans_written=2
 finish

@@ -118,7 +118,7 @@ static void zeus_free_releases_what_the_library_allocates(void **state) {
   zeus_frontier *f;
   assert_zeus_ok(zeus_frontier_solve(&f, p, &fo));
   char *csv = NULL, *plan = NULL;
-  assert_zeus_ok(zeus_frontier_csv(f, &csv));
+  assert_zeus_ok(zeus_frontier_csv(f, NULL, &csv));
   assert_non_null(strstr(csv, "iteration,time_s"));
   assert_zeus_ok(zeus_frontier_plan_text(f, 0, &plan));
   assert_non_null(strstr(plan, "forward"));

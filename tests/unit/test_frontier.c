@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <zeus.h>
@@ -385,7 +386,7 @@ static void outputs_write_csv_and_plan_files(void **state) {
   assert_zeus_ok(zeus_frontier_write(f, dir, &wo));
   snprintf(path, sizeof path, "%s/frontier.csv", dir);
   char *csv = read_text(path);
-  assert_non_null(strstr(csv, "iteration,time_s,cost_j,cost_with_blocking_j,eval_time_s,eval_energy_j\n0,"));
+  assert_non_null(strstr(csv, "iteration,time_s,cost_j,cost_with_blocking_j,eval_time_s,eval_energy_j,dominated\n0,"));
   size_t lines = 0;
   for (char *c = csv; *c; c++) lines += *c == '\n';
   assert_int_equal(lines, npts + 1);
@@ -408,7 +409,7 @@ static void outputs_write_csv_and_plan_files(void **state) {
   free(plan);
   /* Plots. */
   snprintf(path, sizeof path, "%s/frontier.svg", dir);
-  assert_zeus_ok(zeus_frontier_write_plot_svg(f, path));
+  assert_zeus_ok(zeus_frontier_write_plot_svg(f, path, &wo));
   char *svg = read_text(path);
   assert_non_null(strstr(svg, "<svg"));
   assert_non_null(strstr(svg, "</svg>"));
@@ -675,13 +676,13 @@ static void cli_answers_help_and_reports_errors(void **state) {
   snprintf(args, sizeof args,
            "--profile %s --stages 2 --microbatches 1 --blocking-power 40 --json --allow-fewer-microbatches", path);
   assert_int_equal(run_cli(args, out, sizeof out), 0);
-  assert_non_null(strstr(out, "\"points\": "));
+  assert_non_null(strstr(out, "\"num_points\": "));
   snprintf(args, sizeof args,
            "--profile %s --stages 2 --microbatches 3 --blocking-power 40 --out %s/o --every 3 "
            "--plot %s/o/f.svg --timeline last --cost-model hull --json",
            path, dir, dir);
   assert_int_equal(run_cli(args, out, sizeof out), 0);
-  assert_non_null(strstr(out, "\"points\": "));
+  assert_non_null(strstr(out, "\"num_points\": "));
   snprintf(path, sizeof path, "%s/o/frontier.csv", dir);
   assert_int_equal(access(path, F_OK), 0);
   snprintf(path, sizeof path, "%s/o/freqs_pipeline_00000.py", dir);
@@ -781,6 +782,323 @@ static void sosp24_energy_filter_reproduces_reference_model_frontier(void **stat
   sosp24_case("bloom", ZEUS_FRONTIER_COST_EXPONENTIAL, ZEUS_FRONTIER_PARETO_ENERGY, 0.005, true);
 }
 
+/* ---- plans at scale: delta encoding, dominance, progress, limits ---- */
+
+/* The plan store gives back every plan pushed, by random access and walking in order, and holds
+ * far less than full copies when plans change little. */
+static void plan_store_returns_every_plan_and_stays_small(void **state) {
+  (void)state;
+  enum { N = 300, P = 2000 };
+  static int32_t all[P][N];
+  zeus__fplans pl;
+  assert_zeus_ok(zeus__fplans_init(&pl, N));
+  unsigned x = 12345;
+  for (int v = 0; v < N; v++) all[0][v] = v % 7;
+  for (int i = 0; i < P; i++) {
+    if (i > 0) {
+      memcpy(all[i], all[i - 1], sizeof all[i]);
+      /* Mostly a few changes; now and then none, or a whole new plan (forces a checkpoint). */
+      int changes = i % 97 == 0 ? N : i % 5 == 0 ? 0 : 1 + i % 3;
+      for (int k = 0; k < changes; k++) {
+        x = x * 1103515245u + 12345u;
+        all[i][(x >> 8) % N] = (int32_t)((x >> 4) % 50);
+      }
+    }
+    assert_zeus_ok(zeus__fplans_push(&pl, all[i]));
+  }
+  assert_int_equal(pl.npts, P);
+  int32_t q[N], w[N];
+  for (int i = 0; i < P; i++) {
+    zeus__fplans_get(&pl, (size_t)i, q);
+    assert_memory_equal(q, all[i], sizeof q);
+    if (i == 0) zeus__fplans_get(&pl, 0, w);
+    else zeus__fplans_step(&pl, (size_t)i, w);
+    assert_memory_equal(w, all[i], sizeof w);
+  }
+  size_t bytes = zeus__fplans_bytes(&pl), full = sizeof all;
+  print_message("plan store: %d plans of %d entries in %zu bytes (full copies: %zu)\n", P, N, bytes, full);
+  assert_true(bytes * 4 < full);
+  assert_true(pl.nck > 1 && pl.nck < P / 10);
+  zeus__fplans_free(&pl);
+}
+
+/* Brute force: a point is dominated exactly when another is no slower, no costlier and better
+ * in one, by the evaluated figures. */
+static size_t check_dominance(const zeus_frontier *f) {
+  size_t n = zeus_frontier_num_points(f), count = 0;
+  for (size_t i = 0; i < n; i++) {
+    zeus_frontier_point a;
+    assert_zeus_ok(zeus_frontier_get_point(f, i, &a));
+    bool dom = false;
+    for (size_t j = 0; j < n && !dom; j++) {
+      zeus_frontier_point b;
+      assert_zeus_ok(zeus_frontier_get_point(f, j, &b));
+      dom = b.eval_time_s <= a.eval_time_s && b.eval_energy_j <= a.eval_energy_j &&
+            (b.eval_time_s < a.eval_time_s || b.eval_energy_j < a.eval_energy_j);
+    }
+    if (dom != a.dominated) fail_msg("point %zu: dominated %d, brute force says %d", i, a.dominated, dom);
+    count += dom;
+  }
+  return count;
+}
+
+static void dominated_points_are_marked_and_can_be_dropped(void **state) {
+  (void)state;
+  zeus_frontier_profile *p = synth(4, 12, 0.02, 3);
+  zeus_frontier_opts o = {.stages = 4, .microbatches = 8, .blocking_power_w = 70};
+  zeus_frontier *f;
+  assert_zeus_ok(zeus_frontier_solve(&f, p, &o));
+  size_t n = zeus_frontier_num_points(f), ndom = check_dominance(f);
+  print_message("synthetic 4 x 8: %zu of %zu points dominated\n", ndom, n);
+  assert_true(ndom > 0 && ndom < n);
+  /* frontier.csv without the dominated rows; the plans written are among the kept points. */
+  zeus_frontier_write_opts wo = {.drop_dominated = true};
+  char *csv;
+  assert_zeus_ok(zeus_frontier_csv(f, &wo, &csv));
+  size_t rows = 0;
+  for (char *c = csv; *c; c++) rows += *c == '\n';
+  assert_int_equal(rows, n - ndom + 1);
+  assert_null(strstr(csv, ",1\n"));
+  zeus_free(csv);
+  assert_zeus_ok(zeus_frontier_csv(f, NULL, &csv));
+  rows = 0;
+  for (char *c = csv; *c; c++) rows += *c == '\n';
+  assert_int_equal(rows, n + 1);
+  assert_non_null(strstr(csv, ",1\n"));
+  zeus_free(csv);
+  assert_int_equal(zeus_frontier_count_plans(f, &wo), (long)(n - ndom));
+  assert_int_equal(zeus_frontier_count_plans(f, NULL), (long)n);
+  wo.sample = 4;
+  long k = zeus_frontier_count_plans(f, &wo);
+  assert_true(k >= 2 && k <= 4);
+  char dir[256], path[512];
+  zeus_test_tmpdir(dir, sizeof dir);
+  assert_zeus_ok(zeus_frontier_write(f, dir, &wo));
+  size_t files = 0;
+  for (size_t i = 0; i < n; i++) {
+    snprintf(path, sizeof path, "%s/freqs_pipeline_%05zu.py", dir, i);
+    if (access(path, F_OK) != 0) continue;
+    files++;
+    zeus_frontier_point pt;
+    assert_zeus_ok(zeus_frontier_get_point(f, i, &pt));
+    assert_false(pt.dominated);
+  }
+  assert_int_equal(files, (size_t)k);
+  zeus_frontier_free(f);
+  zeus_frontier_profile_free(p);
+}
+
+typedef struct progress_log {
+  size_t calls, stop_at;
+  zeus_frontier_progress first, last;
+  bool monotone;
+} progress_log;
+
+static int log_progress(const zeus_frontier_progress *p, void *ctx) {
+  progress_log *l = ctx;
+  if (l->calls == 0) l->first = *p;
+  else if (p->points != l->last.points + 1 || !(p->time_s < l->last.time_s)) l->monotone = false;
+  l->last = *p;
+  l->calls++;
+  return l->stop_at && p->points >= l->stop_at;
+}
+
+static void progress_is_reported_per_point_and_can_stop_the_solve(void **state) {
+  (void)state;
+  zeus_frontier_profile *p = synth(3, 10, 0.01, 4);
+  progress_log l = {.monotone = true};
+  zeus_frontier_opts o = {.stages = 3, .microbatches = 6, .blocking_power_w = 60, .progress = log_progress,
+                          .progress_ctx = &l};
+  zeus_frontier *f;
+  assert_zeus_ok(zeus_frontier_solve(&f, p, &o));
+  size_t n = zeus_frontier_num_points(f);
+  zeus_frontier_point first, last;
+  assert_zeus_ok(zeus_frontier_get_point(f, 0, &first));
+  assert_zeus_ok(zeus_frontier_get_point(f, n - 1, &last));
+  assert_int_equal(l.calls, n);
+  assert_true(l.monotone);
+  assert_int_equal(l.first.points, 1);
+  assert_int_equal(l.last.points, n);
+  assert_true(l.first.slowest_time_s == first.time_s && l.last.time_s == last.time_s);
+  assert_true(fabs(l.first.fastest_time_s - last.time_s) < 1e-9); /* known before solving */
+  assert_true(l.first.max_points >= n);
+  zeus_frontier_free(f);
+  /* A non-zero return stops after that point, keeping the points so far. */
+  l = (progress_log){.monotone = true, .stop_at = 5};
+  assert_zeus_ok(zeus_frontier_solve(&f, p, &o));
+  assert_int_equal(zeus_frontier_num_points(f), 5);
+  zeus_frontier_free(f);
+  zeus_frontier_profile_free(p);
+}
+
+static void solves_past_the_limits_are_refused_naming_the_limit(void **state) {
+  (void)state;
+  zeus_frontier_profile *p = synth(2, 10, 0.01, 4);
+  zeus_frontier *f = NULL;
+  /* A unit time far below the profile's resolution: tables of ~1e7 entries per instruction. */
+  zeus_frontier_opts o = {.stages = 2, .microbatches = 4, .blocking_power_w = 60, .unit_time_s = 1e-9};
+  assert_zeus_err(zeus_frontier_solve(&f, p, &o), ZEUS_ERANGE, "use a larger unit time");
+  assert_non_null(strstr(zeus_errmsg(), "16777216"));
+  /* Too many points: refused, unless max_iterations bounds them. */
+  o.unit_time_s = 1e-8;
+  assert_zeus_err(zeus_frontier_solve(&f, p, &o), ZEUS_ERANGE, "more than the limit of 4194304");
+  o.max_iterations = 50;
+  assert_zeus_ok(zeus_frontier_solve(&f, p, &o));
+  assert_int_equal(zeus_frontier_num_points(f), 50);
+  zeus_frontier_free(f);
+  f = NULL;
+  /* Too many instructions. */
+  o = (zeus_frontier_opts){.stages = 11, .microbatches = 100000, .blocking_power_w = 60};
+  assert_zeus_err(zeus_frontier_solve(&f, p, &o), ZEUS_ERANGE, "instructions, more than the limit");
+  assert_null(f);
+  zeus_frontier_profile_free(p);
+}
+
+static void profile_with_bom_is_read_and_special_files_are_refused(void **state) {
+  (void)state;
+  char dir[256], path[512];
+  zeus_test_tmpdir(dir, sizeof dir);
+  int rc;
+  zeus_frontier_profile *p = load_text(dir,
+                                       "\xEF\xBB\xBFstage,instruction,frequency,time,energy\n"
+                                       "0,forward,1410,0.010,3\n0,backward,1410,0.020,6\n",
+                                       &rc);
+  assert_zeus_ok(rc);
+  assert_int_equal(zeus_frontier_profile_num_stages(p), 1);
+  zeus_frontier_profile_free(p);
+  p = NULL;
+  assert_zeus_err(zeus_frontier_profile_load(&p, "/dev/zero"), ZEUS_EINVAL, "not a regular file");
+  assert_zeus_err(zeus_frontier_profile_load(&p, dir), ZEUS_EINVAL, "not a regular file");
+  snprintf(path, sizeof path, "%s/fifo", dir);
+  assert_int_equal(mkfifo(path, 0600), 0);
+  assert_zeus_err(zeus_frontier_profile_load(&p, path), ZEUS_EINVAL, "not a regular file"); /* never blocks */
+  snprintf(path, sizeof path, "%s/big.csv", dir);
+  FILE *fp = fopen(path, "w");
+  assert_non_null(fp);
+  assert_int_equal(ftruncate(fileno(fp), (64L << 20) + 1), 0);
+  fclose(fp);
+  assert_zeus_err(zeus_frontier_profile_load(&p, path), ZEUS_ERANGE, "64 MiB");
+  unlink(path);
+  assert_null(p);
+}
+
+/* The frontier SVG: decimated (its size does not follow the number of points), SI-prefixed axes,
+ * markers for the plans written and the least-energy plan, a legend away from every dot. */
+static void frontier_plot_is_decimated_and_labelled(void **state) {
+  (void)state;
+  zeus_frontier_profile *p = synth(4, 24, 0.05, 6);
+  zeus_frontier_opts o = {.stages = 4, .microbatches = 16, .blocking_power_w = 70, .unit_time_s = 0.0002};
+  zeus_frontier *f;
+  assert_zeus_ok(zeus_frontier_solve(&f, p, &o));
+  size_t n = zeus_frontier_num_points(f);
+  char dir[256], path[512];
+  zeus_test_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/frontier.svg", dir);
+  zeus_frontier_write_opts wo = {.sample = 7};
+  assert_zeus_ok(zeus_frontier_write_plot_svg(f, path, &wo));
+  char *svg = read_text(path);
+  size_t len = strlen(svg), circles = 0, coords = 0;
+  for (char *c = svg; (c = strstr(c, "<circle")); c++) circles++;
+  for (char *c = strstr(svg, "<polyline"); c && *c; c++) coords += *c == ',';
+  print_message("frontier plot of %zu points: %zu bytes, %zu circles, ~%zu polyline vertices\n", n, len, circles,
+                coords);
+  assert_true(n > 5000);
+  assert_true(len < 120000);     /* the old plot wrote every point twice: ~25 bytes × 2 × n */
+  assert_true(circles < 2 * 1000);
+  assert_non_null(strstr(svg, "iteration energy (kJ)"));
+  assert_non_null(strstr(svg, "iteration time (s)"));
+  assert_null(strstr(svg, "e+0"));
+  assert_non_null(strstr(svg, "plan files written (7)"));
+  assert_non_null(strstr(svg, "least energy: "));
+  assert_non_null(strstr(svg, "dominated ("));
+  /* The legend's background covers no dot: every circle outside the legend box lies outside it. */
+  char *lg = strstr(svg, "<g font-size='11'><rect x='");
+  assert_non_null(lg);
+  double lx, ly, lw, lh;
+  assert_int_equal(sscanf(lg, "<g font-size='11'><rect x='%lf' y='%lf' width='%lf' height='%lf'", &lx, &ly, &lw, &lh), 4);
+  *lg = '\0'; /* what comes before is the data */
+  for (char *c = svg; (c = strstr(c, "<circle cx='")); c++) {
+    double cx, cy;
+    assert_int_equal(sscanf(c, "<circle cx='%lf' cy='%lf'", &cx, &cy), 2);
+    if (cx >= lx && cx <= lx + lw && cy >= ly && cy <= ly + lh) fail_msg("a dot at (%g, %g) under the legend", cx, cy);
+  }
+  free(svg);
+  zeus_frontier_free(f);
+  zeus_frontier_profile_free(p);
+  /* A frontier of one point (one clock): readable ticks around it, not a range of 1e-9. */
+  int rc;
+  p = load_text(dir, "stage,instruction,frequency,time,energy\n0,forward,1410,0.010,3\n0,backward,1410,0.020,6\n", &rc);
+  assert_zeus_ok(rc);
+  o = (zeus_frontier_opts){.stages = 1, .microbatches = 1, .blocking_power_w = 10};
+  assert_zeus_ok(zeus_frontier_solve(&f, p, &o));
+  assert_int_equal(zeus_frontier_num_points(f), 1);
+  assert_zeus_ok(zeus_frontier_write_plot_svg(f, path, NULL));
+  svg = read_text(path);
+  assert_non_null(strstr(svg, "1 stage × 1 microbatch, 1 plan<"));
+  assert_non_null(strstr(svg, ">30.0</text>")); /* ms ticks at 0.5 ms steps around 30 ms */
+  assert_null(strstr(svg, "0000<"));
+  free(svg);
+  zeus_frontier_free(f);
+  zeus_frontier_profile_free(p);
+}
+
+/* The timeline's colours: one absolute scale, so a clock has the same colour in every plan. */
+static void timeline_colours_one_absolute_clock_scale(void **state) {
+  (void)state;
+  zeus_frontier_profile *p = synth(3, 12, 0.02, 2);
+  zeus_frontier_opts o = {.stages = 3, .microbatches = 4, .blocking_power_w = 60};
+  zeus_frontier *f;
+  assert_zeus_ok(zeus_frontier_solve(&f, p, &o));
+  size_t n = zeus_frontier_num_points(f);
+  char dir[256], path[512];
+  zeus_test_tmpdir(dir, sizeof dir);
+  char colour_of[2000][8];
+  memset(colour_of, 0, sizeof colour_of);
+  size_t plans[3] = {0, n / 2, n - 1}, distinct = 0;
+  for (int k = 0; k < 3; k++) {
+    snprintf(path, sizeof path, "%s/t%d.svg", dir, k);
+    assert_zeus_ok(zeus_frontier_write_timeline_svg(f, plans[k], path));
+    char *svg = read_text(path);
+    assert_non_null(strstr(svg, "SM clock (MHz)"));
+    assert_non_null(strstr(svg, "linearGradient"));
+    /* Every instruction box: a <rect ...> whose content is its tooltip naming the clock. */
+    for (char *c = svg; (c = strstr(c, "<rect ")); c++) {
+      char *gt = strchr(c, '>'), *fill = strstr(c, "fill='#");
+      if (!gt || gt[-1] == '/' || strncmp(gt + 1, "<title>", 7) != 0 || !fill || fill > gt) continue;
+      char colour[8];
+      memcpy(colour, fill + 6, 7);
+      colour[7] = '\0';
+      int mhz;
+      assert_int_equal(sscanf(strstr(gt, ": ") + 2, "%d MHz", &mhz), 1);
+      assert_true(mhz > 0 && mhz < 2000);
+      if (!colour_of[mhz][0]) {
+        memcpy(colour_of[mhz], colour, 8);
+        distinct++;
+      } else if (strcmp(colour_of[mhz], colour) != 0) {
+        fail_msg("%d MHz is %s in one plan and %s in another", mhz, colour_of[mhz], colour);
+      }
+    }
+    free(svg);
+  }
+  assert_true(distinct >= 3);
+  /* Viridis' green channel grows with the clock: a faster clock is always a lighter colour. */
+  int prev_mhz = 0;
+  unsigned prev_g = 0;
+  for (int m = 0; m < 2000; m++) {
+    if (!colour_of[m][0]) continue;
+    unsigned r, g, bl;
+    assert_int_equal(sscanf(colour_of[m], "#%02x%02x%02x", &r, &g, &bl), 3);
+    if (prev_mhz && g <= prev_g) fail_msg("%d MHz (%s) is not lighter than %d MHz", m, colour_of[m], prev_mhz);
+    prev_mhz = m;
+    prev_g = g;
+  }
+  /* The profile's own lowest and highest clocks are the scale's ends. */
+  assert_true(f->clock_min_mhz == 635 && f->clock_max_mhz == 1410);
+  if (colour_of[635][0]) assert_string_equal(colour_of[635], "#440154");
+  zeus_frontier_free(f);
+  zeus_frontier_profile_free(p);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(exhaustive_2x2_five_clocks_bounds_gap),
@@ -797,6 +1115,13 @@ int main(int argc, char **argv) {
       cmocka_unit_test(min_cut_with_lower_bounds_matches_enumeration_across_warm_starts),
       cmocka_unit_test(bad_input_gives_clear_errors),
       cmocka_unit_test(cli_answers_help_and_reports_errors),
+      cmocka_unit_test(plan_store_returns_every_plan_and_stays_small),
+      cmocka_unit_test(dominated_points_are_marked_and_can_be_dropped),
+      cmocka_unit_test(progress_is_reported_per_point_and_can_stop_the_solve),
+      cmocka_unit_test(solves_past_the_limits_are_refused_naming_the_limit),
+      cmocka_unit_test(profile_with_bom_is_read_and_special_files_are_refused),
+      cmocka_unit_test(frontier_plot_is_decimated_and_labelled),
+      cmocka_unit_test(timeline_colours_one_absolute_clock_scale),
       cmocka_unit_test(sosp24_gpt3_matches_reference_frontier),
       cmocka_unit_test(sosp24_bloom_matches_reference_frontier),
       cmocka_unit_test(sosp24_energy_filter_reproduces_reference_model_frontier),

@@ -433,6 +433,8 @@ static void job_cost_threshold_predicted_one_epoch_ahead(void **state) {
   zeus_job_close(j);
   double c = in.cost / 2;
   assert_true(c > 0);
+  assert_true(isnan(in.predicted_cost)); /* no threshold: no prediction */
+  assert_false(in.stopped_by_cost);
   /* Threshold 2.5 epochs: after two epochs the third would reach 3c >= 2.5c. */
   char thresh[64];
   snprintf(thresh, sizeof thresh, "%.17g", 2.5 * c);
@@ -445,6 +447,8 @@ static void job_cost_threshold_predicted_one_epoch_ahead(void **state) {
   P = paths_of(j);
   zeus_job_close(j);
   assert_near(in.cost, 2 * c, c * 1e-6);
+  assert_true(in.stopped_by_cost);
+  assert_near(in.predicted_cost, 3 * c, c * 1e-3); /* what stopped it */
   json_t *r = load_json(P.train);
   assert_int_equal(num(r, "num_epochs"), 2);
   assert_true(json_is_false(json_object_get(r, "reached")));

@@ -1,6 +1,7 @@
 /* monitor: windows against the simulated GPU's ground truth. */
 #include <math.h>
 
+#include "core/core.h"
 #include "test_util.h"
 
 #include <zeus.h>
@@ -371,6 +372,141 @@ static void monitor_cpu_rapl_counters_with_wraparound(void **state) {
   unsetenv("ZEUS_RAPL_ROOT");
 }
 
+/* The readings a window began with, the open windows in the order they were begun, and
+ * reset_windows discarding them all. */
+static void monitor_window_state_keys_and_reset(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 2, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  zeus_monitor *m = mon_open(&f, NULL);
+  assert_int_equal(zeus_monitor_num_windows(m), 0);
+  assert_zeus_ok(zeus_sim_work(f.node, 0, 2, NULL));
+  double t_a = zeus_sim_now(f.node), e_a0 = truth(&f, 0);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "a", false));
+  assert_zeus_ok(zeus_sim_idle(f.node, 1.5));
+  assert_zeus_ok(zeus_monitor_begin_window(m, "b", false));
+  assert_zeus_ok(zeus_monitor_begin_window(m, "c", false));
+  zeus_measurement st;
+  assert_zeus_ok(zeus_monitor_window_state(m, "a", &st));
+  assert_near(st.start_time_s, t_a, 1e-12);
+  assert_near(st.time_s, 1.5, 1e-9);
+  assert_int_equal(st.num_gpus, 2);
+  assert_near(st.gpu_energy_j[0], e_a0, MJ);
+  assert_true(st.total_energy_j == 0);
+  assert_zeus_err(zeus_monitor_window_state(m, "zz", &st), ZEUS_ENOENT, "'zz'");
+  /* Ending the middle one keeps the order of the others. */
+  zeus_measurement r;
+  assert_zeus_ok(zeus_monitor_end_window(m, "b", false, &r));
+  assert_near(r.start_time_s, t_a + 1.5, 1e-12);
+  assert_int_equal(zeus_monitor_num_windows(m), 2);
+  char key[8];
+  assert_zeus_ok(zeus_monitor_window_key(m, 0, key, sizeof key));
+  assert_string_equal(key, "a");
+  assert_zeus_ok(zeus_monitor_window_key(m, 1, key, sizeof key));
+  assert_string_equal(key, "c");
+  assert_zeus_err(zeus_monitor_window_key(m, 2, key, sizeof key), ZEUS_ENOENT, "not open");
+  assert_zeus_ok(zeus_monitor_begin_window(m, "a-much-longer-key", false));
+  assert_zeus_err(zeus_monitor_window_key(m, 2, key, sizeof key), ZEUS_ERANGE, "does not fit");
+  zeus_monitor_reset_windows(m);
+  assert_int_equal(zeus_monitor_num_windows(m), 0);
+  assert_false(zeus_monitor_is_open(m, "a"));
+  assert_zeus_ok(zeus_monitor_begin_window(m, "a", false)); /* the key is free again */
+  zeus_monitor_close(m);
+  zeus_devices_close(f.dev);
+}
+
+typedef struct replay_ctx {
+  int calls;
+  char last_key[32];
+  int fail_at;
+} replay_ctx;
+
+static int replay_hook(void *ctx, const char *key, zeus_measurement *m) {
+  replay_ctx *c = ctx;
+  c->calls++;
+  snprintf(c->last_key, sizeof c->last_key, "%s", key);
+  if (c->calls == c->fail_at) return zeus_set_errmsg(ZEUS_EIO, "replay log exhausted at window '%s'", key);
+  m->time_s = 12.5;
+  m->gpu_energy_j[0] = 100.0 * c->calls;
+  return ZEUS_OK;
+}
+
+/* The end hook replaces the measurement (and the logged row); its failure is end_window's, and
+ * the window is closed all the same. Cancelled windows do not reach it. */
+static void monitor_end_hook_replaces_measurements(void **state) {
+  (void)state;
+  char dir[256], path[300];
+  zeus_test_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/log.csv", dir);
+  fixture f;
+  fx_open(&f, 1, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  replay_ctx c = {.fail_at = 3};
+  zeus_monitor_opts o = {.end_hook = replay_hook, .end_hook_ctx = &c, .log_file = path};
+  zeus_monitor *m = mon_open(&f, &o);
+  zeus_measurement r;
+  assert_zeus_ok(zeus_monitor_begin_window(m, "w1", false));
+  assert_zeus_ok(zeus_monitor_end_window(m, "w1", false, &r));
+  assert_near(r.time_s, 12.5, 0);
+  assert_near(r.gpu_energy_j[0], 100.0, 0);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "w2", false));
+  assert_zeus_ok(zeus_monitor_end_window(m, "w2", true, &r));
+  assert_int_equal(c.calls, 1);
+  assert_zeus_ok(zeus_monitor_begin_window(m, "w3", false));
+  assert_zeus_ok(zeus_monitor_end_window(m, "w3", false, &r));
+  assert_string_equal(c.last_key, "w3");
+  assert_zeus_ok(zeus_monitor_begin_window(m, "w4", false));
+  assert_zeus_err(zeus_monitor_end_window(m, "w4", false, &r), ZEUS_EIO, "replay log exhausted at window 'w4'");
+  assert_false(zeus_monitor_is_open(m, "w4"));
+  zeus_monitor_close(m);
+  char *text;
+  size_t len;
+  assert_zeus_ok(zeus__read_file(path, &text, &len));
+  assert_non_null(strstr(text, ",w1,12.5,100.000000\n"));
+  assert_non_null(strstr(text, ",w3,12.5,200.000000\n"));
+  assert_null(strstr(text, ",w4,"));
+  free(text);
+  zeus_devices_close(f.dev);
+}
+
+static int count_lines;
+static void count_sink(int level, const char *module, const char *msg, void *ud) {
+  (void)level;
+  (void)module;
+  (void)ud;
+  if (strstr(msg, "too short")) count_lines++;
+}
+
+/* A window too short for the counter logs a warning, unless no_short_window_warning. */
+static void monitor_short_window_warning_can_be_silenced(void **state) {
+  (void)state;
+  fixture f;
+  memset(&f, 0, sizeof f);
+  f.gpus[0].model = ZEUS_SIM_DVFS;
+  f.gpus[0].counter_period_s = 1.0; /* the counter moves once a second */
+  f.cfg.num_gpus = 1;
+  f.cfg.gpus = f.gpus;
+  f.cfg.clock = ZEUS_SIM_CLOCK_VIRTUAL;
+  zeus_devices_opts dopts = {.backend = "sim", .sim = &f.cfg, .all_devices = true};
+  assert_zeus_ok(zeus_devices_open(&f.dev, &dopts));
+  f.node = zeus_devices_sim_node(f.dev);
+  zeus_set_log_callback(count_sink, NULL);
+  for (int quiet = 0; quiet < 2; quiet++) {
+    count_lines = 0;
+    zeus_monitor_opts o = {.no_short_window_warning = quiet == 1};
+    zeus_monitor *m = mon_open(&f, &o);
+    assert_zeus_ok(zeus_sim_idle(f.node, 1.01));
+    assert_zeus_ok(zeus_monitor_begin_window(m, "w", false));
+    assert_zeus_ok(zeus_sim_idle(f.node, 0.01));
+    zeus_measurement r;
+    assert_zeus_ok(zeus_monitor_end_window(m, "w", false, &r));
+    assert_true(r.gpu_energy_j[0] == 0.0);
+    assert_int_equal(count_lines, quiet ? 0 : 1);
+    zeus_monitor_close(m);
+  }
+  zeus_set_log_callback(NULL, NULL);
+  zeus_devices_close(f.dev);
+}
+
 /* The zone list is read once, at open: a package that appears later is not measured, and the
  * readings go on through the files opened then even when ZEUS_RAPL_ROOT points elsewhere. */
 static void monitor_reads_rapl_zone_list_once_per_monitor(void **state) {
@@ -458,6 +594,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(monitor_csv_log_has_one_row_per_ended_window),
       cmocka_unit_test(monitor_gpu_subset_and_bad_indices),
       cmocka_unit_test(monitor_cpu_rapl_counters_with_wraparound),
+      cmocka_unit_test(monitor_window_state_keys_and_reset),
+      cmocka_unit_test(monitor_end_hook_replaces_measurements),
+      cmocka_unit_test(monitor_short_window_warning_can_be_silenced),
       cmocka_unit_test(monitor_reads_rapl_zone_list_once_per_monitor),
       cmocka_unit_test(rapl_zone_info_names_files_and_why_none),
   };

@@ -418,8 +418,10 @@ static void power_monitor_thread_keeps_both_periods(void **state) {
   assert_zeus_ok(zeus_power_monitor_temperature_timeline(pm, 0, -INFINITY, INFINITY, &tt, &nt));
   print_message("%zu power samples, %zu temperature samples in 0.45 s\n", np, nt);
   assert_true(nt >= 2 && nt <= 6);  /* 5 expected: at open and 4 polls */
-  assert_true(np >= 3 * nt);        /* ten times as often */
-  for (size_t i = 1; i < nt; i++) assert_true(tt[i].time_s - tt[i - 1].time_s >= 0.09);
+  assert_true(np >= 2 * nt);        /* ten times as often (less under load) */
+  /* deadlines every 0.1 s: a late poll is not followed by a burst, and the mean gap is the period */
+  for (size_t i = 1; i < nt; i++) assert_true(tt[i].time_s - tt[i - 1].time_s >= 0.01);
+  assert_true((tt[nt - 1].time_s - tt[0].time_s) / (double)(nt - 1) >= 0.095);
   zeus_free(tl);
   zeus_free(tt);
   zeus_power_monitor_close(pm);

@@ -4,8 +4,9 @@
 the training loop, it profiles each power limit just in time, from the GPUs' maximum down to
 their minimum in ``pl_step`` strides, then applies the optimum chosen by a selector
 (:class:`Energy`, :class:`Time`, :class:`ZeusCost`, :class:`MaxSlowdownConstraint`, or your own
-:class:`OptimumSelector`). :class:`HFGlobalPowerLimitOptimizer` wraps it as a Hugging Face
-``TrainerCallback``.
+:class:`OptimumSelector`). Its ``state`` is one of the original's state classes
+(:class:`Ready`, :class:`Warmup`, :class:`Profiling`, :class:`Done`).
+:class:`HFGlobalPowerLimitOptimizer` wraps it as a Hugging Face ``TrainerCallback``.
 
 Every decision (states, selection, profile files, restoring GPUs) is made by the C library; this
 module converts arguments and results, and hooks torch.distributed in as the C collective when
@@ -15,24 +16,76 @@ from __future__ import annotations
 
 import abc
 import enum
+import logging
+import math
 import numbers
 import os
 import threading
 from ctypes import POINTER, byref, c_uint, c_void_p, cast, pointer
-from dataclasses import dataclass
-from typing import List, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, List, Optional
 
 from .. import _lib, _lifetime
-from .._closeable import Closeable
 from ..callback import Callback
 from ..utils.framework import TorchCollective, torch_distributed
 
-# ---- measurements and selectors -----------------------------------------------------------------
+if TYPE_CHECKING:  # only for the annotations of the original's signatures
+    from ..monitor import ZeusMonitor
+
+logger = logging.getLogger("zeusc.plo")
+
+# ---- the original's small models (pydantic BaseModels there: keyword arguments, positive values) ----
 
 
-@dataclass
-class PowerLimitMeasurement:
-    """GPU energy and time measured for one power limit.
+def _positive_int(cls: str, name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or (isinstance(v, float) and not v.is_integer()):
+        raise TypeError(f"{cls}: {name} must be an int, got {v!r}")
+    if not v > 0:
+        raise ValueError(f"{cls}: {name} must be a positive int, got {v!r}")
+    return int(v)
+
+
+def _positive_float(cls: str, name: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{cls}: {name} must be a number, got {v!r}")
+    if not (v > 0 and math.isfinite(v)):
+        raise ValueError(f"{cls}: {name} must be a positive number, got {v!r}")
+    return float(v)
+
+
+class _Model:
+    """Keyword-only construction with validation, equality by fields, a readable repr."""
+
+    __slots__ = ()
+    _fields: tuple = ()
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in self._fields)
+
+    def __hash__(self):
+        return hash((type(self).__name__,) + tuple(getattr(self, f) for f in self._fields))
+
+    def __repr__(self):
+        return f"{type(self).__name__}(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields) + ")"
+
+    def dict(self) -> dict:
+        """The fields as a dict (pydantic's ``.dict()`` in the original)."""
+        return {f: getattr(self, f) for f in self._fields}
+
+    @classmethod
+    def _trusted(cls, **kw):
+        """An instance from values libzeus produced, not validated again."""
+        obj = object.__new__(cls)
+        for k, v in kw.items():
+            object.__setattr__(obj, k, v)
+        return obj
+
+
+class PowerLimitMeasurement(_Model):
+    """GPU energy and time measured for one power limit (W): keyword arguments, each positive
+    (the original's pydantic model: ``PowerLimitMeasurement(power_limit=300, energy=..., time=...)``).
 
     Attributes:
         power_limit: the power limit in W.
@@ -40,9 +93,60 @@ class PowerLimitMeasurement:
         time: the profiling window's time in s (the largest across ranks).
     """
 
-    power_limit: int
-    energy: float
-    time: float
+    __slots__ = ("power_limit", "energy", "time")
+    _fields = __slots__
+
+    def __init__(self, *, power_limit: int, energy: float, time: float) -> None:
+        self.power_limit = _positive_int("PowerLimitMeasurement", "power_limit", power_limit)
+        self.energy = _positive_float("PowerLimitMeasurement", "energy", energy)
+        self.time = _positive_float("PowerLimitMeasurement", "time", time)
+
+
+class Ready(_Model):
+    """Ready to measure ``next_power_limit`` (mW); it starts after ``steps`` more step begins."""
+
+    __slots__ = ("next_power_limit", "steps")
+    _fields = __slots__
+    name = "READY"
+
+    def __init__(self, *, next_power_limit: int, steps: int) -> None:
+        self.next_power_limit = _positive_int("Ready", "next_power_limit", next_power_limit)
+        self.steps = _positive_int("Ready", "steps", steps)
+
+
+class Warmup(_Model):
+    """Warming up at ``current_power_limit`` (mW); profiling starts after ``steps`` more step begins."""
+
+    __slots__ = ("current_power_limit", "steps")
+    _fields = __slots__
+    name = "WARMUP"
+
+    def __init__(self, *, current_power_limit: int, steps: int) -> None:
+        self.current_power_limit = _positive_int("Warmup", "current_power_limit", current_power_limit)
+        self.steps = _positive_int("Warmup", "steps", steps)
+
+
+class Profiling(_Model):
+    """Profiling ``current_power_limit`` (mW); the window ends after ``steps`` more step begins."""
+
+    __slots__ = ("current_power_limit", "steps")
+    _fields = __slots__
+    name = "PROFILING"
+
+    def __init__(self, *, current_power_limit: int, steps: int) -> None:
+        self.current_power_limit = _positive_int("Profiling", "current_power_limit", current_power_limit)
+        self.steps = _positive_int("Profiling", "steps", steps)
+
+
+class Done(_Model):
+    """Every limit is measured and ``optimal_power_limit`` (mW) is applied."""
+
+    __slots__ = ("optimal_power_limit",)
+    _fields = __slots__
+    name = "DONE"
+
+    def __init__(self, *, optimal_power_limit: int) -> None:
+        self.optimal_power_limit = _positive_int("Done", "optimal_power_limit", optimal_power_limit)
 
 
 def _to_c(measurements) -> "tuple":
@@ -65,8 +169,11 @@ def _to_c(measurements) -> "tuple":
 
 
 def _from_c(ptr, n: int) -> List[PowerLimitMeasurement]:
-    return [PowerLimitMeasurement(power_limit=ptr[i].power_limit_w, energy=ptr[i].energy_j, time=ptr[i].time_s)
-            for i in range(n)]
+    return [PowerLimitMeasurement._trusted(power_limit=ptr[i].power_limit_w, energy=ptr[i].energy_j,
+                                           time=ptr[i].time_s) for i in range(n)]
+
+
+# ---- selectors ------------------------------------------------------------------------------------
 
 
 class OptimumSelector(abc.ABC):
@@ -77,8 +184,8 @@ class OptimumSelector(abc.ABC):
     """
 
     @abc.abstractmethod
-    def select(self, measurements: List[PowerLimitMeasurement]) -> int:
-        """The optimal power limit (W): one of the measurements' ``power_limit``."""
+    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
+        """Select the optimal power limit (W) from measurements."""
 
     # The zeus_selector the C optimizer uses, and the objects its pointers need alive.
     def _c_selector(self):
@@ -120,9 +227,9 @@ class _CSelector(OptimumSelector):
 
     _sel: _lib.Selector
 
-    def select(self, measurements: List[PowerLimitMeasurement]) -> int:
-        """The optimal power limit (W) for these measurements (zeus_selector_select; ties go to
-        the lower limit). ValueError for an empty list."""
+    def select(self, measurements: list[PowerLimitMeasurement]) -> int:
+        """Select the optimal power limit (W) from measurements (zeus_selector_select: ties go to
+        the measurement listed first, as the original's ``min()``). ValueError for an empty list."""
         L = _lib.require_plo()
         arr, n = _to_c(measurements)
         if n == 0:
@@ -144,7 +251,7 @@ def _number(cls_name: str, name: str, v) -> float:
 class Energy(_CSelector):
     """Selects the power limit that minimizes energy consumption."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._sel = _lib.Selector()
         _lib.check(_lib.require_plo().zeus_selector_energy(byref(self._sel)))
 
@@ -153,7 +260,7 @@ class Time(_CSelector):
     """Selects the power limit that minimizes training time (which, with noisy measurements,
     need not be the maximum)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._sel = _lib.Selector()
         _lib.check(_lib.require_plo().zeus_selector_time(byref(self._sel)))
 
@@ -168,15 +275,19 @@ class ZeusCost(_CSelector):
         world_size: the number of GPUs of the training job (>= 1).
 
     Raises:
-        ValueError: a parameter out of range (the message names it, its value and the range).
+        ValueError: a parameter out of range (the original's message, then libzeus's).
     """
 
-    def __init__(self, eta_knob: float, world_size: int = 1):
+    def __init__(self, eta_knob: float, world_size: int = 1) -> None:
         self.eta_knob = _number("ZeusCost", "eta_knob", eta_knob)
         if isinstance(world_size, bool) or not isinstance(world_size, numbers.Integral):
             raise TypeError(f"ZeusCost: world_size must be an int, got {type(world_size).__name__}")
-        if not 0 <= world_size < 2**32:
-            raise ValueError(f"ZeusCost: world_size {world_size} is out of range (expected >= 1)")
+        if not 0.0 <= self.eta_knob <= 1.0:
+            raise ValueError("eta_knob must be between 0 and 1, inclusive both sides "
+                             f"(ZeusCost: eta_knob {eta_knob} is outside the allowed range [0, 1])")
+        if world_size < 1 or world_size >= 2**32:
+            raise ValueError("world_size must be greater than or equal to 1 "
+                             f"(ZeusCost: world_size {world_size} is outside the allowed range, expected >= 1)")
         self.world_size = int(world_size)
         self._sel = _lib.Selector()
         _lib.check(_lib.require_plo().zeus_selector_zeus_cost(byref(self._sel), self.eta_knob, self.world_size))
@@ -193,8 +304,11 @@ class MaxSlowdownConstraint(_CSelector):
         ValueError: a factor below 1 (or not finite).
     """
 
-    def __init__(self, factor: float):
+    def __init__(self, factor: float) -> None:
         self.factor = _number("MaxSlowdownConstraint", "factor", factor)
+        if not (self.factor >= 1.0 and math.isfinite(self.factor)):
+            raise ValueError(f"max_slowdown_factor must be greater than or equal to 1.0. Got {factor} "
+                             "(MaxSlowdownConstraint: factor outside the allowed range [1, inf))")
         self._sel = _lib.Selector()
         _lib.check(_lib.require_plo().zeus_selector_max_slowdown(byref(self._sel), self.factor))
 
@@ -227,7 +341,8 @@ def save_profile(path, measurements) -> None:
 
 
 class PLOState(enum.IntEnum):
-    """The optimizer's state (zeus_plo_state)."""
+    """(not in the original) The optimizer's state as a number (zeus_plo_state);
+    ``GlobalPowerLimitOptimizer.state_kind``."""
 
     READY = _lib.ZEUS_PLO_READY
     WARMUP = _lib.ZEUS_PLO_WARMUP
@@ -238,18 +353,16 @@ class PLOState(enum.IntEnum):
 _DONE = _lib.ZEUS_PLO_DONE
 
 
-def _int_arg(name: str, v, lo: int, hi: int) -> int:
+def _int_arg(name: str, v) -> int:
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
         raise TypeError(f"GlobalPowerLimitOptimizer: {name} must be an int, got {type(v).__name__}")
-    if not lo <= v <= hi:
-        raise ValueError(f"GlobalPowerLimitOptimizer: {name} {v} is out of range (expected {lo}..{hi})")
     return int(v)
 
 
-_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+_LONG_MAX = 2**63 - 1
 
 
-class GlobalPowerLimitOptimizer(Closeable, Callback):
+class GlobalPowerLimitOptimizer(Callback):
     """Optimizer for the power limit knob: profiles every power limit just in time during
     training and applies the optimum (libzeus's zeus_plo).
 
@@ -257,17 +370,23 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
     ``warmup_steps`` more (0: straight to profiling); Profiling ends after ``profile_steps`` with
     one measurement, then Warmup at the next limit or Done, where the optimum is applied. An
     epoch ending during Warmup or Profiling cancels the window, puts the maximum limit back and
-    retries the same limit. GPUs get back the limits they had before when the optimizer is
-    closed, at exit, and on SIGTERM.
+    retries the same limit. At construction every GPU is set to the maximum limit (from a profile
+    file: the optimum). The optimizer stays alive (and its optimum applied) until the process
+    exits, even when the program keeps no reference to it, as the original; GPUs get back the
+    limits they had before at exit, on SIGTERM, or on :meth:`close`.
+
+    Usage with distributed data parallelism: each process monitors its own GPU
+    (``ZeusMonitor(gpu_indices=[local_rank])``); with torch.distributed initialised, energy is
+    summed and time maxed across ranks, and every rank applies the same optimum.
 
     Args:
         monitor: the :class:`zeusc.monitor.ZeusMonitor` whose GPUs to optimize (its
             ``gpu_indices``); it must stay open while the optimizer is.
-        optimum_selector: None: ``ZeusCost(eta_knob=0.5, world_size=<GPUs of every rank>)``.
+        optimum_selector: None: ``ZeusCost(eta_knob=0.5, world_size=len(monitor.gpu_indices))``.
         wait_steps: steps to let pass before anything (>= 0).
         warmup_steps: warm-up steps at each limit (>= 0).
         profile_steps: measured steps at each limit (> 0).
-        pl_step: the stride between power limits, W (> 0).
+        pl_step: the stride between power limits, W (> 0); kept in mW in ``self.pl_step``.
         profile_path: an existing file: load it and apply its optimum at once, profiling
             nothing; a missing file: profile, then write it (atomically); None: no file.
 
@@ -278,38 +397,60 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         RuntimeError: the loaded libzeus has no power-limit optimizer, or a device error.
     """
 
-    def __init__(self, monitor, optimum_selector: Optional[OptimumSelector] = None, wait_steps: int = 1,
-                 warmup_steps: int = 10, profile_steps: int = 40, pl_step: int = 25, profile_path=None):
+    def __init__(
+        self,
+        monitor: ZeusMonitor,
+        optimum_selector: OptimumSelector | None = None,
+        wait_steps: int = 1,
+        warmup_steps: int = 10,
+        profile_steps: int = 40,
+        pl_step: int = 25,
+        profile_path: str | Path | None = None,
+    ) -> None:
         self._h = c_void_p()  # first, so that close() works whatever fails below
         self._done = False
         L = _lib.require_plo()
-        self.monitor = monitor
-        self.wait_steps = _int_arg("wait_steps", wait_steps, _LONG_MIN, _LONG_MAX)
-        self.warmup_steps = _int_arg("warmup_steps", warmup_steps, _LONG_MIN, _LONG_MAX)
-        self.profile_steps = _int_arg("profile_steps", profile_steps, _LONG_MIN, _LONG_MAX)
-        if isinstance(pl_step, bool) or not isinstance(pl_step, numbers.Integral):
-            raise TypeError(f"GlobalPowerLimitOptimizer: pl_step must be an int (W), got {type(pl_step).__name__}")
-        if not 0 < pl_step < 2**32:
-            raise ValueError(f"GlobalPowerLimitOptimizer: pl_step {pl_step} W is out of range (expected > 0)")
-        self.pl_step = int(pl_step)
-        self.profile_path = None if profile_path is None else os.fspath(profile_path)
+        wait_steps = _int_arg("wait_steps", wait_steps)
+        warmup_steps = _int_arg("warmup_steps", warmup_steps)
+        profile_steps = _int_arg("profile_steps", profile_steps)
+        pl_step = _int_arg("pl_step", pl_step)
+        # The original's checks and messages, then our ranges.
+        if wait_steps < 0:
+            raise ValueError("wait_steps must be non-negative.")
+        if warmup_steps < 0:
+            raise ValueError("warmup_steps must be non-negative.")
+        if profile_steps <= 0:
+            raise ValueError("profile_steps must be positive.")
+        if pl_step <= 0:
+            raise ValueError("pl_step must be positive.")
+        for name, v in (("wait_steps", wait_steps), ("warmup_steps", warmup_steps), ("profile_steps", profile_steps)):
+            if v > _LONG_MAX:
+                raise ValueError(f"GlobalPowerLimitOptimizer: {name} {v} is out of range (expected 0..{_LONG_MAX})")
+        if pl_step * 1000 >= 2**32:
+            raise ValueError(f"GlobalPowerLimitOptimizer: pl_step {pl_step} W is out of range (expected < 4294967 W)")
         if optimum_selector is not None and not isinstance(optimum_selector, OptimumSelector):
             raise TypeError("GlobalPowerLimitOptimizer: optimum_selector must be an OptimumSelector, got "
                             f"{type(optimum_selector).__name__}")
-        self.optimum_selector = optimum_selector
+
+        self.monitor = monitor
+        self.optimum_selector = optimum_selector or ZeusCost(eta_knob=0.5, world_size=max(1, len(monitor.gpu_indices)))
+        self.wait_steps = wait_steps
+        self.warmup_steps = warmup_steps
+        self.profile_steps = profile_steps
+        self.pl_step = pl_step * 1000  # mW, as the original keeps it
+        self.profile_path = Path(profile_path) if isinstance(profile_path, str) else profile_path
+        self.logger = logger
 
         o = _lib.PloOpts()
         L.zeus_plo_opts_init(byref(o))
         # Everything a pointer in `o` refers to is kept on self: the C optimizer borrows the
         # collective and may call the selector's callback at any hook.
-        self._selector_holder = None
-        if optimum_selector is not None:
-            self._sel, self._selector_holder = optimum_selector._c_selector()
-            o.selector = pointer(self._sel)
-        o.wait_steps = self.wait_steps
-        o.warmup_steps = self.warmup_steps
-        o.profile_steps = self.profile_steps
-        o.pl_step_w = self.pl_step
+        self._sel, self._selector_holder = self.optimum_selector._c_selector()
+        o.selector = pointer(self._sel)
+        o.wait_steps = wait_steps
+        o.warmup_steps = warmup_steps
+        o.profile_steps = profile_steps
+        o.pl_step_w = pl_step
         if self.profile_path is not None:
             self._path_bytes = _lib.fs_bytes(self.profile_path)
             o.profile_path = self._path_bytes
@@ -317,7 +458,11 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         if torch_distributed() is not None:
             self._collective = TorchCollective()
             o.collective = pointer(self._collective.struct)
-        # Signals stay Python's: SIGINT raises KeyboardInterrupt, SIGTERM is handled below.
+            if len(monitor.gpu_indices) > 1:
+                logger.warning("Distributed training is enabled with %d GPUs monitored. For distributed training, "
+                               "it is recommended to monitor only one GPU per ZeusMonitor, since "
+                               "GlobalPowerLimitOptimizer all-reduces across ranks itself.", len(monitor.gpu_indices))
+        # Signals stay Python's: SIGINT raises KeyboardInterrupt, SIGTERM is handled by _lifetime.
         o.no_signal_handlers = True
         self._opts = o
 
@@ -326,7 +471,8 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         if rc:
             self._h = c_void_p()
             self._raise(rc)
-        _lifetime.register(self)
+        # Kept alive until exit (or close()), as the original's atexit hook kept it.
+        _lifetime.register(self, strong=True)
         monitor._dependents.add(self)
 
         self._lib = L
@@ -378,8 +524,24 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
     # ---- what it knows ----------------------------------------------------------------------
 
     @property
-    def state(self) -> PLOState:
-        """READY, WARMUP, PROFILING or DONE."""
+    def state(self):
+        """The state: :class:`Ready`, :class:`Warmup`, :class:`Profiling` or :class:`Done` (a fresh
+        object describing the state now)."""
+        L = self._lib
+        h = self._handle()
+        st = L.zeus_plo_get_state(h)
+        if st == _DONE:
+            return Done._trusted(optimal_power_limit=L.zeus_plo_optimal_power_limit_w(h) * 1000)
+        steps = int(L.zeus_plo_steps_left(h))
+        if st == _lib.ZEUS_PLO_READY:
+            nxt = L.zeus_plo_next_power_limit_w(h) or L.zeus_plo_current_power_limit_w(h)
+            return Ready._trusted(next_power_limit=nxt * 1000, steps=steps)
+        cls = Warmup if st == _lib.ZEUS_PLO_WARMUP else Profiling
+        return cls._trusted(current_power_limit=L.zeus_plo_current_power_limit_w(h) * 1000, steps=steps)
+
+    @property
+    def state_kind(self) -> PLOState:
+        """(not in the original) READY, WARMUP, PROFILING or DONE as a :class:`PLOState`."""
         return PLOState(self._lib.zeus_plo_get_state(self._handle()))
 
     @property
@@ -396,7 +558,8 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
 
     @property
     def optimal_power_limit(self) -> Optional[int]:
-        """The chosen limit in mW once Done, else None."""
+        """(not in the original; ``state.optimal_power_limit`` there) The chosen limit in mW once
+        Done, else None."""
         w = self._lib.zeus_plo_optimal_power_limit_w(self._handle())
         return w * 1000 if w else None
 
@@ -416,15 +579,17 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
 
     def _raise(self, rc: int):
         err = _lib.error(rc)
-        for holder in (self._selector_holder, self._collective):
+        holders = (self._selector_holder, self._collective, getattr(self.monitor, "_replay", None))
+        for holder in holders:
             pending = holder.take_pending() if holder is not None else None
             if pending is not None:
                 raise pending from err
         raise err
 
     def close(self) -> None:
-        """Puts back the limit every GPU had before the optimizer first changed it, and frees
-        the optimizer (zeus_plo_close). Idempotent; later hook calls raise ValueError."""
+        """(not in the original) Puts back the limit every GPU had before the optimizer first
+        changed it, and frees the optimizer (zeus_plo_close). Idempotent; later hook calls raise
+        ValueError."""
         h = self._h
         if h:
             self._h = c_void_p()
@@ -432,6 +597,12 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
             self._c_step_begin = self._c_get_state = _closed
             self._lib.zeus_plo_close(h)
         _lifetime.unregister(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _closed(*_args):
@@ -454,30 +625,15 @@ def _hf_real_class():
         try:
             from transformers import TrainerCallback
         except ImportError as e:
-            raise ImportError(
-                "HFGlobalPowerLimitOptimizer needs the Hugging Face transformers package "
-                f"(pip install transformers): {e}") from e
+            raise ImportError("The transformers package is not installed. Please install it to use the "
+                              f"HFGlobalPowerLimitOptimizer ({e}).") from e
 
         class _HFGlobalPowerLimitOptimizer(HFGlobalPowerLimitOptimizer, TrainerCallback):
             __doc__ = HFGlobalPowerLimitOptimizer.__doc__
 
-            def __init__(self, monitor, optimum_selector=None, wait_steps=1, warmup_steps=10,
-                         profile_steps=40, pl_step=25, profile_path=None):
-                self.optimizer = GlobalPowerLimitOptimizer(
-                    monitor=monitor, optimum_selector=optimum_selector, wait_steps=wait_steps,
-                    warmup_steps=warmup_steps, profile_steps=profile_steps, pl_step=pl_step,
-                    profile_path=profile_path)
-
-            def on_epoch_end(self, args, state, control, model=None, **kwargs):
-                """Mark the end of a training epoch."""
-                self.optimizer.on_epoch_end()
-
-            def on_step_begin(self, args, state, control, model=None, **kwargs):
-                """Mark the beginning of a training step."""
-                self.optimizer.on_step_begin()
-
         _HFGlobalPowerLimitOptimizer.__name__ = "HFGlobalPowerLimitOptimizer"
         _HFGlobalPowerLimitOptimizer.__qualname__ = "HFGlobalPowerLimitOptimizer"
+        _HFGlobalPowerLimitOptimizer.__module__ = __name__
         _hf_class = _HFGlobalPowerLimitOptimizer
         return _hf_class
 
@@ -486,7 +642,7 @@ class HFGlobalPowerLimitOptimizer:
     """[Wrapped for Hugging Face Trainer Callback] Optimizer for the power limit knob.
 
     A ``transformers.TrainerCallback`` that drives a :class:`GlobalPowerLimitOptimizer` (same
-    arguments) from the Trainer's ``on_step_begin`` and ``on_epoch_end`` events::
+    arguments, same signature) from the Trainer's ``on_step_begin`` and ``on_epoch_end`` events::
 
         trainer = Trainer(..., callbacks=[HFGlobalPowerLimitOptimizer(monitor)])
 
@@ -500,13 +656,37 @@ class HFGlobalPowerLimitOptimizer:
             cls = _hf_real_class()
         return object.__new__(cls)
 
-    def __init__(self, *args, **kwargs):  # replaced by the real class's __init__
-        raise TypeError("HFGlobalPowerLimitOptimizer cannot be initialised directly")
+    def __init__(
+        self,
+        monitor: ZeusMonitor,
+        optimum_selector: OptimumSelector | None = None,
+        wait_steps: int = 1,
+        warmup_steps: int = 10,
+        profile_steps: int = 40,
+        pl_step: int = 25,
+        profile_path: str | Path | None = None,
+    ) -> None:
+        self.optimizer = GlobalPowerLimitOptimizer(
+            monitor=monitor,
+            optimum_selector=optimum_selector,
+            wait_steps=wait_steps,
+            warmup_steps=warmup_steps,
+            profile_steps=profile_steps,
+            pl_step=pl_step,
+            profile_path=profile_path,
+        )
 
+    def on_epoch_end(self, args, state, control, model=None, **kwargs) -> None:
+        """Mark the end of a training epoch."""
+        self.optimizer.on_epoch_end()
 
-# When __new__ returns an instance of the subclass, Python calls the subclass's __init__.
+    def on_step_begin(self, args, state, control, model=None, **kwargs) -> None:
+        """Mark the beginning of a training step."""
+        self.optimizer.on_step_begin()
+
 
 __all__ = [
     "OptimumSelector", "Energy", "Time", "ZeusCost", "MaxSlowdownConstraint", "PowerLimitMeasurement",
-    "GlobalPowerLimitOptimizer", "HFGlobalPowerLimitOptimizer", "PLOState", "load_profile", "save_profile",
+    "GlobalPowerLimitOptimizer", "HFGlobalPowerLimitOptimizer", "Ready", "Warmup", "Profiling", "Done", "PLOState",
+    "load_profile", "save_profile",
 ]

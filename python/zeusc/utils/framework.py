@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import importlib.util
 import sys
-from typing import Iterable
+from typing import Iterable, List, Union
 
 from .. import _lib
 
@@ -74,6 +75,103 @@ def sync_execution(gpu_devices: Iterable[int], sync_with: str = "torch") -> None
         raise RuntimeError(f"sync_execution: {sync_with} is not installed") from None
     if not _SYNC[sync_with](mod, list(gpu_devices)):
         raise RuntimeError(f"sync_execution: {sync_with} has no GPU to synchronise")
+
+
+# ---- the original's availability checks and distributed helpers ------------------------------------
+
+
+def _importable(name: str) -> bool:
+    if name in sys.modules:
+        return True
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def torch_is_available(ensure_available: bool = False, ensure_cuda: bool = True) -> bool:
+    """Whether PyTorch can be used (the original's check). Imports torch only when the program has
+    not but it is installed. RuntimeError when `ensure_available` and it is not installed, or when
+    `ensure_cuda` and it has no CUDA."""
+    if not _importable("torch"):
+        if ensure_available:
+            raise RuntimeError("Failed to import Pytorch")
+        return False
+    torch = sys.modules.get("torch") or importlib.import_module("torch")
+    if ensure_cuda and not torch.cuda.is_available():
+        raise RuntimeError("PyTorch is available but does not have CUDA support.")
+    return True
+
+
+def jax_is_available(ensure_available: bool = False, ensure_cuda: bool = True) -> bool:
+    """Whether JAX can be used (the original's check)."""
+    if not _importable("jax"):
+        if ensure_available:
+            raise RuntimeError("Failed to import JAX")
+        return False
+    jax = sys.modules.get("jax") or importlib.import_module("jax")
+    if ensure_cuda and not jax.devices("gpu"):
+        raise RuntimeError("JAX is available but does not have CUDA support.")
+    return True
+
+
+def cupy_is_available(ensure_available: bool = False) -> bool:
+    """Whether CuPy can be used (the original's check)."""
+    if not _importable("cupy"):
+        if ensure_available:
+            raise RuntimeError("Failed to import CuPy")
+        return False
+    return True
+
+
+def is_distributed() -> bool:
+    """Whether this process is one rank of several: torch.distributed is initialised (or JAX
+    sees more than one device). RuntimeError("No framework is available.") when neither PyTorch nor
+    JAX is installed, as the original. Imports nothing: a process group exists only in a program
+    that imported torch."""
+    if _importable("torch"):
+        return torch_distributed() is not None
+    if _importable("jax"):
+        jax = sys.modules.get("jax")
+        return jax is not None and jax.device_count() > 1
+    raise RuntimeError("No framework is available.")
+
+
+def get_rank() -> int:
+    """This process's rank in torch.distributed, 0 when not distributed."""
+    dist = torch_distributed()
+    return int(dist.get_rank()) if dist is not None else 0
+
+
+def get_world_size() -> int:
+    """The number of ranks in torch.distributed, 1 when not distributed."""
+    dist = torch_distributed()
+    return int(dist.get_world_size()) if dist is not None else 1
+
+
+def all_reduce(object: Union[List[int], List[float]], operation: str) -> Union[List[int], List[float]]:
+    """Reduces a list of numbers across every rank with "sum" or "max"; returned as is when the
+    process is not distributed. RuntimeError("No framework is available.") when neither PyTorch nor
+    JAX is installed, as the original; ValueError for another operation."""
+    if operation not in ("sum", "max"):
+        raise ValueError(f"all_reduce unsupported operation: {operation}")
+    if _importable("torch"):
+        dist = torch_distributed()
+        if dist is None:
+            return object
+        torch = sys.modules["torch"]
+        device = "cpu"
+        if str(dist.get_backend()).lower() == "nccl":
+            device = torch.device("cuda", torch.cuda.current_device())
+        t = torch.tensor(list(object), dtype=torch.float64, device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM if operation == "sum" else dist.ReduceOp.MAX)
+        return t.cpu().tolist()
+    if _importable("jax"):
+        jax = sys.modules.get("jax")
+        if jax is None or jax.device_count() == 1:
+            return object
+        raise NotImplementedError("JAX distributed is not supported yet.")
+    raise RuntimeError("No framework is available.")
 
 
 # ---- torch.distributed as a zeus_collective -----------------------------------------------------
@@ -159,4 +257,6 @@ class TorchCollective:
         return e
 
 
-__all__ = ["sync_execution", "sync_if_loaded", "check_framework", "torch_distributed", "TorchCollective"]
+__all__ = ["sync_execution", "sync_if_loaded", "check_framework", "torch_distributed", "TorchCollective",
+           "torch_is_available", "jax_is_available", "cupy_is_available", "is_distributed", "get_rank",
+           "get_world_size", "all_reduce"]

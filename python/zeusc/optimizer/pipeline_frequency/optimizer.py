@@ -100,7 +100,13 @@ class PipelineFrequencyOptimizer(Closeable, Callback):
                                                  _int("tp_degree", tp_degree))
         o.world_size = _int("world_size", world_size)
         self.device_id = o.device_id = _int("device_id", device_id, 0, 2**32 - 1)
+        # The original's public attributes.
         self.rank = rank
+        self.dp_rank, self.pp_rank, self.tp_rank = dp_rank, pp_rank, tp_rank
+        self.dp_degree, self.pp_degree, self.tp_degree = dp_degree, pp_degree, tp_degree
+        self.world_size = world_size
+        self.server_url = server_url
+        self.job_metadata = job_metadata
         # Every pointer in `o` must stay valid while the optimizer lives: keep the objects here.
         self._keep = []
 
@@ -207,6 +213,21 @@ class PipelineFrequencyOptimizer(Closeable, Callback):
                 for i in range(sch.n_frequencies)]
 
     @property
+    def freq_schedule(self) -> List[Tuple[str, int]]:
+        """The original's name of :attr:`schedule`: (instruction, MHz) of one iteration."""
+        return self.schedule
+
+    @property
+    def freq_schedule_iter(self):
+        """An iterator over :attr:`freq_schedule` (the original's; libzeus keeps its own position)."""
+        return iter(self.schedule)
+
+    @property
+    def frequency_controller(self) -> "FrequencyController":
+        """The controller that sets this rank's GPU clock asynchronously (the original's)."""
+        return FrequencyController(self)
+
+    @property
     def detached(self) -> bool:
         """Whether a server error has detached the optimizer (it then keeps its last schedule)."""
         return bool(self._lib.zeus_pfo_detached(self._handle()))
@@ -276,6 +297,28 @@ class PipelineFrequencyOptimizer(Closeable, Callback):
         _lifetime.unregister(self)
 
 
+class FrequencyController:
+    """The frequency controller of a PipelineFrequencyOptimizer (libzeus's zeus_pfo_controller): a
+    thread that sets the GPU's SM clock asynchronously. Borrowed from the optimizer."""
+
+    def __init__(self, optimizer: PipelineFrequencyOptimizer) -> None:
+        self._opt = optimizer
+
+    def _c(self):
+        o = self._opt
+        return o._lib.zeus_pfo_optimizer_controller(o._handle())
+
+    def set_frequency(self, frequency: int) -> None:
+        """Asks for SM clock `frequency` (MHz); the controller thread applies it."""
+        _lib.check(self._opt._lib.zeus_pfo_controller_set_frequency(self._c(), _int("frequency", frequency, 0,
+                                                                                     2**32 - 1)))
+
+    @property
+    def current_frequency(self) -> int:
+        """The SM clock (MHz) the controller last put in place."""
+        return self._opt._lib.zeus_pfo_controller_current_mhz(self._c())
+
+
 def _closed(*_args):
     raise ValueError("this PipelineFrequencyOptimizer is closed")
 
@@ -288,4 +331,4 @@ def _name(name) -> bytes:
     return name.encode()
 
 
-__all__ = ["PipelineFrequencyOptimizer", "RoundStats"]
+__all__ = ["PipelineFrequencyOptimizer", "RoundStats", "FrequencyController"]

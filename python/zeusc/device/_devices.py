@@ -19,14 +19,14 @@ import ctypes
 import weakref
 from ctypes import byref, c_bool, c_double, c_uint, c_uint64, c_void_p
 
-from . import _lib
-from ._closeable import Closeable
+from .. import _lib
+from .._closeable import Closeable
 
 
 # A GPU index that does not exist is a bad argument (ValueError), as for the monitor.
 def _chk(rc):
     if rc < 0:
-        from .exceptions import ZeusValueError
+        from ..exceptions import ZeusValueError
         raise _lib.error(rc, {-5: ZeusValueError})
 
 
