@@ -133,18 +133,23 @@ static int run(int W, int R, int threads) {
 
   char req[1024], resp[4096], job[256];
   char body[256];
-  snprintf(body, sizeof body, "{\"job_id\":\"\",\"pp_degree\":%d,\"dp_degree\":%d,\"tp_degree\":1,\"world_size\":%d}", pp, dp, W);
-  snprintf(req, sizeof req, "POST /register_job HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s", strlen(body), body);
+  snprintf(body, sizeof body, "{\"job_id\":\"\",\"pp_degree\":%d,\"dp_degree\":%d,\"tp_degree\":1,\"world_size\":%d}",
+           pp, dp, W);
+  snprintf(req, sizeof req,
+           "POST /register_job HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s", strlen(body),
+           body);
   http_once(port, req, resp, sizeof resp);
   char *q = strstr(resp, "\r\n\r\n\"");
   if (!q) { fprintf(stderr, "register_job failed: %s\n", resp); kill(child, SIGTERM); return 1; }
   snprintf(job, sizeof job, "%s", q + 5);
   *strchr(job, '"') = '\0';
   for (int r = 0; r < W; r++) {
-    snprintf(body, sizeof body, "{\"rank\":%d,\"dp_rank\":%d,\"pp_rank\":%d,\"tp_rank\":0,\"available_frequencies\":[1410,1200,1000]}",
-             r, r % dp, r / dp);
-    snprintf(req, sizeof req, "POST /register_rank/%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s",
-             job, strlen(body), body);
+    snprintf(body, sizeof body,
+             "{\"rank\":%d,\"dp_rank\":%d,\"pp_rank\":%d,\"tp_rank\":0,\"available_frequencies\":[1410,1200,1000]}", r,
+             r % dp, r / dp);
+    snprintf(req, sizeof req,
+             "POST /register_rank/%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s", job,
+             strlen(body), body);
     http_once(port, req, resp, sizeof resp);
   }
 
@@ -158,7 +163,10 @@ static int run(int W, int R, int threads) {
     char *b = result_body(r, nmb);
     size_t bl = strlen(b);
     posts[r] = malloc(bl + 512);
-    post_len[r] = (size_t)sprintf(posts[r], "POST /result/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", job, bl, b);
+    post_len[r] = (size_t)sprintf(
+        posts[r],
+        "POST /result/%s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", job,
+        bl, b);
     free(b);
     gets[r] = malloc(512);
     get_len[r] = (size_t)sprintf(gets[r], "GET /schedule/%s?rank=%d HTTP/1.1\r\nHost: x\r\n\r\n", job, r);
@@ -184,7 +192,9 @@ static int run(int W, int R, int threads) {
     int n = epoll_wait(ep, evs, 256, 30000);
     if (n <= 0) {
       fprintf(stderr, "timeout: %d of %d ranks done\n", done, W);
-      for (int r = 0; r < W; r++) if (cs[r].phase != 4) fprintf(stderr, "  rank %d round %d phase %d in %zu\n", r, cs[r].round, cs[r].phase, cs[r].in_len);
+      for (int r = 0; r < W; r++)
+        if (cs[r].phase != 4)
+          fprintf(stderr, "  rank %d round %d phase %d in %zu\n", r, cs[r].round, cs[r].phase, cs[r].in_len);
       kill(child, SIGKILL);
       return 1;
     }

@@ -22,17 +22,20 @@ typedef struct {
 #define CLI_IF_1(fn) fn
 #define CLI_IF(have, fn) CLI_IF_EXPAND(have, fn)
 #define CLI_IF_EXPAND(have, fn) CLI_IF_##have(fn)
-#define CLI_COMPONENT(fn) CLI_IF(ZEUS_CLI_HAVE_##fn, fn), ZEUS_CLI_OPTION_##fn, ZEUS_CLI_DEPS_##fn
+#define CLI_COMPONENT(fn) \
+  CLI_IF(ZEUS_CLI_HAVE_##fn, fn), ZEUS_CLI_OPTION_##fn, ZEUS_CLI_DEPS_##fn
 
 static const command commands[] = {
     {"gpus", cmd_gpus, NULL, NULL, "list GPUs, their power limits, clocks and energy counters"},
     {"monitor", cmd_monitor, NULL, NULL, "measure the energy of a command, or sample power"},
     {"frontier", cmd_frontier, NULL, NULL,
      "time–energy frontier of a pipeline (Perseus optimizer) from a profile"},
-    {"pfo-server", CLI_COMPONENT(cmd_pfo_server), "serve Perseus per-instruction GPU frequency schedules"},
+    {"pfo-server", CLI_COMPONENT(cmd_pfo_server),
+     "serve Perseus per-instruction GPU frequency schedules"},
     {"plo", cmd_plo, NULL, NULL,
      "power-limit optimizer: replay a measured profile, or a demo on simulated GPUs"},
-    {"run", CLI_COMPONENT(cmd_run), "run a recurring training job under the batch-size optimizer (SQLite state)"},
+    {"run", CLI_COMPONENT(cmd_run),
+     "run a recurring training job under the batch-size optimizer (SQLite state)"},
     {"simulate", cmd_simulate, NULL, NULL,
      "replay the NSDI'23 traces through the batch-size and power-limit\n"
      "               optimizers"},
@@ -52,14 +55,17 @@ static void usage(FILE *out) {
           "Commands:\n");
   bool left_out = false;
   for (size_t i = 0; i < NCOMMANDS; i++) {
-    if (commands[i].fn) fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
-    else left_out = true;
+    if (commands[i].fn)
+      fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    else
+      left_out = true;
   }
   if (left_out) {
     fprintf(out, "\nNot in this build (their component was configured out):\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
       if (!commands[i].fn)
-        fprintf(out, "  %-12s %s=ON, needs %s\n", commands[i].name, commands[i].option, commands[i].deps);
+        fprintf(out, "  %-12s %s=ON, needs %s\n", commands[i].name, commands[i].option,
+                commands[i].deps);
   }
   fprintf(
       out,
@@ -250,8 +256,8 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < NCOMMANDS; i++) {
     if (strcmp(commands[i].name, name) == 0) {
       if (!commands[i].fn) {
-        fprintf(stderr, "zeus: '%s' is not part of this build: configure with -D%s=ON (needs %s)\n", name,
-                commands[i].option, commands[i].deps);
+        fprintf(stderr, "zeus: '%s' is not part of this build: configure with -D%s=ON (needs %s)\n",
+                name, commands[i].option, commands[i].deps);
         return CLI_EXIT_USAGE;
       }
       if (help) {

@@ -109,7 +109,7 @@ zeus_component(PFO_SERVER
   SOURCES src/pfo_server
   PKGS libmicrohttpd
   COMMANDS pfo-server
-  USED_BY tests/unit/test_pfo_server.c tests/unit/test_pfo_sched.c tests/unit/test_pfo_client*.c
+  USED_BY tests/unit/test_pfo_server.c tests/unit/test_pfo_sched.c tests/unit/test_pfo_client_*.c
           tests/e2e/pfo_server_sigterm.sh tests/e2e/pipeline_sim.sh tests/fuzz/fuzz_pfo_bodies.c
           tests/mpi/test_pfo_client_mpi.c bench/bench_pfo_server.c bench/bench_pfo_client.c
           python/tests/test_pipeline_frequency.py)
@@ -118,7 +118,8 @@ zeus_component(PFO_CLIENT
   DOC "the Perseus client in each rank: zeus/pfo_client.h"
   SOURCES src/pfo_client
   PKGS libcurl
-  USED_BY tests/unit/test_pfo_client*.c tests/e2e/pipeline_sim.sh tests/mpi/test_pfo_client_mpi.c
+  USED_BY tests/unit/test_pfo_client_*.c tests/unit/test_pfo_controller.c tests/e2e/pipeline_sim.sh
+          tests/mpi/test_pfo_client_mpi.c
           examples/pipeline_sim.c bench/bench_pfo_client.c python/tests/test_pipeline_frequency.py)
 
 zeus_component(RUN

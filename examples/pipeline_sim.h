@@ -72,8 +72,8 @@ static inline void psim_coords(const psim_job *j, int rank, int *dp, int *pp, in
 
 static inline int psim_job_open(psim_job **out, int dp, int pp, int tp, int microbatches) {
   if (dp < 1 || pp < 1 || tp < 1 || microbatches < 1)
-    return zeus_set_errmsg(ZEUS_EINVAL, "pipeline: dp %d, pp %d, tp %d and microbatches %d must all be >= 1", dp, pp, tp,
-                           microbatches);
+    return zeus_set_errmsg(ZEUS_EINVAL, "pipeline: dp %d, pp %d, tp %d and microbatches %d must all be >= 1", dp, pp,
+                           tp, microbatches);
   psim_job *j = calloc(1, sizeof *j);
   size_t nslots = (size_t)2 * dp * tp * pp * microbatches;
   if (!j || !(j->slots = malloc(nslots * sizeof *j->slots))) {

@@ -43,7 +43,7 @@
 #include "zeus/clock.h"
 #include "zeus/format.h"
 #include "zeus/pipeline.h"
-/* module headers are added below as they land */
+/* one header per module */
 #include "zeus/device.h"
 #include "zeus/sim.h"
 #include "zeus/monitor.h"

@@ -47,8 +47,10 @@ int zeus_collective_mpi(zeus_collective *out) {
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   if (!init || fin)
-    return zeus_set_errmsg(ZEUS_ESTATE, "zeus_collective_mpi: MPI is %s; call MPI_Init first and "
-                           "MPI_Finalize only after the optimizer is closed", fin ? "already finalised" : "not initialised");
+    return zeus_set_errmsg(ZEUS_ESTATE,
+                           "zeus_collective_mpi: MPI is %s; call MPI_Init first and "
+                           "MPI_Finalize only after the optimizer is closed",
+                           fin ? "already finalised" : "not initialised");
   int rank = 0, size = 0, rc;
   if ((rc = MPI_Comm_rank(MPI_COMM_WORLD, &rank)) != MPI_SUCCESS) return mpi_fail("MPI_Comm_rank", rc);
   if ((rc = MPI_Comm_size(MPI_COMM_WORLD, &size)) != MPI_SUCCESS) return mpi_fail("MPI_Comm_size", rc);

@@ -73,7 +73,8 @@ static inline int th_read_response(th_conn *c, char **body) {
       sscanf(c->buf, "HTTP/1.%*d %d", &status);
       size_t clen = 0;
       for (char *p = c->buf; p < end; p++)
-        if ((p == c->buf || p[-1] == '\n') && strncasecmp(p, "Content-Length:", 15) == 0) clen = strtoul(p + 15, NULL, 10);
+        if ((p == c->buf || p[-1] == '\n') && strncasecmp(p, "Content-Length:", 15) == 0)
+          clen = strtoul(p + 15, NULL, 10);
       char *b = malloc(clen + 1);
       size_t got = c->have - hlen < clen ? c->have - hlen : clen;
       memcpy(b, c->buf + hlen, got);

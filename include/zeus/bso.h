@@ -81,15 +81,18 @@ typedef struct zeus_gts_arm {
 ZEUS_EXTERN void zeus_gts_opts_init(zeus_gts_opts *o /* out */);
 /* A bandit over n >= 1 distinct arms (copied, order kept). opts NULL: defaults. ZEUS_EINVAL for
  * no arms, a repeated arm or an option out of range (named). */
-ZEUS_EXTERN int zeus_gts_open(zeus_gts **out /* out */, const long *arms, size_t n, const zeus_gts_opts *opts);
+ZEUS_EXTERN int zeus_gts_open(zeus_gts **out /* out */, const long *arms, size_t n,
+                              const zeus_gts_opts *opts);
 ZEUS_EXTERN void zeus_gts_close(zeus_gts *g);
 /* Sets an arm's reward precision (>= 0 or INFINITY). ZEUS_ENOENT for an unknown arm. */
 ZEUS_EXTERN int zeus_gts_set_reward_precision(zeus_gts *g, long arm, double precision);
 /* Updates one arm's belief with n rewards (finite); reset first puts the arm back to the prior
  * with no observations. ZEUS_ENOENT for an unknown arm, ZEUS_EINVAL for a non-finite reward. */
-ZEUS_EXTERN int zeus_gts_fit_arm(zeus_gts *g, long arm, const double *rewards, size_t n, bool reset);
+ZEUS_EXTERN int zeus_gts_fit_arm(zeus_gts *g, long arm, const double *rewards, size_t n,
+                                 bool reset);
 /* Fits every arm on the rewards of the pulls (arms[i], rewards[i]); reset applies to every arm. */
-ZEUS_EXTERN int zeus_gts_fit(zeus_gts *g, const long *arms, const double *rewards, size_t n, bool reset);
+ZEUS_EXTERN int zeus_gts_fit(zeus_gts *g, const long *arms, const double *rewards, size_t n,
+                             bool reset);
 /* The arm to pull next (see above). ZEUS_ESTATE when Thompson sampling meets an arm whose belief
  * has precision 0 (no prior and no information: give a prior precision or explore it). */
 ZEUS_EXTERN int zeus_gts_predict(zeus_gts *g, long *arm /* out */);
@@ -133,8 +136,8 @@ typedef enum zeus_bso_phase { ZEUS_BSO_PRUNING = 0, ZEUS_BSO_THOMPSON = 1 } zeus
 ZEUS_EXTERN void zeus_bso_opts_init(zeus_bso_opts *o /* out */);
 /* An optimizer over n >= 1 distinct positive batch sizes (copied and sorted); default_bs must be
  * one of them. opts NULL: defaults. ZEUS_EINVAL naming what is wrong. */
-ZEUS_EXTERN int zeus_bso_open(zeus_bso **out /* out */, const long *batch_sizes, size_t n, long default_bs,
-                              const zeus_bso_opts *opts);
+ZEUS_EXTERN int zeus_bso_open(zeus_bso **out /* out */, const long *batch_sizes, size_t n,
+                              long default_bs, const zeus_bso_opts *opts);
 ZEUS_EXTERN void zeus_bso_close(zeus_bso *b);
 /* The batch size to use next. ZEUS_ESTATE when pruning left no batch size (none reached the
  * target), or from zeus_gts_predict. */
@@ -153,20 +156,21 @@ ZEUS_EXTERN size_t zeus_bso_num_observations(const zeus_bso *b);
 ZEUS_EXTERN int zeus_bso_observation(const zeus_bso *b, size_t i, long *batch_size /* out */,
                                      double *reward /* out */);
 /* The whole state (options, history, explorer, bandit with its random generator) as JSON text
- * (release with zeus_free()); doubles are written with 17 significant digits and non-finite ones as the strings
- * "inf"/"-inf", so loading gives back exactly the same optimizer: the same later predictions. */
+ * (release with zeus_free()); doubles are written with 17 significant digits and non-finite ones
+ * as the strings "inf"/"-inf", so loading gives back exactly the same optimizer: the same later
+ * predictions. */
 ZEUS_EXTERN int zeus_bso_save_state(const zeus_bso *b, char **json /* out */);
 /* Rebuilds an optimizer from zeus_bso_save_state's text. ZEUS_EPARSE naming the bad field. */
 ZEUS_EXTERN int zeus_bso_load_state(zeus_bso **out /* out */, const char *json);
 
-/* ---- rules ------------------------------------------------------------------------------------ */
+/* ---- rules ----------------------------------------------------------------------------------- */
 
 /* The learning rate for batch size bs, from the rate default_lr tuned for default_bs: scaled by
  * sqrt(bs / default_bs) for adam, adamw and adadelta, by bs / default_bs for sgd (names in any
  * case). ZEUS_EINVAL for another optimizer (give the rate per batch size instead), a
  * non-positive batch size or a non-finite or negative rate. */
-ZEUS_EXTERN int zeus_bso_scale_lr(const char *optimizer, double default_lr, long default_bs, long bs,
-                                  double *lr /* out */);
+ZEUS_EXTERN int zeus_bso_scale_lr(const char *optimizer, double default_lr, long default_bs,
+                                  long bs, double *lr /* out */);
 
 ZEUS_END_DECLS
 #endif

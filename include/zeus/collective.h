@@ -41,10 +41,10 @@ typedef struct zeus_collective {
 ZEUS_EXTERN int zeus_collective_check(const zeus_collective *c);
 
 /* Helpers that treat NULL as a single process (a no-op that succeeds). */
-ZEUS_EXTERN int zeus_collective_allreduce(const zeus_collective *c, double *values /* in, out */, size_t n,
-                                          zeus_reduce_op op);
-ZEUS_EXTERN int zeus_collective_broadcast(const zeus_collective *c, void *buf /* in, out */, size_t len,
-                                          int root);
+ZEUS_EXTERN int zeus_collective_allreduce(const zeus_collective *c, double *values /* in, out */,
+                                          size_t n, zeus_reduce_op op);
+ZEUS_EXTERN int zeus_collective_broadcast(const zeus_collective *c, void *buf /* in, out */,
+                                          size_t len, int root);
 
 /* ---- an in-process collective for ranks that are threads -------------------------------------
  * For simulations and tests where each rank is a thread of one process (examples/pipeline_sim.c):
@@ -59,7 +59,8 @@ typedef struct zeus_thread_group zeus_thread_group;
 ZEUS_EXTERN int zeus_thread_group_open(zeus_thread_group **out /* out */, int world_size);
 ZEUS_EXTERN void zeus_thread_group_close(zeus_thread_group *g);
 /* The collective of member `rank` (0 <= rank < world_size); valid while the group is open. */
-ZEUS_EXTERN int zeus_thread_group_collective(zeus_thread_group *g, int rank, zeus_collective *out /* out */);
+ZEUS_EXTERN int zeus_thread_group_collective(zeus_thread_group *g, int rank,
+                                             zeus_collective *out /* out */);
 
 ZEUS_END_DECLS
 #endif

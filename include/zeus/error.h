@@ -53,7 +53,8 @@ ZEUS_EXTERN int zeus_errcode(void);
 /* Sets this thread's failure (code and message, printf-style) and returns code. For callbacks
  * the library calls (collectives, selectors, schedulers) so that their failure reads like the
  * library's own. */
-ZEUS_EXTERN int zeus_set_errmsg(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ZEUS_EXTERN int zeus_set_errmsg(int code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 ZEUS_END_DECLS
 #endif

@@ -33,7 +33,8 @@ ZEUS_EXTERN int zeus_format_double(double v, char *buf /* out */, size_t len);
  * with a ".0" kept where it would otherwise read back as an integer, a non-finite real as null.
  * `flags` takes jansson's JSON_INDENT(n), JSON_COMPACT and JSON_SORT_KEYS; any value may be the
  * root. Returns a NUL-terminated string to release with zeus_free(), or NULL when `value` is NULL
- * or memory runs out (then zeus_errmsg() says so). Thread-safe for values no other thread changes. */
+ * or memory runs out (then zeus_errmsg() says so). Thread-safe for values no other thread
+ * changes. */
 ZEUS_EXTERN char *zeus_json_dumps(const struct json_t *value, size_t flags);
 
 ZEUS_END_DECLS

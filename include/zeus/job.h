@@ -42,7 +42,9 @@ ZEUS_BEGIN_DECLS
  *   bool more; long epoch;
  *   while (zeus_job_next_epoch(job, &more, &epoch) == ZEUS_OK && more) {
  *     zeus_job_train_begin(job);
- *     for (each batch) { zeus_job_train_step_begin(job); train(batch); zeus_job_train_step_end(job); }
+ *     for (each batch) {
+ *       zeus_job_train_step_begin(job); train(batch); zeus_job_train_step_end(job);
+ *     }
  *     zeus_job_train_end(job);
  *     zeus_job_eval_begin(job);
  *     for (each batch) { zeus_job_eval_step_begin(job); eval(batch); zeus_job_eval_step_end(job); }

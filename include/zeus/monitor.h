@@ -47,7 +47,8 @@ typedef struct zeus_monitor_opts {
    * period), report instant power x time instead of 0 J. */
   bool approx_instant_energy;
   /* Append one CSV row per ended window: start_time,window_name,elapsed_time,gpu<i>_energy...
-   * (then cpu<i>_energy... when CPUs are measured). The header is written to a new or empty file. */
+   * (then cpu<i>_energy... when CPUs are measured). The header is written to a new or empty
+   * file. */
   const char *log_file;
   /* Power sampling period for GPUs without an energy counter; 0: 0.05 s. */
   double poll_interval_s;

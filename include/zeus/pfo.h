@@ -1,9 +1,9 @@
 /* zeus/pfo.h: the pipeline frequency optimizer (Perseus): models, dumps, plan files, job ids.
  *
  * What the Perseus server (zeus/pfo_server.h) and the client in each rank (zeus/pfo_client.h)
- * say to each other and write down. The models keep the JSON shapes of the original system (JobInfo, RankInfo,
- * FrequencySchedule, ProfilingResult, OfflineProfilingResult), so a client of the original can
- * talk to our server and its dumps can be read by either side.
+ * say to each other and write down. The models keep the JSON shapes of the original system
+ * (JobInfo, RankInfo, FrequencySchedule, ProfilingResult, OfflineProfilingResult), so a client of
+ * the original can talk to our server and its dumps can be read by either side.
  *
  * Models are plain structs owned by the caller. A struct filled by a zeus_pfo_*_from_json or
  * zeus_pfo_load_* function owns its heap members; release them with the matching

@@ -27,7 +27,7 @@
  *       run_forward();
  *       zeus_pfo_on_instruction_end(opt, "forward");
  *     }
- *     zeus_pfo_on_step_end(opt);                 // every iters_per_round steps: report, next schedule
+ *     zeus_pfo_on_step_end(opt);        // every iters_per_round steps: report, next schedule
  *   }
  *   zeus_pfo_optimizer_close(opt);               // locked clocks are reset
  *
@@ -257,7 +257,8 @@ typedef struct zeus_pfo_round_stats {
   double iter_time_s;   /* mean iteration time */
   double iter_energy_j; /* mean iteration energy of this rank's GPU */
 } zeus_pfo_round_stats;
-ZEUS_EXTERN void zeus_pfo_last_round(const zeus_pfo_optimizer *o, zeus_pfo_round_stats *out /* out */);
+ZEUS_EXTERN void zeus_pfo_last_round(const zeus_pfo_optimizer *o,
+                                     zeus_pfo_round_stats *out /* out */);
 
 ZEUS_END_DECLS
 #endif

@@ -54,7 +54,8 @@ typedef enum zeus_selector_kind {
 
 /* A user-supplied selector: writes the chosen limit (one of m[i].power_limit_w) to *out_w.
  * Returns ZEUS_OK or a negative code (message through zeus_set_errmsg()). */
-typedef int (*zeus_selector_fn)(void *ctx, const zeus_plo_measurement *m, size_t n, unsigned *out_w);
+typedef int (*zeus_selector_fn)(void *ctx, const zeus_plo_measurement *m, size_t n,
+                                unsigned *out_w);
 
 typedef struct zeus_selector {
   zeus_selector_kind kind;
@@ -69,17 +70,19 @@ typedef struct zeus_selector {
  * parameter, its value and the allowed range. */
 ZEUS_EXTERN int zeus_selector_energy(zeus_selector *out /* out */);
 ZEUS_EXTERN int zeus_selector_time(zeus_selector *out /* out */);
-ZEUS_EXTERN int zeus_selector_zeus_cost(zeus_selector *out /* out */, double eta, unsigned world_size);
+ZEUS_EXTERN int zeus_selector_zeus_cost(zeus_selector *out /* out */, double eta,
+                                        unsigned world_size);
 ZEUS_EXTERN int zeus_selector_max_slowdown(zeus_selector *out /* out */, double factor);
 ZEUS_EXTERN int zeus_selector_custom(zeus_selector *out /* out */, zeus_selector_fn fn, void *ctx);
 
 /* Chooses a power limit (W) from n >= 1 measurements. Ties go to the measurement that comes
  * first (the original's rule: a profile lists the limits from the highest down, so a tie keeps
  * the higher limit); MAX_SLOWDOWN takes the lowest qualifying limit. */
-ZEUS_EXTERN int zeus_selector_select(const zeus_selector *s, const zeus_plo_measurement *m, size_t n,
-                                     unsigned *out_w /* out */);
+ZEUS_EXTERN int zeus_selector_select(const zeus_selector *s, const zeus_plo_measurement *m,
+                                     size_t n, unsigned *out_w /* out */);
 
-/* The Zeus time-energy cost eta*energy_j + (1-eta)*max_power_w*time_s (zeus.utils.metric.zeus_cost). */
+/* The Zeus time-energy cost eta*energy_j + (1-eta)*max_power_w*time_s
+ * (zeus.utils.metric.zeus_cost). */
 ZEUS_EXTERN double zeus_cost(double energy_j, double time_s, double eta, double max_power_w);
 
 /* ---- profile files --------------------------------------------------------------------------- */
@@ -92,7 +95,7 @@ ZEUS_EXTERN int zeus_plo_profile_load(const char *path, zeus_plo_measurement **o
 /* Writes the same shape atomically (temporary file, fsync, rename). */
 ZEUS_EXTERN int zeus_plo_profile_save(const char *path, const zeus_plo_measurement *m, size_t n);
 
-/* ---- the optimizer ---------------------------------------------------------------------------- */
+/* ---- the optimizer --------------------------------------------------------------------------- */
 
 typedef struct zeus_plo zeus_plo;
 
@@ -112,7 +115,8 @@ typedef struct zeus_plo_opts {
   long warmup_steps;    /* >= 0, default 10 */
   long profile_steps;   /* > 0, default 40 */
   unsigned pl_step_w;   /* > 0, default 25 */
-  /* Existing file: load it and start DONE. Missing file: write it when profiling ends. NULL: none. */
+  /* Existing file: load it and start DONE. Missing file: write it when profiling ends.
+   * NULL: none. */
   const char *profile_path;
   /* Several processes: energy summed and time maxed across ranks. NULL: one process. Borrowed. */
   const zeus_collective *collective;
@@ -128,7 +132,8 @@ ZEUS_EXTERN void zeus_plo_opts_init(zeus_plo_opts *o /* out */);
  * the optimum), calling the device for every GPU even where the limit is already there, as the
  * original does; later changes call only GPUs whose limit differs. Errors: ZEUS_EINVAL for an option out of range or GPUs whose
  * power-limit ranges differ (named), ZEUS_EPARSE for a bad profile file, device errors. */
-ZEUS_EXTERN int zeus_plo_open(zeus_plo **out /* out */, zeus_monitor *monitor, const zeus_plo_opts *opts);
+ZEUS_EXTERN int zeus_plo_open(zeus_plo **out /* out */, zeus_monitor *monitor,
+                              const zeus_plo_opts *opts);
 /* Gives every GPU the optimizer touched the limit it had before, and frees it. */
 ZEUS_EXTERN void zeus_plo_close(zeus_plo *p);
 
@@ -150,7 +155,8 @@ ZEUS_EXTERN unsigned zeus_plo_current_power_limit_w(const zeus_plo *p);
 /* The chosen limit (W); 0 until DONE. */
 ZEUS_EXTERN unsigned zeus_plo_optimal_power_limit_w(const zeus_plo *p);
 /* The measurements so far (borrowed, valid until the next hook call). */
-ZEUS_EXTERN size_t zeus_plo_measurements(const zeus_plo *p, const zeus_plo_measurement **out /* out */);
+ZEUS_EXTERN size_t zeus_plo_measurements(const zeus_plo *p,
+                                         const zeus_plo_measurement **out /* out */);
 /* The power limits to explore, largest first (borrowed). */
 ZEUS_EXTERN size_t zeus_plo_power_limits(const zeus_plo *p, const unsigned **out_w /* out */);
 

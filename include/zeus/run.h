@@ -30,9 +30,10 @@
  *
  * Failures: a child that exits without a readable result file stops the run with ZEUS_EIO
  * (missing) or ZEUS_EPARSE (malformed), naming the file and the child's exit status or signal; the
- * try is not recorded, so the next run repeats it. With keep_going the try is recorded with status "failed" (not shown to the
- * optimizer) and the next try starts; it counts against max_tries. A result file with a non-zero
- * exit status is used (the original's trainee raised an exception after writing it).
+ * try is not recorded, so the next run repeats it. With keep_going the try is recorded with
+ * status "failed" (not shown to the optimizer) and the next try starts; it counts against
+ * max_tries. A result file with a non-zero exit status is used (the original's trainee raised an
+ * exception after writing it).
  *
  * Thread safety: a runner is used from one thread; zeus_runner_request_stop may be called from a
  * signal handler.
@@ -47,7 +48,8 @@ ZEUS_BEGIN_DECLS
 /* Start from zeus_run_spec_init(): zero is a value here (eta 0, seed 0, no warm-up steps). */
 typedef struct zeus_run_spec {
   /* ---- the job ---- */
-  const char *const *command;   /* argument template, NULL-terminated; command[0] is looked up in PATH */
+  /* argument template, NULL-terminated; command[0] is looked up in PATH */
+  const char *const *command;
   const char *workdir;          /* the children's working folder; NULL: the current one */
   const char *dataset;          /* names in the folder name; NULL: "job" and "model" */
   const char *network;
@@ -121,7 +123,8 @@ ZEUS_EXTERN void zeus_run_spec_init(zeus_run_spec *s /* out */);
  * with zeus_free() after the spec's last use.
  * *recurrences (may be NULL) gets "recurrences" when present. Unknown fields and wrong types are
  * ZEUS_EPARSE naming the file and field. */
-ZEUS_EXTERN int zeus_run_spec_load(zeus_run_spec *s /* in, out */, const char *path, void **storage /* out */,
+ZEUS_EXTERN int zeus_run_spec_load(zeus_run_spec *s /* in, out */, const char *path,
+                                   void **storage /* out */,
                                    long *recurrences /* out, may be NULL */);
 
 typedef struct zeus_runner zeus_runner;
@@ -134,8 +137,8 @@ ZEUS_EXTERN int zeus_runner_open(zeus_runner **out /* out */, const zeus_run_spe
                                  const zeus_run_callbacks *cb);
 ZEUS_EXTERN void zeus_runner_close(zeus_runner *r);
 /* Runs `recurrences` more recurrences (0: none). Errors: ZEUS_EIO / ZEUS_EPARSE (a try without a
- * readable result, see Failures), ZEUS_ESTATE (the default batch size did not reach the target in the
- * first recurrence; a recurrence failed max_tries times; every batch size was pruned;
+ * readable result, see Failures), ZEUS_ESTATE (the default batch size did not reach the target in
+ * the first recurrence; a recurrence failed max_tries times; every batch size was pruned;
  * interrupted by zeus_runner_request_stop), ZEUS_EIO / ZEUS_EPERM from the state file. What
  * finished before the error is kept. */
 ZEUS_EXTERN int zeus_runner_run(zeus_runner *r, long recurrences);

@@ -47,7 +47,8 @@ typedef struct zeus_trace zeus_trace;
  * ZEUS_EPARSE naming file, line and column of a malformed cell or missing column. */
 ZEUS_EXTERN int zeus_trace_open(zeus_trace **out /* out */, const char *dir, const char *gpu);
 /* The same from explicit paths. */
-ZEUS_EXTERN int zeus_trace_open_files(zeus_trace **out /* out */, const char *train_csv, const char *power_csv);
+ZEUS_EXTERN int zeus_trace_open_files(zeus_trace **out /* out */, const char *train_csv,
+                                      const char *power_csv);
 ZEUS_EXTERN void zeus_trace_close(zeus_trace *t);
 
 /* One recurring job. Strings are borrowed. */
@@ -108,8 +109,8 @@ typedef struct zeus_simulate_result {
 /* Simulates one workload. opts NULL: defaults. Errors: ZEUS_EINVAL for a bad option or a workload
  * with no batch size in both traces (named); ZEUS_ESTATE when the default batch size does not
  * reach the target on the first recurrence or a recurrence fails 20 times (as the original). */
-ZEUS_EXTERN int zeus_simulate(const zeus_trace *t, const zeus_trace_workload *w, const zeus_simulate_opts *opts,
-                              zeus_simulate_result **out /* out */);
+ZEUS_EXTERN int zeus_simulate(const zeus_trace *t, const zeus_trace_workload *w,
+                              const zeus_simulate_opts *opts, zeus_simulate_result **out /* out */);
 ZEUS_EXTERN void zeus_simulate_result_free(zeus_simulate_result *r);
 /* The result as one compact JSON object (README, "Output": SI units in the keys, shortest reals):
  * {"history": [{"recurrence", "try", "batch_size", "power_limit_w", "epochs", "energy_j",
@@ -120,7 +121,8 @@ ZEUS_EXTERN void zeus_simulate_result_free(zeus_simulate_result *r);
  * "oracle_per_recurrence": {the same}, "energy_saved_pct", "time_saved_pct"}} (history left out
  * unless with_history; the baseline and oracle are expectations over the trace's runs; the
  * savings compare the total with recurrences x baseline). Release the text with zeus_free(). */
-ZEUS_EXTERN int zeus_simulate_result_json(const zeus_simulate_result *r, bool with_history, char **json /* out */);
+ZEUS_EXTERN int zeus_simulate_result_json(const zeus_simulate_result *r, bool with_history,
+                                          char **json /* out */);
 
 ZEUS_END_DECLS
 #endif

@@ -404,8 +404,8 @@ _REQUIRED = {
     "zeus_collective_broadcast": (c_int, [_P(Collective), c_void_p, c_size_t, c_int]),
 }
 
-# zeus/plo.h: declared in main, implemented on the power-limit optimizer's branch. Bound when the
-# loaded library has them; has("zeus_plo_open") says whether it does.
+# zeus/plo.h: the power-limit optimizer. Bound when the loaded library has them (a libzeus older
+# than the optimizer does not); has("zeus_plo_open") says whether it does.
 _PLO = {
     "zeus_selector_energy": (c_int, [_P(Selector)]),
     "zeus_selector_time": (c_int, [_P(Selector)]),
@@ -432,7 +432,8 @@ _PLO = {
     "zeus_plo_power_limits": (c_size_t, [_VP, _P(_P(c_uint))]),
 }
 
-# zeus/pfo_client.h: the Perseus client (PipelineFrequencyOptimizer), on the client's branch.
+# zeus/pfo_client.h: the Perseus client (PipelineFrequencyOptimizer), the optional component
+# ZEUS_WITH_PFO_CLIENT of libzeus: bound when the loaded library has it.
 _PFO = {
     "zeus_pfo_optimizer_opts_init": (None, [_P(PfoOptimizerOpts)]),
     "zeus_pfo_optimizer_opts_from_env": (c_int, [_P(PfoOptimizerOpts)]),
@@ -588,7 +589,8 @@ def require_pfo() -> ctypes.CDLL:
     if not hasattr(L, "zeus_pfo_optimizer_open"):
         raise _exc.ZeusUnavailableError(
             f"{PFO_MISSING} ({library_path()} exports no zeus_pfo_optimizer_open): build libzeus from a "
-            "tree that implements zeus/pfo_client.h (src/pfo/client.c)")
+            "tree that implements zeus/pfo_client.h (src/pfo_client/), configured with "
+            "-DZEUS_WITH_PFO_CLIENT=ON (the default)")
     return L
 
 

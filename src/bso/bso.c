@@ -18,10 +18,12 @@ static int cmp_long(const void *a, const void *b) {
 }
 
 int zeus__bso_check_opts(const zeus_bso_opts *o) {
-  if (!isfinite(o->prior_mean)) return zeus__error(ZEUS_EINVAL, "prior_mean: %g, expected a finite number", o->prior_mean);
+  if (!isfinite(o->prior_mean))
+    return zeus__error(ZEUS_EINVAL, "prior_mean: %g, expected a finite number", o->prior_mean);
   if (!isfinite(o->prior_precision) || o->prior_precision < 0)
     return zeus__error(ZEUS_EINVAL, "prior_precision: %g, expected a finite number >= 0", o->prior_precision);
-  if (o->window_size < 0) return zeus__error(ZEUS_EINVAL, "window_size: %ld, expected >= 0 (0: every observation)", o->window_size);
+  if (o->window_size < 0)
+    return zeus__error(ZEUS_EINVAL, "window_size: %ld, expected >= 0 (0: every observation)", o->window_size);
   if (o->num_pruning_rounds < 1)
     return zeus__error(ZEUS_EINVAL, "num_pruning_rounds: %ld, expected >= 1", o->num_pruning_rounds);
   return ZEUS_OK;

@@ -223,12 +223,14 @@ static int load_bandit(zeus_bso *b, const json_t *mab) {
   if (zeus__json_req_array(mab, "arms", CTX, &arms) || zeus__json_req_array(mab, "rng", CTX, &rng))
     return zeus__error_recode(ZEUS_EPARSE);
   size_t n = json_array_size(arms);
-  if (n == 0 || json_array_size(rng) != 4) return zeus__error(ZEUS_EPARSE, "%s: the bandit needs arms and 4 generator words", CTX);
+  if (n == 0 || json_array_size(rng) != 4)
+    return zeus__error(ZEUS_EPARSE, "%s: the bandit needs arms and 4 generator words", CTX);
   long *ids = malloc(n * sizeof *ids);
   if (!ids) return zeus__oom("loading the batch-size optimizer");
   int rc = ZEUS_OK;
   for (size_t i = 0; i < n && !rc; i++) rc = get_long(json_array_get(arms, i), "arm", &ids[i]);
-  if (!rc && !subset(ids, n, b->bs, b->n)) rc = zeus__error(ZEUS_EPARSE, "%s: the bandit's arms are not the job's batch sizes", CTX);
+  if (!rc && !subset(ids, n, b->bs, b->n))
+    rc = zeus__error(ZEUS_EPARSE, "%s: the bandit's arms are not the job's batch sizes", CTX);
   zeus_gts_opts go;
   zeus_gts_opts_init(&go);
   go.prior_mean = b->o.prior_mean;
@@ -251,7 +253,8 @@ static int load_bandit(zeus_bso *b, const json_t *mab) {
   }
   zeus_rng *r = b->mab ? zeus__gts_rng(b->mab) : NULL;
   for (int i = 0; i < 4 && !rc; i++) rc = get_hex(json_array_get(rng, (size_t)i), "generator word", &r->s[i]);
-  if (!rc && !(r->s[0] | r->s[1] | r->s[2] | r->s[3])) rc = zeus__error(ZEUS_EPARSE, "%s: the generator state is all zero", CTX);
+  if (!rc && !(r->s[0] | r->s[1] | r->s[2] | r->s[3]))
+    rc = zeus__error(ZEUS_EPARSE, "%s: the generator state is all zero", CTX);
   return rc;
 }
 

@@ -31,7 +31,8 @@ int zeus_gts_open(zeus_gts **out, const long *arms, size_t n, const zeus_gts_opt
   if (opts) o = *opts;
   else zeus_gts_opts_init(&o);
   if (n == 0 || !arms) return zeus__error(ZEUS_EINVAL, "Gaussian Thompson sampling needs at least one arm");
-  if (!isfinite(o.prior_mean)) return zeus__error(ZEUS_EINVAL, "prior_mean: %g, expected a finite number", o.prior_mean);
+  if (!isfinite(o.prior_mean))
+    return zeus__error(ZEUS_EINVAL, "prior_mean: %g, expected a finite number", o.prior_mean);
   if (!isfinite(o.prior_precision) || o.prior_precision < 0)
     return zeus__error(ZEUS_EINVAL, "prior_precision: %g, expected a finite number >= 0", o.prior_precision);
   int rc = check_reward_precision(o.reward_precision, "reward_precision");
@@ -89,7 +90,8 @@ int zeus_gts_fit_arm(zeus_gts *g, long arm, const double *rewards, size_t n, boo
   if (!a) return unknown_arm(arm);
   double sum = 0;
   for (size_t i = 0; i < n; i++) {
-    if (!isfinite(rewards[i])) return zeus__error(ZEUS_EINVAL, "reward %zu of arm %ld is %g, expected a finite number", i, arm, rewards[i]);
+    if (!isfinite(rewards[i]))
+      return zeus__error(ZEUS_EINVAL, "reward %zu of arm %ld is %g, expected a finite number", i, arm, rewards[i]);
     sum += rewards[i];
   }
   if (reset) {

@@ -34,7 +34,8 @@ ZEUS_EXTERN int zeus_format_double(double v, char *buf, size_t len) {
       if (x >= -4 && x < 16) n = snprintf(tmp, sizeof tmp, "%.*f", p - 1 - x > 0 ? p - 1 - x : 0, v);
     }
   }
-  if (n < 0 || (size_t)n >= len) return zeus__error(ZEUS_ERANGE, "a %zu-byte buffer cannot hold the number %s", len, tmp);
+  if (n < 0 || (size_t)n >= len)
+    return zeus__error(ZEUS_ERANGE, "a %zu-byte buffer cannot hold the number %s", len, tmp);
   memcpy(buf, tmp, (size_t)n + 1);
   return n;
 }

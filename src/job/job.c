@@ -85,10 +85,12 @@ static int read_settings(zeus_job *j) {
   const char *dir = zeus__env_str("ZEUS_LOG_DIR");
   const char *id = zeus__env_str("ZEUS_JOB_ID");
   if (!id) id = "zeus";
-  if (strlen(id) > 200) return zeus__error(ZEUS_EINVAL, "ZEUS_JOB_ID: %zu characters, expected at most 200", strlen(id));
+  if (strlen(id) > 200)
+    return zeus__error(ZEUS_EINVAL, "ZEUS_JOB_ID: %zu characters, expected at most 200", strlen(id));
   for (const char *c = id; *c; c++)
     if (*c == '/' || (unsigned char)*c < 0x20)
-      return zeus__error(ZEUS_EINVAL, "ZEUS_JOB_ID='%s': expected a file-name prefix without '/' or control characters", id);
+      return zeus__error(ZEUS_EINVAL, "ZEUS_JOB_ID='%s': expected a file-name prefix without '/' or control characters",
+                         id);
   rc = zeus__env_double("ZEUS_COST_THRESH", 0, INFINITY, INFINITY, &j->thresh);
   if (rc) return rc;
   if (!(j->thresh > 0))
@@ -272,8 +274,8 @@ static int load_profile(zeus_job *j, profile *p) {
     }
     if (p->optimal_w < j->min_w || p->optimal_w > j->max_w) {
       char msg[160];
-      snprintf(msg, sizeof msg, "the optimal limit %u W is outside these GPUs' range [%u, %u] W", p->optimal_w, j->min_w,
-               j->max_w);
+      snprintf(msg, sizeof msg, "the optimal limit %u W is outside these GPUs' range [%u, %u] W", p->optimal_w,
+               j->min_w, j->max_w);
       rc = bad_profile(path, msg);
     }
     p->present = 1;
@@ -346,7 +348,8 @@ static int setup_gpus(zeus_job *j) {
   if (rc) return rc;
   j->num_gpus = (unsigned)local[4];
   if (j->num_gpus == 0 || j->nlocal == 0)
-    return zeus__error(ZEUS_EINVAL, "zeus_job: no GPU to measure (every rank needs one; ZEUS_GPU_BACKEND=sim simulates one)");
+    return zeus__error(ZEUS_EINVAL,
+                       "zeus_job: no GPU to measure (every rank needs one; ZEUS_GPU_BACKEND=sim simulates one)");
   if (local[0] != -local[1] || local[2] != -local[3])
     return zeus__error(ZEUS_EINVAL, "zeus_job: the ranks' GPUs have different power-limit ranges");
   j->max_w = hi;
@@ -377,8 +380,9 @@ static int plan_profiling(zeus_job *j) {
                          "ZEUS_PROFILE_PARAMS=%ld,%ld: an epoch of %ld steps cannot hold %ld power-limit windows "
                          "(at least %ld steps are needed); use a smaller batch size or fewer profiling steps",
                          j->warmup, j->measure, j->o.steps_per_epoch, n, n + 1);
-    zeus__log(ZEUS_LOG_INFO, "job", "profiling windows scaled from %ld+%ld to %ld+%ld steps to fit %ld limits in one epoch",
-              j->warmup, j->measure, w, m, n);
+    zeus__log(ZEUS_LOG_INFO, "job",
+              "profiling windows scaled from %ld+%ld to %ld+%ld steps to fit %ld limits in one epoch", j->warmup,
+              j->measure, w, m, n);
     j->warmup = w;
     j->measure = m;
   }
@@ -387,7 +391,8 @@ static int plan_profiling(zeus_job *j) {
 }
 
 int zeus_job_open(zeus_job **out, const zeus_job_opts *opts) {
-  if (!opts) return zeus__error(ZEUS_EINVAL, "zeus_job: options are required (batch_size, max_epochs, steps_per_epoch)");
+  if (!opts)
+    return zeus__error(ZEUS_EINVAL, "zeus_job: options are required (batch_size, max_epochs, steps_per_epoch)");
   int rc = check_opts(opts);
   if (rc) return rc;
   zeus_job *j = calloc(1, sizeof *j);
@@ -418,7 +423,8 @@ int zeus_job_open(zeus_job **out, const zeus_job_opts *opts) {
     }
     rc = zeus_collective_broadcast(j->o.collective, &p, sizeof p, 0);
     if (!rc && p.status)
-      rc = j->rank == 0 ? p.status : zeus__error(p.status, "rank 0 could not prepare %s or its power profile", j->log_dir);
+      rc = j->rank == 0 ? p.status
+                        : zeus__error(p.status, "rank 0 could not prepare %s or its power profile", j->log_dir);
   }
   if (!rc) {
     if (p.present) {
@@ -514,7 +520,8 @@ static void account(zeus_job *j, double energy, double time, long steps, bool ev
 }
 
 int zeus_job_next_epoch(zeus_job *j, bool *more, long *epoch) {
-  if (j->in_train || j->in_eval) return zeus__error(ZEUS_ESTATE, "zeus_job_next_epoch: end the training or evaluation phase first");
+  if (j->in_train || j->in_eval)
+    return zeus__error(ZEUS_ESTATE, "zeus_job_next_epoch: end the training or evaluation phase first");
   *epoch = j->epochs;
   if (j->finished) {
     *more = false;
@@ -540,7 +547,8 @@ int zeus_job_next_epoch(zeus_job *j, bool *more, long *epoch) {
     predict(j, esteps, true, &e2, &t2);
     double next = cost_of(j, j->energy_acc + e1 + e2, j->time_acc + t1 + t2);
     j->predicted = next;
-    zeus__log(ZEUS_LOG_INFO, "job", "cost %.6g so far, %.6g after the next epoch (threshold %.6g)", cost, next, j->thresh);
+    zeus__log(ZEUS_LOG_INFO, "job", "cost %.6g so far, %.6g after the next epoch (threshold %.6g)", cost, next,
+              j->thresh);
     if (next >= j->thresh) decision = 2;
   }
   rc = zeus_collective_broadcast(j->o.collective, &decision, sizeof decision, 0);
@@ -570,7 +578,9 @@ int zeus_job_train_begin(zeus_job *j) {
 
 int zeus_job_train_step_begin(zeus_job *j) {
   if (!j->in_train) return zeus__error(ZEUS_ESTATE, "zeus_job_train_step_begin: call zeus_job_train_begin first");
-  if (j->in_step) return zeus__error(ZEUS_ESTATE, "zeus_job_train_step_begin: the previous step was not ended (zeus_job_train_step_end)");
+  if (j->in_step)
+    return zeus__error(ZEUS_ESTATE,
+                       "zeus_job_train_step_begin: the previous step was not ended (zeus_job_train_step_end)");
   j->in_step = true;
   if (!j->profiling) return ZEUS_OK;
   long k = j->step;
@@ -628,8 +638,9 @@ int zeus_job_train_end(zeus_job *j) {
   bool interrupted = j->ps != PROF_IDLE;
   if (j->ps == PROF_MEASURE) rc = zeus_monitor_end_window(j->mon, WIN_LIMIT, true, NULL);
   if (interrupted) {
-    zeus__log(ZEUS_LOG_WARN, "job", "the epoch ended (%ld steps) inside the profiling window of %u W; it is retried next epoch",
-              j->step, j->p.limits_w[j->next_limit]);
+    zeus__log(ZEUS_LOG_WARN, "job",
+              "the epoch ended (%ld steps) inside the profiling window of %u W; it is retried next epoch", j->step,
+              j->p.limits_w[j->next_limit]);
     j->ps = PROF_IDLE;
   }
   double e, t;

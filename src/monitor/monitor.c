@@ -142,7 +142,8 @@ static int pick_indices(const unsigned *want, size_t n, unsigned avail, unsigned
                         unsigned *out, unsigned *nout) {
   bool gpu = dev != NULL;
   const char *kind = gpu ? "GPU" : "CPU package";
-  if (n > max) return zeus__error(ZEUS_EINVAL, "monitor: %zu %s indices given, at most %u", n, gpu ? "GPU" : "CPU", max);
+  if (n > max)
+    return zeus__error(ZEUS_EINVAL, "monitor: %zu %s indices given, at most %u", n, gpu ? "GPU" : "CPU", max);
   for (size_t i = 0; i < n; i++) {
     unsigned x = want[i];
     if (x >= avail && gpu)
@@ -267,7 +268,8 @@ void zeus_monitor_close(zeus_monitor *m) {
 }
 
 int zeus_monitor_begin_window(zeus_monitor *m, const char *key, bool restart) {
-  if (!m || !key || !*key) return zeus__error(ZEUS_EINVAL, "begin_window: a monitor and a non-empty window name are required");
+  if (!m || !key || !*key)
+    return zeus__error(ZEUS_EINVAL, "begin_window: a monitor and a non-empty window name are required");
   uint64_t h = hash_key(key);
   int rc = ZEUS_OK;
   pthread_mutex_lock(&m->mu);

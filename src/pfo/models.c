@@ -612,7 +612,8 @@ PFO_FROM_JSON(zeus_pfo_job_info_from_json, zeus_pfo_job_info, zeus__pfo_job_info
 PFO_FROM_JSON(zeus_pfo_rank_info_from_json, zeus_pfo_rank_info, zeus__pfo_rank_info_from_jt, "RankInfo")
 PFO_FROM_JSON(zeus_pfo_schedule_from_json, zeus_pfo_schedule, zeus__pfo_schedule_from_jt, "FrequencySchedule")
 PFO_FROM_JSON(zeus_pfo_prof_result_from_json, zeus_pfo_prof_result, zeus__pfo_prof_result_from_jt, "ProfilingResult")
-PFO_FROM_JSON(zeus_pfo_offline_result_from_json, zeus_pfo_offline_result, zeus__pfo_offline_result_from_jt, "OfflineProfilingResult")
+PFO_FROM_JSON(zeus_pfo_offline_result_from_json, zeus_pfo_offline_result, zeus__pfo_offline_result_from_jt,
+              "OfflineProfilingResult")
 
 static int dump_jt(json_t *v, char **out) {
   if (!v) return zeus__oom("serialising JSON");
@@ -623,8 +624,18 @@ static int dump_jt(json_t *v, char **out) {
   return ZEUS_OK;
 }
 
-int zeus_pfo_job_info_to_json(const zeus_pfo_job_info *v, char **out) { return dump_jt(zeus__pfo_job_info_to_jt(v), out); }
-int zeus_pfo_rank_info_to_json(const zeus_pfo_rank_info *v, char **out) { return dump_jt(zeus__pfo_rank_info_to_jt(v), out); }
-int zeus_pfo_schedule_to_json(const zeus_pfo_schedule *v, char **out) { return dump_jt(zeus__pfo_schedule_to_jt(v), out); }
-int zeus_pfo_prof_result_to_json(const zeus_pfo_prof_result *v, char **out) { return dump_jt(zeus__pfo_prof_result_to_jt(v), out); }
-int zeus_pfo_offline_result_to_json(const zeus_pfo_offline_result *v, char **out) { return dump_jt(zeus__pfo_offline_result_to_jt(v), out); }
+int zeus_pfo_job_info_to_json(const zeus_pfo_job_info *v, char **out) {
+  return dump_jt(zeus__pfo_job_info_to_jt(v), out);
+}
+int zeus_pfo_rank_info_to_json(const zeus_pfo_rank_info *v, char **out) {
+  return dump_jt(zeus__pfo_rank_info_to_jt(v), out);
+}
+int zeus_pfo_schedule_to_json(const zeus_pfo_schedule *v, char **out) {
+  return dump_jt(zeus__pfo_schedule_to_jt(v), out);
+}
+int zeus_pfo_prof_result_to_json(const zeus_pfo_prof_result *v, char **out) {
+  return dump_jt(zeus__pfo_prof_result_to_jt(v), out);
+}
+int zeus_pfo_offline_result_to_json(const zeus_pfo_offline_result *v, char **out) {
+  return dump_jt(zeus__pfo_offline_result_to_jt(v), out);
+}

@@ -29,12 +29,14 @@ static CURLcode g_curl_init_rc;
 static void curl_init_once(void) { g_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
 
 int zeus__pfo_http_open(zeus__pfo_http **out, const char *url, const zeus__pfo_http_opts *o) {
-  if (!url || !*url) return zeus__error(ZEUS_EINVAL, "Perseus client: the server URL is required (server_url or ZEUS_PFO_SERVER_URL)");
+  if (!url || !*url)
+    return zeus__error(ZEUS_EINVAL, "Perseus client: the server URL is required (server_url or ZEUS_PFO_SERVER_URL)");
   if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
     return zeus__error(ZEUS_EINVAL, "Perseus client: server URL '%s' must start with http:// or https://", url);
   pthread_once(&g_curl_once, curl_init_once);
   if (g_curl_init_rc != CURLE_OK)
-    return zeus__error(ZEUS_ENET, "Perseus client: libcurl failed to initialise: %s", curl_easy_strerror(g_curl_init_rc));
+    return zeus__error(ZEUS_ENET, "Perseus client: libcurl failed to initialise: %s",
+                       curl_easy_strerror(g_curl_init_rc));
   zeus__pfo_http *h = calloc(1, sizeof *h);
   if (!h) return zeus__oom("creating the HTTP client");
   h->o = *o;
@@ -183,11 +185,11 @@ int zeus__pfo_http_request(zeus__pfo_http *h, const char *method, const char *pa
     if (cc != CURLE_OK) {
       const char *why = h->errbuf[0] ? h->errbuf : curl_easy_strerror(cc);
       if (s.too_big)
-        rc = zeus__error(ZEUS_ENET, "Perseus server %s: %s %s: the answer is larger than %u bytes", h->base, method, path,
-                         HTTP_MAX_BODY);
+        rc = zeus__error(ZEUS_ENET, "Perseus server %s: %s %s: the answer is larger than %u bytes", h->base, method,
+                         path, HTTP_MAX_BODY);
       else if (cc == CURLE_OPERATION_TIMEDOUT)
-        rc = zeus__error(ZEUS_ETIMEDOUT, "Perseus server %s: %s %s: no answer within %g s (%s)%s", h->base, method, path,
-                         timeout, why,
+        rc = zeus__error(ZEUS_ETIMEDOUT, "Perseus server %s: %s %s: no answer within %g s (%s)%s", h->base, method,
+                         path, timeout, why,
                          long_poll ? "; a schedule comes only once every rank of the job has asked for it: are all "
                                      "ranks running? (ZEUS_PFO_SCHEDULE_TIMEOUT sets the limit)"
                                    : "");

@@ -77,7 +77,8 @@ static int list_clocks(zeus_pfo_controller *c) {
   size_t nmem = ZEUS__ARRAY_LEN(mem);
   int rc = zeus_gpu_supported_memory_clocks(c->d, c->gpu, mem, &nmem);
   if (rc) return zeus__error_ctx(rc, "frequency controller of GPU %u: listing memory clocks", c->gpu);
-  if (nmem == 0) return zeus__error(ZEUS_ENOTSUP, "frequency controller of GPU %u: the GPU lists no memory clock", c->gpu);
+  if (nmem == 0)
+    return zeus__error(ZEUS_ENOTSUP, "frequency controller of GPU %u: the GPU lists no memory clock", c->gpu);
   c->max_mem = mem[0];
   for (size_t i = 1; i < nmem; i++)
     if (mem[i] > c->max_mem) c->max_mem = mem[i];
@@ -92,8 +93,9 @@ static int list_clocks(zeus_pfo_controller *c) {
     if (rc) return zeus__error_ctx(rc, "frequency controller of GPU %u: listing SM clocks at %u MHz memory clock",
                                    c->gpu, c->max_mem);
     if (n == 0)
-      return zeus__error(ZEUS_ENOTSUP, "frequency controller of GPU %u: no SM clock is supported at %u MHz memory clock",
-                         c->gpu, c->max_mem);
+      return zeus__error(ZEUS_ENOTSUP,
+                         "frequency controller of GPU %u: no SM clock is supported at %u MHz memory clock", c->gpu,
+                         c->max_mem);
     qsort(f, n, sizeof *f, cmp_desc);
     size_t k = 0;
     for (size_t i = 0; i < n; i++)
@@ -108,8 +110,8 @@ static void put_back(zeus_pfo_controller *c) {
   int rc;
   if (c->sm_locked) {
     if ((rc = zeus_gpu_reset_locked_clocks(c->d, c->gpu)))
-      zeus__log(ZEUS_LOG_ERROR, "pfo", "frequency controller of GPU %u: resetting the locked SM clock failed: %s", c->gpu,
-                zeus_errmsg());
+      zeus__log(ZEUS_LOG_ERROR, "pfo", "frequency controller of GPU %u: resetting the locked SM clock failed: %s",
+                c->gpu, zeus_errmsg());
     c->sm_locked = false;
   }
   if (c->mem_locked) {
@@ -146,7 +148,8 @@ static int start_up(zeus_pfo_controller *c) {
   rc = zeus_gpu_set_memory_locked_clocks(c->d, c->gpu, c->max_mem, c->max_mem);
   if (rc == ZEUS_OK) c->mem_locked = true;
   else if (rc != ZEUS_ENOTSUP)
-    return zeus__error_ctx(rc, "frequency controller of GPU %u: locking the memory clock at %u MHz", c->gpu, c->max_mem);
+    return zeus__error_ctx(rc, "frequency controller of GPU %u: locking the memory clock at %u MHz", c->gpu,
+                           c->max_mem);
   /* SM clock at the highest frequency. */
   if ((rc = zeus_gpu_set_locked_clocks(c->d, c->gpu, c->freqs[0], c->freqs[0])))
     return zeus__error_ctx(rc, "frequency controller of GPU %u: locking the SM clock at %u MHz", c->gpu, c->freqs[0]);
@@ -182,8 +185,8 @@ static void *controller_main(void *arg) {
       if (!atomic_load(&c->failed) && f != atomic_load(&c->current)) {
         int e = zeus_gpu_set_locked_clocks(c->d, c->gpu, f, f);
         if (e) {
-          snprintf(c->fail_msg, sizeof c->fail_msg, "frequency controller of GPU %u: setting the SM clock to %u MHz: %s",
-                   c->gpu, f, zeus_errmsg());
+          snprintf(c->fail_msg, sizeof c->fail_msg,
+                   "frequency controller of GPU %u: setting the SM clock to %u MHz: %s", c->gpu, f, zeus_errmsg());
           zeus__log(ZEUS_LOG_ERROR, "pfo", "%s", c->fail_msg);
           atomic_store_explicit(&c->failed, e, memory_order_release);
         } else {
@@ -278,8 +281,10 @@ int zeus_pfo_controller_open(zeus_pfo_controller **out, zeus_devices *devices, u
     controller_free(c);
     return rc;
   }
-  zeus__log(ZEUS_LOG_DEBUG, "pfo", "frequency controller of GPU %u: memory clock %u MHz, SM clock locked at %u MHz (%zu "
-            "frequencies supported)", gpu, c->max_mem, c->freqs[0], c->nfreqs);
+  zeus__log(ZEUS_LOG_DEBUG, "pfo",
+            "frequency controller of GPU %u: memory clock %u MHz, SM clock locked at %u MHz (%zu "
+            "frequencies supported)",
+            gpu, c->max_mem, c->freqs[0], c->nfreqs);
   *out = c;
   return ZEUS_OK;
 }

@@ -176,8 +176,8 @@ static int check_opts(const zeus_pfo_optimizer_opts *o) {
       {"pp_rank", o->pp_rank, o->pp_degree, "pp_degree"}, {"tp_rank", o->tp_rank, o->tp_degree, "tp_degree"}};
   for (size_t i = 0; i < ZEUS__ARRAY_LEN(rk); i++)
     if (rk[i].v < 0 || rk[i].v >= rk[i].lim)
-      return zeus__error(ZEUS_EINVAL, "%s: %s is %d, expected 0..%d (%s is %d)", ctx, rk[i].name, rk[i].v, rk[i].lim - 1,
-                         rk[i].deg, rk[i].lim);
+      return zeus__error(ZEUS_EINVAL, "%s: %s is %d, expected 0..%d (%s is %d)", ctx, rk[i].name, rk[i].v,
+                         rk[i].lim - 1, rk[i].deg, rk[i].lim);
   if (o->iters_per_round < 1 || o->iters_per_round > 100000)
     return zeus__error(ZEUS_EINVAL, "%s: iters_per_round is %ld, expected 1..100000 (start from "
                        "zeus_pfo_optimizer_opts_init)", ctx, o->iters_per_round);
@@ -496,7 +496,8 @@ int zeus_pfo_optimizer_open(zeus_pfo_optimizer **out, const zeus_pfo_optimizer_o
       else if (!(o->job_id = zeus__strdup(msg.text))) local = zeus__oom("creating the Perseus client");
     }
   }
-  if (!local && !(o->job_esc = zeus__pfo_http_escape(o->http, o->job_id))) local = zeus__oom("creating the Perseus client");
+  if (!local && !(o->job_esc = zeus__pfo_http_escape(o->http, o->job_id)))
+    local = zeus__oom("creating the Perseus client");
   if (!local) local = register_rank(o, opts);
   local = agree(coll, local, "registering the ranks");
   if (!local) {
@@ -540,7 +541,8 @@ int zeus_pfo_on_step_begin(zeus_pfo_optimizer *o) {
 static int begin_slow(zeus_pfo_optimizer *o, const char *name) {
   if (!o || !name) return zeus__error(ZEUS_EINVAL, "zeus_pfo_on_instruction_begin: optimizer and name are required");
   if (!o->in_step)
-    return zeus__error(ZEUS_ESTATE, "on_instruction_begin('%s'): outside an iteration (call on_step_begin first)", name);
+    return zeus__error(ZEUS_ESTATE, "on_instruction_begin('%s'): outside an iteration (call on_step_begin first)",
+                       name);
   o->bad = true;
   return zeus__error(ZEUS_ESTATE, "on_instruction_begin('%s'): instruction %zu ('%s') has not ended (call "
                      "on_instruction_end first)", name, o->idx + 1, o->names[o->idx]);
@@ -588,8 +590,9 @@ int zeus_pfo_on_instruction_end(zeus_pfo_optimizer *o, const char *name) {
   o->idx = i + 1;
   if (__builtin_expect(strcmp(name, o->names[i]) != 0, 0)) {
     o->bad = true;
-    return zeus__error(ZEUS_EINVAL, "on_instruction_end('%s'): the instruction running is '%s' (instruction %zu of %zu)",
-                       name, o->names[i], i + 1, o->n);
+    return zeus__error(ZEUS_EINVAL,
+                       "on_instruction_end('%s'): the instruction running is '%s' (instruction %zu of %zu)", name,
+                       o->names[i], i + 1, o->n);
   }
   if (o->profile) {
     double t, e;
@@ -611,8 +614,10 @@ int zeus_pfo_on_step_end(zeus_pfo_optimizer *o) {
   o->in_step = false;
   if (o->in_inst) {
     o->in_inst = false;
-    return zeus__error(ZEUS_ESTATE, "on_step_end: instruction %zu ('%s') has not ended (call on_instruction_end first); "
-                       "the iteration is not measured", o->idx + 1, o->names[o->idx]);
+    return zeus__error(ZEUS_ESTATE,
+                       "on_step_end: instruction %zu ('%s') has not ended (call on_instruction_end first); "
+                       "the iteration is not measured",
+                       o->idx + 1, o->names[o->idx]);
   }
   if (o->bad) {
     zeus__log(ZEUS_LOG_DEBUG, "pfo", "rank %d: an iteration with a failed hook is not measured", o->rank);

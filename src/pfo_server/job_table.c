@@ -337,7 +337,7 @@ int zeus__job_table_register_job(zeus__job_table *r, const char *body, size_t le
 /* ---- POST /register_rank/{job_id} ---- */
 
 int zeus__job_table_register_rank(zeus__job_table *r, const char *job_id, const char *body, size_t len,
-                                 zeus__reply *reply) {
+                                  zeus__reply *reply) {
   zeus_pfo_rank_info ri;
   pthread_mutex_lock(&r->mu);
   job *j = find_job(r, job_id);
@@ -404,7 +404,7 @@ static int parse_rank(const char *text, const job *j, zeus__reply *reply, size_t
 }
 
 int zeus__job_table_request_schedule(zeus__job_table *r, const char *job_id, const char *rank_text,
-                                    void *waiter, zeus__reply *reply) {
+                                     void *waiter, zeus__reply *reply) {
   int status = 0;
   size_t rank = 0;
   pthread_mutex_lock(&r->mu);
@@ -474,7 +474,7 @@ static void finish_round(zeus__job_table *r, job *j) {
 }
 
 int zeus__job_table_post_result(zeus__job_table *r, const char *job_id, const char *body, size_t len,
-                               zeus__reply *reply) {
+                                zeus__reply *reply) {
   zeus_pfo_prof_result res;
   int rc = zeus_pfo_prof_result_from_json(body, len, "ProfilingResult", &res);
   int status;

@@ -47,7 +47,10 @@ static const zeus__sched_param allmax_params[] = {
 static int allmax_create(void **state, const zeus__sched_ctx *ctx, const json_t *args) {
   long nmb = (long)json_integer_value(json_object_get(args, "num_microbatches"));
   allmax_state *st = calloc(1, sizeof *st);
-  if (!st || !(st->s = calloc(ctx->n_ranks + 1, sizeof *st->s))) { free(st); return zeus__oom("creating AllMaxFrequency"); }
+  if (!st || !(st->s = calloc(ctx->n_ranks + 1, sizeof *st->s))) {
+    free(st);
+    return zeus__oom("creating AllMaxFrequency");
+  }
   int rc = ZEUS_OK;
   for (size_t i = 0; i < ctx->n_ranks && !rc; i++) {
     const zeus_pfo_rank_info *r = &ctx->ranks[i];

@@ -77,12 +77,18 @@ static int prof_create(void **state, const zeus__sched_ctx *ctx, const json_t *a
   long minf = (long)json_integer_value(json_object_get(args, "min_frequency"));
   json_t *pat = json_object_get(args, "patience");
   prof_state *st = calloc(1, sizeof *st);
-  if (!st || !(st->r = calloc(ctx->n_ranks + 1, sizeof *st->r))) { free(st); return zeus__oom("creating InstructionProfiler"); }
+  if (!st || !(st->r = calloc(ctx->n_ranks + 1, sizeof *st->r))) {
+    free(st);
+    return zeus__oom("creating InstructionProfiler");
+  }
   st->warmup_iters = (long)json_integer_value(json_object_get(args, "warmup_iters"));
   st->patience = pat ? (long)json_integer_value(pat) : 5;
   if (ctx->job_dump_dir) {
     zeus__buf b = {0};
-    if (zeus__buf_printf(&b, "%s/instruction_profile.csv", ctx->job_dump_dir)) { prof_destroy(st); return zeus__oom("creating InstructionProfiler"); }
+    if (zeus__buf_printf(&b, "%s/instruction_profile.csv", ctx->job_dump_dir)) {
+      prof_destroy(st);
+      return zeus__oom("creating InstructionProfiler");
+    }
     st->csv_path = b.data;
   }
   for (size_t i = 0; i < ctx->n_ranks && !rc; i++) {

@@ -298,14 +298,18 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   }
   s->body_max = o.max_body_bytes;
   s->idle_s = o.max_job_idle_time_s;
-  if (o.token && *o.token && !(s->token = zeus__strdup(o.token))) { zeus_pfo_server_close(s); return zeus__oom("creating the server"); }
+  if (o.token && *o.token && !(s->token = zeus__strdup(o.token))) {
+    zeus_pfo_server_close(s);
+    return zeus__oom("creating the server");
+  }
   zeus__job_table_opts ro = {o.scheduler, o.scheduler_args, o.dump_data, o.dump_dir,
                             (double)o.max_job_idle_time_s, on_complete, on_park};
   int rc = zeus__job_table_open(&s->jobs, &ro);
   if (rc) { free(s->token); free(s); return rc; }
 
   json_t *args = NULL;
-  if (o.scheduler_args && *o.scheduler_args) zeus__json_parse(o.scheduler_args, strlen(o.scheduler_args), "args", &args);
+  if (o.scheduler_args && *o.scheduler_args)
+    zeus__json_parse(o.scheduler_args, strlen(o.scheduler_args), "args", &args);
   json_t *info = json_pack("{sssosssbsssisbss}", "scheduler", o.scheduler, "scheduler_args",
                            args ? args : json_object(), "log_level",
                            o.log_level ? o.log_level : zeus_log_level_name(zeus_get_log_level()),

@@ -241,7 +241,8 @@ static int end_profiling(zeus_plo *p) {
     return zeus__error_ctx(rc, "power-limit optimizer: combining the measurement of %u W across ranks",
                            p->limits_w[p->idx]);
   }
-  p->meas[p->nmeas++] = (zeus_plo_measurement){.power_limit_w = p->limits_w[p->idx], .energy_j = energy, .time_s = time_s};
+  p->meas[p->nmeas++] = (zeus_plo_measurement){
+      .power_limit_w = p->limits_w[p->idx], .energy_j = energy, .time_s = time_s};
   zeus__log(ZEUS_LOG_INFO, "plo", "%u W: %.3f J in %.3f s", p->limits_w[p->idx], energy, time_s);
   p->idx++;
   if (p->idx == p->nlimits) return finish(p);
@@ -426,7 +427,8 @@ static int turn_on_persistence(zeus_plo *p) {
 
 int zeus_plo_open(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_opts *opts) {
   if (!out || !monitor || !opts)
-    return zeus__error(ZEUS_EINVAL, "zeus_plo_open: out, monitor and opts are required (fill opts with zeus_plo_opts_init)");
+    return zeus__error(ZEUS_EINVAL,
+                       "zeus_plo_open: out, monitor and opts are required (fill opts with zeus_plo_opts_init)");
   *out = NULL;
   int rc = check_opts(opts);
   if (rc) return rc;

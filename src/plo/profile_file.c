@@ -64,8 +64,8 @@ int zeus_plo_profile_load(const char *path, zeus_plo_measurement **out, size_t *
   }
   size_t count = json_array_size(list);
   if (count == 0) {
-    rc = zeus__error(ZEUS_EPARSE, "power-limit profile '%s': 'measurements' is empty, expected at least one power limit",
-                     path);
+    rc = zeus__error(ZEUS_EPARSE,
+                     "power-limit profile '%s': 'measurements' is empty, expected at least one power limit", path);
     goto done;
   }
   if (!(m = calloc(count, sizeof *m))) {

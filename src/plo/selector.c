@@ -125,7 +125,8 @@ int zeus_selector_select(const zeus_selector *s, const zeus_plo_measurement *m, 
         return ZEUS_OK;
       }
     }
-    return zeus__error(ZEUS_EINVAL, "custom selector chose %u W, which is not one of the %zu profiled power limits", w, n);
+    return zeus__error(ZEUS_EINVAL, "custom selector chose %u W, which is not one of the %zu profiled power limits", w,
+                       n);
   }
 
   unsigned max_w = 0;

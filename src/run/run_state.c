@@ -50,7 +50,8 @@ static int exec(zeus_runner *r, const char *sql, const char *what) {
 static void safe_name(const char *s, zeus__buf *b) {
   for (; *s; s++) {
     char c = *s;
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+              c == '_';
     zeus__buf_append(b, ok ? s : "_", 1);
   }
 }
@@ -140,7 +141,8 @@ static int make_unique_dir(char **path) {
   }
   for (int i = 0; i < 1000; i++) {
     zeus__buf b = {0};
-    if (i == 0 ? zeus__buf_puts(&b, *path) : zeus__buf_printf(&b, "%s-%d", *path, i)) return zeus__oom("naming the job folder");
+    if (i == 0 ? zeus__buf_puts(&b, *path) : zeus__buf_printf(&b, "%s-%d", *path, i))
+      return zeus__oom("naming the job folder");
     if (mkdir(b.data, 0755) == 0) {
       free(*path);
       *path = b.data;
@@ -232,9 +234,11 @@ static int lock_state(zeus_runner *r) {
   if (rc) return rc;
   r->lock_path = b.data;
   r->lock_fd = open(r->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (r->lock_fd < 0) return zeus__error(ZEUS_EIO, "cannot create the lock file '%s': %s", r->lock_path, strerror(errno));
+  if (r->lock_fd < 0)
+    return zeus__error(ZEUS_EIO, "cannot create the lock file '%s': %s", r->lock_path, strerror(errno));
   if (flock(r->lock_fd, LOCK_EX | LOCK_NB) != 0)
-    return zeus__error(ZEUS_EEXIST, "another zeus run is using the state '%s' (lock '%s')", r->state_path, r->lock_path);
+    return zeus__error(ZEUS_EEXIST, "another zeus run is using the state '%s' (lock '%s')", r->state_path,
+                       r->lock_path);
   return ZEUS_OK;
 }
 
@@ -293,9 +297,9 @@ static int write_driver(zeus_runner *r) {
 
 static int read_driver(zeus_runner *r) {
   sqlite3_stmt *st;
-  if (sqlite3_prepare_v2(r->db,
-                         "SELECT next_recurrence, next_try, next_seed, min_cost, cost_acc, optimizer FROM driver WHERE id = 1",
-                         -1, &st, NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(
+          r->db, "SELECT next_recurrence, next_try, next_seed, min_cost, cost_acc, optimizer FROM driver WHERE id = 1",
+          -1, &st, NULL) != SQLITE_OK)
     return db_error(r, "reading");
   int rc;
   if (sqlite3_step(st) != SQLITE_ROW) {
@@ -413,7 +417,8 @@ int zeus__run_state_open(zeus_runner *r) {
     if (!rc) rc = zeus__mkdirs(r->logdir); /* recreated if someone removed it */
     if (!rc) rc = read_driver(r);
     if (!rc)
-      zeus__log(ZEUS_LOG_INFO, "run", "continuing %s at recurrence %ld, try %ld", r->state_path, r->next_rec, r->next_try);
+      zeus__log(ZEUS_LOG_INFO, "run", "continuing %s at recurrence %ld, try %ld", r->state_path, r->next_rec,
+                r->next_try);
   } else if (!rc) {
     if (!r->logdir) {
       r->logdir = fresh;
@@ -547,8 +552,8 @@ int zeus__run_state_json(zeus_runner *r, char **out) {
     json_object_set_new(e, "energy_j", col_real(st, 6));
     json_object_set_new(e, "time_s", col_real(st, 7));
     json_object_set_new(e, "cost_j", col_real(st, 8));
-    json_object_set_new(e, "epochs",
-                        sqlite3_column_type(st, 9) == SQLITE_NULL ? json_null() : json_integer(sqlite3_column_int64(st, 9)));
+    bool no_epochs = sqlite3_column_type(st, 9) == SQLITE_NULL;
+    json_object_set_new(e, "epochs", no_epochs ? json_null() : json_integer(sqlite3_column_int64(st, 9)));
     json_object_set_new(e, "reached", json_boolean(sqlite3_column_int(st, 10)));
     json_object_set_new(e, "status", json_string((const char *)sqlite3_column_text(st, 11)));
     json_object_set_new(e, "exit_code", json_integer(sqlite3_column_int(st, 12)));

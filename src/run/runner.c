@@ -180,7 +180,8 @@ static int read_result(const char *path, const zeus__child_result *c, zeus_run_t
   json_t *root;
   int rc = zeus__json_load_file(path, &root);
   if (rc) return zeus__error_ctx(ZEUS_EPARSE, "the trainee's result file (the trainee %s)", how);
-  json_t *e = json_object_get(root, "energy"), *tm = json_object_get(root, "time"), *re = json_object_get(root, "reached");
+  json_t *e = json_object_get(root, "energy"), *tm = json_object_get(root, "time"),
+         *re = json_object_get(root, "reached");
   json_t *ep = json_object_get(root, "num_epochs");
   if (!ep) ep = json_object_get(root, "epochs");
   rc = ZEUS_OK;
@@ -287,7 +288,8 @@ static int run_loop(zeus_runner *r, long recurrences) {
     bool no_epoch = !t.reached && t.energy_j == 0 && t.time_s == 0;
     if (no_epoch) {
       if (!isfinite(r->min_cost))
-        return zeus__error(ZEUS_EIO, "the trainee ran no epoch although no cost threshold was set (recurrence %ld, try %ld)",
+        return zeus__error(ZEUS_EIO,
+                           "the trainee ran no epoch although no cost threshold was set (recurrence %ld, try %ld)",
                            t.recurrence, t.try_index);
       /* Even one epoch would cross the threshold: the optimizer learns a prohibitive cost. */
       t.status = "no_epoch";

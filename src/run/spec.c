@@ -112,17 +112,21 @@ int zeus__run_spec_check(const zeus_run_spec *s) {
     return zeus__error(ZEUS_EINVAL, "job spec: the default batch size %ld is not among the batch sizes", s->default_bs);
   if (!isfinite(s->target_metric))
     return zeus__error(ZEUS_EINVAL, "job spec: the target metric is missing or not a finite number (--target-metric)");
-  if (s->max_epochs <= 0) return zeus__error(ZEUS_EINVAL, "job spec: max epochs %ld, expected > 0 (--max-epochs)", s->max_epochs);
-  if (!(s->eta >= 0 && s->eta <= 1)) return zeus__error(ZEUS_EINVAL, "job spec: eta %g, expected a number in [0, 1]", s->eta);
+  if (s->max_epochs <= 0)
+    return zeus__error(ZEUS_EINVAL, "job spec: max epochs %ld, expected > 0 (--max-epochs)", s->max_epochs);
+  if (!(s->eta >= 0 && s->eta <= 1))
+    return zeus__error(ZEUS_EINVAL, "job spec: eta %g, expected a number in [0, 1]", s->eta);
   if (!(s->beta > 0)) return zeus__error(ZEUS_EINVAL, "job spec: beta %g, expected a number > 0 (or inf)", s->beta);
   if (s->window_size < 0) return zeus__error(ZEUS_EINVAL, "job spec: window size %ld, expected >= 0", s->window_size);
   if (s->profile_warmup_iters < 0)
     return zeus__error(ZEUS_EINVAL, "job spec: profile warm-up iterations %ld, expected >= 0", s->profile_warmup_iters);
   if (s->profile_measure_iters < 1)
-    return zeus__error(ZEUS_EINVAL, "job spec: profile measure iterations %ld, expected >= 1", s->profile_measure_iters);
+    return zeus__error(ZEUS_EINVAL, "job spec: profile measure iterations %ld, expected >= 1",
+                       s->profile_measure_iters);
   if (s->max_tries < 1) return zeus__error(ZEUS_EINVAL, "job spec: max tries %ld, expected >= 1", s->max_tries);
   if (!(s->max_power_w >= 0) || !isfinite(s->max_power_w))
-    return zeus__error(ZEUS_EINVAL, "job spec: max power %g W, expected a finite number >= 0 (0: from the GPUs)", s->max_power_w);
+    return zeus__error(ZEUS_EINVAL, "job spec: max power %g W, expected a finite number >= 0 (0: from the GPUs)",
+                       s->max_power_w);
   if (!(s->timeout_s >= 0)) return zeus__error(ZEUS_EINVAL, "job spec: timeout %g s, expected >= 0", s->timeout_s);
   if (!isnan(s->default_lr) && !(isfinite(s->default_lr) && s->default_lr >= 0))
     return zeus__error(ZEUS_EINVAL, "job spec: learning rate %g, expected a finite number >= 0", s->default_lr);
@@ -134,8 +138,9 @@ int zeus__run_spec_check(const zeus_run_spec *s) {
   const char *vals[] = {s->dataset, s->network, s->optimizer};
   for (size_t i = 0; i < 3; i++)
     if (vals[i] && (!*vals[i] || strchr(vals[i], '/')))
-      return zeus__error(ZEUS_EINVAL, "job spec: %s '%s' is part of a folder name: expected a non-empty name without '/'",
-                         names[i], vals[i]);
+      return zeus__error(ZEUS_EINVAL,
+                         "job spec: %s '%s' is part of a folder name: expected a non-empty name without '/'", names[i],
+                         vals[i]);
   return ZEUS_OK;
 }
 
@@ -190,7 +195,8 @@ int zeus__run_expand(const char *tmpl, const zeus__run_subst *v, zeus__buf *out,
       return zeus__error(ZEUS_EINVAL, "command argument '%s': unmatched '}' (write '}}' for a literal brace)", tmpl);
     } else if (*p == '{') {
       const char *end = strchr(p, '}');
-      if (!end) return zeus__error(ZEUS_EINVAL, "command argument '%s': unmatched '{' (write '{{' for a literal brace)", tmpl);
+      if (!end)
+        return zeus__error(ZEUS_EINVAL, "command argument '%s': unmatched '{' (write '{{' for a literal brace)", tmpl);
       size_t n = (size_t)(end - p - 1);
       const char *name = p + 1, *val = NULL;
 #define IS(s) (n == strlen(s) && strncmp(name, s, n) == 0)
@@ -281,7 +287,8 @@ static int load_command(const loader *l, const json_t *v, zeus_run_spec *s) {
     s->command = cmd;
     return ZEUS_OK;
   }
-  if (!json_is_array(v) || json_array_size(v) == 0) return bad(l, "command", "a non-empty list of strings or a string", v);
+  if (!json_is_array(v) || json_array_size(v) == 0)
+    return bad(l, "command", "a non-empty list of strings or a string", v);
   size_t n = json_array_size(v);
   const char **cmd = zeus__arena_alloc(l->a, (n + 1) * sizeof *cmd);
   if (!cmd) return zeus__oom("loading the job spec");
@@ -337,7 +344,8 @@ static int load_field(const loader *l, const char *key, const json_t *v, zeus_ru
     s->num_batch_sizes = n;
     return ZEUS_OK;
   }
-  if (strcmp(key, "default_batch_size") == 0 || strcmp(key, "default_bs") == 0) return get_int(l, key, v, &s->default_bs);
+  if (strcmp(key, "default_batch_size") == 0 || strcmp(key, "default_bs") == 0)
+    return get_int(l, key, v, &s->default_bs);
   if (strcmp(key, "target_metric") == 0) return get_num(l, key, v, &s->target_metric);
   if (strcmp(key, "max_epochs") == 0) return get_int(l, key, v, &s->max_epochs);
   if (strcmp(key, "eta") == 0) return get_num(l, key, v, &s->eta);

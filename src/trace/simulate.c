@@ -135,7 +135,8 @@ static int build_job(const zeus_trace *t, const zeus_trace_workload *w, double e
     size_t np = 0, npl = 0;
     for (size_t k = 0; k < t->ntrain; k++) {
       const zeus__train_row *r = &t->train[k];
-      np += r->dataset == d && r->network == nw && r->optimizer == o && r->bs == b->bs && same_target(r->target, w->target_metric);
+      np += r->dataset == d && r->network == nw && r->optimizer == o && r->bs == b->bs &&
+            same_target(r->target, w->target_metric);
     }
     for (size_t k = 0; k < t->npower; k++) {
       const zeus__power_row *r = &t->power[k];
@@ -153,7 +154,8 @@ static int build_job(const zeus_trace *t, const zeus_trace_workload *w, double e
     }
     for (size_t k = 0; k < t->ntrain; k++) {
       const zeus__train_row *r = &t->train[k];
-      if (r->dataset == d && r->network == nw && r->optimizer == o && r->bs == b->bs && same_target(r->target, w->target_metric))
+      if (r->dataset == d && r->network == nw && r->optimizer == o && r->bs == b->bs &&
+          same_target(r->target, w->target_metric))
         b->paths[b->npaths++] = r->epoch;
     }
     if (b->npaths == 0) {
@@ -298,10 +300,13 @@ static int check(const zeus_trace_workload *w, const zeus_simulate_opts *o) {
     return zeus__error(ZEUS_EINVAL, "simulate: the workload needs a dataset, a network and an optimizer");
   if (!isfinite(w->target_metric)) return zeus__error(ZEUS_EINVAL, "simulate: target metric must be a finite number");
   if (w->max_epochs <= 0) return zeus__error(ZEUS_EINVAL, "simulate: max epochs %ld, expected > 0", w->max_epochs);
-  if (w->default_bs <= 0) return zeus__error(ZEUS_EINVAL, "simulate: default batch size %ld, expected > 0", w->default_bs);
-  if (!(o->eta >= 0 && o->eta <= 1)) return zeus__error(ZEUS_EINVAL, "simulate: eta %g, expected a number in [0, 1]", o->eta);
+  if (w->default_bs <= 0)
+    return zeus__error(ZEUS_EINVAL, "simulate: default batch size %ld, expected > 0", w->default_bs);
+  if (!(o->eta >= 0 && o->eta <= 1))
+    return zeus__error(ZEUS_EINVAL, "simulate: eta %g, expected a number in [0, 1]", o->eta);
   if (!(o->beta > 0)) return zeus__error(ZEUS_EINVAL, "simulate: beta %g, expected a number > 0 (or inf)", o->beta);
-  if (o->recurrences < 0) return zeus__error(ZEUS_EINVAL, "simulate: recurrences %ld, expected >= 1 (0: the default)", o->recurrences);
+  if (o->recurrences < 0)
+    return zeus__error(ZEUS_EINVAL, "simulate: recurrences %ld, expected >= 1 (0: the default)", o->recurrences);
   return ZEUS_OK;
 }
 
@@ -378,8 +383,9 @@ int zeus_simulate(const zeus_trace *t, const zeus_trace_workload *w, const zeus_
         if (cost_acc < min_cost) min_cost = cost_acc;
         done = true;
       } else if (rec == 1) {
-        rc = zeus__error(ZEUS_ESTATE, "the default batch size %ld did not reach the target metric %g on the first recurrence",
-                         def, w->target_metric);
+        rc = zeus__error(ZEUS_ESTATE,
+                         "the default batch size %ld did not reach the target metric %g on the first recurrence", def,
+                         w->target_metric);
       }
     }
     if (!rc && !done)

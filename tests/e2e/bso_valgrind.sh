@@ -2,13 +2,9 @@
 # valgrind --leak-check=full on `zeus run`, the demo trainee (zeus_job) and `zeus simulate`.
 set -u
 . "$(dirname "$0")/lib.sh"
-if ! command -v valgrind >/dev/null 2>&1; then
-  echo "SKIPPED: valgrind is not installed"
-  exit 77
-fi
+. "$(dirname "$0")/lib_valgrind.sh"
 TRAINEE="$ZEUS_BUILD_DIR/trainee_sim"
 [ -x "$TRAINEE" ] || { echo "SKIPPED: $TRAINEE is not built"; exit 77; }
-vg() { valgrind -q --leak-check=full --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99 "$@"; }
 export ZEUS_GPU_BACKEND=sim ZEUS_SIM_GPUS=1 ZEUS_RAPL_ROOT=/nonexistent-rapl-root
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

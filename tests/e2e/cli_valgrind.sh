@@ -2,11 +2,7 @@
 # valgrind --leak-check=full on CLI smoke runs: no leak, no invalid access (exit 1 on any error).
 set -u
 . "$(dirname "$0")/lib.sh"
-if ! command -v valgrind >/dev/null 2>&1; then
-  echo "SKIPPED: valgrind is not installed"
-  exit 77
-fi
-vg() { valgrind -q --leak-check=full --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99 "$@"; }
+. "$(dirname "$0")/lib_valgrind.sh"
 export ZEUS_GPU_BACKEND=sim ZEUS_SIM_GPUS=2
 expect_ok "valgrind: zeus gpus --json (sim)" vg "$ZEUS" gpus --json
 expect_ok "valgrind: zeus gpus (sim)" vg "$ZEUS" gpus

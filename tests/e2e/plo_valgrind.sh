@@ -2,11 +2,7 @@
 # valgrind --leak-check=full on `zeus plo` runs: no leak, no invalid access (exit 1 on any error).
 set -u
 . "$(dirname "$0")/lib.sh"
-if ! command -v valgrind >/dev/null 2>&1; then
-  echo "SKIPPED: valgrind is not installed"
-  exit 77
-fi
-vg() { valgrind -q --leak-check=full --show-leak-kinds=definite,indirect,possible --errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99 "$@"; }
+. "$(dirname "$0")/lib_valgrind.sh"
 P=$(mktemp -d)
 trap 'rm -rf "$P"' EXIT
 printf 'start_time,window_name,elapsed_time,gpu0_energy,gpu1_energy\n1,__GlobalPowerLimitOptimizer_300,10,100,101\n2,__GlobalPowerLimitOptimizer_250,11,95,96\n3,__GlobalPowerLimitOptimizer_200,12,90,92\n' >"$P/p.csv"

@@ -37,9 +37,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t len = size - 1;
   zeus__reply rep = {0};
   switch (data[0] % 9) {
-    case 0: { zeus_pfo_job_info v; if (!zeus_pfo_job_info_from_json(body, len, NULL, &v)) zeus_pfo_job_info_clear(&v); break; }
-    case 1: { zeus_pfo_rank_info v; if (!zeus_pfo_rank_info_from_json(body, len, NULL, &v)) zeus_pfo_rank_info_clear(&v); break; }
-    case 2: { zeus_pfo_schedule v; if (!zeus_pfo_schedule_from_json(body, len, NULL, &v)) zeus_pfo_schedule_clear(&v); break; }
+    case 0: {
+      zeus_pfo_job_info v;
+      if (!zeus_pfo_job_info_from_json(body, len, NULL, &v)) zeus_pfo_job_info_clear(&v);
+      break;
+    }
+    case 1: {
+      zeus_pfo_rank_info v;
+      if (!zeus_pfo_rank_info_from_json(body, len, NULL, &v)) zeus_pfo_rank_info_clear(&v);
+      break;
+    }
+    case 2: {
+      zeus_pfo_schedule v;
+      if (!zeus_pfo_schedule_from_json(body, len, NULL, &v)) zeus_pfo_schedule_clear(&v);
+      break;
+    }
     case 3: {
       zeus_pfo_prof_result v;
       if (!zeus_pfo_prof_result_from_json(body, len, NULL, &v)) {
@@ -49,7 +61,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
       break;
     }
-    case 4: { zeus_pfo_offline_result v; if (!zeus_pfo_offline_result_from_json(body, len, NULL, &v)) zeus_pfo_offline_result_clear(&v); break; }
+    case 4: {
+      zeus_pfo_offline_result v;
+      if (!zeus_pfo_offline_result_from_json(body, len, NULL, &v)) zeus_pfo_offline_result_clear(&v);
+      break;
+    }
     case 5:
     case 6: {
       zeus_pfo_schedule *s;

@@ -71,7 +71,8 @@ static void rank_info_validation_checks_ranges_and_frequencies(void **state) {
 static void schedule_and_result_round_trip_in_original_shapes(void **state) {
   (void)state;
   zeus_pfo_schedule s;
-  assert_zeus_ok(zeus_pfo_schedule_from_json(S("{\"rank\":3,\"frequencies\":[[\"forward\",1410],[\"backward\",990]]}"), NULL, &s));
+  assert_zeus_ok(
+      zeus_pfo_schedule_from_json(S("{\"rank\":3,\"frequencies\":[[\"forward\",1410],[\"backward\",990]]}"), NULL, &s));
   char *txt;
   assert_zeus_ok(zeus_pfo_schedule_to_json(&s, &txt));
   assert_string_equal(txt, "{\"rank\":3,\"frequencies\":[[\"forward\",1410],[\"backward\",990]]}");
@@ -101,7 +102,9 @@ static void schedule_and_result_round_trip_in_original_shapes(void **state) {
       "\"time_breakdown\":{}}"), NULL, &p), ZEUS_EINVAL, "energy_breakdown");
   zeus_pfo_offline_result o;
   assert_zeus_ok(zeus_pfo_offline_result_from_json(S("{\"rank\":0,\"dp_rank\":0,\"pp_rank\":0,\"tp_rank\":0,"
-      "\"forward_time\":{\"1410\":0.1},\"forward_energy\":{\"1410\":20},\"backward_time\":{},\"backward_energy\":{}}"), NULL, &o));
+                                                     "\"forward_time\":{\"1410\":0.1},\"forward_energy\":{\"1410\":20},"
+                                                     "\"backward_time\":{},\"backward_energy\":{}}"),
+                                                   NULL, &o));
   assert_int_equal(o.n_forward, 1);
   assert_int_equal(o.forward[0].frequency_mhz, 1410);
   zeus_pfo_offline_result_clear(&o);

@@ -84,7 +84,8 @@ static void wrapper_3d_copies_each_stage_schedule_to_its_ranks(void **state) {
   char dir[256], path[512];
   zeus_test_tmpdir(dir, sizeof dir);
   snprintf(path, sizeof path, "%s/plan.py", dir);
-  zeus_test_write_file(path, "[[(\"forward\", 1410), (\"backward\", 1200)], [(\"forward\", 1000), (\"backward\", 1000)]]");
+  zeus_test_write_file(path,
+                       "[[(\"forward\", 1410), (\"backward\", 1200)], [(\"forward\", 1000), (\"backward\", 1000)]]");
   int freqs[] = {1410, 1200, 1000};
   zeus_pfo_job_info job;
   zeus_pfo_rank_info ranks[8];
@@ -116,7 +117,8 @@ static void wrapper_3d_copies_each_stage_schedule_to_its_ranks(void **state) {
   json_decref(args);
   /* A plan whose clock the GPUs do not have (made for another GPU) is refused at creation,
    * naming the entry, the instruction and the nearest clock they do have. */
-  zeus_test_write_file(path, "[[(\"forward\", 1410), (\"backward\", 1200)], [(\"forward\", 1005), (\"backward\", 1000)]]");
+  zeus_test_write_file(path,
+                       "[[(\"forward\", 1410), (\"backward\", 1200)], [(\"forward\", 1005), (\"backward\", 1000)]]");
   args = json_pack("{ss}", "solution_path", path);
   assert_zeus_err(zeus__sched_create(&s, "PointSolution3D", args, &job, ranks, 8, NULL, false), ZEUS_EINVAL,
                   "entry 1 (rank 1), instruction 0 ('forward') asks for 1005 MHz");
@@ -130,7 +132,8 @@ static void all_max_uses_pipe_schedule_or_1f1b(void **state) {
   zeus_pfo_job_info job = {.pp_degree = 4, .dp_degree = 1, .tp_degree = 1, .world_size = 4};
   zeus_pfo_rank_info ranks[4];
   for (int r = 0; r < 4; r++)
-    ranks[r] = (zeus_pfo_rank_info){.rank = r, .pp_rank = r, .available_frequencies = freqs, .n_available_frequencies = 3};
+    ranks[r] = (zeus_pfo_rank_info){
+        .rank = r, .pp_rank = r, .available_frequencies = freqs, .n_available_frequencies = 3};
   char *ps[] = {"load", "forward", "backward"};
   ranks[3].pipe_schedule = ps;
   ranks[3].n_pipe_schedule = 3;
@@ -165,7 +168,8 @@ static void scheduler_args_are_checked_against_parameters(void **state) {
   assert_zeus_err(zeus_pfo_check_scheduler("PointSolution", "{\"solution_path\": \"/no/such.py\"}"), ZEUS_ENOENT,
                   "/no/such.py");
   assert_zeus_ok(zeus_pfo_check_scheduler("InstructionProfiler3D", "{\"warmup_iters\": 2, \"num_microbatches\": 4}"));
-  assert_zeus_err(zeus_pfo_check_scheduler("InstructionProfiler", "{\"warmup_iters\": -1}"), ZEUS_EINVAL, "warmup_iters");
+  assert_zeus_err(zeus_pfo_check_scheduler("InstructionProfiler", "{\"warmup_iters\": -1}"), ZEUS_EINVAL,
+                  "warmup_iters");
 }
 
 /* ---- InstructionProfiler ---- */
@@ -195,7 +199,8 @@ static void instruction_profiler_writes_csv_and_stops_after_five_rises(void **st
   zeus_pfo_job_info job = {.pp_degree = 2, .dp_degree = 1, .tp_degree = 1, .world_size = 2};
   zeus_pfo_rank_info ranks[2];
   for (int r = 0; r < 2; r++)
-    ranks[r] = (zeus_pfo_rank_info){.rank = r, .pp_rank = r, .available_frequencies = freqs, .n_available_frequencies = 12};
+    ranks[r] = (zeus_pfo_rank_info){
+        .rank = r, .pp_rank = r, .available_frequencies = freqs, .n_available_frequencies = 12};
   json_t *args = json_pack("{sisisi}", "warmup_iters", 1, "num_microbatches", 2, "min_frequency", 350);
   zeus__sched *s;
   assert_zeus_ok(zeus__sched_create(&s, "InstructionProfiler", args, &job, ranks, 2, jobdir, false));
@@ -232,7 +237,8 @@ static void instruction_profiler_writes_csv_and_stops_after_five_rises(void **st
     int rank, dp, pp, tp, stage, freq;
     char inst[16];
     double t, e;
-    assert_int_equal(sscanf(line, "%d,%d,%d,%d,%d,%15[a-z],%d,%lf,%lf", &rank, &dp, &pp, &tp, &stage, inst, &freq, &t, &e), 9);
+    assert_int_equal(
+        sscanf(line, "%d,%d,%d,%d,%d,%15[a-z],%d,%lf,%lf", &rank, &dp, &pp, &tp, &stage, inst, &freq, &t, &e), 9);
     assert_int_equal(stage, pp);
     if (rank == 1 && !strcmp(inst, "backward") && freq == 1100) {
       found = true;
@@ -269,7 +275,8 @@ static zeus__job_table *open_reg(const char *sched, const char *args) {
 
 static char *reg_job(zeus__job_table *r, int pp) {
   char body[200];
-  snprintf(body, sizeof body, "{\"job_id\":\"\",\"pp_degree\":%d,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":%d}", pp, pp);
+  snprintf(body, sizeof body, "{\"job_id\":\"\",\"pp_degree\":%d,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":%d}",
+           pp, pp);
   zeus__reply rep = {0};
   assert_int_equal(zeus__job_table_register_job(r, body, strlen(body), &rep), 200);
   assert_true(rep.body[0] == '"');
@@ -280,7 +287,9 @@ static char *reg_job(zeus__job_table *r, int pp) {
 
 static int reg_rank(zeus__job_table *r, const char *id, int rank, char **msg) {
   char body[200];
-  snprintf(body, sizeof body, "{\"rank\":%d,\"dp_rank\":0,\"pp_rank\":%d,\"tp_rank\":0,\"available_frequencies\":[1410,1000]}", rank, rank);
+  snprintf(body, sizeof body,
+           "{\"rank\":%d,\"dp_rank\":0,\"pp_rank\":%d,\"tp_rank\":0,\"available_frequencies\":[1410,1000]}",
+           rank, rank);
   zeus__reply rep = {0};
   int st = zeus__job_table_register_rank(r, id, body, strlen(body), &rep);
   if (msg) *msg = rep.body; else free(rep.body);
@@ -289,8 +298,10 @@ static int reg_rank(zeus__job_table *r, const char *id, int rank, char **msg) {
 
 static int post(zeus__job_table *r, const char *id, int rank) {
   char body[300];
-  snprintf(body, sizeof body, "{\"rank\":%d,\"iter_time\":[1],\"iter_energy\":[2],\"time_breakdown\":{\"forward\":[[0.5]]},"
-           "\"energy_breakdown\":{\"forward\":[[5]]}}", rank);
+  snprintf(body, sizeof body,
+           "{\"rank\":%d,\"iter_time\":[1],\"iter_energy\":[2],\"time_breakdown\":{\"forward\":[[0.5]]},"
+           "\"energy_breakdown\":{\"forward\":[[5]]}}",
+           rank);
   zeus__reply rep = {0};
   int st = zeus__job_table_post_result(r, id, body, strlen(body), &rep);
   free(rep.body);

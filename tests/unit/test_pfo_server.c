@@ -95,7 +95,10 @@ static void *rank_main(void *p) {
       snprintf(a->err, sizeof a->err, "round %d: GET -> %d %s", round, st, resp ? resp : "");
     }
     free(resp);
-    if (post_result(&c, a->rank, round) != 200) { a->failures++; snprintf(a->err, sizeof a->err, "round %d: POST", round); }
+    if (post_result(&c, a->rank, round) != 200) {
+      a->failures++;
+      snprintf(a->err, sizeof a->err, "round %d: POST", round);
+    }
   }
   th_close(&c);
   return NULL;
@@ -169,7 +172,8 @@ static int status_of(th_conn *c, const char *method, const char *path, const cha
                      const char *needle) {
   char *resp = NULL;
   int st = th_request(c, method, path, body, hdr, &resp);
-  if (needle && (!resp || !strstr(resp, needle))) fail_msg("%s %s -> %d '%s' lacks '%s'", method, path, st, resp ? resp : "", needle);
+  if (needle && (!resp || !strstr(resp, needle)))
+    fail_msg("%s %s -> %d '%s' lacks '%s'", method, path, st, resp ? resp : "", needle);
   free(resp);
   return st;
 }
@@ -183,7 +187,8 @@ static void server_answers_bad_input_with_its_code_and_the_job_carries_on(void *
   th_conn c = {.fd = -1, .port = g_port};
   char path[600];
   /* Registering a job. */
-  assert_int_equal(status_of(&c, "POST", "/register_job", "{\"job_id\": \"\",\n \"pp_degree\": 2,,}", NULL, "JobInfo:2:"), 400);
+  assert_int_equal(
+      status_of(&c, "POST", "/register_job", "{\"job_id\": \"\",\n \"pp_degree\": 2,,}", NULL, "JobInfo:2:"), 400);
   assert_int_equal(status_of(&c, "POST", "/register_job", "{\"job_id\": \"\", \"pp_degree\": 2, \"dp_degree\": 1, "
                              "\"world_size\": 2}", NULL, "missing field 'tp_degree'"), 400);
   assert_int_equal(status_of(&c, "POST", "/register_job", "{\"job_id\": \"mine\", \"pp_degree\": 2, \"dp_degree\": 1, "

@@ -278,8 +278,9 @@ static void run_sets_protocol_environment_and_arguments(void **state) {
            "\"$ZEUS_LOG_DIR/$ZEUS_JOB_ID+bs$1.train.json\"\n",
            dump, dump, dump);
   write_script(script, text);
-  const char *cmd[] = {script, "{bs}", "{lr}", "{seed}", "{epochs}", "{slice_number}", "{target_metric}", "lr={learning_rate}",
-                       "{{literal}}", NULL};
+  const char *cmd[] = {
+      script,        "{bs}", "{lr}", "{seed}", "{epochs}", "{slice_number}", "{target_metric}", "lr={learning_rate}",
+      "{{literal}}", NULL};
   zeus_run_spec s;
   zeus_run_spec_init(&s);
   s.command = cmd;
@@ -447,7 +448,8 @@ static void write_flaky(const char *dir, char *script, size_t len) {
 
 static zeus_run_spec flaky_spec(const char *dir, const char *state, const char *script) {
   static const char *cmd[13];
-  const char *c[] = {script, "--bs", "{bs}", "--lr", "{lr}", "--seed", "{seed}", "--epochs", "{epochs}", "--samples", "20000", NULL};
+  const char *c[] = {script,   "--bs",     "{bs}",     "--lr",      "{lr}",  "--seed",
+                     "{seed}", "--epochs", "{epochs}", "--samples", "20000", NULL};
   memcpy(cmd, c, sizeof c);
   zeus_run_spec s = demo_spec(dir, state);
   s.command = cmd;
@@ -550,7 +552,9 @@ static void run_garbage_result_is_reported_or_skipped_with_keep_going(void **sta
   /* A trainee that writes garbage only once: remove the marker after the first try starts. */
   char once[320], text[700];
   snprintf(once, sizeof once, "%s/once.sh", dir);
-  snprintf(text, sizeof text, "#!/bin/sh\nif [ -e '%s/garbage' ]; then rm '%s/garbage'; echo x > \"$ZEUS_LOG_DIR/$ZEUS_JOB_ID+bs$2.train.json\"; exit 0; fi\nexec '%s' \"$@\"\n",
+  snprintf(text, sizeof text,
+           "#!/bin/sh\nif [ -e '%s/garbage' ]; then rm '%s/garbage'; echo x > "
+           "\"$ZEUS_LOG_DIR/$ZEUS_JOB_ID+bs$2.train.json\"; exit 0; fi\nexec '%s' \"$@\"\n",
            dir, dir, TRAINEE);
   write_script(once, text);
   zeus_runner_close(r);
@@ -641,7 +645,8 @@ static void run_no_epoch_try_is_learnt_as_prohibitive(void **state) {
    * epoch (as zeus_job does when one epoch would cross the threshold). */
   snprintf(text, sizeof text,
            "#!/bin/sh\nout=\"$ZEUS_LOG_DIR/$ZEUS_JOB_ID+bs$1.train.json\"\n"
-           "if [ \"$ZEUS_COST_THRESH\" = inf ]; then echo '{\"energy\": 1000, \"time\": 10, \"reached\": true}' > \"$out\";\n"
+           "if [ \"$ZEUS_COST_THRESH\" = inf ]; then echo '{\"energy\": 1000, \"time\": 10, \"reached\": true}' > "
+           "\"$out\";\n"
            "else echo '{\"energy\": 0, \"time\": 0, \"reached\": false, \"num_epochs\": 0}' > \"$out\"; fi\n");
   write_script(script, text);
   const char *cmd[] = {script, "{bs}", NULL};

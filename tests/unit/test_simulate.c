@@ -54,8 +54,9 @@ static void check_history(const zeus_simulate_result *r, const want *w, size_t n
     if (h->recurrence != w[i].rec || h->try_index != w[i].tr || h->batch_size != w[i].bs ||
         h->power_limit_w != w[i].pl || h->epochs != w[i].epochs || h->reached != w[i].reached)
       fail_msg("try %zu: rec %ld try %ld bs %ld %u W %ld epochs %s; expected rec %ld try %ld bs %ld %u W %ld epochs %s",
-               i, h->recurrence, h->try_index, h->batch_size, h->power_limit_w, h->epochs, h->reached ? "reached" : "failed",
-               w[i].rec, w[i].tr, w[i].bs, w[i].pl, w[i].epochs, w[i].reached ? "reached" : "failed");
+               i, h->recurrence, h->try_index, h->batch_size, h->power_limit_w, h->epochs,
+               h->reached ? "reached" : "failed", w[i].rec, w[i].tr, w[i].bs, w[i].pl, w[i].epochs,
+               w[i].reached ? "reached" : "failed");
     assert_near(h->energy_j, w[i].energy, 1e-9);
     assert_near(h->time_s, w[i].time, 1e-9);
     assert_near(h->cost, 0.5 * w[i].energy + 0.5 * 200 * w[i].time, 1e-9);

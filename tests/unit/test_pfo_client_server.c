@@ -1,0 +1,360 @@
+/* The Perseus client and its server: an unreachable server, HTTP errors with the server's
+ * message, a restarted server, joining a given job, schedules the client must refuse, and a rank
+ * that fails to start taking every rank of the job down with it (none hangs). */
+#define PFO_CLIENT_TESTUTIL_SERVER
+#include "pfo_client_testutil.h"
+#include "pfo_http.h"
+
+static void client_server_down_at_start_fails_after_retries(void **state) {
+  (void)state;
+  fresh_dir();
+  /* A port nobody listens on, held by a bound socket that never listens (so that no test running
+   * beside this one can take it meanwhile): connecting is refused. */
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t sl = sizeof sa;
+  assert_true(fd >= 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+  int port = ntohs(sa.sin_port);
+  char url[64];
+  url_of(port, url, sizeof url);
+  zeus_devices *d = open_sim();
+  zeus_pfo_optimizer_opts o;
+  solo_opts(&o, url, 1, d);
+  zeus_pfo_optimizer *opt = NULL;
+  double t0 = zeus_monotonic_s();
+  assert_zeus_err(zeus_pfo_optimizer_open(&opt, &o), ZEUS_ENET, "after 3 tries");
+  double spent = zeus_monotonic_s() - t0;
+  url[strlen(url) - 1] = '\0'; /* the client drops the trailing '/' */
+  assert_non_null(strstr(zeus_errmsg(), url));
+  assert_non_null(strstr(zeus_errmsg(), "POST /register_job"));
+  assert_true(spent >= 0.14); /* backed off 0.05 + 0.1 s */
+  assert_true(spent < 5);
+  assert_null(opt);
+  assert_unlocked(d); /* the controller started and put everything back */
+  zeus_devices_close(d);
+  close(fd);
+}
+
+static void client_http_error_carries_the_servers_message(void **state) {
+  (void)state;
+  fresh_dir();
+  zeus_pfo_server *s = start_server("AllMaxFrequency", "{\"num_microbatches\": 1}", -1, "s3cret");
+  char url[64];
+  url_of(zeus_pfo_server_port(s), url, sizeof url);
+  zeus_devices *d = open_sim();
+  zeus_pfo_optimizer_opts o;
+  solo_opts(&o, url, 1, d);
+  zeus_pfo_optimizer *opt = NULL;
+  assert_zeus_err(zeus_pfo_optimizer_open(&opt, &o), ZEUS_EHTTP, "answered 401: missing or wrong bearer token");
+  o.token = "s3cret";
+  assert_zeus_ok(zeus_pfo_optimizer_open(&opt, &o));
+  zeus_pfo_optimizer_close(opt);
+  zeus_pfo_server_close(s);
+  zeus_devices_close(d);
+}
+
+/* Two ranks on their own simulated GPUs, driving the hooks directly (one forward, one backward). */
+typedef struct restart_rank {
+  int rank;
+  const char *url;
+  zeus_thread_group *tg;
+  zeus_devices *d;
+  pthread_mutex_t *mu;
+  pthread_cond_t *cv;
+  int *phase; /* 0: run; 1: rank paused after round 1; 2: released */
+  int rc;
+  long iters_done;
+  char err[1024];
+} restart_rank;
+
+static void *restart_rank_main(void *p) {
+  restart_rank *a = p;
+  zeus_collective coll;
+  zeus_pfo_optimizer_opts o;
+  zeus_pfo_optimizer *opt = NULL;
+  static const char *const order[] = {"forward", "backward"};
+  zeus_pfo_optimizer_opts_init(&o);
+  int rc = zeus_thread_group_collective(a->tg, a->rank, &coll);
+  if (!rc) {
+    o.server_url = a->url;
+    o.rank = a->rank, o.pp_rank = a->rank;
+    o.pp_degree = 2, o.dp_degree = 1, o.tp_degree = 1, o.world_size = 2;
+    o.devices = a->d;
+    o.collective = &coll;
+    o.pipe_schedule = order, o.n_pipe_schedule = 2;
+    o.iters_per_round = 1;
+    o.retries = 40, o.retry_backoff_s = 0.02, o.schedule_timeout_s = 20;
+    rc = zeus_pfo_optimizer_open(&opt, &o);
+  }
+  for (int i = 0; i < 2 && !rc; i++, a->iters_done++) rc = one_iteration(opt);
+  if (!rc) {
+    pthread_mutex_lock(a->mu);
+    if (a->rank == 1) { /* rank 1 holds back until the server has been replaced */
+      *a->phase = 1;
+      pthread_cond_broadcast(a->cv);
+      while (*a->phase != 2) pthread_cond_wait(a->cv, a->mu);
+    }
+    pthread_mutex_unlock(a->mu);
+    /* Rank 0 posts its result and waits for rank 1 in the schedule request when the server goes
+     * away; rank 1 comes to the new server. Both must fail, saying the job is unknown. */
+    rc = one_iteration(opt);
+    if (!rc) a->iters_done++;
+  }
+  a->rc = rc;
+  if (rc) snprintf(a->err, sizeof a->err, "%s", zeus_errmsg());
+  if (opt && rc && !zeus_pfo_detached(opt)) snprintf(a->err, sizeof a->err, "failed but not detached");
+  zeus_pfo_optimizer_close(opt);
+  return NULL;
+}
+
+static void client_server_restarted_mid_training_reports_unknown_job(void **state) {
+  (void)state;
+  fresh_dir();
+  zeus_pfo_server *s = start_server("AllMaxFrequency", NULL, -1, NULL);
+  int port = zeus_pfo_server_port(s);
+  char url[64];
+  url_of(port, url, sizeof url);
+  zeus_thread_group *tg;
+  assert_zeus_ok(zeus_thread_group_open(&tg, 2));
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+  int phase = 0;
+  restart_rank a[2];
+  pthread_t th[2];
+  double t0 = zeus_monotonic_s();
+  for (int r = 0; r < 2; r++) {
+    a[r] = (restart_rank){.rank = r, .url = url, .tg = tg, .d = open_sim(), .mu = &mu, .cv = &cv, .phase = &phase};
+    assert_int_equal(pthread_create(&th[r], NULL, restart_rank_main, &a[r]), 0);
+  }
+  pthread_mutex_lock(&mu);
+  while (phase != 1) pthread_cond_wait(&cv, &mu);
+  pthread_mutex_unlock(&mu);
+  usleep(300 * 1000); /* rank 0 is now waiting in its schedule request */
+  zeus_pfo_server_close(s);
+  s = start_server("AllMaxFrequency", NULL, port, NULL);
+  pthread_mutex_lock(&mu);
+  phase = 2;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  assert_true(zeus_monotonic_s() - t0 < 15);
+  for (int r = 0; r < 2; r++) {
+    if (a[r].iters_done != 2) fail_msg("rank %d ran %ld iterations before the restart: %s", r, a[r].iters_done, a[r].err);
+    assert_int_equal(a[r].rc, ZEUS_EHTTP);
+    if (!strstr(a[r].err, "unknown to the server") || !strstr(a[r].err, "answered 404"))
+      fail_msg("rank %d: %s", r, a[r].err);
+    assert_unlocked(a[r].d);
+    zeus_devices_close(a[r].d);
+  }
+  zeus_pfo_server_close(s);
+  zeus_thread_group_close(tg);
+}
+
+typedef struct joiner {
+  int rank;
+  const char *url, *job_id;
+  zeus_devices *d;
+  int rc;
+  char err[1024];
+  zeus_pfo_round_stats st;
+} joiner;
+
+static void *joiner_main(void *p) {
+  joiner *a = p;
+  static const char *const order[] = {"forward", "backward"};
+  zeus_pfo_optimizer_opts o;
+  zeus_pfo_optimizer *opt = NULL;
+  zeus_pfo_optimizer_opts_init(&o);
+  o.server_url = a->url;
+  o.job_id = a->job_id; /* no collective: the job id is given */
+  o.rank = a->rank, o.pp_rank = a->rank;
+  o.pp_degree = 2, o.dp_degree = 1, o.tp_degree = 1, o.world_size = 2;
+  o.devices = a->d;
+  o.pipe_schedule = order, o.n_pipe_schedule = 2;
+  o.iters_per_round = 2;
+  o.retries = 2, o.retry_backoff_s = 0.05, o.schedule_timeout_s = 30;
+  int rc = zeus_pfo_optimizer_open(&opt, &o);
+  /* Each instruction: one unit of work on the rank's simulated GPU at the scheduled clock. */
+  zeus_sim_node *node = zeus_devices_sim_node(a->d);
+  for (int i = 0; i < 4 && !rc; i++) {
+    rc = zeus_pfo_on_step_begin(opt);
+    for (int k = 0; k < 2 && !rc; k++) {
+      rc = zeus_pfo_on_instruction_begin(opt, order[k]);
+      if (!rc) rc = zeus_pfo_controller_wait(zeus_pfo_optimizer_controller(opt), 10);
+      if (!rc) rc = zeus_sim_work(node, 0, 1, NULL);
+      if (!rc) rc = zeus_pfo_on_instruction_end(opt, order[k]);
+    }
+    if (!rc) rc = zeus_pfo_on_step_end(opt);
+  }
+  if (!rc && strcmp(zeus_pfo_job_id(opt), a->job_id) != 0) rc = zeus_set_errmsg(ZEUS_EINTERNAL, "wrong job id");
+  if (!rc) zeus_pfo_last_round(opt, &a->st);
+  a->rc = rc;
+  if (rc) snprintf(a->err, sizeof a->err, "%s", zeus_errmsg());
+  zeus_pfo_optimizer_close(opt);
+  return NULL;
+}
+
+static void client_ranks_join_a_given_job_id_without_a_collective(void **state) {
+  (void)state;
+  fresh_dir();
+  zeus_pfo_server *s = start_server("AllMaxFrequency", NULL, -1, NULL);
+  char url[64];
+  url_of(zeus_pfo_server_port(s), url, sizeof url);
+  /* A launcher registers the job; the ranks only know its id. */
+  th_conn c = {.fd = -1, .port = zeus_pfo_server_port(s)};
+  char *resp = NULL, id[256];
+  assert_int_equal(th_request(&c, "POST", "/register_job", "{\"job_id\": \"\", \"pp_degree\": 2, \"dp_degree\": 1, "
+                              "\"tp_degree\": 1, \"world_size\": 2, \"job_metadata\": \"launcher\"}", NULL, &resp),
+                   200);
+  snprintf(id, sizeof id, "%.*s", (int)strlen(resp) - 2, resp + 1);
+  free(resp);
+  th_close(&c);
+  joiner a[2];
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    a[r] = (joiner){.rank = r, .url = url, .job_id = id, .d = open_sim()};
+    assert_int_equal(pthread_create(&th[r], NULL, joiner_main, &a[r]), 0);
+  }
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < 2; r++) {
+    if (a[r].rc) fail_msg("rank %d: %s", r, a[r].err);
+    assert_int_equal(a[r].st.round, 1);
+    assert_int_equal(a[r].st.iterations, 2);
+    /* forward 1 unit + backward 1 unit at 1740 MHz on the default GPU: 2 x 0.05 s at 290 W */
+    assert_near(a[r].st.iter_time_s, 0.1, 1e-9);
+    assert_near(a[r].st.iter_energy_j, 29, 2e-3);
+    zeus_devices_close(a[r].d);
+  }
+  char dir[700];
+  snprintf(dir, sizeof dir, "%s/dump/%s", g_dir, id);
+  zeus_pfo_rank_info *ranks;
+  size_t n;
+  assert_zeus_ok(zeus_pfo_load_ranks(dir, &ranks, &n));
+  assert_int_equal(n, 2);
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(ranks[r].n_available_frequencies, 103); /* high to low */
+    assert_int_equal(ranks[r].available_frequencies[0], 1740);
+    assert_int_equal(ranks[r].available_frequencies[102], 210);
+    assert_int_equal(ranks[r].n_pipe_schedule, 2);
+    assert_string_equal(ranks[r].pipe_schedule[1], "backward");
+  }
+  zeus_pfo_ranks_free(ranks, n);
+  zeus_pfo_server_close(s);
+}
+
+/* A scripted server: answers the registrations, then GET /schedule with `schedule` (any text). */
+typedef struct scripted {
+  int fd, port;
+  const char *schedule;
+  pthread_t th;
+} scripted;
+
+static void *scripted_main(void *p) {
+  scripted *sv = p;
+  for (int served = 0; served < 3; served++) { /* register_job, register_rank, schedule */
+    int c = accept(sv->fd, NULL, NULL);
+    if (c < 0) return NULL;
+    char req[8192];
+    size_t have = 0;
+    for (;;) { /* headers, then Content-Length bytes */
+      ssize_t r = recv(c, req + have, sizeof req - 1 - have, 0);
+      if (r <= 0) break;
+      have += (size_t)r;
+      req[have] = '\0';
+      char *end = strstr(req, "\r\n\r\n");
+      const char *cl = strcasestr(req, "Content-Length:");
+      if (end && (!cl || have >= (size_t)(end + 4 - req) + strtoul(cl + 15, NULL, 10))) break;
+    }
+    const char *body = strncmp(req, "POST /register_job", 18) == 0 ? "\"scripted-job\""
+                       : strncmp(req, "POST /register_rank", 19) == 0 ? "null" : sv->schedule;
+    char resp[9000];
+    int n = snprintf(resp, sizeof resp, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n%s", strlen(body), body);
+    if (send(c, resp, (size_t)n, MSG_NOSIGNAL) < 0) { close(c); return NULL; }
+    close(c);
+  }
+  return NULL;
+}
+
+static void scripted_start(scripted *sv, const char *schedule) {
+  sv->schedule = schedule;
+  sv->fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t sl = sizeof sa;
+  assert_int_equal(bind(sv->fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(listen(sv->fd, 8), 0);
+  assert_int_equal(getsockname(sv->fd, (struct sockaddr *)&sa, &sl), 0);
+  sv->port = ntohs(sa.sin_port);
+  assert_int_equal(pthread_create(&sv->th, NULL, scripted_main, sv), 0);
+}
+
+static void client_checks_the_schedule_it_receives(void **state) {
+  (void)state;
+  fresh_dir();
+  static const struct { const char *schedule; int code; const char *needle; } cases[] = {
+      {"{\"rank\": 0, \"frequencies\": [[\"forward\", 1740], [\"backward\", 1741]]}", ZEUS_EINVAL,
+       "asks for 1741 MHz at instruction 2 ('backward'), which GPU 0 does not support (210..1740 MHz)"},
+      {"{\"rank\": 3, \"frequencies\": [[\"forward\", 1740]]}", ZEUS_EINVAL, "sent rank 3's schedule to rank 0"},
+      {"{\"rank\": 0, \"frequencies\": []}", ZEUS_EINVAL, "has no instructions"},
+      {"{\"rank\": 0, \"frequencies\": [[\"forward\"", ZEUS_EPARSE, "the server's FrequencySchedule:1:"},
+  };
+  zeus_devices *d = open_sim();
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    scripted sv;
+    scripted_start(&sv, cases[i].schedule);
+    char url[64];
+    url_of(sv.port, url, sizeof url);
+    zeus_pfo_optimizer_opts o;
+    solo_opts(&o, url, 1, d);
+    zeus_pfo_optimizer *opt = NULL;
+    assert_zeus_err(zeus_pfo_optimizer_open(&opt, &o), cases[i].code, cases[i].needle);
+    assert_null(opt);
+    pthread_join(sv.th, NULL);
+    close(sv.fd);
+    assert_unlocked(d);
+  }
+  zeus_devices_close(d);
+}
+
+static void client_nvml_permission_error_at_controller_start_fails_every_rank(void **state) {
+  (void)state;
+  fresh_dir();
+  /* Rank 1's GPU refuses locked clocks; rank 0 must learn it and fail too, not hang. */
+  setenv("FAKE_NVML_INJECT", "nvmlDeviceSetGpuLockedClocks:NO_PERMISSION:1", 1);
+  zeus_pfo_server *s = start_server("AllMaxFrequency", NULL, -1, NULL);
+  harness h;
+  harness_setup(&h, 1, 2, 1, 2, 2, 1, zeus_pfo_server_port(s));
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) assert_int_equal(pthread_create(&th[r], NULL, fake_rank_main, &h.r[r]), 0);
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  assert_int_equal(h.r[1].rc, ZEUS_EPERM);
+  if (!strstr(h.r[1].err, "NO_PERMISSION") || !strstr(h.r[1].err, "locking the SM clock at 1740 MHz") ||
+      !strstr(h.r[1].err, "CAP_SYS_ADMIN"))
+    fail_msg("rank 1: %s", h.r[1].err);
+  assert_int_equal(h.r[0].rc, ZEUS_ESTATE);
+  if (!strstr(h.r[0].err, "1 other rank(s) of the job failed")) fail_msg("rank 0: %s", h.r[0].err);
+  /* Rank 1 put back the memory clock it had locked; rank 0 reset everything at close. */
+  gpu_log lg;
+  read_log(1, &lg);
+  assert_true(lg.mem_locked && lg.mem_reset);
+  assert_int_equal(lg.nsets, 0);
+  read_log(0, &lg);
+  assert_true(lg.nsets == 1 && lg.reset_after_last_set && lg.mem_reset);
+  harness_teardown(&h);
+  zeus_pfo_server_close(s);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(client_server_down_at_start_fails_after_retries),
+      cmocka_unit_test(client_http_error_carries_the_servers_message),
+      cmocka_unit_test(client_server_restarted_mid_training_reports_unknown_job),
+      cmocka_unit_test(client_ranks_join_a_given_job_id_without_a_collective),
+      cmocka_unit_test(client_checks_the_schedule_it_receives),
+      cmocka_unit_test(client_nvml_permission_error_at_controller_start_fails_every_rank),
+  };
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
