@@ -169,25 +169,76 @@ unsigned long long zeus__proc_start_time(pid_t pid);
 
 #define ZEUS__DMAX_PARAMS 16
 
-/* Routes, in the order counters report them. */
-#define ZEUS__DAEMON_ROUTES(X)                                                                 \
-  X(DISCOVER, "/discover") X(TIME, "/time") X(WHOAMI, "/auth/whoami")                          \
-  X(GPU_SET_POWER_LIMIT, "/gpu/set_power_limit") X(GPU_SET_PERSISTENCE, "/gpu/set_persistence_mode") \
-  X(GPU_SET_GPU_LOCK, "/gpu/set_gpu_locked_clocks") X(GPU_RESET_GPU_LOCK, "/gpu/reset_gpu_locked_clocks") \
-  X(GPU_SET_MEM_LOCK, "/gpu/set_mem_locked_clocks") X(GPU_RESET_MEM_LOCK, "/gpu/reset_mem_locked_clocks") \
-  X(GPU_RESET_LOCKS, "/gpu/reset_locked_clocks") X(GPU_ENERGY, "/gpu/get_cumulative_energy")   \
-  X(GPU_POWER, "/gpu/get_power") X(GPU_STREAM, "/gpu/stream_power") X(GPU_GET_PL, "/gpu/get_power_limit") \
-  X(GPU_GET_PLC, "/gpu/get_power_limit_constraints") X(GPU_GET_PM, "/gpu/get_persistence_mode") \
-  X(CPU_ENERGY, "/cpu/get_cumulative_energy") X(CPU_POWER, "/cpu/get_power") X(CPU_STREAM, "/cpu/stream_power") \
-  X(LEASES, "/leases") X(LEASES_RENEW, "/leases/renew") X(LEASES_RELEASE, "/leases/release")     \
-  X(OTHER, "(unknown)")
+/* ---- the route table ----
+ * One line per route, in the order counters report them:
+ *   X(NAME, path, flags, group, get_scopes, write_scopes, handler)
+ * flags: the methods it takes (ZEUS__RF_GET, _POST, _DELETE), ZEUS__RF_LEGACY (also reachable as
+ * zeusd's older /gpu/<n>/<op>), ZEUS__RF_WITH_KEY (exists only when tokens are on: 404 otherwise).
+ * group: the API group that must be enabled (0: always served). get_scopes / write_scopes: with a
+ * signing key, the token scopes of which a GET / a POST or DELETE needs one (0: no token needed;
+ * ZEUS__DSCOPE_ANY: any valid token). handler: `static int handler(zeus__dreq *)` in routes.c.
+ * server.c routes a request by this table alone (lookup, 404 / 405 with Allow / group / 401 / 403,
+ * counters), so adding a route (a /metrics page, say) is one line here and its handler in routes.c;
+ * an X(OTHER, ...) line stays last. */
+#define ZEUS__RF_GET 0x1u
+#define ZEUS__RF_POST 0x2u
+#define ZEUS__RF_DELETE 0x4u
+#define ZEUS__RF_METHODS 0x7u
+#define ZEUS__RF_LEGACY 0x8u
+#define ZEUS__RF_WITH_KEY 0x10u
+#define ZEUS__DSCOPE_ANY (~0u)
+
+#define ZEUS__GC ZEUS_DAEMON_GPU_CONTROL
+#define ZEUS__GR ZEUS_DAEMON_GPU_READ
+#define ZEUS__CR ZEUS_DAEMON_CPU_READ
+#define ZEUS__GPU_WRITE (ZEUS__RF_POST | ZEUS__RF_LEGACY), ZEUS__GC, 0, ZEUS__GC, h_gpu_write
+#define ZEUS__GPU_READ ZEUS__RF_GET, ZEUS__GR, ZEUS__GR, 0
+#define ZEUS__CPU_READ ZEUS__RF_GET, ZEUS__CR, ZEUS__CR, 0
+
+/* The shorthands above stand for several columns: an X that takes the columns one by one is
+ * written as X(name, ...) calling X_(name, __VA_ARGS__), so that they are expanded first (see
+ * routes.c). */
+#define ZEUS__DAEMON_ROUTES(X)                                                                      \
+  X(DISCOVER, "/discover", ZEUS__RF_GET, 0, 0, 0, h_discover)                                       \
+  X(TIME, "/time", ZEUS__RF_GET, 0, 0, 0, h_time)                                                   \
+  X(WHOAMI, "/auth/whoami", ZEUS__RF_GET | ZEUS__RF_WITH_KEY, 0, ZEUS__DSCOPE_ANY, 0, h_whoami)       \
+  X(GPU_SET_POWER_LIMIT, "/gpu/set_power_limit", ZEUS__GPU_WRITE)                                   \
+  X(GPU_SET_PERSISTENCE, "/gpu/set_persistence_mode", ZEUS__GPU_WRITE)                              \
+  X(GPU_SET_GPU_LOCK, "/gpu/set_gpu_locked_clocks", ZEUS__GPU_WRITE)                                \
+  X(GPU_RESET_GPU_LOCK, "/gpu/reset_gpu_locked_clocks", ZEUS__GPU_WRITE)                            \
+  X(GPU_SET_MEM_LOCK, "/gpu/set_mem_locked_clocks", ZEUS__GPU_WRITE)                                \
+  X(GPU_RESET_MEM_LOCK, "/gpu/reset_mem_locked_clocks", ZEUS__GPU_WRITE)                            \
+  X(GPU_RESET_LOCKS, "/gpu/reset_locked_clocks", ZEUS__GPU_WRITE)                                   \
+  X(GPU_ENERGY, "/gpu/get_cumulative_energy", ZEUS__GPU_READ, h_gpu_read)                           \
+  X(GPU_POWER, "/gpu/get_power", ZEUS__GPU_READ, h_gpu_read)                                        \
+  X(GPU_STREAM, "/gpu/stream_power", ZEUS__GPU_READ, h_stream)                                      \
+  X(GPU_GET_PL, "/gpu/get_power_limit", ZEUS__GPU_READ, h_gpu_read)                                 \
+  X(GPU_GET_PLC, "/gpu/get_power_limit_constraints", ZEUS__GPU_READ, h_gpu_read)                    \
+  X(GPU_GET_PM, "/gpu/get_persistence_mode", ZEUS__GPU_READ, h_gpu_read)                            \
+  X(CPU_ENERGY, "/cpu/get_cumulative_energy", ZEUS__CPU_READ, h_cpu)                                \
+  X(CPU_POWER, "/cpu/get_power", ZEUS__CPU_READ, h_cpu)                                             \
+  X(CPU_STREAM, "/cpu/stream_power", ZEUS__CPU_READ, h_stream)                                      \
+  X(LEASES, "/leases", ZEUS__RF_GET | ZEUS__RF_POST | ZEUS__RF_DELETE, ZEUS__GC, ZEUS__GC | ZEUS__GR, \
+    ZEUS__GC, h_leases)                                                                             \
+  X(LEASES_RENEW, "/leases/renew", ZEUS__RF_POST, ZEUS__GC, 0, ZEUS__GC, h_leases)                  \
+  X(LEASES_RELEASE, "/leases/release", ZEUS__RF_POST, ZEUS__GC, 0, ZEUS__GC, h_leases)              \
+  X(OTHER, "(unknown)", ZEUS__RF_METHODS, 0, 0, 0, h_unknown)
 
 typedef enum zeus__droute {
-#define ZEUS__DROUTE_ENUM(name, path) ZEUS__R_##name,
+#define ZEUS__DROUTE_ENUM(name, ...) ZEUS__R_##name,
   ZEUS__DAEMON_ROUTES(ZEUS__DROUTE_ENUM)
 #undef ZEUS__DROUTE_ENUM
   ZEUS__R_COUNT
 } zeus__droute;
+
+struct zeus__dreq;
+typedef struct zeus__droute_def {
+  const char *path;
+  unsigned flags, group, get_scopes, write_scopes;
+  int (*handler)(struct zeus__dreq *q); /* returns MHD_YES/MHD_NO */
+} zeus__droute_def;
+/* The table above, indexed by zeus__droute (defined in routes.c, next to the handlers). */
+extern const zeus__droute_def zeus__droute_table[ZEUS__R_COUNT];
 
 /* Status codes the counters keep apart (any other lands in the last slot). */
 #define ZEUS__DSTATUS_CODES {200, 400, 401, 403, 404, 405, 409, 410, 413, 500, 503, 0}
@@ -267,8 +318,6 @@ typedef struct zeus__dreq {
   int status;     /* of the reply queued, for the counters */
 } zeus__dreq;
 
-/* routes.c */
-int zeus__droutes_handle(zeus__dreq *q); /* returns MHD_YES/MHD_NO */
 /* server.c helpers for routes.c */
 int zeus__dreply(zeus__dreq *q, int status, json_t *body /* stolen; NULL: empty */);
 int zeus__dreply_error(zeus__dreq *q, int status, const char *fmt, ...) ZEUS__PRINTF(3, 4);

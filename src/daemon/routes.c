@@ -630,26 +630,11 @@ static int h_leases(zeus__dreq *q) {
   return zeus__dreply(q, 200, o);
 }
 
-int zeus__droutes_handle(zeus__dreq *q) {
-  switch (q->route) {
-    case ZEUS__R_DISCOVER: return h_discover(q);
-    case ZEUS__R_TIME: return h_time(q);
-    case ZEUS__R_WHOAMI: return h_whoami(q);
-    case ZEUS__R_GPU_SET_POWER_LIMIT:
-    case ZEUS__R_GPU_SET_PERSISTENCE:
-    case ZEUS__R_GPU_SET_GPU_LOCK:
-    case ZEUS__R_GPU_RESET_GPU_LOCK:
-    case ZEUS__R_GPU_SET_MEM_LOCK:
-    case ZEUS__R_GPU_RESET_MEM_LOCK:
-    case ZEUS__R_GPU_RESET_LOCKS: return h_gpu_write(q);
-    case ZEUS__R_GPU_STREAM:
-    case ZEUS__R_CPU_STREAM: return h_stream(q);
-    case ZEUS__R_CPU_ENERGY:
-    case ZEUS__R_CPU_POWER: return h_cpu(q);
-    case ZEUS__R_LEASES:
-    case ZEUS__R_LEASES_RENEW:
-    case ZEUS__R_LEASES_RELEASE: return h_leases(q);
-    case ZEUS__R_OTHER: return zeus__dreply_error(q, 404, "no route %.200s", q->path);
-    default: return h_gpu_read(q);
-  }
-}
+static int h_unknown(zeus__dreq *q) { return zeus__dreply_error(q, 404, "no route %.200s", q->path); }
+
+#define ROUTE_DEF_(name, path, flags, group, get_scopes, write_scopes, handler) \
+  [ZEUS__R_##name] = {path, flags, group, get_scopes, write_scopes, handler},
+#define ROUTE_DEF(name, ...) ROUTE_DEF_(name, __VA_ARGS__)
+const zeus__droute_def zeus__droute_table[ZEUS__R_COUNT] = {ZEUS__DAEMON_ROUTES(ROUTE_DEF)};
+#undef ROUTE_DEF
+#undef ROUTE_DEF_

@@ -8,10 +8,12 @@
  * because a power stream blocks its thread between events and a round trip then needs no hop
  * between threads; requests, headers and bodies are bounded, idle connections time out.
  *
- * Request checks run in zeusd's order: unknown route 404; disabled API group 404; wrong method
- * 405; the auth routes without authentication 404; with authentication, a missing or invalid bearer token
- * 401 and a token without the route's scope 403; then the route itself (routes.c). Counters by
- * route and status are kept for a /metrics page (zeus_daemon_counters). */
+ * Requests are routed by the route table alone (ZEUS__DAEMON_ROUTES in daemon_internal.h, its
+ * handlers in routes.c). Checks run in zeusd's order: unknown route 404; disabled API group 404;
+ * wrong method 405 (with Allow); the auth routes without authentication 404; with authentication,
+ * a missing or invalid bearer token 401 and a token without the route's scope 403; then the
+ * route's handler. Counters by route and status are kept for a /metrics page
+ * (zeus_daemon_counters). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,44 +36,28 @@
 #include "daemon/daemon_internal.h"
 #include "device/rapl.h"
 
-static const char *const ROUTE_PATHS[ZEUS__R_COUNT] = {
-#define ZEUS__DROUTE_PATH(name, path) path,
-    ZEUS__DAEMON_ROUTES(ZEUS__DROUTE_PATH)
-#undef ZEUS__DROUTE_PATH
-};
 static const int STATUS_CODES[ZEUS__DSTATUS_SLOTS] = ZEUS__DSTATUS_CODES;
 
-/* What each route needs: its method, its group, and the scopes a token may use for it. */
-typedef struct route_rule {
-  const char *method;  /* NULL: GET and POST (leases) */
-  unsigned group;      /* 0: always available */
-  unsigned scopes;     /* a token needs one of these; 0: no token needed */
-} route_rule;
-
-static route_rule rule_of(zeus__droute r, const char *method) {
-  switch (r) {
-    case ZEUS__R_DISCOVER:
-    case ZEUS__R_TIME: return (route_rule){"GET", 0, 0};
-    case ZEUS__R_WHOAMI: return (route_rule){"GET", 0, ~0u};
-    case ZEUS__R_GPU_SET_POWER_LIMIT:
-    case ZEUS__R_GPU_SET_PERSISTENCE:
-    case ZEUS__R_GPU_SET_GPU_LOCK:
-    case ZEUS__R_GPU_RESET_GPU_LOCK:
-    case ZEUS__R_GPU_SET_MEM_LOCK:
-    case ZEUS__R_GPU_RESET_MEM_LOCK:
-    case ZEUS__R_GPU_RESET_LOCKS:
-    case ZEUS__R_LEASES_RENEW:
-    case ZEUS__R_LEASES_RELEASE: return (route_rule){"POST", ZEUS_DAEMON_GPU_CONTROL, ZEUS_DAEMON_GPU_CONTROL};
-    case ZEUS__R_LEASES:
-      if (method && strcmp(method, "GET") == 0)
-        return (route_rule){"GET", ZEUS_DAEMON_GPU_CONTROL, ZEUS_DAEMON_GPU_CONTROL | ZEUS_DAEMON_GPU_READ};
-      return (route_rule){NULL, ZEUS_DAEMON_GPU_CONTROL, ZEUS_DAEMON_GPU_CONTROL};
-    case ZEUS__R_CPU_ENERGY:
-    case ZEUS__R_CPU_POWER:
-    case ZEUS__R_CPU_STREAM: return (route_rule){"GET", ZEUS_DAEMON_CPU_READ, ZEUS_DAEMON_CPU_READ};
-    case ZEUS__R_OTHER: return (route_rule){"GET", 0, 0};
-    default: return (route_rule){"GET", ZEUS_DAEMON_GPU_READ, ZEUS_DAEMON_GPU_READ};
+/* The methods of a route's flags, for an Allow header ("GET, POST") or a message ("GET or POST"). */
+static void methods_text(unsigned flags, bool prose, char *buf, size_t len) {
+  static const char *const NAMES[] = {"GET", "POST", "DELETE"};
+  unsigned n = 0, total = 0;
+  for (unsigned i = 0; i < 3; i++) total += (flags >> i) & 1u;
+  size_t o = 0;
+  buf[0] = '\0';
+  for (unsigned i = 0; i < 3; i++) {
+    if (!(flags & (1u << i))) continue;
+    const char *sep = !n ? "" : (prose && n + 1 == total) ? " or " : ", ";
+    o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%s", sep, NAMES[i]);
+    n++;
   }
+}
+
+static unsigned method_flag(const char *method) {
+  if (strcmp(method, "GET") == 0) return ZEUS__RF_GET;
+  if (strcmp(method, "POST") == 0) return ZEUS__RF_POST;
+  if (strcmp(method, "DELETE") == 0) return ZEUS__RF_DELETE;
+  return 0;
 }
 
 static double mono_now(void) {
@@ -106,8 +92,9 @@ int zeus__dreply(zeus__dreq *q, int status, json_t *body) {
   if (body) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
   if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"zeusd\"");
   if (status == 405) {
-    route_rule rr = rule_of(q->route, NULL);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, rr.method ? rr.method : "GET, POST");
+    char allow[32];
+    methods_text(zeus__droute_table[q->route].flags, false, allow, sizeof allow);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
   }
   count(q, status);
   int rc = MHD_queue_response(q->c, (unsigned)status, r);
@@ -221,15 +208,18 @@ static int legacy_body_params(zeus__dreq *q) {
 static zeus__droute find_route(const char *path, int *legacy_gpu) {
   *legacy_gpu = -1;
   for (int r = 0; r < ZEUS__R_OTHER; r++)
-    if (strcmp(path, ROUTE_PATHS[r]) == 0) return (zeus__droute)r;
+    if (strcmp(path, zeus__droute_table[r].path) == 0) return (zeus__droute)r;
   if (strncmp(path, "/gpu/", 5) == 0 && path[5] >= '0' && path[5] <= '9') {
     char *end;
     unsigned long n = strtoul(path + 5, &end, 10);
     if (*end == '/' && n < ZEUS_MAX_GPUS && end - (path + 5) <= 3) {
       char full[96];
       snprintf(full, sizeof full, "/gpu%.80s", end);
-      for (int r = ZEUS__R_GPU_SET_POWER_LIMIT; r <= ZEUS__R_GPU_RESET_LOCKS; r++)
-        if (strcmp(full, ROUTE_PATHS[r]) == 0) { *legacy_gpu = (int)n; return (zeus__droute)r; }
+      for (int r = 0; r < ZEUS__R_OTHER; r++)
+        if ((zeus__droute_table[r].flags & ZEUS__RF_LEGACY) && strcmp(full, zeus__droute_table[r].path) == 0) {
+          *legacy_gpu = (int)n;
+          return (zeus__droute)r;
+        }
     }
   }
   return ZEUS__R_OTHER;
@@ -245,29 +235,28 @@ static void scope_list(unsigned scopes, char *buf, size_t len) {
 /* 0 when the request may go on; otherwise the reply was queued (its MHD result in *mhd). */
 static int check_access(zeus__dreq *q, int *mhd) {
   zeus_daemon *d = q->d;
-  route_rule rr = rule_of(q->route, q->method);
+  const zeus__droute_def *rd = &zeus__droute_table[q->route];
   if (q->route == ZEUS__R_OTHER) {
     *mhd = zeus__dreply_error(q, 404, "no route %.200s (see docs/daemon.md for the API)", q->path);
     return 1;
   }
-  if (rr.group && !(d->o.groups & rr.group)) {
-    *mhd = zeus__dreply_error(q, 404, "API group '%s' is not enabled on this server.", zeus__daemon_group_name(rr.group));
+  if (rd->group && !(d->o.groups & rd->group)) {
+    *mhd = zeus__dreply_error(q, 404, "API group '%s' is not enabled on this server.", zeus__daemon_group_name(rd->group));
     return 1;
   }
-  bool method_ok = rr.method ? strcmp(q->method, rr.method) == 0
-                             : (strcmp(q->method, "POST") == 0 || strcmp(q->method, "GET") == 0 ||
-                                (q->route == ZEUS__R_LEASES && strcmp(q->method, "DELETE") == 0));
-  if (q->route == ZEUS__R_LEASES && strcmp(q->method, "DELETE") == 0) method_ok = true;
-  if (!method_ok) {
-    *mhd = zeus__dreply_error(q, 405, "%s takes %s, not %s", ROUTE_PATHS[q->route], rr.method ? rr.method : "GET or POST",
-                              q->method);
+  unsigned m = method_flag(q->method);
+  if (!(rd->flags & m)) {
+    char takes[32];
+    methods_text(rd->flags, true, takes, sizeof takes);
+    *mhd = zeus__dreply_error(q, 405, "%s takes %s, not %.20s", rd->path, takes, q->method);
     return 1;
   }
-  if (q->route == ZEUS__R_WHOAMI && !d->key) {
+  if ((rd->flags & ZEUS__RF_WITH_KEY) && !d->key) {
     *mhd = zeus__dreply_error(q, 404, "Authentication is not enabled on this server.");
     return 1;
   }
-  if (!d->key || !rr.scopes) return 0;
+  unsigned scopes = m == ZEUS__RF_GET ? rd->get_scopes : rd->write_scopes;
+  if (!d->key || !scopes) return 0;
   const char *h = MHD_lookup_connection_value(q->c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
   if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
     *mhd = zeus__dreply_error(q, 401, "Authentication required. Provide an Authorization: Bearer <token> header.");
@@ -280,10 +269,10 @@ static int check_access(zeus__dreq *q, int *mhd) {
     return 1;
   }
   q->authed = true;
-  if (rr.scopes != ~0u && !(q->claims.scopes & rr.scopes)) {
+  if (scopes != ZEUS__DSCOPE_ANY && !(q->claims.scopes & scopes)) {
     char have[96], need[96];
     scope_list(q->claims.scopes, have, sizeof have);
-    scope_list(rr.scopes, need, sizeof need);
+    scope_list(scopes, need, sizeof need);
     *mhd = zeus__dreply_error(q, 403, "Token for user '%s' lacks required scope %s. Token scopes: [%s]", q->claims.sub,
                               need, have);
     return 1;
@@ -353,7 +342,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   if (!q->param_error && q->legacy_gpu >= 0) legacy_body_params(q);
   if (q->param_error) return zeus__dreply_error(q, 400, "%s", q->param_error);
   identify(q);
-  return zeus__droutes_handle(q);
+  return zeus__droute_table[q->route].handler(q);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -812,7 +801,7 @@ void zeus_daemon_counters(zeus_daemon *d, zeus_daemon_counter_fn fn, void *userd
   for (int r = 0; r < ZEUS__R_COUNT; r++)
     for (int s = 0; s < ZEUS__DSTATUS_SLOTS; s++) {
       unsigned long long v = atomic_load(&d->counts[r][s]);
-      if (v) fn(ROUTE_PATHS[r], STATUS_CODES[s], v, userdata);
+      if (v) fn(zeus__droute_table[r].path, STATUS_CODES[s], v, userdata);
     }
 }
 

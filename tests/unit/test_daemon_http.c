@@ -364,6 +364,11 @@ static void status_codes_404_405_409_410_413(void **state) {
   resp_free(&r);
   uds("DELETE", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=200000", &r);
   EXPECT(r, 405, "takes POST");
+  assert_non_null(strstr(r.head, "Allow: POST\r"));
+  resp_free(&r);
+  uds("PUT", "/leases", &r);
+  EXPECT(r, 405, "/leases takes GET, POST or DELETE, not PUT");
+  assert_non_null(strstr(r.head, "Allow: GET, POST, DELETE\r"));
   resp_free(&r);
   char big[6000];
   memset(big, 'x', sizeof big - 1);
@@ -724,6 +729,34 @@ static void count_cb(const char *route, int status, unsigned long long n, void *
   if (!strcmp(route, "(unknown)") && status == 404) c->other_404 += n;
 }
 
+/* The route table server.c routes by: unique paths, a method and a handler each, zeusd's older
+ * /gpu/<n>/<op> form for exactly the GPU writes, and only /auth/whoami tied to a signing key. */
+static void route_table_is_consistent(void **state) {
+  (void)state;
+  unsigned legacy = 0;
+  for (int r = 0; r < ZEUS__R_COUNT; r++) {
+    const zeus__droute_def *rd = &zeus__droute_table[r];
+    assert_non_null(rd->path);
+    assert_non_null(rd->handler);
+    assert_true(rd->flags & ZEUS__RF_METHODS);
+    if (r == ZEUS__R_OTHER) continue;
+    assert_int_equal(rd->path[0], '/');
+    for (int o = 0; o < r; o++)
+      if (!strcmp(rd->path, zeus__droute_table[o].path)) fail_msg("%s twice in the route table", rd->path);
+    if (rd->flags & ZEUS__RF_LEGACY) {
+      legacy++;
+      assert_true(r >= ZEUS__R_GPU_SET_POWER_LIMIT && r <= ZEUS__R_GPU_RESET_LOCKS);
+      assert_int_equal(rd->group, ZEUS_DAEMON_GPU_CONTROL);
+    }
+    assert_int_equal(!!(rd->flags & ZEUS__RF_WITH_KEY), r == ZEUS__R_WHOAMI);
+    /* A method a route takes without a token must be one of a route open to all (discover, time). */
+    if ((rd->flags & ZEUS__RF_GET) && !rd->get_scopes) assert_true(r == ZEUS__R_DISCOVER || r == ZEUS__R_TIME);
+    if ((rd->flags & (ZEUS__RF_POST | ZEUS__RF_DELETE)) && !rd->write_scopes) fail_msg("%s: a write without a scope", rd->path);
+  }
+  assert_int_equal(legacy, 7);
+  assert_int_equal(ZEUS__R_OTHER, ZEUS__R_COUNT - 1);
+}
+
 static void counters_count_by_route_and_status(void **state) {
   (void)state;
   zeus_daemon *d = start(0, false, false);
@@ -797,6 +830,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(legacy_path_form_and_nonblocking_writes_apply),
       cmocka_unit_test(tcp_lease_lapses_and_is_given_back_within_a_second),
       cmocka_unit_test(hundred_concurrent_clients_are_served_and_leave_nothing_changed),
+      cmocka_unit_test(route_table_is_consistent),
       cmocka_unit_test(counters_count_by_route_and_status),
       cmocka_unit_test(socket_is_made_with_the_mode_asked_and_stale_ones_replaced),
   };
