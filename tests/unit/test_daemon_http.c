@@ -115,12 +115,15 @@ static void make_rapl(void) {
   write_file(d, "name", "package-1\n");
 }
 
+static const char *g_state_path_next; /* start()'s state file when set ("" for none) */
+
 static zeus_daemon *start(unsigned groups, bool auth, bool tcp) {
   zeus_devices_opts dev = {.backend = "sim"};
   zeus_daemon_opts o;
   zeus_daemon_opts_init(&o);
   o.socket_path = g_sock;
-  o.state_path = g_state;
+  o.state_path = g_state_path_next ? (*g_state_path_next ? g_state_path_next : NULL) : g_state;
+  g_state_path_next = NULL;
   o.groups = groups;
   o.devices = &dev;
   o.tcp_address = tcp ? "127.0.0.1:0" : NULL;
@@ -729,6 +732,46 @@ static void count_cb(const char *route, int status, unsigned long long n, void *
   if (!strcmp(route, "(unknown)") && status == 404) c->other_404 += n;
 }
 
+/* The lease table is bounded (1024): the next lease, and a change that would need a new holder,
+ * get 503 saying so; a lease released makes room again. */
+static void full_lease_table_is_503_until_one_leaves(void **state) {
+  (void)state;
+  g_state_path_next = ""; /* no state file: 1024 leases, 1024 fsyncs otherwise */
+  zeus_daemon *d = start(0, false, false);
+  enum { MAX = 1024 };
+  char *first = NULL;
+  unsigned granted = 0;
+  resp r;
+  for (unsigned i = 0; i <= MAX + 5; i++) {
+    http(g_sock, 0, "POST", "/leases", NULL, NULL, &r);
+    if (r.status == 503) break;
+    EXPECT(r, 200, "\"lease\"");
+    if (!first) first = strdup(json_string_value(json_object_get(r.json, "lease")));
+    granted++;
+    resp_free(&r);
+  }
+  assert_int_equal(granted, MAX);
+  EXPECT(r, 503, "the daemon holds 1024 leases, its limit");
+  resp_free(&r);
+  /* A change without a lease header would make this process a holder: refused too, nothing set. */
+  uds("POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=200000", &r);
+  EXPECT(r, 503, "1024 leases");
+  resp_free(&r);
+  uds("GET", "/gpu/get_power_limit?gpu_ids=0", &r);
+  EXPECT(r, 200, "\"power_limit_mw\":300000");
+  resp_free(&r);
+  post_leased(first, "/leases/release", &r);
+  EXPECT(r, 200, "\"released\":true");
+  resp_free(&r);
+  char *again = new_lease(g_sock, 0, NULL);
+  post_leased(again, "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=200000", &r);
+  EXPECT(r, 200, NULL);
+  resp_free(&r);
+  free(again);
+  free(first);
+  zeus_daemon_close(d);
+}
+
 /* The route table server.c routes by: unique paths, a method and a handler each, zeusd's older
  * /gpu/<n>/<op> form for exactly the GPU writes, and only /auth/whoami tied to a signing key. */
 static void route_table_is_consistent(void **state) {
@@ -830,6 +873,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(legacy_path_form_and_nonblocking_writes_apply),
       cmocka_unit_test(tcp_lease_lapses_and_is_given_back_within_a_second),
       cmocka_unit_test(hundred_concurrent_clients_are_served_and_leave_nothing_changed),
+      cmocka_unit_test(full_lease_table_is_503_until_one_leaves),
       cmocka_unit_test(route_table_is_consistent),
       cmocka_unit_test(counters_count_by_route_and_status),
       cmocka_unit_test(socket_is_made_with_the_mode_asked_and_stale_ones_replaced),
