@@ -45,7 +45,10 @@ static void run(zeus__zeusd *z, const char *label) {
   for (int i = 0; i < N; i++) {
     double t = now_us();
     json_t *j;
-    if (zeus__zeusd_get(z, "/gpu/get_power_limit?gpu_ids=0", 0, &j)) { fprintf(stderr, "%s\n", zeus_errmsg()); exit(1); }
+    if (zeus__zeusd_get(z, "/gpu/get_power_limit?gpu_ids=0", 0, &j)) {
+      fprintf(stderr, "%s\n", zeus_errmsg());
+      exit(1);
+    }
     samples[i] = now_us() - t;
     json_decref(j);
   }

@@ -28,11 +28,14 @@
 ZEUS_BEGIN_DECLS
 
 /* API groups (zeusd's names), enabled one by one. */
-#define ZEUS_DAEMON_GPU_CONTROL 0x1u /* POST /gpu/set_*, /gpu/reset_*: needs root or CAP_SYS_ADMIN */
+#define ZEUS_DAEMON_GPU_CONTROL \
+  0x1u /* POST /gpu/set_*, /gpu/reset_*: needs root or CAP_SYS_ADMIN */
 #define ZEUS_DAEMON_GPU_READ 0x2u    /* GET /gpu/... */
 #define ZEUS_DAEMON_CPU_READ 0x4u    /* GET /cpu/...: needs root or CAP_DAC_READ_SEARCH for RAPL */
-#define ZEUS_DAEMON_CPU_CONTROL 0x8u /* a scope tokens may carry (zeusd's newer group); no routes here */
-#define ZEUS_DAEMON_ALL_GROUPS (ZEUS_DAEMON_GPU_CONTROL | ZEUS_DAEMON_GPU_READ | ZEUS_DAEMON_CPU_READ)
+#define ZEUS_DAEMON_CPU_CONTROL \
+  0x8u /* a scope tokens may carry (zeusd's newer group); no routes here */
+#define ZEUS_DAEMON_ALL_GROUPS \
+  (ZEUS_DAEMON_GPU_CONTROL | ZEUS_DAEMON_GPU_READ | ZEUS_DAEMON_CPU_READ)
 
 typedef struct zeus_daemon zeus_daemon;
 
@@ -94,7 +97,8 @@ ZEUS_EXTERN void zeus_daemon_close(zeus_daemon *d);
 /* Request counters by route and status class, for a /metrics exporter (issue 16): calls `fn` once
  * per (route, status) pair seen so far, in route-table order, under no lock of the serving
  * threads (values are read atomically). Also reports live leases and restores done. */
-typedef void (*zeus_daemon_counter_fn)(const char *route, int status, unsigned long long count, void *userdata);
+typedef void (*zeus_daemon_counter_fn)(const char *route, int status, unsigned long long count,
+                                       void *userdata);
 ZEUS_EXTERN void zeus_daemon_counters(zeus_daemon *d, zeus_daemon_counter_fn fn, void *userdata);
 /* Live leases and settings given back so far. */
 ZEUS_EXTERN void zeus_daemon_lease_stats(zeus_daemon *d, unsigned *live_leases /* out */,
@@ -103,8 +107,9 @@ ZEUS_EXTERN void zeus_daemon_lease_stats(zeus_daemon *d, unsigned *live_leases /
 /* Issues an HS256 token as `zeus daemon token issue` (zeusd's claims: sub, scopes, exp) signed
  * with the key file's bytes. `scopes`: ZEUS_DAEMON_* bits; `expires_unix`: 0 for no expiry.
  * *token is freed with zeus_free(). Errors: ZEUS_EINVAL, ZEUS_ENOENT / ZEUS_EIO (key file). */
-ZEUS_EXTERN int zeus_daemon_token_issue(const char *signing_key_path, const char *user, unsigned scopes,
-                                        long long expires_unix, char **token /* out */);
+ZEUS_EXTERN int zeus_daemon_token_issue(const char *signing_key_path, const char *user,
+                                        unsigned scopes, long long expires_unix,
+                                        char **token /* out */);
 
 /* Parses "gpu-control,gpu-read" into ZEUS_DAEMON_* bits (ZEUS_EINVAL naming the bad entry). */
 ZEUS_EXTERN int zeus_daemon_parse_groups(const char *list, unsigned *groups /* out */);

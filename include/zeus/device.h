@@ -102,7 +102,8 @@ ZEUS_EXTERN int zeus_gpu_name(zeus_devices *d, unsigned gpu, char *buf /* out */
 ZEUS_EXTERN int zeus_gpu_uuid(zeus_devices *d, unsigned gpu, char *buf /* out */, size_t len);
 
 /* The GPU's PCI address as `lspci -D` writes it ("0000:01:00.0"); ZEUS_ENOTSUP where unknown. */
-ZEUS_EXTERN int zeus_gpu_pci_address(zeus_devices *d, unsigned gpu, char *buf /* out */, size_t len);
+ZEUS_EXTERN int zeus_gpu_pci_address(zeus_devices *d, unsigned gpu, char *buf /* out */,
+                                     size_t len);
 
 /* Whether the GPU has a total-energy counter (Volta and newer on NVML). */
 ZEUS_EXTERN int zeus_gpu_energy_counter_supported(zeus_devices *d, unsigned gpu, bool *out /* out */);

@@ -140,8 +140,8 @@ int zeus__daemon_read_key(const char *path, unsigned char **key, size_t *len) {
 /* HMAC-SHA256 of "<header>.<payload>" into mac[32]. */
 static int hmac(const unsigned char *key, size_t keylen, const char *msg, size_t n, unsigned char mac[32]) {
   unsigned maclen = 0;
-  if (keylen > (size_t)INT32_MAX || !HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)msg, n, mac, &maclen) ||
-      maclen != 32)
+  if (keylen > (size_t)INT32_MAX ||
+      !HMAC(EVP_sha256(), key, (int)keylen, (const unsigned char *)msg, n, mac, &maclen) || maclen != 32)
     return zeus__error(ZEUS_EINTERNAL, "HMAC-SHA256 failed in libcrypto");
   return ZEUS_OK;
 }
@@ -184,7 +184,8 @@ static int invalid(const char *why) { return zeus__error(ZEUS_EPERM, "Invalid to
 static int part_json(const char *s, size_t n, const char *what, json_t **out) {
   unsigned char *raw;
   size_t len;
-  if (zeus__b64url_decode(s, n, &raw, &len)) return zeus__error(ZEUS_EPERM, "Invalid token: the %s is not base64url", what);
+  if (zeus__b64url_decode(s, n, &raw, &len))
+    return zeus__error(ZEUS_EPERM, "Invalid token: the %s is not base64url", what);
   json_error_t e;
   json_t *j = json_loadb((const char *)raw, len, JSON_REJECT_DUPLICATES, &e);
   free(raw);
@@ -229,7 +230,8 @@ int zeus__jwt_verify(const unsigned char *key, size_t keylen, const char *token,
   /* The signature before anything in the payload is believed. */
   unsigned char *sig;
   size_t siglen;
-  if (zeus__b64url_decode(d2 + 1, n - (size_t)(d2 + 1 - token), &sig, &siglen)) return invalid("the signature is not base64url");
+  if (zeus__b64url_decode(d2 + 1, n - (size_t)(d2 + 1 - token), &sig, &siglen))
+    return invalid("the signature is not base64url");
   unsigned char mac[32];
   if ((rc = hmac(key, keylen, token, (size_t)(d2 - token), mac))) { free(sig); return rc; }
   bool ok = siglen == sizeof mac && CRYPTO_memcmp(sig, mac, sizeof mac) == 0;
@@ -273,7 +275,8 @@ int zeus__jwt_verify(const unsigned char *key, size_t keylen, const char *token,
 
 int zeus_daemon_token_issue(const char *signing_key_path, const char *user, unsigned scopes, long long expires_unix,
                             char **token) {
-  if (!signing_key_path || !token) return zeus__error(ZEUS_EINVAL, "zeus_daemon_token_issue: key path and token are required");
+  if (!signing_key_path || !token)
+    return zeus__error(ZEUS_EINVAL, "zeus_daemon_token_issue: key path and token are required");
   if (!user || !*user) return zeus__error(ZEUS_EINVAL, "the token needs a user");
   if (!scopes || (scopes & ~0xfu)) return zeus__error(ZEUS_EINVAL, "the token needs at least one known scope");
   unsigned char *key;

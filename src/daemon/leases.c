@@ -166,7 +166,9 @@ static bool dval_eq(zeus__setting s, const zeus__dval *x, const zeus__dval *y) {
 
 /* ---- the state file ---- */
 
-static json_t *dval_state(const zeus__dval *v) { return json_pack("{s:b,s:I,s:I}", "on", v->on, "a", (json_int_t)v->a, "b", (json_int_t)v->b); }
+static json_t *dval_state(const zeus__dval *v) {
+  return json_pack("{s:b,s:I,s:I}", "on", v->on, "a", (json_int_t)v->a, "b", (json_int_t)v->b);
+}
 
 static json_t *lease_state(const zeus__lease *l) {
   static const char *const kinds[] = {"peer", "lease", "anonymous"};
@@ -195,9 +197,11 @@ static int write_private_atomic(const char *path, const char *data, size_t len) 
       if (w < 0) rc = zeus__error(ZEUS_EIO, "cannot write '%s': %s", tmp, strerror(errno));
       else off += (size_t)w;
     }
-    if (!rc && fsync(fd) != 0 && errno != EINVAL) rc = zeus__error(ZEUS_EIO, "cannot sync '%s': %s", tmp, strerror(errno));
+    if (!rc && fsync(fd) != 0 && errno != EINVAL)
+      rc = zeus__error(ZEUS_EIO, "cannot sync '%s': %s", tmp, strerror(errno));
     close(fd);
-    if (!rc && rename(tmp, path) != 0) rc = zeus__error(ZEUS_EIO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+    if (!rc && rename(tmp, path) != 0)
+      rc = zeus__error(ZEUS_EIO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
     if (rc) unlink(tmp);
   }
   free(tmp);
@@ -272,8 +276,8 @@ static void bind_process(zeus__lease *l, pid_t pid, uid_t uid) {
   proc_comm(pid, l->comm, sizeof l->comm);
   l->pidfd = pidfd_open_(pid);
   if (l->pidfd < 0)
-    zeus__log(ZEUS_LOG_WARN, "daemon", "pidfd_open(%ld): %s; the exit of pid %ld is noticed by polling /proc", (long)pid,
-              strerror(errno), (long)pid);
+    zeus__log(ZEUS_LOG_WARN, "daemon", "pidfd_open(%ld): %s; the exit of pid %ld is noticed by polling /proc",
+              (long)pid, strerror(errno), (long)pid);
 }
 
 static bool make_token(char token[33]) {
@@ -368,11 +372,11 @@ static void remove_layer(zeus__leases *L, unsigned gpu, zeus__setting s, unsigne
                 SETTING_NAMES[s], to, desc, why);
     } else if (L->dev.write(L->dev.ctx, gpu, s, &y->replaced) == ZEUS_OK) {
       atomic_fetch_add(&L->restores, 1);
-      zeus__log(ZEUS_LOG_INFO, "daemon", "GPU %u: %s given back: %s -> %s (%s; %s)", gpu, SETTING_NAMES[s], from, to, desc,
-                why);
+      zeus__log(ZEUS_LOG_INFO, "daemon", "GPU %u: %s given back: %s -> %s (%s; %s)", gpu, SETTING_NAMES[s], from, to,
+                desc, why);
     } else {
-      zeus__log(ZEUS_LOG_ERROR, "daemon", "GPU %u: %s could not be given back to %s (%s; %s): %s", gpu, SETTING_NAMES[s],
-                to, desc, why, zeus_errmsg());
+      zeus__log(ZEUS_LOG_ERROR, "daemon", "GPU %u: %s could not be given back to %s (%s; %s): %s", gpu,
+                SETTING_NAMES[s], to, desc, why, zeus_errmsg());
     }
   } else {
     k->l[i + 1].replaced = y->replaced;
@@ -560,10 +564,9 @@ json_t *zeus__leases_json(zeus__leases *L) {
         stack *k = stk(L, g, s);
         for (unsigned i = 0; i < k->n; i++)
           if (k->l[i].who == l)
-            json_array_append_new(settings,
-                                  json_pack("{s:I,s:s,s:o,s:o,s:b}", "gpu_id", (json_int_t)g, "setting", SETTING_NAMES[s],
-                                            "value", dval_json(s, &k->l[i].set), "replaced",
-                                            dval_json(s, &k->l[i].replaced), "on_top", i + 1 == k->n));
+            json_array_append_new(settings, json_pack("{s:I,s:s,s:o,s:o,s:b}", "gpu_id", (json_int_t)g, "setting",
+                                                      SETTING_NAMES[s], "value", dval_json(s, &k->l[i].set), "replaced",
+                                                      dval_json(s, &k->l[i].replaced), "on_top", i + 1 == k->n));
       }
     char desc[192];
     zeus__lease_describe(l, desc, sizeof desc);
@@ -651,7 +654,10 @@ static bool replay_parse(zeus__leases *L, json_t *root, const char **why) {
     json_t *gj = json_object_get(v, "gpu"), *layers = json_object_get(v, "layers");
     const char *uuid = json_string_value(json_object_get(v, "uuid"));
     int s = setting_from(json_string_value(json_object_get(v, "setting")));
-    if (!json_is_integer(gj) || s < 0 || !json_is_array(layers) || !uuid) { *why = "a malformed settings record"; return false; }
+    if (!json_is_integer(gj) || s < 0 || !json_is_array(layers) || !uuid) {
+      *why = "a malformed settings record";
+      return false;
+    }
     json_int_t g = json_integer_value(gj);
     if (g < 0 || g >= L->ngpus || strcmp(uuid, L->uuid[g]) != 0) {
       zeus__log(ZEUS_LOG_WARN, "daemon",
@@ -699,8 +705,10 @@ static void replay(zeus__leases *L) {
     char bad[4200];
     snprintf(bad, sizeof bad, "%s.bad", L->state_path);
     rename(L->state_path, bad);
-    zeus__log(ZEUS_LOG_ERROR, "daemon", "state file '%s' is unreadable (%s): moved to '%s'; settings it recorded are not "
-              "given back", L->state_path, why, bad);
+    zeus__log(ZEUS_LOG_ERROR, "daemon",
+              "state file '%s' is unreadable (%s): moved to '%s'; settings it recorded are not "
+              "given back",
+              L->state_path, why, bad);
     return;
   }
   long long now_unix = time(NULL);
@@ -734,8 +742,8 @@ static void replay(zeus__leases *L) {
     if (l->ttl_s) l->expires = now + (double)(l->expires_unix - now_unix);
     kept++;
   }
-  zeus__log(ZEUS_LOG_INFO, "daemon", "state file '%s' replayed: %u lease%s adopted again, %u ended", L->state_path, kept,
-            kept == 1 ? "" : "s", ended);
+  zeus__log(ZEUS_LOG_INFO, "daemon", "state file '%s' replayed: %u lease%s adopted again, %u ended", L->state_path,
+            kept, kept == 1 ? "" : "s", ended);
   save_state(L);
 }
 

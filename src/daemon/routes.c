@@ -101,7 +101,8 @@ static bool param_ids(zeus__dreq *q, bool cpu, bool required, unsigned *idx, uns
   *n = 0;
   if (!cpu && q->legacy_gpu >= 0) {
     if ((unsigned)q->legacy_gpu >= ndev) {
-      *mhd = zeus__dreply_error(q, 400, "GPU index %d does not exist (%u GPU%s).", q->legacy_gpu, ndev, ndev == 1 ? "" : "s");
+      *mhd = zeus__dreply_error(q, 400, "GPU index %d does not exist (%u GPU%s).", q->legacy_gpu, ndev,
+                                ndev == 1 ? "" : "s");
       return false;
     }
     idx[(*n)++] = (unsigned)q->legacy_gpu;
@@ -110,7 +111,8 @@ static bool param_ids(zeus__dreq *q, bool cpu, bool required, unsigned *idx, uns
   const char *v = zeus__dparam(q, name);
   if (!v) {
     if (required) {
-      *mhd = zeus__dreply_error(q, 400, "parameter '%s' is required (comma-separated %s indices such as 0,1)", name, kind);
+      *mhd = zeus__dreply_error(q, 400, "parameter '%s' is required (comma-separated %s indices such as 0,1)", name,
+                                kind);
       return false;
     }
     for (unsigned i = 0; i < ndev; i++) idx[(*n)++] = i;
@@ -125,8 +127,8 @@ static bool param_ids(zeus__dreq *q, bool cpu, bool required, unsigned *idx, uns
     char *end;
     unsigned long x = strtoul(p, &end, 10);
     if (end == p || *p == '-' || *p == '+' || *p == ' ' || (*end && *end != ',') || end - p > 6) {
-      *mhd = zeus__dreply_error(q, 400, "parameter '%s': '%.40s' is not a list of %s indices (expected e.g. 0,1)", name, v,
-                                kind);
+      *mhd = zeus__dreply_error(q, 400, "parameter '%s': '%.40s' is not a list of %s indices (expected e.g. 0,1)", name,
+                                v, kind);
       return false;
     }
     unsigned pos = (unsigned)-1;
@@ -137,8 +139,8 @@ static bool param_ids(zeus__dreq *q, bool cpu, bool required, unsigned *idx, uns
       pos = (unsigned)x;
     }
     if (pos == (unsigned)-1) {
-      *mhd = zeus__dreply_error(q, 400, "parameter '%s': %s index %lu does not exist (%u %s%s here)", name, kind, x, ndev,
-                                kind, ndev == 1 ? "" : "s");
+      *mhd = zeus__dreply_error(q, 400, "parameter '%s': %s index %lu does not exist (%u %s%s here)", name, kind, x,
+                                ndev, kind, ndev == 1 ? "" : "s");
       return false;
     }
     for (unsigned k = 0; k < *n; k++)
@@ -197,7 +199,8 @@ static int h_discover(zeus__dreq *q) {
   for (unsigned i = 0; i < d->ncpus; i++) {
     json_t *c = json_pack("{s:I,s:b}", "id", (json_int_t)d->cpus[i].pkg, "dram_available", d->cpus[i].dram);
     /* Ours: where the counters wrap, so clients reading through us can handle it. */
-    if (d->cpus[i].range_uj != UINT64_MAX) json_object_set_new(c, "energy_range_uj", json_integer((json_int_t)d->cpus[i].range_uj));
+    if (d->cpus[i].range_uj != UINT64_MAX)
+      json_object_set_new(c, "energy_range_uj", json_integer((json_int_t)d->cpus[i].range_uj));
     if (d->cpus[i].dram && d->cpus[i].dram_range_uj != UINT64_MAX)
       json_object_set_new(c, "dram_energy_range_uj", json_integer((json_int_t)d->cpus[i].dram_range_uj));
     json_array_append_new(cpus, c);
@@ -268,7 +271,8 @@ static zeus__lease *holder(zeus__dreq *q, int *mhd) {
     if (found) {
       zeus__leases_renew(d->L, found);
       l = found;
-    } else if ((l = zeus__leases_create(d->L, 0, 0, q->authed ? q->claims.sub : NULL, host, d->o.tcp_anonymous_ttl_s))) {
+    } else if ((l = zeus__leases_create(d->L, 0, 0, q->authed ? q->claims.sub : NULL, host,
+                                        d->o.tcp_anonymous_ttl_s))) {
       l->implicit = true;
     }
   } else {
@@ -325,7 +329,8 @@ static int h_gpu_write(zeus__dreq *q) {
           !param_u32(q, "max_clock_mhz", true, 0, 100000, "MHz", &val[0].b, NULL, &mhd))
         return mhd;
       if (val[0].a > val[0].b)
-        return zeus__dreply_error(q, 400, "parameters 'min_clock_mhz' (%u) and 'max_clock_mhz' (%u): min must not exceed max",
+        return zeus__dreply_error(q, 400,
+                                  "parameters 'min_clock_mhz' (%u) and 'max_clock_mhz' (%u): min must not exceed max",
                                   val[0].a, val[0].b);
       val[0].on = true;
       break;
@@ -463,10 +468,10 @@ static int h_cpu(zeus__dreq *q) {
       cpu_read(d, ids[k], &s);
       snprintf(key, sizeof key, "%u", d->cpus[ids[k]].pkg);
       if (!s.ok) { err_add(&e, d->cpus[ids[k]].pkg, 500, zeus_errmsg()); continue; }
-      json_object_set_new(out, key,
-                          json_pack("{s:o,s:o}", "cpu_energy_uj", want_cpu ? json_integer((json_int_t)s.pkg_uj) : json_null(),
-                                    "dram_energy_uj",
-                                    want_dram && s.dram ? json_integer((json_int_t)s.dram_uj) : json_null()));
+      json_object_set_new(
+          out, key,
+          json_pack("{s:o,s:o}", "cpu_energy_uj", want_cpu ? json_integer((json_int_t)s.pkg_uj) : json_null(),
+                    "dram_energy_uj", want_dram && s.dram ? json_integer((json_int_t)s.dram_uj) : json_null()));
     }
     return reply_result(q, &e, out);
   }
@@ -481,7 +486,10 @@ static int h_cpu(zeus__dreq *q) {
     b[k].dram_max = a[k].dram_max;
     cpu_read(d, ids[k], &b[k]);
     snprintf(key, sizeof key, "%u", d->cpus[ids[k]].pkg);
-    if (!a[k].ok || !b[k].ok) { err_add(&e, d->cpus[ids[k]].pkg, 500, "CPU did not return the energy data required for power measurement."); continue; }
+    if (!a[k].ok || !b[k].ok) {
+      err_add(&e, d->cpus[ids[k]].pkg, 500, "CPU did not return the energy data required for power measurement.");
+      continue;
+    }
     json_object_set_new(out, key, cpu_power_json(&a[k], &b[k]));
   }
   return reply_result(q, &e, json_pack("{s:I,s:o}", "timestamp_ms", (json_int_t)unix_ms(), "power_mw", out));
@@ -525,7 +533,8 @@ static long stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     } else {
       unsigned mw;
       snprintf(key, sizeof key, "%u", s->ids[k]);
-      if (zeus_gpu_power(d->dev, s->ids[k], ZEUS_POWER_INSTANT, &mw) == ZEUS_OK) json_object_set_new(power, key, json_integer(mw));
+      if (zeus_gpu_power(d->dev, s->ids[k], ZEUS_POWER_INSTANT, &mw) == ZEUS_OK)
+        json_object_set_new(power, key, json_integer(mw));
     }
   }
   bool first_cpu = s->cpu && !s->started;
@@ -587,9 +596,10 @@ static int h_leases(zeus__dreq *q) {
     if (!param_u32(q, "ttl_s", false, 0, d->o.max_lease_ttl_s, "s", &ttl, &given, &mhd)) return mhd;
     if (!given && !q->uds) ttl = TCP_DEFAULT_TTL_S;
     if (!q->uds && ttl == 0)
-      return zeus__dreply_error(q, 400,
-                                "parameter 'ttl_s': a TCP lease needs a time to live > 0 (nothing else tells when a TCP "
-                                "client is gone)");
+      return zeus__dreply_error(
+          q, 400,
+          "parameter 'ttl_s': a TCP lease needs a time to live > 0 (nothing else tells when a TCP "
+          "client is gone)");
     zeus__leases_lock(d->L);
     zeus__lease *l = zeus__leases_create(d->L, q->uds ? q->pid : 0, q->uid, q->authed ? q->claims.sub : NULL,
                                          q->uds ? NULL : q->addr, ttl);
@@ -608,7 +618,8 @@ static int h_leases(zeus__dreq *q) {
     return zeus__dreply(q, 200, o);
   }
   const char *tok = MHD_lookup_connection_value(q->c, MHD_HEADER_KIND, LEASE_HEADER);
-  if (!tok) return zeus__dreply_error(q, 400, "header '" LEASE_HEADER "' is required (the lease that POST /leases returned)");
+  if (!tok)
+    return zeus__dreply_error(q, 400, "header '" LEASE_HEADER "' is required (the lease that POST /leases returned)");
   zeus__leases_lock(d->L);
   zeus__lease *l = zeus__leases_find(d->L, tok);
   if (!l) {

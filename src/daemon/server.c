@@ -229,7 +229,8 @@ static void scope_list(unsigned scopes, char *buf, size_t len) {
   size_t o = 0;
   buf[0] = '\0';
   for (unsigned b = 1; b <= ZEUS_DAEMON_CPU_CONTROL; b <<= 1)
-    if (scopes & b) o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s'%s'", o ? ", " : "", zeus__daemon_group_name(b));
+    if (scopes & b)
+      o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s'%s'", o ? ", " : "", zeus__daemon_group_name(b));
 }
 
 /* 0 when the request may go on; otherwise the reply was queued (its MHD result in *mhd). */
@@ -241,7 +242,8 @@ static int check_access(zeus__dreq *q, int *mhd) {
     return 1;
   }
   if (rd->group && !(d->o.groups & rd->group)) {
-    *mhd = zeus__dreply_error(q, 404, "API group '%s' is not enabled on this server.", zeus__daemon_group_name(rd->group));
+    *mhd = zeus__dreply_error(q, 404, "API group '%s' is not enabled on this server.",
+                              zeus__daemon_group_name(rd->group));
     return 1;
   }
   unsigned m = method_flag(q->method);
@@ -505,12 +507,14 @@ static int bind_unix(zeus_daemon *d) {
   struct stat st;
   if (lstat(path, &st) == 0) {
     if (!S_ISSOCK(st.st_mode))
-      return zeus__error(ZEUS_EEXIST, "'%s' exists and is not a socket; remove it or choose another --socket-path", path);
+      return zeus__error(ZEUS_EEXIST, "'%s' exists and is not a socket; remove it or choose another --socket-path",
+                         path);
     int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     bool live = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0;
     if (probe >= 0) close(probe);
     if (live) return zeus__error(ZEUS_EEXIST, "a daemon already listens on '%s'", path);
-    if (unlink(path) != 0) return zeus__error(ZEUS_EPERM, "cannot remove the stale socket '%s': %s", path, strerror(errno));
+    if (unlink(path) != 0)
+      return zeus__error(ZEUS_EPERM, "cannot remove the stale socket '%s': %s", path, strerror(errno));
     zeus__log(ZEUS_LOG_INFO, "daemon", "removed the stale socket '%s' (nothing listened on it)", path);
   }
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -545,7 +549,8 @@ static int bind_unix(zeus_daemon *d) {
 }
 
 static bool is_loopback(const struct sockaddr *sa) {
-  if (sa->sa_family == AF_INET) return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->sa_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) == 127;
   if (sa->sa_family == AF_INET6) {
     const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
     if (IN6_IS_ADDR_LOOPBACK(a)) return true;
@@ -571,7 +576,9 @@ static int start_mhd(zeus_daemon *d, bool uds, const struct sockaddr *sa, zeus__
                          MHD_OPTION_PER_IP_CONNECTION_LIMIT, d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
                          d->o.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
                          MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u, MHD_OPTION_END);
-  if (!m) return zeus__error(uds ? ZEUS_EIO : ZEUS_ENET, "libmicrohttpd could not start on %s", uds ? d->socket_path : d->tcp_address);
+  if (!m)
+    return zeus__error(uds ? ZEUS_EIO : ZEUS_ENET, "libmicrohttpd could not start on %s",
+                       uds ? d->socket_path : d->tcp_address);
   if (uds) {
     d->uds_d = m;
   } else {
@@ -695,7 +702,8 @@ int zeus_daemon_open(zeus_daemon **out, const zeus_daemon_opts *opts) {
   if (opts->groups & ~(unsigned)ZEUS_DAEMON_ALL_GROUPS)
     return zeus__error(ZEUS_EINVAL, "unknown API group bits 0x%x (the daemon serves gpu-control, gpu-read, cpu-read)",
                        opts->groups);
-  if (opts->socket_mode > 0777) return zeus__error(ZEUS_EINVAL, "socket mode %o is not a permission mode", opts->socket_mode);
+  if (opts->socket_mode > 0777)
+    return zeus__error(ZEUS_EINVAL, "socket mode %o is not a permission mode", opts->socket_mode);
   zeus_daemon *d = calloc(1, sizeof *d);
   if (!d) return zeus__oom("starting the daemon");
   d->o = *opts;
@@ -757,8 +765,8 @@ int zeus_daemon_open(zeus_daemon **out, const zeus_daemon_opts *opts) {
             d->ngpus, d->ngpus == 1 ? "" : "s", zeus_devices_backend(d->dev), d->ncpus, d->ncpus == 1 ? "" : "s",
             d->socket_path ? " on " : "", d->socket_path ? d->socket_path : "", d->tcp_address ? " and TCP " : "",
             d->tcp_address ? d->tcp_address : "", (d->o.groups & ZEUS_DAEMON_GPU_CONTROL) ? " gpu-control" : "",
-            (d->o.groups & ZEUS_DAEMON_GPU_READ) ? " gpu-read" : "", (d->o.groups & ZEUS_DAEMON_CPU_READ) ? " cpu-read" : "",
-            d->key ? "on (JWT HS256)" : "off");
+            (d->o.groups & ZEUS_DAEMON_GPU_READ) ? " gpu-read" : "",
+            (d->o.groups & ZEUS_DAEMON_CPU_READ) ? " cpu-read" : "", d->key ? "on (JWT HS256)" : "off");
   *out = d;
   return ZEUS_OK;
 }

@@ -58,7 +58,8 @@ static int zd_map(zd_state *s) {
   if (!json_is_array(gpus)) {
     /* zeusd before /discover listed GPUs by object: only gpu_ids. */
     gpus = json_object_get(disc, "gpu_ids");
-    if (!json_is_array(gpus)) return zeus__error(ZEUS_EHTTP, "zeus daemon at %s: /discover lists no GPUs", zeus__zeusd_endpoint(s->z));
+    if (!json_is_array(gpus))
+      return zeus__error(ZEUS_EHTTP, "zeus daemon at %s: /discover lists no GPUs", zeus__zeusd_endpoint(s->z));
   }
   size_t nd = json_array_size(gpus);
   if (!s->local) {
@@ -90,8 +91,10 @@ static int zd_map(zd_state *s) {
       if (by_uuid ? (du && strcasecmp(du, uuid) == 0) : did == i) g->daemon = did;
     }
     if (g->daemon == NO_GPU)
-      zeus__log(ZEUS_LOG_WARN, "device", "GPU %s (NVML index %u) is not among the GPUs of the daemon at %s: its settings "
-                "cannot be changed", uuid, i, zeus__zeusd_endpoint(s->z));
+      zeus__log(ZEUS_LOG_WARN, "device",
+                "GPU %s (NVML index %u) is not among the GPUs of the daemon at %s: its settings "
+                "cannot be changed",
+                uuid, i, zeus__zeusd_endpoint(s->z));
   }
   return ZEUS_OK;
 }
@@ -128,7 +131,8 @@ int zeus__zeusd_hybrid_open(void **state, const zeus__gpu_backend *local, void *
 /* The daemon's index of GPU i, or an error naming it. */
 static int dix(zd_state *s, unsigned i, unsigned *d) {
   if (s->g[i].daemon == NO_GPU)
-    return zeus__error(ZEUS_ENOENT, "GPU %u is not among the GPUs of the zeus daemon at %s", i, zeus__zeusd_endpoint(s->z));
+    return zeus__error(ZEUS_ENOENT, "GPU %u is not among the GPUs of the zeus daemon at %s", i,
+                       zeus__zeusd_endpoint(s->z));
   *d = s->g[i].daemon;
   return ZEUS_OK;
 }
@@ -146,7 +150,8 @@ static int get_gpu(zd_state *s, unsigned i, const char *what, json_t **root, jso
   json_t *o = json_object_get(strcmp(what, "get_power") == 0 ? json_object_get(*root, "power_mw") : *root, key);
   if (!o) {
     json_decref(*root);
-    return zeus__error(ZEUS_EHTTP, "zeus daemon at %s: %s has no entry for GPU %u", zeus__zeusd_endpoint(s->z), what, d);
+    return zeus__error(ZEUS_EHTTP, "zeus daemon at %s: %s has no entry for GPU %u", zeus__zeusd_endpoint(s->z), what,
+                       d);
   }
   *obj = o;
   return ZEUS_OK;
@@ -157,7 +162,8 @@ static int get_u(zd_state *s, unsigned i, const char *what, const char *field, u
   int rc = get_gpu(s, i, what, &root, &o);
   if (rc) return rc;
   json_t *v = field ? json_object_get(o, field) : o;
-  if (!json_is_integer(v) || json_integer_value(v) < 0) rc = zeus__error(ZEUS_EHTTP, "zeus daemon: %s: '%s' is not a count", what, field ? field : "value");
+  if (!json_is_integer(v) || json_integer_value(v) < 0)
+    rc = zeus__error(ZEUS_EHTTP, "zeus daemon: %s: '%s' is not a count", what, field ? field : "value");
   else *out = (unsigned long long)json_integer_value(v);
   json_decref(root);
   return rc;
@@ -183,7 +189,8 @@ static int zd_name(void *st, unsigned i, char *buf, size_t len) {
 static int zd_uuid(void *st, unsigned i, char *buf, size_t len) {
   zd_state *s = st;
   if (s->local) return s->local->uuid(s->lst, i, buf, len);
-  if (!s->g[i].uuid[0]) return zeus__error(ZEUS_ENOTSUP, "the daemon at %s does not say GPU UUIDs", zeus__zeusd_endpoint(s->z));
+  if (!s->g[i].uuid[0])
+    return zeus__error(ZEUS_ENOTSUP, "the daemon at %s does not say GPU UUIDs", zeus__zeusd_endpoint(s->z));
   snprintf(buf, len, "%s", s->g[i].uuid);
   return ZEUS_OK;
 }
@@ -246,7 +253,8 @@ static int zd_get_pm(void *st, unsigned i, bool *on) {
   int rc = get_gpu(st, i, "get_persistence_mode", &root, &o);
   if (rc) return rc;
   json_t *v = json_object_get(o, "enabled");
-  if (!json_is_boolean(v)) rc = zeus__error(ZEUS_EHTTP, "zeus daemon: get_persistence_mode: 'enabled' is not a boolean");
+  if (!json_is_boolean(v))
+    rc = zeus__error(ZEUS_EHTTP, "zeus daemon: get_persistence_mode: 'enabled' is not a boolean");
   else *on = json_is_true(v);
   json_decref(root);
   return rc;
@@ -280,9 +288,13 @@ static int lock_op(zd_state *s, unsigned i, const char *op, unsigned lo, unsigne
   snprintf(extra, sizeof extra, "min_clock_mhz=%u&max_clock_mhz=%u", lo, hi);
   return write_op(s, i, op, extra);
 }
-static int zd_lock(void *st, unsigned i, unsigned lo, unsigned hi) { return lock_op(st, i, "set_gpu_locked_clocks", lo, hi); }
+static int zd_lock(void *st, unsigned i, unsigned lo, unsigned hi) {
+  return lock_op(st, i, "set_gpu_locked_clocks", lo, hi);
+}
 static int zd_unlock(void *st, unsigned i) { return write_op(st, i, "reset_gpu_locked_clocks", NULL); }
-static int zd_mem_lock(void *st, unsigned i, unsigned lo, unsigned hi) { return lock_op(st, i, "set_mem_locked_clocks", lo, hi); }
+static int zd_mem_lock(void *st, unsigned i, unsigned lo, unsigned hi) {
+  return lock_op(st, i, "set_mem_locked_clocks", lo, hi);
+}
 static int zd_mem_unlock(void *st, unsigned i) { return write_op(st, i, "reset_mem_locked_clocks", NULL); }
 
 static int zd_release(void *st) { return zeus__zeusd_release(((zd_state *)st)->z); }
@@ -295,13 +307,14 @@ static int zd_release(void *st) { return zeus__zeusd_release(((zd_state *)st)->z
     return zeus__error(ZEUS_ENOTSUP, "%s is not in the daemon's API (no GPU library in this process)", what); \
   }
 LOCAL_ONLY(zd_temperature, temperature, "the temperature", (void *st, unsigned i, unsigned *c), (s->lst, i, c))
-LOCAL_ONLY(zd_clocks, current_clocks, "the current clocks", (void *st, unsigned i, unsigned *a, unsigned *b), (s->lst, i, a, b))
+LOCAL_ONLY(zd_clocks, current_clocks, "the current clocks", (void *st, unsigned i, unsigned *a, unsigned *b),
+           (s->lst, i, a, b))
 LOCAL_ONLY(zd_arch, architecture, "the architecture", (void *st, unsigned i, unsigned *a), (s->lst, i, a))
 LOCAL_ONLY(zd_pci, pci_address, "the PCI address", (void *st, unsigned i, char *b, size_t l), (s->lst, i, b, l))
 LOCAL_ONLY(zd_mem_clocks, memory_clocks, "the list of memory clocks", (void *st, unsigned i, unsigned *m, size_t *c),
            (s->lst, i, m, c))
-LOCAL_ONLY(zd_gr_clocks, graphics_clocks, "the list of SM clocks", (void *st, unsigned i, unsigned mem, unsigned *m, size_t *c),
-           (s->lst, i, mem, m, c))
+LOCAL_ONLY(zd_gr_clocks, graphics_clocks, "the list of SM clocks",
+           (void *st, unsigned i, unsigned mem, unsigned *m, size_t *c), (s->lst, i, mem, m, c))
 LOCAL_ONLY(zd_driver, driver_version, "the driver version", (void *st, char *b, size_t l), (s->lst, b, l))
 LOCAL_ONLY(zd_library, library_version, "the library version", (void *st, char *b, size_t l), (s->lst, b, l))
 #undef LOCAL_ONLY

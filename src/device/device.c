@@ -170,7 +170,8 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
       rc = wrap_daemon(d, opts);
     } else if (rc == ZEUS_ENOLIB && daemon) {
       snprintf(d->nvml_error, sizeof d->nvml_error, "%s", zeus_errmsg());
-      zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA library here (%s); every GPU reading goes to the daemon", zeus_errmsg());
+      zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA library here (%s); every GPU reading goes to the daemon",
+                zeus_errmsg());
       d->be = &zeus__backend_zeusd;
       rc = d->be->open(&d->st, opts);
     } else if (rc == ZEUS_ENOLIB) {
@@ -459,8 +460,10 @@ static int release_all(zeus_devices *d) {
   if (!any) return ZEUS_OK;
   int rc = d->be->release(d->st);
   if (rc) {
-    zeus__log(ZEUS_LOG_WARN, "device", "the daemon did not give this process's GPU settings back now (%s); it does when "
-              "the process exits", zeus_errmsg());
+    zeus__log(ZEUS_LOG_WARN, "device",
+              "the daemon did not give this process's GPU settings back now (%s); it does when "
+              "the process exits",
+              zeus_errmsg());
     return rc;
   }
   for (unsigned g = 0; g < d->n; g++) {

@@ -259,7 +259,8 @@ static int read_remote(zeus__rapl *r, unsigned cpu, uint64_t *pkg_uj, uint64_t *
   json_t *root;
   int rc = zeus__zeusd_get(r->remote, path, (int)z->id, &root);
   if (rc) return rc;
-  json_t *o = json_object_get(root, key), *e = json_object_get(o, "cpu_energy_uj"), *d = json_object_get(o, "dram_energy_uj");
+  json_t *o = json_object_get(root, key), *e = json_object_get(o, "cpu_energy_uj"),
+         *d = json_object_get(o, "dram_energy_uj");
   if (!json_is_integer(e)) rc = zeus__error(ZEUS_EHTTP, "zeus daemon at %s: no cpu_energy_uj for CPU %u",
                                             zeus__zeusd_endpoint(r->remote), z->id);
   else {

@@ -87,7 +87,8 @@ static int parse_spec(zeus__zeusd *z, const char *spec, bool tcp_hint) {
   }
   const char *colon = strrchr(spec, ':');
   if (!colon || colon == spec || !colon[1])
-    return zeus__error(ZEUS_EINVAL, "daemon address '%s' is not HOST:PORT (ZEUSD_HOST_PORT, e.g. 127.0.0.1:4938)", spec);
+    return zeus__error(ZEUS_EINVAL, "daemon address '%s' is not HOST:PORT (ZEUSD_HOST_PORT, e.g. 127.0.0.1:4938)",
+                       spec);
   long port;
   if (zeus__parse_long(colon + 1, 1, 65535, "daemon port", &port)) return ZEUS_EINVAL;
   const char *h = spec;
@@ -120,7 +121,8 @@ static int conn_open(zeus__zeusd *z, conn *c, double deadline) {
       int e = errno;
       if (fd >= 0) close(fd);
       return zeus__error(e == EACCES ? ZEUS_EPERM : ZEUS_ENET, "cannot reach the zeus daemon at '%s': %s%s", z->path,
-                         strerror(e), e == EACCES ? " (the socket's permissions keep this user out)" : " (is it running?)");
+                         strerror(e),
+                         e == EACCES ? " (the socket's permissions keep this user out)" : " (is it running?)");
     }
   } else {
     struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai = NULL, *a;
@@ -146,8 +148,8 @@ static int conn_open(zeus__zeusd *z, conn *c, double deadline) {
     }
     freeaddrinfo(ai);
     if (fd < 0)
-      return zeus__error(err == ETIMEDOUT ? ZEUS_ETIMEDOUT : ZEUS_ENET, "cannot reach the zeus daemon at %s: %s (is it running?)",
-                         z->hostport, strerror(err));
+      return zeus__error(err == ETIMEDOUT ? ZEUS_ETIMEDOUT : ZEUS_ENET,
+                         "cannot reach the zeus daemon at %s: %s (is it running?)", z->hostport, strerror(err));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
@@ -234,7 +236,9 @@ static int read_reply(conn *c, reply *r, double deadline, bool *fresh) {
   bool chunked = false;
   for (char *line = strstr(c->buf, "\r\n") + 2; line < hend; line = strstr(line, "\r\n") + 2) {
     if (strncasecmp(line, "Content-Length:", 15) == 0) clen = strtoll(line + 15, NULL, 10);
-    else if (strncasecmp(line, "Transfer-Encoding:", 18) == 0 && strstr(line, "chunked") && strstr(line, "chunked") < strstr(line, "\r\n")) chunked = true;
+    else if (strncasecmp(line, "Transfer-Encoding:", 18) == 0 && strstr(line, "chunked") &&
+             strstr(line, "chunked") < strstr(line, "\r\n"))
+      chunked = true;
     else if (strncasecmp(line, "Connection:", 11) == 0) {
       const char *v = line + 11;
       while (*v == ' ') v++;
@@ -289,8 +293,8 @@ static int request(zeus__zeusd *z, conn *c, const char *method, const char *targ
     c->blen = 0;
   }
   zeus__buf req = {0};
-  int rc = zeus__buf_printf(&req, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: libzeus/%s\r\nContent-Length: 0\r\n", method,
-                            target, z->uds ? "localhost" : z->hostport, zeus_version());
+  int rc = zeus__buf_printf(&req, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: libzeus/%s\r\nContent-Length: 0\r\n",
+                            method, target, z->uds ? "localhost" : z->hostport, zeus_version());
   if (!rc && z->token) rc = zeus__buf_printf(&req, "Authorization: Bearer %s\r\n", z->token);
   if (!rc && lease) rc = zeus__buf_printf(&req, LEASE_HEADER ": %s\r\n", lease);
   if (!rc) rc = zeus__buf_puts(&req, "\r\n");
@@ -307,10 +311,19 @@ static int request(zeus__zeusd *z, conn *c, const char *method, const char *targ
       break;
     }
     conn_close(c);
-    if (s == -2) { rc = zeus__error(ZEUS_ETIMEDOUT, "the zeus daemon at %s did not answer %s %s within %.0f s", zeus__zeusd_endpoint(z), method, target, z->timeout_s); break; }
-    if (s == -3) { rc = zeus__error(ZEUS_EHTTP, "the zeus daemon at %s sent a malformed or oversized reply to %s %s", zeus__zeusd_endpoint(z), method, target); break; }
+    if (s == -2) {
+      rc = zeus__error(ZEUS_ETIMEDOUT, "the zeus daemon at %s did not answer %s %s within %.0f s",
+                       zeus__zeusd_endpoint(z), method, target, z->timeout_s);
+      break;
+    }
+    if (s == -3) {
+      rc = zeus__error(ZEUS_EHTTP, "the zeus daemon at %s sent a malformed or oversized reply to %s %s",
+                       zeus__zeusd_endpoint(z), method, target);
+      break;
+    }
     if (!(reused && fresh)) {
-      rc = zeus__error(ZEUS_ENET, "the connection to the zeus daemon at %s broke during %s %s", zeus__zeusd_endpoint(z), method, target);
+      rc = zeus__error(ZEUS_ENET, "the connection to the zeus daemon at %s broke during %s %s", zeus__zeusd_endpoint(z),
+                       method, target);
       break;
     }
     /* The server closed an idle kept-alive connection before reading this request: once more, fresh. */
@@ -344,8 +357,8 @@ static int reply_error(zeus__zeusd *z, const char *what, const reply *r, int gpu
              : r->status == 404 ? ZEUS_ENOTSUP
              : r->status == 409 ? ZEUS_EBUSY
                                 : ZEUS_EHTTP;
-  return zeus__error(code, "zeus daemon at %s: %s: HTTP %d%s%s", zeus__zeusd_endpoint(z), what, r->status, msg[0] ? ": " : "",
-                     msg);
+  return zeus__error(code, "zeus daemon at %s: %s: HTTP %d%s%s", zeus__zeusd_endpoint(z), what, r->status,
+                     msg[0] ? ": " : "", msg);
 }
 
 /* ---- open, close, requests ---- */
@@ -411,7 +424,9 @@ static int get_locked(zeus__zeusd *z, const char *path, int gpu, json_t **out) {
   } else if (out) {
     json_error_t e;
     *out = json_loadb(r.body ? r.body : "", r.len, 0, &e);
-    if (!*out) rc = zeus__error(ZEUS_EHTTP, "zeus daemon at %s: %s: the reply is not JSON (%s)", zeus__zeusd_endpoint(z), path, e.text);
+    if (!*out)
+      rc = zeus__error(ZEUS_EHTTP, "zeus daemon at %s: %s: the reply is not JSON (%s)", zeus__zeusd_endpoint(z), path,
+                       e.text);
   }
   free(r.body);
   return rc;
@@ -443,8 +458,10 @@ static int ensure_lease(zeus__zeusd *z) {
   }
   if (!json_is_true(json_object_get(json_object_get(z->discover, "zeus"), "leases"))) {
     z->lease_state = 2;
-    zeus__log(ZEUS_LOG_INFO, "device", "the daemon at %s keeps no leases (the original zeusd): changes are not given back "
-              "if this process dies", zeus__zeusd_endpoint(z));
+    zeus__log(ZEUS_LOG_INFO, "device",
+              "the daemon at %s keeps no leases (the original zeusd): changes are not given back "
+              "if this process dies",
+              zeus__zeusd_endpoint(z));
     return ZEUS_OK;
   }
   char target[64];
@@ -467,7 +484,8 @@ static int ensure_lease(zeus__zeusd *z) {
     return zeus__error(ZEUS_EHTTP, "zeus daemon at %s: POST /leases returned no lease", zeus__zeusd_endpoint(z));
   }
   memcpy(z->lease, tok, 33);
-  zeus__log(ZEUS_LOG_DEBUG, "device", "daemon lease %s at %s", json_string_value(json_object_get(j, "id")), zeus__zeusd_endpoint(z));
+  zeus__log(ZEUS_LOG_DEBUG, "device", "daemon lease %s at %s", json_string_value(json_object_get(j, "id")),
+            zeus__zeusd_endpoint(z));
   json_decref(j);
   z->lease_state = 1;
   z->lease_pid = getpid();

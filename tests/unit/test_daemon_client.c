@@ -39,7 +39,8 @@ static zeus_daemon *start(void) {
 }
 
 static zeus_devices *client(const char *backend, bool override, bool keep) {
-  zeus_devices_opts o = {.backend = backend, .daemon = g_spec, .daemon_override = override, .keep_settings_on_close = keep};
+  zeus_devices_opts o = {
+      .backend = backend, .daemon = g_spec, .daemon_override = override, .keep_settings_on_close = keep};
   zeus_devices *d;
   assert_zeus_ok(zeus_devices_open(&d, &o));
   return d;

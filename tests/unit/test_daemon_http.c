@@ -56,8 +56,9 @@ static void http(const char *sock, int port, const char *method, const char *tar
   int fd = connect_to(sock, port);
   if (fd < 0) fail_msg("cannot connect to the daemon");
   char req[8192];
-  int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: %zu\r\n%s\r\n%s",
-                   method, target, body ? strlen(body) : 0, headers ? headers : "", body ? body : "");
+  int n = snprintf(req, sizeof req,
+                   "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: %zu\r\n%s\r\n%s", method,
+                   target, body ? strlen(body) : 0, headers ? headers : "", body ? body : "");
   assert_true(write(fd, req, (size_t)n) == n);
   size_t cap = 1 << 16, len = 0;
   char *buf = malloc(cap);
@@ -302,7 +303,8 @@ static void gpu_write_routes_change_and_release_gives_back(void **state) {
 static void bad_input_is_400_naming_the_parameter(void **state) {
   (void)state;
   zeus_daemon *d = start(0, false, false);
-  struct { const char *method, *target, *needle; } cases[] = {
+  struct { const char *method, *target, *needle;
+  } cases[] = {
       {"POST", "/gpu/set_power_limit?power_limit_mw=200000", "parameter 'gpu_ids' is required"},
       {"POST", "/gpu/set_power_limit?gpu_ids=0", "parameter 'power_limit_mw' is required"},
       {"POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=lots", "parameter 'power_limit_mw': expected an integer"},
@@ -314,7 +316,8 @@ static void bad_input_is_400_naming_the_parameter(void **state) {
       {"POST", "/gpu/set_power_limit?gpu_ids=0,a&power_limit_mw=200000", "parameter 'gpu_ids': '0,a'"},
       {"POST", "/gpu/set_power_limit?gpu_ids=0,0&power_limit_mw=200000", "lists GPU 0 twice"},
       {"POST", "/gpu/set_power_limit?gpu_ids=0,&power_limit_mw=200000", "ends with a comma"},
-      {"POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=200000&block=maybe", "parameter 'block': expected true or false"},
+      {"POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=200000&block=maybe",
+       "parameter 'block': expected true or false"},
       {"POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=200000&gpu=1", "unknown parameter 'gpu'"},
       {"POST", "/gpu/set_power_limit?gpu_ids=0&gpu_ids=1&power_limit_mw=200000", "parameter 'gpu_ids' given twice"},
       {"POST", "/gpu/set_persistence_mode?gpu_ids=0&enabled=yes", "parameter 'enabled': expected true or false"},
@@ -339,7 +342,8 @@ static void bad_input_is_400_naming_the_parameter(void **state) {
   }
   /* The legacy form's body, malformed. */
   resp r;
-  http(g_sock, 0, "POST", "/gpu/0/set_power_limit", "Content-Type: application/json\r\n", "{\"power_limit_mw\": \"a\"}", &r);
+  http(g_sock, 0, "POST", "/gpu/0/set_power_limit", "Content-Type: application/json\r\n", "{\"power_limit_mw\": \"a\"}",
+       &r);
   EXPECT(r, 400, "field 'power_limit_mw' of the request body must be a number or a boolean");
   resp_free(&r);
   http(g_sock, 0, "POST", "/gpu/0/set_power_limit", NULL, "[1", &r);
@@ -458,7 +462,8 @@ static void auth_matrix_of_tokens_and_scopes(void **state) {
   EXPECT(r, 401, "Invalid token");
   resp_free(&r);
   char *other_key;
-  assert_zeus_ok(zeus__jwt_sign((const unsigned char *)"another key", 11, "alice", ZEUS_DAEMON_GPU_READ, false, 0, &other_key));
+  assert_zeus_ok(
+      zeus__jwt_sign((const unsigned char *)"another key", 11, "alice", ZEUS_DAEMON_GPU_READ, false, 0, &other_key));
   bearer("GET", "/gpu/get_power", other_key, &r);
   EXPECT(r, 401, "signature mismatch");
   resp_free(&r);
@@ -541,7 +546,8 @@ static void streams_send_power_events(void **state) {
   ev = read_events("/cpu/stream_power", 2);
   data = strstr(ev, "data: ");
   j = json_loadb(data + 6, strcspn(data + 6, "\n"), 0, &e);
-  json_t *p0 = json_object_get(json_object_get(j, "power_mw"), "0"), *p1 = json_object_get(json_object_get(j, "power_mw"), "1");
+  json_t *p0 = json_object_get(json_object_get(j, "power_mw"), "0"),
+         *p1 = json_object_get(json_object_get(j, "power_mw"), "1");
   assert_true(json_is_integer(json_object_get(p0, "cpu_mw")));
   assert_true(json_is_integer(json_object_get(p0, "dram_mw")));
   assert_true(json_is_null(json_object_get(p1, "dram_mw")));
@@ -572,7 +578,8 @@ static void cpu_routes_read_rapl(void **state) {
   resp_free(&r);
   uds("GET", "/cpu/get_power?cpu_ids=0", &r);
   EXPECT(r, 200, NULL);
-  assert_int_equal(json_int_at(json_object_get(r.json, "power_mw"), "0", "cpu_mw"), 0); /* the fake counter stands still */
+  assert_int_equal(json_int_at(json_object_get(r.json, "power_mw"), "0", "cpu_mw"),
+                   0); /* the fake counter stands still */
   resp_free(&r);
   zeus_daemon_close(d);
 }
@@ -794,7 +801,8 @@ static void route_table_is_consistent(void **state) {
     assert_int_equal(!!(rd->flags & ZEUS__RF_WITH_KEY), r == ZEUS__R_WHOAMI);
     /* A method a route takes without a token must be one of a route open to all (discover, time). */
     if ((rd->flags & ZEUS__RF_GET) && !rd->get_scopes) assert_true(r == ZEUS__R_DISCOVER || r == ZEUS__R_TIME);
-    if ((rd->flags & (ZEUS__RF_POST | ZEUS__RF_DELETE)) && !rd->write_scopes) fail_msg("%s: a write without a scope", rd->path);
+    if ((rd->flags & (ZEUS__RF_POST | ZEUS__RF_DELETE)) && !rd->write_scopes)
+      fail_msg("%s: a write without a scope", rd->path);
   }
   assert_int_equal(legacy, 7);
   assert_int_equal(ZEUS__R_OTHER, ZEUS__R_COUNT - 1);

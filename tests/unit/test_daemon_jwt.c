@@ -100,8 +100,8 @@ static void jwt_tampered_token_is_refused(void **state) {
   long long now = time(NULL);
   char *t = sign("alice", ZEUS_DAEMON_GPU_READ, true, now + 3600);
   /* A payload that grants more, with the old signature. */
-  char *forged = forge("{\"alg\":\"HS256\",\"typ\":\"JWT\"}", "{\"sub\":\"alice\",\"scopes\":[\"gpu-read\",\"gpu-control\"]}",
-                       KEY, KEYLEN);
+  char *forged = forge("{\"alg\":\"HS256\",\"typ\":\"JWT\"}",
+                       "{\"sub\":\"alice\",\"scopes\":[\"gpu-read\",\"gpu-control\"]}", KEY, KEYLEN);
   char *sig = strrchr(t, '.'), *fdot = strrchr(forged, '.');
   strcpy(fdot, sig); /* same length: both are 43 characters of 32 bytes */
   assert_zeus_err(zeus__jwt_verify(KEY, KEYLEN, forged, now, NULL), ZEUS_EPERM, "signature mismatch");
@@ -210,7 +210,8 @@ static void token_issue_reads_the_key_file_as_it_is(void **state) {
   assert_string_equal(c.sub, "carol");
   assert_int_equal(c.exp, exp);
   /* Without the newline it is another key. */
-  assert_zeus_err(zeus__jwt_verify((const unsigned char *)key, sizeof key - 2, t, time(NULL), NULL), ZEUS_EPERM, "signature");
+  assert_zeus_err(zeus__jwt_verify((const unsigned char *)key, sizeof key - 2, t, time(NULL), NULL), ZEUS_EPERM,
+                  "signature");
   zeus_free(t);
   zeus_test_write_file(path, "");
   assert_zeus_err(zeus_daemon_token_issue(path, "carol", ZEUS_DAEMON_GPU_READ, 0, &t), ZEUS_EINVAL, "empty");

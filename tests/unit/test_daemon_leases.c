@@ -34,8 +34,8 @@ static int f_write(void *ctx, unsigned gpu, zeus__setting s, const zeus__dval *v
   f->v[gpu][s] = *v;
   f->writes++;
   size_t n = strlen(f->log);
-  snprintf(f->log + n, sizeof f->log - n, "%u:%s=%u%s;", gpu, zeus__setting_name(s), s == ZEUS__SET_PERSISTENCE ? v->on : v->a,
-           (s >= ZEUS__SET_GPU_LOCK && !v->on) ? "(unlocked)" : "");
+  snprintf(f->log + n, sizeof f->log - n, "%u:%s=%u%s;", gpu, zeus__setting_name(s),
+           s == ZEUS__SET_PERSISTENCE ? v->on : v->a, (s >= ZEUS__SET_GPU_LOCK && !v->on) ? "(unlocked)" : "");
   return ZEUS_OK;
 }
 
@@ -118,7 +118,8 @@ static void second_client_gets_busy_naming_the_holder_until_override(void **stat
   assert_zeus_ok(zeus__leases_change(L, b, 0, ZEUS__SET_GPU_LOCK, &(zeus__dval){.on = true, .a = 900, .b = 1200},
                                      ZEUS__CHANGE_NORMAL));
   /* Override: b on top; when b goes, a's value comes back, and a holds it again. */
-  assert_zeus_ok(zeus__leases_change(L, b, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 150000}, ZEUS__CHANGE_OVERRIDE));
+  assert_zeus_ok(
+      zeus__leases_change(L, b, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 150000}, ZEUS__CHANGE_OVERRIDE));
   assert_int_equal(F.v[0][ZEUS__SET_POWER_LIMIT].a, 150000);
   zeus__leases_end(L, b, "b went");
   assert_int_equal(F.v[0][ZEUS__SET_POWER_LIMIT].a, 200000);
@@ -139,7 +140,8 @@ static void overridden_holder_leaving_first_hands_its_value_down(void **state) {
   zeus__leases_lock(L);
   zeus__lease *a = zeus__leases_create(L, 0, 1, NULL, "a", 0), *b = zeus__leases_create(L, 0, 2, NULL, "b", 0);
   assert_zeus_ok(zeus__leases_change(L, a, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 200000}, ZEUS__CHANGE_NORMAL));
-  assert_zeus_ok(zeus__leases_change(L, b, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 150000}, ZEUS__CHANGE_OVERRIDE));
+  assert_zeus_ok(
+      zeus__leases_change(L, b, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 150000}, ZEUS__CHANGE_OVERRIDE));
   /* a (under b) leaves: nothing changes on the device; b now gives back a's replaced value. */
   int writes = F.writes;
   zeus__leases_end(L, a, "a went");
@@ -158,12 +160,15 @@ static void persistent_change_drops_the_records(void **state) {
   zeus__lease *a = zeus__leases_create(L, 0, 1, NULL, "a", 0), *anon = zeus__leases_anonymous(L);
   assert_zeus_ok(zeus__leases_change(L, a, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 200000}, ZEUS__CHANGE_NORMAL));
   /* A permanent change over a live holder is refused like any other... */
-  assert_zeus_err(zeus__leases_change(L, NULL, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 300000}, ZEUS__CHANGE_PERSIST),
-                  ZEUS_EBUSY, "held by");
+  assert_zeus_err(
+      zeus__leases_change(L, NULL, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 300000}, ZEUS__CHANGE_PERSIST),
+      ZEUS_EBUSY, "held by");
   zeus__leases_end(L, a, "a went");
   /* ...and over an anonymous one it goes through, leaving nothing to give back. */
-  assert_zeus_ok(zeus__leases_change(L, anon, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 120000}, ZEUS__CHANGE_NORMAL));
-  assert_zeus_ok(zeus__leases_change(L, NULL, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 250000}, ZEUS__CHANGE_PERSIST));
+  assert_zeus_ok(
+      zeus__leases_change(L, anon, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 120000}, ZEUS__CHANGE_NORMAL));
+  assert_zeus_ok(
+      zeus__leases_change(L, NULL, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 250000}, ZEUS__CHANGE_PERSIST));
   zeus__leases_unlock(L);
   zeus__leases_close(L, "the daemon stopped");
   assert_int_equal(F.v[0][ZEUS__SET_POWER_LIMIT].a, 250000);
@@ -174,8 +179,10 @@ static void anonymous_changes_hold_nothing_and_come_back_at_close(void **state) 
   zeus__leases *L = open_table(NULL);
   zeus__leases_lock(L);
   zeus__lease *anon = zeus__leases_anonymous(L), *b = zeus__leases_create(L, 0, 2, NULL, "b", 0);
-  assert_zeus_ok(zeus__leases_change(L, anon, 1, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 200000}, ZEUS__CHANGE_NORMAL));
-  assert_zeus_ok(zeus__leases_change(L, anon, 1, ZEUS__SET_PERSISTENCE, &(zeus__dval){.on = true}, ZEUS__CHANGE_NORMAL));
+  assert_zeus_ok(
+      zeus__leases_change(L, anon, 1, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 200000}, ZEUS__CHANGE_NORMAL));
+  assert_zeus_ok(
+      zeus__leases_change(L, anon, 1, ZEUS__SET_PERSISTENCE, &(zeus__dval){.on = true}, ZEUS__CHANGE_NORMAL));
   /* A leased client may change it without override; it gives back the anonymous value. */
   assert_zeus_ok(zeus__leases_change(L, b, 1, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 150000}, ZEUS__CHANGE_NORMAL));
   zeus__leases_end(L, b, "b went");
@@ -329,12 +336,13 @@ static void state_file_for_another_gpu_is_not_replayed(void **state) {
   char dir[256], path[300];
   zeus_test_tmpdir(dir, sizeof dir);
   snprintf(path, sizeof path, "%s/state.json", dir);
-  zeus_test_write_file(path,
-                       "{\"format\":\"zeus-daemon-state\",\"version\":1,\"leases\":[{\"id\":4,\"kind\":\"peer\",\"pid\":999999,"
-                       "\"start\":1,\"uid\":0,\"comm\":\"x\",\"token\":\"\",\"user\":\"\",\"addr\":\"\",\"ttl_s\":0,"
-                       "\"expires_unix\":0,\"implicit\":true}],\"stacks\":[{\"gpu\":0,\"uuid\":\"GPU-other\",\"setting\":"
-                       "\"power_limit\",\"layers\":[{\"lease\":4,\"replaced\":{\"on\":false,\"a\":250000,\"b\":0},"
-                       "\"set\":{\"on\":false,\"a\":100000,\"b\":0}}]}]}");
+  zeus_test_write_file(
+      path,
+      "{\"format\":\"zeus-daemon-state\",\"version\":1,\"leases\":[{\"id\":4,\"kind\":\"peer\",\"pid\":999999,"
+      "\"start\":1,\"uid\":0,\"comm\":\"x\",\"token\":\"\",\"user\":\"\",\"addr\":\"\",\"ttl_s\":0,"
+      "\"expires_unix\":0,\"implicit\":true}],\"stacks\":[{\"gpu\":0,\"uuid\":\"GPU-other\",\"setting\":"
+      "\"power_limit\",\"layers\":[{\"lease\":4,\"replaced\":{\"on\":false,\"a\":250000,\"b\":0},"
+      "\"set\":{\"on\":false,\"a\":100000,\"b\":0}}]}]}");
   zeus__leases *L = open_table(path);
   assert_int_equal(F.writes, 0); /* not this daemon's GPU 0: nothing written to it */
   zeus__leases_close(L, "end");
