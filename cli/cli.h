@@ -59,6 +59,7 @@ void cli_report_discard(cli_report *r);
 
 int cmd_gpus(int argc, char **argv);
 int cmd_monitor(int argc, char **argv);
+int cmd_exporter(int argc, char **argv);
 int cmd_frontier(int argc, char **argv);
 int cmd_pfo_server(int argc, char **argv);
 int cmd_plo(int argc, char **argv);

@@ -28,6 +28,8 @@ typedef struct {
 static const command commands[] = {
     {"gpus", cmd_gpus, NULL, NULL, "list GPUs, their power limits, clocks and energy counters"},
     {"monitor", cmd_monitor, NULL, NULL, "measure the energy of a command, or sample power"},
+    {"exporter", CLI_COMPONENT(cmd_exporter),
+     "serve GPU and CPU energy, power, limits and clocks to Prometheus (/metrics)"},
     {"frontier", cmd_frontier, NULL, NULL,
      "time–energy frontier of a pipeline (Perseus optimizer) from a profile"},
     {"pfo-server", CLI_COMPONENT(cmd_pfo_server),

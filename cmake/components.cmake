@@ -109,8 +109,8 @@ zeus_component(PFO_SERVER
   SOURCES src/pfo_server
   PKGS libmicrohttpd
   COMMANDS pfo-server
-  USED_BY tests/unit/test_pfo_server.c tests/unit/test_pfo_sched.c tests/unit/test_pfo_client_*.c
-          tests/e2e/pfo_server_sigterm.sh tests/e2e/pipeline_sim.sh tests/fuzz/fuzz_pfo_bodies.c
+  USED_BY tests/unit/test_pfo_server.c tests/unit/test_pfo_server_metrics.c tests/unit/test_pfo_sched.c tests/unit/test_pfo_client_*.c
+          tests/e2e/pfo_server_sigterm.sh tests/e2e/pipeline_sim.sh tests/e2e/prometheus.sh tests/fuzz/fuzz_pfo_bodies.c
           tests/mpi/test_pfo_client_mpi.c bench/bench_pfo_server.c bench/bench_pfo_client.c
           python/tests/test_pipeline_frequency.py)
 
@@ -137,6 +137,13 @@ layer's client of a daemon is always built)"
   COMMANDS daemon
   USED_BY tests/unit/test_daemon_*.c tests/e2e/daemon_*.sh tests/e2e/install_daemon_unit.sh
           bench/bench_daemon.c python/tests/test_daemon.py)
+
+zeus_component(EXPORTER
+  DOC "the Prometheus exporter: zeus exporter, zeus/exporter.h"
+  SOURCES src/exporter
+  PKGS libmicrohttpd
+  COMMANDS exporter
+  USED_BY tests/unit/test_exporter.c tests/e2e/prometheus.sh tests/e2e/exporter_cli.sh bench/bench_exporter.c)
 
 # A library still linked by a component that was built (two components may share one) is not
 # "left out".

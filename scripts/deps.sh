@@ -4,7 +4,7 @@
 set -euo pipefail
 what=${1:-all}
 build_pkgs=(cmake make gcc pkg-config libjansson-dev libsqlite3-dev libcurl4-openssl-dev libmicrohttpd-dev libssl-dev)
-test_pkgs=(libcmocka-dev python3 python3-pytest python3-setuptools python3-wheel python3-venv python3-pip valgrind clang libclang-rt-14-dev librsvg2-bin)
+test_pkgs=(libcmocka-dev python3 python3-pytest python3-setuptools python3-wheel python3-venv python3-pip valgrind clang libclang-rt-14-dev librsvg2-bin prometheus curl)
 opt_pkgs=(libopenmpi-dev openmpi-bin)
 case "$what" in
   build) want=("${build_pkgs[@]}") ;;

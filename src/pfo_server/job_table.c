@@ -57,6 +57,7 @@ struct zeus__job_table {
    * last failure's message, reported by GET /info. */
   unsigned long dump_failures;
   char last_dump_error[512];
+  unsigned long rounds_done; /* rounds completed over every job, removed ones included */
 };
 
 /* Records a failed dump write (caller holds r->mu) and logs it. */
@@ -461,6 +462,7 @@ static void finish_round(zeus__job_table *r, job *j) {
   for (size_t i = 0; i < w; i++) zeus_pfo_prof_result_clear(&j->results[i]);
   j->n_posted = 0;
   j->round++;
+  r->rounds_done++;
   if (!rc) rc = install_round(r, j);
   if (rc) {
     fail_job(r, j, zeus__http_status_of(rc) == 400 ? 400 : 500, zeus_errmsg());
@@ -537,6 +539,19 @@ int zeus__job_table_reap(zeus__job_table *r, double now) {
   }
   pthread_mutex_unlock(&r->mu);
   return n;
+}
+
+void zeus__job_table_stats(zeus__job_table *r, zeus__job_table_stats_t *st) {
+  memset(st, 0, sizeof *st);
+  pthread_mutex_lock(&r->mu);
+  st->jobs = r->njobs;
+  for (job *j = r->jobs; j; j = j->next) {
+    st->ranks += j->n_registered;
+    if (j->err_status) st->failed_jobs++;
+  }
+  st->rounds_done = r->rounds_done;
+  st->dump_failures = r->dump_failures;
+  pthread_mutex_unlock(&r->mu);
 }
 
 size_t zeus__job_table_njobs(zeus__job_table *r) {

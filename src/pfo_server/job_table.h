@@ -55,6 +55,14 @@ void zeus__job_table_cancel_waiter(zeus__job_table *t, void *waiter);
 /* Removes jobs idle for longer than the limit at monotonic time `now_s`; returns how many. */
 int zeus__job_table_reap(zeus__job_table *t, double now_s);
 size_t zeus__job_table_njobs(zeus__job_table *t);
+/* A consistent snapshot of the table for /metrics. */
+typedef struct zeus__job_table_stats_t {
+  size_t jobs, ranks;         /* registered now */
+  size_t failed_jobs;         /* jobs whose scheduler failed (they answer errors until removed) */
+  unsigned long rounds_done;  /* rounds completed since start, over every job */
+  unsigned long dump_failures;
+} zeus__job_table_stats_t;
+void zeus__job_table_stats(zeus__job_table *t, zeus__job_table_stats_t *st);
 /* How many dump writes failed so far, and the last failure's message ("" when none). */
 void zeus__job_table_dump_status(zeus__job_table *t, unsigned long *failures, char *last, size_t len);
 /* Completes every waiter with 503 (shutdown). */

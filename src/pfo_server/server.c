@@ -17,11 +17,25 @@
 
 #include <microhttpd.h>
 
+#include "metrics/metrics.h"
 #include "pfo_server/job_table.h"
 #include "zeus/pfo_server.h"
 #include "zeus/version.h"
 
 #define PFO_DEFAULT_BODY_MAX (16u << 20)
+
+/* Routes as /metrics labels them (templates, never the client's URL). */
+enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT, R_METRICS, NROUTES };
+static const char *const route_label[NROUTES] = {
+    "other", "/info", "/register_job", "/register_rank/{job_id}", "/schedule/{job_id}", "/result/{job_id}",
+    "/metrics"};
+#define NSTATUS 600 /* request counters by HTTP status 0..599 */
+/* Latency histograms by route and status class (1xx-5xx), so that fast errors do not hide slow
+ * answers. */
+#define NCLASSES 5
+static const char *const class_label[NCLASSES] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
+static const double latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                        0.25,   0.5,   1,      2.5,   5,    10,   30,    60};
 
 struct zeus_pfo_server {
   struct MHD_Daemon *d;
@@ -36,6 +50,9 @@ struct zeus_pfo_server {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   double idle_s;
+  /* /metrics: answered requests by route and status, and their latency by route. */
+  atomic_ulong requests[NROUTES][NSTATUS];
+  zeus__metrics_hist latency[NROUTES][NCLASSES];
 };
 
 typedef struct req {
@@ -44,13 +61,16 @@ typedef struct req {
   zeus__buf body;
   bool too_big, parked, has_reply;
   zeus__reply reply;
+  int route, status; /* status: of the reply queued (0: none yet) */
+  double t0;
 } req;
 
 /* ---- replies ---- */
 
-static enum MHD_Result send_reply(struct MHD_Connection *c, int status, char *body, size_t len,
+static enum MHD_Result send_reply(req *q, struct MHD_Connection *c, int status, char *body, size_t len,
                                   const char *allow) {
   struct MHD_Response *resp;
+  q->status = status;
   if (body) {
     resp = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
   } else {
@@ -65,10 +85,11 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, int status, char *bo
   return rc;
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *msg, const char *allow) {
+static enum MHD_Result send_error(req *q, struct MHD_Connection *c, int status, const char *msg,
+                                  const char *allow) {
   zeus__reply rep = {0};
   zeus__reply_error(&rep, status, msg);
-  return send_reply(c, status, rep.body, rep.len, allow);
+  return send_reply(q, c, status, rep.body, rep.len, allow);
 }
 
 /* ---- job table callbacks ---- */
@@ -85,6 +106,73 @@ static void on_complete(void *w, zeus__reply *reply) {
   q->reply = *reply;
   q->has_reply = true;
   MHD_resume_connection(q->conn);
+}
+
+/* ---- /metrics ---- */
+
+/* The server's state in the Prometheus text format (src/metrics). */
+static int metrics_text(zeus_pfo_server *s, char **text, size_t *len) {
+  zeus__job_table_stats_t st;
+  zeus__job_table_stats(s->jobs, &st);
+  zeus__metrics_writer w;
+  zeus__metrics_writer_init(&w);
+  zeus__metrics_family(&w, "zeus_pfo_jobs", "gauge", "Jobs registered now.");
+  zeus__metrics_sample(&w, "zeus_pfo_jobs", NULL, NULL, 0, (double)st.jobs);
+  zeus__metrics_family(&w, "zeus_pfo_failed_jobs", "gauge", "Registered jobs whose scheduler failed.");
+  zeus__metrics_sample(&w, "zeus_pfo_failed_jobs", NULL, NULL, 0, (double)st.failed_jobs);
+  zeus__metrics_family(&w, "zeus_pfo_ranks", "gauge", "Ranks registered now, over every job.");
+  zeus__metrics_sample(&w, "zeus_pfo_ranks", NULL, NULL, 0, (double)st.ranks);
+  zeus__metrics_family(&w, "zeus_pfo_rounds_total", "counter", "Rounds completed (every rank's result in), over every job.");
+  zeus__metrics_sample(&w, "zeus_pfo_rounds_total", NULL, NULL, 0, (double)st.rounds_done);
+  zeus__metrics_family(&w, "zeus_pfo_parked_requests", "gauge", "Schedule requests waiting for the rest of their round.");
+  zeus__metrics_sample(&w, "zeus_pfo_parked_requests", NULL, NULL, 0, (double)atomic_load(&s->parked));
+  zeus__metrics_family(&w, "zeus_pfo_dump_failures_total", "counter",
+                       "Dump writes that failed (the rounds went on; GET /info has the last error).");
+  zeus__metrics_sample(&w, "zeus_pfo_dump_failures_total", NULL, NULL, 0, (double)st.dump_failures);
+  zeus__metrics_family(&w, "zeus_pfo_requests_total", "counter", "Requests answered, by route and HTTP status.");
+  char code[8];
+  for (int r = 0; r < NROUTES; r++) {
+    for (int k = 0; k < NSTATUS; k++) {
+      unsigned long n = atomic_load_explicit(&s->requests[r][k], memory_order_relaxed);
+      if (!n) continue;
+      snprintf(code, sizeof code, "%d", k);
+      zeus__metrics_label l[] = {{"route", route_label[r]}, {"code", code}};
+      zeus__metrics_sample(&w, "zeus_pfo_requests_total", NULL, l, 2, (double)n);
+    }
+  }
+  zeus__metrics_family(&w, "zeus_pfo_request_duration_seconds", "histogram",
+                       "Time from a request's arrival to its answer, by route and status class (long polls "
+                       "included), in seconds.");
+  for (int r = 0; r < NROUTES; r++) {
+    for (int k = 0; k < NCLASSES; k++) {
+      const zeus__metrics_hist *h = &s->latency[r][k];
+      bool any = false;
+      for (size_t b = 0; b <= h->nbounds && !any; b++) any = atomic_load_explicit(&h->counts[b], memory_order_relaxed);
+      if (!any) continue; /* only the series that happened */
+      zeus__metrics_label l[] = {{"route", route_label[r]}, {"status_class", class_label[k]}};
+      zeus__metrics_hist_write(&w, "zeus_pfo_request_duration_seconds", l, 2, h);
+    }
+  }
+  if (w.rc) {
+    zeus__metrics_writer_free(&w);
+    return zeus__oom("writing the metrics");
+  }
+  *text = w.buf.data;
+  *len = w.buf.len;
+  return ZEUS_OK;
+}
+
+static enum MHD_Result send_metrics(req *q, struct MHD_Connection *c, char *text, size_t len) {
+  struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+  if (!resp) {
+    free(text);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ZEUS__METRICS_CONTENT_TYPE);
+  q->status = 200;
+  enum MHD_Result rc = MHD_queue_response(c, 200, resp);
+  MHD_destroy_response(resp);
+  return rc;
 }
 
 /* ---- routing ---- */
@@ -121,6 +209,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (!q) return MHD_NO;
     q->srv = s;
     q->conn = c;
+    q->t0 = zeus_monotonic_s();
     *con_cls = q;
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > s->body_max) q->too_big = true;
@@ -132,7 +221,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     atomic_fetch_sub(&s->parked, 1);
     char *b = q->reply.body;
     q->reply.body = NULL;
-    return send_reply(c, q->reply.status, b, q->reply.len, NULL);
+    return send_reply(q, c, q->reply.status, b, q->reply.len, NULL);
   }
   if (*upload_size) {
     if (!q->too_big && q->body.len + *upload_size > s->body_max) q->too_big = true;
@@ -144,26 +233,34 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
   bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
   const char *id = NULL;
-  enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT } route = R_NONE;
+  int route = R_NONE;
   const char *allow = NULL;
   if (strcmp(url, "/info") == 0) route = R_INFO, allow = "GET";
+  else if (strcmp(url, "/metrics") == 0) route = R_METRICS, allow = "GET";
   else if (strcmp(url, "/register_job") == 0) route = R_JOB, allow = "POST";
   else if ((id = route_id(url, "/register_rank"))) route = R_RANK, allow = "POST";
   else if ((id = route_id(url, "/schedule"))) route = R_SCHED, allow = "GET";
   else if ((id = route_id(url, "/result"))) route = R_RESULT, allow = "POST";
-  if (route == R_NONE) return send_error(c, 404, "no such route (routes: GET /info, POST /register_job, "
+  q->route = route;
+  if (route == R_NONE) return send_error(q, c, 404, "no such route (routes: GET /info, GET /metrics, POST /register_job, "
                                          "POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=N, "
                                          "POST /result/{job_id})", NULL);
-  if (!authorised(s, c)) return send_error(c, 401, "missing or wrong bearer token", NULL);
+  if (!authorised(s, c)) return send_error(q, c, 401, "missing or wrong bearer token", NULL);
   if ((strcmp(allow, "GET") == 0 && !get) || (strcmp(allow, "POST") == 0 && !post)) {
     char msg[96];
     snprintf(msg, sizeof msg, "method %s is not allowed here (allowed: %s)", method, allow);
-    return send_error(c, 405, msg, allow);
+    return send_error(q, c, 405, msg, allow);
   }
   if (q->too_big) {
     char msg[96];
     snprintf(msg, sizeof msg, "request body larger than the limit of %zu bytes", s->body_max);
-    return send_error(c, 413, msg, NULL);
+    return send_error(q, c, 413, msg, NULL);
+  }
+  if (route == R_METRICS) {
+    char *text = NULL;
+    size_t tlen = 0;
+    if (metrics_text(s, &text, &tlen)) return send_error(q, c, 500, "out of memory", NULL);
+    return send_metrics(q, c, text, tlen);
   }
   const char *body = q->body.data ? q->body.data : "";
   size_t len = q->body.len;
@@ -181,7 +278,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       }
       char *b = o ? json_dumps(o, JSON_COMPACT) : NULL;
       json_decref(o);
-      return b ? send_reply(c, 200, b, strlen(b), NULL) : MHD_NO;
+      return b ? send_reply(q, c, 200, b, strlen(b), NULL) : MHD_NO;
     }
     case R_JOB: zeus__job_table_register_job(s->jobs, body, len, &rep); break;
     case R_RANK: zeus__job_table_register_rank(s->jobs, id, body, len, &rep); break;
@@ -193,13 +290,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     default: break;
   }
-  return send_reply(c, rep.status, rep.body, rep.len, NULL);
+  return send_reply(q, c, rep.status, rep.body, rep.len, NULL);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
   zeus_pfo_server *s = cls;
   req *q = *con_cls;
   if (!q) return;
+  if (q->status > 0 && q->status < NSTATUS && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+    atomic_fetch_add_explicit(&s->requests[q->route][q->status], 1, memory_order_relaxed);
+    if (q->status >= 100)
+      zeus__metrics_hist_observe(&s->latency[q->route][q->status / 100 - 1], zeus_monotonic_s() - q->t0);
+  }
   if (q->parked) {
     zeus__job_table_cancel_waiter(s->jobs, q);
     atomic_fetch_sub(&s->parked, 1);
@@ -297,6 +399,8 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
     return zeus_errcode();
   }
   s->body_max = o.max_body_bytes;
+  for (int r = 0; r < NROUTES; r++)
+    for (int k = 0; k < NCLASSES; k++) zeus__metrics_hist_init(&s->latency[r][k], latency_bounds, 16);
   s->idle_s = o.max_job_idle_time_s;
   if (o.token && *o.token && !(s->token = zeus__strdup(o.token))) {
     zeus_pfo_server_close(s);

@@ -1,0 +1,59 @@
+/* zeus/exporter.h: a Prometheus exporter of the GPUs and CPU packages (`zeus exporter`).
+ *
+ * GET /metrics answers in the Prometheus text exposition format (0.0.4) with, for every visible
+ * GPU (labels gpu = visible index, uuid, name): the energy used as a counter in joules (from the
+ * GPU's energy counter, or integrated from its power where it has none; never decreasing, across
+ * a counter reset too), power now and averaged, power limit and its range, SM and memory clocks,
+ * temperature; and for every readable RAPL CPU package (labels cpu, name) the package and DRAM
+ * energy in joules (wrap-around of the RAPL counters handled). docs/metrics.md lists every series
+ * and the dcgm-exporter fields they correspond to.
+ *
+ * A background thread samples every sample_interval_s to integrate power and to catch each RAPL
+ * wrap-around; a scrape reads the devices again, so values are current to the scrape.
+ *
+ * Part of the optional component ZEUS_WITH_EXPORTER (libmicrohttpd). Thread-safe: scrapes may run
+ * concurrently (they are served one at a time internally), and the functions below may be called
+ * from any thread.
+ */
+#ifndef ZEUS_EXPORTER_H
+#define ZEUS_EXPORTER_H
+
+#include "zeus/common.h"
+#include "zeus/device.h"
+
+ZEUS_BEGIN_DECLS
+
+/* Zero-initialised (or NULL) means defaults. */
+typedef struct zeus_exporter_opts {
+  zeus_devices *devices;    /* borrowed, must outlive the exporter; NULL: zeus_devices_default() */
+  const char *host;         /* address to listen on; default "127.0.0.1" (loopback) */
+  int port;                 /* default 9401; -1: any free port (see zeus_exporter_port) */
+  const char *token;        /* bearer token; NULL or "": no authentication */
+  bool no_http;             /* collect only: no listening socket, use zeus_exporter_render */
+  bool no_cpus;             /* leave the RAPL CPU packages out */
+  double sample_interval_s; /* background sampling period; default 0.1, at most 10 */
+} zeus_exporter_opts;
+
+typedef struct zeus_exporter zeus_exporter;
+
+/* Fills *o with the defaults: host "127.0.0.1", port 9401, sample_interval_s 0.1, the rest zero
+ * (default devices, no token, HTTP on, CPUs in). Reads no environment. */
+ZEUS_EXTERN void zeus_exporter_opts_init(zeus_exporter_opts *o /* out */);
+
+/* Opens the exporter: reads every GPU and CPU package once, starts the sampling thread and
+ * (unless no_http) serves GET /metrics on host:port from its own threads. Errors: ZEUS_EINVAL for
+ * a bad option (named), ZEUS_ENET when the address cannot be bound, ZEUS_ENOMEM. */
+ZEUS_EXTERN int zeus_exporter_open(zeus_exporter **out /* out */, const zeus_exporter_opts *opts);
+
+/* The port bound (-1 with no_http). */
+ZEUS_EXTERN int zeus_exporter_port(const zeus_exporter *e);
+
+/* One scrape: the text GET /metrics would answer now, NUL-terminated, in *text (free with
+ * zeus_free()); *len (may be NULL) its length without the NUL. ZEUS_ENOMEM. */
+ZEUS_EXTERN int zeus_exporter_render(zeus_exporter *e, char **text /* out */, size_t *len /* out */);
+
+/* Stops serving and sampling and frees everything (not the devices). NULL does nothing. */
+ZEUS_EXTERN void zeus_exporter_close(zeus_exporter *e);
+
+ZEUS_END_DECLS
+#endif

@@ -1,0 +1,434 @@
+/* zeus exporter: GPU and CPU-package readings in the Prometheus text format (zeus/exporter.h).
+ *
+ * State that must survive between scrapes (the energy totals) lives here under one mutex; a
+ * scrape takes it, brings every total up to date, reads the gauges and writes the text, so
+ * concurrent scrapes are served one after the other and never see a total go back. A sampling
+ * thread brings the totals up to date between scrapes, which is what integrating power (GPUs
+ * without an energy counter) and catching RAPL wrap-arounds need. */
+#include <netdb.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include <microhttpd.h>
+
+#include "core/core.h"
+#include "metrics/metrics.h"
+#include "zeus/exporter.h"
+#include "zeus/format.h"
+
+#define EXPORTER_DEFAULT_PORT 9401
+
+typedef struct gpu_state {
+  char index[16], uuid[ZEUS_NAME_LEN], name[ZEUS_NAME_LEN];
+  bool has_counter;
+  zeus__metrics_counter energy_mj; /* the counter's readings, or the integral of power */
+  bool have_power;
+  unsigned last_mw;
+  double last_t;
+  unsigned long read_errors;
+} gpu_state;
+
+typedef struct cpu_state {
+  char index[16], name[32];
+  bool has_dram;
+  uint64_t pkg_wrap_mj, dram_wrap_mj;
+  zeus__metrics_counter pkg_mj, dram_mj;
+  unsigned long read_errors;
+} cpu_state;
+
+struct zeus_exporter {
+  zeus_devices *d;
+  unsigned ngpu, ncpu;
+  gpu_state *g;
+  cpu_state c[ZEUS_MAX_CPUS];
+  pthread_mutex_t mu; /* the totals and the counters below */
+  pthread_cond_t cv;
+  bool stopping, sampler_started;
+  pthread_t sampler;
+  double interval_s;
+  unsigned long scrapes;
+  double last_scrape_s;
+  struct MHD_Daemon *mhd;
+  int port;
+  char *token;
+};
+
+/* ---- bringing the totals up to date (mu held) ---- */
+
+static void update_gpu(zeus_exporter *e, gpu_state *g, unsigned i) {
+  if (g->has_counter) {
+    uint64_t mj;
+    if (zeus_gpu_total_energy(e->d, i, &mj) == ZEUS_OK) zeus__metrics_counter_update(&g->energy_mj, mj, 0);
+    else g->read_errors++;
+    return;
+  }
+  /* No counter: the trapezoid rule over the samples; the total starts at zero. */
+  unsigned mw;
+  double t = zeus_devices_now(e->d);
+  if (zeus_gpu_instant_power(e->d, i, &mw) != ZEUS_OK) {
+    g->read_errors++;
+    g->have_power = false;
+    return;
+  }
+  g->energy_mj.have_last = 1;
+  if (g->have_power && t > g->last_t) g->energy_mj.total += (g->last_mw + (double)mw) / 2.0 * (t - g->last_t);
+  g->have_power = true;
+  g->last_mw = mw;
+  g->last_t = t;
+}
+
+static void update_cpu(cpu_state *c, unsigned i) {
+  uint64_t pkg = 0, dram = 0;
+  bool has_dram = false;
+  if (zeus_cpu_energy(i, &pkg, &has_dram, &dram) != ZEUS_OK) {
+    c->read_errors++;
+    return;
+  }
+  zeus__metrics_counter_update(&c->pkg_mj, pkg, c->pkg_wrap_mj);
+  if (c->has_dram && has_dram) zeus__metrics_counter_update(&c->dram_mj, dram, c->dram_wrap_mj);
+}
+
+static void update_all(zeus_exporter *e) {
+  for (unsigned i = 0; i < e->ngpu; i++) update_gpu(e, &e->g[i], i);
+  for (unsigned i = 0; i < e->ncpu; i++) update_cpu(&e->c[i], i);
+}
+
+static void *sampler_main(void *arg) {
+  zeus_exporter *e = arg;
+  pthread_mutex_lock(&e->mu);
+  while (!e->stopping) {
+    struct timespec until = zeus__deadline_in(e->interval_s);
+    zeus__cond_wait_until(&e->cv, &e->mu, &until);
+    if (e->stopping) break;
+    update_all(e);
+  }
+  pthread_mutex_unlock(&e->mu);
+  return NULL;
+}
+
+/* ---- one scrape ---- */
+
+typedef struct reading {
+  bool energy, power, avg, mem_avg, limits, limit, clocks, temp;
+  double energy_j, power_w, avg_w, mem_avg_w, min_w, max_w, def_w, limit_w, sm_hz, mem_hz, temp_c;
+} reading;
+
+static void read_gpu(zeus_exporter *e, unsigned i, reading *r) {
+  gpu_state *g = &e->g[i];
+  unsigned a, b, c;
+  memset(r, 0, sizeof *r);
+  r->energy = g->energy_mj.have_last;
+  r->energy_j = g->energy_mj.total / 1000.0;
+  if (zeus_gpu_power(e->d, i, ZEUS_POWER_INSTANT, &a) == ZEUS_OK) r->power = true, r->power_w = a / 1000.0;
+  if (zeus_gpu_power(e->d, i, ZEUS_POWER_AVERAGE, &a) == ZEUS_OK) r->avg = true, r->avg_w = a / 1000.0;
+  if (zeus_gpu_power(e->d, i, ZEUS_POWER_MEMORY_AVERAGE, &a) == ZEUS_OK) r->mem_avg = true, r->mem_avg_w = a / 1000.0;
+  if (zeus_gpu_power_limit_constraints(e->d, i, &a, &b, &c) == ZEUS_OK)
+    r->limits = true, r->min_w = a / 1000.0, r->max_w = b / 1000.0, r->def_w = c / 1000.0;
+  if (zeus_gpu_get_power_limit(e->d, i, &a) == ZEUS_OK) r->limit = true, r->limit_w = a / 1000.0;
+  if (zeus_gpu_current_clocks(e->d, i, &a, &b) == ZEUS_OK) r->clocks = true, r->sm_hz = a * 1e6, r->mem_hz = b * 1e6;
+  if (zeus_gpu_temperature(e->d, i, &a) == ZEUS_OK) r->temp = true, r->temp_c = a;
+}
+
+#define GPU_LABELS(g) {{"gpu", (g)->index}, {"uuid", (g)->uuid}, {"name", (g)->name}}
+
+/* One family over every GPU that has the reading: `have` and `val` name fields of reading. */
+#define GPU_FAMILY(w, e, r, fam, type, help, have, val)                  \
+  do {                                                                   \
+    bool any_ = false;                                                   \
+    for (unsigned i_ = 0; i_ < (e)->ngpu; i_++) any_ = any_ || (r)[i_].have; \
+    if (!any_) break;                                                    \
+    zeus__metrics_family((w), (fam), (type), (help));                    \
+    for (unsigned i_ = 0; i_ < (e)->ngpu; i_++) {                        \
+      if (!(r)[i_].have) continue;                                       \
+      zeus__metrics_label l_[] = GPU_LABELS(&(e)->g[i_]);                \
+      zeus__metrics_sample((w), (fam), NULL, l_, 3, (r)[i_].val);        \
+    }                                                                    \
+  } while (0)
+
+static void write_all(zeus_exporter *e, zeus__metrics_writer *w, const reading *r, double took_s) {
+  if (e->ngpu) {
+    zeus__metrics_family(w, "zeus_gpu_info", "gauge",
+                         "A visible GPU (value 1); energy_source says whether its energy is read from its "
+                         "counter or integrated from its power.");
+    for (unsigned i = 0; i < e->ngpu; i++) {
+      gpu_state *g = &e->g[i];
+      zeus__metrics_label l[] = {{"gpu", g->index}, {"uuid", g->uuid}, {"name", g->name},
+                                 {"energy_source", g->has_counter ? "counter" : "power"}};
+      zeus__metrics_sample(w, "zeus_gpu_info", NULL, l, 4, 1);
+    }
+  }
+  GPU_FAMILY(w, e, r, "zeus_gpu_energy_joules_total", "counter",
+             "Energy the GPU used, in joules: its energy counter, or its power integrated since the exporter "
+             "started; never decreases.", energy, energy_j);
+  GPU_FAMILY(w, e, r, "zeus_gpu_power_watts", "gauge", "The GPU's power draw now, in watts.", power, power_w);
+  GPU_FAMILY(w, e, r, "zeus_gpu_power_average_watts", "gauge",
+             "The GPU's power draw averaged over its own window (about 1 s), in watts.", avg, avg_w);
+  GPU_FAMILY(w, e, r, "zeus_gpu_memory_power_average_watts", "gauge",
+             "The GPU memory's average power draw, in watts.", mem_avg, mem_avg_w);
+  GPU_FAMILY(w, e, r, "zeus_gpu_power_limit_watts", "gauge", "The GPU's power limit now, in watts.", limit,
+             limit_w);
+  GPU_FAMILY(w, e, r, "zeus_gpu_power_limit_min_watts", "gauge", "The lowest power limit the GPU accepts, in watts.",
+             limits, min_w);
+  GPU_FAMILY(w, e, r, "zeus_gpu_power_limit_max_watts", "gauge",
+             "The highest power limit the GPU accepts, in watts.", limits, max_w);
+  GPU_FAMILY(w, e, r, "zeus_gpu_power_limit_default_watts", "gauge", "The GPU's default power limit, in watts.",
+             limits, def_w);
+  GPU_FAMILY(w, e, r, "zeus_gpu_sm_clock_hertz", "gauge", "The SM (graphics) clock now, in hertz.", clocks, sm_hz);
+  GPU_FAMILY(w, e, r, "zeus_gpu_memory_clock_hertz", "gauge", "The memory clock now, in hertz.", clocks, mem_hz);
+  GPU_FAMILY(w, e, r, "zeus_gpu_temperature_celsius", "gauge", "The GPU die temperature, in degrees Celsius.",
+             temp, temp_c);
+  if (e->ngpu) {
+    zeus__metrics_family(w, "zeus_gpu_read_errors_total", "counter",
+                         "Energy readings of the GPU that failed (a lost GPU, a driver error).");
+    for (unsigned i = 0; i < e->ngpu; i++) {
+      zeus__metrics_label l[] = GPU_LABELS(&e->g[i]);
+      zeus__metrics_sample(w, "zeus_gpu_read_errors_total", NULL, l, 3, (double)e->g[i].read_errors);
+    }
+  }
+  if (e->ncpu) {
+    zeus__metrics_family(w, "zeus_cpu_energy_joules_total", "counter",
+                         "Energy the CPU package used, in joules (RAPL; wrap-arounds accounted for).");
+    for (unsigned i = 0; i < e->ncpu; i++) {
+      zeus__metrics_label l[] = {{"cpu", e->c[i].index}, {"name", e->c[i].name}};
+      if (e->c[i].pkg_mj.have_last)
+        zeus__metrics_sample(w, "zeus_cpu_energy_joules_total", NULL, l, 2, e->c[i].pkg_mj.total / 1000.0);
+    }
+    zeus__metrics_family(w, "zeus_cpu_dram_energy_joules_total", "counter",
+                         "Energy the CPU package's DRAM used, in joules (RAPL; wrap-arounds accounted for).");
+    for (unsigned i = 0; i < e->ncpu; i++) {
+      zeus__metrics_label l[] = {{"cpu", e->c[i].index}, {"name", e->c[i].name}};
+      if (e->c[i].has_dram && e->c[i].dram_mj.have_last)
+        zeus__metrics_sample(w, "zeus_cpu_dram_energy_joules_total", NULL, l, 2, e->c[i].dram_mj.total / 1000.0);
+    }
+  }
+  zeus__metrics_family(w, "zeus_exporter_gpus", "gauge", "GPUs the exporter reads.");
+  zeus__metrics_sample(w, "zeus_exporter_gpus", NULL, NULL, 0, e->ngpu);
+  zeus__metrics_family(w, "zeus_exporter_cpus", "gauge", "CPU packages (RAPL) the exporter reads.");
+  zeus__metrics_sample(w, "zeus_exporter_cpus", NULL, NULL, 0, e->ncpu);
+  zeus__metrics_family(w, "zeus_exporter_scrapes_total", "counter", "Scrapes served, this one included.");
+  zeus__metrics_sample(w, "zeus_exporter_scrapes_total", NULL, NULL, 0, (double)e->scrapes);
+  zeus__metrics_family(w, "zeus_exporter_last_scrape_duration_seconds", "gauge",
+                       "How long the previous scrape took to read the devices and write the text, in seconds.");
+  zeus__metrics_sample(w, "zeus_exporter_last_scrape_duration_seconds", NULL, NULL, 0, took_s);
+}
+
+int zeus_exporter_render(zeus_exporter *e, char **text, size_t *len) {
+  if (!e || !text) return zeus__error(ZEUS_EINVAL, "zeus_exporter_render: exporter and text are required");
+  *text = NULL;
+  reading stack[8], *r = stack;
+  if (e->ngpu > 8 && !(r = malloc(e->ngpu * sizeof *r))) return zeus__oom("scraping the GPUs");
+  zeus__metrics_writer w;
+  zeus__metrics_writer_init(&w);
+  pthread_mutex_lock(&e->mu);
+  double t0 = zeus_monotonic_s();
+  update_all(e);
+  for (unsigned i = 0; i < e->ngpu; i++) read_gpu(e, i, &r[i]);
+  e->scrapes++;
+  write_all(e, &w, r, e->last_scrape_s);
+  e->last_scrape_s = zeus_monotonic_s() - t0;
+  pthread_mutex_unlock(&e->mu);
+  if (r != stack) free(r);
+  if (w.rc) {
+    zeus__metrics_writer_free(&w);
+    return zeus__oom("writing the metrics");
+  }
+  if (len) *len = w.buf.len;
+  *text = w.buf.data; /* malloc()ed: zeus_free() is free() */
+  return ZEUS_OK;
+}
+
+/* ---- HTTP ---- */
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, char *body, size_t len, bool owned,
+                             const char *type) {
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer(len, body, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+  if (!resp) {
+    if (owned) free(body);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+  if (status == 405) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+  enum MHD_Result rc = MHD_queue_response(c, status, resp);
+  MHD_destroy_response(resp);
+  return rc;
+}
+
+static enum MHD_Result text_reply(struct MHD_Connection *c, unsigned status, const char *msg) {
+  return reply(c, status, (char *)msg, strlen(msg), false, "text/plain; charset=utf-8");
+}
+
+static bool authorised(const zeus_exporter *e, struct MHD_Connection *c) {
+  if (!e->token) return true;
+  const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+  if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+  h += 7;
+  while (*h == ' ') h++;
+  size_t n = strlen(e->token);
+  if (strlen(h) != n) return false;
+  unsigned char diff = 0; /* constant time over equal lengths */
+  for (size_t i = 0; i < n; i++) diff |= (unsigned char)(h[i] ^ e->token[i]);
+  return diff == 0;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+  zeus_exporter *e = cls;
+  if (!*con_cls) { /* first call: headers only */
+    *con_cls = (void *)1;
+    return MHD_YES;
+  }
+  if (*upload_size) { /* a body is neither wanted nor kept */
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+  if (strcmp(url, "/") == 0) {
+    if (!get) return text_reply(c, 405, "method not allowed (allowed: GET, HEAD)\n");
+    return text_reply(c, 200, "zeus exporter: the metrics are at /metrics\n");
+  }
+  if (strcmp(url, "/metrics") != 0) return text_reply(c, 404, "no such page (the metrics are at /metrics)\n");
+  if (!get) return text_reply(c, 405, "method not allowed (allowed: GET, HEAD)\n");
+  if (!authorised(e, c)) return text_reply(c, 401, "missing or wrong bearer token\n");
+  char *text;
+  size_t len;
+  if (zeus_exporter_render(e, &text, &len) != ZEUS_OK) return text_reply(c, 500, "out of memory\n");
+  return reply(c, 200, text, len, true, ZEUS__METRICS_CONTENT_TYPE);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+  *con_cls = NULL;
+}
+
+static int listen_on(zeus_exporter *e, const char *host, int port) {
+  struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+  char ps[16];
+  snprintf(ps, sizeof ps, "%d", port < 0 ? 0 : port);
+  int gai = getaddrinfo(host, ps, &hints, &ai);
+  if (gai) return zeus__error(ZEUS_EINVAL, "cannot resolve host '%s': %s", host, gai_strerror(gai));
+  unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+  /* Scrapes are short: two threads, few connections, little memory each, and a client that stalls
+   * is dropped after 10 s. */
+  e->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, e, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, e, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                            (size_t)(16 * 1024), MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2, MHD_OPTION_END);
+  freeaddrinfo(ai);
+  if (!e->mhd)
+    return zeus__error(ZEUS_ENET, "cannot listen on %s port %d (in use, or not an address of this machine?)", host,
+                       port);
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(e->mhd, MHD_DAEMON_INFO_BIND_PORT);
+  e->port = di ? di->port : port;
+  return ZEUS_OK;
+}
+
+/* ---- open and close ---- */
+
+void zeus_exporter_opts_init(zeus_exporter_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->host = "127.0.0.1";
+  o->port = EXPORTER_DEFAULT_PORT;
+  o->sample_interval_s = 0.1;
+}
+
+int zeus_exporter_open(zeus_exporter **out, const zeus_exporter_opts *opts) {
+  if (!out) return zeus__error(ZEUS_EINVAL, "zeus_exporter_open: out is required");
+  *out = NULL;
+  zeus_exporter_opts o;
+  zeus_exporter_opts_init(&o);
+  if (opts) {
+    o = *opts;
+    if (!o.host || !*o.host) o.host = "127.0.0.1";
+    if (o.port == 0) o.port = EXPORTER_DEFAULT_PORT;
+    if (o.sample_interval_s == 0) o.sample_interval_s = 0.1;
+  }
+  if (o.port < -1 || o.port > 65535) return zeus__error(ZEUS_EINVAL, "port %d is outside 1..65535", o.port);
+  if (!(o.sample_interval_s >= 0.001 && o.sample_interval_s <= 10))
+    return zeus__error(ZEUS_EINVAL, "sample interval %g s is outside [0.001, 10] s", o.sample_interval_s);
+  int rc;
+  zeus_devices *d = o.devices;
+  if (!d && (rc = zeus_devices_default(&d))) return rc;
+
+  zeus_exporter *e = calloc(1, sizeof *e);
+  if (!e) return zeus__oom("opening the exporter");
+  e->d = d;
+  e->port = -1;
+  e->interval_s = o.sample_interval_s;
+  pthread_mutex_init(&e->mu, NULL);
+  if (zeus__cond_init(&e->cv)) {
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+    return zeus_errcode();
+  }
+  e->ngpu = zeus_gpu_count(d);
+  if (e->ngpu && !(e->g = calloc(e->ngpu, sizeof *e->g))) {
+    zeus_exporter_close(e);
+    return zeus__oom("opening the exporter");
+  }
+  for (unsigned i = 0; i < e->ngpu; i++) {
+    gpu_state *g = &e->g[i];
+    snprintf(g->index, sizeof g->index, "%u", i);
+    if (zeus_gpu_uuid(d, i, g->uuid, sizeof g->uuid)) g->uuid[0] = '\0';
+    if (zeus_gpu_name(d, i, g->name, sizeof g->name)) g->name[0] = '\0';
+    bool has = false;
+    g->has_counter = zeus_gpu_energy_counter_supported(d, i, &has) == ZEUS_OK && has;
+  }
+  if (!o.no_cpus) {
+    unsigned n = zeus_cpu_count();
+    if (n > ZEUS_MAX_CPUS) n = ZEUS_MAX_CPUS;
+    for (unsigned i = 0; i < n; i++) {
+      cpu_state *c = &e->c[e->ncpu];
+      zeus_cpu_zone z;
+      if (zeus_cpu_zone_info(i, &z) != ZEUS_OK) break;
+      snprintf(c->index, sizeof c->index, "%u", i);
+      snprintf(c->name, sizeof c->name, "%s", z.name[0] ? z.name : "package");
+      c->has_dram = z.has_dram;
+      if (zeus_cpu_energy_range(i, &c->pkg_wrap_mj, &c->dram_wrap_mj)) c->pkg_wrap_mj = c->dram_wrap_mj = 0;
+      e->ncpu++;
+    }
+  }
+  if (o.token && *o.token && !(e->token = zeus__strdup(o.token))) {
+    zeus_exporter_close(e);
+    return zeus__oom("opening the exporter");
+  }
+  pthread_mutex_lock(&e->mu);
+  update_all(e);
+  pthread_mutex_unlock(&e->mu);
+  if (pthread_create(&e->sampler, NULL, sampler_main, e) != 0) {
+    zeus_exporter_close(e);
+    return zeus__error(ZEUS_ENOMEM, "cannot start the exporter's sampling thread");
+  }
+  e->sampler_started = true;
+  if (!o.no_http && (rc = listen_on(e, o.host, o.port))) {
+    zeus_exporter_close(e);
+    return rc;
+  }
+  if (e->mhd)
+    zeus__log(ZEUS_LOG_INFO, "exporter", "serving /metrics on %s port %d (%u GPUs, %u CPU packages)", o.host,
+              e->port, e->ngpu, e->ncpu);
+  *out = e;
+  return ZEUS_OK;
+}
+
+int zeus_exporter_port(const zeus_exporter *e) { return e ? e->port : -1; }
+
+void zeus_exporter_close(zeus_exporter *e) {
+  if (!e) return;
+  if (e->mhd) MHD_stop_daemon(e->mhd);
+  if (e->sampler_started) {
+    pthread_mutex_lock(&e->mu);
+    e->stopping = true;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->sampler, NULL);
+  }
+  free(e->g);
+  free(e->token);
+  pthread_mutex_destroy(&e->mu);
+  pthread_cond_destroy(&e->cv);
+  free(e);
+}
