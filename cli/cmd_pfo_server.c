@@ -17,7 +17,8 @@ static const cli_opt server_opts[] = {
      65535, .seen = &port_given},
     {"scheduler", 0, CLI_OPT_STRING, &srv_opts.scheduler, "NAME",
      "PointSolution | AllMaxFrequency | InstructionProfiler, or one of them with\n"
-     "the suffix 3D",
+     "the suffix 3D; or Perseus (profiles, solves and deploys in the server, and\n"
+     "follows stragglers: docs/perseus.md)",
      "PointSolution"},
     {"scheduler-args", 0, CLI_OPT_STRING, &srv_opts.scheduler_args, "JSON",
      "the scheduler's arguments, a JSON object", "{}"},
@@ -34,6 +35,8 @@ static const cli_opt server_opts[] = {
      "16777216", 1024, 1073741824, .seen = &max_body_given},
     {"threads", 0, CLI_OPT_INT, &srv_opts.threads, "N", "HTTP threads", "online CPUs, at most 8", 1,
      64},
+    {"solver-threads", 0, CLI_OPT_INT, &srv_opts.solver_threads, "N",
+     "threads that solve Perseus frontiers (never an HTTP thread)", "1", 1, 16},
     {0},
 };
 
@@ -42,7 +45,8 @@ static const cli_command server_cmd = {
     .usage =
         "zeus pfo-server [--host ADDR] [--port N] [--scheduler NAME] [--scheduler-args JSON]\n"
         "                [--log-level LEVEL] [--dump-data] [--dump-dir DIR]\n"
-        "                [--max-job-idle-time S] [--token TOKEN] [--max-body BYTES] [--threads N]",
+        "                [--max-job-idle-time S] [--token TOKEN] [--max-body BYTES] [--threads N]\n"
+        "                [--solver-threads N]",
     .about =
         "Serves per-instruction GPU frequency schedules to the ranks of pipeline-parallel\n"
         "training jobs (Perseus) and collects their profiling results each round. Speaks the\n"
@@ -56,7 +60,14 @@ static const cli_command server_cmd = {
         "(--scheduler-args '{\"solution_path\": \"plans/freqs_pipeline_00042.py\"}', a plan that\n"
         "'zeus frontier --out plans' wrote). To just try the server, --scheduler AllMaxFrequency\n"
         "needs no arguments (every GPU at its highest clock), and --scheduler\n"
-        "InstructionProfiler profiles each stage's clocks round by round.",
+        "InstructionProfiler profiles each stage's clocks round by round.\n"
+        "\n"
+        "--scheduler Perseus does the whole loop while the job trains: it profiles as\n"
+        "InstructionProfiler does, solves the time-energy frontier on a solver thread, deploys\n"
+        "the least-energy plan at the fastest iteration time (or under target_time_s, or within\n"
+        "max_slowdown), and moves the other data-parallel pipelines to the frontier point at a\n"
+        "straggler's time while one is slow. Its profile, frontier, plans and the reasons for\n"
+        "them are served under GET /perseus/{job_id} and written to the job's dump folder.",
     .opts = server_opts,
     .more =
         "Environment (each also read as PERSEUS_<NAME>, e.g. PERSEUS_SCHEDULER):\n"
@@ -68,7 +79,10 @@ static const cli_command server_cmd = {
         "  zeus pfo-server --scheduler AllMaxFrequency       # try it: no plan needed\n"
         "  ZEUS_PFO_SCHEDULER=PointSolution \\\n"
         "  ZEUS_PFO_SCHEDULER_ARGS='{\"solution_path\": \"plans/freqs_pipeline_00042.py\"}' \\\n"
-        "  zeus pfo-server --port 7787 --dump-data --dump-dir /tmp/perseus-dump\n",
+        "  zeus pfo-server --port 7787 --dump-data --dump-dir /tmp/perseus-dump\n"
+        "  zeus pfo-server --scheduler Perseus --scheduler-args '{\"warmup_iters\": 1}' "
+        "--dump-data\n"
+        "  curl localhost:7787/perseus/<job_id>            # phase, plans and why, stragglers\n",
     .args = CLI_ARGS_NONE,
 };
 

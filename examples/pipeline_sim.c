@@ -19,22 +19,287 @@
  * to the latest clock of all (pipeline flush, optimizer step). So the per-rank clocks never
  * disagree about when a message was available, and every rank's iteration lasts as long.
  *
+ * Measured stages (--stage-profile FILE, --blocking-power W): instead of the DVFS model, each
+ * rank's GPU takes exactly the time and energy of the profile's row for its stage, the
+ * instruction and the SM clock in place (a CSV stage,instruction,frequency,time,energy such as
+ * the Perseus artifact's stage profiles), and draws W while it idles. Its clocks are the
+ * profile's (which must be evenly spaced, with a forward and a backward row for every stage at
+ * every clock). --straggler D:FACTOR[@ITER[-END]] multiplies the time and the energy (the power
+ * stays) of every instruction of data-parallel pipeline D by FACTOR in iterations ITER..END-1.
+ *
  * Every --iters-per-round iterations each rank posts its measurements to the server and gets
  * its next schedule. The program prints, per round, the mean iteration time (the same on every
- * rank) and the mean energy of one iteration summed over all GPUs; --json prints a list of
- * rounds instead. Iterations after the last full round are run but not reported. */
+ * rank) and the mean energy of one iteration summed over all GPUs, and each data-parallel
+ * pipeline's; --json prints a list of rounds instead. Iterations after the last full round are
+ * run but not reported. */
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <zeus.h>
 
 #include "opt.h" /* the zeus CLI's option parser (cli/opt.h) */
 #include "pipeline_sim.h"
 
+
+/* ---- a measured stage profile (--stage-profile) ---- */
+
+typedef struct stage_profile {
+  int stages, nclocks;
+  int max_mhz, min_mhz, step_mhz;
+  double *t, *e; /* [(stage * 2 + kind) * nclocks + clock index], clock index 0 = max; NAN: missing */
+} stage_profile;
+
+static void stage_profile_free(stage_profile *p) {
+  if (!p) return;
+  free(p->t);
+  free(p->e);
+  free(p);
+}
+
+typedef struct prow {
+  int stage, kind, mhz;
+  double t, e;
+} prow;
+
+/* Splits one CSV line in place on commas; returns the number of fields (at most max). */
+static int split_csv(char *line, char **f, int max) {
+  int n = 0;
+  for (char *p = line; n < max;) {
+    f[n++] = p;
+    char *c = strchr(p, ',');
+    if (!c) break;
+    *c = '\0';
+    p = c + 1;
+  }
+  for (int i = 0; i < n; i++) { /* trim blanks and the line end */
+    while (*f[i] == ' ' || *f[i] == '\t') f[i]++;
+    size_t l = strlen(f[i]);
+    while (l && strchr(" \t\r\n", f[i][l - 1])) f[i][--l] = '\0';
+  }
+  return n;
+}
+
+/* Loads FILE for a pipeline of `pp` stages; prints the problem and returns NULL on bad input. */
+static stage_profile *stage_profile_load(const char *path, int pp) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "pipeline_sim: --stage-profile '%s': %s\n", path, strerror(errno));
+    return NULL;
+  }
+  static const char *const cols[] = {"stage", "instruction", "frequency", "time", "energy"};
+  int at[5] = {-1, -1, -1, -1, -1};
+  char line[4096], *fld[64];
+  prow *rows = NULL;
+  size_t nrows = 0, cap = 0, lineno = 0;
+  bool ok = true;
+  if (!fgets(line, sizeof line, f)) {
+    fprintf(stderr, "pipeline_sim: --stage-profile '%s' is empty (expected a header with %s)\n", path,
+            "stage,instruction,frequency,time,energy");
+    ok = false;
+  }
+  lineno = 1;
+  int nf = ok ? split_csv(line, fld, 64) : 0;
+  for (int c = 0; c < 5 && ok; c++) {
+    for (int i = 0; i < nf; i++)
+      if (!strcmp(fld[i], cols[c])) at[c] = i;
+    if (at[c] < 0) {
+      fprintf(stderr, "pipeline_sim: %s:1: no column '%s' (expected stage,instruction,frequency,time,energy)\n", path,
+              cols[c]);
+      ok = false;
+    }
+  }
+  while (ok && fgets(line, sizeof line, f)) {
+    lineno++;
+    if (strspn(line, " \t\r\n") == strlen(line)) continue;
+    nf = split_csv(line, fld, 64);
+    prow r;
+    char *end;
+    bool good = true;
+    for (int c = 0; c < 5 && good; c++) good = at[c] < nf;
+    if (good) {
+      r.stage = (int)strtol(fld[at[0]], &end, 10);
+      good = *fld[at[0]] && !*end && r.stage >= 0;
+    }
+    if (good) {
+      r.kind = !strcmp(fld[at[1]], "forward") ? 0 : !strcmp(fld[at[1]], "backward") ? 1 : -1;
+      good = r.kind >= 0;
+    }
+    if (good) {
+      r.mhz = (int)strtol(fld[at[2]], &end, 10);
+      good = *fld[at[2]] && !*end && r.mhz > 0;
+    }
+    if (good) {
+      r.t = strtod(fld[at[3]], &end);
+      good = *fld[at[3]] && !*end && isfinite(r.t) && r.t > 0;
+    }
+    if (good) {
+      r.e = strtod(fld[at[4]], &end);
+      good = *fld[at[4]] && !*end && isfinite(r.e) && r.e >= 0;
+    }
+    if (!good) {
+      fprintf(stderr,
+              "pipeline_sim: %s:%zu: expected a stage (integer >= 0), forward or backward, a clock (MHz > 0), a "
+              "time (s > 0) and an energy (J >= 0)\n",
+              path, lineno);
+      ok = false;
+      break;
+    }
+    if (r.stage >= pp) continue; /* the first pp stages are used, as zeus frontier does */
+    if (nrows == cap) {
+      cap = cap ? 2 * cap : 256;
+      prow *v = realloc(rows, cap * sizeof *rows);
+      if (!v) {
+        fprintf(stderr, "pipeline_sim: out of memory reading '%s'\n", path);
+        ok = false;
+        break;
+      }
+      rows = v;
+    }
+    rows[nrows++] = r;
+  }
+  fclose(f);
+  stage_profile *p = ok ? calloc(1, sizeof *p) : NULL;
+  if (ok && !p) ok = false;
+  if (ok) { /* the clocks: every distinct one, evenly spaced (the simulated GPU's clock steps) */
+    p->stages = pp;
+    p->max_mhz = 0, p->min_mhz = 1 << 30;
+    for (size_t i = 0; i < nrows; i++) {
+      if (rows[i].mhz > p->max_mhz) p->max_mhz = rows[i].mhz;
+      if (rows[i].mhz < p->min_mhz) p->min_mhz = rows[i].mhz;
+    }
+    p->step_mhz = 0;
+    for (size_t i = 0; i < nrows; i++)
+      if (rows[i].mhz != p->max_mhz && (!p->step_mhz || p->max_mhz - rows[i].mhz < p->step_mhz))
+        p->step_mhz = p->max_mhz - rows[i].mhz;
+    if (!nrows) {
+      fprintf(stderr, "pipeline_sim: %s has no rows for stages 0..%d\n", path, pp - 1);
+      ok = false;
+    } else if (!p->step_mhz) {
+      p->step_mhz = 1, p->nclocks = 1;
+    } else {
+      p->nclocks = (p->max_mhz - p->min_mhz) / p->step_mhz + 1;
+      for (size_t i = 0; i < nrows && ok; i++)
+        if ((p->max_mhz - rows[i].mhz) % p->step_mhz) {
+          fprintf(stderr,
+                  "pipeline_sim: %s: the clocks are not evenly spaced (%d MHz is not a multiple of %d MHz below "
+                  "%d MHz), which the simulated GPU needs\n",
+                  path, rows[i].mhz, p->step_mhz, p->max_mhz);
+          ok = false;
+        }
+      if (ok && p->nclocks > 512) {
+        fprintf(stderr, "pipeline_sim: %s has %d clocks between %d and %d MHz; the simulated GPU takes at most 512\n",
+                path, p->nclocks, p->min_mhz, p->max_mhz);
+        ok = false;
+      }
+    }
+  }
+  if (ok) {
+    size_t n = (size_t)pp * 2 * (size_t)p->nclocks;
+    p->t = malloc(n * sizeof *p->t);
+    p->e = malloc(n * sizeof *p->e);
+    if (!p->t || !p->e) ok = false;
+    for (size_t i = 0; ok && i < n; i++) p->t[i] = p->e[i] = NAN;
+    for (size_t i = 0; ok && i < nrows; i++) {
+      size_t k = ((size_t)rows[i].stage * 2 + (size_t)rows[i].kind) * (size_t)p->nclocks +
+                 (size_t)((p->max_mhz - rows[i].mhz) / p->step_mhz);
+      p->t[k] = rows[i].t, p->e[k] = rows[i].e;
+    }
+    static const char *const kinds[] = {"forward", "backward"};
+    for (int s = 0; s < pp && ok; s++)
+      for (int k = 0; k < 2 && ok; k++)
+        for (int c = 0; c < p->nclocks && ok; c++)
+          if (isnan(p->t[((size_t)s * 2 + (size_t)k) * (size_t)p->nclocks + (size_t)c])) {
+            fprintf(stderr, "pipeline_sim: %s has no %s row for stage %d at %d MHz (every stage 0..%d needs a forward "
+                    "and a backward row at every clock of the profile, %d..%d MHz in steps of %d)\n", path, kinds[k], s,
+                    p->max_mhz - c * p->step_mhz, pp - 1, p->min_mhz, p->max_mhz, p->step_mhz);
+            ok = false;
+          }
+  }
+  free(rows);
+  if (!ok) {
+    stage_profile_free(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* ---- stragglers (--straggler) ---- */
+
+typedef struct straggler {
+  int dp;
+  double factor;
+  long from, until; /* iterations [from, until); until < 0: to the end */
+} straggler;
+
+/* Parses "D:FACTOR[@ITER[-END]][,...]"; prints the problem and returns false on bad input. */
+static bool parse_stragglers(const char *text, int dp, straggler **out, int *n) {
+  char *copy = strdup(text), *save = NULL;
+  straggler *v = calloc(strlen(text) + 1, sizeof *v);
+  int k = 0;
+  bool ok = copy && v;
+  for (char *tok = ok ? strtok_r(copy, ",", &save) : NULL; ok && tok; tok = strtok_r(NULL, ",", &save)) {
+    straggler s = {.until = -1};
+    char *end;
+    errno = 0;
+    long d = strtol(tok, &end, 10);
+    ok = end != tok && *end == ':' && !errno;
+    if (ok) {
+      char *f = end + 1;
+      s.factor = strtod(f, &end);
+      ok = end != f && isfinite(s.factor);
+    }
+    if (ok && *end == '@') {
+      char *it = end + 1;
+      s.from = strtol(it, &end, 10);
+      ok = end != it && s.from >= 0;
+      if (ok && *end == '-') {
+        char *u = end + 1;
+        s.until = strtol(u, &end, 10);
+        ok = end != u;
+      }
+    }
+    ok = ok && !*end;
+    if (!ok) {
+      fprintf(stderr, "pipeline_sim: --straggler '%s': expected D:FACTOR[@ITER[-END]], e.g. 1:1.2@20 or 1:1.2@20-60\n",
+              tok);
+      break;
+    }
+    if (d < 0 || d >= dp) {
+      fprintf(stderr, "pipeline_sim: --straggler '%s': pipeline %ld does not exist (--dp %d: pipelines 0..%d)\n", tok,
+              d, dp, dp - 1);
+      ok = false;
+    } else if (!(s.factor >= 0.01 && s.factor <= 100)) {
+      fprintf(stderr, "pipeline_sim: --straggler '%s': FACTOR must be in 0.01..100, got %g\n", tok, s.factor);
+      ok = false;
+    } else if (s.until >= 0 && s.until <= s.from) {
+      fprintf(stderr, "pipeline_sim: --straggler '%s': END (%ld) must be after ITER (%ld)\n", tok, s.until, s.from);
+      ok = false;
+    }
+    s.dp = (int)d;
+    v[k++] = s;
+  }
+  free(copy);
+  if (!ok) {
+    free(v);
+    return false;
+  }
+  *out = v;
+  *n = k;
+  return true;
+}
+
+static double straggler_factor(const straggler *v, int n, int dp, long iter) {
+  double f = 1;
+  for (int i = 0; i < n; i++)
+    if (v[i].dp == dp && iter >= v[i].from && (v[i].until < 0 || iter < v[i].until)) f *= v[i].factor;
+  return f;
+}
 
 /* The per-stage GPU model. */
 static void stage_model(int stage, int pp, zeus_sim_gpu_config *g) {
@@ -59,7 +324,35 @@ typedef struct shared {
   zeus_thread_group *tg;
   zeus_pfo_round_stats *stats; /* [round][rank] */
   long max_rounds;
+  stage_profile *profile; /* NULL: the DVFS model */
+  double blocking_power_w; /* < 0: the model's default */
+  straggler *stragglers;
+  int nstragglers;
+  double pace_s; /* real seconds per iteration at least; 0: as fast as it goes */
 } shared;
+
+/* A GPU replaying the stage profile: each instruction's row at the clock in place. */
+typedef struct profile_gpu {
+  zeus_sim_node *node;
+  const shared *sh;
+  const psim_rank *r;
+} profile_gpu;
+
+static int profile_work(void *ctx, bool forward, double units) {
+  (void)units;
+  profile_gpu *g = ctx;
+  const stage_profile *p = g->sh->profile;
+  unsigned mhz = 0;
+  int rc = zeus_sim_gpu_current_clocks(g->node, 0, &mhz, NULL);
+  if (rc) return rc;
+  int c = (p->max_mhz - (int)mhz) / p->step_mhz;
+  if ((int)mhz > p->max_mhz || (int)mhz < p->min_mhz || (p->max_mhz - (int)mhz) % p->step_mhz)
+    return zeus_set_errmsg(ZEUS_EINVAL, "pipeline: rank %d runs at %u MHz, a clock the stage profile lacks", g->r->rank,
+                           mhz);
+  size_t k = ((size_t)g->r->pp * 2 + (forward ? 0 : 1)) * (size_t)p->nclocks + (size_t)c;
+  double f = straggler_factor(g->sh->stragglers, g->sh->nstragglers, g->r->dp, g->r->iter);
+  return zeus_sim_work_measured(g->node, 0, p->t[k] * f, p->e[k] * f, NULL);
+}
 
 typedef struct rank_arg {
   shared *sh;
@@ -68,9 +361,28 @@ typedef struct rank_arg {
   char err[1024];
 } rank_arg;
 
+/* The built-in model with a straggler: the GPU's work takes FACTOR times as long. */
+typedef struct dvfs_gpu {
+  zeus_sim_node *node;
+  const shared *sh;
+  const psim_rank *r;
+} dvfs_gpu;
+
+static int dvfs_work(void *ctx, bool forward, double units) {
+  (void)forward;
+  dvfs_gpu *g = ctx;
+  double f = straggler_factor(g->sh->stragglers, g->sh->nstragglers, g->r->dp, g->r->iter);
+  return zeus_sim_work(g->node, 0, units * f, NULL);
+}
+
+
 static int sim_work(void *ctx, double units) { return zeus_sim_work(ctx, 0, units, NULL); }
 static int sim_idle(void *ctx, double s) { return zeus_sim_idle(ctx, s); }
 static double sim_now(void *ctx) { return zeus_sim_now(ctx); }
+static int profile_idle(void *ctx, double s) { return zeus_sim_idle(((profile_gpu *)ctx)->node, s); }
+static double profile_now(void *ctx) { return zeus_sim_now(((profile_gpu *)ctx)->node); }
+static int dvfs_idle(void *ctx, double s) { return zeus_sim_idle(((dvfs_gpu *)ctx)->node, s); }
+static double dvfs_now(void *ctx) { return zeus_sim_now(((dvfs_gpu *)ctx)->node); }
 
 static void *rank_main(void *p) {
   rank_arg *a = p;
@@ -80,9 +392,18 @@ static void *rank_main(void *p) {
   zeus_pfo_optimizer *opt = NULL;
   zeus_collective coll;
   zeus_sim_gpu_config gpu;
+  profile_gpu pgpu;
+  dvfs_gpu dgpu;
   int rc = psim_rank_init(&r, sh->job, a->rank);
   if (!rc) {
     stage_model(r.pp, sh->pp, &gpu);
+    if (sh->profile) { /* the profile's clocks; the model's time and power are not used */
+      gpu.dvfs.max_clock_mhz = (unsigned)sh->profile->max_mhz;
+      gpu.dvfs.min_clock_mhz = (unsigned)sh->profile->min_mhz;
+      gpu.dvfs.clock_step_mhz = (unsigned)sh->profile->step_mhz;
+      snprintf(gpu.name, sizeof gpu.name, "Zeus Simulated GPU (stage %d of a measured profile)", r.pp);
+    }
+    if (sh->blocking_power_w >= 0) gpu.dvfs.idle_power_w = sh->blocking_power_w > 0 ? sh->blocking_power_w : 1e-9;
     zeus_sim_config cfg = {.num_gpus = 1, .gpus = &gpu, .clock = ZEUS_SIM_CLOCK_VIRTUAL};
     zeus_devices_opts dopts = {.backend = "sim", .sim = &cfg, .all_devices = true};
     rc = zeus_devices_open(&dev, &dopts);
@@ -107,10 +428,31 @@ static void *rank_main(void *p) {
   if (rc) psim_job_abort(sh->job); /* open is collective: every rank fails there together */
   if (!rc) {
     zeus_sim_node *node = zeus_devices_sim_node(dev);
-    r.gpu = (psim_gpu){node, sim_work, sim_idle, sim_now};
+    r.gpu = (psim_gpu){node, sim_work, sim_idle, sim_now, NULL};
+    if (sh->profile) {
+      pgpu = (profile_gpu){node, sh, &r};
+      r.gpu.work_kind = profile_work;
+      r.gpu.ctx = &pgpu;
+      r.gpu.idle = profile_idle;
+      r.gpu.now = profile_now;
+    } else if (sh->nstragglers) {
+      dgpu = (dvfs_gpu){node, sh, &r};
+      r.gpu.work_kind = dvfs_work;
+      r.gpu.ctx = &dgpu;
+      r.gpu.idle = dvfs_idle;
+      r.gpu.now = dvfs_now;
+    }
     r.opt = opt;
     long seen = -1;
+    double t0 = zeus_monotonic_s();
     for (long i = 0; i < sh->iterations && !rc; i++) {
+      /* --pace: iteration i starts no earlier than i x pace seconds of real time after the first
+       * (the simulated GPUs' own clocks are virtual and unaffected). */
+      double wait = t0 + (double)i * sh->pace_s - zeus_monotonic_s();
+      if (wait > 0) {
+        struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+        nanosleep(&ts, NULL);
+      }
       rc = psim_iteration(&r);
       zeus_pfo_round_stats st;
       zeus_pfo_last_round(opt, &st);
@@ -128,9 +470,10 @@ static void *rank_main(void *p) {
   return NULL;
 }
 
-static shared job_sh = {.dp = 1, .tp = 1};
+static shared job_sh = {.dp = 1, .tp = 1, .blocking_power_w = -1};
 static long opt_pp, opt_dp = 1, opt_tp = 1, opt_mb, opt_iters, opt_k;
 static bool opt_json;
+static const char *opt_profile, *opt_straggler;
 
 static const cli_opt opts[] = {
     {"server", 0, CLI_OPT_STRING, &job_sh.server, "URL", "the Perseus server", "ZEUS_PFO_SERVER_URL"},
@@ -146,7 +489,26 @@ static const cli_opt opts[] = {
      "ZEUS_PFO_ITERS_PER_ROUND, else 10", 1, 100000},
     {"job-metadata", 0, CLI_OPT_STRING, &job_sh.metadata, "TEXT", "appended to the job id by the server"},
     {"json", 0, CLI_OPT_FLAG, &opt_json, NULL,
-     "print one JSON document: [{\"round\", \"iterations\", \"iter_time_s\", \"iter_energy_j\"}, ...]"},
+     "print one JSON document: [{\"round\", \"iterations\", \"iter_time_s\", \"iter_energy_j\", \"pipelines\": "
+     "[{\"dp\", \"iter_time_s\", \"iter_energy_j\"}, ...]}, ...]: per round the job's iteration time, the "
+     "energy of one iteration over all GPUs, and each data-parallel pipeline's"},
+    {"stage-profile", 0, CLI_OPT_STRING, &opt_profile, "FILE",
+     "each GPU takes the time and energy of FILE's row for its stage, instruction and SM clock (CSV "
+     "stage,instruction,frequency,time,energy, other columns ignored; stages 0..P-1 are used; the clocks evenly "
+     "spaced, with a forward and a backward row per stage and clock), e.g. the Perseus artifact's "
+     "../shared/data/perseus-sosp24/stage_profile/gpt3-175b+a40_bf16.csv",
+     NULL, .heading = "Measured stages and stragglers:"},
+    {"blocking-power", 0, CLI_OPT_DOUBLE, &job_sh.blocking_power_w, "W",
+     "power a GPU draws while it waits for a neighbour or the end of the iteration, in watts; required with "
+     "--stage-profile (the artifact measured 70.38 on A40, 83.64 on A100 SXM)",
+     "30 for the built-in model", 0, 10000},
+    {"pace", 0, CLI_OPT_DOUBLE, &job_sh.pace_s, "S",
+     "start iteration i no earlier than i x S seconds of real time after the first: a real job's "
+     "iterations take seconds, during which the server solves Perseus' frontier; without a pace the "
+     "simulated job may end before the solve does", "0", 0, 3600},
+    {"straggler", 0, CLI_OPT_STRING, &opt_straggler, "D:FACTOR[@ITER[-END]]",
+     "every instruction of data-parallel pipeline D takes FACTOR times as long and as much energy (its power "
+     "stays) in iterations ITER (default 0) to END-1 (default: to the end); several separated by commas"},
     {0},
 };
 
@@ -154,14 +516,18 @@ static const cli_command cmd = {
     .name = "pipeline_sim",
     .program = "pipeline_sim",
     .usage = "pipeline_sim --server URL --pp P [--dp D] [--tp T] --microbatches M --iterations N\n"
-             "             [--iters-per-round K] [--job-metadata TEXT] [--json]",
+             "             [--iters-per-round K] [--job-metadata TEXT] [--json]\n"
+             "             [--stage-profile FILE --blocking-power W] [--straggler D:FACTOR[@ITER[-END]]]\n"
+             "             [--pace S]",
     .about = "Simulates a pipeline-parallel training job (synchronous 1F1B, M microbatches) whose\n"
              "D x P x T ranks are threads, each with its own simulated GPU on a virtual clock and its\n"
              "own Perseus client, against a running Perseus server (zeus pfo-server). Ranks waiting\n"
              "for a neighbour idle their GPU until the neighbour's send time; all ranks meet at the\n"
              "end of each iteration. The first and last stages' GPUs are slower per unit of work\n"
-             "than the middle ones. Prints each round's mean iteration time and the energy of one\n"
-             "iteration summed over all GPUs.",
+             "than the middle ones, or (--stage-profile) every instruction takes the time and energy\n"
+             "a measured profile gives for its stage and clock. Prints each round's mean iteration\n"
+             "time and the energy of one iteration summed over all GPUs and over each data-parallel\n"
+             "pipeline's GPUs.",
     .opts = opts,
     .more = "Environment: the client's settings ZEUS_PFO_SERVER_URL, ZEUS_PFO_ITERS_PER_ROUND,\n"
             "ZEUS_PFO_CONNECT_TIMEOUT, ZEUS_PFO_REQUEST_TIMEOUT, ZEUS_PFO_SCHEDULE_TIMEOUT,\n"
@@ -172,9 +538,30 @@ static const cli_command cmd = {
             "      --scheduler-args '{\"warmup_iters\": 1, \"min_frequency\": 1200}' --dump-data &\n"
             "  pipeline_sim --server http://127.0.0.1:7787 --pp 4 --microbatches 8 \\\n"
             "      --iterations 200 --iters-per-round 5\n"
-            "  # then: dump/<job_id>/instruction_profile.csv\n",
+            "  # then: dump/<job_id>/instruction_profile.csv\n"
+            "  zeus pfo-server --port 7787 --scheduler Perseus --scheduler-args '{\"warmup_iters\": 0}' &\n"
+            "  pipeline_sim --server http://127.0.0.1:7787 --pp 8 --dp 2 --microbatches 12 \\\n"
+            "      --iterations 120 --iters-per-round 1 --stage-profile gpt3-175b+a40_bf16.csv \\\n"
+            "      --blocking-power 70.38 --straggler 1:1.2@75-100\n"
+            "  # pipeline 0 slows down to meet pipeline 1 in iterations 76..100 (docs/perseus.md)\n",
     .args = CLI_ARGS_NONE,
 };
+
+/* One round's figures: the job's (slowest rank's time, every GPU's energy) and each pipeline's. */
+static void round_figures(const shared *sh, long rd, double *t, double *e, long *n, double *pt, double *pe) {
+  *t = *e = 0;
+  *n = 0;
+  for (int d = 0; d < sh->dp; d++) pt[d] = pe[d] = 0;
+  for (int r = 0; r < sh->world; r++) {
+    const zeus_pfo_round_stats *st = &sh->stats[rd * sh->world + r];
+    int d = r / (sh->pp * sh->tp);
+    if (st->iter_time_s > *t) *t = st->iter_time_s;
+    if (st->iter_time_s > pt[d]) pt[d] = st->iter_time_s;
+    *e += st->iter_energy_j;
+    pe[d] += st->iter_energy_j;
+    *n = st->iterations;
+  }
+}
 
 int main(int argc, char **argv) {
   int rc = cli_parse(&cmd, argc, argv, NULL, NULL);
@@ -184,6 +571,16 @@ int main(int argc, char **argv) {
   bool json = opt_json;
   if (dp * pp * tp > 512) {
     fprintf(stderr, "pipeline_sim: %ld ranks is too many for one process (at most 512)\n", dp * pp * tp);
+    return 2;
+  }
+  if (opt_profile && sh.blocking_power_w < 0) {
+    fprintf(stderr, "pipeline_sim: --stage-profile needs --blocking-power W, the power a GPU draws while it waits "
+            "(the Perseus artifact measured 70.38 W on A40, 83.64 W on A100 SXM)\n");
+    return 2;
+  }
+  if (opt_straggler && !parse_stragglers(opt_straggler, (int)dp, &sh.stragglers, &sh.nstragglers)) return 2;
+  if (opt_profile && !(sh.profile = stage_profile_load(opt_profile, (int)pp))) {
+    free(sh.stragglers);
     return 2;
   }
   if (zeus_log_init_stderr(NULL)) {
@@ -228,33 +625,51 @@ int main(int argc, char **argv) {
       fprintf(stderr, "pipeline_sim: rank %d: %s\n", r, args[r].err);
       status = 1;
     }
-  if (!status) {
-    json_t *rounds = json ? json_array() : NULL;
-    if (!json) printf("%-6s %-11s %-14s %-14s\n", "round", "iterations", "iter_time_s", "iter_energy_j");
-    for (long rd = 0; rd < sh.max_rounds; rd++) {
-      double t = 0, e = 0;
-      long n = 0;
-      for (int r = 0; r < sh.world; r++) {
-        const zeus_pfo_round_stats *st = &sh.stats[rd * sh.world + r];
-        if (st->iter_time_s > t) t = st->iter_time_s;
-        e += st->iter_energy_j;
-        n = st->iterations;
-      }
-      if (json)
-        json_array_append_new(rounds, json_pack("{s:I,s:I,s:f,s:f}", "round", (json_int_t)rd, "iterations",
-                                                (json_int_t)n, "iter_time_s", t, "iter_energy_j", e));
-      else printf("%-6ld %-11ld %-14.6f %-14.3f\n", rd, n, t, e);
+  double *pt = calloc((size_t)sh.dp, sizeof *pt), *pe = calloc((size_t)sh.dp, sizeof *pe);
+  if (!status && (!pt || !pe)) {
+    fprintf(stderr, "pipeline_sim: out of memory\n");
+    status = 1;
+  }
+  if (!status && json) {
+    json_t *rounds = json_array();
+    for (long rd = 0; rd < sh.max_rounds && rounds; rd++) {
+      double t, e;
+      long n;
+      round_figures(&sh, rd, &t, &e, &n, pt, pe);
+      json_t *pl = json_array();
+      for (int d = 0; d < sh.dp && pl; d++)
+        json_array_append_new(pl, json_pack("{sisfsf}", "dp", d, "iter_time_s", pt[d], "iter_energy_j", pe[d]));
+      json_array_append_new(rounds, json_pack("{sIsIsfsfso}", "round", (json_int_t)rd, "iterations", (json_int_t)n,
+                                              "iter_time_s", t, "iter_energy_j", e, "pipelines", pl));
     }
-    if (json) {
-      char *text = zeus_json_dumps(rounds, JSON_INDENT(2));
-      if (text) printf("%s\n", text);
-      else status = 1;
-      zeus_free(text);
-      json_decref(rounds);
+    char *text = rounds ? zeus_json_dumps(rounds, JSON_INDENT(2)) : NULL;
+    if (text) printf("%s\n", text);
+    else status = 1, fprintf(stderr, "pipeline_sim: %s\n", zeus_errmsg());
+    zeus_free(text);
+    json_decref(rounds);
+  } else if (!status) {
+    printf("%-6s %-11s %-14s %-14s", "round", "iterations", "iter_time_s", "iter_energy_j");
+    for (int d = 0; sh.dp > 1 && d < sh.dp; d++) {
+      char col[32];
+      snprintf(col, sizeof col, "dp%d_energy_j", d);
+      printf(" %-14s", col);
+    }
+    printf("\n");
+    for (long rd = 0; rd < sh.max_rounds; rd++) {
+      double t, e;
+      long n;
+      round_figures(&sh, rd, &t, &e, &n, pt, pe);
+      printf("%-6ld %-11ld %-14.6f %-14.3f", rd, n, t, e);
+      for (int d = 0; sh.dp > 1 && d < sh.dp; d++) printf(" %-14.3f", pe[d]);
+      printf("\n");
     }
   }
+  free(pt);
+  free(pe);
   zeus_thread_group_close(sh.tg);
   psim_job_close(sh.job);
+  stage_profile_free(sh.profile);
+  free(sh.stragglers);
   free(sh.stats);
   free(args);
   free(th);

@@ -36,12 +36,15 @@
 
 #include <zeus.h>
 
-/* One rank's simulated GPU: run work at its current clock, idle, read its clock (s). */
+/* One rank's simulated GPU: run work at its current clock, idle, read its clock (s). work_kind,
+ * when set, runs instead of work and is told whether the instruction is a forward (a GPU model
+ * that knows each instruction's time and energy, such as pipeline_sim's --stage-profile). */
 typedef struct psim_gpu {
   void *ctx;
   int (*work)(void *ctx, double units);
   int (*idle)(void *ctx, double seconds);
   double (*now)(void *ctx);
+  int (*work_kind)(void *ctx, bool forward, double units);
 } psim_gpu;
 
 typedef struct psim_slot {
@@ -215,7 +218,8 @@ static inline int psim_iteration(psim_rank *r) {
     else if (!fwd && r->pp < j->pp - 1) rc = psim_recv(r, 1, r->mb[k]);
     if (!rc) rc = zeus_pfo_on_instruction_begin(r->opt, r->names[k]);
     if (!rc) rc = zeus_pfo_controller_wait(ctl, 30.0);
-    if (!rc) rc = r->gpu.work(r->gpu.ctx, fwd ? r->fwd_units : r->bwd_units);
+    if (!rc && r->gpu.work_kind) rc = r->gpu.work_kind(r->gpu.ctx, fwd, fwd ? r->fwd_units : r->bwd_units);
+    else if (!rc) rc = r->gpu.work(r->gpu.ctx, fwd ? r->fwd_units : r->bwd_units);
     if (!rc) rc = zeus_pfo_on_instruction_end(r->opt, r->names[k]);
     if (!rc && fwd && r->pp < j->pp - 1) psim_send(r, 0, r->pp + 1, r->mb[k]);
     if (!rc && !fwd && r->pp > 0) psim_send(r, 1, r->pp - 1, r->mb[k]);

@@ -48,6 +48,47 @@ head -4 "$pfo"/dump/*/instruction_profile.csv
 kill "$srv"; wait "$srv" 2>/dev/null || true
 rm -rf "$pfo"
 
+# Perseus in one command: profile, solve and deploy inside the server, and follow a straggler
+# (docs/perseus.md). On the Perseus artifact's measured GPT-3 A40 profile when ../shared/data is
+# there, else on the built-in simulated GPUs.
+pfo=$(mktemp -d)
+profile=${ZEUS_DATA_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data}/perseus-sosp24/stage_profile/gpt3-175b+a40_bf16.csv
+if [ -f "$profile" ]; then
+  args='{"warmup_iters": 0}'
+  sim=(--pp 8 --dp 2 --microbatches 12 --iterations 90 --iters-per-round 1 --pace 0.02 --stage-profile "$profile"
+       --blocking-power 70.38 --straggler 1:1.2@70-85)
+  show='NR == 1 || $1 == 0 || $1 == 30 || $1 == 59 || $1 == 65 || $1 == 70 || $1 == 71 || $1 == 85 || $1 == 86'
+else
+  echo
+  echo "(no measured stage profile at $profile: Perseus runs on the built-in simulated GPUs)"
+  args='{"warmup_iters": 0, "min_frequency": 1400}'
+  sim=(--pp 4 --dp 2 --microbatches 8 --iterations 60 --iters-per-round 1 --pace 0.02 --straggler 1:1.2@40-50)
+  show='NR == 1 || $1 == 0 || $1 == 12 || $1 == 23 || $1 == 30 || $1 == 40 || $1 == 41 || $1 == 50 || $1 == 51'
+fi
+step "zeus pfo-server --port 0 --scheduler Perseus --scheduler-args '$args' &"
+"$Z" pfo-server --port 0 --log-level warn --scheduler Perseus --scheduler-args "$args" --dump-data \
+  --dump-dir "$pfo/dump" >"$pfo/srv.out" 2>"$pfo/srv.log" &
+srv=$!
+for _ in $(seq 100); do grep -q port "$pfo/srv.out" 2>/dev/null && break; sleep 0.05; done
+port=$(awk '{print $NF}' "$pfo/srv.out")
+step "pipeline_sim --server http://127.0.0.1:$port ${sim[*]}   # (some rounds shown)"
+"$build/pipeline_sim" --server "http://127.0.0.1:$port" "${sim[@]}" | awk "$show"
+echo "Round 0 profiles at the highest clocks; Perseus steps every stage down a clock per round, solves"
+echo "the frontier on a solver thread while the job trains, and deploys the least-energy plan at the"
+echo "fastest time; when pipeline 1 slows down 1.2x, pipeline 0 moves to the plan of least energy at"
+echo "the straggler's time, and back once it recovers. Why, from GET /perseus/<job_id>/plans:"
+job=$(ls "$pfo/dump" | head -1)
+if command -v python3 >/dev/null; then
+  python3 -c 'import json, sys, urllib.request
+d = json.load(urllib.request.urlopen("http://127.0.0.1:%s/perseus/%s/plans" % (sys.argv[1], sys.argv[2])))
+for x in d["deployments"]: print("  %d. %s" % (x["deployment"], x["reason"]))' "$port" "$job"
+else
+  grep -o '"reason": "[^"]*"' "$pfo/dump/$job/perseus.json"
+fi
+echo "Files in $pfo/dump/<job_id>: $(ls "$pfo/dump/$job" | grep -v '^[0-9]' | tr '\n' ' ')"
+kill "$srv"; wait "$srv" 2>/dev/null || true
+rm -rf "$pfo"
+
 logs=$(mktemp -d)
 step "zeus run ... -- trainee_sim --bs {bs} --lr {lr} --seed {seed} --epochs {epochs}   # recurring job, batch-size optimizer"
 "$Z" run --batch-sizes 32,64,128,256,512,1024,2048 --default-bs 256 --target-metric 0.6 --max-epochs 40 \

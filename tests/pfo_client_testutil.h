@@ -298,7 +298,7 @@ static inline void harness_setup(harness *h, int dp, int pp, int tp, int mb, lon
     assert_int_equal(init(), 0);
     assert_int_equal(handle((unsigned)r, &f->nvdev), 0);
     assert_zeus_ok(psim_rank_init(&f->pr, h->job, r));
-    f->pr.gpu = (psim_gpu){f, fake_work, fake_idle, fake_now};
+    f->pr.gpu = (psim_gpu){f, fake_work, fake_idle, fake_now, NULL};
   }
 }
 

@@ -5,7 +5,9 @@
  * original (models in zeus/pfo.h): GET /info, POST /register_job, POST /register_rank/{job_id},
  * GET /schedule/{job_id}?rank=N (a long poll, answered once every rank has asked), POST
  * /result/{job_id}. Schedulers (PointSolution, AllMaxFrequency, InstructionProfiler and their
- * "3D" wrappers) decide each round's schedules; docs/pfo-server.md describes them.
+ * "3D" wrappers, and Perseus, which profiles, solves the frontier on a solver thread, deploys a
+ * plan and follows stragglers) decide each round's schedules; docs/pfo-server.md describes them
+ * and docs/perseus.md walks through Perseus, whose routes live under /perseus/{job_id}.
  *
  * Part of the optional component ZEUS_WITH_PFO_SERVER (libmicrohttpd). Thread-safe: one server
  * serves from its own threads; the functions below may be called from any thread.
@@ -47,6 +49,8 @@ typedef struct zeus_pfo_server_opts {
   const char *token;         /* bearer token; NULL or "": no authentication */
   size_t max_body_bytes;     /* default 16 MiB; larger bodies get 413 */
   int threads;               /* HTTP threads; default: online CPUs, at most 8 */
+  int solver_threads;        /* threads that solve frontiers for the Perseus scheduler, 1..16;
+                              * default 1 (never an HTTP thread) */
 } zeus_pfo_server_opts;
 
 typedef struct zeus_pfo_server zeus_pfo_server;

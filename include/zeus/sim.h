@@ -104,6 +104,14 @@ ZEUS_EXTERN int zeus_sim_work(zeus_sim_node *n, unsigned gpu, double units, doub
 /* Runs units[i] of work on every GPU i at once; the clock advances by the longest, and GPUs that
  * finish earlier idle until then. */
 ZEUS_EXTERN int zeus_sim_work_all(zeus_sim_node *n, const double *units, double *elapsed_s /* out */);
+/* Runs one piece of work on one GPU that lasts `seconds` and uses `joules`, whatever the GPU's
+ * knobs: for callers that model the workload themselves (examples/pipeline_sim.c replays a
+ * measured per-clock stage profile, looking up the row of the clock zeus_sim_gpu_current_clocks()
+ * reports). The other GPUs idle meanwhile; the clock advances (virtual) or sleeps (wall) by
+ * `seconds`, returned in *elapsed_s (may be NULL). ZEUS_EINVAL for a negative or non-finite
+ * duration or energy, ZEUS_ENOENT for a GPU the node lacks. */
+ZEUS_EXTERN int zeus_sim_work_measured(zeus_sim_node *n, unsigned gpu, double seconds,
+                                       double joules, double *elapsed_s /* out */);
 /* Lets every GPU idle for `seconds`. */
 ZEUS_EXTERN int zeus_sim_idle(zeus_sim_node *n, double seconds);
 

@@ -330,12 +330,19 @@ static void sleep_s(double s) {
   }
 }
 
-static int run_work(zeus_sim_node *n, const double *units, double *elapsed) {
+/* Runs units[i] of work on GPU i at its operating point, or, with `measured` (one GPU), the
+ * given duration and energy on GPU measured->gpu. */
+typedef struct {
+  unsigned gpu;
+  double seconds, joules;
+} measured_work;
+
+static int run_work(zeus_sim_node *n, const double *units, const measured_work *measured, double *elapsed) {
   pthread_mutex_lock(&n->mu);
   double t = sim_now_locked(n);
   advance_all(n, t);
   double longest = 0;
-  for (unsigned i = 0; i < n->n; i++) {
+  for (unsigned i = 0; i < n->n && !measured; i++) {
     double u = units[i];
     if (!(u > 0)) continue;
     simgpu *g = &n->g[i];
@@ -346,6 +353,12 @@ static int run_work(zeus_sim_node *n, const double *units, double *elapsed) {
     g->busy_until = t + d;
     g->busy_power = power;
     if (d > longest) longest = d;
+  }
+  if (measured && measured->seconds > 0) {
+    simgpu *g = &n->g[measured->gpu];
+    g->busy_until = t + measured->seconds;
+    g->busy_power = measured->joules / measured->seconds;
+    longest = measured->seconds;
   }
   if (n->clock == ZEUS_SIM_CLOCK_VIRTUAL) {
     n->t_virtual = t + longest;
@@ -366,7 +379,7 @@ int zeus_sim_work(zeus_sim_node *n, unsigned gpu, double units, double *elapsed_
                        units);
   double u[ZEUS_MAX_GPUS] = {0};
   u[gpu] = units;
-  return run_work(n, u, elapsed_s);
+  return run_work(n, u, NULL, elapsed_s);
 }
 
 int zeus_sim_work_all(zeus_sim_node *n, const double *units, double *elapsed_s) {
@@ -375,7 +388,16 @@ int zeus_sim_work_all(zeus_sim_node *n, const double *units, double *elapsed_s) 
     if (!(units[i] >= 0) || isinf(units[i]))
       return zeus__error(ZEUS_EINVAL, "simulated GPU %u: units of work must be a finite number >= 0, got %g", i,
                          units[i]);
-  return run_work(n, units, elapsed_s);
+  return run_work(n, units, NULL, elapsed_s);
+}
+
+int zeus_sim_work_measured(zeus_sim_node *n, unsigned gpu, double seconds, double joules, double *elapsed_s) {
+  SIM_GPU(n, gpu);
+  if (!(seconds >= 0) || isinf(seconds) || !(joules >= 0) || isinf(joules))
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: a measured piece of work needs a finite duration and "
+                       "energy >= 0, got %g s and %g J", gpu, seconds, joules);
+  measured_work m = {gpu, seconds, joules};
+  return run_work(n, NULL, &m, elapsed_s);
 }
 
 int zeus_sim_idle(zeus_sim_node *n, double seconds) {

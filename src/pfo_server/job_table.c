@@ -20,6 +20,7 @@
 
 #include "pfo_server/job_table.h"
 #include "pfo_server/sched.h"
+#include "pfo_server/solver_pool.h"
 
 enum { R_IDLE, R_WAITING, R_ANSWERED, R_DONE, R_NEXT_WAITING };
 
@@ -53,6 +54,7 @@ struct zeus__job_table {
   size_t njobs;
   unsigned long seq;
   bool closing;
+  zeus__solver_pool *pool; /* frontier solves of the schedulers that need them (Perseus) */
   /* Dump writes that failed (the round goes on: a full disk must not stop training), and the
    * last failure's message, reported by GET /info. */
   unsigned long dump_failures;
@@ -219,6 +221,8 @@ int zeus__job_table_open(zeus__job_table **out, const zeus__job_table_opts *opts
   bool w;
   if (!rc) rc = zeus__sched_lookup(r->scheduler, &ops, &w);
   if (!rc) rc = zeus__sched_check(ops, r->args);
+  /* At most 64 solves wait for a thread: each holds one profile (kilobytes). */
+  if (!rc) rc = zeus__solver_pool_open(&r->pool, opts->solver_threads > 0 ? opts->solver_threads : 1, 64);
   if (rc) {
     json_decref(r->args);
     free(r->scheduler);
@@ -248,6 +252,7 @@ void zeus__job_table_close(zeus__job_table *r) {
     r->jobs = j->next;
     job_free(j);
   }
+  zeus__solver_pool_close(r->pool); /* after the jobs: their schedulers release their solves */
   json_decref(r->args);
   free(r->scheduler);
   free(r->dump_dir);
@@ -317,6 +322,8 @@ int zeus__job_table_register_job(zeus__job_table *r, const char *body, size_t le
     return zeus__reply_error(reply, 500, "out of memory while registering a job");
   }
   j->id = id.data;
+  free(j->info.job_id); /* "" while registering: from now on the job's id */
+  j->info.job_id = zeus__strdup(j->id);
   if (r->o.dump_data && (rc = zeus__mkdirs(j->dir)))
     zeus__log(ZEUS_LOG_ERROR, "pfo", "job %s: %s", j->id, zeus_errmsg());
   j->last_active = zeus_monotonic_s();
@@ -366,7 +373,8 @@ int zeus__job_table_register_rank(zeus__job_table *r, const char *job_id, const 
   /* Every rank is in: dump the ranks and build the scheduler. */
   size_t w = (size_t)j->info.world_size;
   if (r->o.dump_data && zeus_pfo_save_ranks(j->dir, j->ranks, w)) dump_failed(r, j->id, "ranks");
-  rc = zeus__sched_create(&j->sched, r->scheduler, r->args, &j->info, j->ranks, w, j->dir, r->o.dump_data);
+  rc = zeus__sched_create(&j->sched, r->scheduler, r->args, &j->info, j->ranks, w, j->dir, r->o.dump_data,
+                          r->pool);
   if (!rc) rc = install_round(r, j);
   if (rc) {
     int st = zeus__http_status_of(rc) == 400 ? 400 : 500;
@@ -509,6 +517,33 @@ int zeus__job_table_post_result(zeus__job_table *r, const char *job_id, const ch
 out:
   pthread_mutex_unlock(&r->mu);
   if (!rc) zeus_pfo_prof_result_clear(&res);
+  return status;
+}
+
+int zeus__job_table_sched_route(zeus__job_table *r, const char *job_id, const char *method, const char *path,
+                                const char *body, size_t len, zeus__reply *reply) {
+  int status;
+  pthread_mutex_lock(&r->mu);
+  job *j = find_job(r, job_id);
+  if (!j) status = reply_unknown_job(reply);
+  else if (j->err_status) status = zeus__reply_error(reply, j->err_status, j->err_msg);
+  else if (!j->sched) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "the job's scheduler starts once every rank has registered (%zu of %d so far)",
+             j->n_registered, j->info.world_size);
+    status = zeus__reply_error(reply, 409, msg);
+  } else {
+    if (strcmp(method, "GET") != 0) j->last_active = zeus_monotonic_s(); /* a declaration is activity */
+    zeus__sched_route_reply out = {0};
+    status = zeus__sched_route(j->sched, method, path, body, len, &out);
+    reply->status = status;
+    reply->body = out.body;
+    reply->len = out.len;
+    reply->content_type = out.content_type;
+    reply->allow = out.allow;
+    if (!reply->body) status = zeus__reply_error(reply, 500, "out of memory");
+  }
+  pthread_mutex_unlock(&r->mu);
   return status;
 }
 

@@ -17,6 +17,8 @@ typedef struct zeus__reply {
   int status;
   char *body;
   size_t len;
+  const char *content_type; /* static; NULL: application/json */
+  const char *allow;        /* static; the methods allowed, for a 405 */
 } zeus__reply;
 
 /* Called once for a waiting schedule request, from whichever thread completes it (under the
@@ -33,6 +35,8 @@ typedef struct zeus__job_table_opts {
   /* Optional: called under the table's lock just before a waiter is parked, so the transport
    * can suspend the request before any thread may complete it. */
   void (*on_park)(void *waiter);
+  /* Threads that solve frontiers for the schedulers that need them (Perseus); 0: 1. */
+  int solver_threads;
 } zeus__job_table_opts;
 
 int zeus__job_table_open(zeus__job_table **out, const zeus__job_table_opts *opts);
@@ -50,6 +54,11 @@ int zeus__job_table_request_schedule(zeus__job_table *t, const char *job_id, con
                                      void *waiter, zeus__reply *reply);
 int zeus__job_table_post_result(zeus__job_table *t, const char *job_id, const char *body, size_t len,
                                 zeus__reply *reply);
+/* A scheduler's own route: GET or POST /perseus/{job_id}<path> (path "" or "/..."), answered by
+ * the job's scheduler (zeus__sched_ops.route) under the table's lock. 404 for an unknown job or a
+ * scheduler without routes, 409 before every rank has registered. */
+int zeus__job_table_sched_route(zeus__job_table *t, const char *job_id, const char *method, const char *path,
+                                const char *body, size_t len, zeus__reply *reply);
 /* Forgets a parked waiter whose connection went away (no completion call follows). */
 void zeus__job_table_cancel_waiter(zeus__job_table *t, void *waiter);
 /* Removes jobs idle for longer than the limit at monotonic time `now_s`; returns how many. */

@@ -2,6 +2,7 @@
  * driver that runs one scheduler for one job: it caches the current schedule and serves the
  * last one forever once the scheduler says it is finished. */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@ static const zeus__sched_ops *const sched_table[] = {
     &zeus__sched_point_solution,
     &zeus__sched_all_max,
     &zeus__sched_instruction_profiler,
+    &zeus__sched_perseus,
 };
 
 #define NSCHED ZEUS__ARRAY_LEN(sched_table)
@@ -24,10 +26,12 @@ static char g_names3d[NSCHED][64];
 static pthread_once_t g_names_once = PTHREAD_ONCE_INIT;
 
 static void build_names(void) {
+  size_t k = NSCHED;
   for (size_t i = 0; i < NSCHED; i++) {
     g_names[i] = sched_table[i]->name;
+    if (sched_table[i]->native_3d) continue;
     snprintf(g_names3d[i], sizeof g_names3d[i], "%s3D", sched_table[i]->name);
-    g_names[NSCHED + i] = g_names3d[i];
+    g_names[k++] = g_names3d[i];
   }
 }
 
@@ -42,6 +46,9 @@ int zeus__sched_lookup(const char *name, const zeus__sched_ops **ops, bool *wrap
   for (size_t i = 0; name && i < NSCHED; i++) {
     const char *n = sched_table[i]->name;
     if ((!w && strcmp(n, name) == 0) || (w && strlen(n) == len - 2 && !strncmp(n, name, len - 2))) {
+      if (w && sched_table[i]->native_3d)
+        return zeus__error(ZEUS_EINVAL, "there is no scheduler '%s': %s handles data and tensor parallelism "
+                           "itself (use '%s')", name, n, n);
       *ops = sched_table[i];
       *wrap3d = w;
       return ZEUS_OK;
@@ -166,7 +173,7 @@ static int advance(zeus__sched *s) {
 
 int zeus__sched_create(zeus__sched **out, const char *name, const json_t *args,
                        const zeus_pfo_job_info *job, const zeus_pfo_rank_info *ranks, size_t n,
-                       const char *job_dump_dir, bool dump_data) {
+                       const char *job_dump_dir, bool dump_data, struct zeus__solver_pool *pool) {
   zeus__sched *s = calloc(1, sizeof *s);
   if (!s) return zeus__oom("creating a scheduler");
   int rc = zeus__sched_lookup(name, &s->ops, &s->wrap3d);
@@ -181,7 +188,7 @@ int zeus__sched_create(zeus__sched **out, const char *name, const json_t *args,
     if (!(rc = zeus__pfo_rank_info_copy(&ranks[i], &s->ranks[i]))) s->n++;
   if (rc) { zeus__sched_destroy(s); return rc; }
   qsort(s->ranks, s->n, sizeof *s->ranks, cmp_rank);
-  zeus__sched_ctx ctx = {job, s->ranks, s->n, job_dump_dir, dump_data};
+  zeus__sched_ctx ctx = {job, s->ranks, s->n, job_dump_dir, dump_data, job->job_id, pool};
   zeus_pfo_job_info vjob;
   zeus_pfo_rank_info *vranks = NULL;
   size_t vn = 0;
@@ -228,6 +235,31 @@ int zeus__sched_observe(zeus__sched *s, const zeus_pfo_prof_result *results, siz
 }
 
 bool zeus__sched_finished(const zeus__sched *s) { return s->finished; }
+
+const char *zeus__sched_name(const zeus__sched *s) { return s->ops->name; }
+
+int zeus__sched_route_error(zeus__sched_route_reply *out, int status, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  json_t *o = json_pack("{ss}", "detail", msg);
+  out->status = status;
+  out->body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  out->len = out->body ? strlen(out->body) : 0;
+  out->content_type = NULL;
+  json_decref(o);
+  return status;
+}
+
+int zeus__sched_route(zeus__sched *s, const char *method, const char *path, const char *body, size_t len,
+                      zeus__sched_route_reply *out) {
+  if (!s->ops->route)
+    return zeus__sched_route_error(out, 404, "the job's scheduler %s%s has no routes under /perseus/{job_id} "
+                                   "(only the Perseus scheduler has)", s->ops->name, s->wrap3d ? "3D" : "");
+  return s->ops->route(s->state, method, path, body, len, out);
+}
 
 void zeus__sched_destroy(zeus__sched *s) {
   if (!s) return;

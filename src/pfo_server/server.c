@@ -25,10 +25,10 @@
 #define PFO_DEFAULT_BODY_MAX (16u << 20)
 
 /* Routes as /metrics labels them (templates, never the client's URL). */
-enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT, R_METRICS, NROUTES };
+enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT, R_METRICS, R_PERSEUS, NROUTES };
 static const char *const route_label[NROUTES] = {
     "other", "/info", "/register_job", "/register_rank/{job_id}", "/schedule/{job_id}", "/result/{job_id}",
-    "/metrics"};
+    "/metrics", "/perseus/{job_id}"};
 #define NSTATUS 600 /* request counters by HTTP status 0..599 */
 /* Latency histograms by route and status class (1xx-5xx), so that fast errors do not hide slow
  * answers. */
@@ -68,7 +68,7 @@ typedef struct req {
 /* ---- replies ---- */
 
 static enum MHD_Result send_reply(req *q, struct MHD_Connection *c, int status, char *body, size_t len,
-                                  const char *allow) {
+                                  const char *allow, const char *content_type) {
   struct MHD_Response *resp;
   q->status = status;
   if (body) {
@@ -77,7 +77,7 @@ static enum MHD_Result send_reply(req *q, struct MHD_Connection *c, int status, 
     resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
   }
   if (!resp) { free(body); return MHD_NO; }
-  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type ? content_type : "application/json");
   if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
   if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
   enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
@@ -89,7 +89,7 @@ static enum MHD_Result send_error(req *q, struct MHD_Connection *c, int status, 
                                   const char *allow) {
   zeus__reply rep = {0};
   zeus__reply_error(&rep, status, msg);
-  return send_reply(q, c, status, rep.body, rep.len, allow);
+  return send_reply(q, c, status, rep.body, rep.len, allow, NULL);
 }
 
 /* ---- job table callbacks ---- */
@@ -191,6 +191,19 @@ static bool authorised(zeus_pfo_server *s, struct MHD_Connection *c) {
   return diff == 0;
 }
 
+/* Matches "/<prefix>/<id>[/<rest>]": copies the id (non-empty) into buf and returns the rest ("" or
+ * "/..."), or NULL. */
+static const char *route_id_rest(const char *url, const char *prefix, char *buf, size_t len) {
+  size_t n = strlen(prefix);
+  if (strncmp(url, prefix, n) != 0 || url[n] != '/') return NULL;
+  const char *id = url + n + 1, *slash = strchr(id, '/');
+  size_t idlen = slash ? (size_t)(slash - id) : strlen(id);
+  if (idlen == 0 || idlen >= len) return NULL;
+  memcpy(buf, id, idlen);
+  buf[idlen] = '\0';
+  return id + idlen;
+}
+
 /* Matches "/<prefix>/<id>" and returns the id (non-empty, no further '/'), or NULL. */
 static const char *route_id(const char *url, const char *prefix) {
   size_t n = strlen(prefix);
@@ -221,7 +234,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     atomic_fetch_sub(&s->parked, 1);
     char *b = q->reply.body;
     q->reply.body = NULL;
-    return send_reply(q, c, q->reply.status, b, q->reply.len, NULL);
+    return send_reply(q, c, q->reply.status, b, q->reply.len, NULL, NULL);
   }
   if (*upload_size) {
     if (!q->too_big && q->body.len + *upload_size > s->body_max) q->too_big = true;
@@ -232,21 +245,28 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   if (q->parked) return MHD_YES; /* spurious call while suspended */
 
   bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-  const char *id = NULL;
+  const char *id = NULL, *rest = NULL;
+  char idbuf[512];
   int route = R_NONE;
   const char *allow = NULL;
   if (strcmp(url, "/info") == 0) route = R_INFO, allow = "GET";
   else if (strcmp(url, "/metrics") == 0) route = R_METRICS, allow = "GET";
+  else if ((rest = route_id_rest(url, "/perseus", idbuf, sizeof idbuf)))
+    route = R_PERSEUS, id = idbuf, allow = "GET, POST";
   else if (strcmp(url, "/register_job") == 0) route = R_JOB, allow = "POST";
   else if ((id = route_id(url, "/register_rank"))) route = R_RANK, allow = "POST";
   else if ((id = route_id(url, "/schedule"))) route = R_SCHED, allow = "GET";
   else if ((id = route_id(url, "/result"))) route = R_RESULT, allow = "POST";
   q->route = route;
-  if (route == R_NONE) return send_error(q, c, 404, "no such route (routes: GET /info, GET /metrics, POST /register_job, "
-                                         "POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=N, "
-                                         "POST /result/{job_id})", NULL);
+  if (route == R_NONE)
+    return send_error(q, c, 404,
+                      "no such route (routes: GET /info, GET /metrics, POST /register_job, "
+                      "POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=N, "
+                      "POST /result/{job_id}; with the Perseus scheduler GET /perseus/{job_id}[/...] "
+                      "and POST /perseus/{job_id}/straggler)",
+                      NULL);
   if (!authorised(s, c)) return send_error(q, c, 401, "missing or wrong bearer token", NULL);
-  if ((strcmp(allow, "GET") == 0 && !get) || (strcmp(allow, "POST") == 0 && !post)) {
+  if ((strcmp(allow, "GET") == 0 && !get) || (strcmp(allow, "POST") == 0 && !post) || (!get && !post)) {
     char msg[96];
     snprintf(msg, sizeof msg, "method %s is not allowed here (allowed: %s)", method, allow);
     return send_error(q, c, 405, msg, allow);
@@ -278,11 +298,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       }
       char *b = o ? json_dumps(o, JSON_COMPACT) : NULL;
       json_decref(o);
-      return b ? send_reply(q, c, 200, b, strlen(b), NULL) : MHD_NO;
+      return b ? send_reply(q, c, 200, b, strlen(b), NULL, NULL) : MHD_NO;
     }
     case R_JOB: zeus__job_table_register_job(s->jobs, body, len, &rep); break;
     case R_RANK: zeus__job_table_register_rank(s->jobs, id, body, len, &rep); break;
     case R_RESULT: zeus__job_table_post_result(s->jobs, id, body, len, &rep); break;
+    case R_PERSEUS: zeus__job_table_sched_route(s->jobs, id, method, rest, body, len, &rep); break;
     case R_SCHED: {
       const char *rank = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "rank");
       if (zeus__job_table_request_schedule(s->jobs, id, rank, q, &rep) == 0) return MHD_YES; /* parked */
@@ -290,7 +311,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     default: break;
   }
-  return send_reply(q, c, rep.status, rep.body, rep.len, NULL);
+  return send_reply(q, c, rep.status, rep.body, rep.len, rep.allow, rep.content_type);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
@@ -389,6 +410,8 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
     o.threads = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
   }
   if (o.threads > 64) return zeus__error(ZEUS_EINVAL, "threads %d is outside 1..64", o.threads);
+  if (o.solver_threads < 0 || o.solver_threads > 16)
+    return zeus__error(ZEUS_EINVAL, "solver_threads %d is outside 1..16", o.solver_threads);
 
   zeus_pfo_server *s = calloc(1, sizeof *s);
   if (!s) return zeus__oom("creating the server");
@@ -407,7 +430,7 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
     return zeus__oom("creating the server");
   }
   zeus__job_table_opts ro = {o.scheduler, o.scheduler_args, o.dump_data, o.dump_dir,
-                            (double)o.max_job_idle_time_s, on_complete, on_park};
+                            (double)o.max_job_idle_time_s, on_complete, on_park, o.solver_threads};
   int rc = zeus__job_table_open(&s->jobs, &ro);
   if (rc) { free(s->token); free(s); return rc; }
 

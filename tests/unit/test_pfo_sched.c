@@ -93,9 +93,9 @@ static void wrapper_3d_copies_each_stage_schedule_to_its_ranks(void **state) {
   json_t *args = json_pack("{ss}", "solution_path", path);
   zeus__sched *s;
   /* Without the wrapper, a 2-entry plan does not fit 8 ranks. */
-  assert_zeus_err(zeus__sched_create(&s, "PointSolution", args, &job, ranks, 8, NULL, false), ZEUS_EINVAL,
+  assert_zeus_err(zeus__sched_create(&s, "PointSolution", args, &job, ranks, 8, NULL, false, NULL), ZEUS_EINVAL,
                   "assumes 2 ranks, but the job has 8");
-  assert_zeus_ok(zeus__sched_create(&s, "PointSolution3D", args, &job, ranks, 8, NULL, false));
+  assert_zeus_ok(zeus__sched_create(&s, "PointSolution3D", args, &job, ranks, 8, NULL, false, NULL));
   const zeus_pfo_schedule *cur;
   size_t n;
   zeus__sched_current(s, &cur, &n);
@@ -120,7 +120,7 @@ static void wrapper_3d_copies_each_stage_schedule_to_its_ranks(void **state) {
   zeus_test_write_file(path,
                        "[[(\"forward\", 1410), (\"backward\", 1200)], [(\"forward\", 1005), (\"backward\", 1000)]]");
   args = json_pack("{ss}", "solution_path", path);
-  assert_zeus_err(zeus__sched_create(&s, "PointSolution3D", args, &job, ranks, 8, NULL, false), ZEUS_EINVAL,
+  assert_zeus_err(zeus__sched_create(&s, "PointSolution3D", args, &job, ranks, 8, NULL, false, NULL), ZEUS_EINVAL,
                   "entry 1 (rank 1), instruction 0 ('forward') asks for 1005 MHz");
   assert_true(strstr(zeus_errmsg(), "nearest: 1000 MHz") != NULL);
   json_decref(args);
@@ -138,10 +138,10 @@ static void all_max_uses_pipe_schedule_or_1f1b(void **state) {
   ranks[3].pipe_schedule = ps;
   ranks[3].n_pipe_schedule = 3;
   zeus__sched *s;
-  assert_zeus_err(zeus__sched_create(&s, "AllMaxFrequency", NULL, &job, ranks, 4, NULL, false), ZEUS_EINVAL,
+  assert_zeus_err(zeus__sched_create(&s, "AllMaxFrequency", NULL, &job, ranks, 4, NULL, false, NULL), ZEUS_EINVAL,
                   "num_microbatches");
   json_t *args = json_pack("{si}", "num_microbatches", 3);
-  assert_zeus_ok(zeus__sched_create(&s, "AllMaxFrequency", args, &job, ranks, 4, NULL, false));
+  assert_zeus_ok(zeus__sched_create(&s, "AllMaxFrequency", args, &job, ranks, 4, NULL, false, NULL));
   const zeus_pfo_schedule *cur;
   size_t n;
   zeus__sched_current(s, &cur, &n);
@@ -203,7 +203,7 @@ static void instruction_profiler_writes_csv_and_stops_after_five_rises(void **st
         .rank = r, .pp_rank = r, .available_frequencies = freqs, .n_available_frequencies = 12};
   json_t *args = json_pack("{sisisi}", "warmup_iters", 1, "num_microbatches", 2, "min_frequency", 350);
   zeus__sched *s;
-  assert_zeus_ok(zeus__sched_create(&s, "InstructionProfiler", args, &job, ranks, 2, jobdir, false));
+  assert_zeus_ok(zeus__sched_create(&s, "InstructionProfiler", args, &job, ranks, 2, jobdir, false, NULL));
   const zeus_pfo_schedule *cur;
   size_t n;
   int seen[32], nseen = 0;

@@ -76,7 +76,7 @@ static void solver_schedulers_and_pipeline_sim_share_one_1f1b_order(void **state
       zeus_pfo_job_info job = {.pp_degree = S, .dp_degree = 1, .tp_degree = 1, .world_size = S};
       json_t *args = json_pack("{si}", "num_microbatches", M);
       zeus__sched *sched;
-      assert_zeus_ok(zeus__sched_create(&sched, "AllMaxFrequency", args, &job, ranks, (size_t)S, NULL, false));
+      assert_zeus_ok(zeus__sched_create(&sched, "AllMaxFrequency", args, &job, ranks, (size_t)S, NULL, false, NULL));
       const zeus_pfo_schedule *cur;
       size_t ncur;
       assert_zeus_ok(zeus__sched_current(sched, &cur, &ncur));

@@ -157,6 +157,30 @@ static void work_all_advances_by_the_longest_while_others_idle(void **state) {
   zeus_sim_node_close(n);
 }
 
+static void work_measured_takes_the_given_time_and_energy_while_others_idle(void **state) {
+  (void)state;
+  zeus_sim_node *n = open_default(2, ZEUS_SIM_CLOCK_VIRTUAL);
+  /* Whatever the knobs: a locked clock changes nothing. */
+  assert_zeus_ok(zeus_sim_gpu_set_locked_clocks(n, 1, 1005, 1005));
+  double el = 0;
+  assert_zeus_ok(zeus_sim_work_measured(n, 1, 0.25, 40.0, &el));
+  assert_near(el, 0.25, REL);
+  assert_near(zeus_sim_now(n), 0.25, REL);
+  assert_near(energy(n, 1), 40.0, REL);
+  assert_near(energy(n, 0), 30 * 0.25, REL); /* idle meanwhile */
+  /* The power in between is energy / time (160 W); a zero-length piece changes nothing. */
+  unsigned mw = 0;
+  assert_zeus_ok(zeus_sim_work_measured(n, 1, 0, 0, NULL));
+  assert_near(zeus_sim_now(n), 0.25, REL);
+  assert_zeus_ok(zeus_sim_work_measured(n, 1, 1.0, 160.0, NULL));
+  assert_zeus_ok(zeus_sim_gpu_average_power(n, 1, &mw));
+  assert_int_equal(mw, 160000);
+  assert_zeus_err(zeus_sim_work_measured(n, 1, -1, 1, NULL), ZEUS_EINVAL, "finite duration");
+  assert_zeus_err(zeus_sim_work_measured(n, 1, 1, NAN, NULL), ZEUS_EINVAL, "energy");
+  assert_zeus_err(zeus_sim_work_measured(n, 2, 1, 1, NULL), ZEUS_ENOENT, "GPU 2");
+  zeus_sim_node_close(n);
+}
+
 /* ---- the table model ---- */
 
 static void table_model_gives_each_rows_time_and_energy_and_lower_row_between(void **state) {
@@ -414,6 +438,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(dvfs_power_limit_caps_the_clock_and_stretches_the_work),
       cmocka_unit_test(work_advances_clock_by_units_times_time_and_energy_by_power_times_time),
       cmocka_unit_test(work_all_advances_by_the_longest_while_others_idle),
+      cmocka_unit_test(work_measured_takes_the_given_time_and_energy_while_others_idle),
       cmocka_unit_test(table_model_gives_each_rows_time_and_energy_and_lower_row_between),
       cmocka_unit_test(config_load_errors_name_the_file_line_and_field),
       cmocka_unit_test(sim_gpus_out_of_range_is_erange_naming_the_variable),
