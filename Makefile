@@ -9,7 +9,11 @@ ifeq ($(ZEUS_WERROR),1)
 CMAKE_FLAGS += -DZEUS_WERROR=ON
 endif
 
-.PHONY: all deps deps-build build demo check test test-asan test-minimal bench install clean
+# CMake's generated Makefiles run make recursively; without this every sub-make prints its
+# "Entering directory" and "Leaving directory" lines (hundreds for one build).
+MAKEFLAGS += --no-print-directory
+
+.PHONY: all deps deps-build build demo check test test-asan test-minimal bench gpu-check install clean
 
 all: build
 
@@ -26,11 +30,15 @@ build: deps-build
 demo: build
 	@scripts/demo.sh $(BUILD)
 
-test: deps build
+# The tests need cmocka and the other test packages: `deps` installs them, and the test tree is
+# then required (ZEUS_TESTS=ON), so a missing package is an error rather than no tests.
+test: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEUS_TESTS=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DZEUS_SANITIZE=ON $(CMAKE_FLAGS)
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DZEUS_SANITIZE=ON -DZEUS_TESTS=ON $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE nosan
 
@@ -38,7 +46,7 @@ test-asan: deps
 # SQLite or libcrypto. Part of `make check` (and so of CI, .ci/run) because any change can break it
 # (a module that starts to call into a component), and a developer should see that before pushing.
 MIN_FLAGS = -DZEUS_WITH_PFO_SERVER=OFF -DZEUS_WITH_PFO_CLIENT=OFF -DZEUS_WITH_RUN=OFF -DZEUS_WITH_EXPORTER=OFF \
-            -DZEUS_WITH_DAEMON=OFF -DZEUS_BENCH=OFF
+            -DZEUS_WITH_METRICS_PUSH=OFF -DZEUS_WITH_DAEMON=OFF -DZEUS_BENCH=OFF
 test-minimal: deps
 	cmake -S . -B $(MIN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(MIN_FLAGS) $(CMAKE_FLAGS)
 	cmake --build $(MIN_BUILD) -j $(JOBS)
@@ -50,6 +58,14 @@ check: test test-asan test-minimal
 bench: build
 	cmake --build $(BUILD) --target benchmarks -j $(JOBS)
 	@scripts/bench.sh $(BUILD)
+
+# Proves zeus on this machine's NVIDIA GPUs (scripts/gpu-check.sh, docs/gpu-check.md): a report in
+# $(BUILD)/gpu-check/report.md and .json; says so and exits 0 when there is no GPU. Changing
+# settings needs root or CAP_SYS_ADMIN. GPU_CHECK_FLAGS: more options (--gpus 0, --quick).
+GPU_CHECK_OUT ?= $(BUILD)/gpu-check
+GPU_CHECK_FLAGS ?=
+gpu-check: build
+	@scripts/gpu-check.sh --zeus $(BUILD)/zeus --out $(GPU_CHECK_OUT) $(GPU_CHECK_FLAGS)
 
 install: build
 	cmake --install $(BUILD)

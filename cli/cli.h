@@ -9,8 +9,10 @@
 #ifndef ZEUS_CLI_H
 #define ZEUS_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include <zeus.h>
 
@@ -57,7 +59,48 @@ bool cli_report_commit(const char *cmd, cli_report *r, const char *path);
 /* Removes the temporary file (no-op when none is open). */
 void cli_report_discard(cli_report *r);
 
+/* ---- the 'zeus gpus' tools that read and change GPUs (cli/gpus_util.c) ---- */
+
+struct json_t;
+/* The GPUs a --gpus list names (every visible GPU when not given), checked against the handle;
+ * prints an error naming the bad index, or saying that there is no GPU, and returns false. */
+bool cli_gpu_selection(const char *cmd, zeus_devices *d, const cli_index_list *l, unsigned *out,
+                       size_t *n);
+/* Median (sorts v in place), largest and smallest of n values; NaN when n is 0. */
+double cli_median(double *v, size_t n);
+double cli_max(const double *v, size_t n);
+double cli_min(const double *v, size_t n);
+/* SIGINT/SIGTERM set cli_stop_signal (to the signal's number) instead of ending the process, so
+ * a command that changed settings can put them back, report and exit with 128 + signal.
+ * Nested calls are counted; release puts the earlier handlers back. */
+extern volatile sig_atomic_t cli_stop_signal;
+void cli_catch_stop_signals(void);
+void cli_release_stop_signals(void);
+/* Sleeps; false (at once) when a stop signal has come. */
+bool cli_sleep_s(double s);
+/* The SM clocks the GPU supports at its highest memory clock (*mem_mhz), highest first. */
+int cli_gpu_sm_clocks(zeus_devices *d, unsigned gpu, unsigned *mem_mhz, unsigned *mhz, size_t *n);
+/* The supported clock nearest to `want`. */
+unsigned cli_nearest_clock(const unsigned *mhz, size_t n, double want);
+/* A JSON real, or null when v is not finite. */
+struct json_t *cli_json_real_or_null(double v);
+/* Writes `doc` indented with zeus_json_dumps() and a newline; false on failure. */
+bool cli_write_json(FILE *out, struct json_t *doc);
+/* Starts argv as a child with the signal dispositions from before cli_catch_stop_signals()
+ * (standard output on our standard error when asked: the output rule of opt.h). -1 (after an
+ * error message) when it cannot start. */
+pid_t cli_child_start(const char *cmd, char **argv, bool stdout_to_stderr);
+/* Whether the child has ended (then *exit_code as a shell reports it: 128 + N for signal N). */
+bool cli_child_poll(pid_t pid, int *exit_code);
+/* Sends `sig` unless the child has ended, waits up to grace_s, then SIGKILL; its exit code. */
+int cli_child_stop(pid_t pid, int sig, double grace_s);
+
 int cmd_gpus(int argc, char **argv);
+int cmd_gpus_probe(int argc, char **argv);
+int cmd_gpus_check(int argc, char **argv);
+int cmd_gpus_set(int argc, char **argv);
+int cmd_gpus_clock_latency(int argc, char **argv);
+int cmd_gpus_report(int argc, char **argv);
 int cmd_monitor(int argc, char **argv);
 int cmd_exporter(int argc, char **argv);
 int cmd_frontier(int argc, char **argv);

@@ -31,7 +31,8 @@ static const cli_opt reset_opts[] = {
 
 static const cli_command list_cmd = {
     .name = "gpus",
-    .usage = "zeus gpus [--json]\nzeus gpus reset [--gpus LIST]",
+    .usage = "zeus gpus [--json]\n"
+             "zeus gpus probe|check|set|clock-latency|report|reset [OPTIONS]   (each has --help)",
     .about =
         "List what zeus can measure: the visible GPUs (index, name, UUID, power-limit range and\n"
         "current value, supported SM clocks at the highest memory clock, whether the GPU has a\n"
@@ -41,9 +42,16 @@ static const cli_command list_cmd = {
         "When no GPU is found because NVML did not load, it says why and exits with 1; set\n"
         "ZEUS_GPU_BACKEND=sim to try zeus on simulated GPUs.\n"
         "\n"
-        "'zeus gpus reset' sets every listed GPU's power limit to its default and unlocks its SM\n"
-        "and memory clocks: the manual way back after a crash left a GPU changed (see 'zeus gpus\n"
-        "reset --help').",
+        "Subcommands (see 'zeus gpus <subcommand> --help'):\n"
+        "  probe          call every reading N times: supported, value, median and worst latency\n"
+        "  check          check the readings against each other: energy counter against\n"
+        "                 integrated power, power against the limit, the counter's update period\n"
+        "  set            set a power limit, locked clocks or persistence mode, read them back,\n"
+        "                 hold them (for a time or while a command runs) and put them back\n"
+        "  clock-latency  how long a locked SM clock takes to show up (run it under load)\n"
+        "  report         the Markdown and JSON report of scripts/gpu-check.sh (make gpu-check)\n"
+        "  reset          every listed GPU's power limit to its default and its SM and memory\n"
+        "                 clocks unlocked: the manual way back after a crash left a GPU changed",
     .opts = list_opts,
     .more =
         "JSON: {\"backend\", \"gpu_error\" (why no GPU, or null), \"gpus\": [{\"index\",\n"
@@ -233,6 +241,16 @@ static int reset_gpus(zeus_devices *d) {
 }
 
 int cmd_gpus(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "probe") == 0) return cmd_gpus_probe(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "check") == 0) return cmd_gpus_check(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "set") == 0) return cmd_gpus_set(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "clock-latency") == 0) return cmd_gpus_clock_latency(argc - 1, argv + 1);
+  if (argc > 1 && strcmp(argv[1], "report") == 0) return cmd_gpus_report(argc - 1, argv + 1);
+  if (argc > 1 && argv[1][0] != '-' && strcmp(argv[1], "reset") != 0) {
+    static const char *const subs[] = {"probe", "check", "set", "clock-latency", "report", "reset", NULL};
+    cli_pick("gpus", "subcommand", argv[1], subs);
+    return CLI_EXIT_USAGE;
+  }
   bool reset = argc > 1 && strcmp(argv[1], "reset") == 0;
   int rc = reset ? cli_parse(&reset_cmd, argc - 1, argv + 1, NULL, NULL)
                  : cli_parse(&list_cmd, argc, argv, NULL, NULL);

@@ -2,25 +2,32 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <zeus/config.h>
 
 #include "cli.h"
 
 #define ENVIRONMENT                                                                              \
   "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, CUDA_VISIBLE_DEVICES, ZEUS_SIM_* (the\n" \
-  "simulated GPU follows the wall clock here and draws idle power), ZEUS_RAPL_ROOT (where the\n" \
-  "RAPL zones are, default /sys/class/powercap), ZEUS_LOG_LEVEL.\n"
+  "simulated GPU follows the wall clock here and draws idle power; simulated GPUs belong to\n" \
+  "one process, so a program's own simulated work is not seen here: docs/sim.md),\n" \
+  "ZEUS_RAPL_ROOT (where the RAPL zones are, default /sys/class/powercap), ZEUS_LOG_LEVEL.\n"
 
 static cli_index_list gpu_list;
 static bool json_output;
 static const char *out_path;
 static int interval_ms = 100;
 static double duration_s = -1;
+
+static const char *push_url, *push_job = "zeus", *push_labels, *push_window;
 
 static const cli_opt energy_opts[] = {
     {"gpus", 0, CLI_OPT_CUSTOM, &gpu_list, "LIST", "comma-separated visible GPU indices", "all",
@@ -31,16 +38,19 @@ static const cli_opt energy_opts[] = {
     {"output", 'o', CLI_OPT_STRING, &out_path, "FILE",
      "write the report to FILE (replaced whole when CMD ends) instead of standard\n"
      "error; CMD keeps standard output"},
-    {0},
-};
-
-static const cli_opt power_opts[] = {
-    {"gpus", 0, CLI_OPT_CUSTOM, &gpu_list, "LIST", "comma-separated visible GPU indices", "all",
-     .parse = cli_opt_index_list},
-    {"interval-ms", 0, CLI_OPT_INT, &interval_ms, "N", "sampling period in milliseconds", "100", 1,
-     60000},
-    {"duration-s", 0, CLI_OPT_DOUBLE, &duration_s, "S", "stop after S seconds", "until SIGINT", 0,
-     1e9},
+    {"pushgateway", 0, CLI_OPT_STRING, &push_url, "URL",
+     "also push the window to the Prometheus Pushgateway at URL (http://HOST:PORT) as the\n"
+     "histograms of zeus/metric.h (energy_monitor_gpu_energy_joules, ...,\n"
+     "energy_monitor_window_duration_seconds) after the report is written; a bad URL, job or\n"
+     "label is refused before CMD starts; a failed push is reported and exits 1 when CMD\n"
+     "succeeded. The gateway keeps the last push per job\n"
+     "and labels: runs that must all stay visible need labels of their own (run=...)",
+     .heading = "Pushing to a Prometheus Pushgateway (docs/metrics-push.md):"},
+    {"push-job", 0, CLI_OPT_STRING, &push_job, "NAME", "the job the window is pushed under",
+     "zeus"},
+    {"push-labels", 0, CLI_OPT_STRING, &push_labels, "K=V,...",
+     "grouping labels added to every series (instance=node3,rank=0)", "none"},
+    {"push-window", 0, CLI_OPT_STRING, &push_window, "NAME", "the window label", "CMD's file name"},
     {0},
 };
 
@@ -48,11 +58,14 @@ static const cli_command monitor_cmd = {
     .name = "monitor",
     .usage =
         "zeus monitor energy [--gpus LIST] [--json] [-o FILE] [--] CMD [ARGS...]\n"
-        "zeus monitor power [--gpus LIST] [--interval-ms N] [--duration-s S]",
+        "zeus monitor power [--gpus LIST] [--interval-ms N] [--duration-s S]\n"
+        "                   [--time relative|epoch] [--domains LIST] [--temperature] [-o FILE]\n"
+        "                   [[--] CMD [ARGS...]]",
     .about =
         "'energy' runs CMD and reports its time and the energy of every GPU, CPU package and\n"
-        "DRAM zone meanwhile. 'power' prints a CSV of power samples. See 'zeus monitor energy\n"
-        "--help' and 'zeus monitor power --help'.",
+        "DRAM zone meanwhile. 'power' prints a CSV of power (and temperature) samples, for a\n"
+        "duration or while CMD runs. See 'zeus monitor energy --help' and 'zeus monitor power\n"
+        "--help'.",
     .more =
         "Examples:\n"
         "  zeus monitor energy -- python train.py --epochs 1\n"
@@ -63,7 +76,10 @@ static const cli_command monitor_cmd = {
 
 static const cli_command energy_cmd = {
     .name = "monitor energy",
-    .usage = "zeus monitor energy [--gpus LIST] [--json] [-o FILE] [--] CMD [ARGS...]",
+    .usage =
+        "zeus monitor energy [--gpus LIST] [--json] [-o FILE]\n"
+        "                    [--pushgateway URL [--push-job NAME] [--push-labels K=V,...]\n"
+        "                    [--push-window NAME]] [--] CMD [ARGS...]",
     .about =
         "Runs CMD, then reports its elapsed time and the energy each GPU, each CPU package and\n"
         "each DRAM zone (RAPL, where readable) used meanwhile, and the total of GPUs and CPU\n"
@@ -82,21 +98,10 @@ static const cli_command energy_cmd = {
         "Examples:\n"
         "  zeus monitor energy -- python train.py --epochs 1\n"
         "  zeus monitor energy --gpus 0,1 --json -- ./my_benchmark | jq .total_energy_j\n"
-        "  zeus monitor energy -o energy.txt -- make -j8\n\n" ENVIRONMENT,
+        "  zeus monitor energy -o energy.txt -- make -j8\n"
+        "  zeus monitor energy --pushgateway http://127.0.0.1:9091 --push-job train \\\n"
+        "      --push-labels instance=node3 --push-window epoch -- python train.py\n\n" ENVIRONMENT,
     .args = CLI_ARGS_COMMAND,
-};
-
-static const cli_command power_cmd = {
-    .name = "monitor power",
-    .usage = "zeus monitor power [--gpus LIST] [--interval-ms N] [--duration-s S]",
-    .about =
-        "Prints a CSV of power samples on standard output (time_s,gpu<i>_power_w,...; time from\n"
-        "the first sample) until the duration ends or SIGINT (Ctrl-C).",
-    .opts = power_opts,
-    .more =
-        "Example:\n"
-        "  ZEUS_GPU_BACKEND=sim zeus monitor power --interval-ms 50 --duration-s 2\n\n" ENVIRONMENT,
-    .args = CLI_ARGS_NONE,
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -181,6 +186,99 @@ static int run_child(char **argv, bool to_stderr) {
   return exit_code;
 }
 
+#if ZEUS_HAVE_METRICS_PUSH
+/* --push-labels "k=v,k2=v2" into names and values (pointers into `buf`). */
+static bool split_labels(const char *cmd, char *buf, const char **names, const char **values,
+                         size_t cap, size_t *n) {
+  *n = 0;
+  char *save = NULL;
+  for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(kv, '=');
+    if (!eq || eq == kv || *n == cap) {
+      cli_error(cmd, false,
+                "--push-labels: expected NAME=VALUE[,NAME=VALUE...] (at most %zu), got '%s'", cap,
+                kv);
+      return false;
+    }
+    *eq = '\0';
+    names[*n] = kv;
+    values[(*n)++] = eq + 1;
+  }
+  return true;
+}
+
+#endif
+
+/* --pushgateway: a zeus_metric histogram on the command's monitor, opened before CMD starts so
+ * that a bad URL, job or label fails before the run rather than after it. */
+#if ZEUS_HAVE_METRICS_PUSH
+typedef zeus_metric push_handle;
+#else
+typedef void push_handle;
+#endif
+
+static bool push_open(zeus_monitor *m, push_handle **out) {
+  const char *cmd = "monitor energy";
+  *out = NULL;
+#if ZEUS_HAVE_METRICS_PUSH
+  char buf[1024];
+  const char *names[16], *values[16];
+  size_t n = 0;
+  if (push_labels) {
+    if (strlen(push_labels) >= sizeof buf) {
+      cli_error(cmd, false, "--push-labels: longer than %zu bytes", sizeof buf - 1);
+      return false;
+    }
+    strcpy(buf, push_labels);
+    if (!split_labels(cmd, buf, names, values, 16, &n)) return false;
+  }
+  zeus_metric_opts o;
+  zeus_metric_opts_init(&o);
+  o.url = push_url;
+  o.job = push_job;
+  o.label_names = names;
+  o.label_values = values;
+  o.num_labels = n;
+  o.monitor = m;
+  if (zeus_metric_open(out, ZEUS_METRIC_ENERGY_HISTOGRAM, &o) != ZEUS_OK) {
+    cli_error(cmd, true, "--pushgateway");
+    return false;
+  }
+  return true;
+#else
+  (void)m;
+  cli_error(cmd, false,
+            "--pushgateway: this zeus was built without ZEUS_WITH_METRICS_PUSH (libcurl)");
+  return false;
+#endif
+}
+
+/* Pushes the measured window as one histogram observation and closes the handle; false after an
+ * error message. */
+static bool push_window_now(push_handle *h, const char *cmd0, const zeus_measurement *r) {
+#if ZEUS_HAVE_METRICS_PUSH
+  const char *slash = strrchr(cmd0, '/');
+  const char *win = push_window ? push_window : slash ? slash + 1 : cmd0;
+  int rc = zeus_metric_record(h, win, r);
+  if (rc != ZEUS_OK) cli_error("monitor energy", true, "cannot push window '%s'", win);
+  zeus_metric_close(h);
+  return rc == ZEUS_OK;
+#else
+  (void)h;
+  (void)cmd0;
+  (void)r;
+  return false;
+#endif
+}
+
+static void push_close(push_handle *h) {
+#if ZEUS_HAVE_METRICS_PUSH
+  zeus_metric_close(h);
+#else
+  (void)h;
+#endif
+}
+
 static int run_energy(int argc, char **argv) {
   const char *cmd = "monitor energy";
   if (argc == 0) {
@@ -197,14 +295,26 @@ static int run_energy(int argc, char **argv) {
     cli_error(cmd, true, "cannot start measuring");
     return CLI_EXIT_FAIL;
   }
+  const char *no_gpu = zeus_devices_nvml_error(zeus_monitor_devices(m));
+  if (zeus_monitor_num_gpus(m) == 0 && no_gpu)
+    cli_error(cmd, false,
+              "measuring no GPU: %s (see 'zeus gpus'; ZEUS_GPU_BACKEND=sim simulates one)",
+              no_gpu);
+  push_handle *ph = NULL;
+  if (push_url && !push_open(m, &ph)) {
+    zeus_monitor_close(m);
+    return CLI_EXIT_USAGE;
+  }
   cli_report rf = {0};
   if (out_path && !cli_report_open(cmd, &rf, out_path)) {
+    push_close(ph);
     zeus_monitor_close(m);
     return CLI_EXIT_FAIL;
   }
   if (zeus_monitor_begin_window(m, "zeus.monitor.energy", false) != ZEUS_OK) {
     cli_error(cmd, true, "cannot begin measuring");
     cli_report_discard(&rf);
+    push_close(ph);
     zeus_monitor_close(m);
     return CLI_EXIT_FAIL;
   }
@@ -214,10 +324,10 @@ static int run_energy(int argc, char **argv) {
   if (zeus_monitor_end_window(m, "zeus.monitor.energy", false, &r) != ZEUS_OK) {
     cli_error(cmd, true, "cannot finish measuring");
     cli_report_discard(&rf);
+    push_close(ph);
     zeus_monitor_close(m);
     return exit_code ? exit_code : CLI_EXIT_FAIL;
   }
-  zeus_monitor_close(m);
   FILE *out = rf.f ? rf.f : json_output ? stdout : stderr;
   bool ok = true;
   if (json_output) ok = write_json(out, argc, argv, exit_code, &r);
@@ -228,17 +338,175 @@ static int run_energy(int argc, char **argv) {
     else ok = cli_report_commit(cmd, &rf, out_path);
   }
   fflush(out);
-  if (!ok) return exit_code ? exit_code : CLI_EXIT_FAIL;
+  /* The report first: a slow or dead gateway does not hold it back. */
+  bool pushed = !ph || push_window_now(ph, argv[0], &r);
+  zeus_monitor_close(m);
+  if (!ok || !pushed) return exit_code ? exit_code : CLI_EXIT_FAIL;
   return exit_code;
 }
 
-static void sleep_s(double s) {
-  struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
-  while (!stop_flag && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+/* ---- zeus monitor power --------------------------------------------------------------------- */
+
+/* The power domains a column can show, in column order, and their names on the command line and
+ * in the CSV header. */
+#define NUM_DOMAINS 3
+static const char *const domain_names[] = {"instant", "average", "memory-average", NULL};
+static const char *const domain_columns[] = {"power_w", "average_power_w",
+                                             "memory_average_power_w"};
+static const zeus_power_domain domain_codes[] = {ZEUS_POWER_INSTANT, ZEUS_POWER_AVERAGE,
+                                                 ZEUS_POWER_MEMORY_AVERAGE};
+
+/* --domains: a set of domains; "all" is every domain a GPU reads. */
+typedef struct domain_set {
+  bool want[NUM_DOMAINS];
+  bool all;
+} domain_set;
+static domain_set domains = {{true, false, false}, false};
+
+static bool parse_domains(const char *cmd, const char *opt, const char *value, void *dest) {
+  domain_set *d = dest;
+  domain_set got = {{false, false, false}, false};
+  char buf[256];
+  if (strlen(value) >= sizeof buf || !*value) {
+    fprintf(stderr, "zeus %s: %s: expected a comma-separated list of %s, %s, %s or all\n", cmd, opt,
+            domain_names[0], domain_names[1], domain_names[2]);
+    return false;
   }
+  strcpy(buf, value);
+  char *save = NULL;
+  for (char *w = strtok_r(buf, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+    if (strcmp(w, "all") == 0) {
+      got.all = true;
+      continue;
+    }
+    int k = 0;
+    while (domain_names[k] && strcmp(domain_names[k], w) != 0) k++;
+    if (!domain_names[k]) {
+      fprintf(stderr,
+              "zeus %s: %s: unknown power domain '%s' (expected instant, average, "
+              "memory-average or all)\n",
+              cmd, opt, w);
+      return false;
+    }
+    got.want[k] = true;
+  }
+  *d = got;
+  return true;
 }
 
-static int run_power(void) {
+static const char *const time_names[] = {"relative", "epoch", NULL};
+static int time_mode; /* 0 relative, 1 epoch */
+static bool with_temperature;
+static const char *power_out_path;
+
+static const cli_opt power_opts[] = {
+    {"gpus", 0, CLI_OPT_CUSTOM, &gpu_list, "LIST", "comma-separated visible GPU indices", "all",
+     .parse = cli_opt_index_list},
+    {"interval-ms", 0, CLI_OPT_INT, &interval_ms, "N", "sampling period in milliseconds", "100", 1,
+     60000},
+    {"duration-s", 0, CLI_OPT_DOUBLE, &duration_s, "S",
+     "stop sampling after S seconds (with CMD: then wait for CMD to end)",
+     "until SIGINT, or until CMD ends", 0, 1e9},
+    {"time", 0, CLI_OPT_CHOICE, &time_mode, NULL,
+     "first column: 'relative' is time_s, seconds since the first sample on the GPU\n"
+     "backend's clock; 'epoch' is unix_time_s, seconds since the Unix epoch (wall clock,\n"
+     "milliseconds), to line samples up with other logs",
+     "relative", .choices = time_names},
+    {"domains", 0, CLI_OPT_CUSTOM, &domains, "LIST",
+     "power domains to sample, comma-separated: instant (gpu<i>_power_w), average\n"
+     "(gpu<i>_average_power_w, the GPU's own ~1 s mean), memory-average\n"
+     "(gpu<i>_memory_average_power_w, seen on H100), or all (every domain each GPU has). A\n"
+     "domain a GPU cannot read gets no column for that GPU (a note on standard error says so);\n"
+     "none readable at all is an error",
+     "instant", .parse = parse_domains},
+    {"temperature", 0, CLI_OPT_FLAG, &with_temperature, NULL,
+     "add gpu<i>_temperature_c, the GPU die temperature in degrees Celsius"},
+    {"output", 'o', CLI_OPT_STRING, &power_out_path, "FILE",
+     "write the CSV to FILE (replaced whole when sampling ends) instead of standard output;\n"
+     "CMD then keeps standard output"},
+    {0},
+};
+
+static const cli_command power_cmd = {
+    .name = "monitor power",
+    .usage =
+        "zeus monitor power [--gpus LIST] [--interval-ms N] [--duration-s S]\n"
+        "                   [--time relative|epoch] [--domains LIST] [--temperature] [-o FILE]\n"
+        "                   [[--] CMD [ARGS...]]",
+    .about =
+        "Samples the GPUs' power every interval and prints one CSV row per sample: the time,\n"
+        "then one column per GPU and power domain (gpu<i>_power_w, ...), then temperatures with\n"
+        "--temperature. Without CMD it samples until the duration ends or SIGINT (Ctrl-C). With\n"
+        "CMD it runs CMD and samples while it runs (the last row is taken when CMD ends), then\n"
+        "exits with CMD's exit code (128+N when CMD was killed by signal N; 127 when CMD cannot "
+        "be\n"
+        "started). SIGTERM is passed on to CMD; SIGINT is left to CMD (zeus samples on until CMD\n"
+        "ends).\n"
+        "\n"
+        "The CSV never shares a stream with CMD's output: it goes to standard output and CMD's\n"
+        "standard output is sent to standard error, or, with -o FILE, it goes to FILE and CMD\n"
+        "keeps standard output. A reading that fails leaves its cell empty and is reported on\n"
+        "standard error; sampling goes on (exit code 1 at the end without CMD).",
+    .opts = power_opts,
+    .more =
+        "Examples:\n"
+        "  zeus monitor power --interval-ms 50 --duration-s 2\n"
+        "  zeus monitor power --time epoch --domains instant,average --temperature -- python "
+        "train.py\n"
+        "  zeus monitor power -o power.csv --interval-ms 20 -- ./my_benchmark\n"
+        "  ZEUS_GPU_BACKEND=sim zeus monitor power --interval-ms 50 --duration-s 2\n\n" ENVIRONMENT,
+    .args = CLI_ARGS_COMMAND,
+};
+
+static volatile sig_atomic_t term_flag;
+static volatile sig_atomic_t child_flag;
+static void on_term(int sig) {
+  (void)sig;
+  term_flag = 1;
+}
+static void on_child(int sig) {
+  (void)sig;
+  child_flag = 1;
+}
+
+/* Sleeps until `deadline` on the backend's clock, or until SIGINT, SIGTERM or SIGCHLD arrives.
+ * Those signals are blocked outside this wait (ppoll unblocks them atomically), so a signal that
+ * came before the wait ends it at once instead of being missed. */
+static void sleep_until(zeus_devices *d, double deadline, const sigset_t *wait_mask) {
+  double left = deadline - zeus_devices_now(d);
+  if (left <= 0 || stop_flag || term_flag || child_flag) return;
+  struct timespec ts = {(time_t)left, (long)((left - floor(left)) * 1e9)};
+  ppoll(NULL, 0, &ts, wait_mask);
+}
+
+/* One column of the CSV. */
+typedef struct power_col {
+  unsigned gpu;
+  int domain; /* index in domain_codes; -1: temperature */
+} power_col;
+
+/* Starts CMD with its standard output on ours or (to_stderr) on our standard error; it dies
+ * with us (PR_SET_PDEATHSIG). Returns its pid, or -1 when fork fails. */
+static pid_t start_child(char **argv, bool to_stderr, const sigset_t *old_mask) {
+  fflush(NULL);
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGCHLD, SIG_DFL);
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(127);
+    if (to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0) _exit(127);
+    execvp(argv[0], argv);
+    fprintf(stderr, "zeus monitor power: cannot run '%s': %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  return pid;
+}
+
+static int run_power(int argc, char **argv) {
   const char *cmd = "monitor power";
   zeus_devices *d;
   if (zeus_devices_default(&d) != ZEUS_OK) {
@@ -264,34 +532,138 @@ static int run_power(void) {
               zeus_gpu_count(d), zeus_devices_backend(d));
     return CLI_EXIT_FAIL;
   }
-  struct sigaction sa = {.sa_handler = on_signal};
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  printf("time_s");
-  for (size_t k = 0; k < ngpus; k++) printf(",gpu%u_power_w", gpus[k]);
-  printf("\n");
-  double t0 = zeus_devices_now(d);
-  int status = CLI_EXIT_OK;
-  while (!stop_flag) {
-    double t = zeus_devices_now(d) - t0;
-    if (duration_s >= 0 && t > duration_s + 1e-9) break;
-    printf("%.3f", t);
-    for (size_t k = 0; k < ngpus; k++) {
+  /* The columns: each GPU's domains that it can read (probed once), then temperatures. */
+  static power_col cols[ZEUS_MAX_GPUS * (NUM_DOMAINS + 1)];
+  size_t ncols = 0, npower = 0;
+  for (size_t k = 0; k < ngpus; k++) {
+    for (int dom = 0; dom < NUM_DOMAINS; dom++) {
+      if (!domains.all && !domains.want[dom]) continue;
       unsigned mw;
-      if (zeus_gpu_instant_power(d, gpus[k], &mw) == ZEUS_OK) {
-        printf(",%.3f", mw / 1000.0);
-      } else {
-        printf(",");
-        cli_error(cmd, true, "GPU %u", gpus[k]);
-        status = CLI_EXIT_FAIL;
+      int rc = zeus_gpu_power(d, gpus[k], domain_codes[dom], &mw);
+      if (rc == ZEUS_ENOTSUP) {
+        if (!domains.all)
+          fprintf(stderr, "zeus %s: GPU %u has no %s power reading: no column for it (%s)\n", cmd,
+                  gpus[k], domain_names[dom], zeus_errmsg());
+        continue;
+      }
+      cols[ncols++] = (power_col){gpus[k], dom};
+      npower++;
+    }
+  }
+  if (npower == 0) {
+    cli_error(cmd, false, "no GPU can read the power domains asked for (see --domains)");
+    return CLI_EXIT_FAIL;
+  }
+  if (with_temperature)
+    for (size_t k = 0; k < ngpus; k++) cols[ncols++] = (power_col){gpus[k], -1};
+
+  cli_report rf = {0};
+  if (power_out_path && !cli_report_open(cmd, &rf, power_out_path)) return CLI_EXIT_FAIL;
+  FILE *out = rf.f ? rf.f : stdout;
+
+  /* SIGCHLD, SIGINT and SIGTERM wake the sampling loop; the child restores their defaults. */
+  /* With CMD, SIGINT is CMD's (the terminal sends it to both): we wait for CMD to end, which a
+   * CMD that handles SIGINT (saving a checkpoint) may take its time to do. */
+  struct sigaction sa = {.sa_handler = argc > 0 ? SIG_IGN : on_signal},
+                   st = {.sa_handler = on_term},
+                   sc = {.sa_handler = on_child, .sa_flags = SA_NOCLDSTOP};
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &st, NULL);
+  sigaction(SIGCHLD, &sc, NULL);
+  sigset_t block, old_mask;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigaddset(&block, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &block, &old_mask);
+
+  fprintf(out, "%s", time_mode == 1 ? "unix_time_s" : "time_s");
+  for (size_t c = 0; c < ncols; c++) {
+    if (cols[c].domain < 0)
+      fprintf(out, ",gpu%u_temperature_c", cols[c].gpu);
+    else
+      fprintf(out, ",gpu%u_%s", cols[c].gpu, domain_columns[cols[c].domain]);
+  }
+  fprintf(out, "\n");
+  fflush(out);
+
+  pid_t child = -1;
+  int exit_code = 0;
+  bool child_done = argc == 0;
+  if (argc > 0) {
+    child = start_child(argv, !power_out_path, &old_mask);
+    if (child < 0) {
+      cli_error(cmd, false, "cannot start '%s': %s", argv[0], strerror(errno));
+      child_done = true;
+      exit_code = 127;
+    }
+  }
+
+  double period = interval_ms / 1000.0;
+  double t0 = zeus_devices_now(d);
+  double next = t0;
+  int status = CLI_EXIT_OK;
+  bool failed_once[ZEUS_MAX_GPUS * (NUM_DOMAINS + 1)] = {false};
+  for (;;) {
+    if (!child_done) {
+      int ws;
+      child_flag = 0;
+      if (waitpid(child, &ws, WNOHANG) == child) {
+        child_done = true;
+        exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+      } else if (term_flag) {
+        kill(child, SIGTERM); /* SIGTERM is passed on; we go on until CMD ends */
+        term_flag = 0;
       }
     }
-    printf("\n");
-    fflush(stdout);
-    if (status) break;
-    sleep_s(interval_ms / 1000.0);
+    /* Without CMD, SIGINT and SIGTERM end sampling; with CMD, CMD's end does (SIGINT from the
+     * terminal reaches CMD as well). */
+    if (argc == 0 && (stop_flag || term_flag)) break;
+    double now = zeus_devices_now(d);
+    bool sampling = duration_s < 0 || now - t0 <= duration_s + 1e-9;
+    if (argc == 0 && !sampling) break;
+    bool last = argc > 0 && child_done; /* a row at CMD's end, then stop */
+    if (sampling && (now >= next || last)) {
+      fprintf(out, "%.3f", time_mode == 1 ? zeus_wall_s() : now - t0);
+      for (size_t c = 0; c < ncols; c++) {
+        unsigned v;
+        int rc = cols[c].domain < 0
+                     ? zeus_gpu_temperature(d, cols[c].gpu, &v)
+                     : zeus_gpu_power(d, cols[c].gpu, domain_codes[cols[c].domain], &v);
+        if (rc == ZEUS_OK && cols[c].domain < 0)
+          fprintf(out, ",%u", v);
+        else if (rc == ZEUS_OK)
+          fprintf(out, ",%.3f", v / 1000.0);
+        else {
+          fprintf(out, ",");
+          if (!failed_once[c])
+            cli_error(cmd, true, "GPU %u: reading %s failed (cell left empty)", cols[c].gpu,
+                      cols[c].domain < 0 ? "the temperature" : domain_names[cols[c].domain]);
+          failed_once[c] = true;
+          status = CLI_EXIT_FAIL;
+        }
+      }
+      fprintf(out, "\n");
+      fflush(out);
+      /* The next deadline on the schedule t0 + k * period: a late sample skips missed ones. */
+      while (next <= now) next += period;
+    }
+    if (last) break;
+    /* After the duration, only CMD's end is waited for. */
+    sleep_until(d, sampling ? next : now + 3600, &old_mask);
   }
-  return status;
+  bool ok = !ferror(out);
+  if (rf.f) {
+    if (ok)
+      ok = cli_report_commit(cmd, &rf, power_out_path);
+    else
+      cli_report_discard(&rf);
+  }
+  if (!ok && !rf.f) cli_error(cmd, false, "cannot write the CSV");
+  sigprocmask(SIG_SETMASK, &old_mask, NULL);
+  signal(SIGCHLD, SIG_DFL);
+  if (argc > 0) return exit_code ? exit_code : ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+  return ok ? status : CLI_EXIT_FAIL;
 }
 
 int cmd_monitor(int argc, char **argv) {
@@ -309,5 +681,5 @@ int cmd_monitor(int argc, char **argv) {
   int nrest = 0;
   int rc = cli_parse(mode == 0 ? &energy_cmd : &power_cmd, argc - 1, argv + 1, &rest, &nrest);
   if (rc != CLI_CONTINUE) return rc;
-  return mode == 0 ? run_energy(nrest, rest) : run_power();
+  return mode == 0 ? run_energy(nrest, rest) : run_power(nrest, rest);
 }

@@ -117,8 +117,8 @@ int cmd_pfo_server(int argc, char **argv) {
     cli_error(cmd, true, "bad scheduler settings");
     if (strncmp(sched, "PointSolution", 13) == 0)
       fprintf(stderr,
-              "zeus pfo-server: PointSolution serves a plan from 'zeus frontier --out DIR': give\n"
-              "it with --scheduler-args '{\"solution_path\": \"DIR/freqs_pipeline_00000.py\"}'.\n"
+              "zeus pfo-server: PointSolution serves a plan that 'zeus frontier --out DIR' wrote:\n"
+              "  --scheduler-args '{\"solution_path\": \"DIR/freqs_pipeline_00000.py\"}'.\n"
               "To just try the server, use --scheduler AllMaxFrequency (no arguments needed).\n");
     return CLI_EXIT_USAGE;
   }

@@ -211,7 +211,7 @@ static void print_table(const zeus_plo_measurement *m, size_t n, unsigned opt_w,
     double de = m[at_max].energy_j - m[at_opt].energy_j;
     double dt = m[at_opt].time_s - m[at_max].time_s;
     printf(
-        "against the maximum limit (%u W): energy %s %.3f J per window (%.1f%%), time %+.4f s\n"
+        "against the maximum limit (%u W): energy %s %.3f J per window (%.1f%%), time %+.4f s "
         "(%+.1f%%)\n",
         max_w, de >= 0 ? "saved" : "added", de >= 0 ? de : -de,
         100.0 * (de >= 0 ? de : -de) / m[at_max].energy_j, dt, 100.0 * dt / m[at_max].time_s);
@@ -331,7 +331,7 @@ static int replay(const char *cmd, bool demo, const options *o) {
    * wait, so running "until done" ends. */
   if (!o->epochs && spe < 1 + o->warmup + o->profile_steps) {
     cli_error(cmd, false,
-              "an epoch of %ld steps is too short to profile one power limit (it needs at least\n"
+              "an epoch of %ld steps is too short to profile one power limit (it needs at least "
               "1 + warmup + profile steps = %ld); raise --steps-per-epoch",
               spe, 1 + o->warmup + o->profile_steps);
     goto out;
@@ -367,7 +367,7 @@ static int replay(const char *cmd, bool demo, const options *o) {
     size_t n = zeus_plo_measurements(plo, &m);
     cli_error(
         cmd, false,
-        "the optimizer is not done after %ld epoch%s of %ld steps (%zu of %zu limits profiled);\n"
+        "the optimizer is not done after %ld epoch%s of %ld steps (%zu of %zu limits profiled); "
         "raise --epochs or --steps-per-epoch",
         epoch, epoch == 1 ? "" : "s", spe, n, nlimits);
     goto out;

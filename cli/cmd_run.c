@@ -50,7 +50,7 @@ static void on_finished(void *ctx, const zeus_run_try *t) {
     return;
   }
   fprintf(f,
-          "[zeus run] recurrence %ld, try %ld: batch size %ld: %.6g J, %.6g s, cost %.6g, %s\n"
+          "[zeus run] recurrence %ld, try %ld: batch size %ld: %.6g J, %.6g s, cost %.6g, %s "
           "(exit code %d)\n",
           t->recurrence, t->try_index, t->batch_size, t->energy_j, t->time_s, t->cost,
           strcmp(t->status, "no_epoch") == 0 ? "stopped before its first epoch (threshold)"

@@ -269,6 +269,21 @@ int main(int argc, char **argv) {
       return commands[i].fn(argc - 1, argv + 1);
     }
   }
+  if (name[0] == '-') { /* a misspelled --version or --help, or an option before the command */
+    const char *opts[] = {"--version", "--help"};
+    int near = -1, best = 99;
+    for (int i = 0; i < 2; i++) {
+      int d = cli_edit_distance(name, opts[i]);
+      if (d < best) best = d, near = i;
+    }
+    if (best <= 2)
+      fprintf(stderr, "zeus: unknown option '%s' (did you mean '%s'?)\n", name, opts[near]);
+    else
+      fprintf(stderr,
+              "zeus: unknown option '%s' (options go after the command: zeus <command> --help)\n",
+              name);
+    return CLI_EXIT_USAGE;
+  }
   const char *names[sizeof commands / sizeof commands[0] + 1];
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) names[i] = commands[i].name;
   names[sizeof commands / sizeof commands[0]] = NULL;

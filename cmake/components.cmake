@@ -146,6 +146,12 @@ zeus_component(EXPORTER
   COMMANDS exporter
   USED_BY tests/unit/test_exporter.c tests/e2e/prometheus.sh tests/e2e/exporter_cli.sh bench/bench_exporter.c)
 
+zeus_component(METRICS_PUSH
+  DOC "measurement windows pushed to a Prometheus Pushgateway: zeus/metric.h"
+  SOURCES src/metric_push
+  PKGS libcurl
+  USED_BY tests/unit/test_metric*.c tests/e2e/pushgateway.sh python/tests/test_metric.py)
+
 # A library still linked by a component that was built (two components may share one) is not
 # "left out".
 separate_arguments(zeus_left_pkgs UNIX_COMMAND "${ZEUS_PKGS_LEFT_OUT}")

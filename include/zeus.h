@@ -48,6 +48,7 @@
 #include "zeus/sim.h"
 #include "zeus/monitor.h"
 #include "zeus/power_monitor.h"
+#include "zeus/metric.h"
 #include "zeus/frontier.h"
 #include "zeus/pfo.h"
 #include "zeus/pfo_server.h"

@@ -14,6 +14,12 @@ step "zeus gpus            # backend: $ZEUS_GPU_BACKEND"
 "$Z" gpus
 step "zeus monitor energy -- sleep 1     # energy of a whole command (idle GPUs here)"
 "$Z" monitor energy -- sleep 1
+step "zeus monitor energy --json -- sh -c 'echo hello' | python3 -m json.tool   # stdout: the JSON alone"
+if command -v python3 >/dev/null; then
+  "$Z" monitor energy --json -- sh -c 'echo hello' | python3 -m json.tool
+else
+  "$Z" monitor energy --json -- sh -c 'echo hello'   # (no python3 to reformat it)
+fi
 step "zeus monitor power --interval-ms 200 --duration-s 1"
 "$Z" monitor power --interval-ms 200 --duration-s 1
 step "ZEUS_SIM_CLOCK=virtual measure_power_limits 200   # library example: same work at each power limit"
@@ -118,11 +124,13 @@ else
   echo
   echo "(the Python trainee skipped: no python3)"
 fi
-trace=${ZEUS_TRACE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data/nsdi23-trace}
+data=${ZEUS_DATA_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data}
+trace=${ZEUS_TRACE_DIR:-$data/nsdi23-trace}
 if [ -d "$trace" ]; then
   step "zeus simulate --trace-dir $trace --gpu v100 --all   # the NSDI'23 traces"
   "$Z" simulate --trace-dir "$trace" --gpu v100 --all
 else
   echo
-  echo "(zeus simulate skipped: no NSDI'23 traces at $trace; set ZEUS_TRACE_DIR to a copy of them)"
+  echo "(zeus simulate skipped: no NSDI'23 traces at $trace. They are the original Zeus project's"
+  echo " published traces: set ZEUS_DATA_DIR to the measured-data folder; README, \"Measured data\")"
 fi

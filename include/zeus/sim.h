@@ -114,6 +114,12 @@ ZEUS_EXTERN int zeus_sim_work_measured(zeus_sim_node *n, unsigned gpu, double se
                                        double joules, double *elapsed_s /* out */);
 /* Lets every GPU idle for `seconds`. */
 ZEUS_EXTERN int zeus_sim_idle(zeus_sim_node *n, double seconds);
+/* Marks a GPU as kept busy (or no longer busy) by a load outside the simulation, from now on:
+ * such as another process's kernels, which the fake NVML learns of through FAKE_NVML_BUSY_FILE.
+ * While busy, the time between pieces of work draws the working power of the current knobs
+ * (following power-limit and clock changes) instead of idle power. Default: not busy. */
+ZEUS_EXTERN int zeus_sim_gpu_set_load(zeus_sim_node *n, unsigned gpu, bool busy);
+ZEUS_EXTERN int zeus_sim_gpu_get_load(zeus_sim_node *n, unsigned gpu, bool *busy /* out */);
 
 /* Ground truth: exact energy used by a GPU since the node opened, in J. */
 ZEUS_EXTERN int zeus_sim_true_energy(zeus_sim_node *n, unsigned gpu, double *joules /* out */);

@@ -6,8 +6,10 @@ build environment needs nothing from an index (``requires = []`` in pyproject.to
 machine, with or without setuptools.
 
 Wheel layout (PEP 427): the ``zeusc`` package, then ``zeusc-<version>.dist-info`` with METADATA
-(core metadata 2.1), WHEEL and RECORD (sha256 of every file). A libzeus copied into ``zeusc/``
-before building is shipped too, and then the wheel is tagged for this platform instead of
+(core metadata 2.1), WHEEL and RECORD (sha256 of every file). ``ZEUSC_BUNDLE_LIBRARY`` names a
+libzeus to ship in the wheel as ``zeusc/libzeus.so`` (``ZEUSC_BUNDLE_LIBRARY=build/libzeus.so pip
+install ./python``: nothing is copied into the source tree); a libzeus already copied into
+``zeusc/`` is shipped too. Either way the wheel is then tagged for this platform instead of
 ``py3-none-any``.
 """
 from __future__ import annotations
@@ -65,9 +67,15 @@ def _metadata():
     return p["name"], p["version"], "\n".join(lines) + "\n" + body
 
 
+BUNDLE_ENV = "ZEUSC_BUNDLE_LIBRARY"
+
+
 def _package_files():
-    """(archive name, path) of every file of the package: sources and a bundled libzeus; no
-    caches or tests."""
+    """(archive name, path) of every file of the package: sources and a bundled libzeus
+    (ZEUSC_BUNDLE_LIBRARY, else a copy in zeusc/); no caches or tests."""
+    bundle = os.environ.get(BUNDLE_ENV)
+    if bundle and not os.path.isfile(bundle):
+        raise RuntimeError(f"{BUNDLE_ENV}={bundle!r} is not a file (build libzeus first: make build)")
     out = []
     base = os.path.join(ROOT, NAME)
     for dirpath, dirnames, filenames in os.walk(base):
@@ -77,6 +85,9 @@ def _package_files():
                 continue
             path = os.path.join(dirpath, fn)
             out.append((os.path.relpath(path, ROOT).replace(os.sep, "/"), path))
+    if bundle:
+        out = [(n, p) for n, p in out if not re.search(r"^zeusc/libzeus\.so(\.|$)", n)]
+        out.append((f"{NAME}/libzeus.so", os.path.realpath(bundle)))
     return out
 
 

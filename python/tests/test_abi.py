@@ -33,11 +33,14 @@ STRUCTS = {
 if os.path.exists(os.path.join(tu.REPO, "include", "zeus", "pfo_client.h")):
     STRUCTS["zeus_pfo_optimizer_opts"] = _lib.PfoOptimizerOpts
     STRUCTS["zeus_pfo_round_stats"] = _lib.PfoRoundStats
+if os.path.exists(os.path.join(tu.REPO, "include", "zeus", "metric.h")):
+    STRUCTS["zeus_metric_opts"] = _lib.MetricOpts
 CONSTANTS = ["ZEUS_MAX_GPUS", "ZEUS_MAX_CPUS", "ZEUS_NAME_LEN", "ZEUS_OK", "ZEUS_EINVAL", "ZEUS_EIO",
              "ZEUS_EINTERNAL", "ZEUS_REDUCE_SUM", "ZEUS_REDUCE_MAX", "ZEUS_SELECTOR_ENERGY", "ZEUS_SELECTOR_TIME",
              "ZEUS_SELECTOR_ZEUS_COST", "ZEUS_SELECTOR_MAX_SLOWDOWN", "ZEUS_SELECTOR_CUSTOM", "ZEUS_PLO_READY",
              "ZEUS_PLO_WARMUP", "ZEUS_PLO_PROFILING", "ZEUS_PLO_DONE", "ZEUS_POWER_INSTANT", "ZEUS_POWER_AVERAGE",
-             "ZEUS_POWER_MEMORY_AVERAGE", "ZEUS_POWER_MONITOR_NO_POWER"]
+             "ZEUS_POWER_MEMORY_AVERAGE", "ZEUS_POWER_MONITOR_NO_POWER", "ZEUS_METRIC_ENERGY_HISTOGRAM",
+             "ZEUS_METRIC_ENERGY_COUNTER", "ZEUS_METRIC_POWER_GAUGE"]
 
 
 @pytest.fixture(scope="module")

@@ -292,6 +292,24 @@ def test_power_monitor_timelines_energy_and_power(sim_env):
         pm.close()
 
 
+def test_closing_devices_first_stops_the_sampling_threads(sim_env):
+    # A failed assertion inside `with Devices(...)` leaves the monitors open when the handle
+    # closes; their C threads must be stopped first, not left reading a freed handle.
+    sim_env(gpus=2, clock="wall")
+    dev = Devices(backend="sim", all_devices=True)
+    pm = PowerMonitor(update_period=0.001, devices=dev)
+    tm = TemperatureMonitor(update_period=0.001, devices=dev)
+    time.sleep(0.02)
+    dev.close()
+    with pytest.raises(ValueError, match="PowerMonitor is closed"):
+        pm.sample()
+    with pytest.raises(ValueError, match="TemperatureMonitor is closed"):
+        tm.sample()
+    time.sleep(0.02)  # a thread still reading the freed handle would fault here (or under ASan)
+    pm.close()
+    tm.close()
+
+
 def test_temperature_monitor(sim_env):
     sim_env(gpus=1, clock="wall")
     with Devices(backend="sim", all_devices=True) as dev:
@@ -412,11 +430,12 @@ def test_python_m_show_env_and_monitor_energy():
     assert p.returncode == 0, p.stderr
     assert "backend: sim" in p.stdout and "GPU 1: Zeus Simulated GPU" in p.stdout
     p = tu.run_py("import sys, runpy; sys.argv = ['x', 'energy', '--', sys.executable, '-c', "
-                  "'import time; time.sleep(0.2); raise SystemExit(3)']; "
+                  "'import time; print(\\'child out\\'); time.sleep(0.2); raise SystemExit(3)']; "
                   "runpy.run_module('zeusc.monitor', run_name='__main__')",
                   env={"ZEUS_GPU_BACKEND": "sim", "ZEUS_SIM_GPUS": "1", "ZEUS_SIM_CLOCK": None})
     assert p.returncode == 3, p.stdout + p.stderr  # the command's status
-    assert "Measurement(time=" in p.stdout
-    t = float(p.stdout.split("time=")[1].split(",")[0])
-    e = float(p.stdout.split("{0: ")[1].split("}")[0])
+    assert p.stdout == "child out\n", p.stdout  # stdout is the command's alone; the report is on stderr
+    assert "Measurement(time=" in p.stderr
+    t = float(p.stderr.split("time=")[1].split(",")[0])
+    e = float(p.stderr.split("{0: ")[1].split("}")[0])
     assert t >= 0.2 and e == pytest.approx(30.0 * t, rel=0.05)  # wall clock: an idle GPU for the command

@@ -142,3 +142,20 @@ def test_wheel_is_complete_and_its_record_matches(tmp_path, bundle_library, monk
     assert "zeusc/optimizer/power_limit.py" in names or any(n.startswith("zeusc/optimizer/power_limit") for n in names)
     assert ("zeusc/libzeus.so" in names) == bundle_library
     assert not any("__pycache__" in n or n.startswith("tests/") for n in names)
+
+
+def test_wheel_bundles_the_library_named_by_zeusc_bundle_library(tmp_path, monkeypatch):
+    # ZEUSC_BUNDLE_LIBRARY puts a libzeus into the wheel without copying anything into the source.
+    src = _source_copy(tmp_path, bundle_library=False)
+    backend = _backend()
+    monkeypatch.setattr(backend, "ROOT", str(src))
+    monkeypatch.setenv("ZEUSC_BUNDLE_LIBRARY", _lib.library_path())
+    name = backend.build_wheel(str(tmp_path))
+    assert "-py3-none-linux" in name
+    with zipfile.ZipFile(tmp_path / name) as z:
+        assert z.read("zeusc/libzeus.so") == open(_lib.library_path(), "rb").read()
+        assert "Root-Is-Purelib: false" in z.read([n for n in z.namelist() if n.endswith("/WHEEL")][0]).decode()
+    assert not any(p.name.startswith("libzeus") for p in (src / "zeusc").iterdir())
+    monkeypatch.setenv("ZEUSC_BUNDLE_LIBRARY", str(tmp_path / "missing" / "libzeus.so"))
+    with pytest.raises(RuntimeError, match="ZEUSC_BUNDLE_LIBRARY=.*is not a file"):
+        backend.build_wheel(str(tmp_path))

@@ -68,6 +68,31 @@ def test_library_next_to_the_package_is_found_first(tmp_path):
     assert p.stdout.splitlines()[0] == str(pkg / "libzeus.so")
 
 
+def test_checkout_build_wins_over_a_stale_copy_next_to_the_package(tmp_path):
+    # A checkout whose python/zeusc/ holds an old copy of libzeus (the README once said to copy it
+    # there): the build folder's library is loaded, never the copy, which goes stale at every build.
+    co = tmp_path / "checkout"
+    pkg = co / "python" / "zeusc"
+    shutil.copytree(os.path.join(tu.PYDIR, "zeusc"), pkg, ignore=shutil.ignore_patterns("__pycache__", "*.so*"))
+    (co / "CMakeLists.txt").write_text("project(zeus)\n")
+    (co / "build").mkdir()
+    shutil.copy(_built_library(), co / "build" / "libzeus.so")
+    shutil.copy(_built_library(), pkg / "libzeus.so")  # the stale copy
+    env = dict(os.environ)
+    env.pop("ZEUSC_LIBRARY", None)
+    env["PYTHONPATH"] = str(co / "python")
+    p = subprocess.run([sys.executable, "-c", "import zeusc; print(zeusc.library_path())"], env=env,
+                       capture_output=True, text=True, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str(co / "build" / "libzeus.so")
+    # Without a build, the copy is what there is.
+    (co / "build" / "libzeus.so").unlink()
+    p = subprocess.run([sys.executable, "-c", "import zeusc; print(zeusc.library_path())"], env=env,
+                       capture_output=True, text=True, cwd=str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == str(pkg / "libzeus.so")
+
+
 def test_build_tree_library_is_found_from_a_checkout():
     build = os.path.join(tu.REPO, "build", "libzeus.so")
     if not os.path.exists(build):

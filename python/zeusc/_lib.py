@@ -7,9 +7,11 @@ Where the library is looked for, in order:
 
 1. ``ZEUSC_LIBRARY``: the path of ``libzeus.so`` to load (an error if it does not exist; no
    fallback, so a typo is never silently replaced by another copy);
-2. next to the package: ``zeusc/libzeus.so*`` (copied there before ``pip install``);
-3. the build tree of a source checkout: ``<checkout>/build/libzeus.so`` when the package is
-   imported from ``<checkout>/python``;
+2. the build tree of a source checkout: ``<checkout>/build/libzeus.so`` when the package is
+   imported from ``<checkout>/python`` (so a copy left next to the package in a checkout, which
+   goes stale at the next build, never wins over the build);
+3. next to the package: ``zeusc/libzeus.so*`` (bundled into the wheel by
+   ``ZEUSC_BUNDLE_LIBRARY=build/libzeus.so pip install ./python``);
 4. the system: ``libzeus.so.0`` through the dynamic loader (``make install`` puts it there).
 """
 from __future__ import annotations
@@ -141,6 +143,37 @@ ZEUS_POWER_INSTANT = 0
 ZEUS_POWER_AVERAGE = 1
 ZEUS_POWER_MEMORY_AVERAGE = 2
 ZEUS_POWER_MONITOR_NO_POWER = 1 << 31
+
+
+class MetricOpts(Structure):
+    """zeus_metric_opts (zeus/metric.h)."""
+    _fields_ = [
+        ("url", c_char_p),
+        ("job", c_char_p),
+        ("label_names", POINTER(c_char_p)),
+        ("label_values", POINTER(c_char_p)),
+        ("num_labels", c_size_t),
+        ("monitor", c_void_p),
+        ("gpu_indices", POINTER(c_uint)),
+        ("num_gpu_indices", c_size_t),
+        ("cpu_indices", POINTER(c_uint)),
+        ("num_cpu_indices", c_size_t),
+        ("gpu_buckets_j", POINTER(c_double)),
+        ("num_gpu_buckets", c_size_t),
+        ("cpu_buckets_j", POINTER(c_double)),
+        ("num_cpu_buckets", c_size_t),
+        ("dram_buckets_j", POINTER(c_double)),
+        ("num_dram_buckets", c_size_t),
+        ("time_buckets_s", POINTER(c_double)),
+        ("num_time_buckets", c_size_t),
+        ("update_period_s", c_double),
+        ("timeout_s", c_double),
+    ]
+
+
+ZEUS_METRIC_ENERGY_HISTOGRAM = 0
+ZEUS_METRIC_ENERGY_COUNTER = 1
+ZEUS_METRIC_POWER_GAUGE = 2
 
 
 class JobOpts(Structure):
@@ -472,7 +505,22 @@ _JOB = {
     "zeus_job_get_info": (None, [_VP, _P(JobInfo)]),
 }
 
+# zeus/metric.h: windows pushed to a Prometheus Pushgateway, the optional component
+# ZEUS_WITH_METRICS_PUSH of libzeus: bound when the loaded library has it.
+_METRIC = {
+    "zeus_metric_opts_init": (None, [_P(MetricOpts)]),
+    "zeus_metric_open": (c_int, [_P(_VP), c_int, _P(MetricOpts)]),
+    "zeus_metric_close": (None, [_VP]),
+    "zeus_metric_begin_window": (c_int, [_VP, c_char_p]),
+    "zeus_metric_end_window": (c_int, [_VP, c_char_p]),
+    "zeus_metric_record": (c_int, [_VP, c_char_p, _P(MeasurementC)]),
+    "zeus_metric_push": (c_int, [_VP]),
+    "zeus_metric_text": (c_int, [_VP, _P(c_void_p)]),
+    "zeus_metric_push_url": (c_int, [_VP, _P(c_void_p)]),
+}
+
 _OPTIONAL = dict(_PLO)
+_OPTIONAL.update(_METRIC)
 _OPTIONAL.update(_PFO)
 _OPTIONAL.update(_JOB)
 
@@ -495,11 +543,12 @@ def candidates() -> list[str]:
         return [env]
     out = []
     here = _package_dir()
+    checkout = os.path.dirname(os.path.dirname(here))
+    if os.path.basename(os.path.dirname(here)) == "python" and os.path.exists(os.path.join(checkout, "CMakeLists.txt")):
+        out.append(os.path.join(checkout, "build", "libzeus.so"))
     for name in ("libzeus.so", "libzeus.so.0"):
         out.append(os.path.join(here, name))
     out.extend(sorted(glob.glob(os.path.join(here, "libzeus.so.*"))))
-    checkout = os.path.dirname(os.path.dirname(here))
-    out.append(os.path.join(checkout, "build", "libzeus.so"))
     sysname = ctypes.util.find_library("zeus")
     out.append(sysname or "libzeus.so.0")
     seen, uniq = set(), []
@@ -549,8 +598,9 @@ def _load() -> ctypes.CDLL:
         _install_log_sink(lib)
         return lib
     raise ImportError(
-        "zeusc: cannot find libzeus. Build it (make build), then copy build/libzeus.so next to the "
-        f"zeusc package, set {ENV_LIBRARY} to its path, or install it (make install). Tried:\n  "
+        f"zeusc: cannot find libzeus. Build it (make build), then set {ENV_LIBRARY} to build/libzeus.so, "
+        "bundle it (ZEUSC_BUNDLE_LIBRARY=build/libzeus.so pip install ./python), or install it "
+        "(make install). Tried:\n  "
         + "\n  ".join(errors))
 
 
@@ -591,6 +641,19 @@ def require_pfo() -> ctypes.CDLL:
             f"{PFO_MISSING} ({library_path()} exports no zeus_pfo_optimizer_open): build libzeus from a "
             "tree that implements zeus/pfo_client.h (src/pfo_client/), configured with "
             "-DZEUS_WITH_PFO_CLIENT=ON (the default)")
+    return L
+
+
+METRIC_MISSING = "Pushgateway metrics (zeus/metric.h) not in this libzeus"
+
+
+def require_metric() -> ctypes.CDLL:
+    """The library, or ZeusUnavailableError when it lacks zeus/metric.h."""
+    L = lib()
+    if not hasattr(L, "zeus_metric_open"):
+        raise _exc.ZeusUnavailableError(
+            f"{METRIC_MISSING} ({library_path()} exports no zeus_metric_open): build libzeus "
+            "configured with -DZEUS_WITH_METRICS_PUSH=ON (the default; it needs libcurl)")
     return L
 
 

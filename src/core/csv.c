@@ -33,7 +33,9 @@ int zeus__csv_parse(const char *data, size_t len, const char *name, zeus__csv **
   sizevec offs = {0}, lines = {0};
   int rc = ZEUS_OK;
   if (!c || !(c->name = strdup(name ? name : "CSV input"))) { free(c); return zeus__oom("reading CSV"); }
-  size_t i = 0, line = 1;
+  /* A UTF-8 byte-order mark (spreadsheets write one) is not part of the first column's name:
+   * kept, it would make 'missing column' errors name a column that looks present. */
+  size_t i = len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0, line = 1;
   size_t row_fields = 0;
   while (i < len) {
     /* skip blank lines */

@@ -33,6 +33,7 @@ typedef struct simgpu {
   unsigned min_mw, max_mw, default_mw, limit_mw;
   bool persistence;
   unsigned lock_min, lock_max, mem_lock_min, mem_lock_max;
+  bool loaded; /* kept busy by a load outside the simulation (zeus_sim_gpu_set_load) */
   double t_last, energy_j, busy_until, busy_power;
   double counter_t, counter_j;
   double ck_t[SIM_CK], ck_e[SIM_CK]; /* ring of (time, exact energy) checkpoints */
@@ -156,12 +157,14 @@ static double sim_now_locked(const zeus_sim_node *n) {
   return n->clock == ZEUS_SIM_CLOCK_VIRTUAL ? n->t_virtual : zeus_monotonic_s() - n->t0_wall;
 }
 
+static double rest_power(const simgpu *g);
+
 /* Energy of g at time t >= t_last, from its bookkeeping. */
 static double energy_at(const simgpu *g, double t) {
   double e = g->energy_j;
   if (g->busy_until > g->t_last) e += g->busy_power * (fmin(t, g->busy_until) - g->t_last);
   double idle_from = fmax(g->t_last, g->busy_until);
-  if (t > idle_from) e += g->p.idle_power_w * (t - idle_from);
+  if (t > idle_from) e += rest_power(g) * (t - idle_from);
   return e;
 }
 
@@ -258,6 +261,16 @@ static void operating_point(const simgpu *g, unsigned *clock, double *t_unit, do
   *clock = g->gclocks[0];
   *t_unit = row->time_per_unit_s * g->time_scale;
   *power = row->energy_per_unit_j / row->time_per_unit_s;
+}
+
+/* The power between pieces of work: idle power, or the working power at the current knobs while
+ * an outside load keeps the GPU busy. Knob changes advance the GPU first, so this is exact. */
+static double rest_power(const simgpu *g) {
+  if (!g->loaded) return g->p.idle_power_w;
+  unsigned clock;
+  double t_unit, power;
+  operating_point(g, &clock, &t_unit, &power);
+  return power;
 }
 
 int zeus_sim_node_open(zeus_sim_node **out, const zeus_sim_config *cfg) {
@@ -484,6 +497,24 @@ int zeus_sim_gpu_set_power_limit(zeus_sim_node *n, unsigned gpu, unsigned mw) {
   return ZEUS_OK;
 }
 
+int zeus_sim_gpu_set_load(zeus_sim_node *n, unsigned gpu, bool busy) {
+  SIM_GPU(n, gpu);
+  pthread_mutex_lock(&n->mu);
+  simgpu *g = &n->g[gpu];
+  advance(g, sim_now_locked(n));
+  g->loaded = busy;
+  pthread_mutex_unlock(&n->mu);
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_get_load(zeus_sim_node *n, unsigned gpu, bool *busy) {
+  SIM_GPU(n, gpu);
+  pthread_mutex_lock(&n->mu);
+  *busy = n->g[gpu].loaded;
+  pthread_mutex_unlock(&n->mu);
+  return ZEUS_OK;
+}
+
 int zeus_sim_gpu_get_persistence_mode(zeus_sim_node *n, unsigned gpu, bool *enabled) {
   SIM_GPU(n, gpu);
   pthread_mutex_lock(&n->mu);
@@ -519,7 +550,7 @@ int zeus_sim_gpu_instant_power(zeus_sim_node *n, unsigned gpu, unsigned *mw) {
   pthread_mutex_lock(&n->mu);
   double t = sim_now_locked(n);
   advance(g, t);
-  double p = g->busy_until > t ? g->busy_power : g->p.idle_power_w;
+  double p = g->busy_until > t ? g->busy_power : rest_power(g);
   pthread_mutex_unlock(&n->mu);
   *mw = (unsigned)lround(p * 1000);
   return ZEUS_OK;
@@ -533,7 +564,7 @@ static double average_power_locked(zeus_sim_node *n, simgpu *g) {
   if (from < 0) from = 0;
   double e_from = energy_before(g, &from);
   advance(g, t);
-  if (t - from <= 0) return g->busy_until > t ? g->busy_power : g->p.idle_power_w;
+  if (t - from <= 0) return g->busy_until > t ? g->busy_power : rest_power(g);
   return (g->energy_j - e_from) / (t - from);
 }
 

@@ -36,6 +36,20 @@ expect_err_has "unknown placeholder" "unknown placeholder {batch}" \
 expect_err_has "bad spec file" "unknown field 'batchsizes'" \
   sh -c "echo '{\"batchsizes\": [1]}' > '$tmp/bad.json'; '$ZEUS' run --spec '$tmp/bad.json'"
 
+# one stream, one owner (README, "Output"): the trainee keeps stdout and the report goes to stderr;
+# with -o FILE --json the JSON is in FILE and stdout is still only the trainee's
+"$ZEUS" run "${JOB[@]}" --state "$tmp/s.sqlite" --recurrences 1 "${CMD[@]}" >"$tmp/s.out" 2>"$tmp/s.err" \
+  || { fail "run (streams)"; tail -3 "$tmp/s.err"; }
+if grep -q "^epoch 1: accuracy" "$tmp/s.out" && ! grep -q "zeus run" "$tmp/s.out" && grep -q "^\[zeus run\] recurrence 1" "$tmp/s.err"
+then pass "run: the trainee keeps stdout, the report goes to stderr"
+else fail "run: the trainee keeps stdout, the report goes to stderr"; head -3 "$tmp/s.out"; fi
+"$ZEUS" run "${JOB[@]}" --state "$tmp/s.sqlite" --recurrences 1 --json -o "$tmp/s.json" "${CMD[@]}" >"$tmp/s2.out" 2>"$tmp/s2.err" \
+  || { fail "run -o FILE --json"; tail -3 "$tmp/s2.err"; }
+if grep -q "^epoch 1: accuracy" "$tmp/s2.out" && ! grep -q '"recurrences_done"' "$tmp/s2.out" \
+   && python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["recurrences_done"] == 2' "$tmp/s.json"
+then pass "run -o FILE --json: the JSON in FILE, stdout the trainee's"
+else fail "run -o FILE --json: the JSON in FILE, stdout the trainee's"; head -3 "$tmp/s2.out"; fi
+
 # two runs of 3 and 4 recurrences == one run of 7 (history and optimizer state; test_run.c compares
 # the SQLite tables themselves)
 "$ZEUS" run "${JOB[@]}" --state "$tmp/a.sqlite" --recurrences 3 --quiet "${CMD[@]}" >/dev/null 2>"$tmp/a1.err" \

@@ -18,6 +18,8 @@ done
 expect_ok "help gpus" "$ZEUS" help gpus
 expect_code "unknown command" 2 "$ZEUS" frobnicate
 expect_err_has "unknown command is named" "unknown command 'frobnicate'" "$ZEUS" frobnicate
+expect_err_has "misspelled --version: did you mean" "unknown option '--versio' (did you mean '--version'?)" "$ZEUS" --versio
+expect_code "an option before the command exits 2" 2 "$ZEUS" --json gpus
 
 # gpus
 expect_out_has "gpus lists the sim backend" "backend: sim, 2 visible GPUs" "$ZEUS" gpus
@@ -154,6 +156,8 @@ d = json.load(sys.stdin)
 assert d["backend"] == "none" and d["gpus"] == [] and "/nonexistent/libnvidia-ml.so.1" in d["gpu_error"], d
 ' && pass "gpus --json without NVML carries the load error" || fail "gpus --json without NVML carries the load error"
 ZEUS_GPU_BACKEND=none expect_ok "an explicit 'none' backend is not an error" "$ZEUS" gpus
+ZEUS_GPU_BACKEND= ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 expect_err_has "monitor energy says why it measures no GPU" \
+  "measuring no GPU: cannot load the NVML library" "$ZEUS" monitor energy -- true
 
 # pfo-server without a plan: exit 2, naming the scheduler to try it with
 if zeus_has pfo-server; then

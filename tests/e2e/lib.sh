@@ -16,13 +16,13 @@ expect_ok() { local name=$1; shift; expect_code "$name" 0 "$@"; }
 expect_out_has() {
   local name=$1 re=$2; shift 2
   local out; out=$("$@" 2>/dev/null)
-  if echo "$out" | grep -Eq -- "$re"; then pass "$name"; else fail "$name (stdout lacks /$re/)"; echo "$out" | head -20 | sed 's/^/    /'; fi
+  if grep -Eq -- "$re" <<<"$out"; then pass "$name"; else fail "$name (stdout lacks /$re/)"; echo "$out" | head -20 | sed 's/^/    /'; fi
 }
 # expect_err_has NAME TEXT CMD... (stderr)
 expect_err_has() {
   local name=$1 re=$2; shift 2
   local err; err=$("$@" 2>&1 >/dev/null)
-  if echo "$err" | grep -Fq -- "$re"; then pass "$name"; else fail "$name (stderr lacks '$re')"; echo "$err" | head -20 | sed 's/^/    /'; fi
+  if grep -Fq -- "$re" <<<"$err"; then pass "$name"; else fail "$name (stderr lacks '$re')"; echo "$err" | head -20 | sed 's/^/    /'; fi
 }
 # zeus_has COMMAND: whether this build has a zeus command (optional components can leave some
 # out: cmake/components.cmake). A test of a left-out command says so and moves on.

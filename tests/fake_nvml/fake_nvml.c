@@ -47,6 +47,26 @@
  *   FAKE_NVML_INIT_ERROR=<code>
  *       nvmlInit_v2 / nvmlInitWithFlags fail with that code (a number or a name, e.g.
  *       DRIVER_NOT_LOADED), creating nothing.
+ *   FAKE_NVML_STATE=<path>
+ *       Settings outlive the process, as on a real GPU: the knobs (power limit, persistence
+ *       mode, locked SM and memory clocks) are read from this file at the first Init and the
+ *       whole set is written back (temporary file, rename) after every successful setter. One
+ *       line per GPU: "gpu <i> power_limit_mw <mW> persistence <0|1> sm_lock <min> <max>
+ *       mem_lock <min> <max>" (0 0: not locked). A process sees the settings as they were at its
+ *       first Init, which is enough for processes that change settings one after another; two
+ *       that change settings at the same time each write their own view (the last one wins).
+ *       A missing file is the GPUs' defaults; a malformed one fails Init.
+ *   FAKE_NVML_BUSY_FILE=<path>
+ *       While this file exists every GPU is kept busy by a load outside the simulation (another
+ *       process's kernels; zeus_sim_gpu_set_load): time between pieces of work draws the working
+ *       power of the knobs in place instead of idle power. Looked at on every device call.
+ *   FAKE_NVML_CLOCK_DELAY_MS=<ms>
+ *       SetGpuLockedClocks and ResetGpuLockedClocks take effect in the engine at once, but
+ *       GetClockInfo/GetClock keep reporting the SM clock of before for this long, as a real
+ *       GPU takes time to move its clock (default 0).
+ *   FAKE_NVML_COUNTS=<path>
+ *       At the last Shutdown, appends "<function> <calls>" for every NVML function called since
+ *       the first Init (Init and Shutdown included), with one write().
  * A malformed control or ZEUS_SIM_* setting makes Init fail with ERROR_UNKNOWN and one line on
  * stderr saying why.
  *
@@ -60,6 +80,7 @@
  *                                                       (any nvmlDevice* function, valid handle)
  *   double zeusSimClockNow(void)                        the node's clock in s (0 without a node);
  *                                                       the nvml backend times windows on it.
+ *   int    fakeNvmlGpuOfUuid(const char *uuid)          the node index of a GPU's UUID, or -1.
  *
  * Built twice: libnvidia-ml.so.1 (everything), and with -DFAKE_NVML_OMIT_REQUIRED
  * libnvidia-ml-missing.so.1, which lacks nvmlDeviceGetUUID (a symbol the backend requires).
@@ -88,6 +109,7 @@
 #define FAKE_DRIVER_VERSION "555.42.06-zeus-fake"
 #define FAKE_NVML_VERSION "12.555.42.06-zeus-fake"
 #define FAKE_MAX_INJECT 16
+#define FAKE_MAX_FUNCS 64
 
 /* ---- the exported API (prototypes, since nothing else declares them) ---- */
 FAKE_API nvmlReturn_t nvmlInit_v2(void);
@@ -134,6 +156,7 @@ FAKE_API int fakeNvmlIdle(double seconds);
 FAKE_API double fakeNvmlTrueEnergy(unsigned gpu);
 FAKE_API unsigned long fakeNvmlCalls(unsigned gpu);
 FAKE_API double zeusSimClockNow(void);
+FAKE_API int fakeNvmlGpuOfUuid(const char *uuid);
 
 /* ---- state ---- */
 
@@ -161,6 +184,29 @@ static unsigned long g_calls[ZEUS_MAX_GPUS];
 static char g_log_path[1024];     /* "" when not logging */
 static inject_spec g_inject[FAKE_MAX_INJECT];
 static unsigned g_ninject;
+static char g_state_path[1024];   /* FAKE_NVML_STATE, "" when off */
+static char g_busy_path[1024];    /* FAKE_NVML_BUSY_FILE, "" when off */
+static bool g_busy;               /* whether the node's GPUs are marked busy */
+static double g_clock_delay_s;    /* FAKE_NVML_CLOCK_DELAY_MS / 1000 */
+static unsigned g_clk_prev[ZEUS_MAX_GPUS];  /* SM clock shown before the last lock change */
+static double g_clk_changed[ZEUS_MAX_GPUS]; /* node time of that change; -1: none */
+static char g_counts_path[1024];  /* FAKE_NVML_COUNTS, "" when off */
+static struct { const char *fn; unsigned long calls; } g_funcs[FAKE_MAX_FUNCS];
+static unsigned g_nfuncs;
+
+/* Counts a call of `fn` (a string literal: __func__ or a name). Caller holds g_mu. */
+static void count_call(const char *fn) {
+  for (unsigned k = 0; k < g_nfuncs; k++) {
+    if (g_funcs[k].fn == fn || strcmp(g_funcs[k].fn, fn) == 0) {
+      g_funcs[k].calls++;
+      return;
+    }
+  }
+  if (g_nfuncs < FAKE_MAX_FUNCS) {
+    g_funcs[g_nfuncs].fn = fn;
+    g_funcs[g_nfuncs++].calls = 1;
+  }
+}
 
 /* ---- return codes ---- */
 
@@ -315,6 +361,113 @@ static void log_setter(const char *fn, int gpu, const char *args, nvmlReturn_t r
   close(fd);
 }
 
+/* ---- settings that outlive the process (FAKE_NVML_STATE) ---- */
+
+/* Applies the state file, if any, to a new node. False (with a line on stderr) when malformed. */
+static bool state_load(zeus_sim_node *n) {
+  if (!g_state_path[0]) return true;
+  int fd = open(g_state_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return true; /* no file yet: defaults */
+  FILE *f = fdopen(fd, "r");
+  if (!f) {
+    close(fd);
+    return true;
+  }
+  char line[256];
+  int lineno = 0;
+  bool ok = true;
+  while (ok && fgets(line, sizeof line, f)) {
+    lineno++;
+    unsigned gpu, mw, pm, lo, hi, mlo, mhi;
+    if (line[0] == '\n' || line[0] == '#') continue;
+    if (sscanf(line, "gpu %u power_limit_mw %u persistence %u sm_lock %u %u mem_lock %u %u", &gpu, &mw, &pm, &lo,
+               &hi, &mlo, &mhi) != 7) {
+      fprintf(stderr, "fake NVML: FAKE_NVML_STATE '%s' line %d is not 'gpu <i> power_limit_mw <mW> persistence "
+              "<0|1> sm_lock <min> <max> mem_lock <min> <max>'\n", g_state_path, lineno);
+      ok = false;
+      break;
+    }
+    if (gpu >= zeus_sim_node_gpu_count(n)) continue; /* written by a node with more GPUs */
+    if (zeus_sim_gpu_set_power_limit(n, gpu, mw) || zeus_sim_gpu_set_persistence_mode(n, gpu, pm != 0) ||
+        (hi ? zeus_sim_gpu_set_locked_clocks(n, gpu, lo, hi) : zeus_sim_gpu_reset_locked_clocks(n, gpu)) ||
+        (mhi ? zeus_sim_gpu_set_memory_locked_clocks(n, gpu, mlo, mhi)
+             : zeus_sim_gpu_reset_memory_locked_clocks(n, gpu))) {
+      fprintf(stderr, "fake NVML: FAKE_NVML_STATE '%s' line %d: %s\n", g_state_path, lineno, zeus_errmsg());
+      ok = false;
+    }
+  }
+  fclose(f);
+  return ok;
+}
+
+/* Writes every GPU's knobs to the state file (temporary file, rename). */
+static void state_save(void) {
+  char path[sizeof g_state_path];
+  pthread_mutex_lock(&g_mu);
+  memcpy(path, g_state_path, sizeof path);
+  zeus_sim_node *n = g_node;
+  unsigned count = g_count;
+  pthread_mutex_unlock(&g_mu);
+  if (!path[0] || !n) return;
+  char text[ZEUS_MAX_GPUS * 128];
+  size_t len = 0;
+  for (unsigned i = 0; i < count && len < sizeof text; i++) {
+    unsigned mw = 0, lo = 0, hi = 0, mlo = 0, mhi = 0;
+    bool pm = false;
+    zeus_sim_gpu_get_power_limit(n, i, &mw);
+    zeus_sim_gpu_get_persistence_mode(n, i, &pm);
+    zeus_sim_gpu_get_locked_clocks(n, i, &lo, &hi, &mlo, &mhi);
+    int k = snprintf(text + len, sizeof text - len, "gpu %u power_limit_mw %u persistence %d sm_lock %u %u mem_lock %u %u\n",
+                     i, mw, pm ? 1 : 0, lo, hi, mlo, mhi);
+    if (k < 0) return;
+    len += (size_t)k;
+  }
+  if (len > sizeof text) len = sizeof text;
+  char tmp[sizeof path + 32];
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    fprintf(stderr, "fake NVML: cannot write FAKE_NVML_STATE beside '%s'\n", path);
+    return;
+  }
+  bool ok = write(fd, text, len) == (ssize_t)len;
+  ok = close(fd) == 0 && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    fprintf(stderr, "fake NVML: cannot write FAKE_NVML_STATE '%s'\n", path);
+    unlink(tmp);
+  }
+}
+
+/* Marks every GPU busy while FAKE_NVML_BUSY_FILE exists. Caller holds g_mu; g_node is set. */
+static void busy_poll_locked(void) {
+  if (!g_busy_path[0] || !g_node) return;
+  bool busy = access(g_busy_path, F_OK) == 0;
+  if (busy == g_busy) return;
+  for (unsigned i = 0; i < g_count; i++) zeus_sim_gpu_set_load(g_node, i, busy);
+  g_busy = busy;
+}
+
+/* Appends the per-function call counts to FAKE_NVML_COUNTS. Caller holds g_mu. */
+static void write_counts_locked(void) {
+  if (!g_counts_path[0]) return;
+  char text[FAKE_MAX_FUNCS * 80];
+  size_t len = 0;
+  for (unsigned k = 0; k < g_nfuncs && len < sizeof text; k++) {
+    int w = snprintf(text + len, sizeof text - len, "%s %lu\n", g_funcs[k].fn, g_funcs[k].calls);
+    if (w < 0) return;
+    len += (size_t)w;
+  }
+  if (len > sizeof text) len = sizeof text;
+  int fd = open(g_counts_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    fprintf(stderr, "fake NVML: cannot open FAKE_NVML_COUNTS '%s'\n", g_counts_path);
+    return;
+  }
+  ssize_t w = write(fd, text, len);
+  (void)w;
+  close(fd);
+}
+
 /* ---- init / shutdown ---- */
 
 static nvmlReturn_t do_init(void) {
@@ -342,14 +495,43 @@ static nvmlReturn_t do_init(void) {
     }
     const char *log = getenv("FAKE_NVML_LOG");
     snprintf(g_log_path, sizeof g_log_path, "%s", log ? log : "");
+    const char *v = getenv("FAKE_NVML_STATE");
+    snprintf(g_state_path, sizeof g_state_path, "%s", v ? v : "");
+    v = getenv("FAKE_NVML_BUSY_FILE");
+    snprintf(g_busy_path, sizeof g_busy_path, "%s", v ? v : "");
+    v = getenv("FAKE_NVML_COUNTS");
+    snprintf(g_counts_path, sizeof g_counts_path, "%s", v ? v : "");
+    g_clock_delay_s = 0;
+    v = getenv("FAKE_NVML_CLOCK_DELAY_MS");
+    if (v && *v) {
+      char *end;
+      double ms = strtod(v, &end);
+      if (*end || !(ms >= 0) || ms > 60000) {
+        fprintf(stderr, "fake NVML: FAKE_NVML_CLOCK_DELAY_MS '%s' is not a number of ms in [0, 60000]\n", v);
+        zeus_sim_node_close(n);
+        r = NVML_ERROR_UNKNOWN;
+        goto out;
+      }
+      g_clock_delay_s = ms / 1000.0;
+    }
+    if (!state_load(n)) {
+      zeus_sim_node_close(n);
+      r = NVML_ERROR_UNKNOWN;
+      goto out;
+    }
     g_node = n;
     g_count = zeus_sim_node_gpu_count(n);
+    g_busy = false;
+    g_nfuncs = 0;
     for (unsigned i = 0; i < ZEUS_MAX_GPUS; i++) {
       g_devs[i].index = i;
       g_lost[i] = false;
       g_calls[i] = 0;
+      g_clk_changed[i] = -1;
     }
+    busy_poll_locked();
   }
+  count_call("nvmlInit");
   g_refs++;
 out:
   pthread_mutex_unlock(&g_mu);
@@ -368,6 +550,8 @@ nvmlReturn_t nvmlShutdown(void) {
   if (g_refs == 0) {
     r = NVML_ERROR_UNINITIALIZED;
   } else if (--g_refs == 0) {
+    count_call("nvmlShutdown");
+    write_counts_locked();
     zeus_sim_node_close(g_node);
     g_node = NULL;
     g_count = 0;
@@ -396,6 +580,8 @@ static nvmlReturn_t enter(const char *fn, nvmlDevice_t dev, unsigned *gpu, zeus_
   }
   *gpu = p->index;
   g_calls[*gpu]++;
+  count_call(fn);
+  busy_poll_locked();
   r = injected(fn, (int)*gpu);
   *node = g_node;
 out:
@@ -406,7 +592,11 @@ out:
 /* For functions without a device argument. */
 static nvmlReturn_t enter_global(const char *fn, zeus_sim_node **node) {
   pthread_mutex_lock(&g_mu);
-  nvmlReturn_t r = g_node ? injected(fn, -1) : NVML_ERROR_UNINITIALIZED;
+  nvmlReturn_t r = NVML_ERROR_UNINITIALIZED;
+  if (g_node) {
+    count_call(fn);
+    r = injected(fn, -1);
+  }
   *node = g_node;
   pthread_mutex_unlock(&g_mu);
   return r;
@@ -591,6 +781,7 @@ static nvmlReturn_t set_power_limit(const char *fn, nvmlDevice_t dev, unsigned m
 
 nvmlReturn_t nvmlDeviceSetPowerManagementLimit(nvmlDevice_t dev, unsigned mw) {
   nvmlReturn_t r = set_power_limit(__func__, dev, mw);
+  if (r == NVML_SUCCESS) state_save();
   char args[32];
   snprintf(args, sizeof args, "%u", mw);
   log_setter(__func__, log_index(dev), args, r);
@@ -614,6 +805,7 @@ static nvmlReturn_t set_persistence(const char *fn, nvmlDevice_t dev, nvmlEnable
 
 nvmlReturn_t nvmlDeviceSetPersistenceMode(nvmlDevice_t dev, nvmlEnableState_t mode) {
   nvmlReturn_t r = set_persistence(__func__, dev, mode);
+  if (r == NVML_SUCCESS) state_save();
   char args[32];
   snprintf(args, sizeof args, "%d", mode);
   log_setter(__func__, log_index(dev), args, r);
@@ -695,9 +887,34 @@ nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t dev, unsigned mem
   return clock_list(rc, n, count);
 }
 
+/* The SM clock a reading shows now: the engine's operating point, or, within
+ * FAKE_NVML_CLOCK_DELAY_MS of a locked-clock change, the clock shown before it. */
+static nvmlReturn_t shown_sm_clock(zeus_sim_node *node, unsigned gpu, unsigned *mhz) {
+  pthread_mutex_lock(&g_mu);
+  double delay = g_clock_delay_s, changed = g_clk_changed[gpu];
+  unsigned prev = g_clk_prev[gpu];
+  pthread_mutex_unlock(&g_mu);
+  if (delay > 0 && changed >= 0 && zeus_sim_now(node) - changed < delay) {
+    *mhz = prev;
+    return NVML_SUCCESS;
+  }
+  return engine(zeus_sim_operating_point(node, gpu, mhz, NULL));
+}
+
+/* Before a locked-clock change: remembers the clock shown now, so readings lag the change. */
+static void note_clock_change(zeus_sim_node *node, unsigned gpu) {
+  unsigned shown = 0;
+  if (g_clock_delay_s <= 0 || shown_sm_clock(node, gpu, &shown) != NVML_SUCCESS) return;
+  double now = zeus_sim_now(node);
+  pthread_mutex_lock(&g_mu);
+  g_clk_prev[gpu] = shown;
+  g_clk_changed[gpu] = now;
+  pthread_mutex_unlock(&g_mu);
+}
+
 /* The clock a unit of work runs at now (SM/graphics), or the memory clock. */
 static nvmlReturn_t current_clock(zeus_sim_node *node, unsigned gpu, nvmlClockType_t type, unsigned *mhz) {
-  if (type == NVML_CLOCK_GRAPHICS || type == NVML_CLOCK_SM) return engine(zeus_sim_operating_point(node, gpu, mhz, NULL));
+  if (type == NVML_CLOCK_GRAPHICS || type == NVML_CLOCK_SM) return shown_sm_clock(node, gpu, mhz);
   if (type == NVML_CLOCK_MEM) return engine(zeus_sim_gpu_current_clocks(node, gpu, NULL, mhz));
   return NVML_ERROR_NOT_SUPPORTED; /* VIDEO and anything newer */
 }
@@ -732,21 +949,25 @@ static nvmlReturn_t set_locked(const char *fn, nvmlDevice_t dev, unsigned lo, un
   ENTER_AS(fn, dev);
   if (special_clock(lo) || special_clock(hi)) {
     if (mem || !special_clock(lo) || !special_clock(hi)) return NVML_ERROR_INVALID_ARGUMENT;
+    note_clock_change(node, gpu);
     return engine(zeus_sim_gpu_reset_locked_clocks(node, gpu));
   }
   if (lo > hi || hi == 0) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!mem) note_clock_change(node, gpu);
   return engine(mem ? zeus_sim_gpu_set_memory_locked_clocks(node, gpu, lo, hi)
                     : zeus_sim_gpu_set_locked_clocks(node, gpu, lo, hi));
 }
 
 static nvmlReturn_t reset_locked(const char *fn, nvmlDevice_t dev, bool mem) {
   ENTER_AS(fn, dev);
+  if (!mem) note_clock_change(node, gpu);
   return engine(mem ? zeus_sim_gpu_reset_memory_locked_clocks(node, gpu) : zeus_sim_gpu_reset_locked_clocks(node, gpu));
 }
 
 /* The four locked-clock setters: apply, then log the call with its result. */
 static nvmlReturn_t set_locked_logged(const char *fn, nvmlDevice_t dev, unsigned lo, unsigned hi, bool mem) {
   nvmlReturn_t r = set_locked(fn, dev, lo, hi, mem);
+  if (r == NVML_SUCCESS) state_save();
   char args[32];
   snprintf(args, sizeof args, "%u %u", lo, hi);
   log_setter(fn, log_index(dev), args, r);
@@ -755,6 +976,7 @@ static nvmlReturn_t set_locked_logged(const char *fn, nvmlDevice_t dev, unsigned
 
 static nvmlReturn_t reset_locked_logged(const char *fn, nvmlDevice_t dev, bool mem) {
   nvmlReturn_t r = reset_locked(fn, dev, mem);
+  if (r == NVML_SUCCESS) state_save();
   log_setter(fn, log_index(dev), "", r);
   return r;
 }
@@ -817,4 +1039,14 @@ unsigned long fakeNvmlCalls(unsigned gpu) {
 double zeusSimClockNow(void) {
   zeus_sim_node *n = node_now();
   return n ? zeus_sim_now(n) : 0.0;
+}
+
+int fakeNvmlGpuOfUuid(const char *uuid) {
+  zeus_sim_node *n = node_now();
+  if (!n || !uuid) return -1;
+  for (unsigned i = 0; i < zeus_sim_node_gpu_count(n); i++) {
+    char u[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    if (zeus_sim_gpu_uuid(n, i, u, sizeof u) == ZEUS_OK && strcmp(u, uuid) == 0) return (int)i;
+  }
+  return -1;
 }

@@ -78,6 +78,22 @@ static void settings_are_validated_with_the_variable_named(void **state) {
   assert_zeus_err(zeus__env_choice("ZEUS_T_X", ch, 0, &idx), ZEUS_EINVAL, "nvml, sim, none");
 }
 
+/* Every CSV reader (traces, power-limit profiles, frontier profiles) skips a UTF-8 byte-order
+ * mark before the header; one elsewhere stays data. */
+static void csv_skips_a_utf8_byte_order_mark(void **state) {
+  (void)state;
+  const char text[] = "\xEF\xBB\xBF" "a,b\n1,\xEF\xBB\xBFx\n";
+  zeus__csv *c;
+  assert_zeus_ok(zeus__csv_parse(text, strlen(text), "bom.csv", &c));
+  size_t col = 9;
+  assert_zeus_ok(zeus__csv_require_col(c, "a", &col));
+  assert_int_equal(col, 0);
+  assert_string_equal(zeus__csv_header(c, 0), "a");
+  assert_string_equal(zeus__csv_cell(c, 0, 1), "\xEF\xBB\xBFx");
+  assert_int_equal(zeus__csv_line(c, 0), 2);
+  zeus__csv_free(c);
+}
+
 static void csv_parses_quotes_and_reports_lines(void **state) {
   (void)state;
   const char *text = "a,b,c\r\n1,\"x,y\",3\n\n4,\"say \"\"hi\"\"\",6\n";
@@ -155,6 +171,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(logging_filters_by_level_before_formatting),
       cmocka_unit_test(settings_are_validated_with_the_variable_named),
       cmocka_unit_test(csv_parses_quotes_and_reports_lines),
+      cmocka_unit_test(csv_skips_a_utf8_byte_order_mark),
       cmocka_unit_test(json_errors_name_line_and_field),
       cmocka_unit_test(atomic_write_replaces_whole_file),
       cmocka_unit_test(version_matches_header),

@@ -376,6 +376,40 @@ static void average_power_is_the_mean_over_the_last_second(void **state) {
   zeus_sim_node_close(n);
 }
 
+/* An outside load (zeus_sim_gpu_set_load) makes idle time draw the working power of the knobs
+ * in place, following a power-limit change, and stops drawing it when cleared. */
+static void outside_load_draws_working_power_that_follows_the_knobs(void **state) {
+  (void)state;
+  zeus_sim_node *n = open_default(2, ZEUS_SIM_CLOCK_VIRTUAL);
+  bool busy = true;
+  assert_zeus_ok(zeus_sim_gpu_get_load(n, 0, &busy));
+  assert_false(busy);
+  assert_zeus_ok(zeus_sim_gpu_set_load(n, 0, true));
+  assert_zeus_ok(zeus_sim_gpu_get_load(n, 0, &busy));
+  assert_true(busy);
+  assert_zeus_ok(zeus_sim_idle(n, 2.0));
+  assert_near(energy(n, 0), 2.0 * dvfs_power(1740), 1e-6);
+  assert_near(energy(n, 1), 2.0 * 30, 1e-6); /* the other GPU idles */
+  unsigned mw;
+  assert_zeus_ok(zeus_sim_gpu_instant_power(n, 0, &mw));
+  assert_int_equal(mw, (unsigned)lround(dvfs_power(1740) * 1000));
+  /* 200 W: the highest clock with 120 + 170 x^3 <= 200 */
+  assert_zeus_ok(zeus_sim_gpu_set_power_limit(n, 0, 200000));
+  unsigned f;
+  double p;
+  assert_zeus_ok(zeus_sim_operating_point(n, 0, &f, &p));
+  assert_true(p <= 200.0 && f < 1740);
+  double before = energy(n, 0);
+  assert_zeus_ok(zeus_sim_idle(n, 1.0));
+  assert_near(energy(n, 0) - before, dvfs_power(f), 1e-6);
+  assert_zeus_ok(zeus_sim_gpu_set_load(n, 0, false));
+  before = energy(n, 0);
+  assert_zeus_ok(zeus_sim_idle(n, 1.0));
+  assert_near(energy(n, 0) - before, 30.0, 1e-6);
+  assert_zeus_err(zeus_sim_gpu_set_load(n, 2, true), ZEUS_ENOENT, "does not exist");
+  zeus_sim_node_close(n);
+}
+
 static void sim_backend_maps_visible_devices_and_restores_settings(void **state) {
   (void)state;
   unset_sim_env();
@@ -445,6 +479,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(counter_period_moves_the_counter_only_at_period_boundaries),
       cmocka_unit_test(wall_clock_work_takes_real_time_and_energy_is_power_times_time),
       cmocka_unit_test(average_power_is_the_mean_over_the_last_second),
+      cmocka_unit_test(outside_load_draws_working_power_that_follows_the_knobs),
       cmocka_unit_test(sim_backend_maps_visible_devices_and_restores_settings),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,9 @@
 
     python -m zeusc.monitor energy [--gpu-indices 0 1] [-- COMMAND ...]
         Measures time and energy until COMMAND exits (its exit status is passed on), or, without
-        a command, until Ctrl+C, as the original.
+        a command, until Ctrl+C, as the original. With a command the measurement is printed on
+        standard error, so that standard output stays the command's (the original printed it on
+        standard output after the command's own output); without one, on standard output.
     python -m zeusc.monitor power [--gpu-indices 0 1] [--update-period S] [--power-domain D]
                                   [--duration S]
         Prints each GPU's power every period until Ctrl+C (or for --duration seconds), then the
@@ -29,7 +31,7 @@ def _names(d: dict) -> dict:
 
 def energy(gpu_indices: list[int] | None = None, command: Optional[List[str]] = None) -> int:
     """Measures the GPUs' time and energy until `command` exits (or, without one, until Ctrl+C);
-    prints the Measurement. Returns the command's exit status (0 without one)."""
+    prints the Measurement (on stderr when a command ran, else on stdout). Returns the command's exit status (0 without one)."""
     from .energy import ZeusMonitor
     monitor = ZeusMonitor(gpu_indices)
     monitor.begin_window("zeus.monitor.energy")
@@ -42,7 +44,8 @@ def energy(gpu_indices: list[int] | None = None, command: Optional[List[str]] = 
     except KeyboardInterrupt:
         pass
     measurement = monitor.end_window("zeus.monitor.energy")
-    print(measurement)
+    # One stream, one owner (README, "Output"): a command's stdout is never followed by our report.
+    print(measurement, file=sys.stderr if command else sys.stdout, flush=True)
     return rc
 
 

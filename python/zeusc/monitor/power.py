@@ -146,6 +146,9 @@ class _Timelines(Closeable):
         self._lib = L
         n = L.zeus_power_monitor_num_gpus(self._pm)
         self.gpu_indices = [L.zeus_power_monitor_gpu_index(self._pm, k) for k in range(n)]
+        if devices is not None:
+            # The sampling thread reads the handle: closing the Devices closes this first.
+            devices._dependents.add(self)
 
     def _handle(self):
         if not self._pm:

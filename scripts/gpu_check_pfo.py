@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""The Perseus step of scripts/gpu-check.sh: the pipeline frequency optimizer's client (zeusc over
+libzeus's zeus_pfo) with pipeline_sim-style instruction hooks, on real GPU work, against a local
+`zeus pfo-server`, reporting the energy saved and the slowdown it measured.
+
+    gpu_check_pfo.py --zeus PATH [--gpu N] [--quick]
+
+One pipeline stage on one GPU runs iterations of M microbatches in 1F1B order ("forward" is K
+fp16 matrix products, "backward" 2K), with on_instruction_begin/end around each. Twice, each time
+against a fresh server on a free loopback port: AllMaxFrequency (every instruction at the
+highest clock), then a PointSolution plan with every instruction at the supported clock nearest
+75 % of the highest. From each run's last completed round: time and energy per iteration; the
+energy saved and the slowdown of the plan against the maximum; the clock the controller put in
+place. Prints one JSON document; exits 0 when every check passed, 1 when one failed, 77 (reason on
+stderr) when it cannot run: no zeusc with the Perseus client, no CUDA-enabled torch.
+
+ZEUS_GPU_CHECK_PLO_WORK=fake:<busy file>:<seconds> (the tests, against the fake NVML) replaces
+the work with holding the busy file, <seconds> per forward and twice that per backward.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def skip(why):
+    print(f"gpu_check_pfo: skipped: {why}", file=sys.stderr)
+    sys.exit(77)
+
+
+def make_work(gpu, quick):
+    spec = os.environ.get("ZEUS_GPU_CHECK_PLO_WORK", "")
+    if spec.startswith("fake:"):
+        _, busy, secs = spec.split(":", 2)
+        secs = float(secs)
+        open(busy, "w").close()
+
+        def done():
+            try:
+                os.unlink(busy)
+            except FileNotFoundError:
+                pass
+
+        return ("fake (FAKE_NVML_BUSY_FILE held, fixed time per instruction)",
+                {"forward": lambda: time.sleep(secs), "backward": lambda: time.sleep(2 * secs)}, done)
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001
+        skip(f"torch does not import ({e.__class__.__name__}: {e}); the Perseus step needs real GPU work")
+    if not torch.cuda.is_available():
+        skip("torch imports but sees no CUDA GPU")
+    n, k = (2048, 4) if quick else (4096, 8)
+    dev = torch.device(f"cuda:{gpu}")
+    a = torch.randn(n, n, device=dev, dtype=torch.float16)
+    b = torch.randn(n, n, device=dev, dtype=torch.float16)
+
+    def run(times):
+        def f():
+            for _ in range(times):
+                a @ b
+            torch.cuda.synchronize(dev)
+        return f
+
+    return (f"torch {torch.__version__}: forward {k}, backward {2 * k} fp16 {n}x{n} matrix products",
+            {"forward": run(k), "backward": run(2 * k)}, lambda: None)
+
+
+def start_server(zeus, scheduler, args, dump):
+    cmd = [zeus, "pfo-server", "--port", "0", "--log-level", "warn", "--scheduler", scheduler,
+           "--dump-dir", dump]
+    if args:
+        cmd += ["--scheduler-args", json.dumps(args)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()  # "... port N"
+    if not line or "port" not in line:
+        p.kill()
+        raise RuntimeError(f"zeus pfo-server did not start: {line!r} {p.stderr.read()[-500:]}")
+    return p, "http://127.0.0.1:" + line.split()[-1]
+
+
+def stop_server(p):
+    p.terminate()
+    try:
+        p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def run_job(PFO, url, gpu, order, work, rounds, per_round):
+    opt = PFO(rank=0, dp_rank=0, pp_rank=0, tp_rank=0, device_id=gpu, dp_degree=1, pp_degree=1, tp_degree=1,
+              world_size=1, server_url=url, pipe_schedule=order, iters_per_round=per_round,
+              schedule_timeout=60)
+    seen = set()
+    try:
+        for _ in range(rounds * per_round):
+            opt.on_step_begin()
+            for name in order:
+                opt.on_instruction_begin(name)
+                work[name]()
+                opt.on_instruction_end(name)
+                seen.add(opt.current_frequency)
+            opt.on_step_end()
+        r = opt.last_round
+        # The controller sets clocks from its own thread; what it put in place last, once settled.
+        try:
+            opt.wait_for_clock(timeout=10)
+        except Exception:  # noqa: BLE001 - reported through clock_at_end_mhz
+            pass
+        at_end = opt.current_frequency
+        return {"clock_at_end_mhz": at_end,"job_id": opt.job_id, "round": r.round, "iterations": r.iterations, "iter_time_s": r.iter_time,
+                "iter_energy_j": r.iter_energy, "schedule_mhz": sorted({f for _, f in opt.schedule}),
+                "clocks_set_mhz": sorted(seen), "highest_mhz": opt.frequencies[0], "detached": opt.detached,
+                "_frequencies": opt.frequencies}
+    finally:
+        opt.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--zeus", required=True, help="the zeus binary (for zeus pfo-server)")
+    ap.add_argument("--gpu", type=int, default=0, help="the GPU of the one pipeline stage")
+    ap.add_argument("--quick", action="store_true", help="fewer iterations")
+    args = ap.parse_args()
+    try:
+        from zeusc.optimizer.pipeline_frequency import PipelineFrequencyOptimizer as PFO
+        from zeusc import _lib
+        _lib.require_pfo()
+    except Exception as e:  # noqa: BLE001
+        skip(f"the zeusc binding or its Perseus client is not there ({e.__class__.__name__}: {e})")
+    if subprocess.run([args.zeus, "pfo-server", "--help"], stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL).returncode != 0:
+        skip(f"{args.zeus} has no pfo-server command (built without the Perseus server component)")
+    what, work, done = make_work(args.gpu, args.quick)
+    m = 4
+    order = []
+    for _ in range(m):
+        order += ["forward", "backward"]
+    rounds, per_round = (2, 2) if args.quick else (3, 5)
+    doc = {"work": what, "gpu": args.gpu, "microbatches": m, "rounds": rounds, "iters_per_round": per_round}
+    checks = {}
+    tmp = tempfile.mkdtemp(prefix="gpu-check-pfo.")
+    try:
+        srv, url = start_server(args.zeus, "AllMaxFrequency", None, os.path.join(tmp, "dump"))
+        try:
+            base = run_job(PFO, url, args.gpu, order, work, rounds, per_round)
+        finally:
+            stop_server(srv)
+        freqs = base.pop("_frequencies")
+        target = min(freqs, key=lambda f: abs(f - 0.75 * freqs[0]))
+        plan = os.path.join(tmp, "plan.py")
+        with open(plan, "w") as f:
+            f.write("[\n  [" + ", ".join('("%s", %d)' % (i, target) for i in order) + "],\n]\n")
+        srv, url = start_server(args.zeus, "PointSolution", {"solution_path": plan}, os.path.join(tmp, "dump"))
+        try:
+            planned = run_job(PFO, url, args.gpu, order, work, rounds, per_round)
+            planned.pop("_frequencies")
+        finally:
+            stop_server(srv)
+    finally:
+        done()
+    doc["all_max_frequency"] = base
+    doc["plan_mhz"] = target
+    doc["plan"] = planned
+    t0, e0, t1, e1 = base["iter_time_s"], base["iter_energy_j"], planned["iter_time_s"], planned["iter_energy_j"]
+    doc["energy_saved_pct"] = 100 * (1 - e1 / e0) if e0 > 0 else None
+    doc["slowdown"] = t1 / t0 if t0 > 0 else None
+    checks["rounds_completed"] = base["round"] == rounds - 1 and planned["round"] == rounds - 1
+    # clocks_set_mhz: the clocks seen in place after each instruction; the controller works
+    # asynchronously, so the first instructions of a run may still see the clock of before.
+    checks["max_schedule_served"] = base["schedule_mhz"] == [freqs[0]] and base["clock_at_end_mhz"] == freqs[0]
+    checks["plan_applied"] = (planned["schedule_mhz"] == [target] and planned["clock_at_end_mhz"] == target
+                              and target in planned["clocks_set_mhz"])
+    checks["energy_measured"] = e0 > 0 and e1 > 0
+    checks["stayed_attached"] = not base["detached"] and not planned["detached"]
+    doc["checks"] = checks
+    doc["ok"] = all(checks.values())
+    json.dump(doc, sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")
+    fmt = lambda v, f: "n/a" if v is None else format(v, f)  # noqa: E731
+    print(f"gpu_check_pfo: every instruction at {target} MHz against {freqs[0]} MHz: energy saved "
+          f"{fmt(doc['energy_saved_pct'], '.1f')} %, slowdown {fmt(doc['slowdown'], '.3f')}; "
+          f"{'every check passed' if doc['ok'] else 'FAILED: ' + ', '.join(k for k, v in checks.items() if not v)}",
+          file=sys.stderr)
+    return 0 if doc["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""The power-limit optimizer step of scripts/gpu-check.sh: the library's optimizer (through the
+zeusc binding) on real GPU work, reporting the energy saved and the slowdown it measured.
+
+    gpu_check_plo.py [--gpus LIST] [--quick]
+
+The work is PyTorch matrix products on each listed GPU. Steps: a baseline window of N steps at
+the power limit the GPUs have now; GlobalPowerLimitOptimizer profiling every limit (wait,
+warm-up and profile steps) until it has chosen and applied the optimum; a window of N steps at
+the optimum (the limit read back must be the optimum); close, after which every GPU's limit must
+be back as it was. Prints one JSON document on stdout; exits 0 when every check passed, 1 when
+one failed, 77 (with the reason on stderr) when it cannot run: no zeusc, no CUDA-enabled torch.
+
+ZEUS_GPU_CHECK_PLO_ETA (or --eta) sets the ZeusCost selector's eta knob (default 0.5).
+
+For the tests (against the fake NVML), ZEUS_GPU_CHECK_PLO_WORK=fake:<busy file>:<seconds>
+replaces the work with holding <busy file> (FAKE_NVML_BUSY_FILE: the fake GPU draws the working
+power of its knobs) for <seconds> per step; its time does not depend on the power limit, so its
+slowdown is 1 by construction.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+
+def skip(why):
+    print(f"gpu_check_plo: skipped: {why}", file=sys.stderr)
+    sys.exit(77)
+
+
+def make_work(gpus, quick):
+    spec = os.environ.get("ZEUS_GPU_CHECK_PLO_WORK", "")
+    if spec.startswith("fake:"):
+        try:
+            _, busy, secs = spec.split(":", 2)
+            secs = float(secs)
+        except ValueError:
+            print(f"gpu_check_plo: ZEUS_GPU_CHECK_PLO_WORK '{spec}' is not fake:<file>:<seconds>", file=sys.stderr)
+            sys.exit(2)
+        open(busy, "w").close()
+
+        def fake_step():
+            time.sleep(secs)
+
+        def fake_done():
+            try:
+                os.unlink(busy)
+            except FileNotFoundError:
+                pass
+
+        return "fake (FAKE_NVML_BUSY_FILE held, fixed time per step)", fake_step, fake_done
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - any import failure means no torch here
+        skip(f"torch does not import ({e.__class__.__name__}: {e}); the optimizer needs real GPU work")
+    if not torch.cuda.is_available():
+        skip("torch imports but sees no CUDA GPU")
+    n = 4096 if not quick else 2048
+    mats = []
+    for g in gpus:
+        dev = torch.device(f"cuda:{g}")
+        a = torch.randn(n, n, device=dev, dtype=torch.float16)
+        b = torch.randn(n, n, device=dev, dtype=torch.float16)
+        mats.append((dev, a, b))
+
+    def step():
+        for _, a, b in mats:
+            for _ in range(8):
+                a @ b
+        for dev, _, _ in mats:
+            torch.cuda.synchronize(dev)
+
+    return f"torch {torch.__version__}: 8 fp16 {n}x{n} matrix products per GPU per step", step, lambda: None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gpus", default="", help="comma-separated GPU indices (default: every visible GPU)")
+    ap.add_argument("--quick", action="store_true", help="fewer steps")
+    ap.add_argument("--eta", type=float, default=float(os.environ.get("ZEUS_GPU_CHECK_PLO_ETA", "0.5")),
+                    help="the ZeusCost selector's eta knob, energy against time in [0, 1] "
+                         "(default: ZEUS_GPU_CHECK_PLO_ETA, else 0.5)")
+    args = ap.parse_args()
+    try:
+        from zeusc.device import get_gpus
+        from zeusc.monitor import ZeusMonitor
+        from zeusc.optimizer.power_limit import GlobalPowerLimitOptimizer, Done, ZeusCost
+    except Exception as e:  # noqa: BLE001
+        skip(f"the zeusc binding does not import ({e.__class__.__name__}: {e})")
+    try:
+        devs = get_gpus()
+        count = len(devs.gpus)
+    except Exception as e:  # noqa: BLE001
+        skip(f"no GPU through zeusc ({e})")
+    gpus = [int(x) for x in args.gpus.split(",") if x] if args.gpus else list(range(count))
+    what, step, done = make_work(gpus, args.quick)
+    window = 10 if args.quick else 50
+    warmup, profile = (1, 3) if args.quick else (5, 20)
+    before = {g: devs.gpus[g].get_power_management_limit() for g in gpus}
+    lo, hi = devs.gpus[gpus[0]].get_power_management_limit_constraints()
+    # Quick runs profile about four limits; full runs every 25 W, as the original does.
+    pl_step = max(25, int(math.ceil((hi - lo) / 1000 / 3 / 25) * 25)) if args.quick else 25
+    checks = {}
+    doc = {"work": what, "gpus": gpus, "eta_knob": args.eta, "steps_per_window": window, "warmup_steps": warmup,
+           "profile_steps": profile, "pl_step_w": pl_step,
+           "power_limit_before_w": {str(g): before[g] / 1000 for g in gpus}}
+    mon = ZeusMonitor(gpu_indices=gpus)
+    try:
+        for _ in range(2):
+            step()
+        mon.begin_window("baseline")
+        for _ in range(window):
+            step()
+        base = mon.end_window("baseline")
+        plo = GlobalPowerLimitOptimizer(mon, ZeusCost(eta_knob=args.eta, world_size=len(gpus)), wait_steps=1,
+                                        warmup_steps=warmup, profile_steps=profile, pl_step=pl_step)
+        try:
+            steps = 0
+            limit = 10000
+            while not isinstance(plo.state, Done) and steps < limit:
+                plo.on_step_begin()
+                step()
+                plo.on_step_end()
+                steps += 1
+            plo.on_epoch_end()
+            doc["optimizer_steps"] = steps
+            st = plo.state
+            checks["optimizer_done"] = isinstance(st, Done)
+            opt_mw = st.optimal_power_limit if isinstance(st, Done) else None
+            doc["optimal_power_limit_w"] = opt_mw / 1000 if opt_mw is not None else None
+            doc["power_limits_w"] = [p / 1000 for p in plo.power_limits]
+            applied = {g: devs.gpus[g].get_power_management_limit() for g in gpus}
+            doc["power_limit_applied_w"] = {str(g): applied[g] / 1000 for g in gpus}
+            checks["optimum_applied"] = opt_mw is not None and all(v == opt_mw for v in applied.values())
+            mon.begin_window("optimum")
+            for _ in range(window):
+                step()
+            opt = mon.end_window("optimum")
+        finally:
+            plo.close()
+        after = {g: devs.gpus[g].get_power_management_limit() for g in gpus}
+    finally:
+        done()
+        mon.close()
+    doc["power_limit_after_w"] = {str(g): after[g] / 1000 for g in gpus}
+    checks["restored"] = after == before
+    e0, e1 = base.total_energy, opt.total_energy
+    doc["baseline"] = {"time_s": base.time, "energy_j": e0}
+    doc["at_optimum"] = {"time_s": opt.time, "energy_j": e1}
+    doc["energy_saved_pct"] = 100 * (1 - e1 / e0) if e0 > 0 else None
+    doc["slowdown"] = opt.time / base.time if base.time > 0 else None
+    checks["energy_measured"] = e0 > 0 and e1 > 0
+    doc["checks"] = checks
+    doc["ok"] = all(checks.values())
+    json.dump(doc, sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")
+    def fmt(v, f):
+        return "n/a" if v is None else format(v, f)
+
+    print(f"gpu_check_plo: optimum {fmt(doc['optimal_power_limit_w'], '.1f')} W, energy saved "
+          f"{fmt(doc['energy_saved_pct'], '.1f')} %, slowdown {fmt(doc['slowdown'], '.3f')}; "
+          f"{'every check passed' if doc['ok'] else 'FAILED: ' + ', '.join(k for k, v in checks.items() if not v)}",
+          file=sys.stderr)
+    return 0 if doc["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

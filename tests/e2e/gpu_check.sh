@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh (make gpu-check) and the zeus gpus tools it runs, against the fake NVML:
+# a full quick run passes with every figure in the report and every setting back (the fake's
+# FAKE_NVML_STATE keeps settings between processes, as a real GPU does); the figures are the
+# fake's (clock latency = FAKE_NVML_CLOCK_DELAY_MS, energy counter = integrated power); a refused
+# power limit fails the run and names the step; no GPU says so; SIGTERM during a change puts the
+# GPU back, from zeus gpus set alone and through the script.
+set -uo pipefail
+ZEUS=${ZEUS:?path of the zeus binary}
+. "$(dirname "$0")/lib.sh"
+[ -n "${FAKE_NVML:-}" ] && [ -f "$FAKE_NVML" ] || { echo "SKIPPED: the fake NVML is not built"; exit 77; }
+PY=$(command -v python3) || { echo "SKIPPED: python3 is needed to read JSON"; exit 77; }
+SRC=${ZEUS_SOURCE_DIR:?}
+tmp=$(mktemp -d)
+bg=
+trap '[ -n "$bg" ] && kill "$bg" 2>/dev/null; rm -rf "$tmp"' EXIT
+
+export ZEUS_GPU_BACKEND=nvml ZEUS_NVML_LIBRARY=$FAKE_NVML ZEUS_SIM_GPUS=2 ZEUS_SIM_CLOCK=wall
+export FAKE_NVML_STATE=$tmp/state FAKE_NVML_BUSY_FILE=$tmp/busy FAKE_NVML_CLOCK_DELAY_MS=40
+export ZEUS_GPU_CHECK_LOAD="touch '$tmp/busy'; trap 'rm -f \"$tmp/busy\"; exit 0' TERM; while :; do sleep 0.05; done"
+export ZEUS_GPU_CHECK_PLO_WORK=fake:$tmp/busy:0.02 ZEUSC_LIBRARY=${ZEUS_LIBRARY:?}
+# The fake work's time does not depend on the limit, so time is only noise there: choose on
+# energy alone (eta 1), or a slow moment on a loaded machine could make the maximum look best.
+export ZEUS_GPU_CHECK_PLO_ETA=1
+# In the sanitizer build the interpreter needs the sanitizer runtimes preloaded to load libzeus.
+if grep -q '^ZEUS_SANITIZE:BOOL=ON' "${ZEUS_BUILD_DIR:?}/CMakeCache.txt" 2>/dev/null; then
+  cat >"$tmp/py" <<EOF
+#!/bin/sh
+LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so) ASAN_OPTIONS=detect_leaks=0 exec $PY "\$@"
+EOF
+  chmod +x "$tmp/py"
+  export PYTHON=$tmp/py
+fi
+GC=$SRC/scripts/gpu-check.sh
+jcheck() { # file python-expression over d
+  "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"
+}
+limits() { awk '{printf "%s ", $4}' "$tmp/state" 2>/dev/null; }
+
+# ---- the tools alone ----
+expect_out_has "gpus --help lists the tools" "clock-latency" "$ZEUS" gpus --help
+for sub in probe check set clock-latency report; do
+  expect_out_has "gpus $sub --help shows JSON keys" "JSON:" "$ZEUS" gpus "$sub" --help
+done
+expect_code "gpus set with nothing to set is a usage error" 2 "$ZEUS" gpus set --gpus 0
+expect_err_has "a bad --gpus is named" "GPU 7 does not exist" "$ZEUS" gpus probe --gpus 7
+"$ZEUS" gpus probe --gpus 1 --calls 5 --json >"$tmp/probe.json"
+if jcheck "$tmp/probe.json" "d['ok'] and d['driver_version'].startswith('555.') and len(d['gpus']) == 1 and d['gpus'][0]['index'] == 1 and {c['call']: c['status'] for c in d['gpus'][0]['calls']}['power_memory_average'] == 'not_supported' and all(c['calls'] == 5 and c['median_latency_s'] >= 0 for c in d['gpus'][0]['calls']) and d['gpus'][0]['power_limit_min_w'] == 100 and d['gpus'][0]['architecture_name'] == 'Ampere'"; then
+  pass "probe: values, statuses and latencies of GPU 1"
+else fail "probe JSON: $(head -c 600 "$tmp/probe.json")"; fi
+# Every NVML reading the backend makes is reached, once per probe call (nothing is cached).
+FAKE_NVML_COUNTS=$tmp/counts "$ZEUS" gpus probe --gpus 0 --calls 7 --json >/dev/null
+missing=
+for fn in nvmlSystemGetDriverVersion nvmlSystemGetNVMLVersion nvmlDeviceGetName nvmlDeviceGetUUID \
+          nvmlDeviceGetArchitecture nvmlDeviceGetPowerManagementLimitConstraints nvmlDeviceGetPowerManagementDefaultLimit \
+          nvmlDeviceGetPowerManagementLimit nvmlDeviceGetPersistenceMode nvmlDeviceGetTotalEnergyConsumption \
+          nvmlDeviceGetFieldValues nvmlDeviceGetTemperature nvmlDeviceGetClockInfo nvmlDeviceGetSupportedMemoryClocks \
+          nvmlDeviceGetSupportedGraphicsClocks; do
+  n=$(awk -v f="$fn" '$1 == f {print $2}' "$tmp/counts")
+  [ "${n:-0}" -ge 7 ] || missing="$missing $fn(${n:-0})"
+done
+if [ -z "$missing" ]; then pass "probe reaches every NVML reading of the backend 7 times"
+else fail "probe NVML calls missing or fewer than 7:$missing"; fi
+FAKE_NVML_INJECT="nvmlDeviceGetPowerManagementLimit:UNKNOWN:0:2" "$ZEUS" gpus probe --gpus 0 --calls 5 --json >"$tmp/probe-bad.json"
+if [ $? = 1 ] && jcheck "$tmp/probe-bad.json" "not d['ok'] and {c['call']: c['status'] for c in d['gpus'][0]['calls']}['power_limit'] == 'error'"; then
+  pass "probe: a call failing after two good answers is an error and exit 1"
+else fail "probe with an injected failure: $(head -c 600 "$tmp/probe-bad.json")"; fi
+
+touch "$tmp/busy"
+"$ZEUS" gpus check --gpus 0 --duration-s 0.5 --json >"$tmp/check.json"
+if jcheck "$tmp/check.json" "d['ok'] and abs(d['gpus'][0]['agreement_pct']) < 1 and d['gpus'][0]['power']['instant_mean_w'] > 100 and d['gpus'][0]['checks'] == {'counter_monotonic': True, 'energy_agrees': True, 'power_within_limit': True}"; then
+  pass "check: a busy GPU's counter agrees with integrated power"
+else fail "check JSON: $(head -c 800 "$tmp/check.json")"; fi
+ZEUS_SIM_ENERGY_COUNTER=0 "$ZEUS" gpus check --gpus 0 --duration-s 0.3 --json >"$tmp/check-nc.json"
+if jcheck "$tmp/check-nc.json" "d['ok'] and d['gpus'][0]['checks']['energy_agrees'] is None and d['gpus'][0]['counter']['supported'] is False"; then
+  pass "check: no energy counter is n/a, not a failure"
+else fail "check without counter: $(head -c 800 "$tmp/check-nc.json")"; fi
+
+"$ZEUS" gpus clock-latency --gpus 0 --changes 4 --json >"$tmp/lat.json"
+if jcheck "$tmp/lat.json" "d['ok'] and 0.035 <= d['gpus'][0]['median_latency_s'] <= 1.0 and d['gpus'][0]['timeouts'] == 0 and len(d['gpus'][0]['latencies_s']) == 4 and d['gpus'][0]['high_mhz'] == 1740"; then
+  pass "clock-latency measures the fake's 40 ms delay"
+else fail "clock-latency JSON: $(head -c 800 "$tmp/lat.json")"; fi
+FAKE_NVML_CLOCK_DELAY_MS=3000 "$ZEUS" gpus clock-latency --gpus 0 --changes 2 --timeout-s 0.1 --json >"$tmp/lat2.json"
+# The first change never shows within 0.1 s; the second asks for the clock still shown.
+if [ $? = 1 ] && jcheck "$tmp/lat2.json" "not d['ok'] and d['gpus'][0]['timeouts'] == 1 and d['gpus'][0]['latencies_s'][0] is None"; then
+  pass "clock-latency: a clock that does not show up in time fails"
+else fail "clock-latency timeouts: $(head -c 800 "$tmp/lat2.json")"; fi
+
+"$ZEUS" gpus set --gpus 1 --power-limit 250 --sm-clock 1200 --hold-s 0.3 --json >"$tmp/set.json"
+if jcheck "$tmp/set.json" "d['ok'] and [(s['setting'], s['ok']) for s in d['gpus'][0]['settings']] == [('power_limit', True), ('sm_clock', True)] and d['gpus'][0]['settings'][0]['requested_w'] == 250 and d['gpus'][0]['settings'][0]['read_back_w'] == 250 and d['gpus'][0]['settings'][1]['read_back_mhz'] == d['gpus'][0]['settings'][1]['requested_mhz'] and abs(d['gpus'][0]['settings'][1]['requested_mhz'] - 1200) < 15 and d['gpus'][0]['after']['power_limit_w'] == 300 and d['gpus'][0]['after']['restored']" &&
+   [ "$(limits)" = "300000 300000 " ]; then
+  pass "set: limit and clock read back, then back at 300 W in the GPU's state"
+else fail "set JSON: $(head -c 900 "$tmp/set.json"); state: $(cat "$tmp/state")"; fi
+# At 150 W the simulated GPU cannot hold 1200 MHz (120 + 170 (f/1740)^3 W): the clock read
+# under load stays below the lock, as a power limit pulls a real GPU's clock down.
+"$ZEUS" gpus set --gpus 1 --power-limit 150 --sm-clock 1200 --hold-s 0.3 --json >"$tmp/set-low.json"
+if [ $? = 1 ] && jcheck "$tmp/set-low.json" "not d['ok'] and d['gpus'][0]['settings'][1]['ok'] is False and d['gpus'][0]['settings'][1]['read_back_mhz'] < 1100 and d['gpus'][0]['after']['restored']"; then
+  pass "set: a locked clock the GPU does not reach fails"
+else fail "set with an unreachable clock: $(head -c 900 "$tmp/set-low.json")"; fi
+FAKE_NVML_INJECT="nvmlDeviceSetMemoryLockedClocks:NOT_SUPPORTED" "$ZEUS" gpus set --gpus 0 --memory-clock min --hold-s 0.1 --json >"$tmp/set-mem.json"
+if [ $? = 0 ] && jcheck "$tmp/set-mem.json" "d['gpus'][0]['settings'][0]['supported'] is False and d['gpus'][0]['settings'][0]['ok'] is None"; then
+  pass "set: memory clocks not supported is reported, not failed"
+else fail "set memory clock not supported: $(head -c 600 "$tmp/set-mem.json")"; fi
+expect_code "set: a refused power limit exits 1" 1 env FAKE_NVML_INJECT="nvmlDeviceSetPowerManagementLimit:NO_PERMISSION" \
+  "$ZEUS" gpus set --gpus 0 --power-limit min --hold-s 0.1
+"$ZEUS" gpus set --gpus 0 --power-limit min --json -- sh -c 'echo child-out; exit 3' >"$tmp/set-child.json" 2>"$tmp/set-child.err"
+if [ $? = 1 ] && jcheck "$tmp/set-child.json" "d['command_exit_code'] == 3" && grep -q child-out "$tmp/set-child.err"; then
+  pass "set -- CMD: holds while the command runs; its stdout goes to stderr with --json; its failure fails"
+else fail "set with a command: $(cat "$tmp/set-child.json" "$tmp/set-child.err" | head -c 600)"; fi
+rm -f "$tmp/busy"
+
+# SIGTERM while zeus gpus set holds a lower limit: restored, exit 143.
+"$ZEUS" gpus set --gpus 0 --power-limit min --hold-s 60 >"$tmp/sig.out" 2>&1 &
+bg=$!
+for _ in $(seq 200); do [ "$(limits)" = "100000 300000 " ] && break; sleep 0.05; done
+kill -TERM "$bg"; wait "$bg"; rc=$?; bg=
+if [ "$rc" = 143 ] && [ "$(limits)" = "300000 300000 " ] && grep -q restored "$tmp/sig.out"; then
+  pass "set: SIGTERM during the hold puts the limit back and exits 143"
+else fail "set SIGTERM: exit $rc, state $(limits), output $(cat "$tmp/sig.out")"; fi
+
+# SIGINT while zeus gpus clock-latency holds a locked clock (each change waits up to 5 s for a
+# clock the fake shows only after 3 s): unlocked, exit 130.
+locks() { awk '{printf "%s-%s ", $8, $9}' "$tmp/state" 2>/dev/null; }
+FAKE_NVML_CLOCK_DELAY_MS=3000 "$ZEUS" gpus clock-latency --gpus 0 --changes 10 --timeout-s 5 >"$tmp/sigint.out" 2>&1 &
+bg=$!
+for _ in $(seq 200); do case $(locks) in "0-0 "*) sleep 0.05 ;; *) break ;; esac; done
+seen=$(locks)
+kill -INT "$bg"; wait "$bg"; rc=$?; bg=
+if [ "$rc" = 130 ] && [ "${seen%% *}" != "0-0" ] && [ "$(locks)" = "0-0 0-0 " ]; then
+  pass "clock-latency: SIGINT while a clock is locked unlocks it and exits 130"
+else fail "clock-latency SIGINT: exit $rc, locks seen '$seen', after '$(locks)': $(cat "$tmp/sigint.out")"; fi
+
+# ---- the script ----
+expect_out_has "gpu-check --help names the steps" "clock-latency" bash "$GC" --help
+expect_code "gpu-check: an unknown option is a usage error" 2 bash "$GC" --bogus
+env ZEUS_NVML_LIBRARY="$tmp/none.so" bash "$GC" --zeus "$ZEUS" --out "$tmp/nogpu" --quick --json >"$tmp/nogpu.json" 2>"$tmp/nogpu.out"
+rc=$?
+if [ "$rc" = 0 ] && grep -q "no NVIDIA GPU here" "$tmp/nogpu.out" && grep -q "nothing was checked" "$tmp/nogpu.out" &&
+   jcheck "$tmp/nogpu.json" "d['skipped'] == 1 and d['passed'] == 0 and d['steps'][0]['status'] == 'skipped' and 'none.so' in d['steps'][0]['note']" &&
+   grep -q "NOTHING CHECKED" "$tmp/nogpu/report.md"; then
+  pass "gpu-check without a GPU says so (stderr with --json), checks nothing, and --json prints the report"
+else fail "gpu-check without GPU: exit $rc: $(cat "$tmp/nogpu.out")"; fi
+
+rm -f "$tmp/state"
+bash "$GC" --zeus "$ZEUS" --out "$tmp/run" --quick >"$tmp/run.out" 2>&1
+rc=$?
+steps="['gpus-before', 'probe', 'load', 'check', 'set-power-limit', 'set-sm-clock', 'set-memory-clock', 'clock-latency', 'plo', 'pfo', 'gpus-after']"
+if [ "$rc" = 0 ] && jcheck "$tmp/run/report.json" "d['ok'] and d['restored'] is True and [s['step'] for s in d['steps']] == $steps and [s['status'] for s in d['steps']].count('failed') == 0 and len([s for s in d['steps'] if s['step'] == 'probe'][0]['result']['gpus']) == 2"; then
+  pass "gpu-check --quick on the fake NVML: every step passed and the GPUs are back"
+else fail "gpu-check run: exit $rc: $(cat "$tmp/run.out")"; fi
+if jcheck "$tmp/run/report.json" "[s for s in d['steps'] if s['step'] == 'plo'][0]['result']['energy_saved_pct'] > 0 and [s for s in d['steps'] if s['step'] == 'plo'][0]['result']['optimal_power_limit_w'] < 300 and [s for s in d['steps'] if s['step'] == 'plo'][0]['result']['checks']['restored']"; then
+  pass "gpu-check: the power-limit optimizer saved energy on the fake GPU and put the limit back"
+else fail "gpu-check plo: $(cat "$tmp/run/plo.log")"; fi
+# A build without the Perseus server or client (cmake/components.cmake) skips the step, saying why.
+if jcheck "$tmp/run/report.json" "[s for s in d['steps'] if s['step'] == 'pfo'][0]['status'] == 'skipped'"; then
+  if { ! zeus_has pfo-server && grep -q "no pfo-server command" "$tmp/run/pfo.log"; } ||
+     grep -q "Perseus client is not there" "$tmp/run/pfo.log"; then
+    pass "gpu-check: without the Perseus components the pfo step is skipped"
+  else fail "gpu-check pfo skipped: $(cat "$tmp/run/pfo.log")"; fi
+elif jcheck "$tmp/run/report.json" "[s for s in d['steps'] if s['step'] == 'pfo'][0]['result']['energy_saved_pct'] > 0 and [s for s in d['steps'] if s['step'] == 'pfo'][0]['result']['checks']['plan_applied'] and [s for s in d['steps'] if s['step'] == 'pfo'][0]['result']['plan_mhz'] == 1305"; then
+  pass "gpu-check: the Perseus client applied the 75 % plan from zeus pfo-server and saved energy"
+else fail "gpu-check pfo: $(cat "$tmp/run/pfo.log")"; fi
+for want in "## Summary" "## What it found" "Zeus Simulated GPU" "## Readings against each other" "## Settings changed, read back and restored" \
+            "## Clock change latency" "## Settings after the run" "## Power-limit optimizer on real work" "PASSED"; do
+  if grep -qF -- "$want" "$tmp/run/report.md"; then pass "report.md has '$want'"; else fail "report.md lacks '$want'"; fi
+done
+[ "$(limits)" = "300000 300000 " ] && pass "gpu-check: the fake GPUs' state is back at 300 W" || fail "state after gpu-check: $(cat "$tmp/state")"
+
+FAKE_NVML_INJECT="nvmlDeviceSetPowerManagementLimit:NO_PERMISSION" bash "$GC" --zeus "$ZEUS" --out "$tmp/refused" --quick >"$tmp/refused.out" 2>&1
+rc=$?
+if [ "$rc" = 1 ] && grep -q "FAILED" "$tmp/refused.out" && grep -qE '^\| set-power-limit \| \*\*FAILED\*\*' "$tmp/refused/report.md"; then
+  pass "gpu-check: a refused power limit fails the run and the report names the step"
+else fail "gpu-check with refused limits: exit $rc: $(cat "$tmp/refused.out")"; fi
+
+# SIGTERM to the script while a step holds a changed limit (the full run holds 3 s).
+rm -f "$tmp/state"
+bash "$GC" --zeus "$ZEUS" --out "$tmp/sigrun" >"$tmp/sigrun.out" 2>&1 &
+bg=$!
+for _ in $(seq 600); do [ "$(limits)" = "100000 100000 " ] && break; sleep 0.05; done
+seen=$(limits)
+kill -TERM "$bg"; wait "$bg"; rc=$?; bg=
+if [ "$seen" = "100000 100000 " ] && [ "$rc" = 143 ] && [ "$(limits)" = "300000 300000 " ] &&
+   grep -q "stopped by SIGTERM" "$tmp/sigrun.out" && grep -q "not run: stopped by SIGTERM" "$tmp/sigrun/report.md" &&
+   [ ! -e "$tmp/busy" ]; then
+  pass "gpu-check: SIGTERM mid-step restores the GPUs, stops the load, reports and exits 143"
+else fail "gpu-check SIGTERM: seen '$seen', exit $rc, state $(limits): $(cat "$tmp/sigrun.out")"; fi
+
+# zeus gpus report: a bad manifest is a usage error naming the line.
+printf 'probe\tmaybe\t-\tx\n' >"$tmp/bad.tsv"
+expect_err_has "report: a bad manifest line is named" "line 1: expected" "$ZEUS" gpus report "$tmp/bad.tsv"
+finish
