@@ -9,6 +9,9 @@
 static bool json_output;
 static cli_index_list reset_gpus_list;
 static bool reset_force;
+static const char *const persistence_modes[] = {"off", "on", "keep", NULL};
+enum { PERSISTENCE_OFF, PERSISTENCE_ON, PERSISTENCE_KEEP };
+static int persistence = PERSISTENCE_OFF;
 
 static const cli_opt list_opts[] = {
     {"json", 0, CLI_OPT_FLAG, &json_output, NULL, "print one JSON document (see below)"},
@@ -21,6 +24,10 @@ static const cli_opt reset_opts[] = {
     {"force", 0, CLI_OPT_FLAG, &reset_force, NULL,
      "through a zeus daemon: also reset settings another running client\n"
      "holds (without it the daemon refuses, naming the holder)"},
+    {"persistence", 0, CLI_OPT_CHOICE, &persistence, NULL,
+     "persistence mode afterwards: off (the driver's default, what the power-limit\n"
+     "optimizer found before it turned it on), on, or keep (leave it as it is)",
+     "off", .choices = persistence_modes},
     {0},
 };
 
@@ -50,8 +57,9 @@ static const cli_command list_cmd = {
         "                 hold them (for a time or while a command runs) and put them back\n"
         "  clock-latency  how long a locked SM clock takes to show up (run it under load)\n"
         "  report         the Markdown and JSON report of scripts/gpu-check.sh (make gpu-check)\n"
-        "  reset          every listed GPU's power limit to its default and its SM and memory\n"
-        "                 clocks unlocked: the manual way back after a crash left a GPU changed",
+        "  reset          every listed GPU's power limit to its default, its SM and memory\n"
+        "                 clocks unlocked and persistence mode off: the manual way back after\n"
+        "                 a crash left a GPU changed",
     .opts = list_opts,
     .more =
         "JSON: {\"backend\", \"gpu_error\" (why no GPU, or null), \"gpus\": [{\"index\",\n"
@@ -68,15 +76,17 @@ static const cli_command list_cmd = {
 
 static const cli_command reset_cmd = {
     .name = "gpus reset",
-    .usage = "zeus gpus reset [--gpus LIST]",
+    .usage = "zeus gpus reset [--gpus LIST] [--persistence off|on|keep] [--force]",
     .about =
-        "Sets every listed GPU's power limit to its default and unlocks its SM and memory\n"
-        "clocks: the manual way back after a crash left a GPU changed. Needs root or\n"
-        "CAP_SYS_ADMIN on real GPUs.",
+        "Sets every listed GPU's power limit to its default, unlocks its SM and memory\n"
+        "clocks and turns persistence mode off (--persistence): the manual way back after a\n"
+        "crash left a GPU changed. Needs root or CAP_SYS_ADMIN on real GPUs.",
     .opts = reset_opts,
     .more =
         "Example:\n"
-        "  sudo zeus gpus reset --gpus 0\n\n" ENVIRONMENT,
+        "  sudo zeus gpus reset --gpus 0\n"
+        "  sudo zeus gpus reset --persistence on   # where nvidia-persistenced keeps it "
+        "on\n\n" ENVIRONMENT,
     .args = CLI_ARGS_NONE,
 };
 
@@ -235,6 +245,17 @@ static int reset_gpus(zeus_devices *d) {
     if (rc && rc != ZEUS_ENOTSUP) {
       cli_error("gpus reset", true, "GPU %u: memory clock not unlocked", g);
       status = CLI_EXIT_FAIL;
+    }
+    if (persistence != PERSISTENCE_KEEP) {
+      bool on = persistence == PERSISTENCE_ON;
+      rc = zeus_gpu_set_persistence_mode(d, g, on);
+      if (rc && rc != ZEUS_ENOTSUP) {
+        cli_error("gpus reset", true, "GPU %u: persistence mode not turned %s", g,
+                  on ? "on" : "off");
+        status = CLI_EXIT_FAIL;
+      } else if (!rc) {
+        printf("GPU %u: persistence mode %s\n", g, on ? "on" : "off");
+      }
     }
   }
   return status;

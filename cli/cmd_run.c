@@ -165,6 +165,7 @@ enum {
   O_MAX_TRIES,
   O_TIMEOUT,
   O_KEEP_GOING,
+  O_RESET_STATE,
   O_COUNT
 };
 static bool given[O_COUNT];
@@ -175,7 +176,7 @@ static long default_bs, max_epochs, seed, window_size, recurrences, warmup_iters
 static double target_metric, default_lr, eta, beta, max_power_w, timeout_s;
 static const char *optimizer, *dataset, *network, *workdir, *log_base, *state_path, *spec_path,
     *out_path;
-static bool observer_mode, keep_going, json_output, quiet;
+static bool observer_mode, keep_going, reset_state, json_output, quiet;
 
 static const cli_opt run_opts[] = {
     {"batch-sizes", 0, CLI_OPT_CUSTOM, &batch_sizes, "LIST",
@@ -235,6 +236,10 @@ static const cli_opt run_opts[] = {
      "a try without a readable result is recorded as failed and the next try\n"
      "starts (default: stop; the try is repeated next run)",
      .seen = &given[O_KEEP_GOING]},
+    {"reset-state", 0, CLI_OPT_FLAG, &reset_state, NULL,
+     "start the job over: an existing state (a damaged one is refused\n"
+     "otherwise) is renamed to <state>.reset-<time>, kept, and a new one made",
+     .seen = &given[O_RESET_STATE]},
     {"json", 0, CLI_OPT_FLAG, &json_output, NULL,
      "print the history and the optimizer as one JSON document at the end; the\n"
      "trainee's output then goes to standard error",
@@ -278,8 +283,17 @@ static const cli_command run_cmd = {
         "\"arms\": [{\"batch_size\", \"mean_cost_j\", \"mean_cost_sd_j\", \"cost_sd_j\",\n"
         "\"num_observations\"}]}} (null: none).\n"
         "\n"
+        "Safety: the trainee runs in its own process group and dies with zeus run (even\n"
+        "kill -9); what is left of its group when it ends is killed; --timeout stops the\n"
+        "whole group. One zeus run per job (a lock per job and knobs under --log-base, and\n"
+        "per state); a run that finds a trainee of an earlier run still alive refuses to\n"
+        "start, naming its process group. A damaged state (empty, tables or meta rows gone,\n"
+        "history ahead of the driver) is refused, never silently started over\n"
+        "(--reset-state). The state is written before each try starts, so an unwritable\n"
+        "state costs no training run.\n"
+        "\n"
         "Exit status: 0 done; 1 a try failed or the job cannot converge (what finished is kept);\n"
-        "2 usage; 130 interrupted (SIGINT/SIGTERM: the trainee is stopped, its try not\n"
+        "2 usage; 130 interrupted (SIGINT/SIGTERM/SIGHUP: the trainee is stopped, its try not\n"
         "recorded).\n"
         "\n"
         "Example (the demo trainee on the simulated GPU):\n"
@@ -323,6 +337,7 @@ static void apply_options(zeus_run_spec *s, long *recs) {
   if (given[O_MAX_TRIES]) s->max_tries = max_tries;
   if (given[O_TIMEOUT]) s->timeout_s = timeout_s;
   if (given[O_KEEP_GOING]) s->keep_going = true;
+  if (given[O_RESET_STATE]) s->reset_state = true;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -365,7 +380,8 @@ int cmd_run(int argc, char **argv) {
   int rc = zeus_runner_open(&r, &s, &cb);
   if (rc != ZEUS_OK) {
     cli_error(CMD, true, "cannot start the job");
-    status = rc == ZEUS_EINVAL || rc == ZEUS_EPARSE ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+    /* A bad option is a usage error; a damaged or foreign state (ZEUS_EPARSE) is not. */
+    status = rc == ZEUS_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     cli_report_discard(&rf);
     goto out;
   }
@@ -373,15 +389,17 @@ int cmd_run(int argc, char **argv) {
           zeus_runner_logdir(r), zeus_runner_state_path(r), zeus_runner_recurrences_done(r));
   fflush(log);
   g_runner = r;
-  struct sigaction sa, old_int, old_term;
+  struct sigaction sa, old_int, old_term, old_hup;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGHUP, &sa, &old_hup); /* a dropped SSH session stops the trainee the same way */
   rc = zeus_runner_run(r, recs);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGHUP, &old_hup, NULL);
   g_runner = NULL;
   if (rc != ZEUS_OK) {
     cli_error(CMD, true, g_interrupted ? "interrupted" : "stopped");

@@ -128,7 +128,8 @@ zeus_component(RUN
   SOURCES src/run
   PKGS sqlite3
   COMMANDS run
-  USED_BY tests/unit/test_run.c tests/e2e/bso_cli.sh tests/e2e/bso_valgrind.sh)
+  USED_BY tests/unit/test_run.c tests/unit/test_run_hardening.c tests/e2e/bso_cli.sh
+          tests/e2e/bso_valgrind.sh)
 
 zeus_component(DAEMON
   DOC "zeus daemon: the privileged daemon with zeusd's API and leases, zeus/daemon.h (the device

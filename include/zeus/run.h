@@ -26,7 +26,16 @@
  * starts. Each try is committed in one transaction with the optimizer's state after it, so a crash
  * loses no finished try and a later run continues exactly where the last stopped: two runs of N
  * and M recurrences leave the same history and state as one run of N + M. A second driver on the
- * same state is refused (lock file <state>.lock).
+ * same state is refused (lock file <state>.lock), and with the default state a second driver of the
+ * same job and knobs (lock <log_base>/.zeus-run-<hash>.lock, taken before the folder is chosen),
+ * so that concurrent first runs cannot split a job's state. zeus_runner_open refuses (ZEUS_EPARSE)
+ * a damaged state (empty; a table or the version/config rows gone; a history ahead of its driver)
+ * unless reset_state, and refuses (ZEUS_EEXIST) while the process group of a trainee an earlier
+ * driver recorded as running is still alive (a driver killed with SIGKILL).
+ *
+ * The trainee runs in its own process group and gets SIGKILL when its driver dies
+ * (PR_SET_PDEATHSIG); what is left of its group when it ends is killed. Before each try the state
+ * is written (unchanged), so an unwritable state stops the run (ZEUS_EIO) before a try starts.
  *
  * Failures: a child that exits without a readable result file stops the run with ZEUS_EIO
  * (missing) or ZEUS_EPARSE (malformed), naming the file and the child's exit status or signal; the
@@ -76,8 +85,11 @@ typedef struct zeus_run_spec {
   long profile_measure_iters;   /* >= 1; default 40 */
   double max_power_w;           /* cost's max power; 0: the GPUs' maximum limit x visible GPUs */
   long max_tries;               /* per recurrence, >= 1; default 20 */
-  double timeout_s;             /* per try; 0: none. SIGTERM, then SIGKILL after 5 s */
+  double timeout_s;             /* per try; 0: none. SIGTERM to the process group, then SIGKILL
+                                   after 5 s; the try counts as failed */
   bool keep_going;              /* see Failures above */
+  bool reset_state;             /* start over: an existing state (damaged or not) is renamed to
+                                   <state>.reset-<YYYYmmddHHMMSS> (kept) and a new one made */
 } zeus_run_spec;
 
 /* One try, as recorded. */

@@ -100,8 +100,25 @@ struct timespec zeus__deadline_in(double seconds);
 int zeus__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, const struct timespec *deadline);
 
 /* ---- files ---- */
-/* Reads a whole file (NUL-terminated; *len excludes the NUL). Errors name the path. */
+/* The one way a file a user names is read whole (NUL-terminated; *len excludes the NUL): it must
+ * be a regular file (a FIFO, /dev/zero, a terminal or a folder is refused at once, ZEUS_EINVAL
+ * "'<path>' is not a regular file (a <what> must be one ...)"; opening never blocks) of at most
+ * `max` bytes (ZEUS_ERANGE "'<path>' has N bytes, more than the limit of 16 MiB for a <what>",
+ * also when it grows past `max` while read). `what` names the kind of file ("job spec"); NULL:
+ * "file". Other errors name the path (ZEUS_ENOENT, ZEUS_EPERM, ZEUS_EIO). */
+int zeus__read_file_max(const char *path, size_t max, const char *what, char **data /* out, free() */,
+                        size_t *len /* out */);
+/* The cap of zeus__read_file(): 16 MiB, far above any profile, plan, trace or model the project
+ * reads (the largest measured file is 0.3 MiB, a power profile of 100,000 limits 5.5 MiB), and low
+ * enough that what a parser builds from it (about 10 x the text for CSV and JSON) stays bounded. */
+#define ZEUS__READ_MAX ((size_t)16 << 20)
+/* zeus__read_file_max(path, ZEUS__READ_MAX, "file", ...). */
 int zeus__read_file(const char *path, char **data /* out, free() */, size_t *len /* out */);
+/* "64 MiB", "16 KiB" or "100 bytes", for messages about limits. */
+typedef struct zeus__size_str {
+  char s[32];
+} zeus__size_str;
+zeus__size_str zeus__size_text(size_t bytes);
 /* Writes `data` to a temporary file beside `path`, fsyncs it, and renames it over `path`,
  * so readers see the old or the new file and never half of one. */
 int zeus__write_file_atomic(const char *path, const void *data, size_t len);

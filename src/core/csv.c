@@ -114,10 +114,12 @@ fail:
   return rc;
 }
 
-int zeus__csv_read_file(const char *path, zeus__csv **out) {
+int zeus__csv_read_file(const char *path, zeus__csv **out) { return zeus__csv_read_file_as(path, NULL, out); }
+
+int zeus__csv_read_file_as(const char *path, const char *what, zeus__csv **out) {
   char *data;
   size_t len;
-  int rc = zeus__read_file(path, &data, &len);
+  int rc = zeus__read_file_max(path, ZEUS__READ_MAX, what ? what : "CSV file", &data, &len);
   if (rc) return rc;
   rc = zeus__csv_parse(data, len, path, out);
   free(data);

@@ -11,6 +11,9 @@ typedef struct zeus__csv zeus__csv;
 /* Parses `len` bytes; `name` names the input in errors. Every row must have as many fields
  * as the header (ZEUS_EPARSE "<name>:<line>: expected N fields, got M"). */
 int zeus__csv_parse(const char *data, size_t len, const char *name, zeus__csv **out /* out */);
+/* Reads a file through zeus__read_file_max (a regular file of at most ZEUS__READ_MAX bytes; `what`
+ * names the kind of file in errors, NULL: "CSV file") and parses it. */
+int zeus__csv_read_file_as(const char *path, const char *what, zeus__csv **out /* out */);
 int zeus__csv_read_file(const char *path, zeus__csv **out /* out */);
 void zeus__csv_free(zeus__csv *c);
 

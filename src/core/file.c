@@ -9,27 +9,84 @@
 
 #include "core/core.h"
 
-int zeus__read_file(const char *path, char **data, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
+/* Every file a user names is read through here: opened without blocking (a FIFO with no writer
+ * would block open() forever), checked to be a regular file (a FIFO, /dev/zero, a terminal or a
+ * folder never ends or never answers) of at most `max` bytes, and read to at most max + 1 bytes
+ * even if it grows meanwhile, so no input can make a reader hold more than its cap. */
+int zeus__read_file_max(const char *path, size_t max, const char *what, char **data, size_t *len) {
+  if (!what) what = "file";
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
     int e = errno;
-    return zeus__error(e == ENOENT ? ZEUS_ENOENT : e == EACCES ? ZEUS_EPERM : ZEUS_EIO,
+    return zeus__error(e == ENOENT   ? ZEUS_ENOENT
+                       : e == EACCES ? ZEUS_EPERM
+                                     : ZEUS_EIO,
                        "cannot open '%s': %s", path, strerror(e));
   }
-  zeus__buf b = {0};
-  char chunk[65536];
-  size_t n;
+  struct stat st;
   int rc = ZEUS_OK;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-    if ((rc = zeus__buf_append(&b, chunk, n))) break;
+  if (fstat(fd, &st) != 0)
+    rc = zeus__error(ZEUS_EIO, "cannot read '%s': %s", path, strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    rc = zeus__error(ZEUS_EINVAL, "'%s' is not a regular file (a %s must be one: a FIFO, device or folder is refused)",
+                     path, what);
+  else if ((unsigned long long)st.st_size > (unsigned long long)max)
+    rc = zeus__error(ZEUS_ERANGE, "'%s' has %lld bytes, more than the limit of %s for a %s", path,
+                     (long long)st.st_size, zeus__size_text(max).s, what);
+  /* Back to blocking reads: a regular file never blocks, and O_NONBLOCK is only for the open. */
+  if (!rc) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  size_t cap = rc ? 0 : (size_t)st.st_size + 1, n = 0;
+  char *buf = NULL;
+  if (!rc && !(buf = malloc(cap + 1))) rc = zeus__oom("reading a file");
+  while (!rc) {
+    if (n == cap) { /* it grew since fstat: keep going up to max + 1 bytes */
+      size_t more = cap < max + 1 ? (max + 1 - cap < cap ? max + 1 - cap : cap) : 0;
+      if (more == 0) {
+        rc = zeus__error(ZEUS_ERANGE, "'%s' grew past the limit of %s for a %s while it was read", path,
+                         zeus__size_text(max).s, what);
+        break;
+      }
+      char *nb = realloc(buf, cap + more + 1);
+      if (!nb) {
+        rc = zeus__oom("reading a file");
+        break;
+      }
+      buf = nb;
+      cap += more;
+    }
+    ssize_t r = read(fd, buf + n, cap - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) rc = zeus__error(ZEUS_EIO, "error reading '%s': %s", path, strerror(errno));
+    if (r <= 0) break;
+    n += (size_t)r;
   }
-  if (!rc && ferror(f)) rc = zeus__error(ZEUS_EIO, "error reading '%s': %s", path, strerror(errno));
-  fclose(f);
-  if (rc) { zeus__buf_free(&b); return rc; }
-  if (!b.data && (rc = zeus__buf_append(&b, "", 0))) return rc;
-  *data = b.data;
-  *len = b.len;
+  if (!rc && n > max)
+    rc = zeus__error(ZEUS_ERANGE, "'%s' grew past the limit of %s for a %s while it was read", path,
+                     zeus__size_text(max).s, what);
+  close(fd);
+  if (rc) {
+    free(buf);
+    return rc;
+  }
+  buf[n] = '\0';
+  *data = buf;
+  *len = n;
   return ZEUS_OK;
+}
+
+int zeus__read_file(const char *path, char **data, size_t *len) {
+  return zeus__read_file_max(path, ZEUS__READ_MAX, "file", data, len);
+}
+
+zeus__size_str zeus__size_text(size_t bytes) {
+  zeus__size_str t;
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0)
+    snprintf(t.s, sizeof t.s, "%zu MiB", bytes >> 20);
+  else if (bytes >= 1024 && bytes % 1024 == 0)
+    snprintf(t.s, sizeof t.s, "%zu KiB", bytes >> 10);
+  else
+    snprintf(t.s, sizeof t.s, "%zu bytes", bytes);
+  return t;
 }
 
 int zeus__write_file_atomic(const char *path, const void *data, size_t len) {

@@ -15,9 +15,13 @@ int zeus__json_parse(const char *data, size_t len, const char *what, json_t **ou
 }
 
 int zeus__json_load_file(const char *path, json_t **out) {
+  return zeus__json_load_file_max(path, ZEUS__READ_MAX, "JSON file", out);
+}
+
+int zeus__json_load_file_max(const char *path, size_t max, const char *what, json_t **out) {
   char *data;
   size_t len;
-  int rc = zeus__read_file(path, &data, &len);
+  int rc = zeus__read_file_max(path, max, what, &data, &len);
   if (rc) return rc;
   if (len == 0) {
     free(data);

@@ -9,7 +9,11 @@
 /* Parses `len` bytes; `what` names the input in errors ("request body", a path). ZEUS_EPARSE
  * with "<what>:<line>:<column>: <reason>" on malformed JSON. */
 int zeus__json_parse(const char *data, size_t len, const char *what, json_t **out /* out */);
-/* Loads a file; ZEUS_ENOENT/ZEUS_EIO/ZEUS_EPARSE naming the path. */
+/* Loads a file through zeus__read_file_max (a regular file of at most `max` bytes; `what` names
+ * the kind of file in errors); ZEUS_ENOENT/ZEUS_EIO/ZEUS_EINVAL/ZEUS_ERANGE/ZEUS_EPARSE naming the
+ * path. */
+int zeus__json_load_file_max(const char *path, size_t max, const char *what, json_t **out /* out */);
+/* zeus__json_load_file_max(path, ZEUS__READ_MAX, "JSON file", out). */
 int zeus__json_load_file(const char *path, json_t **out /* out */);
 /* Serialises (compact unless `indent` > 0) and writes atomically. */
 int zeus__json_write_file_atomic(const char *path, const json_t *value, int indent);

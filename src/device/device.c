@@ -1,5 +1,6 @@
 /* The device layer: backend selection, visible-device mapping, settings bookkeeping and restore. */
 #include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,9 +83,13 @@ int zeus__parse_visible_devices(const char *value, const char *const *uuids, uns
         zeus__log(ZEUS_LOG_WARN, "device", "CUDA_VISIBLE_DEVICES: entry '%s' is not a GPU index; ignoring it and every later entry", tok);
         break;
       }
+      /* Overflow-checked: 99999999999999999999 once showed as GPU 18446744073709551615. */
+      errno = 0;
       unsigned long v = strtoul(p, NULL, 10);
-      if (v >= count) {
-        zeus__log(ZEUS_LOG_WARN, "device", "CUDA_VISIBLE_DEVICES: GPU %lu does not exist (%u GPUs); ignoring it and every later entry", v, count);
+      if (errno == ERANGE || v >= count) {
+        zeus__log(ZEUS_LOG_WARN, "device",
+                  "CUDA_VISIBLE_DEVICES: GPU %s does not exist (%u GPUs); ignoring it and every later entry", tok,
+                  count);
         break;
       }
       idx = (unsigned)v;

@@ -1,10 +1,15 @@
-/* SIGINT/SIGTERM handling shared by everything that changes GPU settings (the power-limit
+/* Signal handling shared by everything that changes GPU settings (the power-limit
  * optimizer, the Perseus frequency controller): a process stopped by Ctrl-C or by a job
  * scheduler must not leave its GPUs at a profiling limit or a locked clock. Reference-counted:
  * installed by the first user, put back by the last. The handler restores every open device
  * handle (zeus_devices_restore_all(), which takes no lock it could wait on forever), then lets
  * the signal do what it did before: the previous handler runs, or, when the disposition was the
- * default, the signal is raised again so that the process ends with it as it would have. */
+ * default, the signal is raised again so that the process ends with it as it would have.
+ *
+ * SIGINT and SIGTERM are always handled (unless ignored). SIGHUP (an SSH session that drops),
+ * SIGQUIT and SIGUSR1 end a process by default too and once left the GPUs at a profiling limit
+ * with persistence mode on: they are handled only while their disposition is the default, since
+ * a program with its own handler for one of them goes on running after it. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -14,7 +19,10 @@
 #include "device/restore_signals.h"
 #include "zeus/device.h"
 
-static const int handled[] = {SIGINT, SIGTERM};
+static const int handled[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1};
+static const char *const handled_name[] = {"SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1"};
+/* handled[i] for i >= ALWAYS_HANDLED only when its disposition is the default. */
+#define ALWAYS_HANDLED 2
 #define NSIG_HANDLED (sizeof handled / sizeof handled[0])
 
 static pthread_mutex_t sig_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -55,6 +63,7 @@ int zeus__restore_signals_acquire(void) {
       sig_installed[i] = false;
       if (sigaction(handled[i], NULL, &cur) != 0) continue;
       if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN) continue; /* ignored stays ignored */
+      if (i >= ALWAYS_HANDLED && ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL)) continue;
       sig_prev[i] = cur;
       struct sigaction sa;
       memset(&sa, 0, sizeof sa);
@@ -62,8 +71,8 @@ int zeus__restore_signals_acquire(void) {
       sa.sa_flags = SA_SIGINFO | SA_RESTART;
       sigemptyset(&sa.sa_mask);
       if (sigaction(handled[i], &sa, NULL) != 0) {
-        rc = zeus__error(ZEUS_EINTERNAL, "installing the %s handler that restores the GPUs failed: %s",
-                         handled[i] == SIGINT ? "SIGINT" : "SIGTERM", strerror(errno));
+        rc = zeus__error(ZEUS_EINTERNAL, "installing the %s handler that restores the GPUs failed: %s", handled_name[i],
+                         strerror(errno));
         for (size_t j = 0; j < i; j++)
           if (sig_installed[j]) sigaction(handled[j], &sig_prev[j], NULL);
         memset(sig_installed, 0, sizeof sig_installed);
@@ -74,7 +83,9 @@ int zeus__restore_signals_acquire(void) {
   }
   if (!rc) sig_users++;
   pthread_mutex_unlock(&sig_mu);
-  if (!rc) zeus__log(ZEUS_LOG_DEBUG, "device", "SIGINT/SIGTERM handlers restore the GPUs (%d user(s))", sig_users);
+  if (!rc)
+    zeus__log(ZEUS_LOG_DEBUG, "device", "SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1 handlers restore the GPUs (%d user(s))",
+              sig_users);
   return rc;
 }
 

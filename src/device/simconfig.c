@@ -30,7 +30,7 @@ static int alloc_config(unsigned n, zeus_sim_config **out) {
  * gpu<i>_energy column. */
 static int load_profile_csv(const char *path, unsigned units_per_row, zeus_sim_config **out) {
   zeus__csv *csv;
-  int rc = zeus__csv_read_file(path, &csv);
+  int rc = zeus__csv_read_file_as(path, "simulated GPU profile (CSV)", &csv);
   if (rc) return rc;
   zeus_sim_config *cfg = NULL;
   size_t c_name, c_time;
@@ -182,7 +182,7 @@ static int json_gpu(const char *path, size_t idx, json_t *o, zeus_sim_gpu_config
 
 static int load_json(const char *path, zeus_sim_config **out) {
   json_t *root;
-  int rc = zeus__json_load_file(path, &root);
+  int rc = zeus__json_load_file_max(path, ZEUS__READ_MAX, "simulated GPU model (JSON)", &root);
   if (rc) return rc;
   zeus_sim_config *cfg = NULL;
   json_t *gpus = json_object_get(root, "gpus");

@@ -64,8 +64,40 @@ static void dvfs_defaults(zeus_sim_dvfs *p) {
   if (p->mem_bound_fraction <= 0) p->mem_bound_fraction = 0.25;
 }
 
+/* The highest power (W) a simulated GPU may be given anywhere (limits, model powers, a table row's
+ * energy over time): far above any GPU, and low enough that every value in mW fits the unsigned
+ * 32-bit readings NVML gives (a limit of 99,999,999,999 W once wrapped to 276,446.2 W). */
+#define SIM_MAX_POWER_W 100000.0
+
+/* W to mW for a reading, within what an unsigned reading holds (configs are bounded above, so
+ * this only guards against arithmetic at the edges). */
+static unsigned to_mw(double w) {
+  if (!(w > 0)) return 0;
+  double mw = w * 1000;
+  return mw >= 4294967295.0 ? 4294967295u : (unsigned)lround(mw);
+}
+
+static int check_power(unsigned i, const char *field, double w) {
+  if (!(w > 0 && w <= SIM_MAX_POWER_W))
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: %s %g W is outside (0, %g] W", i, field, w, SIM_MAX_POWER_W);
+  return ZEUS_OK;
+}
+
 static int check_gpu_config(const zeus_sim_gpu_config *c, unsigned i) {
   const zeus_sim_dvfs *p = &c->dvfs;
+  int rc;
+  if ((rc = check_power(i, "min_power_limit_w", p->min_power_limit_w)) ||
+      (rc = check_power(i, "max_power_limit_w", p->max_power_limit_w)) ||
+      (rc = check_power(i, "default_power_limit_w", p->default_power_limit_w)) ||
+      (rc = check_power(i, "idle_power_w", p->idle_power_w)) ||
+      (rc = check_power(i, "static_power_w", p->static_power_w)) ||
+      (rc = check_power(i, "dynamic_power_w", p->dynamic_power_w)))
+    return rc;
+  if (!(p->time_per_unit_s > 0 && p->time_per_unit_s <= 1e6))
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: time_per_unit_s %g is outside (0, 1e6] s", i,
+                       p->time_per_unit_s);
+  if (!(c->time_scale >= 0 && c->time_scale <= 1e6))
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: time_scale %g is outside [0, 1e6]", i, c->time_scale);
   if (p->min_clock_mhz > p->max_clock_mhz)
     return zeus__error(ZEUS_EINVAL, "simulated GPU %u: min_clock_mhz %u is above max_clock_mhz %u", i,
                        p->min_clock_mhz, p->max_clock_mhz);
@@ -94,11 +126,15 @@ static int check_gpu_config(const zeus_sim_gpu_config *c, unsigned i) {
                            "simulated GPU %u: table row %zu must have a positive power limit, time and "
                            "energy (got %g W, %g s, %g J)",
                            i, r + 1, row->power_limit_w, row->time_per_unit_s, row->energy_per_unit_j);
-      for (size_t q = 0; q < r; q++)
-        if (c->table[q].power_limit_w == row->power_limit_w)
-          return zeus__error(ZEUS_EINVAL, "simulated GPU %u: power limit %g W appears twice in the table", i,
-                             row->power_limit_w);
+      if (row->power_limit_w > SIM_MAX_POWER_W || !(row->time_per_unit_s <= 1e6) ||
+          !(row->energy_per_unit_j / row->time_per_unit_s <= SIM_MAX_POWER_W))
+        return zeus__error(ZEUS_EINVAL,
+                           "simulated GPU %u: table row %zu is out of range (%g W, %g s, %g J): a power limit "
+                           "and an energy over time of at most %g W, a time of at most 1e6 s",
+                           i, r + 1, row->power_limit_w, row->time_per_unit_s, row->energy_per_unit_j, SIM_MAX_POWER_W);
     }
+    /* Duplicates are found after sorting (init_gpu): comparing every pair made a table of 100,000
+     * rows take seconds. */
   } else if (c->model != ZEUS_SIM_DVFS) {
     return zeus__error(ZEUS_EINVAL, "simulated GPU %u: unknown model %d", i, (int)c->model);
   }
@@ -136,13 +172,20 @@ static int init_gpu(simgpu *g, const zeus_sim_gpu_config *c, unsigned i) {
     memcpy(g->table, tmp.table, tmp.table_len * sizeof *g->table);
     g->ntable = tmp.table_len;
     qsort(g->table, g->ntable, sizeof *g->table, cmp_row_desc);
-    g->min_mw = (unsigned)lround(g->table[g->ntable - 1].power_limit_w * 1000);
-    g->max_mw = (unsigned)lround(g->table[0].power_limit_w * 1000);
+    for (size_t r = 1; r < g->ntable; r++)
+      if (g->table[r].power_limit_w == g->table[r - 1].power_limit_w) {
+        double w = g->table[r].power_limit_w;
+        free(g->table);
+        g->table = NULL;
+        return zeus__error(ZEUS_EINVAL, "simulated GPU %u: power limit %g W appears twice in the table", i, w);
+      }
+    g->min_mw = to_mw(g->table[g->ntable - 1].power_limit_w);
+    g->max_mw = to_mw(g->table[0].power_limit_w);
     g->default_mw = g->max_mw;
   } else {
-    g->min_mw = (unsigned)lround(g->p.min_power_limit_w * 1000);
-    g->max_mw = (unsigned)lround(g->p.max_power_limit_w * 1000);
-    g->default_mw = (unsigned)lround(g->p.default_power_limit_w * 1000);
+    g->min_mw = to_mw(g->p.min_power_limit_w);
+    g->max_mw = to_mw(g->p.max_power_limit_w);
+    g->default_mw = to_mw(g->p.default_power_limit_w);
   }
   g->limit_mw = g->default_mw;
   checkpoint(g, 0, 0);
@@ -552,7 +595,7 @@ int zeus_sim_gpu_instant_power(zeus_sim_node *n, unsigned gpu, unsigned *mw) {
   advance(g, t);
   double p = g->busy_until > t ? g->busy_power : rest_power(g);
   pthread_mutex_unlock(&n->mu);
-  *mw = (unsigned)lround(p * 1000);
+  *mw = to_mw(p);
   return ZEUS_OK;
 }
 
@@ -573,7 +616,7 @@ int zeus_sim_gpu_average_power(zeus_sim_node *n, unsigned gpu, unsigned *mw) {
   pthread_mutex_lock(&n->mu);
   double p = average_power_locked(n, &n->g[gpu]);
   pthread_mutex_unlock(&n->mu);
-  *mw = (unsigned)lround(p * 1000);
+  *mw = to_mw(p);
   return ZEUS_OK;
 }
 

@@ -68,45 +68,9 @@ int zeus_frontier_profile_add(zeus_frontier_profile *p, int stage, zeus_frontier
   return profile_push(p, stage, (int)kind, &m);
 }
 
-/* Reads a profile file whole: a regular file (not a FIFO, device or folder, which could
- * block or never end) of at most ZEUS__PROFILE_MAX_BYTES, read to at most that many bytes
- * even if it grows meanwhile. */
-#define ZEUS__PROFILE_MAX_BYTES (64L << 20)
-static int read_profile_file(const char *path, char **data, size_t *len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) {
-    int e = errno;
-    return zeus__error(e == ENOENT ? ZEUS_ENOENT : e == EACCES ? ZEUS_EPERM : ZEUS_EIO, "cannot open '%s': %s",
-                       path, strerror(e));
-  }
-  struct stat st;
-  int rc = ZEUS_OK;
-  if (fstat(fd, &st) != 0) rc = zeus__error(ZEUS_EIO, "cannot read '%s': %s", path, strerror(errno));
-  else if (!S_ISREG(st.st_mode))
-    rc = zeus__error(ZEUS_EINVAL, "'%s' is not a regular file (a profile is a CSV file)", path);
-  else if (st.st_size > ZEUS__PROFILE_MAX_BYTES)
-    rc = zeus__error(ZEUS_ERANGE, "'%s' has %lld bytes, more than a profile's limit of %ld (64 MiB)", path,
-                     (long long)st.st_size, (long)ZEUS__PROFILE_MAX_BYTES);
-  char *buf = NULL;
-  size_t n = 0;
-  if (!rc && !(buf = malloc((size_t)st.st_size + 1))) rc = zeus__oom("reading a frontier profile");
-  while (!rc && n < (size_t)st.st_size) {
-    ssize_t r = read(fd, buf + n, (size_t)st.st_size - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) rc = zeus__error(ZEUS_EIO, "error reading '%s': %s", path, strerror(errno));
-    if (r <= 0) break; /* shrank meanwhile: what was there */
-    n += (size_t)r;
-  }
-  close(fd);
-  if (rc) {
-    free(buf);
-    return rc;
-  }
-  buf[n] = '\0';
-  *data = buf;
-  *len = n;
-  return ZEUS_OK;
-}
+/* A profile is a CSV file: a regular file of at most 64 MiB (core's bounded reader refuses FIFOs,
+ * devices and folders at once). */
+#define ZEUS__PROFILE_MAX_BYTES ((size_t)64 << 20)
 
 int zeus_frontier_profile_load(zeus_frontier_profile **out, const char *path) {
   if (!out || !path) return zeus__error(ZEUS_EINVAL, "zeus_frontier_profile_load: NULL argument");
@@ -114,7 +78,7 @@ int zeus_frontier_profile_load(zeus_frontier_profile **out, const char *path) {
   zeus_frontier_profile *p = NULL;
   char *data = NULL;
   size_t len = 0;
-  int rc = read_profile_file(path, &data, &len);
+  int rc = zeus__read_file_max(path, ZEUS__PROFILE_MAX_BYTES, "frontier profile (CSV)", &data, &len);
   if (rc) return rc;
   /* A UTF-8 byte-order mark (spreadsheets write one) is not part of the first column's name. */
   size_t skip = len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;

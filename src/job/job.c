@@ -226,7 +226,7 @@ static int bad_profile(const char *path, const char *what) {
 /* Reads a {"limit mW": value} map into p (train maps define the limits; eval maps are looked up). */
 static int load_profile(zeus_job *j, profile *p) {
   json_t *root;
-  int rc = zeus__json_load_file(j->power_json, &root);
+  int rc = zeus__json_load_file_max(j->power_json, ZEUS__READ_MAX, "power profile (JSON)", &root);
   if (rc == ZEUS_ENOENT) return ZEUS_OK; /* no profile yet */
   if (rc) return zeus__error_ctx(rc, "power profile (delete it to profile the limits again)");
   const char *path = j->power_json;

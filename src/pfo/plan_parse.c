@@ -190,7 +190,7 @@ int zeus_pfo_parse_plan(const char *text, size_t len, const char *name, bool jso
 int zeus_pfo_parse_plan_file(const char *path, zeus_pfo_schedule **out, size_t *n) {
   char *data;
   size_t len;
-  int rc = zeus__read_file(path, &data, &len);
+  int rc = zeus__read_file_max(path, ZEUS__READ_MAX, "frequency plan", &data, &len);
   if (rc) return rc;
   size_t pl = strlen(path);
   bool json = pl >= 5 && strcmp(path + pl - 5, ".json") == 0;

@@ -2,6 +2,7 @@
  * the original's _PowerLimitMeasurementList. Loading checks every field and names the file and
  * the entry in errors; saving is atomic (temporary file, fsync, rename). */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,11 +29,48 @@ static int req_num(const char *path, size_t i, const json_t *o, const char *key,
   return ZEUS_OK;
 }
 
+typedef struct limit_at {
+  unsigned limit_w;
+  size_t index;
+} limit_at;
+
+static int cmp_limit_at(const void *a, const void *b) {
+  const limit_at *x = a, *y = b;
+  if (x->limit_w != y->limit_w) return x->limit_w < y->limit_w ? -1 : 1;
+  return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Every power limit once. Sorting (O(n log n)) instead of comparing every pair: a profile of
+ * 100,000 limits took seconds that way. The message names the same pair the pairwise check
+ * did: the earliest entry that repeats an earlier one, and the first of those. */
+static int check_unique(const char *path, const zeus_plo_measurement *m, size_t n) {
+  limit_at *v = malloc(n * sizeof *v);
+  if (!v) return zeus__oom("loading a power-limit profile");
+  for (size_t i = 0; i < n; i++) v[i] = (limit_at){m[i].power_limit_w, i};
+  qsort(v, n, sizeof *v, cmp_limit_at);
+  size_t first = 0, second = SIZE_MAX;
+  for (size_t k = 1; k < n; k++) {
+    /* v[k] repeats its group's first entry; only the group's second entry can be the earliest. */
+    if (v[k].limit_w == v[k - 1].limit_w && (k == 1 || v[k - 1].limit_w != v[k - 2].limit_w) && v[k].index < second) {
+      first = v[k - 1].index;
+      second = v[k].index;
+    }
+  }
+  int rc = ZEUS_OK;
+  if (second != SIZE_MAX)
+    rc = zeus__error(ZEUS_EPARSE,
+                     "power-limit profile '%s': power limit %u W appears twice (measurements[%zu] and "
+                     "[%zu])",
+                     path, m[second].power_limit_w, first, second);
+  free(v);
+  return rc;
+}
+
 int zeus_plo_profile_load(const char *path, zeus_plo_measurement **out, size_t *n) {
   if (!path || !out || !n) return zeus__error(ZEUS_EINVAL, "zeus_plo_profile_load: path, out and n are required");
   char *data;
   size_t len;
-  int rc = zeus__read_file(path, &data, &len);
+  int rc = zeus__read_file_max(path, ZEUS__READ_MAX, "power-limit profile (JSON)", &data, &len);
   if (rc) return zeus__error_ctx(rc, "power-limit profile");
   size_t k = 0;
   while (k < len && (data[k] == ' ' || data[k] == '\t' || data[k] == '\n' || data[k] == '\r')) k++;
@@ -90,14 +128,8 @@ int zeus_plo_profile_load(const char *path, zeus_plo_measurement **out, size_t *
       goto done;
     }
     m[i].power_limit_w = (unsigned)pl;
-    for (size_t j = 0; j < i; j++) {
-      if (m[j].power_limit_w == m[i].power_limit_w) {
-        rc = zeus__error(ZEUS_EPARSE, "power-limit profile '%s': power limit %u W appears twice (measurements[%zu] and "
-                         "[%zu])", path, m[i].power_limit_w, j, i);
-        goto done;
-      }
-    }
   }
+  if ((rc = check_unique(path, m, count))) goto done;
   *out = m;
   *n = count;
   m = NULL;

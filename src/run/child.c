@@ -1,5 +1,7 @@
 /* child.c: one try of a recurring job as a child process in its own process group: its output
- * streamed to the caller and to the try's log file, a timeout, and stopping on request. */
+ * streamed to the caller and to the try's log file, a timeout, and stopping on request. The
+ * trainee dies with its driver (PR_SET_PDEATHSIG), and nothing of its process group outlives the
+ * try: whatever is left of the group when the trainee ends, times out or is stopped is killed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -7,12 +9,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "run/run_internal.h"
 
 #define KILL_GRACE_S 5.0
+/* How long output is still read after the trainee exited (a helper of the trainee may hold its
+ * output open: it is killed with the group, but one that left the group is not waited for). */
+#define DRAIN_GRACE_S 1.0
 
 static void write_all(int fd, const char *p, size_t n) {
   while (n > 0) {
@@ -25,8 +32,19 @@ static void write_all(int fd, const char *p, size_t n) {
 }
 
 /* In the child after fork: only async-signal-safe calls until exec. */
-static void child_exec(char *const *argv, char *const *env, const char *workdir, int out_fd) {
+static void child_exec(char *const *argv, char *const *env, const char *workdir, int out_fd, pid_t parent, int go_fd) {
   setpgid(0, 0);
+  /* Killed when the driver dies (kill -9 included), so that a restart never finds it running
+   * beside the try it repeats; if the driver died before this line, exit now. */
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(125);
+  /* Wait until the driver has recorded this trainee in the state: one it did not record could
+   * outlive a driver killed meanwhile unseen by the next run. */
+  char go = 0;
+  ssize_t got;
+  while ((got = read(go_fd, &go, 1)) < 0 && errno == EINTR) {}
+  if (got != 1) _exit(125);
+  close(go_fd);
   dup2(out_fd, STDOUT_FILENO);
   dup2(out_fd, STDERR_FILENO);
   if (out_fd > STDERR_FILENO) close(out_fd);
@@ -76,32 +94,63 @@ static void enforce_stop(const zeus_runner *r, pid_t pid, double start, double *
   }
 }
 
+/* Whether the trainee (pid) has exited, without reaping it: while it is a zombie its pid stays
+ * the id of its process group, so the group can still be killed safely. */
+static bool has_exited(pid_t pid) {
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0) return errno == ECHILD;
+  return si.si_pid == pid;
+}
+
+/* Kills what is left of the trainee's process group (helpers it started and left running). */
+static void kill_leftovers(pid_t pid) {
+  if (kill(-pid, 0) != 0) return;
+  kill(-pid, SIGKILL);
+}
+
 int zeus__run_child(zeus_runner *r, char *const *argv, char *const *env, const char *log_path,
                     zeus__child_result *res) {
   memset(res, 0, sizeof *res);
-  int log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (log_fd < 0) return zeus__error(ZEUS_EIO, "cannot create the log file '%s': %s", log_path, strerror(errno));
-  int p[2];
+  int p[2], go[2];
   if (pipe2(p, O_CLOEXEC) != 0) {
     close(log_fd);
     return zeus__error(ZEUS_EIO, "cannot create a pipe for the trainee's output: %s", strerror(errno));
   }
+  /* A socket pair, so that the go byte is sent without SIGPIPE should the child be gone. */
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) != 0) {
+    close(p[0]);
+    close(p[1]);
+    close(log_fd);
+    return zeus__error(ZEUS_EIO, "cannot create a pipe to start the trainee: %s", strerror(errno));
+  }
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     int e = errno;
     close(p[0]);
     close(p[1]);
+    close(go[0]);
+    close(go[1]);
     close(log_fd);
     return zeus__error(ZEUS_EIO, "cannot start the trainee: fork: %s", strerror(e));
   }
   if (pid == 0) {
     close(p[0]);
+    close(go[1]);
     int out = fcntl(p[1], F_DUPFD, 3); /* without FD_CLOEXEC, above the standard streams */
-    child_exec(argv, env, r->s.workdir, out >= 0 ? out : p[1]);
+    child_exec(argv, env, r->s.workdir, out >= 0 ? out : p[1], parent, go[0]);
   }
   setpgid(pid, pid); /* also in the parent, so that killing the group works at once */
   close(p[1]);
-  double start = zeus_monotonic_s(), term_at = 0;
+  close(go[0]);
+  zeus__run_state_trainee_started(r, pid);
+  ssize_t sent;
+  while ((sent = send(go[1], "g", 1, MSG_NOSIGNAL)) < 0 && errno == EINTR) {}
+  close(go[1]);
+  double start = zeus_monotonic_s(), term_at = 0, exited_at = 0;
   bool open_pipe = true;
   char buf[8192];
   while (open_pipe) {
@@ -118,12 +167,20 @@ int zeus__run_child(zeus_runner *r, char *const *argv, char *const *env, const c
         if (r->cb.output) r->cb.output(r->cb.ctx, buf, (size_t)got);
       }
     }
-    enforce_stop(r, pid, start, &term_at, res);
+    if (exited_at == 0 && has_exited(pid)) {
+      exited_at = zeus_monotonic_s();
+      kill_leftovers(pid); /* a helper in the group holding the output */
+    }
+    if (exited_at == 0)
+      enforce_stop(r, pid, start, &term_at, res);
+    else if (zeus_monotonic_s() - exited_at > DRAIN_GRACE_S)
+      break; /* held by one outside the group */
   }
   close(p[0]);
-  /* The pipe closed (the child and whatever kept its output exited); reap the child. */
+  /* Reap the trainee (stopping it if asked or past the timeout meanwhile). */
   int status = 0;
   for (;;) {
+    if (has_exited(pid)) kill_leftovers(pid);
     pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) {
@@ -134,6 +191,7 @@ int zeus__run_child(zeus_runner *r, char *const *argv, char *const *env, const c
     usleep(20000);
   }
   close(log_fd);
+  zeus__run_state_trainee_ended(r);
   if (WIFEXITED(status)) res->exit_code = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) {
     res->signal = WTERMSIG(status);

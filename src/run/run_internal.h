@@ -24,6 +24,11 @@ void *zeus__arena_alloc(zeus__arena *a, size_t size);
 char *zeus__arena_strdup(zeus__arena *a, const char *s);
 void zeus__arena_free(zeus__arena *a);
 
+/* Caps of the files `zeus run` reads (core's bounded reader): a job spec and a trainee's result
+ * file are a few hundred bytes; 1 MiB each leaves room for long commands and extra fields. */
+#define ZEUS__RUN_SPEC_MAX ((size_t)1 << 20)
+#define ZEUS__RUN_RESULT_MAX ((size_t)1 << 20)
+
 /* Deep copy of a spec into the arena. */
 int zeus__run_spec_copy(zeus__arena *a, const zeus_run_spec *in, zeus_run_spec *out);
 /* Checks every field; ZEUS_EINVAL naming it. */
@@ -48,7 +53,7 @@ struct zeus_runner {
   zeus__arena own;
   zeus_run_callbacks cb;
   char *logdir, *state_path, *lock_path;
-  int lock_fd;
+  int lock_fd, id_lock_fd; /* the state's lock; the job identity's (default state only) */
   sqlite3 *db;
   zeus_bso *bso;
   long next_rec, next_try;
@@ -56,6 +61,7 @@ struct zeus_runner {
   double min_cost, cost_acc;
   double max_power_w;
   bool uses_lr;
+  long cur_rec, cur_try; /* the try being run */
   volatile sig_atomic_t stop;
 };
 
@@ -67,6 +73,12 @@ void zeus__run_state_close(zeus_runner *r);
 int zeus__run_state_reload(zeus_runner *r);
 /* Records one try and the driver's state after it in one transaction (t NULL: the driver only). */
 int zeus__run_state_commit(zeus_runner *r, const zeus_run_try *t);
+/* Records in the state that the trainee of the current try runs as process group `pid` (with the
+ * leader's start time, so that a reused id is not taken for it), and forgets it again. A later
+ * run that finds the group of a recorded trainee alive refuses to start (an orphan of a driver
+ * killed with SIGKILL would otherwise run beside the repeated try). Failures are logged. */
+void zeus__run_state_trainee_started(zeus_runner *r, pid_t pid);
+void zeus__run_state_trainee_ended(zeus_runner *r);
 /* The history and state as JSON text. */
 int zeus__run_state_json(zeus_runner *r, char **out);
 

@@ -7,6 +7,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -233,13 +236,36 @@ static int lock_state(zeus_runner *r) {
   int rc = zeus__buf_printf(&b, "%s.lock", r->state_path);
   if (rc) return rc;
   r->lock_path = b.data;
-  r->lock_fd = open(r->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  r->lock_fd = open(r->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (r->lock_fd < 0)
     return zeus__error(ZEUS_EIO, "cannot create the lock file '%s': %s", r->lock_path, strerror(errno));
   if (flock(r->lock_fd, LOCK_EX | LOCK_NB) != 0)
     return zeus__error(ZEUS_EEXIST, "another zeus run is using the state '%s' (lock '%s')", r->state_path,
                        r->lock_path);
   return ZEUS_OK;
+}
+
+/* One lock per job identity (its name and knobs) under the log base, taken before the job folder
+ * is looked for or made: two first runs of a job started together would otherwise each make a
+ * folder and split the job's state between them. The file is named by a hash of the identity
+ * (names can be longer than a file name may be). */
+static int lock_identity(zeus_runner *r, const char *base, const char *job, const char *knobs) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (const char *p = job; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  for (const char *p = knobs; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  int rc = zeus__mkdirs(base);
+  if (rc) return rc;
+  zeus__buf b = {0};
+  if (zeus__buf_printf(&b, "%s/.zeus-run-%016llx.lock", base, (unsigned long long)h))
+    return zeus__oom("naming the job's lock");
+  r->id_lock_fd = open(b.data, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (r->id_lock_fd < 0)
+    rc = zeus__error(ZEUS_EIO, "cannot create the job's lock file '%s': %s", b.data, strerror(errno));
+  else if (flock(r->id_lock_fd, LOCK_EX | LOCK_NB) != 0)
+    rc = zeus__error(ZEUS_EEXIST, "another zeus run is running the job %s%s under '%s' (lock '%s')", job, knobs, base,
+                     b.data);
+  zeus__buf_free(&b);
+  return rc;
 }
 
 static int meta_get(zeus_runner *r, const char *key, char **out) {
@@ -350,6 +376,171 @@ static int create_state(zeus_runner *r) {
   return rc;
 }
 
+/* ---- damage, resets and orphans ---- */
+
+static int damaged(zeus_runner *r, const char *why) {
+  return zeus__error(ZEUS_EPARSE,
+                     "state '%s' is damaged: %s. It was left as it is; restore it from a copy, or start this job "
+                     "over with --reset-state (which keeps the damaged file beside it as %s.reset-<time>)",
+                     r->state_path, why, r->state_path);
+}
+
+/* --reset-state: the old state (and a journal of it) renamed to <state>.reset-<time>, kept. */
+static int set_aside(zeus_runner *r) {
+  char stamp[32];
+  time_t now = time(NULL);
+  struct tm tmv;
+  localtime_r(&now, &tmv);
+  strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &tmv);
+  static const char *const suffix[] = {"", "-journal", "-wal", "-shm"};
+  int rc = ZEUS_OK;
+  for (size_t i = 0; !rc && i < sizeof suffix / sizeof suffix[0]; i++) {
+    zeus__buf from = {0}, to = {0};
+    if (zeus__buf_printf(&from, "%s%s", r->state_path, suffix[i]) ||
+        zeus__buf_printf(&to, "%s.reset-%s%s", r->state_path, stamp, suffix[i]))
+      rc = zeus__oom("setting the state aside");
+    else if (rename(from.data, to.data) != 0 && !(i > 0 && errno == ENOENT))
+      rc = zeus__error(ZEUS_EIO, "--reset-state: cannot rename '%s' to '%s': %s", from.data, to.data, strerror(errno));
+    else if (i == 0)
+      zeus__log(ZEUS_LOG_WARN, "run", "--reset-state: the old state is kept as %s; starting over", to.data);
+    zeus__buf_free(&from);
+    zeus__buf_free(&to);
+  }
+  return rc;
+}
+
+static int check_tables(zeus_runner *r) {
+  static const char *const tables[] = {"meta", "driver", "history"};
+  for (size_t i = 0; i < 3; i++) {
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(r->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1, &st, NULL) !=
+        SQLITE_OK)
+      return db_error(r, "reading");
+    sqlite3_bind_text(st, 1, tables[i], -1, SQLITE_STATIC);
+    int s = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (s == SQLITE_DONE) {
+      char why[64];
+      snprintf(why, sizeof why, "its table '%s' is gone", tables[i]);
+      return damaged(r, why);
+    }
+    if (s != SQLITE_ROW) return db_error(r, "reading");
+  }
+  return ZEUS_OK;
+}
+
+/* The history must end before where the driver stands (a history that ran ahead of its driver was
+ * edited or mixed with another state's). */
+static int check_history(zeus_runner *r) {
+  sqlite3_stmt *st;
+  if (sqlite3_prepare_v2(r->db, "SELECT recurrence, try FROM history ORDER BY id DESC LIMIT 1", -1, &st, NULL) !=
+      SQLITE_OK)
+    return db_error(r, "reading the history");
+  int rc = ZEUS_OK;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    long rec = (long)sqlite3_column_int64(st, 0), tr = (long)sqlite3_column_int64(st, 1);
+    if (rec > r->next_rec || (rec == r->next_rec && tr >= r->next_try)) {
+      char why[160];
+      snprintf(why, sizeof why,
+               "its history ends at recurrence %ld, try %ld, not before where its driver stands "
+               "(recurrence %ld, try %ld)",
+               rec, tr, r->next_rec, r->next_try);
+      rc = damaged(r, why);
+    }
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* Fields of /proc/<pid>/stat: the state letter, the process group and the start time (clock ticks
+ * after boot). false when the process is gone. */
+static bool proc_stat(pid_t pid, char *state, long *pgrp, unsigned long long *start) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')'); /* after the command name, which may hold spaces */
+  if (!p || p[1] != ' ') return false;
+  p += 2; /* field 3 */
+  *state = *p;
+  int field = 3;
+  for (; *p && field < 5; p++)
+    if (*p == ' ') field++;
+  *pgrp = strtol(p, NULL, 10); /* field 5 */
+  for (; *p && field < 22; p++)
+    if (*p == ' ') field++;
+  *start = field == 22 ? strtoull(p, NULL, 10) : 0;
+  return true;
+}
+
+static unsigned long long start_time(pid_t pid) {
+  char state;
+  long pgrp;
+  unsigned long long start;
+  return proc_stat(pid, &state, &pgrp, &start) ? start : 0;
+}
+
+/* Whether a live (not zombie) process is in process group pgid. */
+static bool group_alive(pid_t pgid) {
+  if (kill(-pgid, 0) != 0 && errno == ESRCH) return false;
+  DIR *d = opendir("/proc");
+  if (!d) return true; /* no /proc: kill() said it exists */
+  bool alive = false;
+  struct dirent *e;
+  while (!alive && (e = readdir(d))) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    char state;
+    long pgrp;
+    unsigned long long start;
+    if (*end || pid <= 0) continue;
+    if (proc_stat((pid_t)pid, &state, &pgrp, &start) && pgrp == pgid && state != 'Z' && state != 'X') alive = true;
+  }
+  closedir(d);
+  return alive;
+}
+
+void zeus__run_state_trainee_started(zeus_runner *r, pid_t pid) {
+  char v[128];
+  snprintf(v, sizeof v, "%d %llu %ld %ld", (int)pid, start_time(pid), r->cur_rec, r->cur_try);
+  if (meta_put(r, "trainee", v))
+    zeus__log(ZEUS_LOG_WARN, "run", "cannot record the running trainee in the state: %s", zeus_errmsg());
+}
+
+void zeus__run_state_trainee_ended(zeus_runner *r) {
+  if (exec(r, "DELETE FROM meta WHERE key = 'trainee'", "forgetting the trainee"))
+    zeus__log(ZEUS_LOG_WARN, "run", "%s", zeus_errmsg());
+}
+
+/* A trainee an earlier driver recorded as running, whose process group is still alive. */
+static int check_orphan(zeus_runner *r) {
+  char *v = NULL;
+  int rc = meta_get(r, "trainee", &v);
+  if (rc || !v) return rc;
+  int pgid = 0;
+  unsigned long long started = 0;
+  long rec = 0, tr = 0;
+  bool parsed = sscanf(v, "%d %llu %ld %ld", &pgid, &started, &rec, &tr) == 4 && pgid > 1;
+  free(v);
+  if (parsed && group_alive((pid_t)pgid)) {
+    unsigned long long now = start_time(pgid);
+    /* The leader gone (its group lives on in its children) or the same process as recorded. */
+    if (now == 0 || now == started)
+      return zeus__error(ZEUS_EEXIST,
+                         "the trainee of recurrence %ld, try %ld (process group %d), started by an earlier zeus run "
+                         "of state '%s', is still running: wait for it to end or stop it (kill -TERM -- -%d), then "
+                         "run again (this run would repeat that try beside it)",
+                         rec, tr, pgid, r->state_path, pgid);
+  }
+  zeus__log(ZEUS_LOG_INFO, "run", "the trainee an earlier run left recorded has ended");
+  zeus__run_state_trainee_ended(r);
+  return ZEUS_OK;
+}
+
 int zeus__run_state_open(zeus_runner *r) {
   zeus__buf job = {0}, knobs = {0};
   int rc = job_names(&r->s, &job, &knobs);
@@ -373,6 +564,9 @@ int zeus__run_state_open(zeus_runner *r) {
       free(dir);
     }
   } else if (!rc) {
+    rc = lock_identity(r, base, job.data, knobs.data);
+  }
+  if (!rc && !r->s.state_path) {
     r->logdir = find_job_folder(base, job.data, knobs.data);
     existing = r->logdir != NULL;
     if (!existing) {
@@ -392,12 +586,27 @@ int zeus__run_state_open(zeus_runner *r) {
     free(fresh);
     return rc;
   }
+  if (existing && r->s.reset_state) {
+    rc = set_aside(r);
+    existing = false;
+  }
+  struct stat st;
+  if (!rc && existing && stat(r->state_path, &st) == 0 && st.st_size == 0) rc = damaged(r, "it is empty (0 bytes)");
+  if (rc) {
+    free(fresh);
+    return rc;
+  }
   if (sqlite3_open_v2(r->state_path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
     free(fresh);
     return db_error(r, "cannot open");
   }
   sqlite3_busy_timeout(r->db, 5000);
   rc = exec(r, "PRAGMA synchronous = FULL", "configuring");
+  if (!rc && sqlite3_db_readonly(r->db, "main") == 1)
+    rc = zeus__error(ZEUS_EPERM, "state '%s' cannot be written (read-only): a try's result could not be kept",
+                     r->state_path);
+  /* An existing state keeps its tables: one that lacks one is damaged, not started over. */
+  if (!rc && existing) rc = check_tables(r);
   if (!rc) rc = exec(r, SCHEMA, "creating the tables");
   char *version = NULL, *config = NULL, *logdir = NULL;
   if (!rc) rc = meta_get(r, "version", &version);
@@ -406,6 +615,10 @@ int zeus__run_state_open(zeus_runner *r) {
   if (!rc && version && strcmp(version, STATE_VERSION) != 0)
     rc = zeus__error(ZEUS_EPARSE, "state '%s' has version %s; this zeus reads version %s", r->state_path, version,
                      STATE_VERSION);
+  if (!rc && existing && (!version || !config))
+    rc = damaged(r, !version && !config ? "its meta rows (version and config) are gone"
+                    : !version          ? "its meta row 'version' is gone"
+                                        : "its meta row 'config' is gone");
   if (!rc && config) {
     rc = check_config(r, config);
     if (!rc && logdir) {
@@ -416,6 +629,8 @@ int zeus__run_state_open(zeus_runner *r) {
     if (!rc && !r->logdir) rc = zeus__error(ZEUS_EPARSE, "state '%s' does not name its job folder", r->state_path);
     if (!rc) rc = zeus__mkdirs(r->logdir); /* recreated if someone removed it */
     if (!rc) rc = read_driver(r);
+    if (!rc) rc = check_history(r);
+    if (!rc) rc = check_orphan(r);
     if (!rc)
       zeus__log(ZEUS_LOG_INFO, "run", "continuing %s at recurrence %ld, try %ld", r->state_path, r->next_rec,
                 r->next_try);
@@ -446,7 +661,8 @@ void zeus__run_state_close(zeus_runner *r) {
   if (r->db) sqlite3_close(r->db);
   r->db = NULL;
   if (r->lock_fd >= 0) close(r->lock_fd); /* releases the lock */
-  r->lock_fd = -1;
+  if (r->id_lock_fd >= 0) close(r->id_lock_fd);
+  r->lock_fd = r->id_lock_fd = -1;
 }
 
 int zeus__run_state_commit(zeus_runner *r, const zeus_run_try *t) {

@@ -40,7 +40,7 @@ int zeus_runner_open(zeus_runner **out, const zeus_run_spec *spec, const zeus_ru
   if (rc) return rc;
   zeus_runner *r = calloc(1, sizeof *r);
   if (!r) return zeus__oom("opening the job driver");
-  r->lock_fd = -1;
+  r->lock_fd = r->id_lock_fd = -1;
   if (cb) r->cb = *cb;
   rc = zeus__run_spec_copy(&r->own, spec, &r->s);
   /* Which placeholders the command uses; every batch size must have a rate when it uses {lr}. */
@@ -178,7 +178,7 @@ static int read_result(const char *path, const zeus__child_result *c, zeus_run_t
   if (access(path, F_OK) != 0)
     return zeus__error(ZEUS_EIO, "the trainee %s without writing its result file '%s'", how, path);
   json_t *root;
-  int rc = zeus__json_load_file(path, &root);
+  int rc = zeus__json_load_file_max(path, ZEUS__RUN_RESULT_MAX, "trainee's result file (JSON)", &root);
   if (rc) return zeus__error_ctx(ZEUS_EPARSE, "the trainee's result file (the trainee %s)", how);
   json_t *e = json_object_get(root, "energy"), *tm = json_object_get(root, "time"),
          *re = json_object_get(root, "reached");
@@ -215,6 +215,8 @@ static int run_try(zeus_runner *r, zeus_run_try *t) {
   }
   if (unlink(l.result_path) != 0 && errno != ENOENT)
     zeus__log(ZEUS_LOG_WARN, "run", "cannot remove the old result file %s: %s", l.result_path, strerror(errno));
+  r->cur_rec = t->recurrence;
+  r->cur_try = t->try_index;
   if (r->cb.try_started) r->cb.try_started(r->cb.ctx, t, (const char *const *)l.argv, l.log_path);
   zeus__child_result c;
   rc = zeus__run_child(r, l.argv, l.env, l.log_path, &c);
@@ -222,6 +224,10 @@ static int run_try(zeus_runner *r, zeus_run_try *t) {
     t->exit_code = c.exit_code;
     if (c.stopped) rc = zeus__error(ZEUS_ESTATE, "interrupted: the try (recurrence %ld, try %ld) was stopped and is "
                                                  "not recorded; run again to continue", t->recurrence, t->try_index);
+    /* A try cut short by the timeout failed, whatever result file it left. */
+    else if (c.timed_out)
+      rc = zeus__error(ZEUS_EIO, "the trainee was stopped after the per-try timeout of %g s (recurrence %ld, try %ld)",
+                       r->s.timeout_s, t->recurrence, t->try_index);
     else rc = read_result(l.result_path, &c, t);
   }
   launch_free(&l);
@@ -252,6 +258,10 @@ static int run_loop(zeus_runner *r, long recurrences) {
     if (r->next_try > r->s.max_tries)
       return zeus__error(ZEUS_ESTATE, "recurrence %ld did not reach the target metric in %ld tries", r->next_rec,
                          r->s.max_tries);
+    /* The state must take this try's result: checked by writing it (unchanged) before the try
+     * starts, so that an unwritable state never costs a training run. */
+    int wrc = zeus__run_state_commit(r, NULL);
+    if (wrc) return zeus__error_ctx(wrc, "the state cannot be written, so no try was started");
     zeus_run_try t;
     memset(&t, 0, sizeof t);
     t.recurrence = r->next_rec;

@@ -368,6 +368,8 @@ static int load_field(const loader *l, const char *key, const json_t *v, zeus_ru
   if (strcmp(key, "keep_going") == 0) return get_bool(l, key, v, &s->keep_going);
   if (strcmp(key, "recurrences") == 0) {
     if ((rc = get_int(l, key, v, &tmp))) return rc;
+    /* As --recurrences: a negative count once ran one recurrence. */
+    if (tmp < 0 || tmp > 1000000) return bad(l, key, "an integer in [0, 1000000]", v);
     if (recurrences) *recurrences = tmp;
     return ZEUS_OK;
   }
@@ -379,7 +381,7 @@ static int load_field(const loader *l, const char *key, const json_t *v, zeus_ru
 int zeus_run_spec_load(zeus_run_spec *s, const char *path, void **storage, long *recurrences) {
   if (!s || !path || !storage) return zeus__error(ZEUS_EINVAL, "zeus_run_spec_load: s, path and storage are required");
   json_t *root;
-  int rc = zeus__json_load_file(path, &root);
+  int rc = zeus__json_load_file_max(path, ZEUS__RUN_SPEC_MAX, "job spec (JSON)", &root);
   if (rc) return rc;
   if (!json_is_object(root)) {
     json_decref(root);

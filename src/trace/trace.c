@@ -1,5 +1,7 @@
 /* trace.c: loading the NSDI '23 train and power traces into flat rows with interned names. */
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -7,10 +9,26 @@
 #include "core/csv.h"
 #include "trace/trace_internal.h"
 
+static size_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return (size_t)h;
+}
+
 int zeus__trace_name(const zeus_trace *t, const char *name) {
-  for (size_t i = 0; i < t->nnames; i++)
-    if (strcmp(t->names[i], name) == 0) return (int)i;
-  return -1;
+  if (!t->name_slots_cap) return -1;
+  size_t mask = t->name_slots_cap - 1;
+  for (size_t i = name_hash(name) & mask;; i = (i + 1) & mask) {
+    size_t v = t->name_slots[i];
+    if (v == 0) return -1;
+    if (strcmp(t->names[v - 1], name) == 0) return (int)(v - 1);
+  }
+}
+
+static void index_name(zeus_trace *t, size_t idx) {
+  size_t mask = t->name_slots_cap - 1, i = name_hash(t->names[idx]) & mask;
+  while (t->name_slots[i]) i = (i + 1) & mask;
+  t->name_slots[i] = idx + 1;
 }
 
 static int intern(zeus_trace *t, const char *name, int *out) {
@@ -19,11 +37,22 @@ static int intern(zeus_trace *t, const char *name, int *out) {
     *out = i;
     return ZEUS_OK;
   }
+  if (t->nnames >= INT_MAX - 1) return zeus__error(ZEUS_ERANGE, "a trace holds more than %d names", INT_MAX - 1);
+  if (2 * (t->nnames + 1) > t->name_slots_cap) {
+    size_t cap = t->name_slots_cap ? 2 * t->name_slots_cap : 64;
+    size_t *slots = calloc(cap, sizeof *slots);
+    if (!slots) return zeus__oom("loading a trace");
+    free(t->name_slots);
+    t->name_slots = slots;
+    t->name_slots_cap = cap;
+    for (size_t k = 0; k < t->nnames; k++) index_name(t, k);
+  }
   int rc = zeus__grow(&t->names, &t->names_cap, t->nnames + 1, sizeof *t->names, "loading a trace");
   if (rc) return rc;
   char *s = strdup(name);
   if (!s) return zeus__oom("loading a trace");
   t->names[t->nnames] = s;
+  index_name(t, t->nnames);
   *out = (int)t->nnames++;
   return ZEUS_OK;
 }
@@ -65,7 +94,7 @@ static int positive_double(const zeus__csv *c, size_t r, size_t col, double *out
 
 static int load_train(zeus_trace *t, const char *path) {
   zeus__csv *c;
-  int rc = zeus__csv_read_file(path, &c);
+  int rc = zeus__csv_read_file_as(path, "train trace (CSV)", &c);
   if (rc) return rc;
   static const char *const need[] = {"dataset", "network", "optimizer", "batch_size", "target_metric", "target_epoch"};
   size_t col[6];
@@ -97,7 +126,7 @@ static int load_train(zeus_trace *t, const char *path) {
 
 static int load_power(zeus_trace *t, const char *path) {
   zeus__csv *c;
-  int rc = zeus__csv_read_file(path, &c);
+  int rc = zeus__csv_read_file_as(path, "power trace (CSV)", &c);
   if (rc) return rc;
   static const char *const need[] = {"dataset",    "network",        "optimizer",    "batch_size",
                                      "power_limit", "time_per_epoch", "average_power"};
@@ -153,6 +182,7 @@ void zeus_trace_close(zeus_trace *t) {
   if (!t) return;
   for (size_t i = 0; i < t->nnames; i++) free(t->names[i]);
   free(t->names);
+  free(t->name_slots);
   free(t->train);
   free(t->power);
   free(t);

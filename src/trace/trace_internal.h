@@ -23,6 +23,10 @@ typedef struct zeus__power_row {
 struct zeus_trace {
   char **names;
   size_t nnames, names_cap;
+  /* An open-addressing index of names (slots hold index + 1; 0: empty; a power of two, at most
+   * half full): interning by a linear search made a trace of 100,000 names load in minutes. */
+  size_t *name_slots;
+  size_t name_slots_cap;
   zeus__train_row *train;
   size_t ntrain;
   zeus__power_row *power;

@@ -100,6 +100,17 @@ expect_ok "after the crash the next run continues" "$ZEUS" run "${JOB[@]}" --sta
 expect_out_has "four recurrences in all" '"recurrences_done": 4' \
   "$ZEUS" run "${JOB[@]}" --state "$tmp/c.sqlite" --recurrences 0 --json "${CRASH[@]}"
 
+# a damaged (empty) state is refused, not started over; --reset-state starts over and keeps it
+: > "$tmp/empty.sqlite"
+expect_code "an empty state is refused" 1 "$ZEUS" run "${JOB[@]}" --state "$tmp/empty.sqlite" --recurrences 1 --quiet "${CMD[@]}"
+expect_err_has "an empty state is named as damaged" "is damaged: it is empty (0 bytes)" \
+  "$ZEUS" run "${JOB[@]}" --state "$tmp/empty.sqlite" --recurrences 1 --quiet "${CMD[@]}"
+expect_ok "--reset-state starts over" "$ZEUS" run "${JOB[@]}" --state "$tmp/empty.sqlite" --reset-state --recurrences 1 \
+  --quiet "${CMD[@]}"
+if ls "$tmp" | grep -q '^empty.sqlite.reset-[0-9]*$'; then pass "--reset-state keeps the old state"
+else fail "--reset-state keeps the old state"; ls "$tmp" | sed 's/^/    /'; fi
+expect_out_has "run --help documents --reset-state" "--reset-state" "$ZEUS" run --help
+
 # garbage results: stop by default, recorded and skipped with --keep-going
 cat >"$tmp/garbage.sh" <<'EOF'
 #!/bin/sh
@@ -117,23 +128,36 @@ n_failed=$("$ZEUS" run "${G[@]}" --state "$tmp/g2.sqlite" --recurrences 0 --json
   python3 -c 'import json, sys; print(sum(e["status"] == "failed" for e in json.load(sys.stdin)["history"]))')
 [ "$n_failed" = 2 ] && pass "keep-going recorded 2 failed tries" || fail "keep-going recorded 2 failed tries (got $n_failed)"
 
-# interruption: SIGINT stops the trainee, records nothing, exits 130
-"$ZEUS" run "${G[@]}" --state "$tmp/i.sqlite" -- sh -c "echo \$\$ > '$tmp/trainee.pid'; exec sleep 30" >"$tmp/i.out" 2>&1 &
-pid=$!
-for _ in $(seq 100); do [ -s "$tmp/trainee.pid" ] && break; sleep 0.1; done
-sleep 0.2
-kill -INT $pid
-t0=$(date +%s)
-wait $pid
-code=$?
-t1=$(date +%s)
-[ $code -eq 130 ] && pass "SIGINT exits 130" || { fail "SIGINT exits 130 (got $code)"; cat "$tmp/i.out"; }
-[ $((t1 - t0)) -lt 8 ] && pass "SIGINT stops the trainee promptly" || fail "SIGINT stops the trainee promptly"
-grep -q "interrupted" "$tmp/i.out" && pass "SIGINT is reported" || fail "SIGINT is reported"
-sleep 0.2
-tpid=$(cat "$tmp/trainee.pid" 2>/dev/null)
-if [ -n "$tpid" ] && kill -0 "$tpid" 2>/dev/null; then fail "the trainee was left running"; kill "$tpid"
-else pass "no trainee left running"; fi
+# interruption: SIGINT (and SIGHUP, a dropped SSH session) stops the trainee, records nothing,
+# exits 130; kill -9 of zeus run takes the trainee with it (issue 19: it was left running)
+for sig in INT HUP KILL; do
+  rm -f "$tmp/trainee.pid"
+  "$ZEUS" run "${G[@]}" --state "$tmp/i-$sig.sqlite" -- sh -c "echo \$\$ > '$tmp/trainee.pid'; exec sleep 30" \
+    >"$tmp/i.out" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do [ -s "$tmp/trainee.pid" ] && break; sleep 0.1; done
+  sleep 0.2
+  kill -$sig $pid
+  t0=$(date +%s)
+  wait $pid
+  code=$?
+  t1=$(date +%s)
+  want=130; [ $sig = KILL ] && want=137
+  [ $code -eq $want ] && pass "SIG$sig exits $want" || { fail "SIG$sig exits $want (got $code)"; cat "$tmp/i.out"; }
+  [ $((t1 - t0)) -lt 8 ] && pass "SIG$sig stops the trainee promptly" || fail "SIG$sig stops the trainee promptly"
+  if [ $sig != KILL ]; then
+    grep -q "interrupted" "$tmp/i.out" && pass "SIG$sig is reported" || fail "SIG$sig is reported"
+  fi
+  tpid=$(cat "$tmp/trainee.pid" 2>/dev/null)
+  # a zombie counts as gone (its parent, init, may be slow to reap it)
+  for _ in $(seq 50); do
+    st=$(awk '{print $3}' "/proc/$tpid/stat" 2>/dev/null)
+    { [ -z "$st" ] || [ "$st" = Z ]; } && break
+    sleep 0.1
+  done
+  if [ -n "$tpid" ] && [ -n "$st" ] && [ "$st" != Z ]; then fail "SIG$sig: the trainee was left running"; kill "$tpid"
+  else pass "SIG$sig: no trainee left running"; fi
+done
 
 # zeus simulate
 expect_code "simulate without --gpu" 2 "$ZEUS" simulate --trace-dir "$tmp" --all

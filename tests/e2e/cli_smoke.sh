@@ -50,6 +50,26 @@ ZEUS_SIM_GPUS=99 expect_err_has "bad sim setting is named" "ZEUS_SIM_GPUS" "$ZEU
 ZEUS_LOG_LEVEL=loud expect_code "bad log level" 2 "$ZEUS" gpus
 expect_code "gpus bad option" 2 "$ZEUS" gpus --frob
 expect_ok "gpus reset" "$ZEUS" gpus reset --gpus 1
+# Issue 19: an index past 2^64 is named as given (it once showed as GPU 18446744073709551615).
+CUDA_VISIBLE_DEVICES=99999999999999999999 expect_err_has "huge CUDA_VISIBLE_DEVICES entry is named as given" \
+  "GPU 99999999999999999999 does not exist" "$ZEUS" gpus
+CUDA_VISIBLE_DEVICES=99999999999999999999 expect_out_has "huge CUDA_VISIBLE_DEVICES entry shows no GPU" \
+  "0 visible GPUs" "$ZEUS" gpus
+# gpus reset turns persistence mode off (on real GPUs through NVML: the fake library logs the call).
+if [ -n "${FAKE_NVML:-}" ]; then
+  nvlog=$(mktemp)
+  ZEUS_GPU_BACKEND=nvml ZEUS_NVML_LIBRARY="$FAKE_NVML" FAKE_NVML_LOG="$nvlog" "$ZEUS" gpus reset >/dev/null 2>&1 \
+    || fail "gpus reset on the fake NVML failed"
+  if grep -q '^nvmlDeviceSetPersistenceMode 0 0 -> 0$' "$nvlog" && grep -q '^nvmlDeviceSetPersistenceMode 1 0 -> 0$' "$nvlog"
+  then pass "gpus reset turns persistence mode off on every GPU"
+  else fail "gpus reset turns persistence mode off on every GPU"; sed 's/^/    /' "$nvlog"; fi
+  : > "$nvlog"
+  ZEUS_GPU_BACKEND=nvml ZEUS_NVML_LIBRARY="$FAKE_NVML" FAKE_NVML_LOG="$nvlog" "$ZEUS" gpus reset --persistence keep \
+    >/dev/null 2>&1 || fail "gpus reset --persistence keep failed"
+  if grep -q 'SetPersistenceMode' "$nvlog"; then fail "gpus reset --persistence keep leaves persistence mode alone"
+  else pass "gpus reset --persistence keep leaves persistence mode alone"; fi
+  rm -f "$nvlog"
+fi
 
 # monitor energy: exit codes pass through, JSON shape, time roughly right
 expect_code "monitor energy passes exit code 0" 0 "$ZEUS" monitor energy -- true

@@ -1,6 +1,9 @@
-/* The power-limit optimizer and SIGINT/SIGTERM: handlers installed unless told not to (an ignored
+/* The power-limit optimizer and SIGINT/SIGTERM (and SIGHUP/SIGQUIT/SIGUSR1 while they have the
+ * default action): handlers installed unless told not to (an ignored
  * signal stays ignored), every GPU restored by a signal while profiling, then the previous
  * handler runs. */
+#include <sys/resource.h>
+
 #include "plo_testutil.h"
 
 static bool is_our_handler(int sig) {
@@ -8,6 +11,8 @@ static bool is_our_handler(int sig) {
   sigaction(sig, NULL, &cur);
   return (cur.sa_flags & SA_SIGINFO) != 0;
 }
+
+static void own_usr1(int sig) { (void)sig; }
 
 static void plo_installs_signal_handlers_unless_told_not_to(void **state) {
   (void)state;
@@ -42,6 +47,19 @@ static void plo_installs_signal_handlers_unless_told_not_to(void **state) {
   assert_true(is_our_handler(SIGTERM));
   zeus_plo_close(p1);
   sigaction(SIGINT, &dfl, NULL);
+  /* SIGHUP with the default action (it ends the process) is handled; a SIGUSR1 the program handles
+   * itself (its process goes on after it) is left alone. */
+  struct sigaction own = {.sa_handler = own_usr1};
+  sigaction(SIGHUP, &dfl, NULL);
+  sigaction(SIGUSR1, &own, NULL);
+  assert_zeus_ok(zeus_plo_open(&p1, m, &o));
+  assert_true(is_our_handler(SIGHUP));
+  sigaction(SIGUSR1, NULL, &cur);
+  assert_true(cur.sa_handler == own_usr1);
+  zeus_plo_close(p1);
+  sigaction(SIGHUP, NULL, &cur);
+  assert_true(!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL);
+  sigaction(SIGUSR1, &dfl, NULL);
   zeus_monitor_close(m);
   zeus_devices_close(d);
 }
@@ -181,6 +199,26 @@ static void plo_sigint_while_profiling_restores_every_gpu(void **state) {
   killed_while_profiling_restores_every_gpu(SIGINT, false);
 }
 
+/* Issue 19: an SSH disconnect (SIGHUP), SIGQUIT and SIGUSR1 once left 100 W and persistence on. */
+static void plo_sighup_while_profiling_restores_every_gpu(void **state) {
+  (void)state;
+  killed_while_profiling_restores_every_gpu(SIGHUP, false);
+}
+
+static void plo_sigquit_while_profiling_restores_every_gpu(void **state) {
+  (void)state;
+  struct rlimit none = {0, 0}, old;
+  getrlimit(RLIMIT_CORE, &old);
+  setrlimit(RLIMIT_CORE, &none); /* no core file from the child */
+  killed_while_profiling_restores_every_gpu(SIGQUIT, false);
+  setrlimit(RLIMIT_CORE, &old);
+}
+
+static void plo_sigusr1_while_profiling_restores_every_gpu(void **state) {
+  (void)state;
+  killed_while_profiling_restores_every_gpu(SIGUSR1, false);
+}
+
 static void plo_signal_chains_to_the_previous_handler_after_restoring(void **state) {
   (void)state;
   killed_while_profiling_restores_every_gpu(SIGTERM, true);
@@ -192,6 +230,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(plo_sigterm_while_profiling_restores_every_gpu),
       cmocka_unit_test(plo_sigint_while_profiling_restores_every_gpu),
       cmocka_unit_test(plo_signal_chains_to_the_previous_handler_after_restoring),
+      cmocka_unit_test(plo_sighup_while_profiling_restores_every_gpu),
+      cmocka_unit_test(plo_sigquit_while_profiling_restores_every_gpu),
+      cmocka_unit_test(plo_sigusr1_while_profiling_restores_every_gpu),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   return cmocka_run_group_tests(tests, NULL, NULL);
