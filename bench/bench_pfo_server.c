@@ -41,6 +41,23 @@ static double now_s(void) {
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The CPU seconds (user + system) process `pid` has used so far. */
+static double cpu_s(pid_t pid) {
+  char path[64], line[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  double v = 0;
+  if (fgets(line, sizeof line, f)) {
+    char *p = strrchr(line, ')'); /* after the command name */
+    unsigned long ut = 0, st = 0;
+    if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+      v = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+  }
+  fclose(f);
+  return v;
+}
+
 static int http_once(int port, const char *req, char *resp, size_t cap) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -183,7 +200,7 @@ static int run(int W, int R, int threads) {
     epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
   }
   size_t post_bytes = post_len[0];
-  double t0 = now_s();
+  double cpu0 = cpu_s(child), t0 = now_s();
   for (int r = 0; r < W; r++) { cs[r].out = gets[r]; cs[r].out_len = get_len[r]; cs[r].out_off = 0; cs[r].phase = 0; }
   first_get[0] = t0;
   int done = 0;
@@ -246,6 +263,7 @@ static int run(int W, int R, int threads) {
     }
   }
   double total = last_sched[R - 1] - t0;
+  double cpu = cpu_s(child) - cpu0;
   long hwm = vm_hwm_kib(child);
   kill(child, SIGTERM);
   waitpid(child, NULL, 0);
@@ -254,8 +272,8 @@ static int run(int W, int R, int threads) {
   qsort(lat, (size_t)R, sizeof(double), cmp_d);
   double p50 = lat[R / 2], p99 = lat[(int)(0.99 * (R - 1) + 0.5)];
   printf("pfo-server  W=%-5d R=%d threads=%d  %8.1f rounds/s  round latency p50 %7.2f ms  p99 %7.2f ms  "
-         "server peak RSS %.1f MiB  (result body %zu B)\n",
-         W, R, threads, R / total, p50 * 1e3, p99 * 1e3, hwm / 1024.0, post_bytes);
+         "server CPU %.2f ms/round  server peak RSS %.1f MiB  (result body %zu B)\n",
+         W, R, threads, R / total, p50 * 1e3, p99 * 1e3, cpu * 1e3 / R, hwm / 1024.0, post_bytes);
   fflush(stdout);
   for (int r = 0; r < W; r++) { close(cs[r].fd); free(gets[r]); free(posts[r]); }
   free(cs); free(gets); free(posts); free(get_len); free(post_len); free(first_get); free(last_sched);

@@ -8,8 +8,9 @@
 
 static zeus_pfo_server_opts srv_opts;
 static int port_opt;
-static long max_body;
-static bool port_given, max_body_given;
+static long max_body, max_job_memory, max_memory;
+static bool port_given, max_body_given, token_given, token_file_given;
+static bool max_job_memory_given, max_memory_given;
 
 static const cli_opt server_opts[] = {
     {"host", 0, CLI_OPT_STRING, &srv_opts.host, "ADDR", "address to listen on", "127.0.0.1"},
@@ -29,8 +30,34 @@ static const cli_opt server_opts[] = {
     {"dump-dir", 0, CLI_OPT_STRING, &srv_opts.dump_dir, "DIR", "where dumps go", "./dump"},
     {"max-job-idle-time", 0, CLI_OPT_INT, &srv_opts.max_job_idle_time_s, "S",
      "remove jobs idle for longer", "604800", 1, 2000000000},
+    {"token-file", 0, CLI_OPT_STRING, &srv_opts.token_file, "FILE",
+     "require 'Authorization: Bearer TOKEN' (401 otherwise), TOKEN being the first line of FILE\n"
+     "(a regular file; a warning when other users may read it)",
+     .seen = &token_file_given, .heading = "Access:"},
     {"token", 0, CLI_OPT_STRING, &srv_opts.token, "TOKEN",
-     "require 'Authorization: Bearer TOKEN' (401 otherwise)"},
+     "the same with the token on the command line, where every local user can read it in the\n"
+     "process list until the server has started: prefer --token-file or ZEUS_PFO_TOKEN. An empty\n"
+     "token is refused",
+     .seen = &token_given},
+    {"require-rank-tokens", 0, CLI_OPT_FLAG, &srv_opts.require_rank_tokens, NULL,
+     "refuse ranks that register without a rank credential (X-Zeus-Rank-Token, sent by the\n"
+     "libzeus client); clients of the original Perseus send none and are then refused"},
+    {"max-connections", 0, CLI_OPT_INT, &srv_opts.max_connections, "N",
+     "connections at once, and at most the descriptor limit (raised to the hard limit) less a\n"
+     "reserve; past N less 1/16 of it, new connections get 503 except registration",
+     "8192", 16, 1000000, .heading = "Bounds:"},
+    {"idle-timeout", 0, CLI_OPT_DOUBLE, &srv_opts.idle_timeout_s, "S",
+     "close a connection idle for S seconds between requests (a waiting schedule request is not\n"
+     "idle; one whose client went away is dropped within a second)",
+     "60", 1, 86400},
+    {"max-jobs", 0, CLI_OPT_INT, &srv_opts.max_jobs, "N", "jobs held at once (more: 503)", "1024",
+     1, 1000000},
+    {"max-job-memory", 0, CLI_OPT_LONG, &max_job_memory, "BYTES",
+     "estimated memory one job may hold: its ranks, schedules and the round's results (more: 413)",
+     "268435456", 1048576, 1099511627776.0, .seen = &max_job_memory_given},
+    {"max-memory", 0, CLI_OPT_LONG, &max_memory, "BYTES",
+     "the same for all jobs together (more: 413)", "1073741824", 1048576, 1099511627776.0,
+     .seen = &max_memory_given},
     {"max-body", 0, CLI_OPT_LONG, &max_body, "BYTES", "largest request body (larger: 413)",
      "16777216", 1024, 1073741824, .seen = &max_body_given},
     {"threads", 0, CLI_OPT_INT, &srv_opts.threads, "N", "HTTP threads", "online CPUs, at most 8", 1,
@@ -45,8 +72,10 @@ static const cli_command server_cmd = {
     .usage =
         "zeus pfo-server [--host ADDR] [--port N] [--scheduler NAME] [--scheduler-args JSON]\n"
         "                [--log-level LEVEL] [--dump-data] [--dump-dir DIR]\n"
-        "                [--max-job-idle-time S] [--token TOKEN] [--max-body BYTES] [--threads N]\n"
-        "                [--solver-threads N]",
+        "                [--max-job-idle-time S] [--token-file FILE | --token TOKEN]\n"
+        "                [--require-rank-tokens] [--max-connections N] [--idle-timeout S]\n"
+        "                [--max-jobs N] [--max-job-memory BYTES] [--max-memory BYTES]\n"
+        "                [--max-body BYTES] [--threads N] [--solver-threads N]",
     .about =
         "Serves per-instruction GPU frequency schedules to the ranks of pipeline-parallel\n"
         "training jobs (Perseus) and collects their profiling results each round. Speaks the\n"
@@ -67,19 +96,30 @@ static const cli_command server_cmd = {
         "the least-energy plan at the fastest iteration time (or under target_time_s, or within\n"
         "max_slowdown), and moves the other data-parallel pipelines to the frontier point at a\n"
         "straggler's time while one is slow. Its profile, frontier, plans and the reasons for\n"
-        "them are served under GET /perseus/{job_id} and written to the job's dump folder.",
+        "them are served under GET /perseus/{job_id} and written to the job's dump folder.\n"
+        "\n"
+        "Jobs are kept apart: a job id ends in a random part only its ranks learn, and a rank\n"
+        "that registers with a credential (the libzeus client always does) must show it on every\n"
+        "later request. A rank that leaves (POST /leave/{job_id}) is reported at once to every\n"
+        "other rank of its job. Everything a client can make the server hold is bounded (see\n"
+        "Bounds); dumps go to a folder only this user may write, without following symlinks.",
     .opts = server_opts,
     .more =
         "Environment (each also read as PERSEUS_<NAME>, e.g. PERSEUS_SCHEDULER):\n"
         "  ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS, ZEUS_PFO_LOG_LEVEL, ZEUS_PFO_DUMP_DATA,\n"
-        "  ZEUS_PFO_DUMP_DIR, ZEUS_PFO_MAX_JOB_IDLE_TIME, ZEUS_PFO_TOKEN: as the options above.\n"
+        "  ZEUS_PFO_DUMP_DIR, ZEUS_PFO_MAX_JOB_IDLE_TIME, ZEUS_PFO_TOKEN, ZEUS_PFO_TOKEN_FILE,\n"
+        "  ZEUS_PFO_REQUIRE_RANK_TOKENS, ZEUS_PFO_MAX_CONNECTIONS, ZEUS_PFO_IDLE_TIMEOUT,\n"
+        "  ZEUS_PFO_MAX_JOBS, ZEUS_PFO_MAX_JOB_MEMORY, ZEUS_PFO_MAX_MEMORY: as the options above\n"
+        "  (a token variable set but empty is refused).\n"
         "  (ZEUS_GPU_BACKEND does not matter: the server touches no GPU.)\n"
         "\n"
         "Examples:\n"
         "  zeus pfo-server --scheduler AllMaxFrequency       # try it: no plan needed\n"
         "  ZEUS_PFO_SCHEDULER=PointSolution \\\n"
         "  ZEUS_PFO_SCHEDULER_ARGS='{\"solution_path\": \"plans/freqs_pipeline_00042.py\"}' \\\n"
-        "  zeus pfo-server --port 7787 --dump-data --dump-dir /tmp/perseus-dump\n"
+        "  zeus pfo-server --port 7787 --dump-data --dump-dir ~/perseus-dump\n"
+        "  zeus pfo-server --host 10.0.0.5 --token-file ~/.config/perseus-token "
+        "--require-rank-tokens\n"
         "  zeus pfo-server --scheduler Perseus --scheduler-args '{\"warmup_iters\": 1}' "
         "--dump-data\n"
         "  curl localhost:7787/perseus/<job_id>            # phase, plans and why, stragglers\n",
@@ -104,6 +144,31 @@ int cmd_pfo_server(int argc, char **argv) {
   if (rc != CLI_CONTINUE) return rc;
   if (port_given) srv_opts.port = port_opt == 0 ? -1 : port_opt;
   if (max_body_given) srv_opts.max_body_bytes = (size_t)max_body;
+  if (max_job_memory_given) srv_opts.max_job_memory_bytes = (size_t)max_job_memory;
+  if (max_memory_given) srv_opts.max_memory_bytes = (size_t)max_memory;
+  if (token_given && token_file_given) {
+    cli_error(cmd, false, "give --token or --token-file, not both");
+    return CLI_EXIT_USAGE;
+  }
+  if (token_given) srv_opts.token_file = NULL; /* a flag wins over the environment */
+  if (token_file_given) srv_opts.token = NULL;
+  char *token_copy = NULL;
+  if (token_given) {
+    if (!*srv_opts.token) {
+      cli_error(cmd, false, "--token: an empty token would turn authentication off; "
+                "leave --token out for none");
+      return CLI_EXIT_USAGE;
+    }
+    /* Keep a copy and blank the argument, so that the process list shows it no longer. */
+    if (!(token_copy = strdup(srv_opts.token))) {
+      cli_error(cmd, false, "out of memory");
+      return CLI_EXIT_FAIL;
+    }
+    memset((char *)srv_opts.token, 'x', strlen(srv_opts.token));
+    srv_opts.token = token_copy;
+    fprintf(stderr, "zeus pfo-server: warning: --token shows the token to every local user in the "
+            "process list while the server starts; use --token-file or ZEUS_PFO_TOKEN\n");
+  }
   zeus_pfo_server_opts o = srv_opts;
   int lvl;
   if (zeus_log_level_parse(o.log_level, &lvl)) {
@@ -139,6 +204,7 @@ int cmd_pfo_server(int argc, char **argv) {
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc) {
     cli_error(cmd, true, "cannot start");
+    free(token_copy);
     return CLI_EXIT_FAIL;
   }
   printf("zeus pfo-server: listening on %s port %d\n", o.host ? o.host : "127.0.0.1",
@@ -147,5 +213,6 @@ int cmd_pfo_server(int argc, char **argv) {
   while (!g_stop) pause();
   fprintf(stderr, "zeus pfo-server: shutting down\n");
   zeus_pfo_server_close(srv);
+  free(token_copy);
   return CLI_EXIT_OK;
 }

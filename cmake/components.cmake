@@ -109,9 +109,9 @@ zeus_component(PFO_SERVER
   SOURCES src/pfo_server
   PKGS libmicrohttpd
   COMMANDS pfo-server
-  USED_BY tests/unit/test_pfo_server.c tests/unit/test_pfo_server_metrics.c tests/unit/test_pfo_sched.c
-          tests/unit/test_pfo_client_*.c tests/unit/test_pfo_perseus.c tests/e2e/perseus.sh bench/bench_perseus.c
-          tests/e2e/pfo_server_sigterm.sh tests/e2e/pipeline_sim.sh tests/e2e/prometheus.sh tests/fuzz/fuzz_pfo_bodies.c
+  USED_BY tests/unit/test_pfo_server*.c tests/unit/test_pfo_sched.c tests/unit/test_pfo_client_*.c
+          tests/unit/test_pfo_perseus.c tests/e2e/perseus.sh bench/bench_perseus.c tests/e2e/pfo_server_*.sh
+          tests/e2e/pipeline_sim.sh tests/e2e/prometheus.sh tests/fuzz/fuzz_pfo_bodies.c
           tests/mpi/test_pfo_client_mpi.c bench/bench_pfo_server.c bench/bench_pfo_client.c
           python/tests/test_pipeline_frequency.py)
 

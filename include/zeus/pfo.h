@@ -22,6 +22,19 @@ ZEUS_BEGIN_DECLS
  * Models
  * ------------------------------------------------------------------------------------------- */
 
+/* Schema bounds. The parsers below refuse larger inputs with ZEUS_EINVAL naming the field and the
+ * bound, so that a small request cannot make a server hold a large structure. */
+#define ZEUS_PFO_MAX_WORLD 65536        /* degrees and world_size */
+#define ZEUS_PFO_MAX_FREQUENCIES 4096   /* available_frequencies: as many SM clocks as the device
+                                           layer reads from NVML for one GPU */
+/* instructions of one iteration (pipe_schedule, a schedule's frequencies, values of one iteration
+ * in a breakdown): forward and backward of 8192 microbatches */
+#define ZEUS_PFO_MAX_INSTRUCTIONS 16384
+#define ZEUS_PFO_MAX_NAME 64            /* bytes of an instruction name */
+#define ZEUS_PFO_MAX_ITERS 100000       /* iterations in one ProfilingResult */
+#define ZEUS_PFO_MAX_RESULT_VALUES 1048576 /* numbers in one ProfilingResult, all lists together */
+#define ZEUS_PFO_MAX_METADATA 1024      /* bytes of job_metadata */
+
 /* Training job information. When registering a job, job_id must be empty (or NULL); the server
  * generates it. Degrees and world_size are >= 1 and world_size = pp × dp × tp. */
 typedef struct zeus_pfo_job_info {
@@ -103,7 +116,8 @@ typedef struct zeus_pfo_offline_result {
 
 /* Parse one model from JSON text. `what` names the input in errors (NULL: the model's name).
  * Errors: ZEUS_EPARSE "<what>:<line>:<col>: ..." for malformed JSON, ZEUS_EINVAL naming the
- * field for a missing or wrong field (validation included). On failure *out is untouched. */
+ * field for a missing or wrong field (validation included) or a list longer than its bound
+ * (ZEUS_PFO_MAX_*, named in the message). On failure *out is untouched. */
 ZEUS_EXTERN int zeus_pfo_job_info_from_json(const char *json, size_t len, const char *what,
                                             zeus_pfo_job_info *out /* out */);
 ZEUS_EXTERN int zeus_pfo_rank_info_from_json(const char *json, size_t len, const char *what,
@@ -143,7 +157,8 @@ ZEUS_EXTERN void zeus_pfo_prof_results_free(zeus_pfo_prof_result *v, size_t n);
 /* The job id of the original: "<YYYY-MM-DD-HH-MM-SS>+dp<d>+pp<p>+tp<t>+<scheduler>[+<metadata>]"
  * with `when` in local time. The metadata is sanitised (characters other than letters, digits,
  * '.', '_' and '-' become '_'; at most 64 of them), so the id is always a safe directory name.
- * Uniqueness across jobs is the server's business (it appends ".<n>" on a collision). */
+ * This part is guessable from the time and the job's shape: the server appends "~" and 26
+ * random characters, which make the id unique and a secret of the job's ranks. */
 ZEUS_EXTERN int zeus_pfo_make_job_id(const zeus_pfo_job_info *job, const char *scheduler,
                                      long long when_unix_s, char **out /* out, zeus_free */);
 

@@ -56,6 +56,10 @@
  *                                  while they keep coming (default 0.0005; 0: wake it on every
  *                                  change instead, which costs the caller a system call)
  *
+ * Each rank registers with a random credential of its own (header X-Zeus-Rank-Token) that the
+ * server then requires on every request about the rank, so that nobody else who learns the job
+ * id can post its results (docs/pfo-server.md, "Isolation").
+ *
  * Errors from the server (an HTTP status >= 400) are ZEUS_EHTTP carrying the server's message;
  * an unreachable server is ZEUS_ENET after the retries; a wait longer than its timeout is
  * ZEUS_ETIMEDOUT. A server that was restarted has forgotten the job: the next exchange fails
@@ -218,7 +222,9 @@ ZEUS_EXTERN int zeus_pfo_optimizer_opts_from_env(zeus_pfo_optimizer_opts *o /* i
 ZEUS_EXTERN int zeus_pfo_optimizer_open(zeus_pfo_optimizer **out /* out */,
                                         const zeus_pfo_optimizer_opts *opts);
 /* Stops the controller (locked clocks are reset, the power limit restored) and frees. The round
- * in progress is not reported. NULL does nothing. */
+ * in progress is not reported. Unless the optimizer has detached, it tells the server that this
+ * rank leaves the job (POST /leave: one try of at most 2 s), so that any other rank still
+ * waiting for a schedule hears it at once instead of waiting for its timeout. NULL does nothing. */
 ZEUS_EXTERN void zeus_pfo_optimizer_close(zeus_pfo_optimizer *o);
 
 /* Marks the start of an iteration: the schedule fetched last takes effect, and the iteration's
@@ -228,7 +234,9 @@ ZEUS_EXTERN int zeus_pfo_on_step_begin(zeus_pfo_optimizer *o);
  * ZEUS_ESTATE naming the next expected instruction. Every iters_per_round-th iteration posts the
  * round's results and fetches the next schedule (this waits until every rank has asked). A
  * server error is returned once; the optimizer then stays on its last schedule without contacting
- * the server again (zeus_pfo_detached() says so). A failed iteration (any hook returned an error)
+ * the server again (zeus_pfo_detached() says so), after telling the server that this rank leaves
+ * (unless the error was the server's 410: another rank left first), so the other ranks' next
+ * exchange fails at once with the reason. A failed iteration (any hook returned an error)
  * is not measured. */
 ZEUS_EXTERN int zeus_pfo_on_step_end(zeus_pfo_optimizer *o);
 /* Marks the start of instruction `name` ("forward", "backward", ...): calls the sync callback,

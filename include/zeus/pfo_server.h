@@ -36,19 +36,42 @@ ZEUS_EXTERN int zeus_pfo_check_scheduler(const char *name, const char *args_json
  * The server
  * ------------------------------------------------------------------------------------------- */
 
-/* Server settings. Zero-initialised (or NULL) means defaults. */
+/* Server settings. Zero-initialised (or NULL) means defaults (zeus_pfo_server_opts_init fills them
+ * in explicitly).
+ *
+ * Bounds: everything a client can make the server hold is bounded, and a request that would pass
+ * a bound is refused with a status and a message naming it (docs/pfo-server.md, "Bounds"). At
+ * open the server raises its soft descriptor limit (RLIMIT_NOFILE) to the hard one and keeps its
+ * connections below it: from max_connections less a reserve on, a new connection gets 503 and is
+ * closed, unless its request registers a job or a rank, or leaves a job. */
 typedef struct zeus_pfo_server_opts {
-  const char *host;          /* default "127.0.0.1" */
+  const char *host;          /* default "127.0.0.1"; another address without a token: a warning */
   int port;                  /* default 7787; -1: any free port (see zeus_pfo_server_port) */
   const char *scheduler;     /* default "PointSolution" */
   const char *scheduler_args;/* JSON object; default "{}" */
   const char *log_level;     /* informational (shown by /info); the caller sets the log level */
   bool dump_data;            /* default false */
-  const char *dump_dir;      /* default "./dump" */
-  int max_job_idle_time_s;   /* default 604800 (7 days); jobs idle longer are removed */
-  const char *token;         /* bearer token; NULL or "": no authentication */
+  const char *dump_dir;      /* default "./dump"; created 0700; refused when another user owns it
+                                or it is writable by group or others */
+  int max_job_idle_time_s;   /* default 604800 (7 days); jobs idle longer are removed (a job whose
+                                ranks have not all registered: after 600 s, or this when shorter) */
+  const char *token;         /* bearer token; NULL: none; "" is refused (ZEUS_EINVAL) */
   size_t max_body_bytes;     /* default 16 MiB; larger bodies get 413 */
   int threads;               /* HTTP threads; default: online CPUs, at most 8 */
+  /* Appended fields (zero: default). */
+  const char *token_file;    /* read the bearer token from this file's first line instead (a
+                                regular file of at most 4 KiB; a warning when others may read it) */
+  bool require_rank_tokens;  /* refuse ranks that register without X-Zeus-Rank-Token (clients of the
+                                original system send none) */
+  int max_connections;       /* default 8192, and at most the descriptor limit less a reserve */
+  double idle_timeout_s;     /* a connection idle this long between requests is closed (default 60;
+                                a waiting schedule request is not idle, and one whose client went
+                                away is dropped within a second) */
+  int max_jobs;              /* jobs held at once (default 1024); more get 503 */
+  size_t max_job_memory_bytes; /* estimated memory one job may hold (default 256 MiB); 413 */
+  size_t max_memory_bytes;   /* estimated memory of all jobs (default 1 GiB); 413 */
+  size_t max_inflight_bytes; /* request bodies being received or parsed at once, with an estimate of
+                                their parse (default 256 MiB); more get 503 (clients retry) */
   int solver_threads;        /* threads that solve frontiers for the Perseus scheduler, 1..16;
                               * default 1 (never an HTTP thread) */
 } zeus_pfo_server_opts;
@@ -60,12 +83,18 @@ ZEUS_EXTERN void zeus_pfo_server_opts_init(zeus_pfo_server_opts *o /* out */);
 
 /* Fills `opts` from the environment: ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS,
  * ZEUS_PFO_LOG_LEVEL, ZEUS_PFO_DUMP_DATA, ZEUS_PFO_DUMP_DIR, ZEUS_PFO_MAX_JOB_IDLE_TIME,
- * ZEUS_PFO_TOKEN (each also read as PERSEUS_<NAME>; ZEUS_PFO_ wins). Unset variables leave the
- * field as it is. Strings point into the environment. ZEUS_EINVAL/ERANGE naming the variable. */
+ * ZEUS_PFO_TOKEN, ZEUS_PFO_TOKEN_FILE, ZEUS_PFO_REQUIRE_RANK_TOKENS, ZEUS_PFO_MAX_CONNECTIONS,
+ * ZEUS_PFO_IDLE_TIMEOUT, ZEUS_PFO_MAX_JOBS, ZEUS_PFO_MAX_JOB_MEMORY, ZEUS_PFO_MAX_MEMORY (each also
+ * read as PERSEUS_<NAME>; ZEUS_PFO_ wins). Unset variables leave the field as it is; a token
+ * variable that is set but empty is ZEUS_EINVAL (it would silently disable authentication).
+ * Strings point into the environment. ZEUS_EINVAL/ERANGE naming the variable. */
 ZEUS_EXTERN int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *opts /* in, out */);
 
-/* Validates the settings (scheduler and its arguments included), binds and starts serving on
- * background threads. ZEUS_EINVAL for bad settings, ZEUS_ENET when the address cannot be bound. */
+/* Validates the settings (scheduler and its arguments included), raises the process's soft
+ * descriptor limit to its hard limit, opens and checks the dump folder, binds and starts serving
+ * on background threads. ZEUS_EINVAL for bad settings (an empty token, token and token_file both,
+ * an unreadable token file), ZEUS_EPERM for a dump folder others could write, ZEUS_ENET when the
+ * address cannot be bound. */
 ZEUS_EXTERN int zeus_pfo_server_open(zeus_pfo_server **out /* out */,
                                      const zeus_pfo_server_opts *opts);
 /* The port actually bound. */

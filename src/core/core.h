@@ -124,5 +124,24 @@ zeus__size_str zeus__size_text(size_t bytes);
 int zeus__write_file_atomic(const char *path, const void *data, size_t len);
 /* mkdir -p (mode 0755); errors name the path (ZEUS_EPERM, ZEUS_EIO). */
 int zeus__mkdirs(const char *path);
+/* Writes `data` as `name` inside the open directory `dirfd`, atomically: a temporary file with a
+ * random name, created with O_CREAT|O_EXCL|O_NOFOLLOW (never an existing file or a symlink that
+ * someone planted), fsynced, then renamed over `name` (renameat replaces a symlink, never follows
+ * it). `name` must be one path component. `what` names the file in errors (NULL: `name`). */
+int zeus__write_file_atomic_at(int dirfd, const char *name, const void *data, size_t len, const char *what);
+/* Opens (creating it, mode 0700, when missing; missing parents 0755) a directory that only this
+ * user may write: the last component must not be a symlink, must be owned by the effective user
+ * (or by root), and must not be writable by group or others, so that no other local user can plant
+ * files or symlinks in it. *fd is O_DIRECTORY|O_CLOEXEC. ZEUS_EPERM naming the path and the fix
+ * ("chmod go-w ...") when it is shared, ZEUS_EIO/ZEUS_EPERM when it cannot be created. */
+int zeus__open_private_dir(const char *path, int *fd /* out */);
+
+/* ---- randomness (random.c) ---- */
+/* n bytes from the kernel's CSPRNG (getrandom). ZEUS_EIO when none can be had. */
+int zeus__random_bytes(void *buf, size_t n);
+/* `chars` (1..128) random base32 characters [a-z2-7] (5 bits each) and a NUL into out. */
+int zeus__random_token(char *out /* chars + 1 bytes */, size_t chars);
+/* Whether two NUL-terminated secrets are equal, in time that depends on their lengths only. */
+bool zeus__secret_equal(const char *a, const char *b);
 
 #endif

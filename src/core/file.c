@@ -89,16 +89,23 @@ zeus__size_str zeus__size_text(size_t bytes) {
   return t;
 }
 
-int zeus__write_file_atomic(const char *path, const void *data, size_t len) {
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 32);
+int zeus__write_file_atomic_at(int dirfd, const char *name, const void *data, size_t len, const char *what) {
+  if (!what) what = name;
+  if (!*name || strchr(name, '/')) return zeus__error(ZEUS_EINVAL, "'%s' is not a plain file name", name);
+  char rnd[17];
+  int rc = zeus__random_token(rnd, 16);
+  if (rc) return rc;
+  size_t tlen = strlen(name) + 32;
+  char *tmp = malloc(tlen);
   if (!tmp) return zeus__oom("writing a file");
-  snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  /* A hidden name with a random part: not guessable in advance, and O_EXCL|O_NOFOLLOW refuse
+   * anything already there, a symlink included. */
+  snprintf(tmp, tlen, ".%s.%s.tmp", name, rnd);
+  int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     int e = errno;
     free(tmp);
-    return zeus__error(e == EACCES ? ZEUS_EPERM : ZEUS_EIO, "cannot create '%s': %s", path, strerror(e));
+    return zeus__error(e == EACCES ? ZEUS_EPERM : ZEUS_EIO, "cannot create '%s': %s", what, strerror(e));
   }
   const char *p = data;
   size_t left = len;
@@ -108,9 +115,9 @@ int zeus__write_file_atomic(const char *path, const void *data, size_t len) {
       if (errno == EINTR) continue;
       int e = errno;
       close(fd);
-      unlink(tmp);
+      unlinkat(dirfd, tmp, 0);
       free(tmp);
-      return zeus__error(ZEUS_EIO, "cannot write '%s': %s", path, strerror(e));
+      return zeus__error(ZEUS_EIO, "cannot write '%s': %s", what, strerror(e));
     }
     p += w;
     left -= (size_t)w;
@@ -118,19 +125,43 @@ int zeus__write_file_atomic(const char *path, const void *data, size_t len) {
   if (fsync(fd) != 0 && errno != EINVAL) {
     int e = errno;
     close(fd);
-    unlink(tmp);
+    unlinkat(dirfd, tmp, 0);
     free(tmp);
-    return zeus__error(ZEUS_EIO, "cannot sync '%s': %s", path, strerror(e));
+    return zeus__error(ZEUS_EIO, "cannot sync '%s': %s", what, strerror(e));
   }
   close(fd);
-  if (rename(tmp, path) != 0) {
+  if (renameat(dirfd, tmp, dirfd, name) != 0) {
     int e = errno;
-    unlink(tmp);
+    unlinkat(dirfd, tmp, 0);
     free(tmp);
-    return zeus__error(ZEUS_EIO, "cannot rename the new '%s' into place: %s", path, strerror(e));
+    return zeus__error(ZEUS_EIO, "cannot rename the new '%s' into place: %s", what, strerror(e));
   }
   free(tmp);
   return ZEUS_OK;
+}
+
+int zeus__write_file_atomic(const char *path, const void *data, size_t len) {
+  const char *slash = strrchr(path, '/');
+  const char *name = slash ? slash + 1 : path;
+  if (!*name) return zeus__error(ZEUS_EINVAL, "cannot write '%s': the path names a directory", path);
+  char *dir = slash ? malloc((size_t)(slash - path) + 2) : NULL;
+  if (slash && !dir) return zeus__oom("writing a file");
+  if (dir) {
+    size_t n = slash == path ? 1 : (size_t)(slash - path); /* "/name" lives in "/" */
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+  }
+  int dfd = open(dir ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    int e = errno;
+    free(dir);
+    return zeus__error(e == EACCES ? ZEUS_EPERM : ZEUS_EIO, "cannot create '%s': %s",
+                       path, strerror(e));
+  }
+  free(dir);
+  int rc = zeus__write_file_atomic_at(dfd, name, data, len, path);
+  close(dfd);
+  return rc;
 }
 
 int zeus__mkdirs(const char *path) {
@@ -154,5 +185,53 @@ int zeus__mkdirs(const char *path) {
     }
   }
   free(p);
+  return ZEUS_OK;
+}
+
+int zeus__open_private_dir(const char *path, int *out) {
+  if (!path || !*path) return zeus__error(ZEUS_EINVAL, "a directory path is required");
+  /* The parents as mkdir -p makes them, the last component private. */
+  const char *slash = strrchr(path, '/');
+  if (slash && slash != path) {
+    size_t n = (size_t)(slash - path);
+    char *parent = malloc(n + 1);
+    if (!parent) return zeus__oom("creating a directory");
+    memcpy(parent, path, n);
+    parent[n] = '\0';
+    int rc = zeus__mkdirs(parent);
+    free(parent);
+    if (rc) return rc;
+  }
+  if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+    int e = errno;
+    return zeus__error(e == EACCES ? ZEUS_EPERM : ZEUS_EIO, "cannot create the directory '%s': %s", path, strerror(e));
+  }
+  int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    if (e == ELOOP || e == ENOTDIR)
+      return zeus__error(ZEUS_EPERM, "'%s' is a symbolic link or not a directory; refusing to write into it "
+                         "(give a directory of your own)", path);
+    return zeus__error(e == EACCES ? ZEUS_EPERM : ZEUS_EIO, "cannot open the directory '%s': %s", path, strerror(e));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    close(fd);
+    return zeus__error(ZEUS_EIO, "cannot inspect the directory '%s': %s", path, strerror(e));
+  }
+  if (st.st_uid != geteuid() && st.st_uid != 0) {
+    close(fd);
+    return zeus__error(ZEUS_EPERM, "the directory '%s' belongs to user %ld, not to this user (%ld): another user "
+                       "could replace its files; give a directory of your own", path, (long)st.st_uid,
+                       (long)geteuid());
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    close(fd);
+    return zeus__error(ZEUS_EPERM, "the directory '%s' is writable by %s (mode %04o): another user could plant "
+                       "symlinks in it; run 'chmod go-w %s' or give a private directory", path,
+                       (st.st_mode & S_IWOTH) ? "everyone" : "its group", (unsigned)(st.st_mode & 07777), path);
+  }
+  *out = fd;
   return ZEUS_OK;
 }

@@ -7,7 +7,7 @@
 #include "pfo/pfo_internal.h"
 
 /* Upper bound of world_size: the server keeps per-rank state, so an absurd size is bad input. */
-#define PFO_MAX_WORLD 65536
+#define PFO_MAX_WORLD ZEUS_PFO_MAX_WORLD
 
 /* ---- field helpers ---- */
 
@@ -22,12 +22,32 @@ static int req_int(const json_t *o, const char *key, const char *ctx, long long 
   return ZEUS_OK;
 }
 
+/* ZEUS_EINVAL when list `what` has more than `max` entries: refused before anything is copied. */
+static int check_len(size_t n, size_t max, const char *ctx, const char *what, const char *why) {
+  if (n <= max) return ZEUS_OK;
+  return zeus__error(ZEUS_EINVAL, "%s: field '%s' has %zu entries, more than the %zu allowed (%s)", ctx, what, n, max,
+                     why);
+}
+
+/* ZEUS_EINVAL when an instruction name is empty or longer than ZEUS_PFO_MAX_NAME bytes. */
+static int check_name(const json_t *x, const char *ctx, const char *what, size_t i) {
+  if (!json_is_string(x) || !json_string_length(x))
+    return zeus__error(ZEUS_EINVAL, "%s: field '%s'[%zu] must be a non-empty string, got %s", ctx, what, i,
+                       zeus__json_type_name(x));
+  if (json_string_length(x) > ZEUS_PFO_MAX_NAME)
+    return zeus__error(ZEUS_EINVAL, "%s: field '%s'[%zu] is %zu bytes long, more than the %d allowed for an "
+                       "instruction name", ctx, what, i, json_string_length(x), ZEUS_PFO_MAX_NAME);
+  return ZEUS_OK;
+}
+
 /* A list of numbers into a fresh array. `what` names the list in errors. */
 static int num_list(const json_t *a, const char *ctx, const char *what, double **out, size_t *n) {
   if (!json_is_array(a))
     return zeus__error(ZEUS_EINVAL, "%s: field '%s' must be a list of numbers, got %s", ctx, what,
                        zeus__json_type_name(a));
   size_t len = json_array_size(a);
+  int rc = check_len(len, ZEUS_PFO_MAX_ITERS, ctx, what, "iterations of one profiling round");
+  if (rc) return rc;
   double *v = malloc((len ? len : 1) * sizeof *v);
   if (!v) return zeus__oom("parsing a list of numbers");
   for (size_t i = 0; i < len; i++) {
@@ -82,6 +102,9 @@ int zeus__pfo_job_info_from_jt(const json_t *o, const char *ctx, zeus_pfo_job_in
   if (md && !json_is_null(md) && !json_is_string(md))
     return zeus__error(ZEUS_EINVAL, "%s: field 'job_metadata' must be a string or null, got %s",
                        ctx, zeus__json_type_name(md));
+  if (json_is_string(md) && json_string_length(md) > ZEUS_PFO_MAX_METADATA)
+    return zeus__error(ZEUS_EINVAL, "%s: field 'job_metadata' is %zu bytes long, more than the %d allowed", ctx,
+                       json_string_length(md), ZEUS_PFO_MAX_METADATA);
   v.job_id = (char *)id;
   if ((rc = zeus_pfo_job_info_validate(&v, false))) return rc;
   v.job_id = zeus__strdup(id);
@@ -154,6 +177,9 @@ int zeus__pfo_rank_info_from_jt(const json_t *o, const char *ctx, zeus_pfo_rank_
     return rc;
   size_t nf = json_array_size(freqs);
   if (nf == 0) return zeus__error(ZEUS_EINVAL, "%s: field 'available_frequencies' must not be empty", ctx);
+  if ((rc = check_len(nf, ZEUS_PFO_MAX_FREQUENCIES, ctx, "available_frequencies",
+                      "the SM clocks NVML can report for one GPU")))
+    return rc;
   v.available_frequencies = malloc(nf * sizeof(int));
   if (!v.available_frequencies) return zeus__oom("parsing RankInfo");
   v.n_available_frequencies = nf;
@@ -174,15 +200,19 @@ int zeus__pfo_rank_info_from_jt(const json_t *o, const char *ctx, zeus_pfo_rank_
                          "names, got %s", ctx, zeus__json_type_name(ps));
     }
     size_t np = json_array_size(ps);
+    if ((rc = check_len(np, ZEUS_PFO_MAX_INSTRUCTIONS, ctx, "pipe_schedule",
+                        "instructions of one iteration: forward and backward of 8192 microbatches"))) {
+      zeus_pfo_rank_info_clear(&v);
+      return rc;
+    }
     v.pipe_schedule = calloc(np ? np : 1, sizeof(char *));
     if (!v.pipe_schedule) { zeus_pfo_rank_info_clear(&v); return zeus__oom("parsing RankInfo"); }
     v.n_pipe_schedule = np;
     for (size_t i = 0; i < np; i++) {
       const json_t *x = json_array_get(ps, i);
-      if (!json_is_string(x) || !json_string_length(x)) {
+      if ((rc = check_name(x, ctx, "pipe_schedule", i))) {
         zeus_pfo_rank_info_clear(&v);
-        return zeus__error(ZEUS_EINVAL, "%s: field 'pipe_schedule'[%zu] must be a non-empty string, "
-                           "got %s", ctx, i, zeus__json_type_name(x));
+        return rc;
       }
       if (!(v.pipe_schedule[i] = zeus__strdup(json_string_value(x)))) {
         zeus_pfo_rank_info_clear(&v);
@@ -257,6 +287,8 @@ int zeus__pfo_schedule_from_jt(const json_t *o, const char *ctx, zeus_pfo_schedu
   if ((rc = req_int(o, "rank", ctx, 0, INT_MAX, &v.rank))) return rc;
   if ((rc = zeus__json_req_array(o, "frequencies", ctx, &fr))) return rc;
   size_t n = json_array_size(fr);
+  if ((rc = check_len(n, ZEUS_PFO_MAX_INSTRUCTIONS, ctx, "frequencies", "instructions of one iteration")))
+    return rc;
   v.frequencies = calloc(n ? n : 1, sizeof *v.frequencies);
   if (!v.frequencies) return zeus__oom("parsing FrequencySchedule");
   v.n_frequencies = n;
@@ -268,6 +300,11 @@ int zeus__pfo_schedule_from_jt(const json_t *o, const char *ctx, zeus_pfo_schedu
       zeus_pfo_schedule_clear(&v);
       return zeus__error(ZEUS_EINVAL, "%s: field 'frequencies'[%zu] must be a pair "
                          "[instruction, positive MHz]", ctx, i);
+    }
+    if (json_string_length(a) > ZEUS_PFO_MAX_NAME) {
+      zeus_pfo_schedule_clear(&v);
+      return zeus__error(ZEUS_EINVAL, "%s: field 'frequencies'[%zu]: the instruction name is %zu bytes long, more "
+                         "than the %d allowed", ctx, i, json_string_length(a), ZEUS_PFO_MAX_NAME);
     }
     v.frequencies[i].frequency_mhz = (int)json_integer_value(b);
     if (!(v.frequencies[i].instruction = zeus__strdup(json_string_value(a)))) {
@@ -377,13 +414,16 @@ int zeus__pfo_breakdown_copy(const zeus_pfo_breakdown *s, zeus_pfo_breakdown *d)
   return ZEUS_OK;
 }
 
-/* An object instruction -> list (per iteration) of lists of numbers. */
+/* An object instruction -> list (per iteration) of lists of numbers. `budget` is how many more
+ * numbers the whole result may hold (ZEUS_PFO_MAX_RESULT_VALUES); it is charged before copying. */
 static int breakdowns_from_jt(const json_t *o, const char *ctx, const char *field,
-                              zeus_pfo_breakdown **out, size_t *nout) {
+                              zeus_pfo_breakdown **out, size_t *nout, size_t *budget) {
   if (!json_is_object(o))
     return zeus__error(ZEUS_EINVAL, "%s: field '%s' must be an object of instruction -> list of "
                        "lists of numbers, got %s", ctx, field, zeus__json_type_name(o));
   size_t n = json_object_size(o), k = 0;
+  int rc0 = check_len(n, ZEUS_PFO_MAX_INSTRUCTIONS, ctx, field, "instructions of one iteration");
+  if (rc0) return rc0;
   zeus_pfo_breakdown *bd = calloc(n ? n : 1, sizeof *bd);
   if (!bd) return zeus__oom("parsing a breakdown");
   const char *key;
@@ -396,8 +436,33 @@ static int breakdowns_from_jt(const json_t *o, const char *ctx, const char *fiel
                        "of numbers, got %s", ctx, field, key, zeus__json_type_name(val));
       break;
     }
-    size_t ni = json_array_size(val), total = 0;
-    for (size_t i = 0; i < ni; i++) total += json_array_size(json_array_get(val, i));
+    if (strlen(key) > ZEUS_PFO_MAX_NAME) {
+      rc = zeus__error(ZEUS_EINVAL, "%s: field '%s': the instruction name '%.32s...' is %zu bytes long, more than "
+                       "the %d allowed", ctx, field, key, strlen(key), ZEUS_PFO_MAX_NAME);
+      break;
+    }
+    size_t ni = json_array_size(val), total = 0, widest = 0;
+    if (ni > ZEUS_PFO_MAX_ITERS) {
+      rc = zeus__error(ZEUS_EINVAL, "%s: field '%s'['%s'] has %zu iterations, more than the %d allowed", ctx, field,
+                       key, ni, ZEUS_PFO_MAX_ITERS);
+      break;
+    }
+    for (size_t i = 0; i < ni; i++) {
+      size_t m = json_array_size(json_array_get(val, i));
+      total += m;
+      if (m > widest) widest = m;
+    }
+    if (widest > ZEUS_PFO_MAX_INSTRUCTIONS) {
+      rc = zeus__error(ZEUS_EINVAL, "%s: field '%s'['%s'] has an iteration of %zu values, more than the %d "
+                       "instructions of one iteration allowed", ctx, field, key, widest, ZEUS_PFO_MAX_INSTRUCTIONS);
+      break;
+    }
+    if (total > *budget) {
+      rc = zeus__error(ZEUS_EINVAL, "%s: field '%s' brings the result to more than %d numbers, the most one "
+                       "ProfilingResult may hold", ctx, field, ZEUS_PFO_MAX_RESULT_VALUES);
+      break;
+    }
+    *budget -= total;
     b->instruction = zeus__strdup(key);
     b->offsets = malloc((ni + 1) * sizeof(size_t));
     b->values = malloc((total ? total : 1) * sizeof(double));
@@ -447,10 +512,15 @@ int zeus__pfo_prof_result_from_jt(const json_t *o, const char *ctx, zeus_pfo_pro
       (rc = zeus__json_req_object(o, "time_breakdown", ctx, &tb)) ||
       (rc = zeus__json_req_object(o, "energy_breakdown", ctx, &eb)))
     return rc;
-  if ((rc = num_list(it, ctx, "iter_time", &v.iter_time, &v.n_iter_time)) ||
-      (rc = num_list(ie, ctx, "iter_energy", &v.iter_energy, &v.n_iter_energy)) ||
-      (rc = breakdowns_from_jt(tb, ctx, "time_breakdown", &v.time_breakdown, &v.n_time_breakdown)) ||
-      (rc = breakdowns_from_jt(eb, ctx, "energy_breakdown", &v.energy_breakdown, &v.n_energy_breakdown))) {
+  /* iter_time and iter_energy hold at most ZEUS_PFO_MAX_ITERS each, far below the budget. */
+  size_t budget = ZEUS_PFO_MAX_RESULT_VALUES;
+  if (!(rc = num_list(it, ctx, "iter_time", &v.iter_time, &v.n_iter_time)) &&
+      !(rc = num_list(ie, ctx, "iter_energy", &v.iter_energy, &v.n_iter_energy))) {
+    budget -= v.n_iter_time + v.n_iter_energy;
+    if (!(rc = breakdowns_from_jt(tb, ctx, "time_breakdown", &v.time_breakdown, &v.n_time_breakdown, &budget)))
+      rc = breakdowns_from_jt(eb, ctx, "energy_breakdown", &v.energy_breakdown, &v.n_energy_breakdown, &budget);
+  }
+  if (rc) {
     zeus_pfo_prof_result_clear(&v);
     return rc;
   }
@@ -518,6 +588,8 @@ static int measures_from_jt(const json_t *o, const char *ctx, const char *inst,
   if ((rc = zeus__json_req_object(o, tkey, ctx, &t)) || (rc = zeus__json_req_object(o, ekey, ctx, &e)))
     return rc;
   size_t n = json_object_size(t), k = 0;
+  if ((rc = check_len(n, ZEUS_PFO_MAX_FREQUENCIES, ctx, tkey, "the SM clocks NVML can report for one GPU")))
+    return rc;
   zeus_pfo_freq_measure *m = calloc(n ? n : 1, sizeof *m);
   if (!m) return zeus__oom("parsing OfflineProfilingResult");
   const char *key;

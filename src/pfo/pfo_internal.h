@@ -35,6 +35,26 @@ int zeus__pfo_schedules_copy(const zeus_pfo_schedule *s, size_t n, zeus_pfo_sche
 int zeus__pfo_breakdown_copy(const zeus_pfo_breakdown *src, zeus_pfo_breakdown *dst);
 void zeus__pfo_breakdown_clear(zeus_pfo_breakdown *b);
 
+/* ---- dumps under an open dump root (dump.c), as the server writes them ----
+ * The root is a directory only this user may write (zeus__open_private_dir), held open; a job's
+ * folder is opened relative to it with O_NOFOLLOW|O_DIRECTORY for every write, and files are
+ * written with zeus__write_file_atomic_at (O_EXCL|O_NOFOLLOW temporary, renameat), so neither a
+ * symlink planted in place of the folder nor one in place of a file redirects a write. */
+typedef struct zeus__pfo_dump_loc {
+  int root_fd;      /* borrowed */
+  const char *job;  /* the job's folder: one path component (a job id) */
+  const char *path; /* "<dump_dir>/<job>", for messages */
+} zeus__pfo_dump_loc;
+/* Creates the job folder (mode 0700). ZEUS_EEXIST when it exists already. */
+int zeus__pfo_dump_mkdir(const zeus__pfo_dump_loc *loc);
+/* Writes <job folder>/<name> atomically (re-creating a job folder that was removed). */
+int zeus__pfo_dump_write(const zeus__pfo_dump_loc *loc, const char *name, const void *data, size_t len);
+int zeus__pfo_dump_ranks(const zeus__pfo_dump_loc *loc, const zeus_pfo_rank_info *r, size_t n);
+int zeus__pfo_dump_schedules(const zeus__pfo_dump_loc *loc, int num, const zeus_pfo_schedule *s, size_t n);
+int zeus__pfo_dump_prof(const zeus__pfo_dump_loc *loc, int num, const zeus_pfo_prof_result *r, size_t n);
+/* The instruction profile CSV (zeus_pfo_write_instruction_csv's text) appended to b. */
+int zeus__pfo_instruction_csv(const zeus_pfo_offline_result *res, size_t n, zeus__buf *b);
+
 /* ---- settings (pfo_env.c) ---- */
 /* The value of Perseus setting `name` ("SCHEDULER"): ZEUS_PFO_<name> when set and not empty,
  * else PERSEUS_<name> (the original's spelling), else NULL. `var` (at least 64 bytes) receives

@@ -83,6 +83,24 @@ void zeus__pfo_http_close(zeus__pfo_http *h) {
 
 const char *zeus__pfo_http_url(const zeus__pfo_http *h) { return h->base; }
 
+int zeus__pfo_http_add_header(zeus__pfo_http *h, const char *line) {
+  struct curl_slist *l = curl_slist_append(h->hdrs, line);
+  if (!l) return zeus__oom("adding an HTTP header");
+  h->hdrs = l;
+  return ZEUS_OK;
+}
+
+int zeus__pfo_http_request_once(zeus__pfo_http *h, const char *method, const char *path, const char *body,
+                                double timeout_s, char **resp, int *status) {
+  zeus__pfo_http_opts saved = h->o;
+  h->o.retries = 0;
+  if (h->o.request_timeout_s > timeout_s) h->o.request_timeout_s = timeout_s;
+  if (h->o.connect_timeout_s > timeout_s) h->o.connect_timeout_s = timeout_s;
+  int rc = zeus__pfo_http_request(h, method, path, body, false, 0, resp, status);
+  h->o = saved;
+  return rc;
+}
+
 char *zeus__pfo_http_escape(zeus__pfo_http *h, const char *s) {
   char *e = curl_easy_escape(h->curl, s, 0);
   if (!e) return NULL;

@@ -24,6 +24,9 @@ void zeus__pfo_http_close(zeus__pfo_http *h);
 /* The base URL without the trailing '/'. */
 const char *zeus__pfo_http_url(const zeus__pfo_http *h);
 
+/* Adds a header line ("Name: value") to every later request. ZEUS_ENOMEM only. */
+int zeus__pfo_http_add_header(zeus__pfo_http *h, const char *line);
+
 /* Percent-encodes a path segment (caller frees with free()). NULL when out of memory. */
 char *zeus__pfo_http_escape(zeus__pfo_http *h, const char *s);
 
@@ -36,5 +39,9 @@ char *zeus__pfo_http_escape(zeus__pfo_http *h, const char *s);
  * <path> answered <status>: <server's detail>" with *status set. */
 int zeus__pfo_http_request(zeus__pfo_http *h, const char *method, const char *path, const char *body,
                            bool long_poll, int ok_on_retry, char **resp, int *status);
+/* One try of a request, with no retry and at most `timeout_s` (a best-effort notice such as
+ * POST /leave, which must not hold up a rank that is stopping). Errors as above. */
+int zeus__pfo_http_request_once(zeus__pfo_http *h, const char *method, const char *path, const char *body,
+                                double timeout_s, char **resp, int *status);
 
 #endif

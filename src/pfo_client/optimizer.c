@@ -59,6 +59,8 @@ struct zeus_pfo_optimizer {
   zeus__pfo_http *http;
   char *job_id, *job_esc;
   bool detached;
+  bool left;       /* this rank told the server it left the job */
+  int last_status; /* HTTP status of the last exchange with the server (0: none) */
   long round;
   zeus_pfo_round_stats last;
 };
@@ -231,6 +233,12 @@ static int check_schedule(const zeus_pfo_optimizer *o, const zeus_pfo_schedule *
 /* Makes `s` the schedule in effect (takes ownership) and sizes the round's buffers for it. */
 static int install(zeus_pfo_optimizer *o, zeus_pfo_schedule *s) {
   size_t n = s->n_frequencies;
+  /* A round's result must stay within what the server accepts (ZEUS_PFO_MAX_RESULT_VALUES). */
+  double values = 2.0 * (double)o->K * (double)(1 + (o->profile ? n : 0));
+  if (values > ZEUS_PFO_MAX_RESULT_VALUES)
+    return zeus__error(ZEUS_EINVAL, "Perseus client: %ld iterations per round of %zu instructions make results of "
+                       "%.0f numbers, more than the %d a server accepts; lower iters_per_round", o->K, n, values,
+                       ZEUS_PFO_MAX_RESULT_VALUES);
   const char **names = malloc(n * sizeof *names), **keys = malloc(n * sizeof *keys);
   unsigned *freqs = malloc(n * sizeof *freqs);
   size_t *key_of = malloc(n * sizeof *key_of);
@@ -276,10 +284,36 @@ static int post_to_job(zeus_pfo_optimizer *o, const char *route, char *body) {
   char *resp = NULL;
   int status = 0, rc = zeus__buf_printf(&path, "%s/%s", route, o->job_esc);
   if (!rc) rc = zeus__pfo_http_request(o->http, "POST", path.data, body, false, 409, &resp, &status);
+  o->last_status = status;
   zeus__buf_free(&path);
   zeus_free(body);
   free(resp);
   return job_error(o, rc, status);
+}
+
+/* Tells the server that this rank drops out, so that every other rank hears it at once (their
+ * schedule requests are answered 410 with `reason`) instead of waiting for a schedule that cannot
+ * come. One try, two seconds at most, errors only logged: the rank is stopping anyway. The last
+ * error (zeus_errmsg) is kept. */
+static void leave_job(zeus_pfo_optimizer *o, const char *reason) {
+  if (o->left || !o->http || !o->job_esc) return;
+  o->left = true;
+  zeus__saved_error e;
+  zeus__error_save(&e);
+  json_t *b = json_pack("{si}", "rank", o->rank);
+  if (b) json_object_set_new(b, "reason", json_stringn(reason, strnlen(reason, 512)));
+  char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
+  json_decref(b);
+  zeus__buf path = {0};
+  char *resp = NULL;
+  int status = 0;
+  if (body && !zeus__buf_printf(&path, "/leave/%s", o->job_esc) &&
+      zeus__pfo_http_request_once(o->http, "POST", path.data, body, 2.0, &resp, &status))
+    zeus__log(ZEUS_LOG_DEBUG, "pfo", "rank %d: telling the server it left the job failed: %s", o->rank, zeus_errmsg());
+  free(resp);
+  free(body);
+  zeus__buf_free(&path);
+  zeus__error_restore(&e);
 }
 
 static int register_job(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *opts) {
@@ -327,6 +361,7 @@ static int fetch_schedule(zeus_pfo_optimizer *o, zeus_pfo_schedule *out) {
   char *resp = NULL;
   int status = 0, rc = zeus__buf_printf(&path, "/schedule/%s?rank=%d", o->job_esc, o->rank);
   if (!rc) rc = zeus__pfo_http_request(o->http, "GET", path.data, NULL, true, 0, &resp, &status);
+  o->last_status = status;
   zeus__buf_free(&path);
   if (rc) return job_error(o, rc, status);
   zeus_pfo_schedule s;
@@ -420,6 +455,12 @@ typedef struct bcast_msg {
 
 void zeus_pfo_optimizer_close(zeus_pfo_optimizer *o) {
   if (!o) return;
+  /* A rank that stops while the job goes on would leave the others waiting for it: say so. */
+  if (!o->detached) {
+    char why[96];
+    snprintf(why, sizeof why, "rank %d closed its optimizer (its training stopped)", o->rank);
+    leave_job(o, why);
+  }
   zeus_pfo_controller_close(o->ctl);
   zeus_monitor_close(o->m.mon);
   zeus__pfo_http_close(o->http);
@@ -440,6 +481,15 @@ static int setup_local(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *opt
   zeus__pfo_http_opts ho = {opts->connect_timeout_s, opts->request_timeout_s, opts->schedule_timeout_s, opts->retries,
                             opts->retry_backoff_s, opts->token};
   if ((rc = zeus__pfo_http_open(&o->http, opts->server_url, &ho))) return rc;
+  /* This rank's credential: registered with the rank, required by the server on every later
+   * request about it, so that nobody else who learns the job id can act for this rank. */
+  char tok[33], line[64];
+  if ((rc = zeus__random_token(tok, 32))) return rc;
+  snprintf(line, sizeof line, "X-Zeus-Rank-Token: %s", tok);
+  rc = zeus__pfo_http_add_header(o->http, line);
+  memset(tok, 0, sizeof tok);
+  memset(line, 0, sizeof line);
+  if (rc) return rc;
   if (opts->device_id >= zeus_gpu_count(d))
     return zeus__error(ZEUS_ENOENT, "Perseus client: device_id %u does not exist (%u visible GPU%s on backend %s)",
                        opts->device_id, zeus_gpu_count(d), zeus_gpu_count(d) == 1 ? "" : "s", zeus_devices_backend(d));
@@ -507,6 +557,9 @@ int zeus_pfo_optimizer_open(zeus_pfo_optimizer **out, const zeus_pfo_optimizer_o
   }
   local = agree(coll, local, "fetching the first schedule");
   if (local) {
+    /* Ranks that are not in this collective (or without one) would wait for this one. */
+    if (o->last_status != 410) leave_job(o, zeus_errmsg());
+    o->detached = true; /* close: do not say it twice */
     zeus__saved_error e;
     zeus__error_save(&e);
     zeus_pfo_optimizer_close(o);
@@ -642,6 +695,8 @@ int zeus_pfo_on_step_end(zeus_pfo_optimizer *o) {
     o->detached = true;
     zeus__log(ZEUS_LOG_WARN, "pfo", "rank %d: %s; staying on the last schedule without the server", o->rank,
               zeus_errmsg());
+    /* 410: another rank left and the server said so; otherwise this rank drops out and says so. */
+    if (o->last_status != 410) leave_job(o, zeus_errmsg());
   }
   o->round++;
   o->it = 0;

@@ -147,11 +147,14 @@ const zeus_pfo_offline_result *zeus__profiling_unit(const zeus__profiling *p, si
 
 size_t zeus__profiling_units(const zeus__profiling *p) { return p->n; }
 
-int zeus__profiling_write_csv(const zeus__profiling *p, const char *path) {
+int zeus__profiling_write_csv(const zeus__profiling *p, const zeus__pfo_dump_loc *dump, const char *name) {
   zeus_pfo_offline_result *v = malloc((p->n + 1) * sizeof *v);
   if (!v) return zeus__oom("writing the instruction CSV");
   for (size_t i = 0; i < p->n; i++) v[i] = p->u[i].prof;
-  int rc = zeus_pfo_write_instruction_csv(path, v, p->n);
+  zeus__buf b = {0};
+  int rc = zeus__pfo_instruction_csv(v, p->n, &b);
+  if (!rc) rc = zeus__pfo_dump_write(dump, name, b.data, b.len);
+  zeus__buf_free(&b);
   free(v);
   return rc;
 }

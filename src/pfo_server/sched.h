@@ -26,7 +26,12 @@ typedef struct zeus__sched_ctx {
   const zeus_pfo_job_info *job;
   const zeus_pfo_rank_info *ranks;
   size_t n_ranks;
-  const char *job_dump_dir; /* <dump_dir>/<job_id>; for files the scheduler writes */
+  const char *job_dump_dir; /* <dump_dir>/<job_id>, for messages; NULL when nothing may be written */
+  /* Where the scheduler writes files (zeus__pfo_dump_write(dump, "name", ...)): the job's folder
+   * under the server's private dump folder, opened without following symlinks for every write.
+   * Borrowed; valid for the scheduler's whole life. NULL: write nothing. Never build a path from
+   * job_dump_dir to write to: only this is safe against other local users. */
+  const zeus__pfo_dump_loc *dump;
   bool dump_data;
   const char *job_id;                 /* for logs; NULL when unknown */
   struct zeus__solver_pool *pool;     /* the server's solver threads; NULL when there are none */
@@ -62,6 +67,9 @@ typedef struct zeus__sched_ops {
                zeus__sched_route_reply *out);
   /* The scheduler handles data and tensor parallelism itself: there is no "<name>3D". */
   bool native_3d;
+  /* Writes files into the job's dump folder even without dump_data (the server then opens and
+   * checks the dump folder at start-up). */
+  bool writes_files;
 } zeus__sched_ops;
 
 extern const zeus__sched_ops zeus__sched_point_solution;
@@ -79,7 +87,8 @@ int zeus__sched_check(const zeus__sched_ops *ops, const json_t *args);
 typedef struct zeus__sched zeus__sched;
 int zeus__sched_create(zeus__sched **out, const char *name, const json_t *args,
                        const zeus_pfo_job_info *job, const zeus_pfo_rank_info *ranks, size_t n,
-                       const char *job_dump_dir, bool dump_data, struct zeus__solver_pool *pool);
+                       const zeus__pfo_dump_loc *dump /* may be NULL */, bool dump_data,
+                       struct zeus__solver_pool *pool);
 /* The schedule of the current round, one per rank of the job in rank order (borrowed). */
 int zeus__sched_current(zeus__sched *s, const zeus_pfo_schedule **out, size_t *n);
 /* Feeds the round's results (one per rank, any order) and advances to the next schedule. */
@@ -132,8 +141,9 @@ void zeus__profiling_progress(const zeus__profiling *p, size_t *done_steps, size
 size_t zeus__profiling_units(const zeus__profiling *p);
 /* What unit i measured so far (borrowed). */
 const zeus_pfo_offline_result *zeus__profiling_unit(const zeus__profiling *p, size_t i);
-/* Writes the instruction CSV of every unit (zeus_pfo_write_instruction_csv). */
-int zeus__profiling_write_csv(const zeus__profiling *p, const char *path);
+/* Writes the instruction CSV of every unit as `name` in the job's dump folder (atomically, without
+ * following symlinks). */
+int zeus__profiling_write_csv(const zeus__profiling *p, const zeus__pfo_dump_loc *dump, const char *name);
 /* Mean of a breakdown's values for `inst` over iterations [skip, n_iters) (all iterations when
  * there are no more than `skip`); false when the instruction is absent or has no values. */
 bool zeus__pfo_breakdown_mean(const zeus_pfo_breakdown *bd, size_t nbd, const char *inst, long skip, double *out);

@@ -91,4 +91,5 @@ static void allmax_destroy(void *state) {
 
 const zeus__sched_ops zeus__sched_all_max = {
     "AllMaxFrequency", allmax_params, NULL, allmax_create, allmax_next, allmax_observe, allmax_destroy, NULL, false,
+    false, /* writes no files */
 };

@@ -104,7 +104,8 @@ typedef struct {
   pipe *pipes;
   json_t *deployments, *events;
   size_t deployments_dropped, events_dropped, ndeployments;
-  char *dir;
+  char *dir;                      /* the job's dump folder, for the status */
+  const zeus__pfo_dump_loc *dump; /* where files are written (without following symlinks) */
   char dump_error[512];
   double *scratch; /* 6 S M doubles for measurements */
 } perseus;
@@ -187,15 +188,11 @@ static json_t *status_json(const perseus *st, bool full);
 /* Writes one file of the job's dump folder atomically (the only place Perseus writes); a failure
  * is kept for the status and logged, never fatal. */
 static void write_file(perseus *st, const char *name, const void *data, size_t len) {
-  if (!st->dir) return;
-  zeus__buf path = {0};
-  int rc = zeus__buf_printf(&path, "%s/%s", st->dir, name);
-  if (!rc) rc = zeus__write_file_atomic(path.data, data, len);
-  if (rc) {
+  if (!st->dir || !st->dump) return;
+  if (zeus__pfo_dump_write(st->dump, name, data, len)) {
     snprintf(st->dump_error, sizeof st->dump_error, "%s", zeus_errmsg());
     zeus__log(ZEUS_LOG_ERROR, "perseus", "job %s: %s", st->job_id, st->dump_error);
   }
-  zeus__buf_free(&path);
 }
 
 /* Rewrites perseus.json (status, deployments, events). */
@@ -450,15 +447,11 @@ static int perseus_create(void **state, const zeus__sched_ctx *ctx, const json_t
   if (units)
     for (size_t s = 0; s < S; s++) free(units[s].available_frequencies);
   free(units);
-  if (!rc && ctx->job_dump_dir) {
-    if (!(st->dir = zeus__strdup(ctx->job_dump_dir))) rc = zeus__oom("creating Perseus");
-    else if (zeus__mkdirs(st->dir)) {
-      snprintf(st->dump_error, sizeof st->dump_error, "%s", zeus_errmsg());
-      zeus__log(ZEUS_LOG_ERROR, "perseus", "job %s: %s (the job goes on; its files are served, not written)",
-                st->job_id, st->dump_error);
-      free(st->dir);
-      st->dir = NULL;
-    }
+  /* The job folder is made by the first write (zeus__pfo_dump_write), inside the server's private
+   * dump folder and without following symlinks. */
+  if (!rc && ctx->dump) {
+    st->dump = ctx->dump;
+    if (!(st->dir = zeus__strdup(ctx->dump->path))) rc = zeus__oom("creating Perseus");
   }
   if (rc) {
     perseus_destroy(st);
@@ -1393,4 +1386,5 @@ method:
 const zeus__sched_ops zeus__sched_perseus = {
     "Perseus", perseus_params, perseus_check, perseus_create, perseus_next, perseus_observe, perseus_destroy,
     perseus_route, true,
+    true, /* perseus.json and the plans it deploys, dumps or not */
 };

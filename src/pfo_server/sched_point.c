@@ -82,4 +82,5 @@ static void point_destroy(void *state) {
 
 const zeus__sched_ops zeus__sched_point_solution = {
     "PointSolution", point_params, point_check, point_create, point_next, point_observe, point_destroy, NULL, false,
+    false, /* writes no files */
 };

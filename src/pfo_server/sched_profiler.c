@@ -26,7 +26,7 @@ typedef struct {
   zeus__profiling *prof;
   zeus__prof_sample *samples;
   long warmup_iters;
-  char *csv_path;
+  const zeus__pfo_dump_loc *dump; /* where instruction_profile.csv goes; NULL: nowhere */
 } prof_state;
 
 static const zeus__sched_param prof_params[] = {
@@ -52,7 +52,6 @@ static void prof_destroy(void *state) {
   free(st->r);
   zeus__profiling_destroy(st->prof);
   free(st->samples);
-  free(st->csv_path);
   free(st);
 }
 
@@ -70,14 +69,7 @@ static int prof_create(void **state, const zeus__sched_ctx *ctx, const json_t *a
     return zeus__oom("creating InstructionProfiler");
   }
   st->warmup_iters = (long)json_integer_value(json_object_get(args, "warmup_iters"));
-  if (ctx->job_dump_dir) {
-    zeus__buf b = {0};
-    if (zeus__buf_printf(&b, "%s/instruction_profile.csv", ctx->job_dump_dir)) {
-      prof_destroy(st);
-      return zeus__oom("creating InstructionProfiler");
-    }
-    st->csv_path = b.data;
-  }
+  st->dump = ctx->dump;
   for (size_t i = 0; i < ctx->n_ranks && !rc; i++) {
     prof_rank *pr = &st->r[st->n++];
     pr->rank = ctx->ranks[i].rank;
@@ -86,7 +78,6 @@ static int prof_create(void **state, const zeus__sched_ctx *ctx, const json_t *a
   if (!rc)
     rc = zeus__profiling_create(&st->prof, "InstructionProfiler", ctx->ranks, ctx->n_ranks, minf,
                                 pat ? (long)json_integer_value(pat) : 5);
-  if (!rc && ctx->job_dump_dir) rc = zeus__mkdirs(ctx->job_dump_dir);
   if (rc) {
     prof_destroy(st);
     return rc;
@@ -145,10 +136,12 @@ static int prof_observe(void *state, const zeus_pfo_prof_result *res, size_t n) 
     }
   }
   int rc = zeus__profiling_observe(st->prof, st->samples);
-  if (!rc && phase == 1 && st->csv_path) rc = zeus__profiling_write_csv(st->prof, st->csv_path);
+  if (!rc && phase == 1 && st->dump)
+    rc = zeus__profiling_write_csv(st->prof, st->dump, "instruction_profile.csv");
   return rc;
 }
 
 const zeus__sched_ops zeus__sched_instruction_profiler = {
     "InstructionProfiler", prof_params, prof_check, prof_create, prof_next, prof_observe, prof_destroy, NULL, false,
+    true, /* instruction_profile.csv, dumps or not */
 };

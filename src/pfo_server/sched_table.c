@@ -173,7 +173,7 @@ static int advance(zeus__sched *s) {
 
 int zeus__sched_create(zeus__sched **out, const char *name, const json_t *args,
                        const zeus_pfo_job_info *job, const zeus_pfo_rank_info *ranks, size_t n,
-                       const char *job_dump_dir, bool dump_data, struct zeus__solver_pool *pool) {
+                       const zeus__pfo_dump_loc *dump, bool dump_data, struct zeus__solver_pool *pool) {
   zeus__sched *s = calloc(1, sizeof *s);
   if (!s) return zeus__oom("creating a scheduler");
   int rc = zeus__sched_lookup(name, &s->ops, &s->wrap3d);
@@ -188,7 +188,7 @@ int zeus__sched_create(zeus__sched **out, const char *name, const json_t *args,
     if (!(rc = zeus__pfo_rank_info_copy(&ranks[i], &s->ranks[i]))) s->n++;
   if (rc) { zeus__sched_destroy(s); return rc; }
   qsort(s->ranks, s->n, sizeof *s->ranks, cmp_rank);
-  zeus__sched_ctx ctx = {job, s->ranks, s->n, job_dump_dir, dump_data, job->job_id, pool};
+  zeus__sched_ctx ctx = {job, s->ranks, s->n, dump ? dump->path : NULL, dump, dump_data, job->job_id, pool};
   zeus_pfo_job_info vjob;
   zeus_pfo_rank_info *vranks = NULL;
   size_t vn = 0;

@@ -3,32 +3,67 @@
  * Schedule requests that must wait are suspended (MHD_suspend_connection), not parked on a
  * thread; the job table completes them through on_complete, which stores the reply and resumes
  * the connection; the access handler then sends the stored reply. Per-request state is freed in
- * one place, the MHD completion callback, whatever happened. */
+ * one place, the MHD completion callback, whatever happened.
+ *
+ * Everything a client can make the server hold is bounded here, for every route alike:
+ * descriptors (soft limit raised to the hard one; connections kept below it, the last few kept
+ * for registration, and a polite 503 before that), idle connections (idle_timeout_s), parked
+ * long polls (a keeper thread polls their sockets and drops those whose client went away within
+ * a second), request bodies (max_body_bytes each; received and parsed bodies together, with an
+ * estimate of their JSON's size, under max_inflight_bytes), and requests whose framing is
+ * ambiguous (two Content-Length headers, Transfer-Encoding with Content-Length) are refused and
+ * their connection closed. Routes, authentication and these checks all happen once the headers
+ * are in, before any body is read. */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
-#include <unistd.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
 #include "metrics/metrics.h"
 #include "pfo_server/job_table.h"
+#include "pfo_server/server_internal.h"
+#include "zeus/format.h"
 #include "zeus/pfo_server.h"
 #include "zeus/version.h"
 
-#define PFO_DEFAULT_BODY_MAX (16u << 20)
+#define PFO_DEFAULT_BODY_MAX ((size_t)16 << 20)
+#define PFO_DEFAULT_INFLIGHT_MAX ((size_t)256 << 20)
+#define PFO_DEFAULT_MAX_CONNECTIONS 8192
+#define PFO_DEFAULT_IDLE_TIMEOUT_S 60.0
+/* A JSON body may hold at most this many values (counted before parsing): a ProfilingResult at
+ * its bound, with a list per iteration, fits; the parse of anything larger is never started. */
+#define PFO_MAX_JSON_VALUES (2 * (size_t)ZEUS_PFO_MAX_RESULT_VALUES + 65536)
+/* Bodies up to this size are not scanned for their JSON values (see handle()). */
+#define PFO_SCAN_FROM ((size_t)64 << 10)
+/* What the parser holds per JSON value, at most (an empty list with its slots). */
+#define PFO_BYTES_PER_JSON_VALUE 112
+/* How often the keeper looks at parked connections and reaps idle jobs. */
+#define PFO_KEEPER_PERIOD_S 0.25
+#define PFO_RANK_TOKEN_HEADER "X-Zeus-Rank-Token"
+
+typedef struct req req;
 
 /* Routes as /metrics labels them (templates, never the client's URL). */
-enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT, R_METRICS, R_PERSEUS, NROUTES };
+enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT, R_METRICS, R_LEAVE, R_PERSEUS, NROUTES };
 static const char *const route_label[NROUTES] = {
     "other", "/info", "/register_job", "/register_rank/{job_id}", "/schedule/{job_id}", "/result/{job_id}",
-    "/metrics", "/perseus/{job_id}"};
+    "/metrics", "/leave/{job_id}", "/perseus/{job_id}"};
 #define NSTATUS 600 /* request counters by HTTP status 0..599 */
 /* Latency histograms by route and status class (1xx-5xx), so that fast errors do not hide slow
  * answers. */
@@ -43,32 +78,51 @@ struct zeus_pfo_server {
   int port;
   char *token;
   size_t body_max;
+  size_t inflight_max;
+  atomic_size_t inflight; /* bytes charged by requests in progress */
+  unsigned conn_limit;    /* libmicrohttpd's limit */
+  unsigned conn_polite;   /* from this many on, new connections are only for registration */
+  atomic_uint conns;
+  double idle_timeout_s;
   char *info_json;
   atomic_long parked;
-  pthread_t reaper;
-  bool reaper_started, stopping;
+  /* The keeper thread: reaps idle jobs, drops parked polls whose client went away. */
+  pthread_t keeper;
+  bool keeper_started, stopping;
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  double idle_s;
+  double last_reap;
+  /* Parked requests (a list under park_mu, which is taken before the job table's lock). */
+  pthread_mutex_t park_mu;
+  req *parked_head;
+  atomic_ulong dropped_polls;
+  atomic_ulong refused_busy;
   /* /metrics: answered requests by route and status, and their latency by route. */
   atomic_ulong requests[NROUTES][NSTATUS];
   zeus__metrics_hist latency[NROUTES][NCLASSES];
 };
 
-typedef struct req {
+struct req {
   zeus_pfo_server *srv;
   struct MHD_Connection *conn;
   zeus__buf body;
-  bool too_big, parked, has_reply;
+  size_t charged;     /* bytes of srv->inflight this request holds */
+  int route;
+  const char *job_id; /* into the URL (MHD keeps it for the request's life) */
+  bool parked, has_reply, drop, listed, refused;
+  int fd;             /* the connection's socket, while listed */
+  req *prev, *next;   /* the parked list */
   zeus__reply reply;
-  int route, status; /* status: of the reply queued (0: none yet) */
+  int status; /* of the reply queued (0: none yet) */
   double t0;
-} req;
+  const char *rest;  /* /perseus/{job_id}<rest>: what follows the job id */
+  char idbuf[512];   /* the job id of a /perseus route (decoded) */
+};
 
 /* ---- replies ---- */
 
 static enum MHD_Result send_reply(req *q, struct MHD_Connection *c, int status, char *body, size_t len,
-                                  const char *allow, const char *content_type) {
+                                  const char *allow, bool close_after, const char *content_type) {
   struct MHD_Response *resp;
   q->status = status;
   if (body) {
@@ -80,16 +134,43 @@ static enum MHD_Result send_reply(req *q, struct MHD_Connection *c, int status, 
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type ? content_type : "application/json");
   if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
   if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+  if (status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+  if (close_after) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
   MHD_destroy_response(resp);
   return rc;
 }
 
 static enum MHD_Result send_error(req *q, struct MHD_Connection *c, int status, const char *msg,
-                                  const char *allow) {
+                                  const char *allow, bool close_after) {
   zeus__reply rep = {0};
   zeus__reply_error(&rep, status, msg);
-  return send_reply(q, c, status, rep.body, rep.len, allow, NULL);
+  return send_reply(q, c, status, rep.body, rep.len, allow, close_after, NULL);
+}
+
+/* ---- the parked list ---- */
+
+static void list_add(zeus_pfo_server *s, req *q) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  pthread_mutex_lock(&s->park_mu);
+  q->fd = ci ? ci->connect_fd : -1;
+  q->prev = NULL;
+  q->next = s->parked_head;
+  if (q->next) q->next->prev = q;
+  s->parked_head = q;
+  q->listed = true;
+  pthread_mutex_unlock(&s->park_mu);
+}
+
+static void list_remove(zeus_pfo_server *s, req *q) {
+  pthread_mutex_lock(&s->park_mu);
+  if (q->listed) {
+    if (q->prev) q->prev->next = q->next;
+    else s->parked_head = q->next;
+    if (q->next) q->next->prev = q->prev;
+    q->listed = false;
+  }
+  pthread_mutex_unlock(&s->park_mu);
 }
 
 /* ---- job table callbacks ---- */
@@ -118,7 +199,8 @@ static int metrics_text(zeus_pfo_server *s, char **text, size_t *len) {
   zeus__metrics_writer_init(&w);
   zeus__metrics_family(&w, "zeus_pfo_jobs", "gauge", "Jobs registered now.");
   zeus__metrics_sample(&w, "zeus_pfo_jobs", NULL, NULL, 0, (double)st.jobs);
-  zeus__metrics_family(&w, "zeus_pfo_failed_jobs", "gauge", "Registered jobs whose scheduler failed.");
+  zeus__metrics_family(&w, "zeus_pfo_failed_jobs", "gauge",
+                       "Registered jobs that failed: their scheduler failed or a rank left.");
   zeus__metrics_sample(&w, "zeus_pfo_failed_jobs", NULL, NULL, 0, (double)st.failed_jobs);
   zeus__metrics_family(&w, "zeus_pfo_ranks", "gauge", "Ranks registered now, over every job.");
   zeus__metrics_sample(&w, "zeus_pfo_ranks", NULL, NULL, 0, (double)st.ranks);
@@ -175,7 +257,7 @@ static enum MHD_Result send_metrics(req *q, struct MHD_Connection *c, char *text
   return rc;
 }
 
-/* ---- routing ---- */
+/* ---- checks before the body ---- */
 
 static bool authorised(zeus_pfo_server *s, struct MHD_Connection *c) {
   if (!s->token) return true;
@@ -183,12 +265,7 @@ static bool authorised(zeus_pfo_server *s, struct MHD_Connection *c) {
   if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
   h += 7;
   while (*h == ' ') h++;
-  /* Constant-time comparison of equal-length strings. */
-  size_t n = strlen(s->token);
-  if (strlen(h) != n) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < n; i++) diff |= (unsigned char)(h[i] ^ s->token[i]);
-  return diff == 0;
+  return zeus__secret_equal(h, s->token);
 }
 
 /* Matches "/<prefix>/<id>[/<rest>]": copies the id (non-empty) into buf and returns the rest ("" or
@@ -213,8 +290,152 @@ static const char *route_id(const char *url, const char *prefix) {
   return id;
 }
 
+typedef struct header_count {
+  unsigned content_length, transfer_encoding, authorization, rank_token;
+} header_count;
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+  (void)kind;
+  (void)value;
+  header_count *h = cls;
+  if (!key) return MHD_YES;
+  if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) h->content_length++;
+  else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) h->transfer_encoding++;
+  else if (!strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION)) h->authorization++;
+  else if (!strcasecmp(key, PFO_RANK_TOKEN_HEADER)) h->rank_token++;
+  return MHD_YES;
+}
+
+/* A request whose length or credentials two headers could disagree on is refused: a proxy in
+ * front of us might read it the other way (request smuggling). NULL when the framing is clear. */
+static const char *ambiguous_framing(struct MHD_Connection *c) {
+  header_count h = {0};
+  MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &h);
+  if (h.content_length > 1) return "the request has more than one Content-Length header";
+  if (h.transfer_encoding && h.content_length)
+    return "the request has both Transfer-Encoding and Content-Length headers";
+  if (h.transfer_encoding > 1) return "the request has more than one Transfer-Encoding header";
+  if (h.transfer_encoding) {
+    const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (!te || strcasecmp(te, "chunked") != 0) return "Transfer-Encoding other than 'chunked' is not supported";
+  }
+  if (h.authorization > 1) return "the request has more than one Authorization header";
+  if (h.rank_token > 1) return "the request has more than one " PFO_RANK_TOKEN_HEADER " header";
+  return NULL;
+}
+
+/* Whether the connection was accepted past the polite limit (see on_connection). */
+static bool connection_over(struct MHD_Connection *c) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci && ci->socket_context != NULL;
+}
+
+/* Takes `n` bytes of the in-flight budget for request q, or returns false (nothing taken). */
+static bool inflight_take(zeus_pfo_server *s, req *q, size_t n) {
+  size_t cur = atomic_load(&s->inflight);
+  do {
+    if (cur + n > s->inflight_max || cur + n < cur) return false;
+  } while (!atomic_compare_exchange_weak(&s->inflight, &cur, cur + n));
+  q->charged += n;
+  return true;
+}
+
+/* How many JSON values the body holds, counting separators and openings outside strings (a
+ * bound for what parsing it would allocate), stopping once past `max`. */
+static size_t json_values(const char *p, size_t n, size_t max) {
+  size_t v = 1;
+  bool in_str = false;
+  for (size_t i = 0; i < n && v <= max; i++) {
+    char ch = p[i];
+    if (in_str) {
+      if (ch == '\\') i++;
+      else if (ch == '"') in_str = false;
+    } else if (ch == '"') {
+      in_str = true;
+    } else if (ch == ',' || ch == '[' || ch == '{' || ch == ':') {
+      v++;
+    }
+  }
+  return v;
+}
+
+/* ---- the access handler ---- */
+
+/* The first call of a request: headers are in, nothing of the body is read. Decides the route and
+ * refuses what can be refused before the body arrives. Returns MHD_YES with *refused false to go
+ * on reading the body. */
+static enum MHD_Result first_call(zeus_pfo_server *s, req *q, struct MHD_Connection *c, const char *url,
+                                  const char *method) {
+  const char *why = ambiguous_framing(c);
+  if (why) {
+    q->refused = true;
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s; refusing it and closing the connection", why);
+    return send_error(q, c, 400, msg, NULL, true);
+  }
+  const char *allow = NULL, *id = NULL;
+  if (strcmp(url, "/info") == 0) q->route = R_INFO, allow = "GET";
+  else if (strcmp(url, "/metrics") == 0) q->route = R_METRICS, allow = "GET";
+  else if (strcmp(url, "/register_job") == 0) q->route = R_JOB, allow = "POST";
+  else if ((id = route_id(url, "/register_rank"))) q->route = R_RANK, allow = "POST";
+  else if ((id = route_id(url, "/schedule"))) q->route = R_SCHED, allow = "GET";
+  else if ((id = route_id(url, "/result"))) q->route = R_RESULT, allow = "POST";
+  else if ((id = route_id(url, "/leave"))) q->route = R_LEAVE, allow = "POST";
+  else if ((q->rest = route_id_rest(url, "/perseus", q->idbuf, sizeof q->idbuf)))
+    q->route = R_PERSEUS, id = q->idbuf, allow = "GET, POST";
+  q->job_id = id;
+  bool registration = q->route == R_JOB || q->route == R_RANK || q->route == R_LEAVE;
+  if (connection_over(c) && !registration) {
+    /* Past the polite limit: the last connections are kept for registering and leaving, so that
+     * whoever holds many connections cannot stop new jobs from starting. */
+    q->refused = true;
+    atomic_fetch_add(&s->refused_busy, 1);
+    char msg[240];
+    snprintf(msg, sizeof msg, "the server has %u connections open, near its limit of %u (the rest are kept for "
+             "registration); try again shortly", atomic_load(&s->conns), s->conn_limit);
+    return send_error(q, c, 503, msg, NULL, true);
+  }
+  if (q->route == R_NONE) {
+    q->refused = true;
+    return send_error(q, c, 404, "no such route (routes: GET /info, GET /metrics, POST /register_job, "
+                      "POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=N, POST /result/{job_id}, "
+                      "POST /leave/{job_id}; with the Perseus scheduler GET /perseus/{job_id}[/...] and "
+                      "POST /perseus/{job_id}/straggler)", NULL, false);
+  }
+  if (!authorised(s, c)) {
+    q->refused = true;
+    return send_error(q, c, 401, "missing or wrong bearer token", NULL, false);
+  }
+  bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
+  if ((strcmp(allow, "GET") == 0 && !get) || (strcmp(allow, "POST") == 0 && !post) || (!get && !post)) {
+    q->refused = true;
+    char msg[96];
+    snprintf(msg, sizeof msg, "method %.16s is not allowed here (allowed: %s)", method, allow);
+    return send_error(q, c, 405, msg, allow, false);
+  }
+  const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  unsigned long long want = cl ? strtoull(cl, NULL, 10) : 0;
+  if (want > s->body_max) {
+    q->refused = true;
+    char msg[128];
+    snprintf(msg, sizeof msg, "request body of %llu bytes is larger than the limit of %zu bytes (max_body_bytes, "
+             "--max-body)", want, s->body_max);
+    return send_error(q, c, 413, msg, NULL, true);
+  }
+  if (want && !inflight_take(s, q, (size_t)want)) {
+    q->refused = true;
+    atomic_fetch_add(&s->refused_busy, 1);
+    char msg[200];
+    snprintf(msg, sizeof msg, "the server is receiving %zu bytes of requests, its limit is %zu "
+             "(max_inflight_bytes); try again shortly", atomic_load(&s->inflight), s->inflight_max);
+    return send_error(q, c, 503, msg, NULL, true);
+  }
+  return MHD_YES;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+  (void)version;
   zeus_pfo_server *s = cls;
   req *q = *con_cls;
   if (!q) {
@@ -222,70 +443,78 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (!q) return MHD_NO;
     q->srv = s;
     q->conn = c;
+    q->fd = -1;
     q->t0 = zeus_monotonic_s();
     *con_cls = q;
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > s->body_max) q->too_big = true;
+    return first_call(s, q, c, url, method);
+  }
+  if (q->refused) { /* answered already: drop whatever body still comes */
+    *upload_size = 0;
     return MHD_YES;
   }
+  if (q->drop) { /* the keeper found the client gone */
+    list_remove(s, q);
+    return MHD_NO;
+  }
   if (q->has_reply) { /* resumed after the job table answered */
+    list_remove(s, q);
     q->has_reply = false;
     q->parked = false;
     atomic_fetch_sub(&s->parked, 1);
     char *b = q->reply.body;
     q->reply.body = NULL;
-    return send_reply(q, c, q->reply.status, b, q->reply.len, NULL, NULL);
+    return send_reply(q, c, q->reply.status, b, q->reply.len, NULL, false, NULL);
   }
   if (*upload_size) {
-    if (!q->too_big && q->body.len + *upload_size > s->body_max) q->too_big = true;
-    if (!q->too_big && zeus__buf_append(&q->body, upload, *upload_size)) q->too_big = true;
+    size_t n = *upload_size;
     *upload_size = 0;
+    /* A chunked body has no Content-Length: it is charged as it comes. */
+    bool fits = q->body.len + n <= s->body_max;
+    if (fits && q->body.len + n > q->charged && !inflight_take(s, q, q->body.len + n - q->charged)) {
+      q->refused = true;
+      atomic_fetch_add(&s->refused_busy, 1);
+      return send_error(q, c, 503, "the server is receiving too many requests at once (max_inflight_bytes); try again "
+                        "shortly", NULL, true);
+    }
+    if (!fits || zeus__buf_append(&q->body, upload, n)) {
+      q->refused = true;
+      char msg[128];
+      snprintf(msg, sizeof msg, "request body larger than the limit of %zu bytes (max_body_bytes, --max-body)",
+               s->body_max);
+      return send_error(q, c, 413, msg, NULL, true);
+    }
     return MHD_YES;
   }
   if (q->parked) return MHD_YES; /* spurious call while suspended */
 
-  bool get = strcmp(method, "GET") == 0, post = strcmp(method, "POST") == 0;
-  const char *id = NULL, *rest = NULL;
-  char idbuf[512];
-  int route = R_NONE;
-  const char *allow = NULL;
-  if (strcmp(url, "/info") == 0) route = R_INFO, allow = "GET";
-  else if (strcmp(url, "/metrics") == 0) route = R_METRICS, allow = "GET";
-  else if ((rest = route_id_rest(url, "/perseus", idbuf, sizeof idbuf)))
-    route = R_PERSEUS, id = idbuf, allow = "GET, POST";
-  else if (strcmp(url, "/register_job") == 0) route = R_JOB, allow = "POST";
-  else if ((id = route_id(url, "/register_rank"))) route = R_RANK, allow = "POST";
-  else if ((id = route_id(url, "/schedule"))) route = R_SCHED, allow = "GET";
-  else if ((id = route_id(url, "/result"))) route = R_RESULT, allow = "POST";
-  q->route = route;
-  if (route == R_NONE)
-    return send_error(q, c, 404,
-                      "no such route (routes: GET /info, GET /metrics, POST /register_job, "
-                      "POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=N, "
-                      "POST /result/{job_id}; with the Perseus scheduler GET /perseus/{job_id}[/...] "
-                      "and POST /perseus/{job_id}/straggler)",
-                      NULL);
-  if (!authorised(s, c)) return send_error(q, c, 401, "missing or wrong bearer token", NULL);
-  if ((strcmp(allow, "GET") == 0 && !get) || (strcmp(allow, "POST") == 0 && !post) || (!get && !post)) {
-    char msg[96];
-    snprintf(msg, sizeof msg, "method %s is not allowed here (allowed: %s)", method, allow);
-    return send_error(q, c, 405, msg, allow);
-  }
-  if (q->too_big) {
-    char msg[96];
-    snprintf(msg, sizeof msg, "request body larger than the limit of %zu bytes", s->body_max);
-    return send_error(q, c, 413, msg, NULL);
-  }
-  if (route == R_METRICS) {
+  if (q->route == R_METRICS) {
     char *text = NULL;
     size_t tlen = 0;
-    if (metrics_text(s, &text, &tlen)) return send_error(q, c, 500, "out of memory", NULL);
+    if (metrics_text(s, &text, &tlen)) return send_error(q, c, 500, "out of memory", NULL, false);
     return send_metrics(q, c, text, tlen);
   }
   const char *body = q->body.data ? q->body.data : "";
   size_t len = q->body.len;
+  if (len) {
+    /* Parsing allocates per value: count first, charge the estimate, refuse what cannot fit. A
+     * value takes at least two bytes ("1,"), so a small body is charged that bound unscanned:
+     * the requests of every round stay free of the scan. */
+    size_t nv = len <= PFO_SCAN_FROM ? len / 2 + 1 : json_values(body, len, PFO_MAX_JSON_VALUES);
+    if (nv > PFO_MAX_JSON_VALUES) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "request body holds more than %zu JSON values, the most any request needs",
+               (size_t)PFO_MAX_JSON_VALUES);
+      return send_error(q, c, 413, msg, NULL, true);
+    }
+    if (!inflight_take(s, q, nv * PFO_BYTES_PER_JSON_VALUE)) {
+      atomic_fetch_add(&s->refused_busy, 1);
+      return send_error(q, c, 503, "the server is parsing too many requests at once (max_inflight_bytes); try again "
+                        "shortly", NULL, false);
+    }
+  }
+  const char *token = MHD_lookup_connection_value(c, MHD_HEADER_KIND, PFO_RANK_TOKEN_HEADER);
   zeus__reply rep = {0};
-  switch (route) {
+  switch (q->route) {
     case R_INFO: {
       /* The fixed settings, plus the dump failures so far (a full disk is visible from outside). */
       unsigned long fails;
@@ -296,28 +525,39 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         json_object_set_new(o, "dump_failures", json_integer((json_int_t)fails));
         json_object_set_new(o, "last_dump_error", fails ? json_string(last) : json_null());
       }
-      char *b = o ? json_dumps(o, JSON_COMPACT) : NULL;
+      char *b = o ? zeus_json_dumps(o, JSON_COMPACT) : NULL; /* zeus_free() is free() */
       json_decref(o);
-      return b ? send_reply(q, c, 200, b, strlen(b), NULL, NULL) : MHD_NO;
+      return b ? send_reply(q, c, 200, b, strlen(b), NULL, false, NULL) : MHD_NO;
     }
     case R_JOB: zeus__job_table_register_job(s->jobs, body, len, &rep); break;
-    case R_RANK: zeus__job_table_register_rank(s->jobs, id, body, len, &rep); break;
-    case R_RESULT: zeus__job_table_post_result(s->jobs, id, body, len, &rep); break;
-    case R_PERSEUS: zeus__job_table_sched_route(s->jobs, id, method, rest, body, len, &rep); break;
+    case R_RANK: zeus__job_table_register_rank(s->jobs, q->job_id, token, body, len, &rep); break;
+    case R_RESULT: zeus__job_table_post_result(s->jobs, q->job_id, token, body, len, &rep); break;
+    case R_LEAVE: zeus__job_table_leave(s->jobs, q->job_id, token, body, len, &rep); break;
+    case R_PERSEUS: zeus__job_table_sched_route(s->jobs, q->job_id, method, q->rest, body, len, &rep); break;
     case R_SCHED: {
       const char *rank = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "rank");
-      if (zeus__job_table_request_schedule(s->jobs, id, rank, q, &rep) == 0) return MHD_YES; /* parked */
+      if (zeus__job_table_request_schedule(s->jobs, q->job_id, rank, token, q, &rep) == 0) {
+        list_add(s, q); /* parked: the keeper watches its socket from now on */
+        return MHD_YES;
+      }
       break;
     }
     default: break;
   }
-  return send_reply(q, c, rep.status, rep.body, rep.len, rep.allow, rep.content_type);
+  /* The parse is over: what it held is free again. */
+  atomic_fetch_sub(&s->inflight, q->charged);
+  q->charged = 0;
+  zeus__buf_free(&q->body);
+  return send_reply(q, c, rep.status, rep.body, rep.len, rep.allow, false, rep.content_type);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+  (void)c;
+  (void)toe;
   zeus_pfo_server *s = cls;
   req *q = *con_cls;
   if (!q) return;
+  list_remove(s, q);
   if (q->status > 0 && q->status < NSTATUS && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
     atomic_fetch_add_explicit(&s->requests[q->route][q->status], 1, memory_order_relaxed);
     if (q->status >= 100)
@@ -327,30 +567,99 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     zeus__job_table_cancel_waiter(s->jobs, q);
     atomic_fetch_sub(&s->parked, 1);
   }
+  if (q->charged) atomic_fetch_sub(&s->inflight, q->charged);
   free(q->reply.body);
   zeus__buf_free(&q->body);
   free(q);
   *con_cls = NULL;
 }
 
-/* Keep-alive connections stay open between rounds; a client that vanishes is dropped after it
- * has been idle this long (suspended long polls are exempt: MHD does not time them out). */
-#define PFO_CONN_TIMEOUT_S 600
+/* Counts connections, marks those accepted past the polite limit, and turns on TCP keep-alive
+ * probes so that a peer host that vanished without closing is noticed within half a minute. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  zeus_pfo_server *s = cls;
+  if (code != MHD_CONNECTION_NOTIFY_STARTED) {
+    atomic_fetch_sub(&s->conns, 1);
+    return;
+  }
+  unsigned n = atomic_fetch_add(&s->conns, 1) + 1;
+  *socket_context = n > s->conn_polite ? (void *)s : NULL;
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (ci && ci->connect_fd >= 0) {
+    int one = 1, idle = 10, intvl = 5, cnt = 3;
+    setsockopt(ci->connect_fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    setsockopt(ci->connect_fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+  }
+}
 
-static void *reaper_main(void *arg) {
+/* ---- the keeper thread ---- */
+
+/* Drops parked requests whose client closed its end (or whose socket failed): the poll is
+ * cancelled in the job table and the connection resumed to be closed. Lock order: park_mu, then
+ * the job table's. */
+static void drop_vanished(zeus_pfo_server *s, struct pollfd **pfd, req ***who, size_t *cap) {
+  pthread_mutex_lock(&s->park_mu);
+  size_t n = 0;
+  for (req *q = s->parked_head; q; q = q->next) {
+    if (q->fd < 0) continue;
+    if (n == *cap) {
+      size_t nc = *cap ? 2 * *cap : 256;
+      struct pollfd *np = realloc(*pfd, nc * sizeof **pfd);
+      if (np) *pfd = np;
+      req **nw = np ? realloc(*who, nc * sizeof **who) : NULL;
+      if (nw) *who = nw;
+      if (!np || !nw) break; /* look at the others next time */
+      *cap = nc;
+    }
+    (*pfd)[n] = (struct pollfd){.fd = q->fd, .events = POLLRDHUP};
+    (*who)[n++] = q;
+  }
+  if (n && poll(*pfd, n, 0) > 0) {
+    for (size_t i = 0; i < n; i++) {
+      if (!((*pfd)[i].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL))) continue;
+      req *q = (*who)[i];
+      /* Only a request the table still holds is ours to end; one it answered meanwhile goes its
+       * own way (its reply is on the way to a closed socket, which MHD notices). */
+      if (zeus__job_table_cancel_waiter(s->jobs, q)) {
+        q->drop = true;
+        atomic_fetch_add(&s->dropped_polls, 1);
+        zeus__log(ZEUS_LOG_DEBUG, "pfo", "dropped a waiting schedule request of a client that went away");
+        MHD_resume_connection(q->conn);
+      }
+    }
+  }
+  pthread_mutex_unlock(&s->park_mu);
+}
+
+static void *keeper_main(void *arg) {
   zeus_pfo_server *s = arg;
+  struct pollfd *pfd = NULL;
+  req **who = NULL;
+  size_t cap = 0;
   pthread_mutex_lock(&s->mu);
   while (!s->stopping) {
-    struct timespec until = zeus__deadline_in(1.0);
+    struct timespec until = zeus__deadline_in(PFO_KEEPER_PERIOD_S);
     zeus__cond_wait_until(&s->cv, &s->mu, &until);
     if (s->stopping) break;
     pthread_mutex_unlock(&s->mu);
-    zeus__job_table_reap(s->jobs, zeus_monotonic_s());
+    drop_vanished(s, &pfd, &who, &cap);
+    double now = zeus_monotonic_s();
+    if (now - s->last_reap >= 1.0) {
+      s->last_reap = now;
+      zeus__job_table_reap(s->jobs, now);
+    }
     pthread_mutex_lock(&s->mu);
   }
   pthread_mutex_unlock(&s->mu);
+  free(pfd);
+  free(who);
   return NULL;
 }
+
+/* ---- settings ---- */
 
 void zeus_pfo_server_opts_init(zeus_pfo_server_opts *o) {
   memset(o, 0, sizeof *o);
@@ -360,11 +669,32 @@ void zeus_pfo_server_opts_init(zeus_pfo_server_opts *o) {
   o->dump_dir = "./dump";
   o->max_job_idle_time_s = 7 * 24 * 3600;
   o->max_body_bytes = PFO_DEFAULT_BODY_MAX;
+  o->max_connections = PFO_DEFAULT_MAX_CONNECTIONS;
+  o->idle_timeout_s = PFO_DEFAULT_IDLE_TIMEOUT_S;
+  o->max_jobs = ZEUS__PFO_DEFAULT_MAX_JOBS;
+  o->max_job_memory_bytes = ZEUS__PFO_DEFAULT_MAX_JOB_BYTES;
+  o->max_memory_bytes = ZEUS__PFO_DEFAULT_MAX_TOTAL_BYTES;
+  o->max_inflight_bytes = PFO_DEFAULT_INFLIGHT_MAX;
+}
+
+/* A token variable that is set but empty would turn authentication off without a word. */
+static int refuse_empty_env(const char *name) {
+  char z[64], p[64];
+  snprintf(z, sizeof z, "ZEUS_PFO_%s", name);
+  snprintf(p, sizeof p, "PERSEUS_%s", name);
+  const char *which = NULL;
+  if (getenv(z) && !*getenv(z)) which = z;
+  else if (!getenv(z) && getenv(p) && !*getenv(p)) which = p;
+  if (which)
+    return zeus__error(ZEUS_EINVAL, "%s is set but empty, which would turn authentication off; unset it for no "
+                       "token", which);
+  return ZEUS_OK;
 }
 
 int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *o) {
   char name[64];
   const char *v;
+  int rc;
   if ((v = zeus__pfo_env("SCHEDULER", name, sizeof name))) o->scheduler = v;
   if ((v = zeus__pfo_env("SCHEDULER_ARGS", name, sizeof name))) {
     json_t *j;
@@ -386,13 +716,95 @@ int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *o) {
     o->dump_data = b;
   }
   if ((v = zeus__pfo_env("DUMP_DIR", name, sizeof name))) o->dump_dir = v;
+  long t;
   if ((v = zeus__pfo_env("MAX_JOB_IDLE_TIME", name, sizeof name))) {
-    long t;
     if (zeus__parse_long(v, 1, 100L * 365 * 24 * 3600, name, &t)) return zeus_errcode();
     o->max_job_idle_time_s = (int)(t > 2000000000L ? 2000000000L : t);
   }
+  if ((rc = refuse_empty_env("TOKEN")) || (rc = refuse_empty_env("TOKEN_FILE"))) return rc;
   if ((v = zeus__pfo_env("TOKEN", name, sizeof name))) o->token = v;
+  if ((v = zeus__pfo_env("TOKEN_FILE", name, sizeof name))) o->token_file = v;
+  if ((v = zeus__pfo_env("REQUIRE_RANK_TOKENS", name, sizeof name))) {
+    bool b;
+    if (zeus__parse_bool(v, name, &b)) return zeus_errcode();
+    o->require_rank_tokens = b;
+  }
+  if ((v = zeus__pfo_env("MAX_CONNECTIONS", name, sizeof name))) {
+    if (zeus__parse_long(v, 16, 1000000, name, &t)) return zeus_errcode();
+    o->max_connections = (int)t;
+  }
+  if ((v = zeus__pfo_env("IDLE_TIMEOUT", name, sizeof name))) {
+    double d;
+    if (zeus__parse_double(v, 1, 86400, name, &d)) return zeus_errcode();
+    o->idle_timeout_s = d;
+  }
+  if ((v = zeus__pfo_env("MAX_JOBS", name, sizeof name))) {
+    if (zeus__parse_long(v, 1, 1000000, name, &t)) return zeus_errcode();
+    o->max_jobs = (int)t;
+  }
+  if ((v = zeus__pfo_env("MAX_JOB_MEMORY", name, sizeof name))) {
+    if (zeus__parse_long(v, 1L << 20, 1L << 40, name, &t)) return zeus_errcode();
+    o->max_job_memory_bytes = (size_t)t;
+  }
+  if ((v = zeus__pfo_env("MAX_MEMORY", name, sizeof name))) {
+    if (zeus__parse_long(v, 1L << 20, 1L << 40, name, &t)) return zeus_errcode();
+    o->max_memory_bytes = (size_t)t;
+  }
   return ZEUS_OK;
+}
+
+/* The bearer token from the first line of `path`: a regular file of at most 4 KiB. */
+static int read_token_file(const char *path, char **out) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0)
+    return zeus__error(ZEUS_EINVAL, "token file '%s': cannot open it: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 4096) {
+    close(fd);
+    return zeus__error(ZEUS_EINVAL, "token file '%s': expected a regular file of at most 4096 bytes", path);
+  }
+  if (st.st_mode & (S_IRGRP | S_IROTH))
+    zeus__log(ZEUS_LOG_WARN, "pfo", "token file '%s' may be read by %s (mode %04o); run 'chmod go-r %s'", path,
+              (st.st_mode & S_IROTH) ? "every user" : "its group", (unsigned)(st.st_mode & 07777), path);
+  char buf[4097];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n < 0) return zeus__error(ZEUS_EINVAL, "token file '%s': %s", path, strerror(errno));
+  buf[n] = '\0';
+  buf[strcspn(buf, "\r\n")] = '\0';
+  size_t k = strlen(buf);
+  while (k && (buf[k - 1] == ' ' || buf[k - 1] == '\t')) buf[--k] = '\0';
+  if (!k) return zeus__error(ZEUS_EINVAL, "token file '%s': the first line is empty", path);
+  if (!(*out = zeus__strdup(buf))) return zeus__oom("reading the token file");
+  memset(buf, 0, sizeof buf);
+  return ZEUS_OK;
+}
+
+static bool is_loopback(const struct sockaddr *a) {
+  if (a->sa_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa_family == AF_INET6) {
+    const struct in6_addr *x = &((const struct sockaddr_in6 *)a)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(x)) return true;
+    return IN6_IS_ADDR_V4MAPPED(x) && x->s6_addr[12] == 127;
+  }
+  return false;
+}
+
+/* Raises the soft descriptor limit to the hard one; returns the soft limit now in force. */
+static rlim_t raise_nofile(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 1024;
+  rlim_t want = rl.rlim_max == RLIM_INFINITY ? (rlim_t)1 << 20 : rl.rlim_max;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+    rlim_t old = rl.rlim_cur;
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+      zeus__log(ZEUS_LOG_INFO, "pfo", "raised the descriptor limit from %llu to %llu", (unsigned long long)old,
+                (unsigned long long)want);
+    getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  return rl.rlim_cur == RLIM_INFINITY ? (rlim_t)1 << 20 : rl.rlim_cur;
 }
 
 int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts) {
@@ -404,6 +816,12 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   if (!o.dump_dir || !*o.dump_dir) o.dump_dir = "./dump";
   if (o.max_job_idle_time_s <= 0) o.max_job_idle_time_s = 7 * 24 * 3600;
   if (!o.max_body_bytes) o.max_body_bytes = PFO_DEFAULT_BODY_MAX;
+  if (!o.max_inflight_bytes) o.max_inflight_bytes = PFO_DEFAULT_INFLIGHT_MAX;
+  if (o.max_inflight_bytes < o.max_body_bytes) o.max_inflight_bytes = o.max_body_bytes;
+  if (o.idle_timeout_s <= 0) o.idle_timeout_s = PFO_DEFAULT_IDLE_TIMEOUT_S;
+  if (o.max_connections <= 0) o.max_connections = PFO_DEFAULT_MAX_CONNECTIONS;
+  if (o.max_connections < 16) return zeus__error(ZEUS_EINVAL, "max_connections %d is below 16", o.max_connections);
+  if (o.max_jobs < 0) return zeus__error(ZEUS_EINVAL, "max_jobs %d is negative", o.max_jobs);
   if (o.threads <= 0) {
     /* One HTTP thread per online CPU, at most 8: the server is CPU-bound on parsing and JSON. */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -413,36 +831,79 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   if (o.solver_threads < 0 || o.solver_threads > 16)
     return zeus__error(ZEUS_EINVAL, "solver_threads %d is outside 1..16", o.solver_threads);
 
+  if (o.token && !*o.token)
+    return zeus__error(ZEUS_EINVAL, "the token is empty, which would turn authentication off; give no token for "
+                       "none, or a non-empty one");
+  if (o.token && o.token_file && *o.token_file)
+    return zeus__error(ZEUS_EINVAL, "give the token or the token file, not both");
+
+  char *token = NULL;
+  int rc = ZEUS_OK;
+  if (o.token) token = zeus__strdup(o.token);
+  else if (o.token_file && *o.token_file) rc = read_token_file(o.token_file, &token);
+  if (rc) return rc;
+  if (o.token && !token) return zeus__oom("creating the server");
+
+  /* Descriptors: every connection is one; the rest (dumps, the listening socket, libmicrohttpd's
+   * wake-up pipes, logs) gets a reserve. */
+  rlim_t nofile = raise_nofile();
+  long reserve = 32 + 4L * o.threads;
+  long fd_budget = (long)(nofile > (rlim_t)1 << 30 ? (rlim_t)1 << 30 : nofile) - reserve;
+  if (fd_budget < 16) {
+    free(token);
+    return zeus__error(ZEUS_EINVAL, "the descriptor limit (%llu) leaves no room for connections; raise it "
+                       "(ulimit -n)", (unsigned long long)nofile);
+  }
+  unsigned limit = (unsigned)(o.max_connections < fd_budget ? o.max_connections : fd_budget);
+
   zeus_pfo_server *s = calloc(1, sizeof *s);
-  if (!s) return zeus__oom("creating the server");
+  if (!s) { free(token); return zeus__oom("creating the server"); }
+  s->token = token;
   pthread_mutex_init(&s->mu, NULL);
+  pthread_mutex_init(&s->park_mu, NULL);
   if (zeus__cond_init(&s->cv)) {
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->park_mu);
+    free(s->token);
     free(s);
     return zeus_errcode();
   }
   s->body_max = o.max_body_bytes;
+  s->inflight_max = o.max_inflight_bytes;
+  s->idle_timeout_s = o.idle_timeout_s;
+  s->conn_limit = limit;
+  unsigned spare = limit / 16 < 8 ? 8 : limit / 16;
+  s->conn_polite = limit - spare;
+  s->last_reap = zeus_monotonic_s();
   for (int r = 0; r < NROUTES; r++)
     for (int k = 0; k < NCLASSES; k++) zeus__metrics_hist_init(&s->latency[r][k], latency_bounds, 16);
-  s->idle_s = o.max_job_idle_time_s;
-  if (o.token && *o.token && !(s->token = zeus__strdup(o.token))) {
-    zeus_pfo_server_close(s);
-    return zeus__oom("creating the server");
-  }
   zeus__job_table_opts ro = {o.scheduler, o.scheduler_args, o.dump_data, o.dump_dir,
-                            (double)o.max_job_idle_time_s, on_complete, on_park, o.solver_threads};
-  int rc = zeus__job_table_open(&s->jobs, &ro);
-  if (rc) { free(s->token); free(s); return rc; }
+                             (double)o.max_job_idle_time_s, on_complete, on_park,
+                             (size_t)o.max_jobs, o.max_job_memory_bytes, o.max_memory_bytes,
+                             o.require_rank_tokens, o.solver_threads};
+  rc = zeus__job_table_open(&s->jobs, &ro);
+  if (rc) { zeus_pfo_server_close(s); return rc; }
 
   json_t *args = NULL;
   if (o.scheduler_args && *o.scheduler_args)
     zeus__json_parse(o.scheduler_args, strlen(o.scheduler_args), "args", &args);
-  json_t *info = json_pack("{sssosssbsssisbss}", "scheduler", o.scheduler, "scheduler_args",
+  json_t *info = json_pack("{sssosssbsssisbsbss}", "scheduler", o.scheduler, "scheduler_args",
                            args ? args : json_object(), "log_level",
                            o.log_level ? o.log_level : zeus_log_level_name(zeus_get_log_level()),
                            "dump_data", o.dump_data, "dump_dir", o.dump_dir, "max_job_idle_time",
-                           o.max_job_idle_time_s, "auth", s->token != NULL, "version", zeus_version());
-  s->info_json = info ? json_dumps(info, JSON_COMPACT) : NULL;
+                           o.max_job_idle_time_s, "auth", s->token != NULL, "rank_tokens_required",
+                           o.require_rank_tokens, "version", zeus_version());
+  size_t job_bytes = o.max_job_memory_bytes ? o.max_job_memory_bytes : ZEUS__PFO_DEFAULT_MAX_JOB_BYTES;
+  size_t total_bytes = o.max_memory_bytes ? o.max_memory_bytes : ZEUS__PFO_DEFAULT_MAX_TOTAL_BYTES;
+  json_t *lim = json_pack("{sIsIsfsIsIsIsIsI}", "max_connections", (json_int_t)limit, "registration_reserve",
+                          (json_int_t)spare, "idle_timeout_s", o.idle_timeout_s, "max_jobs",
+                          (json_int_t)(o.max_jobs ? o.max_jobs : ZEUS__PFO_DEFAULT_MAX_JOBS), "max_job_memory_bytes",
+                          (json_int_t)job_bytes, "max_memory_bytes", (json_int_t)total_bytes,
+                          "max_body_bytes", (json_int_t)o.max_body_bytes, "max_inflight_bytes",
+                          (json_int_t)o.max_inflight_bytes);
+  if (info && lim) json_object_set_new(info, "limits", lim);
+  else json_decref(lim);
+  s->info_json = info ? zeus_json_dumps(info, JSON_COMPACT) : NULL;
   json_decref(info);
   if (!s->info_json) { zeus_pfo_server_close(s); return zeus__oom("creating the server"); }
 
@@ -454,15 +915,21 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
     zeus_pfo_server_close(s);
     return zeus__error(ZEUS_EINVAL, "cannot resolve host '%s': %s", o.host, gai_strerror(gai));
   }
+  if (!s->token && !is_loopback(ai->ai_addr))
+    zeus__log(ZEUS_LOG_WARN, "pfo", "listening on %s, which is not a loopback address, without a token: anyone who "
+              "can reach this port can register jobs and read their schedules; set ZEUS_PFO_TOKEN or "
+              "ZEUS_PFO_TOKEN_FILE (--token-file)", o.host);
   /* poll(), level-triggered: with edge-triggered epoll, libmicrohttpd 0.9.75 could miss the next
    * request on a connection resumed after a long poll when it arrived during the resume. */
   unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
                    (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+  unsigned timeout = (unsigned)(o.idle_timeout_s + 0.999);
   s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s,
                           MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                           MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)8192,
-                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)PFO_CONN_TIMEOUT_S,
+                          MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                          MHD_OPTION_CONNECTION_LIMIT, limit,
+                          MHD_OPTION_CONNECTION_TIMEOUT, timeout,
                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024),
                           MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)4096,
                           MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(o.threads > 1 ? o.threads : 0),
@@ -475,22 +942,37 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   }
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
   s->port = di ? di->port : o.port;
-  if (pthread_create(&s->reaper, NULL, reaper_main, s) == 0) s->reaper_started = true;
-  zeus__log(ZEUS_LOG_INFO, "pfo", "serving on %s port %d with scheduler %s", o.host, s->port, o.scheduler);
+  if (pthread_create(&s->keeper, NULL, keeper_main, s) == 0) s->keeper_started = true;
+  zeus__log(ZEUS_LOG_INFO, "pfo", "serving on %s port %d with scheduler %s (at most %u connections, %u kept for "
+            "registration)", o.host, s->port, o.scheduler, limit, spare);
   *out = s;
   return ZEUS_OK;
 }
 
 int zeus_pfo_server_port(const zeus_pfo_server *s) { return s ? s->port : -1; }
 
+void zeus__pfo_server_stats_get(zeus_pfo_server *s, zeus__pfo_server_stats *out) {
+  *out = (zeus__pfo_server_stats){
+      .connections = atomic_load(&s->conns),
+      .conn_limit = s->conn_limit,
+      .conn_polite = s->conn_polite,
+      .parked = atomic_load(&s->parked),
+      .dropped_polls = atomic_load(&s->dropped_polls),
+      .refused_busy = atomic_load(&s->refused_busy),
+      .inflight_bytes = atomic_load(&s->inflight),
+      .jobs = zeus__job_table_njobs(s->jobs),
+      .job_bytes = zeus__job_table_bytes(s->jobs),
+  };
+}
+
 void zeus_pfo_server_close(zeus_pfo_server *s) {
   if (!s) return;
-  if (s->reaper_started) {
+  if (s->keeper_started) {
     pthread_mutex_lock(&s->mu);
     s->stopping = true;
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
-    pthread_join(s->reaper, NULL);
+    pthread_join(s->keeper, NULL);
   }
   if (s->jobs) zeus__job_table_fail_all_waiters(s->jobs, "the server is shutting down");
   /* Give resumed long polls a moment to send their 503 before the daemon stops. */
@@ -500,9 +982,11 @@ void zeus_pfo_server_close(zeus_pfo_server *s) {
   }
   if (s->d) MHD_stop_daemon(s->d);
   zeus__job_table_close(s->jobs);
+  if (s->token) memset(s->token, 0, strlen(s->token));
   free(s->token);
   free(s->info_json);
   pthread_mutex_destroy(&s->mu);
+  pthread_mutex_destroy(&s->park_mu);
   pthread_cond_destroy(&s->cv);
   free(s);
 }

@@ -1,7 +1,13 @@
 /* libFuzzer target for the Perseus request-body parsers and the plan-file parser.
  * The first byte picks the parser; the rest is the body. Bodies also go through the job table
- * (register_job / register_rank / post_result) of a live two-rank job, so the request paths of
- * the server are covered without the HTTP layer. */
+ * (register_job / register_rank / post_result / leave) of a live two-rank job, so the request
+ * paths of the server are covered without the HTTP layer.
+ *
+ * Selector 9 is different: the rest of the input is a program for a fresh job table (register
+ * jobs, register ranks with or without credentials, park and answer schedule requests, post
+ * results, leave, cancel waiters, reap), run against small memory bounds. It checks the table's
+ * promises: every parked request is completed at most once and never after it was cancelled,
+ * and once every job is reaped the table holds no memory. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +21,98 @@ static char g_job[256];
 
 static void ignore(void *w, zeus__reply *rep) { (void)w; free(rep->body); }
 
+/* ---- selector 9: a program for a fresh table ---- */
+
+#define NSLOT 8
+typedef struct slot {
+  bool parked;   /* handed to the table, not completed or cancelled yet */
+  int completed; /* completions seen */
+} slot;
+static slot g_slot[NSLOT];
+
+static void on_slot(void *w, zeus__reply *rep) {
+  slot *x = w;
+  if (!x->parked) abort(); /* completed twice, or after it was cancelled */
+  x->parked = false;
+  x->completed++;
+  free(rep->body);
+}
+
+static const char *const g_tokens[] = {NULL, "credential-number-one-0000", "credential-number-two-1111", "short"};
+
+static void run_program(const uint8_t *p, size_t n) {
+  zeus__job_table *t;
+  zeus__job_table_opts o = {.scheduler = "AllMaxFrequency", .scheduler_args = "{\"num_microbatches\": 2}",
+                            .on_complete = on_slot, .max_job_idle_time_s = 100, .max_jobs = 3,
+                            .max_job_bytes = 64 << 10, .max_total_bytes = 96 << 10};
+  if (zeus__job_table_open(&t, &o)) abort();
+  memset(g_slot, 0, sizeof g_slot);
+  char ids[3][256] = {{0}};
+  int njobs = 0;
+  if (n > 3 * 48) n = 3 * 48; /* 48 steps: long enough for a few rounds, short enough to run fast */
+  for (size_t i = 0; i + 2 < n; i += 3) {
+    unsigned op = p[i] % 8, a = p[i + 1], b = p[i + 2];
+    const char *id = njobs ? ids[a % njobs] : "none";
+    const char *tok = g_tokens[(b >> 4) % 4];
+    int rank = (int)(b & 3) - (b == 0xff); /* 0..3, and -1 */
+    zeus__reply rep = {0};
+    char body[256];
+    switch (op) {
+      case 0: { /* register a job of 1..3 ranks */
+        int w = 1 + a % 3;
+        snprintf(body, sizeof body, "{\"job_id\":\"\",\"pp_degree\":%d,\"dp_degree\":1,\"tp_degree\":1,"
+                 "\"world_size\":%d}", w, w);
+        if (zeus__job_table_register_job(t, body, strlen(body), &rep) == 200 && njobs < 3)
+          snprintf(ids[njobs++], sizeof ids[0], "%.*s", (int)rep.len - 2, rep.body + 1);
+        break;
+      }
+      case 1:
+        snprintf(body, sizeof body, "{\"rank\":%d,\"dp_rank\":0,\"pp_rank\":%d,\"tp_rank\":0,"
+                 "\"available_frequencies\":[1410,%d]}", rank, rank, 900 + a);
+        zeus__job_table_register_rank(t, id, tok, body, strlen(body), &rep);
+        break;
+      case 2: { /* a schedule request parked in slot a */
+        slot *x = &g_slot[a % NSLOT];
+        if (x->parked) break;
+        char r[8];
+        snprintf(r, sizeof r, "%d", rank);
+        x->parked = true;
+        if (zeus__job_table_request_schedule(t, id, r, tok, x, &rep) != 0) x->parked = false;
+        break;
+      }
+      case 3:
+        snprintf(body, sizeof body, "{\"rank\":%d,\"iter_time\":[%d],\"iter_energy\":[1],\"time_breakdown\":"
+                 "{\"forward\":[[0.5,%d]]},\"energy_breakdown\":{}}", rank, a, b);
+        zeus__job_table_post_result(t, id, tok, body, strlen(body), &rep);
+        break;
+      case 4:
+        snprintf(body, sizeof body, "{\"rank\":%d,\"reason\":\"fuzz %u\"}", rank, a);
+        zeus__job_table_leave(t, id, tok, body, strlen(body), &rep);
+        break;
+      case 5: { /* the connection of slot a went away */
+        slot *x = &g_slot[a % NSLOT];
+        bool was = zeus__job_table_cancel_waiter(t, x);
+        if (was != x->parked) abort(); /* the table and the transport disagree */
+        x->parked = false;
+        break;
+      }
+      case 6:
+        zeus__job_table_reap(t, zeus_monotonic_s() + (a % 2 ? 1e6 : 0));
+        if (a % 2) njobs = 0;
+        break;
+      case 7:
+        zeus__job_table_register_job(t, (const char *)p + i, 3, &rep); /* a fragment as a body */
+        break;
+    }
+    free(rep.body);
+  }
+  zeus__job_table_reap(t, zeus_monotonic_s() + 1e6);
+  if (zeus__job_table_njobs(t) != 0 || zeus__job_table_bytes(t) != 0) abort(); /* memory charged and never released */
+  for (int k = 0; k < NSLOT; k++)
+    if (g_slot[k].parked) abort(); /* a parked request the reap did not answer */
+  zeus__job_table_close(t);
+}
+
 static void setup(void) {
   zeus__job_table_opts o = {.scheduler = "AllMaxFrequency", .scheduler_args = "{\"num_microbatches\": 2}",
                            .on_complete = ignore, .max_job_idle_time_s = 1e9};
@@ -25,7 +123,7 @@ static void setup(void) {
   snprintf(g_job, sizeof g_job, "%.*s", (int)rep.len - 2, rep.body + 1);
   free(rep.body);
   const char *r0 = "{\"rank\":0,\"dp_rank\":0,\"pp_rank\":0,\"tp_rank\":0,\"available_frequencies\":[1410]}";
-  zeus__job_table_register_rank(g_reg, g_job, r0, strlen(r0), &rep);
+  zeus__job_table_register_rank(g_reg, g_job, NULL, r0, strlen(r0), &rep);
   free(rep.body);
 }
 
@@ -36,7 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *body = (const char *)data + 1;
   size_t len = size - 1;
   zeus__reply rep = {0};
-  switch (data[0] % 9) {
+  switch (data[0] % 11) {
     case 0: {
       zeus_pfo_job_info v;
       if (!zeus_pfo_job_info_from_json(body, len, NULL, &v)) zeus_pfo_job_info_clear(&v);
@@ -74,10 +172,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       break;
     }
     case 7:
-      zeus__job_table_register_rank(g_reg, g_job, body, len, &rep);
+      zeus__job_table_register_rank(g_reg, g_job, NULL, body, len, &rep);
       break;
     case 8:
-      zeus__job_table_post_result(g_reg, g_job, body, len, &rep);
+      zeus__job_table_post_result(g_reg, g_job, NULL, body, len, &rep);
+      break;
+    case 9:
+      run_program((const uint8_t *)body, len);
+      break;
+    case 10: /* leave, for a rank the fuzzer's live job never registered (the job must live on) */
+      zeus__job_table_leave(g_reg, g_job, "credential-number-one-0000", body, len, &rep);
       break;
   }
   free(rep.body);

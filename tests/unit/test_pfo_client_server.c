@@ -156,9 +156,12 @@ typedef struct joiner {
   int rank;
   const char *url, *job_id;
   zeus_devices *d;
+  int steps; /* 0: 4 */
   int rc;
   char err[1024];
   zeus_pfo_round_stats st;
+  bool detached;
+  double failed_after_s; /* from open to the first error */
 } joiner;
 
 static void *joiner_main(void *p) {
@@ -178,7 +181,8 @@ static void *joiner_main(void *p) {
   int rc = zeus_pfo_optimizer_open(&opt, &o);
   /* Each instruction: one unit of work on the rank's simulated GPU at the scheduled clock. */
   zeus_sim_node *node = zeus_devices_sim_node(a->d);
-  for (int i = 0; i < 4 && !rc; i++) {
+  double t0 = zeus_monotonic_s();
+  for (int i = 0; i < (a->steps ? a->steps : 4) && !rc; i++) {
     rc = zeus_pfo_on_step_begin(opt);
     for (int k = 0; k < 2 && !rc; k++) {
       rc = zeus_pfo_on_instruction_begin(opt, order[k]);
@@ -188,9 +192,11 @@ static void *joiner_main(void *p) {
     }
     if (!rc) rc = zeus_pfo_on_step_end(opt);
   }
+  a->failed_after_s = zeus_monotonic_s() - t0;
   if (!rc && strcmp(zeus_pfo_job_id(opt), a->job_id) != 0) rc = zeus_set_errmsg(ZEUS_EINTERNAL, "wrong job id");
   if (!rc) zeus_pfo_last_round(opt, &a->st);
   a->rc = rc;
+  a->detached = zeus_pfo_detached(opt);
   if (rc) snprintf(a->err, sizeof a->err, "%s", zeus_errmsg());
   zeus_pfo_optimizer_close(opt);
   return NULL;
@@ -243,6 +249,118 @@ static void client_ranks_join_a_given_job_id_without_a_collective(void **state) 
   zeus_pfo_ranks_free(ranks, n);
   zeus_pfo_server_close(s);
 }
+
+/* A launcher registers a two-rank job and returns its id. */
+static void launcher_job(int port, char *id, size_t n) {
+  th_conn c = {.fd = -1, .port = port};
+  char *resp = NULL;
+  assert_int_equal(th_request(&c, "POST", "/register_job", "{\"job_id\": \"\", \"pp_degree\": 2, \"dp_degree\": 1, "
+                              "\"tp_degree\": 1, \"world_size\": 2}", NULL, &resp), 200);
+  snprintf(id, n, "%.*s", (int)strlen(resp) - 2, resp + 1);
+  free(resp);
+  th_close(&c);
+}
+
+/* A rank that stops (here: closes its optimizer after one round while the other goes on) used
+ * to leave the other waiting for its schedule until the schedule timeout. Now the stopping rank
+ * tells the server, and the other's next exchange fails at once with the reason; it detaches and
+ * keeps its last schedule. */
+static void client_rank_that_stops_is_reported_to_the_other_ranks_at_once(void **state) {
+  (void)state;
+  fresh_dir();
+  zeus_pfo_server *s = start_server("AllMaxFrequency", NULL, -1, NULL);
+  char url[64], id[256];
+  url_of(zeus_pfo_server_port(s), url, sizeof url);
+  launcher_job(zeus_pfo_server_port(s), id, sizeof id);
+  joiner a[2];
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    a[r] = (joiner){.rank = r, .url = url, .job_id = id, .d = open_sim(), .steps = r == 1 ? 2 : 6};
+    assert_int_equal(pthread_create(&th[r], NULL, joiner_main, &a[r]), 0);
+  }
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  if (a[1].rc) fail_msg("rank 1: %s", a[1].err);
+  assert_int_equal(a[0].rc, ZEUS_EHTTP);
+  if (!strstr(a[0].err, "answered 410") || !strstr(a[0].err, "rank 1 left the job: rank 1 closed its optimizer"))
+    fail_msg("rank 0: %s", a[0].err);
+  assert_true(a[0].detached);
+  assert_true(a[0].failed_after_s < 10); /* its schedule timeout is 30 s */
+  for (int r = 0; r < 2; r++) zeus_devices_close(a[r].d);
+  zeus_pfo_server_close(s);
+}
+
+typedef struct forger {
+  int port;
+  const char *job_id;
+  volatile bool stop;
+  int sent, accepted, unknown; /* answers 200, and 404 (the unknown-job answer) */
+} forger;
+
+static void *forger_main(void *p) {
+  forger *f = p;
+  th_conn c = {.fd = -1, .port = f->port};
+  char path[400], body[400];
+  while (!f->stop) {
+    for (int r = 0; r < 2; r++) {
+      char *resp = NULL;
+      snprintf(path, sizeof path, "/result/%s", f->job_id);
+      snprintf(body, sizeof body, "{\"rank\": %d, \"iter_time\": [9], \"iter_energy\": [9], \"time_breakdown\": {}, "
+               "\"energy_breakdown\": {}}", r);
+      int st = th_request(&c, "POST", path, body, NULL, &resp);
+      free(resp);
+      f->sent++;
+      f->accepted += st == 200;
+      f->unknown += st == 404;
+      snprintf(path, sizeof path, "/leave/%s", f->job_id);
+      snprintf(body, sizeof body, "{\"rank\": %d, \"reason\": \"forged\"}", r);
+      st = th_request(&c, "POST", path, body, "X-Zeus-Rank-Token: forged-credential-0123456789\r\n", &resp);
+      free(resp);
+      f->sent++;
+      f->accepted += st == 200;
+      f->unknown += st == 404;
+    }
+    usleep(2000);
+  }
+  th_close(&c);
+  return NULL;
+}
+
+/* The red team detached a rank with one forged POST /result (its own post then got 409). With the
+ * client's per-rank credentials, an outsider who knows the job id forges results and departures
+ * all through training, every one is refused, and the ranks finish their rounds. */
+static void client_ranks_finish_while_an_outsider_forges_their_results(void **state) {
+  (void)state;
+  fresh_dir();
+  zeus_pfo_server *s = start_server("AllMaxFrequency", NULL, -1, NULL);
+  char url[64], id[256];
+  url_of(zeus_pfo_server_port(s), url, sizeof url);
+  launcher_job(zeus_pfo_server_port(s), id, sizeof id);
+  forger f = {.port = zeus_pfo_server_port(s), .job_id = id};
+  pthread_t ft;
+  joiner a[2];
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    a[r] = (joiner){.rank = r, .url = url, .job_id = id, .d = open_sim(), .steps = 8};
+    assert_int_equal(pthread_create(&th[r], NULL, joiner_main, &a[r]), 0);
+  }
+  assert_int_equal(pthread_create(&ft, NULL, forger_main, &f), 0);
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  f.stop = true;
+  pthread_join(ft, NULL);
+  for (int r = 0; r < 2; r++) {
+    if (a[r].rc) fail_msg("rank %d: %s", r, a[r].err);
+    assert_false(a[r].detached);
+    assert_int_equal(a[r].st.round, 3);
+    zeus_devices_close(a[r].d);
+  }
+  /* Before a rank registers, a forgery about it gets 409 or 400 (nothing to act on); after, the
+   * unknown-job answer. None is ever taken. */
+  assert_true(f.sent > 4);
+  assert_int_equal(f.accepted, 0);
+  assert_true(f.unknown > 0);
+  zeus_pfo_server_close(s);
+}
+
 
 /* A scripted server: answers the registrations, then GET /schedule with `schedule` (any text). */
 typedef struct scripted {
@@ -352,6 +470,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(client_http_error_carries_the_servers_message),
       cmocka_unit_test(client_server_restarted_mid_training_reports_unknown_job),
       cmocka_unit_test(client_ranks_join_a_given_job_id_without_a_collective),
+      cmocka_unit_test(client_rank_that_stops_is_reported_to_the_other_ranks_at_once),
+      cmocka_unit_test(client_ranks_finish_while_an_outsider_forges_their_results),
       cmocka_unit_test(client_checks_the_schedule_it_receives),
       cmocka_unit_test(client_nvml_permission_error_at_controller_start_fails_every_rank),
   };

@@ -4,6 +4,7 @@
  * GPT-3 96-microbatch solve runs (measured data). */
 #include "test_util.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <time.h>
@@ -27,6 +28,8 @@ typedef struct drv {
   bool no_backward;
   double job_time, pipe_e[8];
   char dir[256];
+  int root;               /* dir's parent, held open as the server holds its dump folder */
+  zeus__pfo_dump_loc loc; /* dir as the scheduler's dump folder */
 } drv;
 
 /* The 1F1B order of a stage (static names). */
@@ -47,6 +50,14 @@ static int drv_try(drv *x, const char *name, int D, int S, int T, int M, pe_prof
   x->D = D, x->S = S, x->T = T, x->M = M, x->p = p, x->bp = 50;
   for (int d = 0; d < 8; d++) x->factor[d] = 1;
   zeus_test_tmpdir(x->dir, sizeof x->dir);
+  char parent[256];
+  snprintf(parent, sizeof parent, "%s", x->dir);
+  char *slash = strrchr(parent, '/');
+  assert_non_null(slash);
+  *slash = '\0';
+  x->root = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  assert_true(x->root >= 0);
+  x->loc = (zeus__pfo_dump_loc){x->root, x->dir + (slash - parent) + 1, x->dir};
   if (zeus__solver_pool_open(&x->pool, 1, 4)) fail_msg("pool: %s", zeus_errmsg());
   zeus_pfo_job_info job = {
       .job_id = "test-job", .pp_degree = S, .dp_degree = D, .tp_degree = T, .world_size = D * S * T};
@@ -62,7 +73,7 @@ static int drv_try(drv *x, const char *name, int D, int S, int T, int M, pe_prof
   }
   json_t *args = NULL;
   if (args_json) assert_zeus_ok(zeus__json_parse(args_json, strlen(args_json), "args", &args));
-  int rc = zeus__sched_create(&x->s, name ? name : "Perseus", args, &job, ranks, (size_t)W, x->dir, true, x->pool);
+  int rc = zeus__sched_create(&x->s, name ? name : "Perseus", args, &job, ranks, (size_t)W, &x->loc, true, x->pool);
   json_decref(args);
   for (int s = 0; s < S; s++) free(orders[s]);
   free(orders);
@@ -77,6 +88,7 @@ static void drv_open(drv *x, int D, int S, int T, int M, pe_profile *p, const ch
 static void drv_close(drv *x) {
   zeus__sched_destroy(x->s);
   zeus__solver_pool_close(x->pool);
+  close(x->root);
 }
 
 /* One round: the current schedules run, the results are observed. Returns observe's status. */

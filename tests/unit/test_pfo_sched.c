@@ -203,7 +203,10 @@ static void instruction_profiler_writes_csv_and_stops_after_five_rises(void **st
         .rank = r, .pp_rank = r, .available_frequencies = freqs, .n_available_frequencies = 12};
   json_t *args = json_pack("{sisisi}", "warmup_iters", 1, "num_microbatches", 2, "min_frequency", 350);
   zeus__sched *s;
-  assert_zeus_ok(zeus__sched_create(&s, "InstructionProfiler", args, &job, ranks, 2, jobdir, false, NULL));
+  int root;
+  assert_zeus_ok(zeus__open_private_dir(dir, &root));
+  zeus__pfo_dump_loc loc = {root, "job", jobdir};
+  assert_zeus_ok(zeus__sched_create(&s, "InstructionProfiler", args, &job, ranks, 2, &loc, false, NULL));
   const zeus_pfo_schedule *cur;
   size_t n;
   int seen[32], nseen = 0;
@@ -250,6 +253,7 @@ static void instruction_profiler_writes_csv_and_stops_after_five_rises(void **st
   assert_true(found);
   assert_int_equal(rows, 2 * 2 * 9);
   zeus__sched_destroy(s);
+  close(root);
   json_decref(args);
 }
 
@@ -291,7 +295,7 @@ static int reg_rank(zeus__job_table *r, const char *id, int rank, char **msg) {
            "{\"rank\":%d,\"dp_rank\":0,\"pp_rank\":%d,\"tp_rank\":0,\"available_frequencies\":[1410,1000]}",
            rank, rank);
   zeus__reply rep = {0};
-  int st = zeus__job_table_register_rank(r, id, body, strlen(body), &rep);
+  int st = zeus__job_table_register_rank(r, id, NULL, body, strlen(body), &rep);
   if (msg) *msg = rep.body; else free(rep.body);
   return st;
 }
@@ -303,7 +307,7 @@ static int post(zeus__job_table *r, const char *id, int rank) {
            "\"energy_breakdown\":{\"forward\":[[5]]}}",
            rank);
   zeus__reply rep = {0};
-  int st = zeus__job_table_post_result(r, id, body, strlen(body), &rep);
+  int st = zeus__job_table_post_result(r, id, NULL, body, strlen(body), &rep);
   free(rep.body);
   return st;
 }
@@ -316,9 +320,9 @@ static void registry_rounds_wait_for_every_rank_and_survive_reconnects(void **st
   waiter w0 = {0}, w0b = {0}, w1 = {0};
   /* Rank 0 asks before rank 1 registered: it waits. */
   assert_int_equal(reg_rank(r, id, 0, NULL), 200);
-  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", &w0, &rep), 0);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", NULL, &w0, &rep), 0);
   /* It disconnects and asks again: the newer request replaces the old one (409 to the old). */
-  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", &w0b, &rep), 0);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", NULL, &w0b, &rep), 0);
   assert_int_equal(w0.calls, 1);
   assert_int_equal(w0.status, 409);
   char *msg;
@@ -328,41 +332,41 @@ static void registry_rounds_wait_for_every_rank_and_survive_reconnects(void **st
   assert_int_equal(reg_rank(r, id, 1, NULL), 200);
   assert_int_equal(w0b.calls, 0); /* rank 1 has not asked yet */
   /* Rank 1 asks last: it is answered at once, rank 0 through its waiter. */
-  assert_int_equal(zeus__job_table_request_schedule(r, id, "1", &w1, &rep), 200);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "1", NULL, &w1, &rep), 200);
   assert_non_null(strstr(rep.body, "\"rank\":1"));
   free(rep.body);
   assert_int_equal(w0b.calls, 1);
   assert_int_equal(w0b.status, 200);
   assert_non_null(strstr(w0b.body, "[\"forward\",1410]"));
   /* A lost answer is sent again. */
-  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", &w0, &rep), 200);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", NULL, &w0, &rep), 200);
   free(rep.body);
   /* Results: twice is a conflict; an early ask for the next round waits. */
   assert_int_equal(post(r, id, 0), 200);
   assert_int_equal(post(r, id, 0), 409);
   waiter n0 = {0};
-  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", &n0, &rep), 0);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", NULL, &n0, &rep), 0);
   assert_int_equal(post(r, id, 1), 200);
   assert_int_equal(n0.calls, 0);
-  assert_int_equal(zeus__job_table_request_schedule(r, id, "1", &w1, &rep), 200);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "1", NULL, &w1, &rep), 200);
   free(rep.body);
   assert_int_equal(n0.calls, 1);
   assert_int_equal(n0.status, 200);
   /* Bad inputs. */
-  assert_int_equal(zeus__job_table_request_schedule(r, id, "2", &w1, &rep), 400);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "2", NULL, &w1, &rep), 400);
   free(rep.body);
-  assert_int_equal(zeus__job_table_request_schedule(r, id, NULL, &w1, &rep), 400);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, NULL, NULL, &w1, &rep), 400);
   assert_non_null(strstr(rep.body, "rank"));
   free(rep.body);
-  assert_int_equal(zeus__job_table_request_schedule(r, "nope", "0", &w1, &rep), 404);
+  assert_int_equal(zeus__job_table_request_schedule(r, "nope", "0", NULL, &w1, &rep), 404);
   free(rep.body);
-  assert_int_equal(zeus__job_table_post_result(r, id, "{\"rank\":0}", 10, &rep), 400);
+  assert_int_equal(zeus__job_table_post_result(r, id, NULL, "{\"rank\":0}", 10, &rep), 400);
   assert_non_null(strstr(rep.body, "iter_time"));
   free(rep.body);
   /* Idle jobs are reaped; parked requests hear 404. */
   waiter late = {0};
   assert_int_equal(post(r, id, 0), 200);
-  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", &late, &rep), 0);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", NULL, &late, &rep), 0);
   assert_int_equal(zeus__job_table_reap(r, zeus_monotonic_s() + 50), 0);
   assert_int_equal(zeus__job_table_reap(r, zeus_monotonic_s() + 101), 1);
   assert_int_equal(late.status, 404);
@@ -383,13 +387,13 @@ static void registry_scheduler_error_reaches_every_rank(void **state) {
   zeus__reply rep = {0};
   waiter w0 = {0};
   assert_int_equal(reg_rank(r, id, 0, NULL), 200);
-  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", &w0, &rep), 0);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "0", NULL, &w0, &rep), 0);
   char *msg;
   assert_int_equal(reg_rank(r, id, 1, &msg), 400);
   free(msg);
   assert_int_equal(w0.status, 400);
   assert_non_null(strstr(w0.body, "assumes 1 ranks, but the job has 2"));
-  assert_int_equal(zeus__job_table_request_schedule(r, id, "1", &w0, &rep), 400);
+  assert_int_equal(zeus__job_table_request_schedule(r, id, "1", NULL, &w0, &rep), 400);
   assert_non_null(strstr(rep.body, "assumes 1 ranks"));
   free(rep.body);
   /* Two jobs in the same second get distinct ids. */

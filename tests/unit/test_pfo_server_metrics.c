@@ -114,6 +114,17 @@ static void pfo_server_metrics_count_jobs_rounds_and_requests(void **state) {
   assert_null(strstr(m, "status_class=\"5xx\""));
   /* The client's URL (the job id) never becomes a label. */
   assert_null(strstr(m, g_job));
+  assert_near(value_of(m, "zeus_pfo_failed_jobs "), 0, 0);
+  free(m);
+  /* A rank that leaves: its own route label, and the job counts as failed. */
+  char path[400];
+  snprintf(path, sizeof path, "/leave/%s", g_job);
+  assert_int_equal(th_request(&c, "POST", path, "{\"rank\": 0, \"reason\": \"done early\"}", NULL, &resp), 200);
+  free(resp);
+  m = metrics_until(&c, "zeus_pfo_requests_total{route=\"/leave/{job_id}\",code=\"200\"}", 1);
+  assert_near(value_of(m, "zeus_pfo_requests_total{route=\"/leave/{job_id}\",code=\"200\"}"), 1, 0);
+  assert_near(value_of(m, "zeus_pfo_failed_jobs "), 1, 0);
+  assert_near(value_of(m, "zeus_pfo_jobs "), 1, 0);
   free(m);
   th_close(&c);
   zeus_pfo_server_close(s);
