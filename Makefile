@@ -42,11 +42,11 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE nosan
 
-# libzeus without its optional components (cmake/components.cmake): no libmicrohttpd, libcurl or
-# SQLite. Part of `make check` (and so of CI, .ci/run) because any change can break it (a module
-# that starts to call into a component), and a developer should see that before pushing.
+# libzeus without its optional components (cmake/components.cmake): no libmicrohttpd, libcurl,
+# SQLite or libcrypto. Part of `make check` (and so of CI, .ci/run) because any change can break it
+# (a module that starts to call into a component), and a developer should see that before pushing.
 MIN_FLAGS = -DZEUS_WITH_PFO_SERVER=OFF -DZEUS_WITH_PFO_CLIENT=OFF -DZEUS_WITH_RUN=OFF -DZEUS_WITH_EXPORTER=OFF \
-            -DZEUS_WITH_METRICS_PUSH=OFF -DZEUS_BENCH=OFF
+            -DZEUS_WITH_METRICS_PUSH=OFF -DZEUS_WITH_DAEMON=OFF -DZEUS_BENCH=OFF
 test-minimal: deps
 	cmake -S . -B $(MIN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(MIN_FLAGS) $(CMAKE_FLAGS)
 	cmake --build $(MIN_BUILD) -j $(JOBS)

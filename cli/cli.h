@@ -108,5 +108,6 @@ int cmd_pfo_server(int argc, char **argv);
 int cmd_plo(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);
+int cmd_daemon(int argc, char **argv);
 
 #endif

@@ -8,6 +8,7 @@
 
 static bool json_output;
 static cli_index_list reset_gpus_list;
+static bool reset_force;
 static const char *const persistence_modes[] = {"off", "on", "keep", NULL};
 enum { PERSISTENCE_OFF, PERSISTENCE_ON, PERSISTENCE_KEEP };
 static int persistence = PERSISTENCE_OFF;
@@ -20,6 +21,9 @@ static const cli_opt list_opts[] = {
 static const cli_opt reset_opts[] = {
     {"gpus", 0, CLI_OPT_CUSTOM, &reset_gpus_list, "LIST", "comma-separated visible GPU indices",
      "all", .parse = cli_opt_index_list},
+    {"force", 0, CLI_OPT_FLAG, &reset_force, NULL,
+     "through a zeus daemon: also reset settings another running client\n"
+     "holds (without it the daemon refuses, naming the holder)"},
     {"persistence", 0, CLI_OPT_CHOICE, &persistence, NULL,
      "persistence mode afterwards: off (the driver's default, what the power-limit\n"
      "optimizer found before it turned it on), on, or keep (leave it as it is)",
@@ -29,8 +33,8 @@ static const cli_opt reset_opts[] = {
 
 #define ENVIRONMENT                                                                          \
   "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, CUDA_VISIBLE_DEVICES, ZEUS_SIM_*,\n" \
-  "ZEUS_RAPL_ROOT (where the RAPL zones are, default /sys/class/powercap), ZEUS_LOG_LEVEL\n" \
-  "(see 'zeus --help').\n"
+  "ZEUS_RAPL_ROOT (where the RAPL zones are, default /sys/class/powercap), ZEUSD_SOCK_PATH,\n" \
+  "ZEUSD_HOST_PORT, ZEUSD_TOKEN (a zeus daemon), ZEUS_LOG_LEVEL (see 'zeus --help').\n"
 
 static const cli_command list_cmd = {
     .name = "gpus",
@@ -72,7 +76,7 @@ static const cli_command list_cmd = {
 
 static const cli_command reset_cmd = {
     .name = "gpus reset",
-    .usage = "zeus gpus reset [--gpus LIST] [--persistence off|on|keep]",
+    .usage = "zeus gpus reset [--gpus LIST] [--persistence off|on|keep] [--force]",
     .about =
         "Sets every listed GPU's power limit to its default, unlocks its SM and memory\n"
         "clocks and turns persistence mode off (--persistence): the manual way back after a\n"
@@ -273,7 +277,7 @@ int cmd_gpus(int argc, char **argv) {
                  : cli_parse(&list_cmd, argc, argv, NULL, NULL);
   if (rc != CLI_CONTINUE) return rc;
   /* Settings changed by 'reset' are the point: keep them on close. */
-  zeus_devices_opts o = {.keep_settings_on_close = reset};
+  zeus_devices_opts o = {.keep_settings_on_close = reset, .daemon_override = reset && reset_force};
   zeus_devices *d;
   if (zeus_devices_open(&d, &o) != ZEUS_OK) {
     cli_error(reset ? "gpus reset" : "gpus", true, "cannot open the GPUs");

@@ -41,6 +41,9 @@ static const command commands[] = {
     {"simulate", cmd_simulate, NULL, NULL,
      "replay the NSDI'23 traces through the batch-size and power-limit\n"
      "               optimizers"},
+    {"daemon", CLI_COMPONENT(cmd_daemon),
+     "the privileged daemon (zeusd's API) that gives GPU settings back\n"
+     "               when the client that changed them dies"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
@@ -80,6 +83,9 @@ static void usage(FILE *out) {
       "  ZEUS_RAPL_ROOT     where the RAPL zones are (default /sys/class/powercap)\n"
       "  ZEUS_DATA_DIR      the measured data (traces, profiles): see README, \"Measured data\"\n"
       "  ZEUS_LOG_LEVEL     error | warn | info | debug | off (default warn)\n"
+      "  ZEUSD_SOCK_PATH, ZEUSD_HOST_PORT, ZEUSD_TOKEN  send privileged GPU calls (and RAPL reads\n"
+      "                     this process cannot make) to a zeus daemon or zeusd\n"
+      "                     ('zeus daemon serve --help'; README, \"Running without root\")\n"
       "\n"
       "Output: a --json report is one JSON document on standard output, its keys in SI units\n"
       "(_w, _j, _s, _mhz); a command that runs a child leaves standard output to the child and\n"

@@ -131,6 +131,15 @@ zeus_component(RUN
   USED_BY tests/unit/test_run.c tests/unit/test_run_hardening.c tests/e2e/bso_cli.sh
           tests/e2e/bso_valgrind.sh)
 
+zeus_component(DAEMON
+  DOC "zeus daemon: the privileged daemon with zeusd's API and leases, zeus/daemon.h (the device
+layer's client of a daemon is always built)"
+  SOURCES src/daemon
+  PKGS libmicrohttpd libcrypto
+  COMMANDS daemon
+  USED_BY tests/unit/test_daemon_*.c tests/e2e/daemon_*.sh tests/e2e/install_daemon_unit.sh
+          bench/bench_daemon.c python/tests/test_daemon.py)
+
 zeus_component(EXPORTER
   DOC "the Prometheus exporter: zeus exporter, zeus/exporter.h"
   SOURCES src/exporter

@@ -60,5 +60,6 @@
 #include "zeus/job.h"
 #include "zeus/trace.h"
 #include "zeus/run.h"
+#include "zeus/daemon.h" /* present in libzeus built with ZEUS_WITH_DAEMON (the default) */
 
 #endif

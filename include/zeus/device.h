@@ -5,7 +5,18 @@
  *           (path: ZEUS_NVML_LIBRARY). Setters need root or CAP_SYS_ADMIN.
  *   "sim"   simulated GPUs (see zeus/sim.h), configured by ZEUS_SIM_* settings.
  *   "none"  no GPU; every per-GPU call fails with ZEUS_ENOENT.
- * Selection: opts->backend, else ZEUS_GPU_BACKEND, else nvml when it loads, else none.
+ *   "zeusd" every GPU of a zeus daemon (or the original zeusd), everything through it.
+ * Selection: opts->backend, else ZEUS_GPU_BACKEND, else nvml when it loads, else zeusd when a
+ * daemon is configured, else none.
+ *
+ * Through a daemon (zeus/daemon.h; configured by ZEUSD_SOCK_PATH or ZEUSD_HOST_PORT, token in
+ * ZEUSD_TOKEN, as for the original Python package): the nvml backend becomes "nvml+zeusd": NVML
+ * in this process still reads energy, power, temperature and clocks, and every setting (power
+ * limit, persistence mode, locked clocks), read or written, goes to the daemon, so none of them
+ * needs privilege here. The daemon gives the changes back when this process dies; restoring or
+ * closing the handle has it give them back at once. A setting another client of the daemon
+ * holds is ZEUS_EBUSY, naming the holder (daemon_override takes it over). The simulated GPU is
+ * never sent to a daemon: it lives in this process and needs no privilege.
  *
  * GPU indices are visible indices: CUDA_VISIBLE_DEVICES is honoured as CUDA does (unset: all;
  * empty: none; comma-separated integers or GPU-<uuid> prefixes; parsing stops at the first
@@ -45,8 +56,14 @@ typedef struct zeus_devices_opts {
   bool all_devices;
   /* Simulated GPUs (backend "sim"); NULL: from ZEUS_SIM_* settings. Copied. */
   const struct zeus_sim_config *sim;
-  /* true: zeus_devices_close() does not restore changed settings. */
+  /* true: zeus_devices_close() does not restore changed settings (through a daemon: changes are
+   * made for good, held by nobody, as `zeus gpus reset` wants). */
   bool keep_settings_on_close;
+  /* The daemon to send privileged calls to: NULL: ZEUSD_SOCK_PATH, else ZEUSD_HOST_PORT, else
+   * none; "": never use one; "unix:PATH", "tcp:HOST:PORT", "/path" or "HOST:PORT". */
+  const char *daemon;
+  /* Through a daemon: take over settings other clients hold instead of failing with ZEUS_EBUSY. */
+  bool daemon_override;
 } zeus_devices_opts;
 
 /* Fills *o with the defaults (every field NULL or false: the environment decides). */
@@ -83,6 +100,10 @@ ZEUS_EXTERN unsigned zeus_gpu_count(const zeus_devices *d);
 /* Name and UUID ("GPU-…") of a visible GPU, NUL-terminated and truncated to `len`. */
 ZEUS_EXTERN int zeus_gpu_name(zeus_devices *d, unsigned gpu, char *buf /* out */, size_t len);
 ZEUS_EXTERN int zeus_gpu_uuid(zeus_devices *d, unsigned gpu, char *buf /* out */, size_t len);
+
+/* The GPU's PCI address as `lspci -D` writes it ("0000:01:00.0"); ZEUS_ENOTSUP where unknown. */
+ZEUS_EXTERN int zeus_gpu_pci_address(zeus_devices *d, unsigned gpu, char *buf /* out */,
+                                     size_t len);
 
 /* Whether the GPU has a total-energy counter (Volta and newer on NVML). */
 ZEUS_EXTERN int zeus_gpu_energy_counter_supported(zeus_devices *d, unsigned gpu, bool *out /* out */);
@@ -167,7 +188,10 @@ ZEUS_EXTERN void zeus_devices_restore_all(void);
  * the folder again (a monitor scans it once and keeps the files open: use a monitor to measure).
  * Thread-safe. */
 
-/* Number of CPU packages whose energy counter is readable (0 when none). */
+/* Number of CPU packages whose energy counter is readable (0 when none). When this process can
+ * read none (root only since Linux 5.10) and a daemon is configured (ZEUSD_SOCK_PATH or
+ * ZEUSD_HOST_PORT), the packages and their energy come from the daemon's /cpu routes, for these
+ * functions and for monitors alike. */
 ZEUS_EXTERN unsigned zeus_cpu_count(void);
 /* Package energy in mJ, and whether a DRAM sub-zone exists (then its energy too). */
 ZEUS_EXTERN int zeus_cpu_energy(unsigned cpu, uint64_t *pkg_mj /* out */, bool *has_dram /* out */,

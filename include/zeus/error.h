@@ -25,7 +25,8 @@ ZEUS_BEGIN_DECLS
   X(ETIMEDOUT, -14, "timed out")                                            \
   X(ENET, -15, "network error")                                             \
   X(EHTTP, -16, "the server answered with an error")                        \
-  X(EINTERNAL, -17, "internal error")
+  X(EINTERNAL, -17, "internal error")                                      \
+  X(EBUSY, -18, "held by another client")
 
 typedef enum zeus_status {
 #define ZEUS__ERRNO_ENUM(name, value, desc) ZEUS_##name = (value),

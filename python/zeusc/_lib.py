@@ -40,6 +40,7 @@ ZEUS_OK = 0
 ZEUS_EINVAL = -1
 ZEUS_EIO = -9
 ZEUS_EINTERNAL = -17
+ZEUS_EBUSY = -18
 
 ZEUS_REDUCE_SUM = 0
 ZEUS_REDUCE_MAX = 1
@@ -227,6 +228,8 @@ class DevicesOpts(Structure):
         ("all_devices", c_bool),
         ("sim", c_void_p),
         ("keep_settings_on_close", c_bool),
+        ("daemon", c_char_p),
+        ("daemon_override", c_bool),
     ]
 
 

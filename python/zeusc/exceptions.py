@@ -18,7 +18,8 @@ ZEUS_ENOMEM                               :class:`ZeusMemoryError` (a ``MemoryEr
 ZEUS_ETIMEDOUT                            :class:`ZeusTimeoutError` (a ``TimeoutError``)
 ZEUS_ENET                                 :class:`ZeusConnectionError` (a ``ConnectionError``)
 anything else (device errors, lost GPU,   :class:`ZeusRuntimeError` (a ``RuntimeError``)
-state errors, ...)
+state errors, ZEUS_EBUSY: a setting
+another client of a zeus daemon holds)
 ========================================  ===========================================
 
 Each carries ``code`` (the negative C status) and ``errname`` (``"ZEUS_EINVAL"``), and derives from

@@ -41,13 +41,25 @@ typedef struct zeus__gpu_backend {
   int (*reset_locked_clocks)(void *st, unsigned i);
   int (*set_memory_locked_clocks)(void *st, unsigned i, unsigned min_mhz, unsigned max_mhz);
   int (*reset_memory_locked_clocks)(void *st, unsigned i);
+  /* The PCI address as lspci -D writes it ("0000:01:00.0"). */
+  int (*pci_address)(void *st, unsigned i, char *buf, size_t len);
   /* "sim" only: the node behind the state. */
   zeus_sim_node *(*sim_node)(void *st);
+  /* Backends through a daemon: gives back everything changed through this state (the daemon
+   * restores the values); zeus_devices_restore calls it instead of putting values back itself. */
+  int (*release)(void *st);
 } zeus__gpu_backend;
 
 extern const zeus__gpu_backend zeus__backend_nvml;
 extern const zeus__gpu_backend zeus__backend_sim;
 extern const zeus__gpu_backend zeus__backend_none;
+/* Through a zeus daemon (src/device/backend_zeusd.c): "zeusd" reads everything from the daemon;
+ * "nvml+zeusd" wraps a local NVML for readings and sends settings to the daemon. */
+extern const zeus__gpu_backend zeus__backend_zeusd;
+extern const zeus__gpu_backend zeus__backend_nvml_zeusd;
+/* Wraps an opened local backend (whose state it then owns, closing it on failure too). */
+int zeus__zeusd_hybrid_open(void **state, const zeus__gpu_backend *local, void *local_state,
+                            const zeus_devices_opts *opts);
 
 /* The explicit table of backends, in the order auto-selection tries them (src/device/backends.c). */
 extern const zeus__gpu_backend *const zeus__gpu_backends[];

@@ -48,6 +48,13 @@ static int w_power(void *st, unsigned i, zeus_power_domain domain, unsigned *mw)
   }
 }
 
+/* A made-up bus per GPU, so that simulated GPUs look like lspci's. */
+static int w_pci(void *st, unsigned i, char *buf, size_t len) {
+  if (i >= zeus_sim_node_gpu_count(st)) return zeus__error(ZEUS_ENOENT, "simulated GPU %u does not exist", i);
+  snprintf(buf, len, "0000:%02x:00.0", i + 1);
+  return ZEUS_OK;
+}
+
 static int w_driver(void *st, char *buf, size_t len) {
   (void)st;
   snprintf(buf, len, "sim %s", zeus_version());
@@ -73,6 +80,7 @@ const zeus__gpu_backend zeus__backend_sim = {
     .temperature = w_temperature,
     .current_clocks = w_clocks,
     .architecture = w_arch,
+    .pci_address = w_pci,
     .driver_version = w_driver,
     .library_version = w_driver,
     .memory_clocks = w_mem_clocks,

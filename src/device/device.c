@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "device/backend.h"
+#include "device/zeusd_client.h"
 
 typedef struct saved_state {
   bool lost;             /* GPU_IS_LOST seen: never call it again */
@@ -138,13 +139,25 @@ static int map_visible(zeus_devices *d, const zeus_devices_opts *opts) {
 
 void zeus_devices_opts_init(zeus_devices_opts *o) { memset(o, 0, sizeof *o); }
 
+/* Wraps the opened nvml backend so that settings go to the daemon (nvml+zeusd). */
+static int wrap_daemon(zeus_devices *d, const zeus_devices_opts *opts) {
+  void *w;
+  int rc = zeus__zeusd_hybrid_open(&w, d->be, d->st, opts);
+  d->st = NULL; /* owned (and closed on failure) by the wrapper */
+  if (rc) return rc;
+  d->be = &zeus__backend_nvml_zeusd;
+  d->st = w;
+  return ZEUS_OK;
+}
+
 int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
   if (!out) return zeus__error(ZEUS_EINVAL, "zeus_devices_open: out is required");
   const char *name = opts && opts->backend ? opts->backend : zeus__env_str("ZEUS_GPU_BACKEND");
   const zeus__gpu_backend *be = NULL;
   if (name && !(be = find_backend(name)))
-    return zeus__error(ZEUS_EINVAL, "%s '%s' is not a GPU backend (expected nvml, sim or none)",
+    return zeus__error(ZEUS_EINVAL, "%s '%s' is not a GPU backend (expected nvml, sim, none or zeusd)",
                        opts && opts->backend ? "backend" : "ZEUS_GPU_BACKEND", name);
+  bool daemon = zeus__zeusd_configured(opts ? opts->daemon : NULL);
   zeus_devices *d = calloc(1, sizeof *d);
   if (!d) return zeus__oom("opening the GPUs");
   pthread_mutex_init(&d->mu, NULL);
@@ -154,10 +167,19 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
   if (be) {
     d->be = be;
     rc = be->open(&d->st, opts);
+    if (!rc && be == &zeus__backend_nvml && daemon) rc = wrap_daemon(d, opts);
   } else {
     d->be = &zeus__backend_nvml;
     rc = d->be->open(&d->st, opts);
-    if (rc == ZEUS_ENOLIB) {
+    if (!rc && daemon) {
+      rc = wrap_daemon(d, opts);
+    } else if (rc == ZEUS_ENOLIB && daemon) {
+      snprintf(d->nvml_error, sizeof d->nvml_error, "%s", zeus_errmsg());
+      zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA library here (%s); every GPU reading goes to the daemon",
+                zeus_errmsg());
+      d->be = &zeus__backend_zeusd;
+      rc = d->be->open(&d->st, opts);
+    } else if (rc == ZEUS_ENOLIB) {
       snprintf(d->nvml_error, sizeof d->nvml_error, "%s", zeus_errmsg());
       zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA GPUs: %s; using the 'none' backend", zeus_errmsg());
       d->be = &zeus__backend_none;
@@ -252,6 +274,10 @@ static int unsupported(zeus_devices *d, unsigned gpu, const char *what) {
 
 int zeus_gpu_name(zeus_devices *d, unsigned gpu, char *buf, size_t len) { CALL(d, gpu, name_of, "reading the name", buf, len); }
 int zeus_gpu_uuid(zeus_devices *d, unsigned gpu, char *buf, size_t len) { CALL(d, gpu, uuid, "reading the UUID", buf, len); }
+int zeus_gpu_pci_address(zeus_devices *d, unsigned gpu, char *buf, size_t len) {
+  if (!buf || !len) return zeus__error(ZEUS_EINVAL, "no buffer for the PCI address");
+  CALL(d, gpu, pci_address, "reading the PCI address", buf, len);
+}
 int zeus_gpu_energy_counter_supported(zeus_devices *d, unsigned gpu, bool *out) {
   CALL(d, gpu, energy_counter_supported, "the energy counter query", out);
 }
@@ -428,10 +454,40 @@ static int restore_gpu(zeus_devices *d, unsigned gpu, bool quiet) {
   return first;
 }
 
+/* Through a daemon: the daemon holds the values our changes replaced; releasing the handle's
+ * lease has it put them back. */
+static int release_all(zeus_devices *d) {
+  bool any = false;
+  for (unsigned g = 0; g < d->n; g++) {
+    saved_state *s = &d->saved[g];
+    any = any || s->pl_saved || s->pm_saved || s->clocks_locked || s->mem_locked;
+  }
+  if (!any) return ZEUS_OK;
+  int rc = d->be->release(d->st);
+  if (rc) {
+    zeus__log(ZEUS_LOG_WARN, "device",
+              "the daemon did not give this process's GPU settings back now (%s); it does when "
+              "the process exits",
+              zeus_errmsg());
+    return rc;
+  }
+  for (unsigned g = 0; g < d->n; g++) {
+    saved_state *s = &d->saved[g];
+    s->pl_saved = s->pm_saved = s->clocks_locked = s->mem_locked = false;
+  }
+  zeus__log(ZEUS_LOG_INFO, "device", "the daemon gave back the GPU settings this handle changed");
+  return ZEUS_OK;
+}
+
 int zeus_devices_restore(zeus_devices *d) {
   if (!d) return ZEUS_OK;
   int first = ZEUS_OK;
   pthread_mutex_lock(&d->mu);
+  if (d->be->release) {
+    first = release_all(d);
+    pthread_mutex_unlock(&d->mu);
+    return first;
+  }
   for (unsigned g = 0; g < d->n; g++) {
     int rc = restore_gpu(d, g, false);
     if (rc && !first) first = rc;
@@ -443,7 +499,8 @@ int zeus_devices_restore(zeus_devices *d) {
 void zeus_devices_restore_all(void) {
   for (int i = 0; i < MAX_OPEN_HANDLES; i++) {
     zeus_devices *d = __atomic_load_n(&open_handles[i], __ATOMIC_SEQ_CST);
-    if (!d) continue;
+    /* Through a daemon, the daemon gives everything back when it sees this process exit. */
+    if (!d || d->be->release) continue;
     /* A handler may interrupt a thread holding d->mu: try the lock, and restore anyway if it is
      * taken, since the process is about to exit. */
     bool locked = pthread_mutex_trylock(&d->mu) == 0;

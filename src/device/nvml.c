@@ -33,6 +33,7 @@ typedef struct nvml_state {
   nvmlReturn_t (*GetTemperature)(nvmlDevice_t, int, unsigned *);
   nvmlReturn_t (*GetClockInfo)(nvmlDevice_t, nvmlClockType_t, unsigned *);
   nvmlReturn_t (*GetArchitecture)(nvmlDevice_t, unsigned *);
+  nvmlReturn_t (*GetPciInfo)(nvmlDevice_t, nvmlPciInfo_t *);
   nvmlReturn_t (*SystemGetDriverVersion)(char *, unsigned);
   nvmlReturn_t (*SystemGetNVMLVersion)(char *, unsigned);
   nvmlReturn_t (*GetSupportedMemoryClocks)(nvmlDevice_t, unsigned *, unsigned *);
@@ -160,6 +161,7 @@ static int nv_open(void **state, const zeus_devices_opts *opts) {
   OPT(GetTemperature, "nvmlDeviceGetTemperature");
   OPT(GetClockInfo, "nvmlDeviceGetClockInfo");
   OPT(GetArchitecture, "nvmlDeviceGetArchitecture");
+  *(void **)&s->GetPciInfo = sym(lib, "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2");
   OPT(SystemGetDriverVersion, "nvmlSystemGetDriverVersion");
   OPT(SystemGetNVMLVersion, "nvmlSystemGetNVMLVersion");
   OPT(GetSupportedMemoryClocks, "nvmlDeviceGetSupportedMemoryClocks");
@@ -388,6 +390,17 @@ static int nv_architecture(void *st, unsigned i, unsigned *arch) {
   return r ? nv_fail(s, r, i, "reading the architecture") : ZEUS_OK;
 }
 
+static int nv_pci(void *st, unsigned i, char *buf, size_t len) {
+  NV_DEV(s, i, GetPciInfo, "reading the PCI address");
+  nvmlPciInfo_t pi;
+  memset(&pi, 0, sizeof pi);
+  nvmlReturn_t r = s->GetPciInfo(dev, &pi);
+  if (r) return nv_fail(s, r, i, "reading the PCI address");
+  /* lspci -D: a 4-digit domain (NVML's busId has 8). */
+  snprintf(buf, len, "%04x:%02x:%02x.0", pi.domain, pi.bus, pi.device);
+  return ZEUS_OK;
+}
+
 static int nv_version(nvml_state *s, nvmlReturn_t (*fn)(char *, unsigned), const char *fn_name, char *buf,
                       size_t len) {
   if (!fn) return zeus__error(ZEUS_ENOTSUP, "the NVML library '%s' lacks %s", s->path, fn_name);
@@ -495,6 +508,7 @@ const zeus__gpu_backend zeus__backend_nvml = {
     .temperature = nv_temperature,
     .current_clocks = nv_current_clocks,
     .architecture = nv_architecture,
+    .pci_address = nv_pci,
     .driver_version = nv_driver_version,
     .library_version = nv_library_version,
     .memory_clocks = nv_mem_clocks,

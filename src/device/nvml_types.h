@@ -56,6 +56,17 @@ typedef struct nvmlFieldValue_st {
   nvmlValue_t value;
 } nvmlFieldValue_t;
 
+/* nvmlDeviceGetPciInfo_v3 (the same layout as _v2). */
+typedef struct nvmlPciInfo_st {
+  char busIdLegacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  char busId[32];
+} nvmlPciInfo_t;
+
 /* X(name, value) for every nvmlReturn_t code we know. */
 #define ZEUS_NVML_RETURN_MAP(X)   \
   X(SUCCESS, 0)                   \

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "device/rapl.h"
+#include "device/zeusd_client.h"
 
 typedef struct zone {
   unsigned id;           /* N of intel-rapl:N */
@@ -23,10 +24,14 @@ typedef struct zone {
 } zone;
 
 struct zeus__rapl {
-  unsigned n;
+  unsigned n, unreadable;
   zone z[ZEUS_MAX_CPUS];
   char why[640];
+  zeus__zeusd *remote; /* the daemon's packages (borrowed shared client), or NULL */
 };
+
+static const char *rapl_root(void);
+const char *zeus__rapl_root(void) { return rapl_root(); }
 
 static const char *rapl_root(void) {
   const char *r = zeus__env_str("ZEUS_RAPL_ROOT");
@@ -108,7 +113,7 @@ static int cmp_zone(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-int zeus__rapl_open(zeus__rapl **out) {
+int zeus__rapl_open_local(zeus__rapl **out) {
   zeus__rapl *r = calloc(1, sizeof *r);
   if (!r) return zeus__oom("scanning the RAPL zones");
   const char *root = rapl_root();
@@ -170,6 +175,7 @@ int zeus__rapl_open(zeus__rapl **out) {
     read_text(name_path, z->info.name, sizeof z->info.name);
   }
   closedir(dir);
+  r->unreadable = unreadable;
   qsort(r->z, r->n, sizeof r->z[0], cmp_zone);
   for (unsigned k = 0; k < nsubs; k++) {
     zone *z = NULL;
@@ -206,9 +212,68 @@ int zeus__rapl_open(zeus__rapl **out) {
   return ZEUS_OK;
 }
 
+/* The daemon's packages, when this process reads none itself. */
+static void open_remote(zeus__rapl *r) {
+  zeus__zeusd *z = zeus__zeusd_shared();
+  if (!z) return;
+  json_t *cpus = json_object_get(zeus__zeusd_discover(z), "cpus");
+  if (!json_is_array(cpus) || json_array_size(cpus) == 0) return;
+  size_t i;
+  json_t *c;
+  json_array_foreach(cpus, i, c) {
+    if (r->n == ZEUS_MAX_CPUS || !json_is_integer(json_object_get(c, "id"))) break;
+    zone *x = &r->z[r->n++];
+    memset(x, 0, sizeof *x);
+    x->id = (unsigned)json_integer_value(json_object_get(c, "id"));
+    x->fd = x->dram_fd = -1;
+    json_t *rg = json_object_get(c, "energy_range_uj"), *drg = json_object_get(c, "dram_energy_range_uj");
+    x->range_uj = json_is_integer(rg) ? (uint64_t)json_integer_value(rg) : UINT64_MAX;
+    x->dram_range_uj = json_is_integer(drg) ? (uint64_t)json_integer_value(drg) : UINT64_MAX;
+    x->info.zone = x->id;
+    x->info.has_dram = json_is_true(json_object_get(c, "dram_available"));
+    snprintf(x->info.energy_path, sizeof x->info.energy_path, "zeusd:%s/cpu/%u", zeus__zeusd_endpoint(z), x->id);
+    if (x->info.has_dram)
+      snprintf(x->info.dram_path, sizeof x->info.dram_path, "zeusd:%s/cpu/%u/dram", zeus__zeusd_endpoint(z), x->id);
+  }
+  r->remote = z;
+  zeus__log(ZEUS_LOG_DEBUG, "rapl", "%s; reading %u CPU package%s through the daemon at %s", r->why, r->n,
+            r->n == 1 ? "" : "s", zeus__zeusd_endpoint(z));
+  r->why[0] = '\0';
+}
+
+int zeus__rapl_open(zeus__rapl **out) {
+  int rc = zeus__rapl_open_local(out);
+  if (!rc && (*out)->n == 0) open_remote(*out);
+  return rc;
+}
+
+unsigned zeus__rapl_unreadable(const zeus__rapl *r) { return r ? r->unreadable : 0; }
+bool zeus__rapl_remote(const zeus__rapl *r) { return r && r->remote; }
+
+static int read_remote(zeus__rapl *r, unsigned cpu, uint64_t *pkg_uj, uint64_t *dram_uj) {
+  zone *z = &r->z[cpu];
+  char path[128], key[16];
+  snprintf(path, sizeof path, "/cpu/get_cumulative_energy?cpu_ids=%u&cpu=true&dram=%s", z->id,
+           z->info.has_dram ? "true" : "false");
+  snprintf(key, sizeof key, "%u", z->id);
+  json_t *root;
+  int rc = zeus__zeusd_get(r->remote, path, (int)z->id, &root);
+  if (rc) return rc;
+  json_t *o = json_object_get(root, key), *e = json_object_get(o, "cpu_energy_uj"),
+         *d = json_object_get(o, "dram_energy_uj");
+  if (!json_is_integer(e)) rc = zeus__error(ZEUS_EHTTP, "zeus daemon at %s: no cpu_energy_uj for CPU %u",
+                                            zeus__zeusd_endpoint(r->remote), z->id);
+  else {
+    *pkg_uj = (uint64_t)json_integer_value(e);
+    if (z->info.has_dram && json_is_integer(d)) *dram_uj = (uint64_t)json_integer_value(d);
+  }
+  json_decref(root);
+  return rc;
+}
+
 void zeus__rapl_close(zeus__rapl *r) {
   if (!r) return;
-  for (unsigned c = 0; c < r->n; c++) {
+  for (unsigned c = 0; c < r->n && !r->remote; c++) {
     close(r->z[c].fd);
     if (r->z[c].dram_fd >= 0) close(r->z[c].dram_fd);
   }
@@ -217,7 +282,7 @@ void zeus__rapl_close(zeus__rapl *r) {
 
 unsigned zeus__rapl_count(const zeus__rapl *r) { return r ? r->n : 0; }
 const char *zeus__rapl_why(const zeus__rapl *r) { return r ? r->why : ""; }
-bool zeus__rapl_has_dram(const zeus__rapl *r, unsigned cpu) { return cpu < r->n && r->z[cpu].dram_fd >= 0; }
+bool zeus__rapl_has_dram(const zeus__rapl *r, unsigned cpu) { return cpu < r->n && r->z[cpu].info.has_dram; }
 
 void zeus__rapl_info(const zeus__rapl *r, unsigned cpu, zeus_cpu_zone *out) { *out = r->z[cpu].info; }
 
@@ -227,6 +292,7 @@ void zeus__rapl_range(const zeus__rapl *r, unsigned cpu, uint64_t *pkg_max_uj, u
 }
 
 int zeus__rapl_read(zeus__rapl *r, unsigned cpu, uint64_t *pkg_uj, uint64_t *dram_uj) {
+  if (r->remote) return read_remote(r, cpu, pkg_uj, dram_uj);
   zone *z = &r->z[cpu];
   if (pread_u64(z->fd, pkg_uj) != 0)
     return zeus__error(ZEUS_EIO, "cannot read the RAPL counter '%s': %s", z->info.energy_path,

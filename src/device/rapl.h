@@ -4,6 +4,11 @@
  * or ZEUS_RAPL_ROOT) with their DRAM sub-zones, found by one scan of the folder, each energy file
  * kept open: a reading is one pread() per zone, with no path built and no folder looked at. The
  * monitor opens one per monitor. Not thread-safe by itself (the monitor serialises its calls).
+ *
+ * When this process can read no package and a daemon is configured (ZEUSD_SOCK_PATH or
+ * ZEUSD_HOST_PORT), zeus__rapl_open gives the daemon's packages instead: a reading is then a
+ * round trip to its GET /cpu/get_cumulative_energy. zeus__rapl_open_local never does (the daemon
+ * itself uses it).
  */
 #ifndef ZEUS_DEVICE_RAPL_H
 #define ZEUS_DEVICE_RAPL_H
@@ -16,6 +21,13 @@ typedef struct zeus__rapl zeus__rapl;
 /* Scans the zones. No readable zone is not an error (count 0; zeus__rapl_why() says why).
  * ZEUS_ENOMEM only. */
 int zeus__rapl_open(zeus__rapl **out /* out */);
+int zeus__rapl_open_local(zeus__rapl **out /* out */);
+/* Packages whose counter exists but could not be read (permission), in the local scan. */
+unsigned zeus__rapl_unreadable(const zeus__rapl *r);
+/* Whether the packages are a daemon's. */
+bool zeus__rapl_remote(const zeus__rapl *r);
+/* The folder scanned: ZEUS_RAPL_ROOT, else /sys/class/powercap. */
+const char *zeus__rapl_root(void);
 void zeus__rapl_close(zeus__rapl *r);
 /* Readable packages, in zone order (index 0 is the lowest N). */
 unsigned zeus__rapl_count(const zeus__rapl *r);

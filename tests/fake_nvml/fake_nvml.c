@@ -16,6 +16,7 @@
  *   - GetFieldValues answers POWER_INSTANT (186) and POWER_AVERAGE (185, the engine's mean over
  *     the last second) in the GPU scope as UNSIGNED_INT mW, and NOT_SUPPORTED per field for any
  *     other field or scope (memory and module power: the simulated GPU has neither);
+ *   - GetPciInfo_v3 puts GPU i on bus i + 1 of domain 0;
  *   - GetTemperature (sensor GPU only) follows the engine's thermal model; GetClockInfo's memory
  *     clock honours a memory-clock lock;
  *   - SetGpuLockedClocks with both values special (0xffffff01 TDP / 0xffffff02 unlimited) acts
@@ -128,6 +129,7 @@ FAKE_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t dev, char *uuid, unsigned l
 FAKE_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t dev, char *name, unsigned len);
 FAKE_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t dev, unsigned *idx);
 FAKE_API nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t dev, unsigned *arch);
+FAKE_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev, nvmlPciInfo_t *pci);
 FAKE_API nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t dev, unsigned *min_mw,
                                                                     unsigned *max_mw);
 FAKE_API nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t dev, unsigned *mw);
@@ -726,6 +728,19 @@ nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t dev, unsigned *arch) {
   bool counter = false;
   if ((r = engine(zeus_sim_gpu_energy_counter_supported(node, gpu, &counter)))) return r;
   *arch = counter ? FAKE_ARCH_AMPERE : FAKE_ARCH_PASCAL;
+  return NVML_SUCCESS;
+}
+
+/* Bus <index + 1> in domain 0, as one card per slot would have. */
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t dev, nvmlPciInfo_t *pci) {
+  ENTER(dev);
+  (void)node;
+  if (!pci) return NVML_ERROR_INVALID_ARGUMENT;
+  memset(pci, 0, sizeof *pci);
+  pci->bus = gpu + 1;
+  snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", gpu + 1);
+  snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "0000:%02X:00.0", gpu + 1);
+  pci->pciDeviceId = 0x223510de; /* an A40 */
   return NVML_SUCCESS;
 }
 

@@ -38,23 +38,30 @@ class Devices(Closeable):
     """A set of GPUs from one backend (zeus_devices_open).
 
     Args:
-        backend: "nvml", "sim" or "none"; None: ZEUS_GPU_BACKEND, else nvml when it loads, else none.
+        backend: "nvml", "sim", "none" or "zeusd"; None: ZEUS_GPU_BACKEND, else nvml when it loads,
+            else zeusd when a daemon is configured, else none.
         nvml_library: the NVML library to load; None: ZEUS_NVML_LIBRARY, else libnvidia-ml.so.1.
         visible_devices: a CUDA_VISIBLE_DEVICES value to apply; None: the environment's.
         all_devices: ignore CUDA_VISIBLE_DEVICES.
         keep_settings_on_close: do not put back changed settings when closed.
+        daemon: the zeus daemon (or zeusd) to send settings to: None: ZEUSD_SOCK_PATH, else
+            ZEUSD_HOST_PORT, else none; "": never; "unix:PATH" or "tcp:HOST:PORT". Through a daemon
+            nothing here needs root, and the daemon gives the settings back if this process dies.
+        daemon_override: take over settings another client of the daemon holds (otherwise
+            :class:`~zeusc.exceptions.ZeusRuntimeError` naming the holder).
 
     Settings changed through the handle (power limits, persistence mode) are put back when it
     is closed (:meth:`close`, the end of a ``with`` block, or garbage collection).
     """
 
     def __init__(self, backend=None, nvml_library=None, visible_devices=None, all_devices=False,
-                 keep_settings_on_close=False):
+                 keep_settings_on_close=False, daemon=None, daemon_override=False):
         L = _lib.lib()
         self._h = c_void_p()
         o = _lib.DevicesOpts(backend=_opt_bytes(backend), nvml_library=_opt_bytes(nvml_library),
                              visible_devices=_opt_bytes(visible_devices), all_devices=bool(all_devices),
-                             keep_settings_on_close=bool(keep_settings_on_close))
+                             keep_settings_on_close=bool(keep_settings_on_close), daemon=_opt_bytes(daemon),
+                             daemon_override=bool(daemon_override))
         _lib.check(L.zeus_devices_open(byref(self._h), byref(o)))
         self._owned = True
         self._dependents = weakref.WeakSet()  # monitors reading this handle

@@ -1,0 +1,206 @@
+"""zeusc through a zeus daemon, and the daemon's wire format as the original Python package uses it.
+
+A `zeus daemon serve` runs over the fake NVML (two simulated GPUs) on a Unix socket; its setter log
+shows what it did. The zeusc process gets ZEUSD_SOCK_PATH, and its own NVML setters are made to
+fail with NO_PERMISSION, as for an unprivileged user: everything it changes goes through the daemon.
+The original package's calls (zeus.utils.zeusd.ZeusdClient, the older ZeusdNVIDIAGPU form, the
+PowerStreamingClient's SSE parsing) are made here with http.client, request for request.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+import zeusc_testutil as tu
+
+
+def _cli():
+    p = os.environ.get("ZEUSC_TEST_ZEUS_CLI") or os.path.join(tu.REPO, "build", "zeus")
+    if not os.path.exists(p):
+        pytest.skip("the zeus CLI (build/zeus) is not built; set ZEUSC_TEST_ZEUS_CLI")
+    if subprocess.run([p, "daemon", "--help"], capture_output=True).returncode != 0:
+        pytest.skip("this zeus was built without the daemon (ZEUS_WITH_DAEMON=OFF)")
+    return p
+
+
+class Uds(http.client.HTTPConnection):
+    """httpx.HTTPTransport(uds=...) as the original client opens it: HTTP over a Unix socket."""
+
+    def __init__(self, path):
+        super().__init__("localhost", timeout=10)
+        self.path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.path)
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    fake = tu.fake_nvml_path()
+    if not fake:
+        pytest.skip("the fake NVML is not built; set ZEUSC_TEST_FAKE_NVML")
+    sock = str(tmp_path / "zeusd.sock")
+    log = tmp_path / "nvml.log"
+    env = dict(os.environ, ZEUS_NVML_LIBRARY=fake, ZEUS_SIM_GPUS="2", FAKE_NVML_LOG=str(log))
+    env.pop("ZEUS_GPU_BACKEND", None)
+    errf = open(tmp_path / "daemon.err", "w")
+    p = subprocess.Popen([_cli(), "daemon", "serve", "--socket-path", sock, "--no-state-file", "--log-level", "info"],
+                         env=env, stderr=errf)
+    deadline = time.time() + 10
+    while time.time() < deadline and "ready" not in (tmp_path / "daemon.err").read_text():
+        assert p.poll() is None, (tmp_path / "daemon.err").read_text()
+        time.sleep(0.05)
+    yield {"sock": sock, "log": log, "fake": fake, "proc": p, "err": tmp_path / "daemon.err"}
+    p.terminate()
+    p.wait(10)
+    errf.close()
+
+
+def _req(sock, method, url, body=None, headers=None):
+    c = Uds(sock)
+    c.request(method, url, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read().decode()
+    c.close()
+    return r.status, data
+
+
+def _setter_lines(log):
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def _client_env(daemon, tmp_path):
+    return {"ZEUSD_SOCK_PATH": daemon["sock"], "ZEUS_GPU_BACKEND": None, "ZEUS_NVML_LIBRARY": daemon["fake"],
+            "ZEUS_SIM_GPUS": "2", "ZEUS_SIM_CLOCK": "wall", "FAKE_NVML_LOG": str(tmp_path / "client-nvml.log"),
+            "FAKE_NVML_INJECT": "nvmlDeviceSetPowerManagementLimit:NO_PERMISSION"}
+
+
+PLO_SCRIPT = r"""
+import time
+from zeusc.device import Devices
+from zeusc.monitor import ZeusMonitor
+from zeusc.optimizer.power_limit import GlobalPowerLimitOptimizer, Energy
+with Devices() as d:
+    print("backend", d.backend)
+monitor = ZeusMonitor(gpu_indices=[0])
+plo = GlobalPowerLimitOptimizer(monitor, Energy(), warmup_steps=1, profile_steps=2)
+for epoch in range(3):
+    plo.on_epoch_begin()
+    for _ in range(40):
+        plo.on_step_begin(); time.sleep(0.002); plo.on_step_end()
+    plo.on_epoch_end()
+print("state", plo.state.name, "optimal", plo.optimal_power_limit)
+plo.close()
+"""
+
+
+def test_zeusc_power_limit_optimizer_runs_through_the_daemon(daemon, tmp_path):
+    r = tu.run_py(PLO_SCRIPT, env=_client_env(daemon, tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "backend nvml+zeusd" in r.stdout
+    assert "state DONE" in r.stdout, r.stdout
+    optimal = int(r.stdout.split("optimal ")[1].split()[0])
+    limits = [int(line.split()[2]) for line in _setter_lines(daemon["log"])
+              if line.startswith("nvmlDeviceSetPowerManagementLimit 0 ")]
+    # The first change at open sets the maximum (300 W) on the GPU, as the original does; then
+    # every limit is profiled.
+    assert limits[:9] == [300000, 275000, 250000, 225000, 200000, 175000, 150000, 125000, 100000], limits
+    # The optimum is applied (no call when it is the 100 W profiled last), then 300 W given back
+    # (no call when the optimum is 300 W).
+    assert limits[9:] == ([optimal] if optimal != 100000 else []) + ([300000] if optimal != 300000 else []), limits
+    assert not (tmp_path / "client-nvml.log").exists(), "zeusc called an NVML setter itself"
+
+
+def test_zeusc_setting_held_by_another_client_raises_naming_it(daemon, tmp_path, monkeypatch):
+    from zeusc.device import Devices
+    from zeusc.exceptions import ZeusRuntimeError
+    for k, v in _client_env(daemon, tmp_path).items():
+        if v is None:
+            monkeypatch.delenv(k, raising=False)
+        else:
+            monkeypatch.setenv(k, v)
+    holder = subprocess.Popen([os.path.join(os.path.dirname(_cli()), "tests", "daemon_test_client"), "hold", "1", "180000"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held", holder.stderr.read()
+        with Devices(daemon="unix:" + daemon["sock"]) as d:
+            with pytest.raises(ZeusRuntimeError, match=f"held by L[0-9]+: lease of pid {holder.pid}"):
+                d.set_power_limit(1, 150000)
+        with Devices(daemon="unix:" + daemon["sock"], daemon_override=True) as d:
+            d.set_power_limit(1, 150000)
+            assert d.get_power_limit(1) == 150000
+        # Closed: the holder's value is back.
+        with Devices(daemon="unix:" + daemon["sock"]) as d:
+            assert d.get_power_limit(1) == 180000
+    finally:
+        holder.kill()
+        holder.wait()
+    deadline = time.time() + 1.0
+    while "nvmlDeviceSetPowerManagementLimit 1 300000 -> 0" not in _setter_lines(daemon["log"]):
+        assert time.time() < deadline, "GPU 1 not given back within 1 s of SIGKILL"
+        time.sleep(0.01)
+
+
+def test_original_zeusd_client_calls_work(daemon):
+    s = daemon["sock"]
+    # ZeusdClient.__init__: /discover with the keys it reads.
+    st, body = _req(s, "GET", "/discover")
+    assert st == 200
+    d = json.loads(body)
+    gpus = [(g["id"], g["name"], g["pci_address"], g["cumulative_energy_available"]) for g in d["gpus"]]
+    assert [g[0] for g in gpus] == [0, 1] and gpus[1][2] == "0000:02:00.0" and gpus[0][3] is True
+    assert set(d["enabled_api_groups"]) == {"gpu-control", "gpu-read", "cpu-read"} and d["auth_required"] is False
+    assert d["gpu_ids"] == [0, 1]  # PowerStreamingClient._discover_server reads these
+    # set_power_limit(gpu_ids=[0, 1], power_limit_mw=..., block=True): query parameters on a POST.
+    st, body = _req(s, "POST", "/gpu/set_power_limit?gpu_ids=0%2C1&power_limit_mw=210000&block=true")
+    assert (st, body) == (200, "")
+    st, body = _req(s, "GET", "/gpu/get_power_limit?gpu_ids=0%2C1")
+    assert {int(k): v["power_limit_mw"] for k, v in json.loads(body).items()} == {0: 210000, 1: 210000}
+    st, body = _req(s, "GET", "/gpu/get_power_limit_constraints")
+    assert {int(k): (v["min_power_limit_mw"], v["max_power_limit_mw"]) for k, v in json.loads(body).items()} == \
+        {0: (100000, 300000), 1: (100000, 300000)}
+    st, body = _req(s, "GET", "/gpu/get_power")
+    snap = json.loads(body)
+    assert snap["timestamp_ms"] > 0 and {int(k) for k in snap["power_mw"]} == {0, 1}
+    st, body = _req(s, "GET", "/gpu/get_cumulative_energy?gpu_ids=1")
+    assert st == 200 and json.loads(body)["1"]["energy_mj"] >= 0
+    st, body = _req(s, "POST", "/gpu/set_persistence_mode?gpu_ids=1&enabled=true&block=false")
+    assert st == 200
+    st, body = _req(s, "GET", "/gpu/get_persistence_mode")
+    assert {int(k): v["enabled"] for k, v in json.loads(body).items()} == {0: False, 1: True}
+    for path in ("set_gpu_locked_clocks?gpu_ids=0&min_clock_mhz=900&max_clock_mhz=1200&block=true",
+                 "reset_gpu_locked_clocks?gpu_ids=0&block=true", "reset_locked_clocks?gpu_ids=0%2C1&block=true"):
+        assert _req(s, "POST", "/gpu/" + path)[0] == 200, path
+    # ZeusdNVIDIAGPU of older packages: the GPU in the path, the fields as a JSON body.
+    st, _ = _req(s, "POST", "/gpu/1/set_power_limit", json.dumps({"power_limit_mw": 190000, "block": True}),
+                 {"Content-Type": "application/json"})
+    assert st == 200
+    assert "nvmlDeviceSetPowerManagementLimit 1 190000 -> 0" in _setter_lines(daemon["log"])
+    # ZeusdClient._check turns any other status into an error with the body's text.
+    st, body = _req(s, "POST", "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=1&block=true")
+    assert st == 400 and "outside the allowed range" in body
+
+
+def test_power_streaming_client_parses_the_stream(daemon):
+    c = Uds(daemon["sock"])
+    c.request("GET", "/gpu/stream_power?gpu_ids=0")
+    r = c.getresponse()
+    assert r.status == 200 and r.getheader("Content-Type") == "text/event-stream"
+    buf, events = "", []
+    while len(events) < 3:
+        buf += r.read1(4096).decode()
+        while "\n\n" in buf:
+            event, buf = buf.split("\n\n", 1)
+            for line in event.strip().split("\n"):
+                if line.startswith("data: "):
+                    data = json.loads(line[6:])  # as PowerStreamingClient._process_gpu_event reads it
+                    events.append({int(k): float(v) / 1000.0 for k, v in data.get("power_mw", {}).items()})
+    c.close()
+    assert all(set(e) == {0} and e[0] > 0 for e in events), events
