@@ -222,6 +222,7 @@ unsigned long long zeus__proc_start_time(pid_t pid);
     ZEUS__GC, h_leases)                                                                             \
   X(LEASES_RENEW, "/leases/renew", ZEUS__RF_POST, ZEUS__GC, 0, ZEUS__GC, h_leases)                  \
   X(LEASES_RELEASE, "/leases/release", ZEUS__RF_POST, ZEUS__GC, 0, ZEUS__GC, h_leases)              \
+  X(METRICS, "/metrics", ZEUS__RF_GET, 0, ZEUS__DSCOPE_ANY, 0, h_metrics)                            \
   X(OTHER, "(unknown)", ZEUS__RF_METHODS, 0, 0, 0, h_unknown)
 
 typedef enum zeus__droute {
@@ -321,6 +322,8 @@ typedef struct zeus__dreq {
 /* server.c helpers for routes.c */
 int zeus__dreply(zeus__dreq *q, int status, json_t *body /* stolen; NULL: empty */);
 int zeus__dreply_error(zeus__dreq *q, int status, const char *fmt, ...) ZEUS__PRINTF(3, 4);
+/* A reply of `len` bytes of `text` (copied) with the given Content-Type, counted as the others. */
+int zeus__dreply_text(zeus__dreq *q, int status, const char *content_type, const char *text, size_t len);
 int zeus__dreply_stream(zeus__dreq *q, void *ctx, long (*reader)(void *, uint64_t, char *, size_t),
                         void (*free_ctx)(void *));
 const char *zeus__dparam(zeus__dreq *q, const char *name);

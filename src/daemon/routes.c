@@ -19,6 +19,7 @@
 
 #include "daemon/daemon_internal.h"
 #include "device/rapl.h"
+#include "metrics/metrics.h"
 
 #define LEASE_HEADER "X-Zeus-Lease"
 #define TCP_DEFAULT_TTL_S 60
@@ -639,6 +640,46 @@ static int h_leases(zeus__dreq *q) {
   }
   zeus__leases_unlock(d->L);
   return zeus__dreply(q, 200, o);
+}
+
+/* ---- GET /metrics: the Prometheus text format (docs/metrics.md) ---- */
+
+typedef struct metrics_ctx {
+  zeus__metrics_writer *w;
+} metrics_ctx;
+
+static void metrics_request_sample(const char *route, int status, unsigned long long n, void *u) {
+  metrics_ctx *m = u;
+  char code[16];
+  if (status) snprintf(code, sizeof code, "%d", status);
+  else snprintf(code, sizeof code, "other");
+  /* Routes are the table's templates (a client's path never becomes a label). */
+  zeus__metrics_label l[2] = {{"route", strcmp(route, "(unknown)") ? route : "other"}, {"code", code}};
+  zeus__metrics_sample(m->w, "zeus_daemon_requests_total", NULL, l, 2, (double)n);
+}
+
+static int h_metrics(zeus__dreq *q) {
+  int mhd;
+  static const char *const none[] = {NULL};
+  if (unknown_params(q, none, &mhd)) return mhd;
+  zeus__metrics_writer w;
+  zeus__metrics_writer_init(&w);
+  metrics_ctx m = {&w};
+  zeus__metrics_family(&w, "zeus_daemon_requests_total", "counter",
+                       "Requests answered, by route template and status code.");
+  zeus_daemon_counters(q->d, metrics_request_sample, &m);
+  unsigned live = 0;
+  unsigned long long restores = 0;
+  zeus_daemon_lease_stats(q->d, &live, &restores);
+  zeus__metrics_family(&w, "zeus_daemon_leases", "gauge", "Live leases (holders of changed settings).");
+  zeus__metrics_sample(&w, "zeus_daemon_leases", NULL, NULL, 0, (double)live);
+  zeus__metrics_family(&w, "zeus_daemon_restores_total", "counter",
+                       "Settings given back (a holder died, released, lapsed, or the daemon stopped).");
+  zeus__metrics_sample(&w, "zeus_daemon_restores_total", NULL, NULL, 0, (double)restores);
+  int rc = w.rc ? zeus__dreply_error(q, 500, "writing the metrics: out of memory")
+                : zeus__dreply_text(q, 200, ZEUS__METRICS_CONTENT_TYPE, w.buf.data ? w.buf.data : "", w.buf.len);
+  zeus__metrics_writer_free(&w);
+  return rc;
 }
 
 static int h_unknown(zeus__dreq *q) { return zeus__dreply_error(q, 404, "no route %.200s", q->path); }

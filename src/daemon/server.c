@@ -102,6 +102,16 @@ int zeus__dreply(zeus__dreq *q, int status, json_t *body) {
   return rc;
 }
 
+int zeus__dreply_text(zeus__dreq *q, int status, const char *content_type, const char *text, size_t len) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)text, MHD_RESPMEM_MUST_COPY);
+  if (!r) return MHD_NO;
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+  count(q, status);
+  int rc = MHD_queue_response(q->c, (unsigned)status, r);
+  MHD_destroy_response(r);
+  return rc;
+}
+
 int zeus__dreply_error(zeus__dreq *q, int status, const char *fmt, ...) {
   char msg[1200];
   va_list ap;

@@ -801,6 +801,8 @@ static void route_table_is_consistent(void **state) {
     assert_int_equal(!!(rd->flags & ZEUS__RF_WITH_KEY), r == ZEUS__R_WHOAMI);
     /* A method a route takes without a token must be one of a route open to all (discover, time). */
     if ((rd->flags & ZEUS__RF_GET) && !rd->get_scopes) assert_true(r == ZEUS__R_DISCOVER || r == ZEUS__R_TIME);
+    /* /metrics: any valid token when tokens are on (it counts requests; it changes nothing). */
+    if (r == ZEUS__R_METRICS) assert_true(rd->get_scopes == ZEUS__DSCOPE_ANY && rd->flags == ZEUS__RF_GET);
     if ((rd->flags & (ZEUS__RF_POST | ZEUS__RF_DELETE)) && !rd->write_scopes)
       fail_msg("%s: a write without a scope", rd->path);
   }
@@ -826,6 +828,62 @@ static void counters_count_by_route_and_status(void **state) {
   assert_int_equal(c.other_404, 1);
   assert_int_equal(c.set_200, 1);
   assert_int_equal(c.leases_200, 0);
+  zeus_daemon_close(d);
+}
+
+static double metric_value(const char *text, const char *series) {
+  size_t n = strlen(series);
+  for (const char *p = text; (p = strstr(p, series)); p += n)
+    if ((p == text || p[-1] == '\n') && p[n] == ' ') return strtod(p + n + 1, NULL);
+  fail_msg("no series %s in:\n%s", series, text);
+  return -1;
+}
+
+/* GET /metrics: requests by route template and code, live leases, restores; a token when tokens
+ * are on; the client's path never becomes a label. */
+static void metrics_count_requests_leases_and_restores(void **state) {
+  (void)state;
+  zeus_daemon *d = start(0, false, false);
+  resp r;
+  for (int i = 0; i < 2; i++) {
+    uds("GET", "/discover", &r);
+    resp_free(&r);
+  }
+  uds("GET", "/no-such-route-xyzzy", &r);
+  resp_free(&r);
+  char *lease = new_lease(g_sock, 0, NULL);
+  post_leased(lease, "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=200000", &r);
+  EXPECT(r, 200, NULL);
+  resp_free(&r);
+  uds("GET", "/metrics", &r);
+  EXPECT(r, 200, "# TYPE zeus_daemon_requests_total counter");
+  assert_non_null(strstr(r.head, "text/plain; version=0.0.4"));
+  assert_int_equal((int)metric_value(r.body, "zeus_daemon_requests_total{route=\"/discover\",code=\"200\"}"), 2);
+  assert_int_equal((int)metric_value(r.body, "zeus_daemon_requests_total{route=\"other\",code=\"404\"}"), 1);
+  assert_int_equal((int)metric_value(r.body, "zeus_daemon_requests_total{route=\"/gpu/set_power_limit\",code=\"200\"}"), 1);
+  assert_int_equal((int)metric_value(r.body, "zeus_daemon_leases"), 1);
+  assert_int_equal((int)metric_value(r.body, "zeus_daemon_restores_total"), 0);
+  assert_null(strstr(r.body, "xyzzy"));
+  resp_free(&r);
+  post_leased(lease, "/leases/release", &r);
+  EXPECT(r, 200, "\"released\":true");
+  resp_free(&r);
+  uds("GET", "/metrics", &r);
+  EXPECT(r, 200, NULL);
+  assert_int_equal((int)metric_value(r.body, "zeus_daemon_leases"), 0);
+  assert_int_equal((int)metric_value(r.body, "zeus_daemon_restores_total"), 1);
+  assert_int_equal((int)metric_value(r.body, "zeus_daemon_requests_total{route=\"/metrics\",code=\"200\"}"), 1);
+  resp_free(&r);
+  uds("POST", "/metrics", &r);
+  EXPECT(r, 405, NULL);
+  resp_free(&r);
+  free(lease);
+  zeus_daemon_close(d);
+  /* With tokens on, /metrics needs one (any scope). */
+  d = start(0, true, false);
+  uds("GET", "/metrics", &r);
+  EXPECT(r, 401, NULL);
+  resp_free(&r);
   zeus_daemon_close(d);
 }
 
@@ -884,6 +942,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(full_lease_table_is_503_until_one_leaves),
       cmocka_unit_test(route_table_is_consistent),
       cmocka_unit_test(counters_count_by_route_and_status),
+      cmocka_unit_test(metrics_count_requests_leases_and_restores),
       cmocka_unit_test(socket_is_made_with_the_mode_asked_and_stale_ones_replaced),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
