@@ -60,6 +60,18 @@ until [ "$(limit_of 0)" = 300000 ] && [ "$(limit_of 1)" = 300000 ] && get /lease
 done
 echo "ok - after them, both GPUs at 300000 mW and no lease left"
 
+# ---- /metrics after them: the 100 reads counted, no lease left, promtool accepts the text
+curl -s --unix-socket "$SOCK" http://localhost/metrics >"$tmp/metrics.txt" || die "GET /metrics failed"
+grep -q '^zeus_daemon_requests_total{route="/discover",code="200"} 1[0-9][0-9]$' "$tmp/metrics.txt" ||
+  die "/metrics does not count the 100 reads of /discover: $(grep discover "$tmp/metrics.txt")"
+grep -qx 'zeus_daemon_leases 0' "$tmp/metrics.txt" || die "/metrics: leases not 0: $(grep leases "$tmp/metrics.txt")"
+if command -v promtool >/dev/null; then
+  promtool check metrics <"$tmp/metrics.txt" >"$tmp/promtool.out" 2>&1 || die "promtool: $(cat "$tmp/promtool.out")"
+  echo "ok - /metrics counts the reads, no lease left, promtool check metrics passes"
+else
+  echo "ok - /metrics counts the reads and no lease is left (promtool not installed: not checked by it)"
+fi
+
 # ---- SIGTERM gives back what live clients hold, and cleans up
 start_holder a 0 125000
 a=$HOLDER
