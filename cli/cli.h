@@ -66,6 +66,10 @@ struct json_t;
  * prints an error naming the bad index, or saying that there is no GPU, and returns false. */
 bool cli_gpu_selection(const char *cmd, zeus_devices *d, const cli_index_list *l, unsigned *out,
                        size_t *n);
+/* Opens the GPUs (zeus_devices_open with the environment's settings) and selects those a --gpus
+ * list names, as cli_gpu_selection; on failure prints why, closes what it opened and returns
+ * NULL. The caller closes the handle it returns. */
+zeus_devices *cli_open_gpu_selection(const char *cmd, const cli_index_list *l, unsigned *out, size_t *n);
 /* Median (sorts v in place), largest and smallest of n values; NaN when n is 0. */
 double cli_median(double *v, size_t n);
 double cli_max(const double *v, size_t n);

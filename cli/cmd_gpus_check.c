@@ -214,17 +214,10 @@ static void text_gpu(const json_t *j) {
 int cmd_gpus_check(int argc, char **argv) {
   int rc = cli_parse(&check_cmd, argc, argv, NULL, NULL);
   if (rc != CLI_CONTINUE) return rc;
-  zeus_devices *d;
-  if (zeus_devices_open(&d, NULL) != ZEUS_OK) {
-    cli_error(CMD, true, "cannot open the GPUs");
-    return CLI_EXIT_FAIL;
-  }
   unsigned idx[ZEUS_MAX_GPUS];
   size_t ng;
-  if (!cli_gpu_selection(CMD, d, &gpu_list, idx, &ng)) {
-    zeus_devices_close(d);
-    return CLI_EXIT_FAIL;
-  }
+  zeus_devices *d = cli_open_gpu_selection(CMD, &gpu_list, idx, &ng);
+  if (!d) return CLI_EXIT_FAIL;
   gpu_series *gs = calloc(ng, sizeof *gs);
   if (!gs) {
     zeus_devices_close(d);

@@ -360,17 +360,10 @@ static void text_call(const call_result *r) {
 int cmd_gpus_probe(int argc, char **argv) {
   int rc = cli_parse(&probe_cmd, argc, argv, NULL, NULL);
   if (rc != CLI_CONTINUE) return rc;
-  zeus_devices *d;
-  if (zeus_devices_open(&d, NULL) != ZEUS_OK) {
-    cli_error(CMD, true, "cannot open the GPUs");
-    return CLI_EXIT_FAIL;
-  }
   unsigned gpus[ZEUS_MAX_GPUS];
   size_t ngpus;
-  if (!cli_gpu_selection(CMD, d, &gpu_list, gpus, &ngpus)) {
-    zeus_devices_close(d);
-    return CLI_EXIT_FAIL;
-  }
+  zeus_devices *d = cli_open_gpu_selection(CMD, &gpu_list, gpus, &ngpus);
+  if (!d) return CLI_EXIT_FAIL;
   long n = ncalls;
   double *lat = malloc((size_t)n * sizeof *lat);
   pv *scratch = malloc(sizeof *scratch);

@@ -339,17 +339,10 @@ int cmd_gpus_set(int argc, char **argv) {
     cli_error(CMD, false, "nothing to set: give --power-limit, --sm-clock or --memory-clock");
     return CLI_EXIT_USAGE;
   }
-  zeus_devices *d;
-  if (zeus_devices_open(&d, NULL) != ZEUS_OK) {
-    cli_error(CMD, true, "cannot open the GPUs");
-    return CLI_EXIT_FAIL;
-  }
   unsigned idx[ZEUS_MAX_GPUS];
   size_t ng;
-  if (!cli_gpu_selection(CMD, d, &gpu_list, idx, &ng)) {
-    zeus_devices_close(d);
-    return CLI_EXIT_FAIL;
-  }
+  zeus_devices *d = cli_open_gpu_selection(CMD, &gpu_list, idx, &ng);
+  if (!d) return CLI_EXIT_FAIL;
   gpu_state *gs = calloc(ng, sizeof *gs);
   bool oom = !gs;
   for (size_t k = 0; !oom && k < ng; k++) {

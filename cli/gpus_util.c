@@ -50,6 +50,19 @@ bool cli_sleep_s(double s) {
   return !cli_stop_signal;
 }
 
+zeus_devices *cli_open_gpu_selection(const char *cmd, const cli_index_list *l, unsigned *out, size_t *n) {
+  zeus_devices *d;
+  if (zeus_devices_open(&d, NULL) != ZEUS_OK) {
+    cli_error(cmd, true, "cannot open the GPUs");
+    return NULL;
+  }
+  if (!cli_gpu_selection(cmd, d, l, out, n)) {
+    zeus_devices_close(d);
+    return NULL;
+  }
+  return d;
+}
+
 bool cli_gpu_selection(const char *cmd, zeus_devices *d, const cli_index_list *l, unsigned *out,
                        size_t *n) {
   unsigned count = zeus_gpu_count(d);
