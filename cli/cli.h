@@ -80,6 +80,12 @@ double cli_min(const double *v, size_t n);
 extern volatile sig_atomic_t cli_stop_signal;
 void cli_catch_stop_signals(void);
 void cli_release_stop_signals(void);
+/* Serving until SIGINT or SIGTERM (pfo-server, exporter): cli_serve_block_signals() ignores
+ * SIGPIPE and blocks SIGINT and SIGTERM in the calling thread; call it before the server starts
+ * its threads, so they inherit the block and only cli_serve_wait() (sigwait: no race between a
+ * check and a pause) takes the signal. cli_serve_wait returns the signal's number. */
+void cli_serve_block_signals(void);
+int cli_serve_wait(void);
 /* Sleeps; false (at once) when a stop signal has come. */
 bool cli_sleep_s(double s);
 /* The SM clocks the GPU supports at its highest memory clock (*mem_mhz), highest first. */

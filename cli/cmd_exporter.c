@@ -64,12 +64,6 @@ static const cli_command exporter_cmd = {
     .args = CLI_ARGS_NONE,
 };
 
-static volatile sig_atomic_t g_stop;
-static void on_signal(int sig) {
-  (void)sig;
-  g_stop = 1;
-}
-
 typedef struct sim_worker {
   zeus_sim_node *node;
   double units[ZEUS_MAX_GPUS];
@@ -79,7 +73,7 @@ typedef struct sim_worker {
 /* Keeps the chosen simulated GPUs busy in pieces of a few units (a fraction of a second each). */
 static void *sim_work_main(void *arg) {
   sim_worker *w = arg;
-  while (!w->stop && !g_stop)
+  while (!w->stop)
     if (zeus_sim_work_all(w->node, w->units, NULL) != ZEUS_OK) break;
   return NULL;
 }
@@ -122,25 +116,13 @@ int cmd_exporter(int argc, char **argv) {
   const char *token = getenv("ZEUS_EXPORTER_TOKEN");
   o.token = token && *token ? token : NULL;
 
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
-  /* Only this thread takes the signals: block them while the other threads start. */
-  sigset_t set, old;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, &old);
+  cli_serve_block_signals();
   zeus_exporter *e;
   rc = zeus_exporter_open(&e, &o);
   pthread_t worker_thread;
   bool worker_started = false;
   if (rc == ZEUS_OK && worker.node && !once_opt)
     worker_started = pthread_create(&worker_thread, NULL, sim_work_main, &worker) == 0;
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc) {
     cli_error(cmd, true, "cannot start");
     zeus_devices_close(d);
@@ -160,7 +142,7 @@ int cmd_exporter(int argc, char **argv) {
   } else {
     printf("zeus exporter: serving /metrics on %s port %d\n", host_opt, zeus_exporter_port(e));
     fflush(stdout);
-    while (!g_stop) pause();
+    cli_serve_wait();
     fprintf(stderr, "zeus exporter: shutting down\n");
   }
   if (worker_started) {

@@ -126,12 +126,6 @@ static const cli_command server_cmd = {
     .args = CLI_ARGS_NONE,
 };
 
-static volatile sig_atomic_t g_stop;
-static void on_signal(int sig) {
-  (void)sig;
-  g_stop = 1;
-}
-
 int cmd_pfo_server(int argc, char **argv) {
   const char *cmd = "pfo-server";
   srv_opts = (zeus_pfo_server_opts){.log_level = "info"};
@@ -187,21 +181,9 @@ int cmd_pfo_server(int argc, char **argv) {
               "To just try the server, use --scheduler AllMaxFrequency (no arguments needed).\n");
     return CLI_EXIT_USAGE;
   }
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
-  /* Only this thread takes the signals: block them while the server's threads start. */
-  sigset_t set, old;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, &old);
+  cli_serve_block_signals();
   zeus_pfo_server *srv;
   rc = zeus_pfo_server_open(&srv, &o);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc) {
     cli_error(cmd, true, "cannot start");
     free(token_copy);
@@ -210,7 +192,7 @@ int cmd_pfo_server(int argc, char **argv) {
   printf("zeus pfo-server: listening on %s port %d\n", o.host ? o.host : "127.0.0.1",
          zeus_pfo_server_port(srv));
   fflush(stdout);
-  while (!g_stop) pause();
+  cli_serve_wait();
   fprintf(stderr, "zeus pfo-server: shutting down\n");
   zeus_pfo_server_close(srv);
   free(token_copy);
