@@ -60,7 +60,10 @@ static int run(bool change, bool profile, double poll_s, double *burst_ns, doubl
   snprintf(args, sizeof args, "{\"solution_path\": \"%s\"}", plan);
   zeus_pfo_server_opts so = {.port = -1, .scheduler = "PointSolution", .scheduler_args = args};
   zeus_pfo_server *srv;
-  if (zeus_pfo_server_open(&srv, &so)) return 1;
+  if (zeus_pfo_server_open(&srv, &so)) {
+    fprintf(stderr, "bench_pfo_client: %s\n", zeus_errmsg());
+    return 1;
+  }
   snprintf(url, sizeof url, "http://127.0.0.1:%d", zeus_pfo_server_port(srv));
   zeus_sim_config cfg = {.num_gpus = 1, .clock = ZEUS_SIM_CLOCK_VIRTUAL};
   zeus_devices_opts dopts = {.backend = "sim", .sim = &cfg, .all_devices = true};
@@ -72,12 +75,16 @@ static int run(bool change, bool profile, double poll_s, double *burst_ns, doubl
   o.server_url = url;
   o.pp_degree = o.dp_degree = o.tp_degree = o.world_size = 1;
   o.devices = d;
-  o.iters_per_round = 1000; /* longer than the run: no HTTP while timing */
+  o.iters_per_round = 100; /* longer than the run (REPS + SINGLES / N steps): no HTTP while timing; within the
+                             * server's bound on a result's numbers with profiling on */
   o.no_instruction_profiling = !profile;
   o.no_signal_handlers = true;
   o.controller_poll_s = poll_s;
   zeus_pfo_optimizer *opt;
-  if (zeus_pfo_optimizer_open(&opt, &o)) return 1;
+  if (zeus_pfo_optimizer_open(&opt, &o)) {
+    fprintf(stderr, "bench_pfo_client: %s\n", zeus_errmsg());
+    return 1;
+  }
   zeus_pfo_controller *ctl = zeus_pfo_optimizer_controller(opt);
   int rc = 0;
   /* Back to back. */
