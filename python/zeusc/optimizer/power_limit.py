@@ -114,28 +114,30 @@ class Ready(_Model):
         self.steps = _positive_int("Ready", "steps", steps)
 
 
-class Warmup(_Model):
+class _AtLimitFor(_Model):
+    """A state at ``current_power_limit`` (mW) that lasts ``steps`` more step begins."""
+
+    __slots__ = ("current_power_limit", "steps")
+    _fields = __slots__
+
+    def __init__(self, *, current_power_limit: int, steps: int) -> None:
+        cls = type(self).__name__
+        self.current_power_limit = _positive_int(cls, "current_power_limit", current_power_limit)
+        self.steps = _positive_int(cls, "steps", steps)
+
+
+class Warmup(_AtLimitFor):
     """Warming up at ``current_power_limit`` (mW); profiling starts after ``steps`` more step begins."""
 
-    __slots__ = ("current_power_limit", "steps")
-    _fields = __slots__
+    __slots__ = ()
     name = "WARMUP"
 
-    def __init__(self, *, current_power_limit: int, steps: int) -> None:
-        self.current_power_limit = _positive_int("Warmup", "current_power_limit", current_power_limit)
-        self.steps = _positive_int("Warmup", "steps", steps)
 
-
-class Profiling(_Model):
+class Profiling(_AtLimitFor):
     """Profiling ``current_power_limit`` (mW); the window ends after ``steps`` more step begins."""
 
-    __slots__ = ("current_power_limit", "steps")
-    _fields = __slots__
+    __slots__ = ()
     name = "PROFILING"
-
-    def __init__(self, *, current_power_limit: int, steps: int) -> None:
-        self.current_power_limit = _positive_int("Profiling", "current_power_limit", current_power_limit)
-        self.steps = _positive_int("Profiling", "steps", steps)
 
 
 class Done(_Model):
