@@ -154,6 +154,32 @@ static bool open_and_list(void) {
   return true;
 }
 
+/* The state a first run makes, kept in memory: made once by the driver itself (which must make
+ * a valid one), then written back for each edit program instead of being made again, which
+ * triples the executions per second. Its journal mode leaves no side file once closed. */
+static uint8_t *g_template;
+static size_t g_template_n;
+
+static void read_template(void) {
+  if (!open_and_list()) abort(); /* a first run must make a valid state */
+  FILE *f = fopen(g_state, "rb");
+  if (!f) abort();
+  if (fseek(f, 0, SEEK_END) != 0) abort();
+  long n = ftell(f);
+  if (n <= 0 || fseek(f, 0, SEEK_SET) != 0) abort();
+  g_template = malloc((size_t)n);
+  if (!g_template || fread(g_template, 1, (size_t)n, f) != (size_t)n) abort();
+  g_template_n = (size_t)n;
+  fclose(f);
+  clear_dir();
+}
+
+static void write_template(void) {
+  int fd = open(g_state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || write(fd, g_template, g_template_n) != (ssize_t)g_template_n) abort();
+  close(fd);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!g_dir[0]) {
@@ -164,6 +190,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snprintf(g_logs, sizeof g_logs, "%s/logs", g_dir);
     atexit(cleanup);
     zeus_set_log_level(ZEUS_LOG_OFF);
+    clear_dir();
+    read_template();
   }
   if (size < 1) return 0;
   clear_dir();
@@ -173,7 +201,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 1 && write(fd, data + 1, size - 1) != (ssize_t)(size - 1)) abort();
     close(fd);
   } else {
-    if (!open_and_list()) abort(); /* a first run must make a valid state */
+    write_template();
     sqlite3 *db;
     if (sqlite3_open_v2(g_state, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
       input in = {data + 1, size - 1};
