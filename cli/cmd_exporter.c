@@ -41,9 +41,11 @@ static const cli_command exporter_cmd = {
         "answers in the Prometheus text format with, per GPU (labels gpu, uuid, name), the energy\n"
         "used as a counter in joules (zeus_gpu_energy_joules_total: the GPU's energy counter, or its\n"
         "power integrated where it has none; it never decreases), power now and averaged, power limit\n"
-        "and its range, SM and memory clocks and temperature; per CPU package the package and DRAM\n"
-        "energy in joules. A scrape reads the devices again, so values are current. docs/metrics.md\n"
-        "lists every series and the dcgm-exporter fields they match.\n"
+        "and its range, SM and memory clocks and temperature, and whether each clock is locked\n"
+        "(zeus_gpu_clock_locked: only where known, since NVML cannot read a lock back: the simulated\n"
+        "GPU, or GPUs read through zeus daemon, which knows the locks made through it); per CPU\n"
+        "package the package and DRAM energy in joules. A scrape reads the devices again, so values\n"
+        "are current. docs/metrics.md lists every series and the dcgm-exporter fields they match.\n"
         "\n"
         "Listens on loopback unless --host says otherwise. Runs until SIGINT or SIGTERM.",
     .opts = exporter_opts,

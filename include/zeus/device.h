@@ -171,6 +171,30 @@ ZEUS_EXTERN int zeus_gpu_set_memory_locked_clocks(zeus_devices *d, unsigned gpu,
                                                   unsigned max_mhz);
 ZEUS_EXTERN int zeus_gpu_reset_memory_locked_clocks(zeus_devices *d, unsigned gpu);
 
+/* Whether a clock is locked, as far as anyone this library can ask knows. NVML has no call that
+ * reads a lock back, so on NVML only locks set or reset through this handle are known. */
+typedef enum zeus_clock_lock_state {
+  ZEUS_CLOCK_LOCK_UNKNOWN = 0, /* nobody can say (NVML, and this handle never set or reset it) */
+  ZEUS_CLOCK_UNLOCKED = 1,
+  ZEUS_CLOCK_LOCKED = 2,
+} zeus_clock_lock_state;
+
+typedef struct zeus_clock_lock {
+  zeus_clock_lock_state state;
+  unsigned min_mhz, max_mhz; /* the locked range as requested (0, 0 unless locked) */
+  /* Who said: "device" (the backend reads the lock: the simulated GPU), "daemon" (the zeus daemon,
+   * which knows the locks made through it), "handle" (this handle set or reset it), or "" when
+   * unknown. A static string. */
+  const char *source;
+} zeus_clock_lock;
+
+/* The lock of the SM clock (memory false) or of the memory clock (memory true) of a GPU. Asks the
+ * backend first (the simulated GPU knows its locks; a zeus daemon knows those made through it);
+ * where it cannot say, reports what this handle did: locked to the range it set, unlocked after
+ * it reset the lock or restored the GPU, and ZEUS_CLOCK_LOCK_UNKNOWN otherwise. ZEUS_OK with
+ * state UNKNOWN is not an error; errors are those of resolving `gpu`. */
+ZEUS_EXTERN int zeus_gpu_get_locked_clocks(zeus_devices *d, unsigned gpu, bool memory, zeus_clock_lock *out /* out */);
+
 /* Puts back every setting changed through this handle since it was opened (power limit and
  * persistence mode to their earlier values; locked clocks reset). Lost GPUs are skipped.
  * Idempotent. Returns the first error but tries every GPU. */

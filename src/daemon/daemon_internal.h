@@ -215,6 +215,7 @@ unsigned long long zeus__proc_start_time(pid_t pid);
   X(GPU_GET_PL, "/gpu/get_power_limit", ZEUS__GPU_READ, h_gpu_read)                                 \
   X(GPU_GET_PLC, "/gpu/get_power_limit_constraints", ZEUS__GPU_READ, h_gpu_read)                    \
   X(GPU_GET_PM, "/gpu/get_persistence_mode", ZEUS__GPU_READ, h_gpu_read)                            \
+  X(GPU_GET_LOCKS, "/gpu/get_locked_clocks", ZEUS__GPU_READ, h_gpu_read)                             \
   X(CPU_ENERGY, "/cpu/get_cumulative_energy", ZEUS__CPU_READ, h_cpu)                                \
   X(CPU_POWER, "/cpu/get_power", ZEUS__CPU_READ, h_cpu)                                             \
   X(CPU_STREAM, "/cpu/stream_power", ZEUS__CPU_READ, h_stream)                                      \

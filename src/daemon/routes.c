@@ -368,6 +368,15 @@ static int h_gpu_write(zeus__dreq *q) {
 
 /* ---- GPU reads ---- */
 
+/* A lock as the daemon's device handle knows it: every lock made through the daemon (NVML cannot
+ * read one back), "locked": null when nobody can say. */
+static json_t *lock_json(const zeus_clock_lock *l) {
+  if (l->state == ZEUS_CLOCK_LOCKED)
+    return json_pack("{s:b,s:I,s:I}", "locked", 1, "min_clock_mhz", (json_int_t)l->min_mhz, "max_clock_mhz",
+                     (json_int_t)l->max_mhz);
+  return json_pack("{s:o}", "locked", l->state == ZEUS_CLOCK_UNLOCKED ? json_false() : json_null());
+}
+
 static int h_gpu_read(zeus__dreq *q) {
   zeus_daemon *d = q->d;
   int mhd;
@@ -405,6 +414,13 @@ static int h_gpu_read(zeus__dreq *q) {
           v = json_pack("{s:I,s:I,s:I}", "min_power_limit_mw", (json_int_t)a, "max_power_limit_mw", (json_int_t)b,
                         "default_power_limit_mw", (json_int_t)c);
         break;
+      case ZEUS__R_GPU_GET_LOCKS: {
+        zeus_clock_lock sm, mem;
+        if (!(rc = zeus_gpu_get_locked_clocks(d->dev, g, false, &sm)) &&
+            !(rc = zeus_gpu_get_locked_clocks(d->dev, g, true, &mem)))
+          v = json_pack("{s:o,s:o}", "gpu_locked_clocks", lock_json(&sm), "mem_locked_clocks", lock_json(&mem));
+        break;
+      }
       default:
         if (!(rc = zeus_gpu_get_persistence_mode(d->dev, g, &on))) v = json_pack("{s:b}", "enabled", on);
         break;

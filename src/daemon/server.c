@@ -380,7 +380,14 @@ static int dev_read(void *ctx, unsigned gpu, zeus__setting s, zeus__dval *out) {
   switch (s) {
     case ZEUS__SET_POWER_LIMIT: return zeus_gpu_get_power_limit(d->dev, gpu, &out->a);
     case ZEUS__SET_PERSISTENCE: return zeus_gpu_get_persistence_mode(d->dev, gpu, &out->on);
-    default: return ZEUS_OK; /* NVML cannot read a lock: what came before the daemon counts as unlocked */
+    default: {
+      /* NVML cannot read a lock: unless the device layer knows (the simulated GPU, or a lock this
+       * daemon made), what came before the daemon counts as unlocked. */
+      zeus_clock_lock l;
+      int rc = zeus_gpu_get_locked_clocks(d->dev, gpu, s == ZEUS__SET_MEM_LOCK, &l);
+      if (!rc && l.state == ZEUS_CLOCK_LOCKED) out->on = true, out->a = l.min_mhz, out->b = l.max_mhz;
+      return rc;
+    }
   }
 }
 

@@ -41,6 +41,9 @@ typedef struct zeus__gpu_backend {
   int (*reset_locked_clocks)(void *st, unsigned i);
   int (*set_memory_locked_clocks)(void *st, unsigned i, unsigned min_mhz, unsigned max_mhz);
   int (*reset_memory_locked_clocks)(void *st, unsigned i);
+  /* The lock of the SM (mem false) or memory clock where the backend can read it back (out->source
+   * set); ZEUS_ENOTSUP where it cannot (NVML; a daemon without the route). */
+  int (*get_locked_clocks)(void *st, unsigned i, bool mem, zeus_clock_lock *out);
   /* The PCI address as lspci -D writes it ("0000:01:00.0"). */
   int (*pci_address)(void *st, unsigned i, char *buf, size_t len);
   /* "sim" only: the node behind the state. */

@@ -39,6 +39,16 @@ WRAP(w_mem_lock, zeus_sim_gpu_set_memory_locked_clocks, (void *st, unsigned i, u
 WRAP(w_mem_unlock, zeus_sim_gpu_reset_memory_locked_clocks, (void *st, unsigned i), (st, i))
 #undef WRAP
 
+/* The simulated GPU knows its locks: hi == 0 is unlocked (a lock needs 0 < min <= max). */
+static int w_get_lock(void *st, unsigned i, bool mem, zeus_clock_lock *out) {
+  unsigned lo, hi, mlo, mhi;
+  int rc = zeus_sim_gpu_get_locked_clocks(st, i, &lo, &hi, &mlo, &mhi);
+  if (rc) return rc;
+  if (mem) lo = mlo, hi = mhi;
+  *out = hi ? (zeus_clock_lock){ZEUS_CLOCK_LOCKED, lo, hi, "device"} : (zeus_clock_lock){ZEUS_CLOCK_UNLOCKED, 0, 0, "device"};
+  return ZEUS_OK;
+}
+
 /* The simulated GPU has no memory power of its own. */
 static int w_power(void *st, unsigned i, zeus_power_domain domain, unsigned *mw) {
   switch (domain) {
@@ -89,5 +99,6 @@ const zeus__gpu_backend zeus__backend_sim = {
     .reset_locked_clocks = w_unlock,
     .set_memory_locked_clocks = w_mem_lock,
     .reset_memory_locked_clocks = w_mem_unlock,
+    .get_locked_clocks = w_get_lock,
     .sim_node = sim_node,
 };

@@ -11,6 +11,7 @@
  *
  * Changes are made under the handle's lease; restoring the handle releases it, and the daemon
  * puts back what the handle changed. If the process dies, the daemon does the same by itself. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -297,6 +298,34 @@ static int zd_mem_lock(void *st, unsigned i, unsigned lo, unsigned hi) {
 }
 static int zd_mem_unlock(void *st, unsigned i) { return write_op(st, i, "reset_mem_locked_clocks", NULL); }
 
+/* GET /gpu/get_locked_clocks (ours; zeusd has none, so its 404 leaves the handle's own record):
+ * {"<id>": {"gpu_locked_clocks": {"locked": true|false|null, "min_clock_mhz", "max_clock_mhz"},
+ * "mem_locked_clocks": {...}}}. */
+static int zd_get_lock(void *st, unsigned i, bool mem, zeus_clock_lock *out) {
+  json_t *root, *o;
+  int rc = get_gpu(st, i, "get_locked_clocks", &root, &o);
+  if (rc) return rc;
+  json_t *l = json_object_get(o, mem ? "mem_locked_clocks" : "gpu_locked_clocks");
+  json_t *on = json_object_get(l, "locked");
+  json_t *lo = json_object_get(l, "min_clock_mhz"), *hi = json_object_get(l, "max_clock_mhz");
+  if (json_is_null(on)) {
+    *out = (zeus_clock_lock){ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, ""};
+  } else if (json_is_false(on)) {
+    *out = (zeus_clock_lock){ZEUS_CLOCK_UNLOCKED, 0, 0, "daemon"};
+  } else if (json_is_true(on) && json_is_integer(lo) && json_is_integer(hi) && json_integer_value(lo) >= 0 &&
+             json_integer_value(hi) >= json_integer_value(lo) && json_integer_value(hi) <= UINT_MAX) {
+    *out = (zeus_clock_lock){ZEUS_CLOCK_LOCKED, (unsigned)json_integer_value(lo), (unsigned)json_integer_value(hi),
+                             "daemon"};
+  } else {
+    rc = zeus__error(ZEUS_EHTTP,
+                     "zeus daemon: get_locked_clocks: '%s' needs \"locked\" (true, false or null) and, when "
+                     "locked, min_clock_mhz <= max_clock_mhz",
+                     mem ? "mem_locked_clocks" : "gpu_locked_clocks");
+  }
+  json_decref(root);
+  return rc;
+}
+
 static int zd_release(void *st) { return zeus__zeusd_release(((zd_state *)st)->z); }
 
 /* What only a local library can say. */
@@ -327,7 +356,7 @@ LOCAL_ONLY(zd_library, library_version, "the library version", (void *st, char *
   .architecture = zd_arch, .pci_address = zd_pci, .driver_version = zd_driver, .library_version = zd_library,  \
   .memory_clocks = zd_mem_clocks, .graphics_clocks = zd_gr_clocks, .set_locked_clocks = zd_lock,               \
   .reset_locked_clocks = zd_unlock, .set_memory_locked_clocks = zd_mem_lock,                                   \
-  .reset_memory_locked_clocks = zd_mem_unlock, .release = zd_release
+  .reset_memory_locked_clocks = zd_mem_unlock, .get_locked_clocks = zd_get_lock, .release = zd_release
 
 const zeus__gpu_backend zeus__backend_zeusd = {.name = "zeusd", ZD_SLOTS};
 const zeus__gpu_backend zeus__backend_nvml_zeusd = {.name = "nvml+zeusd", ZD_SLOTS};

@@ -17,6 +17,9 @@ typedef struct saved_state {
   bool pm;
   bool clocks_locked;    /* we locked the SM clock */
   bool mem_locked;       /* we locked the memory clock */
+  /* What this handle last did to each lock ([0] SM, [1] memory), for zeus_gpu_get_locked_clocks
+   * where the backend cannot read a lock back; kept after zeus_devices_keep(). */
+  zeus_clock_lock known[2];
 } saved_state;
 
 struct zeus_devices {
@@ -393,7 +396,10 @@ static int set_lock(zeus_devices *d, unsigned gpu, unsigned lo, unsigned hi, boo
   if (!fn) return unsupported(d, gpu, mem ? "locking the memory clock" : "locking the SM clock");
   pthread_mutex_lock(&d->mu);
   rc = note(d, gpu, fn(d->st, phys, lo, hi));
-  if (!rc) *(mem ? &d->saved[gpu].mem_locked : &d->saved[gpu].clocks_locked) = true;
+  if (!rc) {
+    *(mem ? &d->saved[gpu].mem_locked : &d->saved[gpu].clocks_locked) = true;
+    d->saved[gpu].known[mem] = (zeus_clock_lock){ZEUS_CLOCK_LOCKED, lo, hi, "handle"};
+  }
   pthread_mutex_unlock(&d->mu);
   return rc;
 }
@@ -406,7 +412,10 @@ static int reset_lock(zeus_devices *d, unsigned gpu, bool mem) {
   if (!fn) return unsupported(d, gpu, mem ? "resetting the memory clock" : "resetting the SM clock");
   pthread_mutex_lock(&d->mu);
   rc = note(d, gpu, fn(d->st, phys));
-  if (!rc) *(mem ? &d->saved[gpu].mem_locked : &d->saved[gpu].clocks_locked) = false;
+  if (!rc) {
+    *(mem ? &d->saved[gpu].mem_locked : &d->saved[gpu].clocks_locked) = false;
+    d->saved[gpu].known[mem] = (zeus_clock_lock){ZEUS_CLOCK_UNLOCKED, 0, 0, "handle"};
+  }
   pthread_mutex_unlock(&d->mu);
   return rc;
 }
@@ -420,6 +429,24 @@ int zeus_gpu_set_memory_locked_clocks(zeus_devices *d, unsigned gpu, unsigned mi
 }
 int zeus_gpu_reset_memory_locked_clocks(zeus_devices *d, unsigned gpu) { return reset_lock(d, gpu, true); }
 
+int zeus_gpu_get_locked_clocks(zeus_devices *d, unsigned gpu, bool memory, zeus_clock_lock *out) {
+  if (!out) return zeus__error(ZEUS_EINVAL, "zeus_gpu_get_locked_clocks: out is required");
+  *out = (zeus_clock_lock){ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, ""};
+  unsigned phys;
+  int rc = resolve(d, gpu, &phys);
+  if (rc) return rc;
+  if (d->be->get_locked_clocks) {
+    rc = note(d, gpu, d->be->get_locked_clocks(d->st, phys, memory, out));
+    if (rc == ZEUS_OK || rc == ZEUS_EGPULOST) return rc;
+    /* The backend cannot say (NVML; a daemon without the route): what this handle did. */
+  }
+  pthread_mutex_lock(&d->mu);
+  *out = d->saved[gpu].known[memory];
+  pthread_mutex_unlock(&d->mu);
+  if (!out->source) *out = (zeus_clock_lock){ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, ""};
+  return ZEUS_OK;
+}
+
 /* Restores one GPU without taking the handle's lock. From a signal handler `quiet` is true:
  * logging takes a lock the interrupted thread may hold. */
 static int restore_gpu(zeus_devices *d, unsigned gpu, bool quiet) {
@@ -428,12 +455,20 @@ static int restore_gpu(zeus_devices *d, unsigned gpu, bool quiet) {
   unsigned phys = d->map[gpu];
   int first = ZEUS_OK, rc;
   if (s->clocks_locked && d->be->reset_locked_clocks) {
-    if ((rc = d->be->reset_locked_clocks(d->st, phys)) == ZEUS_OK) s->clocks_locked = false;
-    else if (!first) first = rc;
+    if ((rc = d->be->reset_locked_clocks(d->st, phys)) == ZEUS_OK) {
+      s->clocks_locked = false;
+      s->known[0] = (zeus_clock_lock){ZEUS_CLOCK_UNLOCKED, 0, 0, "handle"};
+    } else if (!first) {
+      first = rc;
+    }
   }
   if (s->mem_locked && d->be->reset_memory_locked_clocks) {
-    if ((rc = d->be->reset_memory_locked_clocks(d->st, phys)) == ZEUS_OK) s->mem_locked = false;
-    else if (!first) first = rc;
+    if ((rc = d->be->reset_memory_locked_clocks(d->st, phys)) == ZEUS_OK) {
+      s->mem_locked = false;
+      s->known[1] = (zeus_clock_lock){ZEUS_CLOCK_UNLOCKED, 0, 0, "handle"};
+    } else if (!first) {
+      first = rc;
+    }
   }
   if (s->pl_saved) {
     unsigned cur = 0;

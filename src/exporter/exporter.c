@@ -114,6 +114,7 @@ static void *sampler_main(void *arg) {
 typedef struct reading {
   bool energy, power, avg, mem_avg, limits, limit, clocks, temp;
   double energy_j, power_w, avg_w, mem_avg_w, min_w, max_w, def_w, limit_w, sm_hz, mem_hz, temp_c;
+  zeus_clock_lock lock[2]; /* [0] SM, [1] memory */
 } reading;
 
 static void read_gpu(zeus_exporter *e, unsigned i, reading *r) {
@@ -130,6 +131,31 @@ static void read_gpu(zeus_exporter *e, unsigned i, reading *r) {
   if (zeus_gpu_get_power_limit(e->d, i, &a) == ZEUS_OK) r->limit = true, r->limit_w = a / 1000.0;
   if (zeus_gpu_current_clocks(e->d, i, &a, &b) == ZEUS_OK) r->clocks = true, r->sm_hz = a * 1e6, r->mem_hz = b * 1e6;
   if (zeus_gpu_temperature(e->d, i, &a) == ZEUS_OK) r->temp = true, r->temp_c = a;
+  for (int m = 0; m < 2; m++)
+    if (zeus_gpu_get_locked_clocks(e->d, i, m, &r->lock[m]) != ZEUS_OK) r->lock[m].state = ZEUS_CLOCK_LOCK_UNKNOWN;
+}
+
+/* The locks, one sample per GPU and clock where known: `what` 0 locked or not, 1 the range's
+ * minimum, 2 its maximum (only where locked). */
+static void write_locks(zeus_exporter *e, zeus__metrics_writer *w, const reading *r, const char *fam, int what,
+                        const char *help) {
+  static const char *const clock[2] = {"sm", "memory"};
+  bool any = false;
+  for (unsigned i = 0; i < e->ngpu; i++)
+    for (int m = 0; m < 2; m++)
+      any = any || (what ? r[i].lock[m].state == ZEUS_CLOCK_LOCKED : r[i].lock[m].state != ZEUS_CLOCK_LOCK_UNKNOWN);
+  if (!any) return;
+  zeus__metrics_family(w, fam, "gauge", help);
+  for (unsigned i = 0; i < e->ngpu; i++) {
+    for (int m = 0; m < 2; m++) {
+      const zeus_clock_lock *l = &r[i].lock[m];
+      if (l->state == ZEUS_CLOCK_LOCK_UNKNOWN || (what && l->state != ZEUS_CLOCK_LOCKED)) continue;
+      gpu_state *g = &e->g[i];
+      zeus__metrics_label lab[] = {{"gpu", g->index}, {"uuid", g->uuid}, {"name", g->name}, {"clock", clock[m]}};
+      double v = what == 0 ? (l->state == ZEUS_CLOCK_LOCKED) : (what == 1 ? l->min_mhz : l->max_mhz) * 1e6;
+      zeus__metrics_sample(w, fam, NULL, lab, 4, v);
+    }
+  }
 }
 
 #define GPU_LABELS(g) {{"gpu", (g)->index}, {"uuid", (g)->uuid}, {"name", (g)->name}}
@@ -180,6 +206,11 @@ static void write_all(zeus_exporter *e, zeus__metrics_writer *w, const reading *
   GPU_FAMILY(w, e, r, "zeus_gpu_memory_clock_hertz", "gauge", "The memory clock now, in hertz.", clocks, mem_hz);
   GPU_FAMILY(w, e, r, "zeus_gpu_temperature_celsius", "gauge", "The GPU die temperature, in degrees Celsius.",
              temp, temp_c);
+  write_locks(e, w, r, "zeus_gpu_clock_locked", 0,
+              "1 when the clock (sm or memory) is locked to a range, 0 when not; absent where nobody can say (NVML "
+              "cannot read a lock back: only locks made through a zeus daemon or this exporter are known).");
+  write_locks(e, w, r, "zeus_gpu_locked_clock_min_hertz", 1, "The lowest clock of the locked range, in hertz.");
+  write_locks(e, w, r, "zeus_gpu_locked_clock_max_hertz", 2, "The highest clock of the locked range, in hertz.");
   if (e->ngpu) {
     zeus__metrics_family(w, "zeus_gpu_read_errors_total", "counter",
                          "Energy readings of the GPU that failed (a lost GPU, a driver error).");

@@ -18,6 +18,14 @@ expect_err_has "--sim-work names a missing GPU" "--sim-work: no visible GPU 3 (2
 expect_code "--interval out of range is a usage error" 2 "$ZEUS" exporter --interval 0 --once
 expect_out_has "--once prints the GPU energy counters" '^zeus_gpu_energy_joules_total\{gpu="1",' \
   env ZEUS_GPU_BACKEND=sim ZEUS_SIM_GPUS=2 "$ZEUS" exporter --once
+expect_out_has "simulated GPUs: the locked-clock state of each clock" '^zeus_gpu_clock_locked\{gpu="1",.*,clock="memory"\} 0$' \
+  env ZEUS_GPU_BACKEND=sim ZEUS_SIM_GPUS=2 "$ZEUS" exporter --once
+if [ -n "${FAKE_NVML:-}" ]; then # NVML cannot read a lock back: no series, never a guessed 0
+  expect_out_has "NVML: the locked-clock state is left out, the clocks are there" '^absent 2$' sh -c \
+    'out=$(ZEUS_GPU_BACKEND=nvml ZEUS_NVML_LIBRARY="$FAKE_NVML" ZEUS_SIM_GPUS=2 "$1" exporter --once) || exit 1
+     n=$(printf "%s\n" "$out" | grep -c "^zeus_gpu_sm_clock_hertz")
+     printf "%s\n" "$out" | grep -q zeus_gpu_clock_locked && echo present || echo "absent $n"' sh "$ZEUS"
+fi
 expect_out_has "no GPU: the exporter still answers" '^zeus_exporter_gpus 0$' \
   env ZEUS_GPU_BACKEND=none "$ZEUS" exporter --once
 if command -v promtool >/dev/null; then

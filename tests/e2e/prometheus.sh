@@ -4,7 +4,8 @@
 # (a job running rounds), queried through its HTTP API:
 #   - every target is up; the GPU energy counter rises while the simulated work runs;
 #   - rate() of it agrees with the simulated power within 5 % (290 W working, 30 W idle);
-#   - every series carries its labels (gpu/uuid/name, cpu/name, route/code, le);
+#   - every series carries its labels (gpu/uuid/name, cpu/name, route/code, le), and the
+#     simulated GPUs' locked-clock state is there (0: not locked);
 #   - promtool check metrics passes on each endpoint's output;
 #   - every PromQL query of the Grafana dashboard (packaging/grafana-zeus.json) returns data.
 # Skips (77) only when prometheus/promtool are not installed (scripts/deps.sh test installs them).
@@ -150,6 +151,10 @@ check(abs(r0 - avg) <= 0.05 * avg, f"rate() of GPU 0's energy ({r0:.2f} W) agree
 series = query('{job="zeus-exporter", __name__=~"zeus_gpu_.+"}')
 bad = [s["metric"] for s in series if not all(s["metric"].get(l) for l in ("gpu", "uuid", "name"))]
 check(len(series) >= 2 * 12 and not bad, f"{len(series)} GPU series all carry gpu, uuid and name {bad[:2]}")
+series = query('zeus_gpu_clock_locked{job="zeus-exporter"}')  # the simulated GPUs know their locks: none
+check(len(series) == 4 and sorted((s["metric"]["gpu"], s["metric"].get("clock")) for s in series)
+      == [("0", "memory"), ("0", "sm"), ("1", "memory"), ("1", "sm")] and all(s["value"][1] == "0" for s in series),
+      f"the locked-clock state is 0 for each GPU's sm and memory clock: {[(s['metric'], s['value'][1]) for s in series]}")
 series = query('{job="zeus-exporter", __name__=~"zeus_cpu_.+"}')
 bad = [s["metric"] for s in series if not all(s["metric"].get(l) for l in ("cpu", "name"))]
 check(len(series) == 2 and not bad, f"{len(series)} CPU series all carry cpu and name {bad[:2]}")

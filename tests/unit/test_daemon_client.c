@@ -234,6 +234,39 @@ static void perseus_controller_changes_clocks_through_the_daemon(void **state) {
   zeus_daemon_close(srv);
 }
 
+static void assert_lock(zeus_devices *d, unsigned gpu, zeus_clock_lock_state st, unsigned lo, unsigned hi,
+                        const char *source) {
+  zeus_clock_lock l;
+  assert_zeus_ok(zeus_gpu_get_locked_clocks(d, gpu, false, &l));
+  assert_int_equal(l.state, st);
+  assert_int_equal(l.min_mhz, lo);
+  assert_int_equal(l.max_mhz, hi);
+  assert_string_equal(l.source, source);
+}
+
+/* Over NVML nobody can read a lock back, but the daemon knows those made through it: any of its
+ * clients (remote or hybrid) sees them, and sees them go when they are given back. */
+static void clients_see_the_locks_made_through_the_daemon(void **state) {
+  (void)state;
+  zeus_daemon *srv = start();
+  zeus_devices *a = client("zeusd", false, false);
+  zeus_devices *b = client(NULL, false, false); /* nvml+zeusd */
+  assert_string_equal(zeus_devices_backend(b), "nvml+zeusd");
+  assert_lock(a, 1, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, "");
+  assert_lock(b, 1, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, "");
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(a, 1, 500, 1200));
+  assert_lock(b, 1, ZEUS_CLOCK_LOCKED, 500, 1200, "daemon");
+  assert_lock(a, 1, ZEUS_CLOCK_LOCKED, 500, 1200, "daemon");
+  assert_lock(b, 0, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, "");
+  zeus_devices_close(a); /* the daemon gives the lock back: reset */
+  assert_lock(b, 1, ZEUS_CLOCK_UNLOCKED, 0, 0, "daemon");
+  char *log = nvml_log();
+  assert_non_null(strstr(log, "nvmlDeviceSetGpuLockedClocks 1 500 1200 -> 0\nnvmlDeviceResetGpuLockedClocks 1 -> 0\n"));
+  free(log);
+  zeus_devices_close(b);
+  zeus_daemon_close(srv);
+}
+
 static void no_daemon_configured_means_no_daemon(void **state) {
   (void)state;
   zeus_devices_opts o = {.daemon = ""};
@@ -260,6 +293,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(kept_settings_are_permanent_and_held_by_nobody),
       cmocka_unit_test(client_reconnects_after_the_daemon_restarts),
       cmocka_unit_test(perseus_controller_changes_clocks_through_the_daemon),
+      cmocka_unit_test(clients_see_the_locks_made_through_the_daemon),
       cmocka_unit_test(no_daemon_configured_means_no_daemon),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);

@@ -300,6 +300,50 @@ static void gpu_write_routes_change_and_release_gives_back(void **state) {
   zeus_daemon_close(d);
 }
 
+/* GET /gpu/get_locked_clocks says the locks (the simulated GPU knows them), and a give-back puts
+ * back the lock a change replaced, not "unlocked". */
+static void locked_clocks_are_read_and_a_replaced_lock_is_given_back(void **state) {
+  (void)state;
+  zeus_daemon *d = start(0, false, false);
+  resp r;
+  uds("GET", "/gpu/get_locked_clocks?gpu_ids=0", &r);
+  EXPECT(r, 200, NULL);
+  assert_string_equal(r.body, "{\"0\":{\"gpu_locked_clocks\":{\"locked\":false},\"mem_locked_clocks\":{\"locked\":false}}}");
+  resp_free(&r);
+  /* A permanent lock, held by nobody, then a lease's lock over it. */
+  uds("POST", "/gpu/set_gpu_locked_clocks?gpu_ids=0&min_clock_mhz=600&max_clock_mhz=600&persist=true", &r);
+  EXPECT(r, 200, NULL);
+  resp_free(&r);
+  char *lease = new_lease(g_sock, 0, NULL);
+  post_leased(lease, "/gpu/set_gpu_locked_clocks?gpu_ids=0&min_clock_mhz=900&max_clock_mhz=1200", &r);
+  EXPECT(r, 200, NULL);
+  resp_free(&r);
+  post_leased(lease, "/gpu/set_mem_locked_clocks?gpu_ids=1&min_clock_mhz=5001&max_clock_mhz=5001", &r);
+  EXPECT(r, 200, NULL);
+  resp_free(&r);
+  uds("GET", "/gpu/get_locked_clocks", &r);
+  EXPECT(r, 200, NULL);
+  assert_int_equal(json_int_at(json_object_get(r.json, "0"), "gpu_locked_clocks", "min_clock_mhz"), 900);
+  assert_int_equal(json_int_at(json_object_get(r.json, "0"), "gpu_locked_clocks", "max_clock_mhz"), 1200);
+  assert_true(json_is_true(json_object_get(json_object_get(json_object_get(r.json, "1"), "mem_locked_clocks"), "locked")));
+  assert_true(json_is_false(json_object_get(json_object_get(json_object_get(r.json, "1"), "gpu_locked_clocks"), "locked")));
+  resp_free(&r);
+  post_leased(lease, "/leases/release", &r);
+  EXPECT(r, 200, "\"released\":true");
+  resp_free(&r);
+  uds("GET", "/gpu/get_locked_clocks", &r);
+  EXPECT(r, 200, NULL);
+  assert_int_equal(json_int_at(json_object_get(r.json, "0"), "gpu_locked_clocks", "min_clock_mhz"), 600);
+  assert_int_equal(json_int_at(json_object_get(r.json, "0"), "gpu_locked_clocks", "max_clock_mhz"), 600);
+  assert_true(json_is_false(json_object_get(json_object_get(json_object_get(r.json, "1"), "mem_locked_clocks"), "locked")));
+  resp_free(&r);
+  uds("GET", "/gpu/get_locked_clocks?gpu_ids=7", &r);
+  EXPECT(r, 400, "7");
+  resp_free(&r);
+  free(lease);
+  zeus_daemon_close(d);
+}
+
 static void bad_input_is_400_naming_the_parameter(void **state) {
   (void)state;
   zeus_daemon *d = start(0, false, false);
@@ -931,6 +975,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(discover_lists_devices_groups_and_auth),
       cmocka_unit_test(gpu_read_routes_answer_per_gpu),
       cmocka_unit_test(gpu_write_routes_change_and_release_gives_back),
+      cmocka_unit_test(locked_clocks_are_read_and_a_replaced_lock_is_given_back),
       cmocka_unit_test(bad_input_is_400_naming_the_parameter),
       cmocka_unit_test(status_codes_404_405_409_410_413),
       cmocka_unit_test(auth_matrix_of_tokens_and_scopes),

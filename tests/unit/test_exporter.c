@@ -208,6 +208,63 @@ typedef struct worker_arg {
   double seconds_of_work;
 } worker_arg;
 
+/* The sample of family `fam` for GPU `gpu` and clock `clock`, or NAN when absent. */
+static double lock_sample(const char *text, const char *fam, unsigned gpu, const char *clock) {
+  char head[96], tail[64];
+  snprintf(head, sizeof head, "%s{gpu=\"%u\",", fam, gpu);
+  snprintf(tail, sizeof tail, ",clock=\"%s\"} ", clock);
+  for (const char *p = strstr(text, head); p; p = strstr(p + 1, head)) {
+    const char *eol = strchr(p, '\n'), *t = strstr(p, tail);
+    if (t && (!eol || t < eol)) return strtod(t + strlen(tail), NULL);
+  }
+  return NAN;
+}
+
+/* The simulated GPU knows its locks, whoever made them: the exporter says 0 or 1 for each clock
+ * and, while locked, the range in hertz. */
+static void exporter_reports_locked_clocks_where_known(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 2, ZEUS_SIM_CLOCK_VIRTUAL, true);
+  zeus_exporter *e = exp_open(f.dev, 10);
+  char *text;
+  assert_zeus_ok(zeus_exporter_render(e, &text, NULL));
+  assert_non_null(strstr(text, "# TYPE zeus_gpu_clock_locked gauge\n"));
+  for (unsigned g = 0; g < 2; g++) {
+    assert_near(lock_sample(text, "zeus_gpu_clock_locked", g, "sm"), 0, 0);
+    assert_near(lock_sample(text, "zeus_gpu_clock_locked", g, "memory"), 0, 0);
+  }
+  assert_null(strstr(text, "zeus_gpu_locked_clock_min_hertz")); /* nothing locked: no range */
+  zeus_free(text);
+
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(f.dev, 0, 900, 1200));          /* through the handle */
+  assert_zeus_ok(zeus_sim_gpu_set_memory_locked_clocks(f.node, 1, 5001, 5001)); /* behind its back */
+  zeus_clock_lock l;
+  assert_zeus_ok(zeus_gpu_get_locked_clocks(f.dev, 1, true, &l));
+  assert_int_equal(l.state, ZEUS_CLOCK_LOCKED);
+  assert_int_equal(l.min_mhz, 5001);
+  assert_string_equal(l.source, "device");
+  assert_zeus_ok(zeus_exporter_render(e, &text, NULL));
+  assert_near(lock_sample(text, "zeus_gpu_clock_locked", 0, "sm"), 1, 0);
+  assert_near(lock_sample(text, "zeus_gpu_clock_locked", 0, "memory"), 0, 0);
+  assert_near(lock_sample(text, "zeus_gpu_clock_locked", 1, "sm"), 0, 0);
+  assert_near(lock_sample(text, "zeus_gpu_clock_locked", 1, "memory"), 1, 0);
+  assert_near(lock_sample(text, "zeus_gpu_locked_clock_min_hertz", 0, "sm"), 900e6, 0);
+  assert_near(lock_sample(text, "zeus_gpu_locked_clock_max_hertz", 0, "sm"), 1200e6, 0);
+  assert_near(lock_sample(text, "zeus_gpu_locked_clock_max_hertz", 1, "memory"), 5001e6, 0);
+  assert_true(isnan(lock_sample(text, "zeus_gpu_locked_clock_min_hertz", 0, "memory")));
+  assert_true(isnan(lock_sample(text, "zeus_gpu_locked_clock_min_hertz", 1, "sm")));
+  zeus_free(text);
+
+  assert_zeus_ok(zeus_devices_restore(f.dev)); /* resets the lock this handle made */
+  assert_zeus_ok(zeus_exporter_render(e, &text, NULL));
+  assert_near(lock_sample(text, "zeus_gpu_clock_locked", 0, "sm"), 0, 0);
+  assert_near(lock_sample(text, "zeus_gpu_clock_locked", 1, "memory"), 1, 0); /* not ours to reset */
+  zeus_free(text);
+  zeus_exporter_close(e);
+  zeus_devices_close(f.dev);
+}
+
 static void exporter_integrates_power_without_counter(void **state) {
   (void)state;
   fixture f;
@@ -415,6 +472,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(metrics_histogram_buckets_are_cumulative),
       cmocka_unit_test(exporter_opts_init_and_bad_options),
       cmocka_unit_test(exporter_energy_counter_matches_sim_truth),
+      cmocka_unit_test(exporter_reports_locked_clocks_where_known),
       cmocka_unit_test(exporter_integrates_power_without_counter),
       cmocka_unit_test(exporter_failed_reads_are_counted_and_total_holds),
       cmocka_unit_test(exporter_rapl_counters_go_on_across_wraparound),
