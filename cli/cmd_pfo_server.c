@@ -100,8 +100,9 @@ static const cli_command server_cmd = {
         "\n"
         "Jobs are kept apart: a job id ends in a random part only its ranks learn, and a rank\n"
         "that registers with a credential (the libzeus client always does) must show it on every\n"
-        "later request. A rank that leaves (POST /leave/{job_id}) is reported at once to every\n"
-        "other rank of its job. Everything a client can make the server hold is bounded (see\n"
+        "later request. A rank that leaves (POST /leave/{job_id}) or dies (the GET /presence it\n"
+        "holds open closes) is reported at once to every other rank of its job. Everything a\n"
+        "client can make the server hold is bounded (see\n"
         "Bounds); dumps go to a folder only this user may write, without following symlinks.",
     .opts = server_opts,
     .more =

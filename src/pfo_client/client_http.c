@@ -234,3 +234,49 @@ int zeus__pfo_http_request(zeus__pfo_http *h, const char *method, const char *pa
   zeus__buf_free(&url);
   return rc;
 }
+
+/* ---- a held request (GET /presence) ---- */
+
+static int on_hold_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+  (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+  return __atomic_load_n((const volatile bool *)ud, __ATOMIC_ACQUIRE) ? 1 : 0;
+}
+
+int zeus__pfo_http_hold(zeus__pfo_http *h, const char *path, const volatile bool *stop, int *status) {
+  zeus__buf url = {0};
+  if (zeus__buf_printf(&url, "%s%s", h->base, path)) return zeus__oom("building a URL");
+  CURL *c = h->curl;
+  sink s = {0};
+  *status = 0;
+  curl_easy_reset(c);
+  curl_easy_setopt(c, CURLOPT_URL, url.data);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h->hdrs);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(h->o.connect_timeout_s * 1000));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 0L);
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 10L);
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 5L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->errbuf);
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "zeus-pfo-client");
+  curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_hold_progress);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)stop);
+  h->errbuf[0] = '\0';
+  CURLcode cc = curl_easy_perform(c);
+  int rc = ZEUS_OK;
+  long code = 0;
+  if (cc == CURLE_OK) {
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    *status = (int)code;
+  } else if (cc != CURLE_ABORTED_BY_CALLBACK) {
+    rc = zeus__error(ZEUS_ENET, "Perseus server %s: GET %s: %s (%s)", h->base, path, curl_easy_strerror(cc),
+                     h->errbuf[0] ? h->errbuf : "no detail");
+  }
+  zeus__buf_free(&s.b);
+  zeus__buf_free(&url);
+  return rc;
+}

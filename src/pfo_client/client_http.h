@@ -44,4 +44,11 @@ int zeus__pfo_http_request(zeus__pfo_http *h, const char *method, const char *pa
 int zeus__pfo_http_request_once(zeus__pfo_http *h, const char *method, const char *path, const char *body,
                                 double timeout_s, char **resp, int *status);
 
+/* Holds GET `path` open until the server answers, the connection breaks, or *stop becomes true
+ * (looked at about once a second): no timeout but the connect timeout; TCP keep-alive on. For
+ * GET /presence, which the server keeps open for as long as the rank lives. ZEUS_OK with *status
+ * when the server answered (any status), or with *status 0 when *stop ended it; ZEUS_ENET when
+ * the connection failed or broke. */
+int zeus__pfo_http_hold(zeus__pfo_http *h, const char *path, const volatile bool *stop, int *status);
+
 #endif

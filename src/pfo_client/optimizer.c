@@ -12,6 +12,7 @@
  * it locally, and the ranks agree (allreduce) on whether all started, so a rank that fails never
  * leaves the others waiting in a collective or in a schedule request. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +64,14 @@ struct zeus_pfo_optimizer {
   int last_status; /* HTTP status of the last exchange with the server (0: none) */
   long round;
   zeus_pfo_round_stats last;
+  /* The rank's presence: GET /presence held open on its own connection by a thread for as long as
+   * the rank lives, so that when this process dies (kill -9, a crash) the server sees the
+   * connection close and tells every other rank at once instead of leaving them to time out. */
+  zeus__pfo_http *presence_http;
+  char *presence_path;
+  pthread_t presence_th;
+  bool presence_started;
+  volatile bool presence_stop;
 };
 
 /* ---- meter ---- */
@@ -318,6 +327,42 @@ static void leave_job(zeus_pfo_optimizer *o, const char *reason, bool closed) {
   zeus__error_restore(&e);
 }
 
+static void *presence_main(void *arg) {
+  zeus_pfo_optimizer *o = arg;
+  int status = 0;
+  int rc = zeus__pfo_http_hold(o->presence_http, o->presence_path, &o->presence_stop, &status);
+  if (rc)
+    zeus__log(ZEUS_LOG_WARN, "pfo", "rank %d: the presence connection to the server broke (%s): should this process "
+              "die now, the other ranks would learn it only by their schedule timeout", o->rank, zeus_errmsg());
+  else if (status == 404 || status == 405)
+    zeus__log(ZEUS_LOG_DEBUG, "pfo", "rank %d: the server has no GET /presence (an older server): the other ranks "
+              "learn of this rank's death only by their schedule timeout", o->rank);
+  else if (status)
+    zeus__log(ZEUS_LOG_DEBUG, "pfo", "rank %d: the server ended this rank's presence (%d)", o->rank, status);
+  return NULL;
+}
+
+/* Starts holding the presence (after the rank registered). Failing to is only logged: the rank
+ * trains as without it. */
+static void presence_start(zeus_pfo_optimizer *o) {
+  zeus__buf p = {0};
+  if (!o->presence_http || zeus__buf_printf(&p, "/presence/%s?rank=%d", o->job_esc, o->rank)) {
+    zeus__buf_free(&p);
+    return;
+  }
+  o->presence_path = p.data;
+  if (pthread_create(&o->presence_th, NULL, presence_main, o) == 0) o->presence_started = true;
+  else zeus__log(ZEUS_LOG_WARN, "pfo", "rank %d: could not start the presence thread", o->rank);
+}
+
+/* Ends the presence (the server answered it already when the rank left). */
+static void presence_end(zeus_pfo_optimizer *o) {
+  if (!o->presence_started) return;
+  __atomic_store_n(&o->presence_stop, true, __ATOMIC_RELEASE);
+  pthread_join(o->presence_th, NULL);
+  o->presence_started = false;
+}
+
 static int register_job(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *opts) {
   zeus_pfo_job_info ji = {.job_id = "", .pp_degree = opts->pp_degree, .dp_degree = opts->dp_degree,
                           .tp_degree = opts->tp_degree, .world_size = opts->world_size,
@@ -463,6 +508,9 @@ void zeus_pfo_optimizer_close(zeus_pfo_optimizer *o) {
     snprintf(why, sizeof why, "rank %d closed its optimizer (its training stopped)", o->rank);
     leave_job(o, why, true);
   }
+  presence_end(o);
+  zeus__pfo_http_close(o->presence_http);
+  free(o->presence_path);
   zeus_pfo_controller_close(o->ctl);
   zeus_monitor_close(o->m.mon);
   zeus__pfo_http_close(o->http);
@@ -483,12 +531,14 @@ static int setup_local(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *opt
   zeus__pfo_http_opts ho = {opts->connect_timeout_s, opts->request_timeout_s, opts->schedule_timeout_s, opts->retries,
                             opts->retry_backoff_s, opts->token};
   if ((rc = zeus__pfo_http_open(&o->http, opts->server_url, &ho))) return rc;
+  if ((rc = zeus__pfo_http_open(&o->presence_http, opts->server_url, &ho))) return rc;
   /* This rank's credential: registered with the rank, required by the server on every later
    * request about it, so that nobody else who learns the job id can act for this rank. */
   char tok[33], line[64];
   if ((rc = zeus__random_token(tok, 32))) return rc;
   snprintf(line, sizeof line, "X-Zeus-Rank-Token: %s", tok);
   rc = zeus__pfo_http_add_header(o->http, line);
+  if (!rc) rc = zeus__pfo_http_add_header(o->presence_http, line);
   memset(tok, 0, sizeof tok);
   memset(line, 0, sizeof line);
   if (rc) return rc;
@@ -551,6 +601,7 @@ int zeus_pfo_optimizer_open(zeus_pfo_optimizer **out, const zeus_pfo_optimizer_o
   if (!local && !(o->job_esc = zeus__pfo_http_escape(o->http, o->job_id)))
     local = zeus__oom("creating the Perseus client");
   if (!local) local = register_rank(o, opts);
+  if (!local) presence_start(o);
   local = agree(coll, local, "registering the ranks");
   if (!local) {
     zeus_pfo_schedule s;

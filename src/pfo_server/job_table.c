@@ -50,6 +50,9 @@ typedef struct job {
   char *err_msg;
   int round;
   unsigned char *st;
+  /* Parked requests: [rank] a schedule request, [world_size + rank] the rank's presence (GET
+   * /presence: held open for as long as the rank lives; its closing before the rank left means
+   * the rank died). */
   void **waiter;
   size_t n_parked; /* non-NULL entries of waiter: scans of waiter[] are skipped when 0 */
   size_t n_waiting, n_posted;
@@ -291,7 +294,7 @@ static void fail_job(zeus__job_table *r, job *j, int status, const char *msg) {
     zeus__log(j->ended ? ZEUS_LOG_INFO : ZEUS_LOG_ERROR, "pfo", "job %s %s: %s", j->id,
               j->ended ? "ended" : "failed", msg ? msg : "");
   }
-  for (size_t i = 0; j->n_parked && i < (size_t)j->info.world_size; i++)
+  for (size_t i = 0; j->n_parked && i < 2 * (size_t)j->info.world_size; i++)
     if (j->waiter[i]) complete(r, j, i, j->err_status, j->err_msg ? j->err_msg : "scheduler failed", 0);
 }
 
@@ -405,7 +408,7 @@ void zeus__job_table_fail_all_waiters(zeus__job_table *r, const char *why) {
   r->closing = true;
   for (size_t b = 0; b < r->nbucket; b++)
     for (job *j = r->bucket[b]; j; j = j->next)
-      for (size_t i = 0; j->n_parked && i < (size_t)j->info.world_size; i++)
+      for (size_t i = 0; j->n_parked && i < 2 * (size_t)j->info.world_size; i++)
         if (j->waiter[i]) complete(r, j, i, 503, why, 0);
   pthread_mutex_unlock(&r->mu);
 }
@@ -452,7 +455,7 @@ int zeus__job_table_register_job(zeus__job_table *r, const char *body, size_t le
     j->registered = calloc(w, sizeof *j->registered);
     j->tok = calloc(w, sizeof *j->tok);
     j->st = calloc(w, 1);
-    j->waiter = calloc(w, sizeof *j->waiter);
+    j->waiter = calloc(2 * w, sizeof *j->waiter);
     j->results = calloc(w, sizeof *j->results);
     j->sjson = calloc(w, sizeof *j->sjson);
     j->slen = calloc(w, sizeof *j->slen);
@@ -688,6 +691,34 @@ out:
   return status;
 }
 
+/* ---- GET /presence/{job_id}?rank=N ---- */
+
+int zeus__job_table_presence(zeus__job_table *r, const char *job_id, const char *rank_text, const char *token,
+                             void *waiter, zeus__reply *reply) {
+  int status = 0;
+  size_t rank = 0;
+  pthread_mutex_lock(&r->mu);
+  job *j = find_job(r, job_id);
+  if (r->closing) { status = zeus__reply_error(reply, 503, "the server is shutting down"); goto out; }
+  if (!j) { status = reply_unknown_job(reply); goto out; }
+  if ((status = parse_rank(rank_text, j, reply, &rank))) goto out;
+  if (!rank_authorised(j, rank, token)) { status = reply_unknown_job(reply); goto out; }
+  if (j->err_status) { status = reply_job_error(reply, j); goto out; }
+  if (!j->registered[rank]) {
+    status = reply_errorf(reply, 400, "rank %zu has not registered (POST /register_rank/<job_id> first)", rank);
+    goto out;
+  }
+  size_t slot = (size_t)j->info.world_size + rank;
+  /* Its client came back (a new connection): the newer one holds the presence. */
+  if (j->waiter[slot]) complete(r, j, slot, 409, "superseded by a newer presence request of the same rank", 0);
+  if (r->o.on_park) r->o.on_park(waiter);
+  j->waiter[slot] = waiter;
+  j->n_parked++;
+out:
+  pthread_mutex_unlock(&r->mu);
+  return status;
+}
+
 /* ---- POST /result/{job_id} ---- */
 
 /* The last result of a round is in: observe, move to the next round, answer early askers. */
@@ -869,14 +900,25 @@ bool zeus__job_table_cancel_waiter(zeus__job_table *r, void *waiter) {
   bool found = false;
   pthread_mutex_lock(&r->mu);
   for (size_t b = 0; b < r->nbucket && !found; b++)
-    for (job *j = r->bucket[b]; j && !found; j = j->next)
-      for (size_t i = 0; j->n_parked && i < (size_t)j->info.world_size; i++)
-        if (j->waiter[i] == waiter) {
-          j->waiter[i] = NULL;
-          j->n_parked--;
-          found = true;
-          break;
+    for (job *j = r->bucket[b]; j && !found; j = j->next) {
+      size_t w = (size_t)j->info.world_size;
+      for (size_t i = 0; j->n_parked && i < 2 * w; i++) {
+        if (j->waiter[i] != waiter) continue;
+        j->waiter[i] = NULL;
+        j->n_parked--;
+        found = true;
+        /* A presence that ends before its rank left: the rank's process died (or its host: TCP
+         * keep-alive notices within half a minute). Tell every other rank now. */
+        if (i >= w && !j->err_status && !r->closing) {
+          char msg[200];
+          snprintf(msg, sizeof msg, "rank %zu went away without leaving the job (its process ended or its "
+                   "connection to the server broke); this job gets no more schedules (every rank keeps its last one)",
+                   i - w);
+          fail_job(r, j, 410, msg);
         }
+        break;
+      }
+    }
   pthread_mutex_unlock(&r->mu);
   return found;
 }
@@ -896,7 +938,7 @@ int zeus__job_table_reap(zeus__job_table *r, double now) {
         pp = &j->next;
         continue;
       }
-      for (size_t i = 0; j->n_parked && i < w; i++)
+      for (size_t i = 0; j->n_parked && i < 2 * w; i++)
         if (j->waiter[i]) complete(r, j, i, 404, "the job was removed after being idle too long", 0);
       zeus__log(ZEUS_LOG_INFO, "pfo", "removed job %s after %.0f s idle%s", j->id, now - j->last_active,
                 j->n_registered < w ? " (its ranks never all registered)" : "");

@@ -88,13 +88,22 @@ int zeus__job_table_post_result(zeus__job_table *t, const char *job_id, const ch
  * answered at once with 410 saying which rank left and why, and so is every later request. */
 int zeus__job_table_leave(zeus__job_table *t, const char *job_id, const char *rank_token, const char *body,
                           size_t len, zeus__reply *reply);
+/* GET /presence/{job_id}?rank=N: a registered rank's connection held open for as long as it
+ * lives. Answers now (an error: unknown job, bad rank, the job already failed or ended) or parks
+ * `waiter` and returns 0 like a schedule request; it is completed when the job fails or ends (the
+ * rank itself leaving included: 410) or is removed, or by a newer presence of the same rank (409).
+ * Cancelled (its connection closed) while the job goes on, it fails the job with 410 naming the
+ * rank, so that every other rank hears at once that it died. */
+int zeus__job_table_presence(zeus__job_table *t, const char *job_id, const char *rank_text, const char *rank_token,
+                             void *waiter, zeus__reply *reply);
 /* A scheduler's own route: GET or POST /perseus/{job_id}<path> (path "" or "/..."), answered by
  * the job's scheduler (zeus__sched_ops.route) under the table's lock. 404 for an unknown job or a
  * scheduler without routes, 409 before every rank has registered. */
 int zeus__job_table_sched_route(zeus__job_table *t, const char *job_id, const char *method, const char *path,
                                 const char *body, size_t len, zeus__reply *reply);
-/* Forgets a parked waiter whose connection went away (no completion call follows). Returns
- * whether it was still waiting (false: it was completed already, or never parked). */
+/* Forgets a parked waiter whose connection went away (no completion call follows); a presence
+ * fails its job (above). Returns whether it was still waiting (false: it was completed already,
+ * or never parked). */
 bool zeus__job_table_cancel_waiter(zeus__job_table *t, void *waiter);
 /* Removes jobs idle for longer than the limit at monotonic time `now_s` (jobs still registering:
  * ZEUS__PFO_PENDING_JOB_IDLE_S); returns how many. Their memory is released outside the lock. */

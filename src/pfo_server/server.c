@@ -60,10 +60,10 @@
 typedef struct req req;
 
 /* Routes as /metrics labels them (templates, never the client's URL). */
-enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT, R_METRICS, R_LEAVE, R_PERSEUS, NROUTES };
+enum { R_NONE, R_INFO, R_JOB, R_RANK, R_SCHED, R_RESULT, R_METRICS, R_LEAVE, R_PERSEUS, R_PRESENCE, NROUTES };
 static const char *const route_label[NROUTES] = {
     "other", "/info", "/register_job", "/register_rank/{job_id}", "/schedule/{job_id}", "/result/{job_id}",
-    "/metrics", "/leave/{job_id}", "/perseus/{job_id}"};
+    "/metrics", "/leave/{job_id}", "/perseus/{job_id}", "/presence/{job_id}"};
 #define NSTATUS 600 /* request counters by HTTP status 0..599 */
 /* Latency histograms by route and status class (1xx-5xx), so that fast errors do not hide slow
  * answers. */
@@ -85,7 +85,8 @@ struct zeus_pfo_server {
   atomic_uint conns;
   double idle_timeout_s;
   char *info_json;
-  atomic_long parked;
+  atomic_long parked;  /* schedule requests waiting */
+  atomic_long present; /* presence connections held (GET /presence) */
   /* The keeper thread: reaps idle jobs, drops parked polls whose client went away. */
   pthread_t keeper;
   bool keeper_started, stopping;
@@ -175,10 +176,13 @@ static void list_remove(zeus_pfo_server *s, req *q) {
 
 /* ---- job table callbacks ---- */
 
+/* The gauge a parked request counts in. */
+static atomic_long *park_gauge(req *q) { return q->route == R_PRESENCE ? &q->srv->present : &q->srv->parked; }
+
 static void on_park(void *w) {
   req *q = w;
   q->parked = true;
-  atomic_fetch_add(&q->srv->parked, 1);
+  atomic_fetch_add(park_gauge(q), 1);
   MHD_suspend_connection(q->conn);
 }
 
@@ -211,6 +215,10 @@ static int metrics_text(zeus_pfo_server *s, char **text, size_t *len) {
   zeus__metrics_sample(&w, "zeus_pfo_rounds_total", NULL, NULL, 0, (double)st.rounds_done);
   zeus__metrics_family(&w, "zeus_pfo_parked_requests", "gauge", "Schedule requests waiting for the rest of their round.");
   zeus__metrics_sample(&w, "zeus_pfo_parked_requests", NULL, NULL, 0, (double)atomic_load(&s->parked));
+  zeus__metrics_family(&w, "zeus_pfo_present_ranks", "gauge",
+                       "Ranks holding a presence connection (GET /presence): its close before the rank leaves ends "
+                       "the job for the others at once.");
+  zeus__metrics_sample(&w, "zeus_pfo_present_ranks", NULL, NULL, 0, (double)atomic_load(&s->present));
   zeus__metrics_family(&w, "zeus_pfo_dump_failures_total", "counter",
                        "Dump writes that failed (the rounds went on; GET /info has the last error).");
   zeus__metrics_sample(&w, "zeus_pfo_dump_failures_total", NULL, NULL, 0, (double)st.dump_failures);
@@ -384,10 +392,12 @@ static enum MHD_Result first_call(zeus_pfo_server *s, req *q, struct MHD_Connect
   else if ((id = route_id(url, "/schedule"))) q->route = R_SCHED, allow = "GET";
   else if ((id = route_id(url, "/result"))) q->route = R_RESULT, allow = "POST";
   else if ((id = route_id(url, "/leave"))) q->route = R_LEAVE, allow = "POST";
+  else if ((id = route_id(url, "/presence"))) q->route = R_PRESENCE, allow = "GET";
   else if ((q->rest = route_id_rest(url, "/perseus", q->idbuf, sizeof q->idbuf)))
     q->route = R_PERSEUS, id = q->idbuf, allow = "GET, POST";
   q->job_id = id;
-  bool registration = q->route == R_JOB || q->route == R_RANK || q->route == R_LEAVE;
+  /* A presence is one per registered rank (a newer one replaces it): part of joining a job. */
+  bool registration = q->route == R_JOB || q->route == R_RANK || q->route == R_LEAVE || q->route == R_PRESENCE;
   if (connection_over(c) && !registration) {
     /* Past the polite limit: the last connections are kept for registering and leaving, so that
      * whoever holds many connections cannot stop new jobs from starting. */
@@ -402,7 +412,7 @@ static enum MHD_Result first_call(zeus_pfo_server *s, req *q, struct MHD_Connect
     q->refused = true;
     return send_error(q, c, 404, "no such route (routes: GET /info, GET /metrics, POST /register_job, "
                       "POST /register_rank/{job_id}, GET /schedule/{job_id}?rank=N, POST /result/{job_id}, "
-                      "POST /leave/{job_id}; with the Perseus scheduler GET /perseus/{job_id}[/...] and "
+                      "POST /leave/{job_id}, GET /presence/{job_id}?rank=N; with the Perseus scheduler GET /perseus/{job_id}[/...] and "
                       "POST /perseus/{job_id}/straggler)", NULL, false);
   }
   if (!authorised(s, c)) {
@@ -463,7 +473,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     list_remove(s, q);
     q->has_reply = false;
     q->parked = false;
-    atomic_fetch_sub(&s->parked, 1);
+    atomic_fetch_sub(park_gauge(q), 1);
     char *b = q->reply.body;
     q->reply.body = NULL;
     return send_reply(q, c, q->reply.status, b, q->reply.len, NULL, false, NULL);
@@ -537,9 +547,12 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     case R_RESULT: zeus__job_table_post_result(s->jobs, q->job_id, token, body, len, &rep); break;
     case R_LEAVE: zeus__job_table_leave(s->jobs, q->job_id, token, body, len, &rep); break;
     case R_PERSEUS: zeus__job_table_sched_route(s->jobs, q->job_id, method, q->rest, body, len, &rep); break;
-    case R_SCHED: {
+    case R_SCHED:
+    case R_PRESENCE: {
       const char *rank = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "rank");
-      if (zeus__job_table_request_schedule(s->jobs, q->job_id, rank, token, q, &rep) == 0) {
+      int st = q->route == R_SCHED ? zeus__job_table_request_schedule(s->jobs, q->job_id, rank, token, q, &rep)
+                                   : zeus__job_table_presence(s->jobs, q->job_id, rank, token, q, &rep);
+      if (st == 0) {
         list_add(s, q); /* parked: the keeper watches its socket from now on */
         return MHD_YES;
       }
@@ -568,7 +581,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
   }
   if (q->parked) {
     zeus__job_table_cancel_waiter(s->jobs, q);
-    atomic_fetch_sub(&s->parked, 1);
+    atomic_fetch_sub(park_gauge(q), 1);
   }
   if (q->charged) atomic_fetch_sub(&s->inflight, q->charged);
   free(q->reply.body);
@@ -628,8 +641,10 @@ static void drop_vanished(zeus_pfo_server *s, struct pollfd **pfd, req ***who, s
        * own way (its reply is on the way to a closed socket, which MHD notices). */
       if (zeus__job_table_cancel_waiter(s->jobs, q)) {
         q->drop = true;
-        atomic_fetch_add(&s->dropped_polls, 1);
-        zeus__log(ZEUS_LOG_DEBUG, "pfo", "dropped a waiting schedule request of a client that went away");
+        if (q->route != R_PRESENCE) { /* a presence that ends is a rank that died: the table said so */
+          atomic_fetch_add(&s->dropped_polls, 1);
+          zeus__log(ZEUS_LOG_DEBUG, "pfo", "dropped a waiting schedule request of a client that went away");
+        }
         MHD_resume_connection(q->conn);
       }
     }
@@ -960,6 +975,7 @@ void zeus__pfo_server_stats_get(zeus_pfo_server *s, zeus__pfo_server_stats *out)
       .conn_limit = s->conn_limit,
       .conn_polite = s->conn_polite,
       .parked = atomic_load(&s->parked),
+      .present = atomic_load(&s->present),
       .dropped_polls = atomic_load(&s->dropped_polls),
       .refused_busy = atomic_load(&s->refused_busy),
       .inflight_bytes = atomic_load(&s->inflight),
@@ -979,7 +995,7 @@ void zeus_pfo_server_close(zeus_pfo_server *s) {
   }
   if (s->jobs) zeus__job_table_fail_all_waiters(s->jobs, "the server is shutting down");
   /* Give resumed long polls a moment to send their 503 before the daemon stops. */
-  for (int i = 0; s->d && i < 200 && atomic_load(&s->parked) > 0; i++) {
+  for (int i = 0; s->d && i < 200 && atomic_load(&s->parked) + atomic_load(&s->present) > 0; i++) {
     struct timespec ts = {0, 5 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }

@@ -12,6 +12,7 @@ typedef struct zeus__pfo_server_stats {
   unsigned conn_limit;        /* libmicrohttpd's limit */
   unsigned conn_polite;       /* from this many on, new connections are for registration only */
   long parked;                /* schedule requests waiting now */
+  long present;               /* presence connections held now */
   unsigned long dropped_polls; /* waiting requests dropped because their client went away */
   unsigned long refused_busy; /* requests refused with 503 for connections or in-flight bytes */
   size_t inflight_bytes;      /* bodies being received or parsed, with their parse estimate */

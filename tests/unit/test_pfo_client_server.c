@@ -166,6 +166,7 @@ typedef struct joiner {
   double failed_after_s; /* from open to the first error */
   atomic_int *gate;       /* when set: step i starts once *gate reaches gate_per_step * (i + 1) (5 s at most) */
   int gate_per_step;
+  int hang_fd; /* > 0: after its steps the rank writes a byte here and hangs (never closes) */
 } joiner;
 
 static void *joiner_main(void *p) {
@@ -200,6 +201,11 @@ static void *joiner_main(void *p) {
     if (!rc) rc = zeus_pfo_on_step_end(opt);
   }
   a->failed_after_s = zeus_monotonic_s() - t0;
+  if (a->hang_fd > 0) {
+    char b = rc ? 'E' : 'R';
+    if (write(a->hang_fd, &b, 1) != 1) _exit(3);
+    for (;;) pause(); /* until killed */
+  }
   if (!rc && strcmp(zeus_pfo_job_id(opt), a->job_id) != 0) rc = zeus_set_errmsg(ZEUS_EINTERNAL, "wrong job id");
   if (!rc) zeus_pfo_last_round(opt, &a->st);
   a->rc = rc;
@@ -293,6 +299,64 @@ static void client_rank_that_stops_is_reported_to_the_other_ranks_at_once(void *
   assert_true(a[0].detached);
   assert_true(a[0].failed_after_s < 10); /* its schedule timeout is 30 s */
   for (int r = 0; r < 2; r++) zeus_devices_close(a[r].d);
+  zeus_pfo_server_close(s);
+}
+
+/* A rank killed outright (kill -9) cannot say it leaves. Its presence connection, held open by
+ * the client's thread, closes with the process; the server tells the other rank at once (410
+ * naming it), long before its schedule timeout. Rank 1 runs in a child process forked before any
+ * thread exists, trains one round, then hangs until killed. */
+static void client_rank_killed_outright_is_reported_to_the_other_ranks_at_once(void **state) {
+  (void)state;
+  fresh_dir();
+  int to_child[2], from_child[2];
+  assert_int_equal(pipe(to_child), 0);
+  assert_int_equal(pipe(from_child), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(to_child[1]);
+    close(from_child[0]);
+    char msg[512] = "";
+    ssize_t n = read(to_child[0], msg, sizeof msg - 1);
+    if (n <= 0) _exit(2);
+    msg[n] = '\0';
+    char *id = strchr(msg, ' ');
+    if (!id) _exit(2);
+    *id++ = '\0';
+    joiner a = {.rank = 1, .url = msg, .job_id = id, .d = open_sim(), .steps = 2, .hang_fd = from_child[1]};
+    joiner_main(&a);
+    _exit(1); /* not reached */
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  zeus_pfo_server *s = start_server("AllMaxFrequency", NULL, -1, NULL);
+  char url[64], id[256], msg[400];
+  url_of(zeus_pfo_server_port(s), url, sizeof url);
+  launcher_job(zeus_pfo_server_port(s), id, sizeof id);
+  snprintf(msg, sizeof msg, "%s %s", url, id);
+  assert_int_equal(write(to_child[1], msg, strlen(msg)), (ssize_t)strlen(msg));
+  joiner a = {.rank = 0, .url = url, .job_id = id, .d = open_sim(), .steps = 6};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, joiner_main, &a), 0);
+  char b = 0;
+  assert_int_equal(read(from_child[0], &b, 1), 1); /* rank 1 trained its round */
+  assert_int_equal(b, 'R');
+  usleep(300 * 1000); /* rank 0 now waits for its next schedule */
+  double t0 = zeus_monotonic_s();
+  kill(pid, SIGKILL);
+  int wst;
+  assert_int_equal(waitpid(pid, &wst, 0), pid);
+  pthread_join(th, NULL);
+  double took = zeus_monotonic_s() - t0;
+  assert_int_equal(a.rc, ZEUS_EHTTP);
+  if (!strstr(a.err, "answered 410") || !strstr(a.err, "rank 1 went away without leaving the job"))
+    fail_msg("rank 0: %s", a.err);
+  assert_true(a.detached);
+  if (took > 5) fail_msg("rank 0 heard of rank 1's death after %.2f s (its schedule timeout is 30 s)", took);
+  zeus_devices_close(a.d);
+  close(to_child[1]);
+  close(from_child[0]);
   zeus_pfo_server_close(s);
 }
 
@@ -397,11 +461,16 @@ static void *scripted_main(void *p) {
       const char *cl = strcasestr(req, "Content-Length:");
       if (end && (!cl || have >= (size_t)(end + 4 - req) + strtoul(cl + 15, NULL, 10))) break;
     }
-    const char *body = strncmp(req, "POST /register_job", 18) == 0 ? "\"scripted-job\""
+    /* The client's presence (GET /presence): answered as a server without the route would, and
+     * not counted. */
+    bool presence = strncmp(req, "GET /presence", 13) == 0;
+    if (presence) served--;
+    const char *body = presence ? "{\"detail\": \"no such route\"}"
+                       : strncmp(req, "POST /register_job", 18) == 0 ? "\"scripted-job\""
                        : strncmp(req, "POST /register_rank", 19) == 0 ? "null" : sv->schedule;
     char resp[9000];
-    int n = snprintf(resp, sizeof resp, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n\r\n%s", strlen(body), body);
+    int n = snprintf(resp, sizeof resp, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n%s", presence ? "404 Not Found" : "200 OK", strlen(body), body);
     if (send(c, resp, (size_t)n, MSG_NOSIGNAL) < 0) { close(c); return NULL; }
     close(c);
   }
@@ -483,6 +552,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(client_server_restarted_mid_training_reports_unknown_job),
       cmocka_unit_test(client_ranks_join_a_given_job_id_without_a_collective),
       cmocka_unit_test(client_rank_that_stops_is_reported_to_the_other_ranks_at_once),
+      cmocka_unit_test(client_rank_killed_outright_is_reported_to_the_other_ranks_at_once),
       cmocka_unit_test(client_ranks_finish_while_an_outsider_forges_their_results),
       cmocka_unit_test(client_checks_the_schedule_it_receives),
       cmocka_unit_test(client_nvml_permission_error_at_controller_start_fails_every_rank),

@@ -295,6 +295,91 @@ static void a_rank_that_leaves_is_reported_to_every_waiting_rank_at_once(void **
   zeus_pfo_server_close(s);
 }
 
+static int send_presence(th_conn *c, const char *id, int rank, const char *tok) {
+  char path[400], h[200];
+  snprintf(path, sizeof path, "/presence/%s?rank=%d", id, rank);
+  return th_send_request(c, "GET", path, NULL, tok_hdr(tok, h, sizeof h));
+}
+
+/* A rank killed outright (kill -9) cannot say it leaves. Its presence connection (GET /presence,
+ * held open by the client for as long as the rank lives) closes with its process, and the server
+ * tells every waiting rank at once, naming it. Only the rank itself may hold its presence; a newer
+ * one replaces the older (409) without ending the job; after a normal leave its close is
+ * harmless. */
+static void a_rank_whose_presence_closes_is_reported_to_every_waiting_rank_at_once(void **state) {
+  (void)state;
+  zeus_pfo_server *s = start(NULL);
+  th_conn c = {.fd = -1, .port = g_port}, w0 = {.fd = -1, .port = g_port}, p1 = {.fd = -1, .port = g_port},
+          p1b = {.fd = -1, .port = g_port}, p2 = {.fd = -1, .port = g_port};
+  char id[256], path[400], *resp, h[200];
+  const char *tok[3] = {"credential-of-rank-0-aaaaaaaa", "credential-of-rank-1-bbbbbbbb",
+                        "credential-of-rank-2-cccccccc"};
+  register_job(&c, 3, id, sizeof id);
+  for (int r = 0; r < 2; r++) assert_int_equal(register_rank(&c, id, r, tok[r], NULL), 200);
+  snprintf(path, sizeof path, "/presence/%s?rank=2", id);
+  assert_int_equal(req(&c, "GET", path, NULL, tok_hdr(tok[2], h, sizeof h), &resp), 400); /* not registered */
+  assert_non_null(strstr(resp, "rank 2 has not registered"));
+  free(resp);
+  assert_int_equal(register_rank(&c, id, 2, tok[2], NULL), 200);
+  snprintf(path, sizeof path, "/presence/%s?rank=1", id);
+  assert_int_equal(req(&c, "GET", path, NULL, tok_hdr(tok[0], h, sizeof h), NULL), 404); /* rank 0's credential */
+  snprintf(path, sizeof path, "/presence/%s?rank=3", id);
+  assert_int_equal(req(&c, "GET", path, NULL, tok_hdr(tok[0], h, sizeof h), NULL), 400);
+
+  assert_int_equal(th_connect(&p1, g_port), 0);
+  assert_int_equal(send_presence(&p1, id, 1, tok[1]), 0);
+  assert_int_equal(th_connect(&p2, g_port), 0);
+  assert_int_equal(send_presence(&p2, id, 2, tok[2]), 0);
+  assert_true(WAIT_FOR(s, 5, st_.present == 2));
+  /* Rank 1's client comes back on a new connection: the old one is answered, the job goes on. */
+  assert_int_equal(th_connect(&p1b, g_port), 0);
+  assert_int_equal(send_presence(&p1b, id, 1, tok[1]), 0);
+  assert_int_equal(th_read_response(&p1, &resp), 409);
+  free(resp);
+  th_close(&p1);
+  assert_true(WAIT_FOR(s, 5, st_.present == 2));
+  assert_int_equal(th_connect(&w0, g_port), 0);
+  assert_int_equal(send_schedule(&w0, id, 0, tok[0]), 0);
+  assert_true(WAIT_FOR(s, 5, st_.parked == 1));
+  usleep(600 * 1000); /* the keeper looked at the closed superseded presence: nothing ended */
+  assert_int_equal(stats(s).parked, 1);
+
+  double t0 = zeus_monotonic_s();
+  th_close(&p2); /* rank 2 dies */
+  assert_int_equal(th_read_response(&w0, &resp), 410);
+  assert_non_null(strstr(resp, "rank 2 went away without leaving the job"));
+  free(resp);
+  assert_true(zeus_monotonic_s() - t0 < 1.5 * SANITIZER_SLOWDOWN);
+  assert_int_equal(th_read_response(&p1b, &resp), 410); /* the living ranks' presences end too */
+  assert_non_null(strstr(resp, "rank 2 went away"));
+  free(resp);
+  assert_true(WAIT_FOR(s, 5, st_.present == 0 && st_.parked == 0));
+  assert_int_equal(get_schedule(&c, id, 1, tok[1], &resp), 410);
+  free(resp);
+  snprintf(path, sizeof path, "/presence/%s?rank=0", id);
+  assert_int_equal(req(&c, "GET", path, NULL, tok_hdr(tok[0], h, sizeof h), NULL), 410); /* a failed job */
+  th_close(&p1b);
+  th_close(&w0);
+
+  /* A rank that leaves first: its presence is answered, and closing it ends nothing more. */
+  register_job(&c, 2, id, sizeof id);
+  for (int r = 0; r < 2; r++) assert_int_equal(register_rank(&c, id, r, tok[r], NULL), 200);
+  assert_int_equal(th_connect(&p1, g_port), 0);
+  assert_int_equal(send_presence(&p1, id, 1, tok[1]), 0);
+  assert_true(WAIT_FOR(s, 5, st_.present == 1));
+  snprintf(path, sizeof path, "/leave/%s", id);
+  assert_int_equal(req(&c, "POST", path, "{\"rank\": 1, \"closed\": true}", tok_hdr(tok[1], h, sizeof h), NULL), 200);
+  assert_int_equal(th_read_response(&p1, &resp), 410);
+  assert_non_null(strstr(resp, "rank 1 left the job"));
+  free(resp);
+  th_close(&p1);
+  assert_int_equal(get_schedule(&c, id, 0, tok[0], &resp), 410);
+  assert_non_null(strstr(resp, "rank 1 left the job")); /* not "went away" */
+  free(resp);
+  th_close(&c);
+  zeus_pfo_server_close(s);
+}
+
 /* ---- 2. connections ---- */
 
 /* 1,100 held connections under the common soft limit of 1,024 stopped new jobs from registering.
@@ -937,6 +1022,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(job_ids_are_unguessable_and_a_near_guess_looks_unknown),
       cmocka_unit_test(forged_result_without_the_rank_credential_is_refused_and_the_round_goes_on),
       cmocka_unit_test(a_rank_that_leaves_is_reported_to_every_waiting_rank_at_once),
+      cmocka_unit_test(a_rank_whose_presence_closes_is_reported_to_every_waiting_rank_at_once),
       cmocka_unit_test(descriptor_limit_is_raised_and_held_connections_leave_room_to_register),
       cmocka_unit_test(idle_connection_is_closed_but_a_long_poll_is_not),
       cmocka_unit_test(vanished_client_poll_is_dropped_within_a_second),

@@ -97,6 +97,7 @@ static void pfo_server_metrics_count_jobs_rounds_and_requests(void **state) {
   assert_near(value_of(m, "zeus_pfo_ranks "), 2, 0);
   assert_near(value_of(m, "zeus_pfo_rounds_total "), ROUNDS, 0);
   assert_near(value_of(m, "zeus_pfo_parked_requests "), 0, 0);
+  assert_near(value_of(m, "zeus_pfo_present_ranks "), 0, 0); /* these ranks hold no presence */
   assert_near(value_of(m, "zeus_pfo_dump_failures_total "), 0, 0);
   assert_near(value_of(m, "zeus_pfo_requests_total{route=\"/register_job\",code=\"200\"}"), 1, 0);
   assert_near(value_of(m, "zeus_pfo_requests_total{route=\"/register_rank/{job_id}\",code=\"200\"}"), 2, 0);
