@@ -33,6 +33,17 @@
       fail_msg("%s: message '%s' lacks '%s'", #call, zeus_errmsg(), zeus__t_needle);    \
   } while (0)
 
+/* Asserts what zeus_gpu_get_locked_clocks says of a GPU's SM (mem false) or memory clock lock. */
+#define assert_clock_lock(d, gpu, mem, st, lo, hi, want_source)                   \
+  do {                                                                             \
+    zeus_clock_lock zeus__l;                                                       \
+    assert_zeus_ok(zeus_gpu_get_locked_clocks((d), (gpu), (mem), &zeus__l));      \
+    assert_int_equal(zeus__l.state, (st));                                         \
+    assert_int_equal(zeus__l.min_mhz, (lo));                                       \
+    assert_int_equal(zeus__l.max_mhz, (hi));                                       \
+    assert_string_equal(zeus__l.source, (want_source));                            \
+  } while (0)
+
 /* |a - b| <= eps (this cmocka has no assert_double_equal). */
 #define assert_near(a, b, eps)                                                             \
   do {                                                                                     \

@@ -155,6 +155,23 @@ static void detail_of(const char *body, size_t len, char *out, size_t n) {
   json_decref(j);
 }
 
+/* The settings every request of ours has (the easy handle is reset first). */
+static void easy_setup(zeus__pfo_http *h, const char *url, double timeout_s, sink *s) {
+  CURL *c = h->curl;
+  curl_easy_reset(c);
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h->hdrs);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(h->o.connect_timeout_s * 1000));
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_s > 0 ? (long)(timeout_s * 1000) : 0L);
+  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->errbuf);
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "zeus-pfo-client");
+  h->errbuf[0] = '\0';
+}
+
 int zeus__pfo_http_request(zeus__pfo_http *h, const char *method, const char *path, const char *body,
                            bool long_poll, int ok_on_retry, char **resp, int *status) {
   zeus__buf url = {0};
@@ -167,17 +184,7 @@ int zeus__pfo_http_request(zeus__pfo_http *h, const char *method, const char *pa
   for (int attempt = 0;; attempt++) {
     CURL *c = h->curl;
     sink s = {0};
-    curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_URL, url.data);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h->hdrs);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(h->o.connect_timeout_s * 1000));
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout > 0 ? (long)(timeout * 1000) : 0L);
-    curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->errbuf);
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "zeus-pfo-client");
+    easy_setup(h, url.data, timeout, &s);
     if (post) {
       curl_easy_setopt(c, CURLOPT_POST, 1L);
       curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
@@ -185,7 +192,6 @@ int zeus__pfo_http_request(zeus__pfo_http *h, const char *method, const char *pa
     } else {
       curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
     }
-    h->errbuf[0] = '\0';
     CURLcode cc = curl_easy_perform(c);
     long code = 0;
     if (cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
@@ -248,24 +254,13 @@ int zeus__pfo_http_hold(zeus__pfo_http *h, const char *path, const volatile bool
   CURL *c = h->curl;
   sink s = {0};
   *status = 0;
-  curl_easy_reset(c);
-  curl_easy_setopt(c, CURLOPT_URL, url.data);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h->hdrs);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(h->o.connect_timeout_s * 1000));
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 0L);
-  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
+  easy_setup(h, url.data, 0, &s); /* no timeout: it lasts as long as the rank */
   curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 10L);
   curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 5L);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->errbuf);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "zeus-pfo-client");
   curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_hold_progress);
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)stop);
-  h->errbuf[0] = '\0';
   CURLcode cc = curl_easy_perform(c);
   int rc = ZEUS_OK;
   long code = 0;

@@ -647,22 +647,38 @@ static int parse_rank(const char *text, const job *j, zeus__reply *reply, size_t
   return 0;
 }
 
+/* The job and rank of a request that a registered rank makes about itself (r->mu held): 0, or the
+ * status of the error reply written. `activity`: the request keeps the job from being reaped. */
+static int rank_request(zeus__job_table *r, const char *job_id, const char *rank_text, const char *token,
+                        bool activity, zeus__reply *reply, job **jp, size_t *rank) {
+  int status;
+  job *j = find_job(r, job_id);
+  if (r->closing) return zeus__reply_error(reply, 503, "the server is shutting down");
+  if (!j) return reply_unknown_job(reply);
+  if ((status = parse_rank(rank_text, j, reply, rank))) return status;
+  if (!rank_authorised(j, *rank, token)) return reply_unknown_job(reply);
+  if (activity) j->last_active = zeus_monotonic_s();
+  if (j->err_status) return reply_job_error(reply, j);
+  if (!j->registered[*rank])
+    return reply_errorf(reply, 400, "rank %zu has not registered (POST /register_rank/<job_id> first)", *rank);
+  *jp = j;
+  return 0;
+}
+
+/* Parks `waiter` in slot i of the job (r->mu held). */
+static void park(zeus__job_table *r, job *j, size_t i, void *waiter) {
+  if (r->o.on_park) r->o.on_park(waiter);
+  j->waiter[i] = waiter;
+  j->n_parked++;
+}
+
 int zeus__job_table_request_schedule(zeus__job_table *r, const char *job_id, const char *rank_text,
                                      const char *token, void *waiter, zeus__reply *reply) {
-  int status = 0;
   size_t rank = 0;
+  job *j = NULL;
   pthread_mutex_lock(&r->mu);
-  job *j = find_job(r, job_id);
-  if (r->closing) { status = zeus__reply_error(reply, 503, "the server is shutting down"); goto out; }
-  if (!j) { status = reply_unknown_job(reply); goto out; }
-  if ((status = parse_rank(rank_text, j, reply, &rank))) goto out;
-  if (!rank_authorised(j, rank, token)) { status = reply_unknown_job(reply); goto out; }
-  j->last_active = zeus_monotonic_s();
-  if (j->err_status) { status = reply_job_error(reply, j); goto out; }
-  if (!j->registered[rank]) {
-    status = reply_errorf(reply, 400, "rank %zu has not registered (POST /register_rank/<job_id> first)", rank);
-    goto out;
-  }
+  int status = rank_request(r, job_id, rank_text, token, true, reply, &j, &rank);
+  if (status) goto out;
   switch (j->st[rank]) {
     case R_ANSWERED: /* the answer was lost: send it again */
       status = reply_schedule(reply, j, rank);
@@ -683,9 +699,7 @@ int zeus__job_table_request_schedule(zeus__job_table *r, const char *job_id, con
     status = reply_schedule(reply, j, rank);
     goto out;
   }
-  if (r->o.on_park) r->o.on_park(waiter);
-  j->waiter[rank] = waiter;
-  j->n_parked++;
+  park(r, j, rank, waiter);
 out:
   pthread_mutex_unlock(&r->mu);
   return status;
@@ -695,26 +709,16 @@ out:
 
 int zeus__job_table_presence(zeus__job_table *r, const char *job_id, const char *rank_text, const char *token,
                              void *waiter, zeus__reply *reply) {
-  int status = 0;
   size_t rank = 0;
+  job *j = NULL;
   pthread_mutex_lock(&r->mu);
-  job *j = find_job(r, job_id);
-  if (r->closing) { status = zeus__reply_error(reply, 503, "the server is shutting down"); goto out; }
-  if (!j) { status = reply_unknown_job(reply); goto out; }
-  if ((status = parse_rank(rank_text, j, reply, &rank))) goto out;
-  if (!rank_authorised(j, rank, token)) { status = reply_unknown_job(reply); goto out; }
-  if (j->err_status) { status = reply_job_error(reply, j); goto out; }
-  if (!j->registered[rank]) {
-    status = reply_errorf(reply, 400, "rank %zu has not registered (POST /register_rank/<job_id> first)", rank);
-    goto out;
+  int status = rank_request(r, job_id, rank_text, token, false, reply, &j, &rank);
+  if (!status) {
+    size_t slot = (size_t)j->info.world_size + rank;
+    /* Its client came back (a new connection): the newer one holds the presence. */
+    if (j->waiter[slot]) complete(r, j, slot, 409, "superseded by a newer presence request of the same rank", 0);
+    park(r, j, slot, waiter);
   }
-  size_t slot = (size_t)j->info.world_size + rank;
-  /* Its client came back (a new connection): the newer one holds the presence. */
-  if (j->waiter[slot]) complete(r, j, slot, 409, "superseded by a newer presence request of the same rank", 0);
-  if (r->o.on_park) r->o.on_park(waiter);
-  j->waiter[slot] = waiter;
-  j->n_parked++;
-out:
   pthread_mutex_unlock(&r->mu);
   return status;
 }

@@ -234,16 +234,6 @@ static void perseus_controller_changes_clocks_through_the_daemon(void **state) {
   zeus_daemon_close(srv);
 }
 
-static void assert_lock(zeus_devices *d, unsigned gpu, zeus_clock_lock_state st, unsigned lo, unsigned hi,
-                        const char *source) {
-  zeus_clock_lock l;
-  assert_zeus_ok(zeus_gpu_get_locked_clocks(d, gpu, false, &l));
-  assert_int_equal(l.state, st);
-  assert_int_equal(l.min_mhz, lo);
-  assert_int_equal(l.max_mhz, hi);
-  assert_string_equal(l.source, source);
-}
-
 /* Over NVML nobody can read a lock back, but the daemon knows those made through it: any of its
  * clients (remote or hybrid) sees them, and sees them go when they are given back. */
 static void clients_see_the_locks_made_through_the_daemon(void **state) {
@@ -252,14 +242,14 @@ static void clients_see_the_locks_made_through_the_daemon(void **state) {
   zeus_devices *a = client("zeusd", false, false);
   zeus_devices *b = client(NULL, false, false); /* nvml+zeusd */
   assert_string_equal(zeus_devices_backend(b), "nvml+zeusd");
-  assert_lock(a, 1, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, "");
-  assert_lock(b, 1, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, "");
+  assert_clock_lock(a, 1, false, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, "");
+  assert_clock_lock(b, 1, false, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, "");
   assert_zeus_ok(zeus_gpu_set_locked_clocks(a, 1, 500, 1200));
-  assert_lock(b, 1, ZEUS_CLOCK_LOCKED, 500, 1200, "daemon");
-  assert_lock(a, 1, ZEUS_CLOCK_LOCKED, 500, 1200, "daemon");
-  assert_lock(b, 0, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, "");
+  assert_clock_lock(b, 1, false, ZEUS_CLOCK_LOCKED, 500, 1200, "daemon");
+  assert_clock_lock(a, 1, false, ZEUS_CLOCK_LOCKED, 500, 1200, "daemon");
+  assert_clock_lock(b, 0, false, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, "");
   zeus_devices_close(a); /* the daemon gives the lock back: reset */
-  assert_lock(b, 1, ZEUS_CLOCK_UNLOCKED, 0, 0, "daemon");
+  assert_clock_lock(b, 1, false, ZEUS_CLOCK_UNLOCKED, 0, 0, "daemon");
   char *log = nvml_log();
   assert_non_null(strstr(log, "nvmlDeviceSetGpuLockedClocks 1 500 1200 -> 0\nnvmlDeviceResetGpuLockedClocks 1 -> 0\n"));
   free(log);

@@ -498,16 +498,6 @@ static void nvml_restore_and_close_put_back_limits_persistence_and_clocks(void *
   scratch_free(&s);
 }
 
-static void assert_lock(zeus_devices *d, unsigned gpu, bool mem, zeus_clock_lock_state st, unsigned lo, unsigned hi,
-                        const char *source) {
-  zeus_clock_lock l;
-  assert_zeus_ok(zeus_gpu_get_locked_clocks(d, gpu, mem, &l));
-  assert_int_equal(l.state, st);
-  assert_int_equal(l.min_mhz, lo);
-  assert_int_equal(l.max_mhz, hi);
-  assert_string_equal(l.source, source);
-}
-
 /* NVML cannot read a lock back: unknown until this handle sets or resets it, then what it did,
  * without any NVML call to read it; restore makes it unlocked. */
 static void nvml_lock_state_is_what_this_handle_did_else_unknown(void **state) {
@@ -517,20 +507,20 @@ static void nvml_lock_state_is_what_this_handle_did_else_unknown(void **state) {
   scratch_init(&s);
   set_gpus(2);
   zeus_devices *d = open_nvml();
-  assert_lock(d, 0, false, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, "");
-  assert_lock(d, 0, true, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, "");
+  assert_clock_lock(d, 0, false, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, "");
+  assert_clock_lock(d, 0, true, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, "");
   assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 500, 1200));
-  assert_lock(d, 0, false, ZEUS_CLOCK_LOCKED, 500, 1200, "handle");
-  assert_lock(d, 0, true, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, ""); /* the memory clock is another lock */
-  assert_lock(d, 1, false, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, ""); /* and GPU 1 another GPU */
+  assert_clock_lock(d, 0, false, ZEUS_CLOCK_LOCKED, 500, 1200, "handle");
+  assert_clock_lock(d, 0, true, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, ""); /* the memory clock is another lock */
+  assert_clock_lock(d, 1, false, ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, ""); /* and GPU 1 another GPU */
   assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(d, 1, 7251, 7251));
-  assert_lock(d, 1, true, ZEUS_CLOCK_LOCKED, 7251, 7251, "handle");
+  assert_clock_lock(d, 1, true, ZEUS_CLOCK_LOCKED, 7251, 7251, "handle");
   assert_zeus_ok(zeus_gpu_reset_memory_locked_clocks(d, 1));
-  assert_lock(d, 1, true, ZEUS_CLOCK_UNLOCKED, 0, 0, "handle");
+  assert_clock_lock(d, 1, true, ZEUS_CLOCK_UNLOCKED, 0, 0, "handle");
   zeus_clock_lock l;
   assert_zeus_err(zeus_gpu_get_locked_clocks(d, 9, false, &l), ZEUS_ENOENT, "GPU 9");
   assert_zeus_ok(zeus_devices_restore(d));
-  assert_lock(d, 0, false, ZEUS_CLOCK_UNLOCKED, 0, 0, "handle");
+  assert_clock_lock(d, 0, false, ZEUS_CLOCK_UNLOCKED, 0, 0, "handle");
   zeus_devices_close(d);
   assert_log(&s,
              "nvmlDeviceSetGpuLockedClocks 0 500 1200 -> 0\n"
