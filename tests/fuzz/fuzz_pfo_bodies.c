@@ -4,8 +4,9 @@
  * paths of the server are covered without the HTTP layer.
  *
  * Selector 9 is different: the rest of the input is a program for a fresh job table (register
- * jobs, register ranks with or without credentials, park and answer schedule requests, post
- * results, leave, cancel waiters, reap), run against small memory bounds. It checks the table's
+ * jobs, register ranks with or without credentials, park and answer schedule requests, hold
+ * presences, post results, leave, cancel waiters (a cancelled presence fails its job), reap),
+ * run against small memory bounds. It checks the table's
  * promises: every parked request is completed at most once and never after it was cancelled,
  * and once every job is reaped the table holds no memory. */
 #include <stdint.h>
@@ -51,7 +52,7 @@ static void run_program(const uint8_t *p, size_t n) {
   int njobs = 0;
   if (n > 3 * 48) n = 3 * 48; /* 48 steps: long enough for a few rounds, short enough to run fast */
   for (size_t i = 0; i + 2 < n; i += 3) {
-    unsigned op = p[i] % 8, a = p[i + 1], b = p[i + 2];
+    unsigned op = p[i] % 9, a = p[i + 1], b = p[i + 2];
     const char *id = njobs ? ids[a % njobs] : "none";
     const char *tok = g_tokens[(b >> 4) % 4];
     int rank = (int)(b & 3) - (b == 0xff); /* 0..3, and -1 */
@@ -71,13 +72,16 @@ static void run_program(const uint8_t *p, size_t n) {
                  "\"available_frequencies\":[1410,%d]}", rank, rank, 900 + a);
         zeus__job_table_register_rank(t, id, tok, body, strlen(body), &rep);
         break;
-      case 2: { /* a schedule request parked in slot a */
+      case 2:   /* a schedule request parked in slot a */
+      case 8: { /* a rank's presence held in slot a */
         slot *x = &g_slot[a % NSLOT];
         if (x->parked) break;
         char r[8];
         snprintf(r, sizeof r, "%d", rank);
         x->parked = true;
-        if (zeus__job_table_request_schedule(t, id, r, tok, x, &rep) != 0) x->parked = false;
+        int st = op == 2 ? zeus__job_table_request_schedule(t, id, r, tok, x, &rep)
+                         : zeus__job_table_presence(t, id, r, tok, x, &rep);
+        if (st != 0) x->parked = false;
         break;
       }
       case 3:
