@@ -313,7 +313,7 @@ static void leave_job(zeus_pfo_optimizer *o, const char *reason, bool closed) {
   json_t *b = json_pack("{si}", "rank", o->rank);
   if (b) json_object_set_new(b, "reason", json_stringn(reason, strnlen(reason, 512)));
   if (b && closed) json_object_set_new(b, "closed", json_true());
-  char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
+  char *body = b ? zeus_json_dumps(b, JSON_COMPACT) : NULL;
   json_decref(b);
   zeus__buf path = {0};
   char *resp = NULL;
