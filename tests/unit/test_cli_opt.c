@@ -322,6 +322,22 @@ static void format_rounds_to_decimals_and_digits(void **state) {
     zeus_format_double(zeus_round_significant(sig[i].v, sig[i].n), b, sizeof b);
     assert_string_equal(b, sig[i].s);
   }
+  /* The fast path agrees with the exact decimal rounding (printf, then strtod) everywhere,
+   * halfway cases and values near them included. */
+  unsigned long long x = 0x2545F4914F6CDD1Dull;
+  for (int i = 0; i < 200000; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    int d = (int)(x % 12);
+    double v = (double)(int64_t)(x >> 11) / (double)(1ull << (x % 60));
+    if (i % 4 == 0) v = (double)(int64_t)(x % 2000001 - 1000000) / 1000.0 + (i % 8 ? 0.0005 : 0.00050000000000001);
+    char want[400];
+    snprintf(want, sizeof want, "%.*f", d, v);
+    double w = strtod(want, NULL);
+    if (fabs(v) >= 9007199254740992.0 / pow(10, d)) w = v;
+    assert_true(zeus_round_decimals(v, d) == (w == 0 ? 0.0 : w));
+  }
   assert_true(isnan(zeus_round_decimals(NAN, 3)));
   assert_true(isinf(zeus_round_significant(-INFINITY, 3)));
   /* Integer counts: 50 mJ is 0.05 J, whatever the counters' size before the subtraction. */
