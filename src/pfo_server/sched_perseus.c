@@ -702,6 +702,12 @@ static void measure(perseus *st, const zeus_pfo_prof_result *res, size_t n) {
           free(ord);
         }
       }
+      /* Means of measured figures: kept at the ns and the uJ, so that the profile (the solver's
+       * input, stage_profile.csv) carries no binary noise (zeus/format.h). */
+      for (int k = 0; k < 2; k++) {
+        pick.time_s[k] = zeus_round_decimals(pick.time_s[k], 9);
+        pick.energy_j[k] = zeus_round_decimals(pick.energy_j[k], 6);
+      }
       st->samples[s] = pick;
     }
     free(cand);
