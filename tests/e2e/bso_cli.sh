@@ -184,8 +184,9 @@ assert set(s["oracle_per_recurrence"]) == {"batch_size", "power_limit_w", "energ
 assert s["baseline_per_recurrence"]["batch_size"] == r["workload"]["default_batch_size"] == 1024
 # the total covers every recurrence; the baseline is one recurrence's
 assert s["total"]["energy_j"] > 10 * s["baseline_per_recurrence"]["energy_j"]
+# (the figures are written at 6 significant digits: docs/output.md)
 assert abs(s["energy_saved_pct"] - 100 * (1 - s["total"]["energy_j"]
-                                          / (s["recurrences"] * s["baseline_per_recurrence"]["energy_j"]))) < 1e-9
+                                          / (s["recurrences"] * s["baseline_per_recurrence"]["energy_j"]))) < 1e-3
 assert s["energy_saved_pct"] > 0
 assert len(r["history"]) >= s["recurrences"]
 assert set(r["history"][0]) >= {"batch_size", "power_limit_w", "energy_j", "time_s", "reached"}
