@@ -136,31 +136,8 @@ unsigned cli_nearest_clock(const unsigned *mhz, size_t n, double want) {
 
 json_t *cli_json_real_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
-/* The resolution a real under `key` is written at, by its unit suffix (docs/output.md). */
-static double tidy_real(const char *key, double v) {
-  size_t n = key ? strlen(key) : 0;
-#define ENDS(suf) (n >= sizeof(suf) - 1 && strcmp(key + n - (sizeof(suf) - 1), suf) == 0)
-  if (ENDS("_mhz") || ENDS("_c")) return v;                 /* whole units as read */
-  if (ENDS("_s")) return zeus_round_decimals(v, 9);          /* clocks count ns */
-  if (ENDS("_j") || ENDS("_w")) return zeus_round_decimals(v, 3); /* counters count mJ, mW */
-#undef ENDS
-  return zeus_round_significant(v, ZEUS_DERIVED_DIGITS); /* ratios, percentages, averages */
-}
-
-void cli_json_tidy(json_t *v, const char *key) {
-  if (json_is_real(v)) {
-    json_real_set(v, tidy_real(key, json_real_value(v)));
-  } else if (json_is_array(v)) {
-    for (size_t i = 0; i < json_array_size(v); i++) cli_json_tidy(json_array_get(v, i), key);
-  } else if (json_is_object(v)) {
-    const char *k;
-    json_t *item;
-    json_object_foreach(v, k, item) cli_json_tidy(item, k);
-  }
-}
-
 bool cli_write_json(FILE *out, json_t *doc) {
-  cli_json_tidy(doc, NULL);
+  zeus_json_round_by_unit(doc);
   char *s = zeus_json_dumps(doc, JSON_INDENT(2));
   if (!s) return false;
   bool ok = fprintf(out, "%s\n", s) > 0;
