@@ -125,7 +125,15 @@ if zeus_has run && [ -x "$TRAINEE" ]; then
   check "run: the trainee's result file" "$T/train.json" _j=decimals:3 time_s=decimals:9 cost_j=digits:6
 else skip_part "zeus run or trainee_sim"; fi
 
-# 6. The Perseus server: its status, plans and dumps.
+# 6. zeus simulate on the NSDI'23 traces (when the measured data is there): six digits.
+DATA=${ZEUS_DATA_DIR:-${ZEUS_DATA_DIR_DEFAULT:-}}
+if zeus_has simulate && [ -n "$DATA" ] && [ -d "$DATA/nsdi23-trace" ]; then
+  "$ZEUS" simulate --trace-dir "$DATA/nsdi23-trace" --gpu v100 --dataset cifar100 --network shufflenetv2 \
+    --optimizer adadelta --target-metric 0.6 --max-epochs 100 --default-bs 1024 --json >"$T/sim.json" 2>/dev/null
+  check "simulate --json" "$T/sim.json" _j=digits:6 _s=digits:6 _pct=digits:6
+else echo "skip - simulate: no measured data folder (ZEUS_DATA_DIR)"; fi
+
+# 7. The Perseus server: its status, plans and dumps.
 PSIM="$ZEUS_BUILD_DIR/pipeline_sim"
 if zeus_has pfo-server && [ -x "$PSIM" ] && command -v curl >/dev/null; then
   "$ZEUS" pfo-server --port 0 --log-level warn --scheduler Perseus \
