@@ -36,7 +36,7 @@ expect_err_has "unknown placeholder" "unknown placeholder {batch}" \
 expect_err_has "bad spec file" "unknown field 'batchsizes'" \
   sh -c "echo '{\"batchsizes\": [1]}' > '$tmp/bad.json'; '$ZEUS' run --spec '$tmp/bad.json'"
 
-# one stream, one owner (README, "Output"): the trainee keeps stdout and the report goes to stderr;
+# one stream, one owner (docs/output.md): the trainee keeps stdout and the report goes to stderr;
 # with -o FILE --json the JSON is in FILE and stdout is still only the trainee's
 "$ZEUS" run "${JOB[@]}" --state "$tmp/s.sqlite" --recurrences 1 "${CMD[@]}" >"$tmp/s.out" 2>"$tmp/s.err" \
   || { fail "run (streams)"; tail -3 "$tmp/s.err"; }
