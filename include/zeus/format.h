@@ -71,6 +71,14 @@ ZEUS_EXTERN double zeus_joules_from_mj(int64_t mj);
 ZEUS_EXTERN double zeus_joules_from_uj(int64_t uj);
 ZEUS_EXTERN double zeus_seconds_from_ns(int64_t ns);
 
+/* Rounds every real in the document `v` in place by the unit its key names (a real in a list
+ * takes the list's key): _s at the ns (9 decimals), _j and _w at the mJ and mW (3 decimals), _mhz
+ * and _c left as they are, any other real (a ratio, a percentage, a count's average) to
+ * ZEUS_DERIVED_DIGITS significant digits. For report documents whose figures all follow the
+ * naming convention (docs/output.md); never for state that is read back exactly. NULL is a
+ * no-op. */
+ZEUS_EXTERN void zeus_json_round_by_unit(struct json_t *v);
+
 /* jansson's json_dumps() with our number convention: every real in its shortest round-trip form
  * with a ".0" kept where it would otherwise read back as an integer, a non-finite real as null.
  * `flags` takes jansson's JSON_INDENT(n), JSON_COMPACT and JSON_SORT_KEYS; any value may be the

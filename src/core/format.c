@@ -84,6 +84,34 @@ ZEUS_EXTERN double zeus_joules_from_mj(int64_t mj) { return (double)mj / 1e3; }
 ZEUS_EXTERN double zeus_joules_from_uj(int64_t uj) { return (double)uj / 1e6; }
 ZEUS_EXTERN double zeus_seconds_from_ns(int64_t ns) { return (double)ns / 1e9; }
 
+/* The resolution a real under `key` is written at, by its unit suffix (zeus/format.h). */
+static double round_for_key(const char *key, double v) {
+  size_t n = key ? strlen(key) : 0;
+#define ENDS(suf) (n >= sizeof(suf) - 1 && strcmp(key + n - (sizeof(suf) - 1), suf) == 0)
+  if (ENDS("_mhz") || ENDS("_c")) return v;                      /* whole units as read */
+  if (ENDS("_s")) return zeus_round_decimals(v, 9);               /* clocks count ns */
+  if (ENDS("_j") || ENDS("_w")) return zeus_round_decimals(v, 3); /* counters count mJ, mW */
+#undef ENDS
+  return zeus_round_significant(v, ZEUS_DERIVED_DIGITS); /* ratios, percentages, averages */
+}
+
+static void round_by_unit(json_t *v, const char *key, int depth) {
+  if (depth > 64) return; /* documents we write are shallow; a cycle-free bound all the same */
+  if (json_is_real(v)) {
+    json_real_set(v, round_for_key(key, json_real_value(v)));
+  } else if (json_is_array(v)) {
+    for (size_t i = 0; i < json_array_size(v); i++) round_by_unit(json_array_get(v, i), key, depth + 1);
+  } else if (json_is_object(v)) {
+    const char *k;
+    json_t *item;
+    json_object_foreach(v, k, item) round_by_unit(item, k, depth + 1);
+  }
+}
+
+ZEUS_EXTERN void zeus_json_round_by_unit(struct json_t *v) {
+  if (v) round_by_unit(v, NULL, 0);
+}
+
 typedef struct writer {
   zeus__buf b;
   size_t flags;

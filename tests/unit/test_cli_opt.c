@@ -360,6 +360,22 @@ static void format_rounds_to_decimals_and_digits(void **state) {
   }
 }
 
+static void json_round_by_unit_follows_the_key(void **state) {
+  (void)state;
+  json_t *v = json_pack("{s:f,s:f,s:f,s:[f,f],s:f,s:f,s:{s:f},s:i,s:f}", "time_s", 0.0020724700000016583, "energy_j",
+                        0.10099999999999999, "power_w", 29.999319377784303, "clocks_mhz", 1740.5, 1.25, "temp_c", 40.25,
+                        "agreement_pct", 0.0004391152116340231, "nested", "eval_energy_j", 326.2950426007552, "n", 7,
+                        "ratio", 2.0 / 3);
+  zeus_json_round_by_unit(v);
+  zeus_json_round_by_unit(NULL);
+  char *s = zeus_json_dumps(v, JSON_COMPACT);
+  assert_string_equal(s, "{\"time_s\":0.00207247,\"energy_j\":0.101,\"power_w\":29.999,\"clocks_mhz\":[1740.5,1.25],"
+                         "\"temp_c\":40.25,\"agreement_pct\":0.000439115,\"nested\":{\"eval_energy_j\":326.295},"
+                         "\"n\":7,\"ratio\":0.666667}");
+  zeus_free(s);
+  json_decref(v);
+}
+
 static void json_dumps_escapes_and_keeps_reals_short(void **state) {
   (void)state;
   json_t *v = json_pack("{s:s,s:f,s:f,s:i,s:o,s:[f,b,n]}", "path", "out/we\"ird\\dir\n\x01é", "a", 0.1, "b", 175.0,
@@ -399,6 +415,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cli_pick_names_subcommands_and_programs_name_themselves),
       cmocka_unit_test(format_double_is_shortest_round_trip),
       cmocka_unit_test(format_rounds_to_decimals_and_digits),
+      cmocka_unit_test(json_round_by_unit_follows_the_key),
       cmocka_unit_test(json_dumps_escapes_and_keeps_reals_short),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
