@@ -341,6 +341,27 @@ static void md_window(FILE *f, const json_t *d) {
   fprintf(f, "\n");
 }
 
+static void md_actuation(FILE *f, const json_t *d) {
+  char a[32], b[32], c[32], e[32];
+  fprintf(f, "## Actuation latency through the work (actuation-latency)\n\nWork: ");
+  cell(f, json_string_value(get(d, "work")));
+  fprintf(f, ". The effect is the first of three kernels in a row more than 10 %% off the ones before the call "
+             "(the read-back's figure is the clock-latency step's).\n\n"
+             "| change | way | call returns (median) | in the work after (median, min-max) |\n|---|---|---|---|\n");
+  const char *k;
+  const json_t *v;
+  json_object_foreach((json_t *)get(d, "changes"), k, v) {
+    for (int w = 0; w < 2; w++) {
+      const json_t *x = get(v, w ? "up" : "down"), *we = get(x, "work_effect");
+      fprintf(f, "| %s | %s | %s ms | %s ms (%s-%s) |\n", k, w ? "back" : "change",
+              num(get(get(x, "call"), "median_s"), "%.1f", 1000, a, sizeof a),
+              num(get(we, "median_s"), "%.1f", 1000, b, sizeof b), num(get(we, "min_s"), "%.1f", 1000, c, sizeof c),
+              num(get(we, "max_s"), "%.1f", 1000, e, sizeof e));
+    }
+  }
+  fprintf(f, "\n");
+}
+
 static void md_pfo(FILE *f, const json_t *d) {
   char a[32], b[32], c[32], e[32], s1[32], s2[32];
   const json_t *mx = get(d, "all_max_frequency"), *pl = get(d, "plan"), *ck = get(d, "checks");
@@ -504,6 +525,8 @@ int cmd_gpus_report(int argc, char **argv) {
       md_pfo(f, s->doc);
     else if (strcmp(s->name, "window-accuracy") == 0)
       md_window(f, s->doc);
+    else if (strcmp(s->name, "actuation-latency") == 0)
+      md_actuation(f, s->doc);
     else if (strncmp(s->name, "set-", 4) == 0) {
       if (!set_header)
         fprintf(f,

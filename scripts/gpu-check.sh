@@ -22,6 +22,8 @@ DIR/report.md and DIR/report.json. Steps, each reported as passed, failed or ski
   clock-latency   zeus gpus clock-latency: how soon a locked clock shows up under load
   window-accuracy windows of 50 ms to 1 s under the load, the raw counter difference beside the
                   sampled source, against a long reference (scripts/gpu_check_window.py)
+  actuation-latency  how soon an SM clock lock and a power limit show in timed PyTorch kernels,
+                  beside the NVML call's own time (scripts/gpu_check_actuation.py)
   plo             the power-limit optimizer on PyTorch work (scripts/gpu_check_plo.py):
                   profile, choose, apply, restore; energy saved and slowdown measured
   pfo             the Perseus client with instruction hooks on PyTorch work against a local
@@ -232,6 +234,9 @@ q=()
 run_py_step window-accuracy "windows of 50 ms to 1 s against a long reference" gpu_check_window.py \
   --gpu "$first_gpu" "${q[@]}"
 stop_load
+# On an otherwise idle GPU: how soon a clock lock and a power limit show in timed kernels.
+run_py_step actuation-latency "SM clock lock and power limit, seen in the work" gpu_check_actuation.py \
+  --gpu "$first_gpu" "${q[@]}"
 run_py_step plo "power-limit optimizer" gpu_check_plo.py ${gpus:+--gpus "$gpus"} "${q[@]}"
 run_py_step pfo "Perseus client against zeus pfo-server" gpu_check_pfo.py --zeus "$zeus" \
   --gpu "${first_gpu}" "${q[@]}"

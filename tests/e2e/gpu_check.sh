@@ -144,7 +144,7 @@ else fail "gpu-check without GPU: exit $rc: $(cat "$tmp/nogpu.out")"; fi
 rm -f "$tmp/state"
 bash "$GC" --zeus "$ZEUS" --out "$tmp/run" --quick >"$tmp/run.out" 2>&1
 rc=$?
-steps="['gpus-before', 'probe', 'load', 'check', 'set-power-limit', 'set-sm-clock', 'set-memory-clock', 'clock-latency', 'window-accuracy', 'plo', 'pfo', 'gpus-after']"
+steps="['gpus-before', 'probe', 'load', 'check', 'set-power-limit', 'set-sm-clock', 'set-memory-clock', 'clock-latency', 'window-accuracy', 'actuation-latency', 'plo', 'pfo', 'gpus-after']"
 if [ "$rc" = 0 ] && jcheck "$tmp/run/report.json" "d['ok'] and d['restored'] is True and [s['step'] for s in d['steps']] == $steps and [s['status'] for s in d['steps']].count('failed') == 0 and len([s for s in d['steps'] if s['step'] == 'probe'][0]['result']['gpus']) == 2"; then
   pass "gpu-check --quick on the fake NVML: every step passed and the GPUs are back"
 else fail "gpu-check run: exit $rc: $(cat "$tmp/run.out")"; fi
@@ -165,6 +165,10 @@ rm -f "$tmp/busy"
 if [ "$rc" = 0 ] && jcheck "$tmp/win.json" "d['ok'] and d['windows'][0]['window_s'] == 0.05 and d['windows'][0]['raw_median_pct'] > 50 and d['windows'][0]['sampled_worst_pct'] < 5 and 280 < d['reference']['mean_power_w'] < 300"; then
   pass "window-accuracy on the h100 profile: sampled within the targets, raw 50 ms windows off by > 50 %"
 else fail "window-accuracy h100: exit $rc: $(cat "$tmp/win.err") $(head -c 1200 "$tmp/win.json")"; fi
+
+if jcheck "$tmp/run/report.json" "[s for s in d['steps'] if s['step'] == 'actuation-latency'][0]['status'] in ('skipped', 'passed')"; then
+  pass "gpu-check: actuation-latency runs where torch sees a GPU, else is skipped"
+else fail "gpu-check actuation-latency: $(cat "$tmp/run/actuation-latency.log")"; fi
 
 # nvcc builds the load but no GPU can run it (a build machine, or the fake NVML): skipped, not failed.
 printf '%s\n' '#!/bin/sh' 'while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done' \
