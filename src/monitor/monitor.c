@@ -488,6 +488,26 @@ zeus_energy_source zeus_monitor_gpu_energy_source(const zeus_monitor *m, unsigne
   return m->is_sampled[k] ? ZEUS_ENERGY_SAMPLED : m->is_polled[k] ? ZEUS_ENERGY_POLLED : ZEUS_ENERGY_RAW;
 }
 
+int zeus_monitor_gpu_energy_now(zeus_monitor *m, unsigned k, double *joules) {
+  if (!m || !joules || k >= m->ngpu)
+    return zeus__error(ZEUS_EINVAL, "zeus_monitor_gpu_energy_now: a monitor, an entry below %u and out are required",
+                       m ? m->ngpu : 0);
+  int rc = ZEUS_OK;
+  pthread_mutex_lock(&m->mu);
+  double t = zeus_devices_now(m->dev);
+  if (m->is_sampled[k]) {
+    zeus__sampler_energy e;
+    if (!(rc = zeus__sampler_energy_at(m->sampler, m->sampled_k[k], t, &e))) *joules = e.energy_j;
+  } else if (m->is_polled[k]) {
+    if (!(rc = sample(m, k, t))) *joules = m->poll[k].e_j;
+  } else {
+    uint64_t mj;
+    if (!(rc = zeus_gpu_total_energy(m->dev, m->gpu[k], &mj))) *joules = mj / 1000.0;
+  }
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
+
 double zeus_monitor_sampler_cpu_s(const zeus_monitor *m) { return m && m->sampler ? zeus__sampler_cpu_s(m->sampler) : 0; }
 zeus_devices *zeus_monitor_devices(const zeus_monitor *m) { return m ? m->dev : NULL; }
 
