@@ -83,10 +83,17 @@ static int meter_open(meter *m, zeus_devices *d, unsigned gpu) {
   m->gpu = gpu;
   int rc = zeus_gpu_energy_counter_supported(d, gpu, &counter);
   if (rc) return rc;
-  if (counter) return ZEUS_OK;
   zeus_monitor_opts mo = {.devices = d, .gpu_indices = &gpu, .num_gpu_indices = 1, .cpu_indices = &gpu,
                           .num_cpu_indices = 0};
-  return zeus_monitor_open(&m->mon, &mo);
+  if ((rc = zeus_monitor_open(&m->mon, &mo))) return rc;
+  /* A counter that is fast to read is read directly (no window bookkeeping); one that is slow and
+   * ticks coarsely (an H100's: 3.3 ms, 100 ms) is followed by the monitor's sampler, so that an
+   * instruction's bounds cost microseconds and an instruction shorter than a tick is measured. */
+  if (counter && zeus_monitor_gpu_energy_source(m->mon, 0) == ZEUS_ENERGY_RAW) {
+    zeus_monitor_close(m->mon);
+    m->mon = NULL;
+  }
+  return ZEUS_OK;
 }
 
 static inline int meter_begin(meter *m, int slot) {
