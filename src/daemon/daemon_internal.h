@@ -359,6 +359,10 @@ const char *zeus__dparam(zeus__dreq *q, const char *name);
 /* Before a power stream's reply: whether this client may hold one more stream (the per-client
  * limit; root is not limited). When not, the 503 is queued and its MHD result is in *mhd. */
 bool zeus__dstream_admit(zeus__dreq *q, int *mhd);
+/* Connections open now, refused by a per-client limit or the root reserve, and closed by the
+ * request deadline, since the start (for /metrics). */
+void zeus__daemon_conn_stats(zeus_daemon *d, unsigned *open, unsigned long long *refused,
+                             unsigned long long *timed_out);
 /* The device side of the lease table, and the wake-up of the reaper. */
 extern const zeus__lease_dev zeus__daemon_lease_dev;
 void zeus__daemon_wake(zeus_daemon *d);

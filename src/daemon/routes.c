@@ -699,6 +699,17 @@ static int h_metrics(zeus__dreq *q) {
   zeus__metrics_family(&w, "zeus_daemon_restores_total", "counter",
                        "Settings given back (a holder died, released, lapsed, or the daemon stopped).");
   zeus__metrics_sample(&w, "zeus_daemon_restores_total", NULL, NULL, 0, (double)restores);
+  unsigned open = 0;
+  unsigned long long refused = 0, timed_out = 0;
+  zeus__daemon_conn_stats(q->d, &open, &refused, &timed_out);
+  zeus__metrics_family(&w, "zeus_daemon_connections", "gauge", "Connections open (both listeners).");
+  zeus__metrics_sample(&w, "zeus_daemon_connections", NULL, NULL, 0, (double)open);
+  zeus__metrics_family(&w, "zeus_daemon_connections_refused_total", "counter",
+                       "Connections refused by a per-client limit or the root reserve.");
+  zeus__metrics_sample(&w, "zeus_daemon_connections_refused_total", NULL, NULL, 0, (double)refused);
+  zeus__metrics_family(&w, "zeus_daemon_connections_timed_out_total", "counter",
+                       "Connections closed because no whole request arrived within --request-timeout.");
+  zeus__metrics_sample(&w, "zeus_daemon_connections_timed_out_total", NULL, NULL, 0, (double)timed_out);
   int rc = w.rc ? zeus__dreply_error(q, 500, "writing the metrics: out of memory")
                 : zeus__dreply_text(q, 200, ZEUS__METRICS_CONTENT_TYPE, w.buf.data ? w.buf.data : "", w.buf.len);
   zeus__metrics_writer_free(&w);

@@ -451,6 +451,18 @@ bool zeus__dstream_admit(zeus__dreq *q, int *mhd) {
   return ok;
 }
 
+void zeus__daemon_conn_stats(zeus_daemon *d, unsigned *open, unsigned long long *refused,
+                             unsigned long long *timed_out) {
+  unsigned n = 0;
+  pthread_mutex_lock(&d->cmu);
+  for (zeus__dconn *k = d->conns; k; k = k->next)
+    if (!k->cut) n++;
+  pthread_mutex_unlock(&d->cmu);
+  *open = n;
+  *refused = atomic_load(&d->refused);
+  *timed_out = atomic_load(&d->timed_out);
+}
+
 static void conn_busy(zeus_daemon *d, zeus__dconn *k, bool busy) {
   if (!k) return;
   pthread_mutex_lock(&d->cmu);

@@ -37,9 +37,12 @@ attack() {
   die "attacker $name said nothing within 10 s"
 }
 stop_attack() { kill "$ATTACKER" 2>/dev/null; wait "$ATTACKER" 2>/dev/null; }
-# normal_client WHAT: root makes a lease, changes a limit under it, renews and releases it, reads.
+# normal_client WHAT: root, and a second unprivileged user (uid 1), each make a lease, change a
+# limit under it, renew and release it, and read.
 normal_client() {
   timeout 20 python3 "$FLOOD" normal "$SOCK" 1 210000 >"$tmp/normal.out" 2>&1 || die "$1: root: $(cat "$tmp/normal.out")"
+  timeout 20 setpriv --reuid=1 --regid=1 --clear-groups --inh-caps=-all -- "$PY" "$FLOOD" normal "$SOCK" 1 205000 \
+    >"$tmp/normal.out" 2>&1 || die "$1: uid 1: $(cat "$tmp/normal.out")"
 }
 
 start_daemon --socket-permissions 666 --request-timeout 2
@@ -51,7 +54,7 @@ n=$(echo "$got" | awk '{print $2}')
 [ "$n" -le 64 ] || die "nobody made $n leases (the per-client limit is 64): $got"
 echo "$got" | grep -q "503.*uid 65534 holds 64 leases.*--max-leases-per-client" || die "refusal: $got"
 normal_client "leases flood"
-echo "ok - lease flood: nobody stops at $n leases (503 naming the limit); root still makes, renews, releases"
+echo "ok - lease flood: nobody stops at $n leases (503 naming the limit); root and uid 1 still make, renew, release"
 stop_attack
 
 # ---- 2a. connections
@@ -60,7 +63,7 @@ got=$(cat "$tmp/conns.out")
 n=$(echo "$got" | awk '{print $3}')
 [ "$n" -le 32 ] || die "nobody holds $n connections (the per-client limit is 32): $got"
 normal_client "connection flood"
-echo "ok - connection flood: nobody holds $n of 300 connections; root's requests are served"
+echo "ok - connection flood: nobody holds $n of 300 connections; root's and uid 1's requests are served"
 stop_attack
 sleep 0.3
 
@@ -71,7 +74,7 @@ n=$(echo "$got" | awk '{print $2}')
 [ "$n" -ge 1 ] && [ "$n" -le 8 ] || die "nobody holds $n streams (the per-client limit is 8): $got"
 echo "$got" | grep -q "(503, " || die "no stream was refused: $got"
 normal_client "stream flood"
-echo "ok - stream flood: nobody holds $n of 40 streams, the others 503; root is served ($got)"
+echo "ok - stream flood: nobody holds $n of 40 streams, the others 503; root and uid 1 are served"
 stop_attack
 sleep 0.3
 
@@ -79,7 +82,11 @@ sleep 0.3
 as_nobody "$PY" "$FLOOD" trickle "$SOCK" >"$tmp/trickle.out" 2>&1 || die "trickle: $(cat "$tmp/trickle.out")"
 t=$(awk '{print $3}' "$tmp/trickle.out")
 lt "$t" 5 || die "a trickling request was kept $t s (--request-timeout 2): $(cat "$tmp/trickle.out")"
-echo "ok - a request trickling in a byte a second is cut after $t s (--request-timeout 2): $(cat "$tmp/trickle.out")"
+echo "ok - a request trickling in a byte a second is cut after $t s (--request-timeout 2)"
+code "http://localhost/metrics" >/dev/null
+grep -Eq '^zeus_daemon_connections_refused_total [1-9]' "$tmp/body" && grep -Eq '^zeus_daemon_connections_timed_out_total [1-9]' "$tmp/body" ||
+  die "/metrics does not count the refused and timed-out connections: $(grep connections "$tmp/body")"
+echo "ok - /metrics counts them: $(grep -E '^zeus_daemon_connections' "$tmp/body" | tr '\n' ' ')"
 
 # ---- 3. a change sent on a connection whose owner (SO_PEERCRED) has exited
 as_nobody "$PY" "$FLOOD" deadholder "$SOCK" 0 150000 >"$tmp/dead.out" 2>&1
