@@ -168,6 +168,12 @@ static void exporter_opts_init_and_bad_options(void **state) {
   o.port = -1;
   o.sample_interval_s = 0.0001;
   assert_zeus_err(zeus_exporter_open(&e, &o), ZEUS_EINVAL, "sample interval");
+  o.sample_interval_s = 0.1;
+  o.request_timeout_s = 0.01;
+  assert_zeus_err(zeus_exporter_open(&e, &o), ZEUS_EINVAL, "request timeout 0.01 s is outside [0.1, 3600] s");
+  o.request_timeout_s = 0;
+  o.max_connections = 200000;
+  assert_zeus_err(zeus_exporter_open(&e, &o), ZEUS_EINVAL, "max_connections 200000");
   zeus_exporter_close(NULL);
 }
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Literal, Optional
 
 from .. import _lib
-from .._closeable import Closeable
+from .._closeable import Closeable, _get_ident, guard_methods
 from ..exceptions import ZeusValueError
 from ..utils.framework import check_framework, sync_if_loaded
 
@@ -149,6 +149,7 @@ class _WindowStates(Mapping):
         return f"measurement_states({dict(self)!r})"
 
 
+@guard_methods("begin_window", "end_window", "_end_failed", "_log_row")
 class ZeusMonitor(Closeable):
     """Measures the time and energy of named windows on GPUs (and CPU packages).
 
@@ -346,7 +347,17 @@ class ZeusMonitor(Closeable):
             sync_if_loaded(self.gpu_indices, self.sync_with)
         if key.__class__ is not str or not key or "\0" in key:
             _key(key)
-        rc = self._begin(self._h, key.encode(), restart)
+        me = _get_ident()
+        holds = self._holds
+        holds.append(me)  # the guard (zeusc/_closeable.py): close() waits for this call
+        try:
+            if self._closing:
+                _closed()
+            rc = self._begin(self._h, key.encode(), restart)
+        finally:
+            holds.remove(me)
+            if self._closing and not holds:
+                self._run_free()
         if rc:
             if rc == _EEXIST:
                 raise _value_error(rc, f"Measurement window '{key}' already exists")
@@ -374,7 +385,17 @@ class ZeusMonitor(Closeable):
             r = _lib.MeasurementC()
             rref = _byref(r)
             self._tls.m = (r, rref)
-        rc = self._end(self._h, key.encode(), cancel, rref)
+        me = _get_ident()
+        holds = self._holds
+        holds.append(me)
+        try:
+            if self._closing:
+                _closed()
+            rc = self._end(self._h, key.encode(), cancel, rref)
+        finally:
+            holds.remove(me)
+            if self._closing and not holds:
+                self._run_free()
         if rc:
             self._end_failed(rc, key)
         if cancel:
@@ -471,10 +492,16 @@ class ZeusMonitor(Closeable):
         with self._lock:
             for dep in list(self._dependents):
                 dep.close()
-            if self._h:
-                _lib.lib().zeus_monitor_close(self._h)
-                self._h = c_void_p()
-                self._begin = self._end = _closed
+            if self._h and not self._closing:
+                h = self._h
+
+                def free():
+                    _lib.lib().zeus_monitor_close(h)
+                    self._h = c_void_p()
+                    self._begin = self._end = _closed
+
+                # Calls of other threads in progress finish first; later ones raise ValueError.
+                self._close_guarded(free)
             if self._log_f is not None:
                 try:
                     self._log_f.close()
