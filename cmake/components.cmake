@@ -131,6 +131,14 @@ zeus_component(RUN
   USED_BY tests/unit/test_run.c tests/unit/test_run_hardening.c tests/e2e/bso_cli.sh
           tests/e2e/bso_valgrind.sh)
 
+zeus_component(BSO_SERVER
+  DOC "the batch-size optimizer server on SQLite: zeus bso-server, zeus/bso_server.h"
+  SOURCES src/bso_server
+  PKGS libmicrohttpd sqlite3
+  COMMANDS bso-server
+  USED_BY tests/unit/test_bso_server*.c tests/e2e/bso_server*.sh bench/bench_bso_server.c
+          python/tests/test_bso_client.py)
+
 zeus_component(DAEMON
   DOC "zeus daemon: the privileged daemon with zeusd's API and leases, zeus/daemon.h (the device
 layer's client of a daemon is always built)"
