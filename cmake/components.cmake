@@ -139,6 +139,13 @@ zeus_component(BSO_SERVER
   USED_BY tests/unit/test_bso_server*.c tests/e2e/bso_server*.sh bench/bench_bso_server.c
           python/tests/test_bso_client.py)
 
+# PostgreSQL for zeus bso-server (and zeus run --state postgresql://...). It extends BSO_SERVER:
+# with BSO_SERVER off its sources compile to nothing.
+zeus_component(BSO_PG
+  DOC "PostgreSQL storage for zeus bso-server: --database postgresql://... (needs BSO_SERVER)"
+  SOURCES src/bso_pg
+  PKGS libpq)
+
 zeus_component(DAEMON
   DOC "zeus daemon: the privileged daemon with zeusd's API and leases, zeus/daemon.h (the device
 layer's client of a daemon is always built)"
