@@ -72,6 +72,8 @@ const char *const bso_db_migrations[] = {
     " end_s DOUBLE PRECISION,"
     " PRIMARY KEY (job_id, trial_number));"
     "CREATE INDEX bso_trial_by_bs ON bso_trial (job_id, batch_size, status, trial_number);",
+    /* 2: zeus run --state postgresql://...: each job identity's state (an SQLite image) */
+    "CREATE TABLE run_state (job_key TEXT PRIMARY KEY, image BYTEA NOT NULL, updated_s DOUBLE PRECISION NOT NULL);",
 };
 const int bso_db_nmigrations = (int)(sizeof bso_db_migrations / sizeof *bso_db_migrations);
 
