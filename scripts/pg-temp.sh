@@ -16,6 +16,8 @@
 # system user "nobody" through runuser/setpriv. The server listens on a Unix socket in that
 # folder only (no TCP port), trusts local connections, and is named in STATE_DIR/pgdir.
 set -eu
+# PostgreSQL's own programs run without the sanitizer runtimes a test's interpreter preloads.
+unset LD_PRELOAD ASAN_OPTIONS UBSAN_OPTIONS
 
 find_bin() {
   for d in /usr/lib/postgresql/*/bin; do
