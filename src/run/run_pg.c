@@ -10,9 +10,15 @@
 
 #include "core/core.h"
 #include "run/run_internal.h"
+/* Built outside the library (the zeus run state fuzzer compiles src/run/ alone): no config.h,
+ * no PostgreSQL. */
+#if defined(__has_include)
+#if __has_include("zeus/config.h")
 #include "zeus/config.h"
+#endif
+#endif
 
-#if ZEUS_HAVE_BSO_SERVER && ZEUS_HAVE_BSO_PG
+#if defined(ZEUS_HAVE_BSO_SERVER) && defined(ZEUS_HAVE_BSO_PG) && ZEUS_HAVE_BSO_SERVER && ZEUS_HAVE_BSO_PG
 #include "bso_server/db.h"
 #include "zeus/clock.h"
 
