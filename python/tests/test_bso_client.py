@@ -456,3 +456,42 @@ def test_database_goes_away_and_comes_back(request, tmp_path):
         assert st == 200 and r["trial_number"] == 2, r
     finally:
         s.stop()
+
+
+def test_two_servers_share_one_database(server):
+    """Two server processes ("nodes") on one database: requests of the same jobs through both
+    interleave, and still no trial is lost or handed out twice."""
+    servers = [server("--threads", "4"), server("--threads", "4")]
+    jobs = 4
+    for j in range(jobs):
+        assert call(servers[j % 2].url, "POST", "/jobs", job(job_id=f"mnist-two{j}", max_epochs=1, beta_knob=None))[0] == 201
+        # The other server sees the registration.
+        assert call(servers[(j + 1) % 2].url, "POST", "/jobs", job(job_id=f"mnist-two{j}", max_epochs=1,
+                                                                  beta_knob=None))[0] == 200
+    got, errors = [], []
+    lock = threading.Lock()
+
+    def client(c):
+        try:
+            for k in range(30):
+                s = servers[(c + k) % 2]
+                st, t = call(s.url, "GET", f"/jobs/batch_size?job_id=mnist-two{c % jobs}")
+                assert st == 200, t
+                st, r = call(servers[(c + k + 1) % 2].url, "POST", "/report",
+                             dict(t, time=1.0 + t["batch_size"] / 100, energy=100.0, metric=0.9, current_epoch=1))
+                assert st == 200 and "already" not in r["message"], r
+                with lock:
+                    got.append((t["job_id"], t["trial_number"]))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not errors, errors[:3]
+    assert len(got) == 16 * 30 and len(set(got)) == len(got)
+    for j in range(jobs):
+        ns = sorted(n for jid, n in got if jid == f"mnist-two{j}")
+        assert ns == list(range(1, len(ns) + 1))
