@@ -115,6 +115,21 @@ def server(database, tmp_path):
         s.stop()
 
 
+def db_rows(database, sql):
+    """Rows of a query on the server's database (checks of its history), as lists of strings."""
+    if database.startswith("sqlite://"):
+        import sqlite3
+        con = sqlite3.connect(database[len("sqlite://"):])
+        try:
+            return [[None if v is None else str(v) for v in r] for r in con.execute(sql).fetchall()]
+        finally:
+            con.close()
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+    out = subprocess.run(["psql", "-X", "-tA", "-F", "|", database, "-c", sql], capture_output=True, text=True,
+                         timeout=60, env=env, check=True).stdout
+    return [line.split("|") for line in out.splitlines() if line]
+
+
 def call(url, method, path, body=None, token=None):
     data = (body if isinstance(body, str) else json.dumps(body)).encode() if body is not None else None
     req = urllib.request.Request(url + path, data=data, method=method)
@@ -389,7 +404,7 @@ N_TRIALS = int(os.environ.get("ZEUS_BSO_TEST_TRIALS", "100"))
 N_JOBS = 8
 
 
-def test_concurrent_clients_lose_and_duplicate_nothing(server):
+def test_concurrent_clients_lose_and_duplicate_nothing(server, database):
     s = server("--threads", "8")
     for j in range(N_JOBS):
         assert call(s.url, "POST", "/jobs", job(job_id=f"mnist-load{j}", max_epochs=1, beta_knob=None))[0] == 201
@@ -428,6 +443,16 @@ def test_concurrent_clients_lose_and_duplicate_nothing(server):
         st, r = call(s.url, "POST", "/report", {"job_id": jid, "batch_size": 1, "trial_number": ns[0], "time": 1,
                                                 "energy": 1, "metric": 1, "current_epoch": 1})
         assert st == 400
+    # The stored history: every trial of every job succeeded exactly once, and each job's least
+    # cost is the least of its trials' costs (eta 0.5, 300 W).
+    rows = db_rows(database, "SELECT job_id, count(*), sum(CASE WHEN status = 1 THEN 1 ELSE 0 END), "
+                             "min(0.5 * energy_j + 0.5 * 300.0 * time_s) FROM bso_trial GROUP BY job_id ORDER BY job_id")
+    assert len(rows) == N_JOBS
+    mins = dict((r[0], float(r[1]) if r[1] is not None else None)
+                for r in db_rows(database, "SELECT job_id, min_cost FROM bso_job"))
+    for jid, n, ok, least in rows:
+        assert int(n) == len(per_job[jid]) and int(ok) == int(n), (jid, n, ok)
+        assert math.isclose(mins[jid], float(least), rel_tol=1e-9), (jid, mins[jid], least)
 
 
 # ---- the database going away ------------------------------------------------------------------
