@@ -38,15 +38,20 @@ static int connect_lo(void) {
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) { close(fd); return -1; }
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
   return fd;
 }
 
 /* Sends one request and reads the reply; returns the status, body in buf. */
 static int http(int fd, const char *method, const char *path, const char *body, char *buf, size_t cap) {
   char req[2048];
-  int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                   "Content-Length: %zu\r\n\r\n%s", method, path, body ? strlen(body) : 0, body ? body : "");
+  int n = snprintf(req, sizeof req,
+                   "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                   "Content-Length: %zu\r\n\r\n%s",
+                   method, path, body ? strlen(body) : 0, body ? body : "");
   if (write(fd, req, (size_t)n) != n) return -1;
   size_t len = 0;
   char *end = NULL;
@@ -78,15 +83,22 @@ static void *client(void *arg) {
   for (int i = 0; fd >= 0 && i < npairs; i++) {
     double t0 = now_s();
     snprintf(path, sizeof path, "/jobs/batch_size?job_id=bench-%ld", c % njobs);
-    if (http(fd, "GET", path, NULL, buf, sizeof buf) != 200) { failures++; break; }
+    if (http(fd, "GET", path, NULL, buf, sizeof buf) != 200) {
+      failures++;
+      break;
+    }
     long bs = 0, tn = 0;
     const char *p = strstr(buf, "\"batch_size\":"), *q = strstr(buf, "\"trial_number\":");
     if (p) bs = strtol(p + 13, NULL, 10);
     if (q) tn = strtol(q + 15, NULL, 10);
-    snprintf(body, sizeof body, "{\"job_id\":\"bench-%ld\",\"batch_size\":%ld,\"trial_number\":%ld,\"time\":%g,"
-             "\"energy\":%g,\"metric\":0.9,\"current_epoch\":1}", c % njobs, bs, tn, 10.0 + (double)bs / 64,
-             1000.0 + (double)(i % 7));
-    if (http(fd, "POST", "/report", body, buf, sizeof buf) != 200) { failures++; break; }
+    snprintf(body, sizeof body,
+             "{\"job_id\":\"bench-%ld\",\"batch_size\":%ld,\"trial_number\":%ld,\"time\":%g,"
+             "\"energy\":%g,\"metric\":0.9,\"current_epoch\":1}",
+             c % njobs, bs, tn, 10.0 + (double)bs / 64, 1000.0 + (double)(i % 7));
+    if (http(fd, "POST", "/report", body, buf, sizeof buf) != 200) {
+      failures++;
+      break;
+    }
     lat[c * npairs + i] = now_s() - t0;
   }
   if (fd >= 0) close(fd);
@@ -109,11 +121,18 @@ static int run(const char *name, const char *url, int nclients, int threads) {
   int fd = connect_lo();
   char buf[8192], body[1024];
   for (int j = 0; j < njobs; j++) {
-    snprintf(body, sizeof body, "{\"job_id\":\"bench-%d\",\"job_id_prefix\":\"bench\",\"batch_sizes\":[32,64,128,256,"
+    snprintf(body, sizeof body,
+             "{\"job_id\":\"bench-%d\",\"job_id_prefix\":\"bench\",\"batch_sizes\":[32,64,128,256,"
              "512],\"default_batch_size\":128,\"max_epochs\":1,\"beta_knob\":null,\"mab_seed\":%d,\"max_power\":300,"
-             "\"number_of_gpus\":1,\"gpu_model\":\"A100\"}", j, j);
+             "\"number_of_gpus\":1,\"gpu_model\":\"A100\"}",
+             j, j);
     int st = http(fd, "POST", "/jobs", body, buf, sizeof buf);
-    if (st != 201 && st != 200) { printf("%-10s  registering: %d %s\n", name, st, buf); close(fd); zeus_bso_server_close(s); return 1; }
+    if (st != 201 && st != 200) {
+      printf("%-10s  registering: %d %s\n", name, st, buf);
+      close(fd);
+      zeus_bso_server_close(s);
+      return 1;
+    }
   }
   close(fd);
   lat = calloc((size_t)nclients * (size_t)npairs, sizeof *lat);
@@ -157,8 +176,10 @@ int main(void) {
     if (f && fgets(pgurl, sizeof pgurl, f)) pgurl[strcspn(pgurl, "\n")] = '\0';
     if (f) pclose(f);
     started = strncmp(pgurl, "postgresql://", 13) == 0;
-    if (started) pg = pgurl;
-    else printf("postgresql  skipped: no throwaway server (scripts/pg-temp.sh: %s)\n", pgurl);
+    if (started)
+      pg = pgurl;
+    else
+      printf("postgresql  skipped: no throwaway server (scripts/pg-temp.sh: %s)\n", pgurl);
   }
   if (pg) rc |= run("postgresql", pg, nclients, threads);
   if (started) {

@@ -13,8 +13,8 @@ static bool port_given, max_body_given;
 
 static const cli_opt server_opts[] = {
     {"host", 0, CLI_OPT_STRING, &o.host, "ADDR", "address to listen on", "127.0.0.1"},
-    {"port", 0, CLI_OPT_INT, &port_opt, "N", "port; 0 picks a free one and prints it", "7788", 0, 65535,
-     .seen = &port_given},
+    {"port", 0, CLI_OPT_INT, &port_opt, "N", "port; 0 picks a free one and prints it", "7788", 0,
+     65535, .seen = &port_given},
     {"database", 0, CLI_OPT_STRING, &o.database, "URL",
      "where jobs and trials live: sqlite:///ABSOLUTE/PATH or sqlite://RELATIVE/PATH (one file,\n"
      "for one machine), or postgresql://USER@HOST:PORT/DB (any libpq connection URI, e.g.\n"
@@ -29,20 +29,23 @@ static const cli_opt server_opts[] = {
      "the same with the token on the command line (every local user can read it in the\n"
      "process list: prefer --token-file)"},
     {"threads", 0, CLI_OPT_INT, &o.threads, "N",
-     "HTTP threads (with PostgreSQL, one database connection each)", "8", 1, 256, .heading = "Bounds:"},
-    {"max-connections", 0, CLI_OPT_INT, &o.max_connections, "N", "connections at once", "1024", 16, 1000000},
-    {"max-body", 0, CLI_OPT_LONG, &max_body, "BYTES", "largest request body (larger: 413)", "65536", 1024,
-     16777216, .seen = &max_body_given},
-    {"idle-timeout", 0, CLI_OPT_DOUBLE, &o.idle_timeout_s, "S", "close a connection idle this long", "60", 1,
-     86400},
+     "HTTP threads (with PostgreSQL, one database connection each)", "8", 1, 256,
+     .heading = "Bounds:"},
+    {"max-connections", 0, CLI_OPT_INT, &o.max_connections, "N", "connections at once", "1024", 16,
+     1000000},
+    {"max-body", 0, CLI_OPT_LONG, &max_body, "BYTES", "largest request body (larger: 413)", "65536",
+     1024, 16777216, .seen = &max_body_given},
+    {"idle-timeout", 0, CLI_OPT_DOUBLE, &o.idle_timeout_s, "S", "close a connection idle this long",
+     "60", 1, 86400},
     {0},
 };
 
 static const cli_command server_cmd = {
     .name = "bso-server",
-    .usage = "zeus bso-server [--host ADDR] [--port N] [--database URL] [--log-level LEVEL]\n"
-             "                [--token-file FILE | --token TOKEN] [--threads N]\n"
-             "                [--max-connections N] [--max-body BYTES] [--idle-timeout S]",
+    .usage =
+        "zeus bso-server [--host ADDR] [--port N] [--database URL] [--log-level LEVEL]\n"
+        "                [--token-file FILE | --token TOKEN] [--threads N]\n"
+        "                [--max-connections N] [--max-body BYTES] [--idle-timeout S]",
     .about =
         "Serves the batch-size optimizer to recurring training jobs that run on whichever node a\n"
         "cluster scheduler gives them, with the original Zeus server's routes and JSON bodies:\n"
@@ -57,11 +60,12 @@ static const cli_command server_cmd = {
         "When to use which: 'zeus run' alone drives a recurring job on one machine from its own\n"
         "state file; this server shares one job between nodes. docs/bso-server.md.",
     .opts = server_opts,
-    .more = "Examples:\n"
-            "  zeus bso-server --database sqlite:///var/lib/zeus/bso.db\n"
-            "  zeus bso-server --host 10.0.0.5 --token-file ~/.config/zeus-bso-token \\\n"
-            "      --database 'postgresql://zeus@db.example/zeus'\n"
-            "  zeus bso-server --port 0 --database 'postgresql:///zeus?host=/tmp/pg'\n",
+    .more =
+        "Examples:\n"
+        "  zeus bso-server --database sqlite:///var/lib/zeus/bso.db\n"
+        "  zeus bso-server --host 10.0.0.5 --token-file ~/.config/zeus-bso-token \\\n"
+        "      --database 'postgresql://zeus@db.example/zeus'\n"
+        "  zeus bso-server --port 0 --database 'postgresql:///zeus?host=/tmp/pg'\n",
     .args = CLI_ARGS_NONE,
 };
 
@@ -103,7 +107,8 @@ int cmd_bso_server(int argc, char **argv) {
     free(token_copy);
     return CLI_EXIT_FAIL;
   }
-  printf("zeus bso-server: listening on %s port %d\n", o.host ? o.host : "127.0.0.1", zeus_bso_server_port(srv));
+  printf("zeus bso-server: listening on %s port %d\n", o.host ? o.host : "127.0.0.1",
+         zeus_bso_server_port(srv));
   fflush(stdout);
   cli_serve_wait();
   fprintf(stderr, "zeus bso-server: shutting down\n");

@@ -46,14 +46,23 @@ static int pg_exec(bso_db *d, const char *sql, const bso_val *p, int n, bso_rows
   if (rows) memset(rows, 0, sizeof *rows);
   char buf[16][40];
   const char *vals[16];
-  if (n > 16) { snprintf(err, errlen, "postgresql: more than 16 parameters"); return BSO_DB_ERR; }
+  if (n > 16) {
+    snprintf(err, errlen, "postgresql: more than 16 parameters");
+    return BSO_DB_ERR;
+  }
   for (int i = 0; i < n; i++) {
     switch (p[i].type) {
-      case BSO_INT: snprintf(buf[i], sizeof buf[i], "%lld", p[i].i); vals[i] = buf[i]; break;
+      case BSO_INT:
+        snprintf(buf[i], sizeof buf[i], "%lld", p[i].i);
+        vals[i] = buf[i];
+        break;
       case BSO_REAL:
-        if (isinf(p[i].d)) snprintf(buf[i], sizeof buf[i], "%s", p[i].d > 0 ? "Infinity" : "-Infinity");
-        else if (isnan(p[i].d)) snprintf(buf[i], sizeof buf[i], "NaN");
-        else snprintf(buf[i], sizeof buf[i], "%.17g", p[i].d);
+        if (isinf(p[i].d))
+          snprintf(buf[i], sizeof buf[i], "%s", p[i].d > 0 ? "Infinity" : "-Infinity");
+        else if (isnan(p[i].d))
+          snprintf(buf[i], sizeof buf[i], "NaN");
+        else
+          snprintf(buf[i], sizeof buf[i], "%.17g", p[i].d);
         vals[i] = buf[i];
         break;
       case BSO_TEXT: vals[i] = p[i].s; break;
@@ -70,7 +79,11 @@ static int pg_exec(bso_db *d, const char *sql, const bso_val *p, int n, bso_rows
   if (rows && st == PGRES_TUPLES_OK) {
     size_t nr = (size_t)PQntuples(r), nc = (size_t)PQnfields(r);
     rows->cells = calloc(nr * nc > 0 ? nr * nc : 1, sizeof *rows->cells);
-    if (!rows->cells) { PQclear(r); snprintf(err, errlen, "out of memory"); return BSO_DB_ERR; }
+    if (!rows->cells) {
+      PQclear(r);
+      snprintf(err, errlen, "out of memory");
+      return BSO_DB_ERR;
+    }
     rows->nrows = nr;
     rows->ncols = nc;
     for (size_t i = 0; i < nr; i++)
@@ -113,8 +126,10 @@ static int pg_migrate(bso_db *d, char *err, size_t errlen) {
   int have = rc ? 0 : (int)bso_rows_int(&r, 0, 0);
   bso_rows_free(&r);
   if (!rc && have > bso_db_nmigrations) {
-    snprintf(err, errlen, "postgresql: the database's schema is version %d, newer than this zeus knows (%d): use a "
-             "newer zeus", have, bso_db_nmigrations);
+    snprintf(err, errlen,
+             "postgresql: the database's schema is version %d, newer than this zeus knows (%d): use a "
+             "newer zeus",
+             have, bso_db_nmigrations);
     rc = BSO_DB_ERR;
   }
   for (int v = have + 1; !rc && v <= bso_db_nmigrations; v++) {
@@ -140,7 +155,10 @@ static void quiet(void *arg, const char *message) { (void)arg, (void)message; }
 
 int bso_db_open_pg(const char *url, bso_db **out, char *err, size_t errlen) {
   pg_db *db = calloc(1, sizeof *db);
-  if (!db) { snprintf(err, errlen, "out of memory"); return BSO_DB_ERR; }
+  if (!db) {
+    snprintf(err, errlen, "out of memory");
+    return BSO_DB_ERR;
+  }
   db->base.ops = &pg_ops;
   db->c = PQconnectdb(url);
   if (!db->c || PQstatus(db->c) != CONNECTION_OK) {
@@ -153,7 +171,10 @@ int bso_db_open_pg(const char *url, bso_db **out, char *err, size_t errlen) {
   /* Quiet: NOTICEs (IF NOT EXISTS) would go to stderr. */
   PQsetNoticeProcessor(db->c, quiet, NULL);
   int rc = pg_simple(db, "SET client_min_messages = warning", err, errlen);
-  if (rc) { pg_close(&db->base); return rc; }
+  if (rc) {
+    pg_close(&db->base);
+    return rc;
+  }
   *out = &db->base;
   return BSO_DB_OK;
 }

@@ -14,9 +14,9 @@ typedef struct bso_reply {
 
 /* A parsed request: the route's input, checked before any transaction. */
 typedef struct bso_req {
-  int route;           /* BSO_R_* */
-  json_t *body;        /* the parsed body (owned), for register/report/end */
-  const char *job_id;  /* query parameter (delete, predict) */
+  int route;          /* BSO_R_* */
+  json_t *body;       /* the parsed body (owned), for register/report/end */
+  const char *job_id; /* query parameter (delete, predict) */
 } bso_req;
 
 enum { BSO_R_REGISTER = 1, BSO_R_DELETE, BSO_R_PREDICT, BSO_R_REPORT, BSO_R_END };

@@ -52,19 +52,19 @@ const char *const bso_db_migrations[] = {
     /* 1: jobs and trials of the batch-size optimizer server */
     "CREATE TABLE bso_job ("
     " job_id TEXT PRIMARY KEY,"
-    " spec TEXT NOT NULL,"           /* the registered JobSpecFromClient, normalised JSON */
-    " seed BIGINT NOT NULL,"         /* mab_seed, or a random one when none was given */
-    " stage INTEGER NOT NULL,"       /* 0 pruning, 1 Thompson sampling */
-    " min_cost DOUBLE PRECISION,"    /* least cost reported so far */
+    " spec TEXT NOT NULL,"        /* the registered JobSpecFromClient, normalised JSON */
+    " seed BIGINT NOT NULL,"      /* mab_seed, or a random one when none was given */
+    " stage INTEGER NOT NULL,"    /* 0 pruning, 1 Thompson sampling */
+    " min_cost DOUBLE PRECISION," /* least cost reported so far */
     " min_cost_bs BIGINT,"
-    " mab TEXT,"                     /* the bandit: arms and generator, JSON */
+    " mab TEXT," /* the bandit: arms and generator, JSON */
     " created_s DOUBLE PRECISION NOT NULL);"
     "CREATE TABLE bso_trial ("
     " job_id TEXT NOT NULL,"
     " trial_number BIGINT NOT NULL,"
     " batch_size BIGINT NOT NULL,"
-    " type INTEGER NOT NULL,"        /* 0 exploration, 1 concurrent, 2 Thompson sampling */
-    " status INTEGER NOT NULL,"      /* 0 dispatched, 1 succeeded, 2 failed */
+    " type INTEGER NOT NULL,"   /* 0 exploration, 1 concurrent, 2 Thompson sampling */
+    " status INTEGER NOT NULL," /* 0 dispatched, 1 succeeded, 2 failed */
     " time_s DOUBLE PRECISION,"
     " energy_j DOUBLE PRECISION,"
     " converged INTEGER,"
@@ -85,7 +85,8 @@ int bso_db_url_is_pg(const char *url) {
 int bso_db_open_pg(const char *url, bso_db **out, char *err, size_t errlen) {
   (void)url;
   *out = NULL;
-  snprintf(err, errlen, "this zeus was built without PostgreSQL support (ZEUS_WITH_BSO_PG=OFF, needs libpq); "
+  snprintf(err, errlen,
+           "this zeus was built without PostgreSQL support (ZEUS_WITH_BSO_PG=OFF, needs libpq); "
            "use a sqlite:///PATH database");
   return BSO_DB_ERR;
 }
@@ -102,7 +103,8 @@ int bso_db_open(const char *url, int migrate, bso_db **out, char *err, size_t er
     rc = bso_db_open_pg(url, out, err, errlen);
   } else {
     const char *path = url;
-    if (strncmp(url, "sqlite://", 9) == 0) path = url + 9;
+    if (strncmp(url, "sqlite://", 9) == 0)
+      path = url + 9;
     else if (strstr(url, "://")) {
       snprintf(err, errlen, "database '%s': unknown scheme, expected sqlite:///PATH or postgresql://...", url);
       return BSO_DB_ERR;

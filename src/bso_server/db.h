@@ -35,8 +35,8 @@ typedef struct bso_rows {
 } bso_rows;
 
 void bso_rows_free(bso_rows *r);
-long long bso_rows_int(const bso_rows *r, size_t row, size_t col);   /* 0 for NULL */
-double bso_rows_real(const bso_rows *r, size_t row, size_t col);     /* NaN for NULL */
+long long bso_rows_int(const bso_rows *r, size_t row, size_t col);    /* 0 for NULL */
+double bso_rows_real(const bso_rows *r, size_t row, size_t col);      /* NaN for NULL */
 const char *bso_rows_text(const bso_rows *r, size_t row, size_t col); /* NULL for NULL */
 int bso_rows_is_null(const bso_rows *r, size_t row, size_t col);
 

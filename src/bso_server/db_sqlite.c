@@ -54,7 +54,11 @@ static int sq_exec(bso_db *d, const char *sql, const bso_val *p, int n, bso_rows
     if ((rows->nrows + 1) * nc > cap) {
       size_t ncap = cap ? cap * 2 : 16 * nc;
       bso_val *c = realloc(rows->cells, ncap * sizeof *c);
-      if (!c) { ret = BSO_DB_ERR; snprintf(err, errlen, "out of memory"); break; }
+      if (!c) {
+        ret = BSO_DB_ERR;
+        snprintf(err, errlen, "out of memory");
+        break;
+      }
       rows->cells = c;
       cap = ncap;
     }
@@ -90,7 +94,9 @@ static int sq_simple(sq_db *db, const char *sql, char *err, size_t errlen) {
   return BSO_DB_ERR;
 }
 
-static int sq_begin(bso_db *d, char *err, size_t errlen) { return sq_simple((sq_db *)d, "BEGIN IMMEDIATE", err, errlen); }
+static int sq_begin(bso_db *d, char *err, size_t errlen) {
+  return sq_simple((sq_db *)d, "BEGIN IMMEDIATE", err, errlen);
+}
 static int sq_commit(bso_db *d, char *err, size_t errlen) { return sq_simple((sq_db *)d, "COMMIT", err, errlen); }
 static void sq_rollback(bso_db *d) {
   sq_db *db = (sq_db *)d;
@@ -107,8 +113,9 @@ static int sq_migrate(bso_db *d, char *err, size_t errlen) {
   int have = rc ? 0 : (int)bso_rows_int(&r, 0, 0);
   bso_rows_free(&r);
   if (!rc && have > bso_db_nmigrations) {
-    snprintf(err, errlen, "sqlite: the database's schema is version %d, newer than this zeus knows (%d): use a newer zeus",
-             have, bso_db_nmigrations);
+    snprintf(err, errlen,
+             "sqlite: the database's schema is version %d, newer than this zeus knows (%d): use a newer zeus", have,
+             bso_db_nmigrations);
     rc = BSO_DB_ERR;
   }
   for (int v = have + 1; !rc && v <= bso_db_nmigrations; v++) {
@@ -132,11 +139,15 @@ static const bso_db_ops sq_ops = {"sqlite", sq_begin, sq_commit, sq_rollback, sq
 
 int bso_db_open_sqlite(const char *path, bso_db **out, char *err, size_t errlen) {
   sq_db *db = calloc(1, sizeof *db);
-  if (!db) { snprintf(err, errlen, "out of memory"); return BSO_DB_ERR; }
+  if (!db) {
+    snprintf(err, errlen, "out of memory");
+    return BSO_DB_ERR;
+  }
   db->base.ops = &sq_ops;
   int rc = sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
   if (rc != SQLITE_OK) {
-    snprintf(err, errlen, "sqlite database '%s': cannot open it: %s", path, db->h ? sqlite3_errmsg(db->h) : sqlite3_errstr(rc));
+    snprintf(err, errlen, "sqlite database '%s': cannot open it: %s", path,
+             db->h ? sqlite3_errmsg(db->h) : sqlite3_errstr(rc));
     sq_close(&db->base);
     return BSO_DB_DOWN;
   }

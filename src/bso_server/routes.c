@@ -55,18 +55,25 @@ static bool is_int(const json_t *v) {
   }
   return false;
 }
-static long long int_of(const json_t *v) { return json_is_integer(v) ? json_integer_value(v) : (long long)json_real_value(v); }
+static long long int_of(const json_t *v) {
+  return json_is_integer(v) ? json_integer_value(v) : (long long)json_real_value(v);
+}
 
 /* Field k of o as a number (default def when absent). */
 static int num_field(json_t *o, const char *k, bool required, double def, bool nullable, json_t *out, bso_reply *r) {
   json_t *v = json_object_get(o, k);
   if (!v) {
     if (required) return invalid(r, k, "value_error.missing", "field required");
-    if (isnan(def)) json_object_set_new(out, k, json_null());
-    else json_object_set_new(out, k, json_real(def));
+    if (isnan(def))
+      json_object_set_new(out, k, json_null());
+    else
+      json_object_set_new(out, k, json_real(def));
     return 0;
   }
-  if (json_is_null(v) && nullable) { json_object_set_new(out, k, json_null()); return 0; }
+  if (json_is_null(v) && nullable) {
+    json_object_set_new(out, k, json_null());
+    return 0;
+  }
   if (!json_is_number(v) || !isfinite(json_number_value(v)))
     return invalid(r, k, "type_error.float", "value is not a valid float");
   json_object_set_new(out, k, json_real(json_number_value(v)));
@@ -81,7 +88,10 @@ static int int_field(json_t *o, const char *k, bool required, long long def, lon
     json_object_set_new(out, k, nullable ? json_null() : json_integer(def));
     return 0;
   }
-  if (json_is_null(v) && nullable) { json_object_set_new(out, k, json_null()); return 0; }
+  if (json_is_null(v) && nullable) {
+    json_object_set_new(out, k, json_null());
+    return 0;
+  }
   if (!is_int(v)) return invalid(r, k, "type_error.integer", "value is not a valid integer");
   long long x = int_of(v);
   if (x < min || x > max)
@@ -93,8 +103,9 @@ static int int_field(json_t *o, const char *k, bool required, long long def, lon
 static int str_field(json_t *o, const char *k, bool required, bool nullable, json_t *out, bso_reply *r) {
   json_t *v = json_object_get(o, k);
   if (!v || json_is_null(v)) {
-    if (required && !(v && nullable)) return invalid(r, k, v ? "type_error.none.not_allowed" : "value_error.missing",
-                                                     v ? "none is not an allowed value" : "field required");
+    if (required && !(v && nullable))
+      return invalid(r, k, v ? "type_error.none.not_allowed" : "value_error.missing",
+                     v ? "none is not an allowed value" : "field required");
     json_object_set_new(out, k, json_null());
     return 0;
   }
@@ -107,7 +118,10 @@ static int str_field(json_t *o, const char *k, bool required, bool nullable, jso
 
 static int bool_field(json_t *o, const char *k, bool def, json_t *out, bso_reply *r) {
   json_t *v = json_object_get(o, k);
-  if (!v) { json_object_set_new(out, k, json_boolean(def)); return 0; }
+  if (!v) {
+    json_object_set_new(out, k, json_boolean(def));
+    return 0;
+  }
   if (!json_is_boolean(v)) return invalid(r, k, "type_error.bool", "value could not be parsed to a boolean");
   json_object_set(out, k, v);
   return 0;
@@ -124,8 +138,10 @@ static int validate_job(json_t *in, json_t **out, bso_reply *r) {
   int bad = str_field(in, "job_id", false, true, o, r) || str_field(in, "job_id_prefix", true, false, o, r);
   if (!bad) {
     json_t *bs = json_object_get(in, "batch_sizes");
-    if (!bs) bad = invalid(r, "batch_sizes", "value_error.missing", "field required");
-    else if (!json_is_array(bs)) bad = invalid(r, "batch_sizes", "type_error.list", "value is not a valid list");
+    if (!bs)
+      bad = invalid(r, "batch_sizes", "value_error.missing", "field required");
+    else if (!json_is_array(bs))
+      bad = invalid(r, "batch_sizes", "type_error.list", "value is not a valid list");
     else if (json_array_size(bs) == 0)
       bad = invalid(r, "batch_sizes", "value_error", "Batch Sizes = [] is empty");
     else if (json_array_size(bs) > MAX_BATCH_SIZES)
@@ -137,13 +153,15 @@ static int validate_job(json_t *in, json_t **out, bso_reply *r) {
         json_t *e = json_array_get(bs, i);
         if (!is_int(e) || int_of(e) <= 0 || int_of(e) > 1000000000)
           bad = invalid(r, "batch_sizes", "type_error.integer", "batch size %zu is not an integer in 1..1000000000", i);
-        else v[i] = (long)int_of(e);
+        else
+          v[i] = (long)int_of(e);
       }
       if (!bad) {
         qsort(v, n, sizeof *v, cmp_long);
         json_t *a = json_array();
         for (size_t i = 0; i < n && !bad; i++) {
-          if (i && v[i] == v[i - 1]) bad = invalid(r, "batch_sizes", "value_error", "batch size %ld is listed twice", v[i]);
+          if (i && v[i] == v[i - 1])
+            bad = invalid(r, "batch_sizes", "value_error", "batch size %ld is listed twice", v[i]);
           json_array_append_new(a, json_integer(v[i]));
         }
         json_object_set_new(o, "batch_sizes", a);
@@ -174,7 +192,8 @@ static int validate_job(json_t *in, json_t **out, bso_reply *r) {
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(o, "batch_sizes"), i, e) found = found || json_integer_value(e) == dbs;
-    if (eta < 0 || eta > 1) bad = invalid(r, "eta_knob", "value_error", "eta_knob should be in range [0,1]");
+    if (eta < 0 || eta > 1)
+      bad = invalid(r, "eta_knob", "value_error", "eta_knob should be in range [0,1]");
     else if (json_is_real(beta) && !(json_real_value(beta) > 0))
       bad = invalid(r, "beta_knob", "value_error",
                     "Invalid beta_knob(%g). To disable early stop, set beta_knob = None to disable or positive value.",
@@ -182,7 +201,8 @@ static int validate_job(json_t *in, json_t **out, bso_reply *r) {
     else if (!(json_real_value(json_object_get(o, "max_power")) > 0))
       bad = invalid(r, "max_power", "value_error.number.not_gt", "ensure this value is greater than 0");
     else if (json_real_value(json_object_get(o, "mab_prior_precision")) < 0)
-      bad = invalid(r, "mab_prior_precision", "value_error.number.not_ge", "ensure this value is greater than or equal to 0");
+      bad = invalid(r, "mab_prior_precision", "value_error.number.not_ge",
+                    "ensure this value is greater than or equal to 0");
     else if (!*json_string_value(json_object_get(o, "gpu_model")))
       bad = invalid(r, "gpu_model", "value_error", "Invalid gpu_model(). Shouldn't be empty.");
     else if (!found)
@@ -192,7 +212,10 @@ static int validate_job(json_t *in, json_t **out, bso_reply *r) {
     else if (strlen(prefix) > MAX_ID_LEN - 40)
       bad = invalid(r, "job_id_prefix", "value_error", "ensure this value has at most %d characters", MAX_ID_LEN - 40);
   }
-  if (bad) { json_decref(o); return 1; }
+  if (bad) {
+    json_decref(o);
+    return 1;
+  }
   *out = o;
   return 0;
 }
@@ -211,7 +234,10 @@ static int validate_trial(json_t *in, bool result, json_t **out, bso_reply *r) {
     if (!bad && json_real_value(json_object_get(o, "energy")) < 0)
       bad = invalid(r, "energy", "value_error.number.not_ge", "ensure this value is greater than or equal to 0");
   }
-  if (bad) { json_decref(o); return 1; }
+  if (bad) {
+    json_decref(o);
+    return 1;
+  }
   *out = o;
   return 0;
 }
@@ -264,13 +290,17 @@ static long jlong(const json_t *o, const char *k) { return (long)json_integer_va
 static int load_job(bso_db *db, const char *lock, const char *id, job *j, bool *found, char *err, size_t errlen) {
   memset(j, 0, sizeof *j);
   char sql[256];
-  snprintf(sql, sizeof sql, "SELECT spec, seed, stage, min_cost, min_cost_bs, mab FROM bso_job WHERE job_id = $1%s", lock);
+  snprintf(sql, sizeof sql, "SELECT spec, seed, stage, min_cost, min_cost_bs, mab FROM bso_job WHERE job_id = $1%s",
+           lock);
   bso_val p = bso_text(id);
   bso_rows rows;
   int rc = db->ops->exec(db, sql, &p, 1, &rows, err, errlen);
   if (rc) return rc;
   *found = rows.nrows == 1;
-  if (!*found) { bso_rows_free(&rows); return BSO_DB_OK; }
+  if (!*found) {
+    bso_rows_free(&rows);
+    return BSO_DB_OK;
+  }
   const char *spec = bso_rows_text(&rows, 0, 0);
   j->spec = spec ? json_loads(spec, 0, NULL) : NULL;
   if (!j->spec) {
@@ -304,11 +334,16 @@ static int load_job(bso_db *db, const char *lock, const char *id, job *j, bool *
   const char *mab = bso_rows_text(&rows, 0, 5);
   j->mab = mab ? strdup(mab) : NULL;
   bso_rows_free(&rows);
-  if (!j->bs) { snprintf(err, errlen, "out of memory"); return BSO_DB_ERR; }
+  if (!j->bs) {
+    snprintf(err, errlen, "out of memory");
+    return BSO_DB_ERR;
+  }
   return BSO_DB_OK;
 }
 
-static double cost_of(const job *j, double energy, double time) { return zeus_cost(energy, time, j->eta, j->max_power); }
+static double cost_of(const job *j, double energy, double time) {
+  return zeus_cost(energy, time, j->eta, j->max_power);
+}
 
 /* The bandit of the job from its saved arms and generator, or a new one over arms. */
 static int gts_new(const job *j, const long *arms, size_t n, zeus_gts **g) {
@@ -362,9 +397,9 @@ static char *gts_save(const zeus_gts *g) {
   for (size_t i = 0; i < zeus_gts_num_arms(g); i++) {
     zeus_gts_arm a;
     zeus_gts_arm_at(g, i, &a);
-    json_array_append_new(arms, json_pack("[IoooI]", (json_int_t)a.arm, zeus__json_double(a.mean),
-                                          zeus__json_double(a.precision), zeus__json_double(a.reward_precision),
-                                          (json_int_t)a.num_observations));
+    json_array_append_new(
+        arms, json_pack("[IoooI]", (json_int_t)a.arm, zeus__json_double(a.mean), zeus__json_double(a.precision),
+                        zeus__json_double(a.reward_precision), (json_int_t)a.num_observations));
   }
   const zeus_rng *r = zeus__gts_rng_const(g);
   for (int i = 0; i < 4; i++) {
@@ -383,43 +418,55 @@ static int refit(bso_db *db, const job *j, zeus_gts *g, long bs, char *err, size
   char sql[256];
   snprintf(sql, sizeof sql,
            "SELECT time_s, energy_j FROM bso_trial WHERE job_id = $1 AND batch_size = $2 AND status = 1 "
-           "ORDER BY trial_number DESC%s", j->window > 0 ? " LIMIT $3" : "");
+           "ORDER BY trial_number DESC%s",
+           j->window > 0 ? " LIMIT $3" : "");
   bso_val p[3] = {bso_text(j->id), bso_int(bs), bso_int(j->window)};
   bso_rows rows;
   int rc = db->ops->exec(db, sql, p, j->window > 0 ? 3 : 2, &rows, err, errlen);
   if (rc) return rc;
   size_t m = rows.nrows;
   double *x = malloc((m ? m : 1) * sizeof *x);
-  if (!x) { bso_rows_free(&rows); snprintf(err, errlen, "out of memory"); return BSO_DB_ERR; }
-  for (size_t i = 0; i < m; i++)
-    x[m - 1 - i] = -cost_of(j, bso_rows_real(&rows, i, 1), bso_rows_real(&rows, i, 0));
+  if (!x) {
+    bso_rows_free(&rows);
+    snprintf(err, errlen, "out of memory");
+    return BSO_DB_ERR;
+  }
+  for (size_t i = 0; i < m; i++) x[m - 1 - i] = -cost_of(j, bso_rows_real(&rows, i, 1), bso_rows_real(&rows, i, 0));
   bso_rows_free(&rows);
   rc = zeus__gts_refit(g, bs, x, m, NULL);
   free(x);
-  if (rc) { snprintf(err, errlen, "fitting batch size %ld: %s", bs, zeus_errmsg()); return BSO_DB_ERR; }
+  if (rc) {
+    snprintf(err, errlen, "fitting batch size %ld: %s", bs, zeus_errmsg());
+    return BSO_DB_ERR;
+  }
   return BSO_DB_OK;
 }
 
 static int new_trial(bso_db *db, const job *j, long bs, int type, bso_reply *r, char *err, size_t errlen) {
   bso_val p[4] = {bso_text(j->id)};
   bso_rows rows;
-  int rc = db->ops->exec(db, "SELECT COALESCE(MAX(trial_number), 0) + 1 FROM bso_trial WHERE job_id = $1", p, 1,
-                         &rows, err, errlen);
+  int rc = db->ops->exec(db, "SELECT COALESCE(MAX(trial_number), 0) + 1 FROM bso_trial WHERE job_id = $1", p, 1, &rows,
+                         err, errlen);
   if (rc) return rc;
   long long n = bso_rows_int(&rows, 0, 0);
   bso_rows_free(&rows);
   bso_val q[5] = {bso_text(j->id), bso_int(n), bso_int(bs), bso_int(type), bso_real(zeus_wall_s())};
   rc = db->ops->exec(db,
                      "INSERT INTO bso_trial (job_id, trial_number, batch_size, type, status, start_s) "
-                     "VALUES ($1, $2, $3, $4, 0, $5)", q, 5, NULL, err, errlen);
+                     "VALUES ($1, $2, $3, $4, 0, $5)",
+                     q, 5, NULL, err, errlen);
   if (rc) return rc;
-  set_reply(r, 200, json_pack("{sssIsI}", "job_id", j->id, "batch_size", (json_int_t)bs, "trial_number", (json_int_t)n));
+  set_reply(r, 200,
+            json_pack("{sssIsI}", "job_id", j->id, "batch_size", (json_int_t)bs, "trial_number", (json_int_t)n));
   return BSO_DB_OK;
 }
 
 static int save_mab(bso_db *db, const job *j, const zeus_gts *g, char *err, size_t errlen) {
   char *m = gts_save(g);
-  if (!m) { snprintf(err, errlen, "out of memory"); return BSO_DB_ERR; }
+  if (!m) {
+    snprintf(err, errlen, "out of memory");
+    return BSO_DB_ERR;
+  }
   bso_val p[2] = {bso_text(m), bso_text(j->id)};
   int rc = db->ops->exec(db, "UPDATE bso_job SET stage = 1, mab = $1 WHERE job_id = $2", p, 2, NULL, err, errlen);
   free(m);
@@ -434,7 +481,8 @@ static int replay(bso_db *db, const job *j, zeus__explorer *ex, long *next, int 
   bso_rows rows;
   int rc = db->ops->exec(db,
                          "SELECT batch_size, status, time_s, energy_j, converged FROM bso_trial "
-                         "WHERE job_id = $1 AND type = 0 AND status <> 2 ORDER BY trial_number", &p, 1, &rows, err, errlen);
+                         "WHERE job_id = $1 AND type = 0 AND status <> 2 ORDER BY trial_number",
+                         &p, 1, &rows, err, errlen);
   if (rc) return rc;
   if (zeus__explorer_init(ex, j->bs, j->nbs, j->default_bs, j->rounds)) {
     bso_rows_free(&rows);
@@ -446,8 +494,15 @@ static int replay(bso_db *db, const job *j, zeus__explorer *ex, long *next, int 
     size_t k = rows.nrows;
     long seen = 0;
     for (size_t i = 0; i < rows.nrows; i++)
-      if (bso_rows_int(&rows, i, 0) == bs && seen++ == ex->round) { k = i; break; }
-    if (k == rows.nrows) { *next = bs; *type = T_EXPLORATION; break; }
+      if (bso_rows_int(&rows, i, 0) == bs && seen++ == ex->round) {
+        k = i;
+        break;
+      }
+    if (k == rows.nrows) {
+      *next = bs;
+      *type = T_EXPLORATION;
+      break;
+    }
     if (bso_rows_int(&rows, k, 1) == S_DISPATCHED) {
       /* Another node explores this batch size now: the original's concurrent trial. */
       *next = j->has_min ? j->min_cost_bs : j->default_bs;
@@ -485,7 +540,8 @@ static int route_predict(bso_db *db, const char *lock, const char *id, bso_reply
     if (!rc && ex.ncands == 0) {
       zeus__explorer_free(&ex);
       job_free(&j);
-      set_reply(r, 500, bso_message("No converged batch sizes has observed. Reconfigure batch_sizes and re-launch the job."));
+      set_reply(r, 500,
+                bso_message("No converged batch sizes has observed. Reconfigure batch_sizes and re-launch the job."));
       return BSO_DB_OK;
     }
     if (!rc && gts_new(&j, ex.cands, ex.ncands, &g)) {
@@ -527,9 +583,13 @@ static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, c
   }
   bso_val p[7] = {bso_text(id), bso_int(tn), bso_int(bs)};
   bso_rows rows;
-  rc = db->ops->exec(db, "SELECT status, converged FROM bso_trial WHERE job_id = $1 AND trial_number = $2 AND batch_size = $3",
-                     p, 3, &rows, err, errlen);
-  if (rc) { job_free(&j); return rc; }
+  rc = db->ops->exec(
+      db, "SELECT status, converged FROM bso_trial WHERE job_id = $1 AND trial_number = $2 AND batch_size = $3", p, 3,
+      &rows, err, errlen);
+  if (rc) {
+    job_free(&j);
+    return rc;
+  }
   if (rows.nrows == 0) {
     set_reply(r, 400, bso_message("Unknown trial: job_id %s, batch_size %ld, trial_number %lld", id, bs, tn));
     job_free(&j);
@@ -541,10 +601,12 @@ static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, c
   bso_rows_free(&rows);
   if (status != S_DISPATCHED) {
     if (was_null)
-      set_reply(r, 400, bso_message("Trial(%lld) has ended without a result (PATCH /trials); its report is refused.", tn));
+      set_reply(r, 400,
+                bso_message("Trial(%lld) has ended without a result (PATCH /trials); its report is refused.", tn));
     else
-      set_reply(r, 200, json_pack("{sbsbss}", "stop_train", 1, "converged", was_conv, "message",
-                                  "Result for this trial is already reported."));
+      set_reply(r, 200,
+                json_pack("{sbsbss}", "stop_train", 1, "converged", was_conv, "message",
+                          "Result for this trial is already reported."));
     job_free(&j);
     return BSO_DB_OK;
   }
@@ -553,16 +615,21 @@ static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, c
   bool within = ub >= cost;
   bool converged = j.higher ? j.target <= metric : j.target >= metric;
   if (within && epoch < j.max_epochs && !converged) {
-    set_reply(r, 200, json_pack("{sbsbss}", "stop_train", 0, "converged", 0, "message", "Stop condition not met, keep training"));
+    set_reply(
+        r, 200,
+        json_pack("{sbsbss}", "stop_train", 0, "converged", 0, "message", "Stop condition not met, keep training"));
     job_free(&j);
     return BSO_DB_OK;
   }
   char msg[512];
-  if (converged && within) snprintf(msg, sizeof msg, "Train succeeded");
+  if (converged && within)
+    snprintf(msg, sizeof msg, "Train succeeded");
   else if (!within)
-    snprintf(msg, sizeof msg, "Batch Size(%ld) exceeded the cost upper bound: current cost(%.17g) > beta_knob(%.17g)*min_cost(%.17g)",
+    snprintf(msg, sizeof msg,
+             "Batch Size(%ld) exceeded the cost upper bound: current cost(%.17g) > beta_knob(%.17g)*min_cost(%.17g)",
              bs, cost, j.beta, j.min_cost);
-  else snprintf(msg, sizeof msg, "Train failed to converge within max_epoch(%ld)", j.max_epochs);
+  else
+    snprintf(msg, sizeof msg, "Train failed to converge within max_epoch(%ld)", j.max_epochs);
   bool ok = converged && within;
   p[0] = bso_real(time);
   p[1] = bso_real(energy);
@@ -570,11 +637,14 @@ static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, c
   p[3] = bso_real(zeus_wall_s());
   p[4] = bso_text(id);
   p[5] = bso_int(tn);
-  rc = db->ops->exec(db, "UPDATE bso_trial SET status = 1, time_s = $1, energy_j = $2, converged = $3, end_s = $4 "
-                     "WHERE job_id = $5 AND trial_number = $6", p, 6, NULL, err, errlen);
+  rc = db->ops->exec(db,
+                     "UPDATE bso_trial SET status = 1, time_s = $1, energy_j = $2, converged = $3, end_s = $4 "
+                     "WHERE job_id = $5 AND trial_number = $6",
+                     p, 6, NULL, err, errlen);
   if (!rc && (!j.has_min || j.min_cost > cost)) {
     bso_val q[3] = {bso_real(cost), bso_int(bs), bso_text(id)};
-    rc = db->ops->exec(db, "UPDATE bso_job SET min_cost = $1, min_cost_bs = $2 WHERE job_id = $3", q, 3, NULL, err, errlen);
+    rc = db->ops->exec(db, "UPDATE bso_job SET min_cost = $1, min_cost_bs = $2 WHERE job_id = $3", q, 3, NULL, err,
+                       errlen);
   }
   if (!rc && j.stage == 1) {
     zeus_gts *g = NULL;
@@ -602,14 +672,15 @@ static int route_end(bso_db *db, const char *lock, json_t *b, bso_reply *r, char
   job_free(&j);
   bso_val p[3] = {bso_text(id), bso_int(tn), bso_int(bs)};
   bso_rows rows;
-  rc = db->ops->exec(db, "SELECT status FROM bso_trial WHERE job_id = $1 AND trial_number = $2 AND batch_size = $3",
-                     p, 3, &rows, err, errlen);
+  rc = db->ops->exec(db, "SELECT status FROM bso_trial WHERE job_id = $1 AND trial_number = $2 AND batch_size = $3", p,
+                     3, &rows, err, errlen);
   if (rc) return rc;
   size_t n = rows.nrows;
   int status = (int)bso_rows_int(&rows, 0, 0);
   bso_rows_free(&rows);
   if (!n) {
-    set_reply(r, 404, bso_message("Could not find the trial: job_id %s, batch_size %ld, trial_number %lld", id, bs, tn));
+    set_reply(r, 404,
+              bso_message("Could not find the trial: job_id %s, batch_size %ld, trial_number %lld", id, bs, tn));
     return BSO_DB_OK;
   }
   if (status == S_DISPATCHED) {
@@ -648,7 +719,10 @@ static int route_register(bso_db *db, const char *lock, json_t *spec, bso_reply 
     /* The original's prefix plus 8 hex digits of a hash of the time, guessable; here 26 random
      * base32 characters (130 bits). */
     char tok[27];
-    if (zeus__random_token(tok, 26)) { snprintf(err, errlen, "no random numbers: %s", zeus_errmsg()); return BSO_DB_ERR; }
+    if (zeus__random_token(tok, 26)) {
+      snprintf(err, errlen, "no random numbers: %s", zeus_errmsg());
+      return BSO_DB_ERR;
+    }
     snprintf(idbuf, sizeof idbuf, "%s-%s", json_string_value(json_object_get(spec, "job_id_prefix")), tok);
     json_object_set_new(spec, "job_id", json_string(idbuf));
   } else {
@@ -658,17 +732,28 @@ static int route_register(bso_db *db, const char *lock, json_t *spec, bso_reply 
     if (found) {
       bool same = json_equal(j.spec, spec);
       job_free(&j);
-      if (same) set_reply(r, 200, json_incref(spec));
-      else set_reply(r, 409, bso_message("JobSpec doesn't match with existing jobSpec. Use a new job_id for different configuration"));
+      if (same)
+        set_reply(r, 200, json_incref(spec));
+      else
+        set_reply(
+            r, 409,
+            bso_message("JobSpec doesn't match with existing jobSpec. Use a new job_id for different configuration"));
       return BSO_DB_OK;
     }
   }
   json_t *seedv = json_object_get(spec, "mab_seed");
   uint64_t seed;
-  if (json_is_integer(seedv)) seed = (uint64_t)json_integer_value(seedv);
-  else if (zeus__random_bytes(&seed, sizeof seed)) { snprintf(err, errlen, "no random numbers"); return BSO_DB_ERR; }
+  if (json_is_integer(seedv))
+    seed = (uint64_t)json_integer_value(seedv);
+  else if (zeus__random_bytes(&seed, sizeof seed)) {
+    snprintf(err, errlen, "no random numbers");
+    return BSO_DB_ERR;
+  }
   char *text = json_dumps(spec, JSON_COMPACT | JSON_REAL_PRECISION(17));
-  if (!text) { snprintf(err, errlen, "out of memory"); return BSO_DB_ERR; }
+  if (!text) {
+    snprintf(err, errlen, "out of memory");
+    return BSO_DB_ERR;
+  }
   bso_val p[4] = {bso_text(idbuf), bso_text(text), bso_int((long long)seed), bso_real(zeus_wall_s())};
   rc = db->ops->exec(db, "INSERT INTO bso_job (job_id, spec, seed, stage, created_s) VALUES ($1, $2, $3, 0, $4)", p, 4,
                      NULL, err, errlen);

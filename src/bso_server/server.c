@@ -52,7 +52,10 @@ static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *b
   json_decref(body);
   if (!text) return MHD_NO;
   struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-  if (!r) { free(text); return MHD_NO; }
+  if (!r) {
+    free(text);
+    return MHD_NO;
+  }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
   if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
   if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
@@ -95,7 +98,10 @@ static int pool_take(zeus_bso_server *s, int *slot, char *err, size_t errlen) {
   int k = -1;
   for (;;) {
     for (int i = 0; i < s->npool; i++)
-      if (!s->busy[i]) { k = i; break; }
+      if (!s->busy[i]) {
+        k = i;
+        break;
+      }
     if (k >= 0) break;
     pthread_cond_wait(&s->cv, &s->mu);
   }
@@ -132,7 +138,10 @@ static void run(zeus_bso_server *s, bso_req *q, bso_reply *r) {
     if (!rc) rc = bso_route(db, s->lock_suffix, q, r, err, sizeof err);
     if (!rc && r->status < 400) rc = db->ops->commit(db, err, sizeof err);
     if (rc || r->status >= 400) db->ops->rollback(db);
-    if (rc != BSO_DB_RETRY) { json_decref(saved); break; }
+    if (rc != BSO_DB_RETRY) {
+      json_decref(saved);
+      break;
+    }
     json_decref(q->body);
     q->body = saved;
     json_decref(r->body);
@@ -180,7 +189,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     return MHD_YES;
   }
-  if (q->refused) { *upload_size = 0; return MHD_YES; }
+  if (q->refused) {
+    *upload_size = 0;
+    return MHD_YES;
+  }
   if (*upload_size) {
     size_t n = *upload_size;
     *upload_size = 0;
@@ -236,15 +248,18 @@ int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts
   if (o.idle_timeout_s <= 0) o.idle_timeout_s = 60;
   if (o.token && !*o.token)
     return zeus__error(ZEUS_EINVAL, "the token is empty, which would turn authentication off; give no token for none");
-  if (o.token && o.token_file && *o.token_file) return zeus__error(ZEUS_EINVAL, "give the token or the token file, not both");
+  if (o.token && o.token_file && *o.token_file)
+    return zeus__error(ZEUS_EINVAL, "give the token or the token file, not both");
   zeus_bso_server *s = calloc(1, sizeof *s);
   if (!s) return zeus__oom("creating the server");
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   s->body_max = o.max_body_bytes;
   int rc = ZEUS_OK;
-  if (o.token) s->token = zeus__strdup(o.token);
-  else if (o.token_file && *o.token_file) rc = zeus__read_token_file(o.token_file, "bso", &s->token);
+  if (o.token)
+    s->token = zeus__strdup(o.token);
+  else if (o.token_file && *o.token_file)
+    rc = zeus__read_token_file(o.token_file, "bso", &s->token);
   s->url = zeus__strdup(o.database);
   bool pg = bso_db_url_is_pg(o.database);
   s->lock_suffix = pg ? " FOR UPDATE" : "";
@@ -254,7 +269,10 @@ int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts
   s->pool = calloc((size_t)s->npool, sizeof *s->pool);
   s->busy = calloc((size_t)s->npool, sizeof *s->busy);
   if (!rc && (!s->url || !s->pool || !s->busy)) rc = zeus__oom("creating the server");
-  if (rc) { zeus_bso_server_close(s); return rc; }
+  if (rc) {
+    zeus_bso_server_close(s);
+    return rc;
+  }
   char err[512];
   if (bso_db_open(o.database, 1, &s->pool[0], err, sizeof err)) {
     zeus_bso_server_close(s);
@@ -269,16 +287,17 @@ int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts
     return zeus__error(ZEUS_EINVAL, "cannot resolve host '%s': %s", o.host, gai_strerror(gai));
   }
   if (!s->token && !zeus__sockaddr_is_loopback(ai->ai_addr))
-    zeus__log(ZEUS_LOG_WARN, "bso", "listening on %s, which is not a loopback address, without a token: anyone who can "
-              "reach this port can register, read and delete jobs; give --token-file", o.host);
+    zeus__log(ZEUS_LOG_WARN, "bso",
+              "listening on %s, which is not a loopback address, without a token: anyone who can "
+              "reach this port can register, read and delete jobs; give --token-file",
+              o.host);
   unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
   s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                          MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)o.max_connections,
-                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o.idle_timeout_s + 0.999),
-                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
-                          MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)4096,
-                          MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(o.threads > 1 ? o.threads : 0), MHD_OPTION_END);
+                          MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT,
+                          (unsigned)o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                          (unsigned)(o.idle_timeout_s + 0.999), MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
+                          MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)4096, MHD_OPTION_THREAD_POOL_SIZE,
+                          (unsigned)(o.threads > 1 ? o.threads : 0), MHD_OPTION_END);
   freeaddrinfo(ai);
   if (!s->d) {
     zeus_bso_server_close(s);

@@ -27,7 +27,9 @@ struct zeus__run_pg {
   char *key;
 };
 
-static int fail(const char *what, const char *err) { return zeus__error(ZEUS_EIO, "postgresql state: %s: %s", what, err); }
+static int fail(const char *what, const char *err) {
+  return zeus__error(ZEUS_EIO, "postgresql state: %s: %s", what, err);
+}
 
 int zeus__run_pg_open(const char *url, const char *key, zeus__run_pg **out, unsigned char **image, size_t *len) {
   char err[512];
@@ -35,8 +37,14 @@ int zeus__run_pg_open(const char *url, const char *key, zeus__run_pg **out, unsi
   *image = NULL;
   *len = 0;
   zeus__run_pg *p = calloc(1, sizeof *p);
-  if (!p || !(p->key = zeus__strdup(key))) { free(p); return zeus__oom("opening the state"); }
-  if (bso_db_open(url, 1, &p->db, err, sizeof err)) { zeus__run_pg_close(p); return fail("cannot open it", err); }
+  if (!p || !(p->key = zeus__strdup(key))) {
+    free(p);
+    return zeus__oom("opening the state");
+  }
+  if (bso_db_open(url, 1, &p->db, err, sizeof err)) {
+    zeus__run_pg_close(p);
+    return fail("cannot open it", err);
+  }
   bso_val k = bso_text(key);
   bso_rows rows;
   if (p->db->ops->exec(p->db, "SELECT pg_try_advisory_lock(727275, hashtext($1))", &k, 1, &rows, err, sizeof err)) {
@@ -48,8 +56,10 @@ int zeus__run_pg_open(const char *url, const char *key, zeus__run_pg **out, unsi
   bso_rows_free(&rows);
   if (!locked) {
     zeus__run_pg_close(p);
-    return zeus__error(ZEUS_EEXIST, "another zeus run (on this or another node) is running the job %s on the shared "
-                       "postgresql state", key);
+    return zeus__error(ZEUS_EEXIST,
+                       "another zeus run (on this or another node) is running the job %s on the shared "
+                       "postgresql state",
+                       key);
   }
   if (p->db->ops->exec(p->db, "SELECT image FROM run_state WHERE job_key = $1", &k, 1, &rows, err, sizeof err)) {
     zeus__run_pg_close(p);
@@ -64,7 +74,11 @@ int zeus__run_pg_open(const char *url, const char *key, zeus__run_pg **out, unsi
       sscanf(hex + 2 + 2 * i, "%2x", &v);
       b[i] = (unsigned char)v;
     }
-    if (!b) { bso_rows_free(&rows); zeus__run_pg_close(p); return zeus__oom("reading the state"); }
+    if (!b) {
+      bso_rows_free(&rows);
+      zeus__run_pg_close(p);
+      return zeus__oom("reading the state");
+    }
     *image = b;
     *len = n;
   }
@@ -85,10 +99,11 @@ int zeus__run_pg_save(zeus__run_pg *p, const unsigned char *image, size_t len) {
   }
   hex[2 + 2 * len] = '\0';
   bso_val v[3] = {bso_text(p->key), bso_text(hex), bso_real(zeus_wall_s())};
-  int rc = p->db->ops->exec(p->db,
-                            "INSERT INTO run_state (job_key, image, updated_s) VALUES ($1, $2, $3) "
-                            "ON CONFLICT (job_key) DO UPDATE SET image = EXCLUDED.image, updated_s = EXCLUDED.updated_s",
-                            v, 3, NULL, err, sizeof err);
+  int rc = p->db->ops->exec(
+      p->db,
+      "INSERT INTO run_state (job_key, image, updated_s) VALUES ($1, $2, $3) "
+      "ON CONFLICT (job_key) DO UPDATE SET image = EXCLUDED.image, updated_s = EXCLUDED.updated_s",
+      v, 3, NULL, err, sizeof err);
   free(hex);
   return rc ? fail("writing", err) : ZEUS_OK;
 }
@@ -113,7 +128,8 @@ void zeus__run_pg_close(zeus__run_pg *p) {
 int zeus__run_pg_open(const char *url, const char *key, zeus__run_pg **out, unsigned char **image, size_t *len) {
   (void)url, (void)key, (void)image, (void)len;
   *out = NULL;
-  return zeus__error(ZEUS_EINVAL, "--state postgresql://...: this zeus was built without PostgreSQL support "
+  return zeus__error(ZEUS_EINVAL,
+                     "--state postgresql://...: this zeus was built without PostgreSQL support "
                      "(ZEUS_WITH_BSO_SERVER and ZEUS_WITH_BSO_PG, libpq)");
 }
 int zeus__run_pg_save(zeus__run_pg *p, const unsigned char *image, size_t len) {
