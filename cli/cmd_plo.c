@@ -238,6 +238,7 @@ static int print_json(const run *r, const options *o, bool demo, const unsigned 
                           demo ? json_null() : json_string(o->profile), "selector", sel, "num_gpus",
                           (json_int_t)r->ngpu, "power_limits_w", lims, "optimal_power_limit_w",
                           (double)opt_w, "set_power_limit_calls", calls, "measurements", meas);
+  zeus_json_round_by_unit(out); /* each number at its resolution (docs/output.md) */
   char *s = zeus_json_dumps(out, JSON_INDENT(2));
   json_decref(out);
   if (!s) {

@@ -149,5 +149,5 @@ if [ -d "$trace" ]; then
 else
   echo
   echo "(zeus simulate skipped: no NSDI'23 traces at $trace. They are the original Zeus project's"
-  echo " published traces: set ZEUS_DATA_DIR to the measured-data folder; README, \"Measured data\")"
+  echo " published traces: set ZEUS_DATA_DIR to the measured-data folder; docs/data.md)"
 fi

@@ -579,7 +579,7 @@ json_t *zeus__leases_json(zeus__leases *L) {
     json_object_set_new(o, "user", l->user[0] ? json_string(l->user) : json_null());
     json_object_set_new(o, "address", l->addr[0] ? json_string(l->addr) : json_null());
     json_object_set_new(o, "ttl_s", l->ttl_s ? json_integer(l->ttl_s) : json_null());
-    json_object_set_new(o, "expires_in_s", l->expires > 0 ? json_real(l->expires - now) : json_null());
+    json_object_set_new(o, "expires_in_s", l->expires > 0 ? json_real(zeus_round_decimals(l->expires - now, 9)) : json_null());
     json_array_append_new(arr, o);
   }
   return json_pack("{s:o}", "leases", arr);

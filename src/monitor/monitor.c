@@ -13,6 +13,7 @@
 #include "core/core.h"
 #include "core/csv.h"
 #include "device/rapl.h"
+#include "zeus/format.h"
 #include "zeus/monitor.h"
 
 typedef struct polled {
@@ -21,12 +22,20 @@ typedef struct polled {
   double e_j;     /* integral up to t */
 } polled;
 
+/* The readings at one instant, as the sources count them: counters in integers (GPU energy
+ * counters in mJ, RAPL zones in uJ), so that a window's energy is a difference of integers
+ * converted once (zeus/format.h); polled GPUs as their integral in J. */
+typedef struct readings {
+  uint64_t gpu_mj[ZEUS_MAX_GPUS];
+  double gpu_j[ZEUS_MAX_GPUS]; /* polled GPUs only */
+  uint64_t cpu_uj[ZEUS_MAX_CPUS], dram_uj[ZEUS_MAX_CPUS];
+} readings;
+
 typedef struct window {
   char *key;
   uint64_t hash;
   double t0;
-  double gpu0[ZEUS_MAX_GPUS];
-  double cpu0[ZEUS_MAX_CPUS], dram0[ZEUS_MAX_CPUS];
+  readings at0;
 } window;
 
 struct zeus_monitor {
@@ -82,24 +91,21 @@ static int sample(zeus_monitor *m, unsigned k, double t) {
   return ZEUS_OK;
 }
 
-/* The energy reading of every GPU and CPU now, in J. Called with m->mu held. */
-static int read_all(zeus_monitor *m, double t, double *gpu, double *cpu, double *dram) {
+/* The energy reading of every GPU and CPU now. Called with m->mu held. */
+static int read_all(zeus_monitor *m, double t, readings *out) {
   int rc;
   for (unsigned k = 0; k < m->ngpu; k++) {
     if (m->is_polled[k]) {
       if ((rc = sample(m, k, t))) return rc;
-      gpu[k] = m->poll[k].e_j;
-    } else {
-      uint64_t mj;
-      if ((rc = zeus_gpu_total_energy(m->dev, m->gpu[k], &mj))) return rc;
-      gpu[k] = mj / 1000.0;
+      out->gpu_j[k] = m->poll[k].e_j;
+    } else if ((rc = zeus_gpu_total_energy(m->dev, m->gpu[k], &out->gpu_mj[k]))) {
+      return rc;
     }
   }
   for (unsigned c = 0; c < m->ncpu; c++) {
-    uint64_t pkg, dr = 0;
-    if ((rc = zeus__rapl_read(m->rapl, m->cpu[c], &pkg, &dr))) return rc;
-    cpu[c] = pkg / 1e6;
-    dram[c] = dr / 1e6;
+    uint64_t dr = 0;
+    if ((rc = zeus__rapl_read(m->rapl, m->cpu[c], &out->cpu_uj[c], &dr))) return rc;
+    out->dram_uj[c] = dr;
   }
   return ZEUS_OK;
 }
@@ -281,7 +287,7 @@ int zeus_monitor_begin_window(zeus_monitor *m, const char *key, bool restart) {
   window fresh = {0};
   double t = zeus_devices_now(m->dev);
   fresh.t0 = t;
-  if ((rc = read_all(m, t, fresh.gpu0, fresh.cpu0, fresh.dram0))) {
+  if ((rc = read_all(m, t, &fresh.at0))) {
     zeus__error_ctx(rc, "begin_window '%s'", key);
     goto out;
   }
@@ -308,18 +314,28 @@ static void remove_window(zeus_monitor *m, window *w) {
   m->nwin--;
 }
 
-static double counter_delta(double end, double begin, uint64_t range_uj) {
-  if (end >= begin) return end - begin;
-  return end + range_uj / 1e6 - begin; /* the counter wrapped around */
+/* The energy in J between two readings of a RAPL counter in uJ that wraps at range_uj. */
+static double counter_delta(uint64_t end, uint64_t begin, uint64_t range_uj) {
+  if (end >= begin) return zeus_joules_from_uj((int64_t)(end - begin));
+  return zeus_joules_from_uj((int64_t)(end + range_uj - begin)); /* the counter wrapped around */
 }
 
 static void log_row(zeus_monitor *m, const window *w, const zeus_measurement *r) {
   zeus__buf b = {0};
   zeus__buf_printf(&b, "%.6f,", w->t0);
   zeus__csv_put_field(&b, w->key);
-  zeus__buf_printf(&b, ",%.9g", r->time_s);
-  for (unsigned k = 0; k < r->num_gpus; k++) zeus__buf_printf(&b, ",%.6f", r->gpu_energy_j[k]);
-  for (unsigned c = 0; c < r->num_cpus; c++) zeus__buf_printf(&b, ",%.6f", r->cpu_energy_j[c]);
+  /* The figures as measured (ns, mJ, uJ), in their shortest form (zeus/format.h). */
+  char num[ZEUS_FORMAT_DOUBLE_MAX];
+  zeus_format_double(r->time_s, num, sizeof num);
+  zeus__buf_printf(&b, ",%s", num);
+  for (unsigned k = 0; k < r->num_gpus; k++) {
+    zeus_format_double(r->gpu_energy_j[k], num, sizeof num);
+    zeus__buf_printf(&b, ",%s", num);
+  }
+  for (unsigned c = 0; c < r->num_cpus; c++) {
+    zeus_format_double(r->cpu_energy_j[c], num, sizeof num);
+    zeus__buf_printf(&b, ",%s", num);
+  }
   zeus__buf_puts(&b, "\n");
   if (b.data && (fputs(b.data, m->log) < 0 || fflush(m->log) != 0))
     zeus__log(ZEUS_LOG_WARN, "monitor", "cannot append window '%s' to the log file: %s", w->key, strerror(errno));
@@ -341,23 +357,28 @@ int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_
   }
   if (!cancel) {
     double t = zeus_devices_now(m->dev);
-    double gpu[ZEUS_MAX_GPUS], cpu[ZEUS_MAX_CPUS], dram[ZEUS_MAX_CPUS];
-    if ((rc = read_all(m, t, gpu, cpu, dram))) {
+    readings now;
+    if ((rc = read_all(m, t, &now))) {
       zeus__error_ctx(rc, "end_window '%s'", key);
       goto out; /* the window stays open: the caller may retry or cancel */
     }
     zeus_measurement r;
-    r.time_s = t - w->t0;
+    /* The clocks count ns: the time is a difference at that resolution. */
+    r.time_s = zeus_round_decimals(t - w->t0, 9);
     r.start_time_s = w->t0;
     r.num_gpus = m->ngpu;
     r.num_cpus = m->ncpu;
-    r.total_energy_j = 0;
+    /* The total in mJ (GPU counters) plus uJ (RAPL), converted once; a polled GPU's integral is
+     * rounded to the mJ first. */
+    int64_t total_uj = 0;
     for (unsigned k = 0; k < m->ngpu; k++) {
-      double e = gpu[k] - w->gpu0[k];
+      double e;
+      if (m->is_polled[k]) e = zeus_round_decimals(now.gpu_j[k] - w->at0.gpu_j[k], 3);
+      else e = zeus_joules_from_mj((int64_t)(now.gpu_mj[k] - w->at0.gpu_mj[k]));
       if (!m->is_polled[k] && e == 0 && r.time_s > 0) {
         unsigned mw;
         if (m->approx && zeus_gpu_instant_power(m->dev, m->gpu[k], &mw) == ZEUS_OK) {
-          e = mw / 1000.0 * r.time_s;
+          e = zeus_round_decimals(mw / 1000.0 * r.time_s, 3);
         } else if (!m->quiet_short) {
           zeus__log(ZEUS_LOG_WARN, "monitor",
                     "window '%s' (%.3g s) was too short for GPU %u's energy counter to move; reporting 0 J "
@@ -367,15 +388,17 @@ int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_
       }
       r.gpu_indices[k] = m->gpu[k];
       r.gpu_energy_j[k] = e;
-      r.total_energy_j += e;
+      total_uj += llround(e * 1e3) * 1000;
     }
     for (unsigned c = 0; c < m->ncpu; c++) {
       r.cpu_indices[c] = m->cpu[c];
-      r.cpu_energy_j[c] = counter_delta(cpu[c], w->cpu0[c], m->cpu_range_uj[c]);
+      r.cpu_energy_j[c] = counter_delta(now.cpu_uj[c], w->at0.cpu_uj[c], m->cpu_range_uj[c]);
       r.dram_valid[c] = m->has_dram[c];
-      r.dram_energy_j[c] = m->has_dram[c] ? counter_delta(dram[c], w->dram0[c], m->dram_range_uj[c]) : 0;
-      r.total_energy_j += r.cpu_energy_j[c];
+      r.dram_energy_j[c] =
+          m->has_dram[c] ? counter_delta(now.dram_uj[c], w->at0.dram_uj[c], m->dram_range_uj[c]) : 0;
+      total_uj += llround(r.cpu_energy_j[c] * 1e6);
     }
+    r.total_energy_j = zeus_joules_from_uj(total_uj);
     if (m->end_hook) {
       int hrc = m->end_hook(m->end_hook_ctx, key, &r);
       if (hrc < 0) {
@@ -418,18 +441,18 @@ int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement
   zeus_measurement r;
   memset(&r, 0, sizeof r);
   r.start_time_s = w->t0;
-  r.time_s = zeus_devices_now(m->dev) - w->t0;
+  r.time_s = zeus_round_decimals(zeus_devices_now(m->dev) - w->t0, 9);
   r.num_gpus = m->ngpu;
   r.num_cpus = m->ncpu;
   for (unsigned k = 0; k < m->ngpu; k++) {
     r.gpu_indices[k] = m->gpu[k];
-    r.gpu_energy_j[k] = w->gpu0[k];
+    r.gpu_energy_j[k] = m->is_polled[k] ? w->at0.gpu_j[k] : zeus_joules_from_mj((int64_t)w->at0.gpu_mj[k]);
   }
   for (unsigned c = 0; c < m->ncpu; c++) {
     r.cpu_indices[c] = m->cpu[c];
-    r.cpu_energy_j[c] = w->cpu0[c];
+    r.cpu_energy_j[c] = zeus_joules_from_uj((int64_t)w->at0.cpu_uj[c]);
     r.dram_valid[c] = m->has_dram[c];
-    r.dram_energy_j[c] = m->has_dram[c] ? w->dram0[c] : 0;
+    r.dram_energy_j[c] = m->has_dram[c] ? zeus_joules_from_uj((int64_t)w->at0.dram_uj[c]) : 0;
   }
   pthread_mutex_unlock(&m->mu);
   *out = r;

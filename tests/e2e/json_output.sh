@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end: every --json report is one valid JSON document whose keys are a public interface
-# (README, "Output"). For each command: the exact keys at every level are pinned, every key with a
+# (docs/output.md). For each command: the exact keys at every level are pinned, every key with a
 # unit suffix (_w, _j, _s, _mhz, _pct) holds reals (or null), no real sits under a key without a
 # unit unless it is a dimensionless number named for what it is, and no number is a string. Paths
 # with quotes, backslashes, a newline-free control of odd characters and non-ASCII go through every
@@ -200,7 +200,7 @@ if [ -d "$D/nsdi23-trace" ]; then
   "$ZEUS" simulate --trace-dir "$D/nsdi23-trace" --gpu v100 --all --json >"$T/sim-all.json" || fail "simulate --all --json"
   check "simulate --all --json: keys and units" "simulate --all" "$T/sim-all.json" gpu=v100
 else
-  echo "SKIPPED (part): simulate --all needs the NSDI'23 traces (ZEUS_DATA_DIR; README, \"Measured data\")"
+  echo "SKIPPED (part): simulate --all needs the NSDI'23 traces (ZEUS_DATA_DIR; docs/data.md)"
 fi
 
 # run: the job folder and state under the odd folder
