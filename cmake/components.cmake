@@ -150,8 +150,24 @@ zeus_component(RUN
   SOURCES src/run
   PKGS sqlite3
   COMMANDS run
-  USED_BY tests/unit/test_run.c tests/unit/test_run_hardening.c tests/e2e/bso_cli.sh
+  USED_BY tests/unit/test_run.c tests/unit/test_run_hardening.c tests/e2e/bso_cli.sh tests/e2e/bso_run_pg.sh
           tests/e2e/bso_valgrind.sh)
+
+zeus_component(BSO_SERVER
+  DOC "the batch-size optimizer server on SQLite: zeus bso-server, zeus/bso_server.h"
+  SOURCES src/bso_server
+  PKGS libmicrohttpd sqlite3
+  COMMANDS bso-server
+  USED_BY tests/unit/test_bso_server*.c tests/e2e/bso_server*.sh bench/bench_bso_server.c tests/e2e/bso_run_pg.sh
+          python/tests/test_bso_client.py)
+
+# PostgreSQL for zeus bso-server (and zeus run --state postgresql://...). It extends BSO_SERVER:
+# with BSO_SERVER off its sources compile to nothing.
+zeus_component(BSO_PG
+  DOC "PostgreSQL storage for zeus bso-server: --database postgresql://... (needs BSO_SERVER)"
+  SOURCES src/bso_pg
+  PKGS libpq
+  USED_BY tests/e2e/bso_run_pg.sh)
 
 zeus_component(DAEMON
   DOC "zeus daemon: the privileged daemon with zeusd's API and leases, zeus/daemon.h (the device
