@@ -320,5 +320,21 @@ typedef struct zeus_pfo_round_stats {
 ZEUS_EXTERN void zeus_pfo_last_round(const zeus_pfo_optimizer *o,
                                      zeus_pfo_round_stats *out /* out */);
 
+/* The last completed round per (instruction kind, planned clock) class, with instruction profiling
+ * on: how many ran, their mean time and energy as measured (READ) or fitted (FIT), and the
+ * fraction of their time at the planned clock by the controller's accounting. */
+typedef struct zeus_pfo_class_stats {
+  const char *instruction; /* borrowed, valid while the optimizer is open */
+  unsigned planned_mhz;
+  long count;
+  double mean_time_s;
+  double mean_energy_j;
+  double planned_clock_fraction;
+} zeus_pfo_class_stats;
+/* Copies up to cap classes into out (in the order of their first instruction in the schedule);
+ * returns how many the round had. */
+ZEUS_EXTERN size_t zeus_pfo_last_round_classes(const zeus_pfo_optimizer *o, zeus_pfo_class_stats *out /* out */,
+                                               size_t cap);
+
 ZEUS_END_DECLS
 #endif

@@ -35,6 +35,7 @@
 #include "core/core.h"
 #include "device/restore_signals.h"
 #include "zeus/pfo_client.h"
+#include "zeus/sim.h"
 
 /* Park after this long without a wish (while polling). */
 #define PARK_AFTER_S 0.05
@@ -165,13 +166,11 @@ static void record(zeus_pfo_controller *c, double t, unsigned mhz) {
  * on a real GPU (an H100's call returns after ~11 ms, its effect comes at ~8 ms), below 50 us
  * taken as none. */
 static double device_latency(zeus_pfo_controller *c, double call_s) {
-#ifdef ZEUS_SIM_HAS_HARDWARE
   zeus_sim_node *node = zeus_devices_sim_node(c->d);
   unsigned ng;
   zeus_sim_hardware hw;
   if (node && !zeus_devices_sim_index(c->d, c->gpu, &ng) && !zeus_sim_gpu_hardware(node, ng, &hw))
     return hw.clock_lock_effect_s;
-#endif
   return call_s < 50e-6 ? 0 : call_s;
 }
 

@@ -83,6 +83,8 @@ struct zeus_pfo_optimizer {
   long round;
   zeus_pfo_round_stats last;
   double other_w;     /* fitted power outside instructions */
+  zeus_pfo_class_stats *rcls; /* the last round's classes */
+  size_t nrcls, cap_rcls;
   double clock_frac;  /* this round's fraction of instruction time at the planned clock */
   long clock_late;
   /* The rank's presence: GET /presence held open on its own connection by a thread for as long as
@@ -599,7 +601,7 @@ void zeus_pfo_optimizer_close(zeus_pfo_optimizer *o) {
   zeus__pfo_follower_close(o->fol);
   free(o->eff), free(o->pred), free(o->cls_of), free(o->inst_b), free(o->iter_b);
   for (size_t c = 0; c < o->ncls; c++) free(o->cls_names[c]);
-  free(o->cls_names), free(o->cls), free(o->tl_t), free(o->tl_f);
+  free(o->cls_names), free(o->cls), free(o->tl_t), free(o->tl_f), free(o->rcls);
   free(o->job_id);
   free(o->job_esc);
   free(o);
@@ -817,7 +819,9 @@ int zeus_pfo_on_instruction_begin(zeus_pfo_optimizer *o, const char *name) {
   }
   if (o->latency > 0 && o->pred[i] > 0) {
     unsigned next = i + 1 < o->n ? o->eff[i + 1] : o->have_pending ? 0 : o->eff[0];
-    if (next && next != o->eff[i] && (rc = zeus_pfo_controller_set_frequency_at(o->ctl, next, now + o->pred[i]))) {
+    /* A margin of a tenth of the latency (and 0.5 ms) for instructions that end a little early. */
+    double at = now + o->pred[i] - 0.1 * o->latency - 0.0005;
+    if (next && next != o->eff[i] && (rc = zeus_pfo_controller_set_frequency_at(o->ctl, next, at))) {
       o->bad = true;
       return rc;
     }
@@ -921,7 +925,26 @@ out:
 static void clock_accounting(zeus_pfo_optimizer *o) {
   o->clock_frac = NAN;
   o->clock_late = 0;
+  o->nrcls = 0;
   if (!(o->profile || o->latency > 0) || o->it == 0) return;
+  /* the round's classes, in schedule order */
+  if (o->cap_rcls < o->n) {
+    zeus_pfo_class_stats *v = realloc(o->rcls, o->n * sizeof *v);
+    if (!v) return;
+    o->rcls = v;
+    o->cap_rcls = o->n;
+  }
+  size_t *slot = malloc(o->n * sizeof *slot);
+  if (!slot) return;
+  for (size_t i = 0; i < o->n; i++) {
+    size_t c = 0;
+    while (c < o->nrcls && !(o->rcls[c].planned_mhz == o->freqs[i] && !strcmp(o->rcls[c].instruction,
+                                                                                o->cls[o->cls_of[i]].name)))
+      c++;
+    if (c == o->nrcls)
+      o->rcls[o->nrcls++] = (zeus_pfo_class_stats){o->cls[o->cls_of[i]].name, o->freqs[i], 0, 0, 0, 0};
+    slot[i] = c;
+  }
   size_t n = (size_t)o->it * o->n;
   size_t k = zeus_pfo_controller_timeline(o->ctl, o->inst_b[0], o->tl_t, o->tl_f, TL_CAP);
   double total = 0, at_plan = 0;
@@ -932,11 +955,24 @@ static void clock_accounting(zeus_pfo_optimizer *o) {
     total += o->inst_t[x];
     while (j + 1 < k && o->tl_t[j + 1] <= b) j++;
     if (!(k > 0 && o->tl_t[j] <= b && o->tl_f[j] == want)) o->clock_late++;
+    double mine = 0;
     for (size_t q = j; q < k && o->tl_t[q] < e; q++) {
       double s0 = o->tl_t[q] > b ? o->tl_t[q] : b, s1 = q + 1 < k && o->tl_t[q + 1] < e ? o->tl_t[q + 1] : e;
-      if (s1 > s0 && o->tl_f[q] == want) at_plan += s1 - s0;
+      if (s1 > s0 && o->tl_f[q] == want) mine += s1 - s0;
     }
+    at_plan += mine;
+    zeus_pfo_class_stats *c = &o->rcls[slot[x % o->n]];
+    c->count++;
+    c->mean_time_s += o->inst_t[x];
+    c->mean_energy_j += o->profile ? o->inst_e[x] : 0;
+    c->planned_clock_fraction += mine;
   }
+  for (size_t c = 0; c < o->nrcls; c++) {
+    zeus_pfo_class_stats *v = &o->rcls[c];
+    v->planned_clock_fraction = v->mean_time_s > 0 ? v->planned_clock_fraction / v->mean_time_s : NAN;
+    if (v->count) v->mean_time_s /= (double)v->count, v->mean_energy_j /= (double)v->count;
+  }
+  free(slot);
   if (total > 0) o->clock_frac = at_plan / total;
 }
 
@@ -1004,6 +1040,12 @@ int zeus_pfo_on_step_end(zeus_pfo_optimizer *o) {
 }
 
 /* ---- accessors ---- */
+
+size_t zeus_pfo_last_round_classes(const zeus_pfo_optimizer *o, zeus_pfo_class_stats *out, size_t cap) {
+  if (!o) return 0;
+  for (size_t c = 0; c < o->nrcls && c < cap && out; c++) out[c] = o->rcls[c];
+  return o->nrcls;
+}
 
 const char *zeus_pfo_job_id(const zeus_pfo_optimizer *o) { return o ? o->job_id : NULL; }
 const zeus_pfo_schedule *zeus_pfo_current_schedule(const zeus_pfo_optimizer *o) { return o ? &o->sched : NULL; }
