@@ -143,6 +143,10 @@ ZEUS_EXTERN int zeus_pfo_controller_set_frequency(zeus_pfo_controller *c, unsign
  * is applied first. Returns at once (an uncontended mutex, no system call unless the thread has
  * gone to sleep). Errors as zeus_pfo_controller_set_frequency. */
 ZEUS_EXTERN int zeus_pfo_controller_set_frequency_at(zeus_pfo_controller *c, unsigned mhz, double at_s);
+/* The device time at which the pending timed wish will be issued (its wanted time minus the
+ * latency), or INFINITY when none is pending. For simulations on a virtual clock, which run each
+ * instruction's work up to that time, then zeus_pfo_controller_wait, then the rest. */
+ZEUS_EXTERN double zeus_pfo_controller_next_issue(zeus_pfo_controller *c);
 /* The lock latency in use (s; see lock_latency_s); 0 for none. */
 ZEUS_EXTERN double zeus_pfo_controller_latency(const zeus_pfo_controller *c);
 /* Lock calls that took far longer than the latency (more than 4x, at least 2 ms): a slow or stuck
@@ -155,8 +159,8 @@ ZEUS_EXTERN unsigned long zeus_pfo_controller_late_calls(const zeus_pfo_controll
 ZEUS_EXTERN size_t zeus_pfo_controller_timeline(zeus_pfo_controller *c, double since, double *t /* out */,
                                                 unsigned *mhz /* out */, size_t cap);
 
-/* Waits until every wish so far is in place on the GPU (waking the thread rather than waiting for
- * its next poll). Training code does not need this (a real GPU keeps working while its clock
+/* Waits until every wish so far is in place on the GPU, and a timed wish whose issue time has come
+ * (on the device clock) has been issued (waking the thread rather than waiting for its next poll). Training code does not need this (a real GPU keeps working while its clock
  * changes); simulations whose work takes no real time call it before running an instruction, so
  * that the work runs at the clock asked for. timeout_s <= 0 waits without limit. ZEUS_ETIMEDOUT,
  * or the controller's failure. */
@@ -301,6 +305,11 @@ ZEUS_EXTERN const char *zeus_pfo_job_id(const zeus_pfo_optimizer *o);
 ZEUS_EXTERN const zeus_pfo_schedule *zeus_pfo_current_schedule(const zeus_pfo_optimizer *o);
 /* The optimizer's frequency controller (borrowed), e.g. for zeus_pfo_controller_wait(). */
 ZEUS_EXTERN zeus_pfo_controller *zeus_pfo_optimizer_controller(zeus_pfo_optimizer *o);
+/* For simulations on a virtual clock (time moves only with the simulated work, in jumps): waits
+ * until the counter follower (ZEUS_PFO_ENERGY_FIT) has looked at the energy counter at the
+ * current time, as its polling does by itself on a real clock. Call it after each piece of
+ * simulated work or idling. Does nothing on other clocks or without the follower. */
+ZEUS_EXTERN void zeus_pfo_optimizer_observe(zeus_pfo_optimizer *o);
 /* Whether a server error has detached the optimizer from the server. */
 ZEUS_EXTERN bool zeus_pfo_detached(const zeus_pfo_optimizer *o);
 

@@ -75,6 +75,7 @@ struct zeus_pfo_controller {
   unsigned next_mhz;
   double next_at;        /* device time the clock is wanted at */
   atomic_ulong next_seq;
+  atomic_ulong timed_done; /* the next_seq of the last timed wish applied */
   atomic_ulong late_calls; /* lock calls that took far longer than the latency */
   /* the timeline of locks: (device time of effect, clock), a ring guarded by tmu */
   pthread_mutex_t tmu;
@@ -239,6 +240,7 @@ static void apply(zeus_pfo_controller *c, unsigned f) {
 
 static void *controller_main(void *arg) {
   zeus_pfo_controller *c = arg;
+  zeus_sim_thread_background(true); /* a simulated GPU's call latencies are this thread's own */
   int rc = start_up(c);
   pthread_mutex_lock(&c->mu);
   c->started = true;
@@ -277,6 +279,8 @@ static void *controller_main(void *arg) {
         pthread_mutex_unlock(&c->mu);
         apply(c, timed_mhz);
         pthread_mutex_lock(&c->mu);
+        atomic_store(&c->timed_done, seen_next);
+        pthread_cond_broadcast(&c->done);
         last_wish_at = zeus_monotonic_s();
         continue;
       }
@@ -485,15 +489,36 @@ size_t zeus_pfo_controller_timeline(zeus_pfo_controller *c, double since, double
   return k;
 }
 
+/* Whether a timed wish is due (its issue time reached on the device clock) and not yet applied;
+ * its sequence number in *seq. */
+static bool timed_due(zeus_pfo_controller *c, unsigned long *seq) {
+  *seq = atomic_load(&c->next_seq);
+  if (atomic_load(&c->timed_done) >= *seq) return false;
+  pthread_mutex_lock(&c->wmu);
+  double at = c->next_at;
+  pthread_mutex_unlock(&c->wmu);
+  return at - c->latency <= zeus_devices_now(c->d);
+}
+
+double zeus_pfo_controller_next_issue(zeus_pfo_controller *c) {
+  if (!c || atomic_load(&c->timed_done) >= atomic_load(&c->next_seq)) return INFINITY;
+  pthread_mutex_lock(&c->wmu);
+  double at = c->next_at;
+  pthread_mutex_unlock(&c->wmu);
+  return at - c->latency;
+}
+
 int zeus_pfo_controller_wait(zeus_pfo_controller *c, double timeout_s) {
-  unsigned long want = atomic_load(&c->wish_seq);
+  unsigned long want = atomic_load(&c->wish_seq), want_next = 0;
+  bool due = timed_due(c, &want_next);
   struct timespec until = zeus__deadline_in(timeout_s > 0 ? timeout_s : 0);
   int rc = ZEUS_OK;
   pthread_mutex_lock(&c->mu);
-  if (atomic_load(&c->done_seq) < want) pthread_cond_signal(&c->wake); /* do not wait for the next poll */
-  while (atomic_load(&c->done_seq) < want && !atomic_load(&c->failed)) {
+#define PENDING (atomic_load(&c->done_seq) < want || (due && atomic_load(&c->timed_done) < want_next))
+  if (PENDING) pthread_cond_signal(&c->wake); /* do not wait for the next poll */
+  while (PENDING && !atomic_load(&c->failed)) {
     if (timeout_s > 0) {
-      if (zeus__cond_wait_until(&c->done, &c->mu, &until) == ETIMEDOUT && atomic_load(&c->done_seq) < want) {
+      if (zeus__cond_wait_until(&c->done, &c->mu, &until) == ETIMEDOUT && PENDING) {
         rc = zeus__error(ZEUS_ETIMEDOUT, "frequency controller of GPU %u: the clock change to %u MHz was not done "
                          "within %g s", c->gpu, atomic_load(&c->target), timeout_s);
         break;
@@ -502,6 +527,7 @@ int zeus_pfo_controller_wait(zeus_pfo_controller *c, double timeout_s) {
       pthread_cond_wait(&c->done, &c->mu);
     }
   }
+#undef PENDING
   pthread_mutex_unlock(&c->mu);
   int f = atomic_load_explicit(&c->failed, memory_order_acquire);
   if (!rc && f) rc = failure(c, f);

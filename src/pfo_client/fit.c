@@ -8,6 +8,7 @@
  * explains every tick-to-tick increment of the counter given how long each class ran inside it.
  * Instructions of one class repeat many times per round at different phases of the tick, so the
  * fit is unbiased where a single instruction's window is not. */
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,6 +18,7 @@
 
 #include "core/core.h"
 #include "pfo_client/fit.h"
+#include "zeus/sim.h"
 
 #define RING 65536 /* samples kept */
 
@@ -29,6 +31,10 @@ struct zeus__pfo_follower {
   double rt[RING], re[RING];
   unsigned long n;
   atomic_ulong reads;
+  /* observation requests on a virtual clock (zeus__pfo_follower_observe) */
+  pthread_cond_t cv;  /* with mu */
+  unsigned long req, served;
+  bool virt; /* a simulated GPU on the virtual clock */
 };
 
 static void push(zeus__pfo_follower *f, double t, double e) {
@@ -46,8 +52,60 @@ static void sleep_s(double s) {
   nanosleep(&ts, NULL);
 }
 
+/* A simulated GPU on the virtual clock: time moves only with the work, so polling cannot find the
+ * ticks; the simulated GPU's own record of its last tick stands in for what a follower on a real
+ * GPU finds by polling (to within a read). Reads are free here (a background thread). */
+static void *follow_virtual(zeus__pfo_follower *f, zeus_sim_node *node, unsigned ng) {
+  double prev_e = NAN;
+  while (!atomic_load(&f->stop)) {
+    pthread_mutex_lock(&f->mu);
+    unsigned long r = f->req;
+    pthread_mutex_unlock(&f->mu);
+    uint64_t mj;
+    double t0, t1;
+    if (zeus_sim_gpu_last_tick(node, ng, &t0) || zeus_sim_gpu_total_energy(node, ng, &mj) ||
+        zeus_sim_gpu_last_tick(node, ng, &t1)) {
+      sleep_s(0.01);
+      continue;
+    }
+    atomic_fetch_add(&f->reads, 1);
+    double e = (double)mj / 1000.0;
+    if (t0 == t1 && t0 >= 0 && e != prev_e) {
+      push(f, t0, e);
+      prev_e = e;
+    }
+    pthread_mutex_lock(&f->mu);
+    if (t0 == t1) f->served = r;
+    pthread_cond_broadcast(&f->cv);
+    if (f->req == r && !atomic_load(&f->stop)) {
+      struct timespec until = zeus__deadline_in(0.0002);
+      zeus__cond_wait_until(&f->cv, &f->mu, &until);
+    }
+    pthread_mutex_unlock(&f->mu);
+  }
+  pthread_mutex_lock(&f->mu);
+  f->served = ULONG_MAX; /* nobody waits for a stopped follower */
+  pthread_cond_broadcast(&f->cv);
+  pthread_mutex_unlock(&f->mu);
+  return NULL;
+}
+
+void zeus__pfo_follower_observe(zeus__pfo_follower *f) {
+  if (!f) return;
+  pthread_mutex_lock(&f->mu);
+  if (f->served != ULONG_MAX - 1) { /* a virtual-clock follower */
+    unsigned long r = ++f->req;
+    pthread_cond_broadcast(&f->cv);
+    while (f->served < r) pthread_cond_wait(&f->cv, &f->mu);
+  }
+  pthread_mutex_unlock(&f->mu);
+}
+
 static void *follow(void *arg) {
   zeus__pfo_follower *f = arg;
+  zeus_sim_thread_background(true);
+  unsigned ng;
+  if (f->virt && !zeus_devices_sim_index(f->d, f->gpu, &ng)) return follow_virtual(f, zeus_devices_sim_node(f->d), ng);
   double prev_t = -1, prev_e = NAN, last_tick = -1, period = 0, cost = 0;
   bool prev_changed = false;
   while (!atomic_load(&f->stop)) {
@@ -95,8 +153,21 @@ int zeus__pfo_follower_open(zeus__pfo_follower **out, zeus_devices *d, unsigned 
   if (!f) return zeus__oom("starting the energy counter's follower");
   f->d = d;
   f->gpu = gpu;
+  f->served = ULONG_MAX - 1; /* a real-clock follower: observe() does not wait */
   pthread_mutex_init(&f->mu, NULL);
+  if (zeus__cond_init(&f->cv)) {
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+    return zeus__error(ZEUS_EINTERNAL, "Perseus client: cannot start the energy counter's follower");
+  }
+  zeus_sim_node *node = zeus_devices_sim_node(d);
+  unsigned ng;
+  zeus_sim_hardware hw;
+  f->virt = node && zeus_sim_node_clock(node) == ZEUS_SIM_CLOCK_VIRTUAL && !zeus_devices_sim_index(d, gpu, &ng) &&
+            !zeus_sim_gpu_hardware(node, ng, &hw) && hw.tick_s > 0;
+  if (f->virt) f->served = 0;
   if (pthread_create(&f->th, NULL, follow, f) != 0) {
+    pthread_cond_destroy(&f->cv);
     pthread_mutex_destroy(&f->mu);
     free(f);
     return zeus__error(ZEUS_EINTERNAL, "Perseus client: cannot start the energy counter's follower thread");
@@ -107,8 +178,12 @@ int zeus__pfo_follower_open(zeus__pfo_follower **out, zeus_devices *d, unsigned 
 
 void zeus__pfo_follower_close(zeus__pfo_follower *f) {
   if (!f) return;
+  pthread_mutex_lock(&f->mu);
   atomic_store(&f->stop, 1);
+  pthread_cond_broadcast(&f->cv);
+  pthread_mutex_unlock(&f->mu);
   pthread_join(f->th, NULL);
+  pthread_cond_destroy(&f->cv);
   pthread_mutex_destroy(&f->mu);
   free(f);
 }
@@ -167,8 +242,8 @@ static bool solve(double *a, double *r, size_t k, double *x) {
   return true;
 }
 
-long zeus__pfo_fit_power(const double *b, const double *d, const size_t *cls, size_t n, size_t m, const double *st,
-                         const double *se, size_t ns, const double *prior, double *power) {
+long zeus__pfo_fit_power(double from, const double *b, const double *d, const size_t *cls, size_t n, size_t m,
+                         const double *st, const double *se, size_t ns, const double *prior, double *power) {
   size_t k = m + 1;
   for (size_t c = 0; c < k; c++) power[c] = prior[c];
   if (n == 0 || ns < 2) return 0;
@@ -183,7 +258,7 @@ long zeus__pfo_fit_power(const double *b, const double *d, const size_t *cls, si
   long rows = 0;
   for (size_t s = 1; s < ns; s++) {
     double t0 = st[s - 1], t1 = st[s];
-    if (!(t1 > t0) || t1 <= lo || t0 >= hi) continue;
+    if (!(t1 > t0) || t1 <= lo || t0 >= hi || t0 < from) continue;
     memset(row, 0, k * sizeof *row);
     double inside = 0;
     while (j0 < n && b[j0] + d[j0] <= t0) j0++;

@@ -23,6 +23,7 @@
 #include "zeus/format.h"
 #include "zeus/monitor.h"
 #include "zeus/pfo_client.h"
+#include "zeus/sim.h"
 
 enum { SLOT_ITER = 0, SLOT_INST = 1 };
 #define TL_CAP 8192 /* controller timeline records looked at per round */
@@ -652,6 +653,13 @@ static int setup_local(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *opt
       double dt = zeus_monotonic_s() - t0;
       if (dt < best) best = dt;
     }
+    /* On a simulated GPU's virtual clock a read's cost is virtual: its hardware profile says it. */
+    zeus_sim_node *node = zeus_devices_sim_node(d);
+    unsigned ng;
+    zeus_sim_hardware hw;
+    if (node && !zeus_devices_sim_index(d, opts->device_id, &ng) && !zeus_sim_gpu_hardware(node, ng, &hw) &&
+        hw.energy_read_s > best)
+      best = hw.energy_read_s;
     how = best >= 100e-6 && best < 1e9 ? ZEUS_PFO_ENERGY_FIT : ZEUS_PFO_ENERGY_READ;
   }
   o->fit = o->profile && how == ZEUS_PFO_ENERGY_FIT && !o->m.mon;
@@ -894,7 +902,7 @@ static int fit_round(zeus_pfo_optimizer *o) {
   double avg = ns >= 2 && st[ns - 1] > st[0] ? (se[ns - 1] - se[0]) / (st[ns - 1] - st[0]) : 0;
   for (size_t c = 0; c < m; c++) prior[c] = o->cls[glob[c]].power_w > 0 ? o->cls[glob[c]].power_w : avg;
   prior[m] = o->other_w > 0 ? o->other_w : avg;
-  long rows = zeus__pfo_fit_power(o->inst_b, o->inst_t, cls, n, m, st, se, ns, prior, power);
+  long rows = zeus__pfo_fit_power(since, o->inst_b, o->inst_t, cls, n, m, st, se, ns, prior, power);
   if (rows < 0) {
     rc = zeus__oom("fitting the round's instruction energies");
     goto out;
@@ -1040,6 +1048,10 @@ int zeus_pfo_on_step_end(zeus_pfo_optimizer *o) {
 }
 
 /* ---- accessors ---- */
+
+void zeus_pfo_optimizer_observe(zeus_pfo_optimizer *o) {
+  if (o) zeus__pfo_follower_observe(o->fol);
+}
 
 size_t zeus_pfo_last_round_classes(const zeus_pfo_optimizer *o, zeus_pfo_class_stats *out, size_t cap) {
   if (!o) return 0;
