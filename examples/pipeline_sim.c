@@ -544,9 +544,11 @@ static const cli_opt opts[] = {
      "ZEUS_PFO_ITERS_PER_ROUND, else 10", 1, 100000},
     {"job-metadata", 0, CLI_OPT_STRING, &job_sh.metadata, "TEXT", "appended to the job id by the server"},
     {"json", 0, CLI_OPT_FLAG, &opt_json, NULL,
-     "print one JSON document: [{\"round\", \"iterations\", \"iter_time_s\", \"iter_energy_j\", \"pipelines\": "
-     "[{\"dp\", \"iter_time_s\", \"iter_energy_j\"}, ...]}, ...]: per round the job's iteration time, the "
-     "energy of one iteration over all GPUs, and each data-parallel pipeline's"},
+     "print one JSON document: [{\"round\", \"iterations\", \"iter_time_s\", \"iter_energy_j\", "
+     "\"true_iter_energy_j\", \"planned_clock_fraction\", \"pipelines\": [{\"dp\", \"iter_time_s\", "
+     "\"iter_energy_j\", \"true_iter_energy_j\"}, ...]}, ...]: per round the job's iteration time, the energy of "
+     "one iteration over all GPUs as the clients measured it and as the simulated GPUs drew it, the lowest rank's "
+     "fraction of instruction time at the planned clock, and each data-parallel pipeline's"},
     {"stage-profile", 0, CLI_OPT_STRING, &opt_profile, "FILE",
      "each GPU takes the time and energy of FILE's row for its stage, instruction and SM clock (CSV "
      "stage,instruction,frequency,time,energy, other columns ignored; stages 0..P-1 are used; the clocks evenly "
@@ -586,8 +588,11 @@ static const cli_command cmd = {
     .opts = opts,
     .more = "Environment: the client's settings ZEUS_PFO_SERVER_URL, ZEUS_PFO_ITERS_PER_ROUND,\n"
             "ZEUS_PFO_CONNECT_TIMEOUT, ZEUS_PFO_REQUEST_TIMEOUT, ZEUS_PFO_SCHEDULE_TIMEOUT,\n"
-            "ZEUS_PFO_RETRIES, ZEUS_PFO_RETRY_BACKOFF, ZEUS_PFO_TOKEN, ZEUS_PFO_PROFILE_INSTRUCTIONS\n"
-            "(each also as PERSEUS_<NAME>); ZEUS_LOG_LEVEL for log lines on stderr.\n\n"
+            "ZEUS_PFO_RETRIES, ZEUS_PFO_RETRY_BACKOFF, ZEUS_PFO_TOKEN, ZEUS_PFO_PROFILE_INSTRUCTIONS,\n"
+            "ZEUS_PFO_INSTRUCTION_ENERGY, ZEUS_PFO_CLOCK_LATENCY (each also as PERSEUS_<NAME>);\n"
+            "ZEUS_SIM_HARDWARE=h100 makes every GPU behave like the measured H100 (100 ms counter ticks,\n"
+            "3.3 ms counter reads, clock locks in effect 8.1 ms after the call; docs/perseus-latency.md);\n"
+            "ZEUS_LOG_LEVEL for log lines on stderr.\n\n"
             "Example:\n"
             "  zeus pfo-server --port 7787 --scheduler InstructionProfiler \\\n"
             "      --scheduler-args '{\"warmup_iters\": 1, \"min_frequency\": 1200}' --dump-data &\n"
@@ -701,9 +706,14 @@ int main(int argc, char **argv) {
       for (int d = 0; d < sh.dp && pl; d++)
         json_array_append_new(pl, json_pack("{sisfsfsf}", "dp", d, "iter_time_s", pt[d], "iter_energy_j", pe[d],
                                             "true_iter_energy_j", pte[d]));
-      json_array_append_new(rounds, json_pack("{sIsIsfsfsfso}", "round", (json_int_t)rd, "iterations", (json_int_t)n,
+      double frac = 1; /* the lowest rank's fraction of instruction time at the planned clock */
+      for (int r = 0; r < sh.world; r++) {
+        double f = sh.stats[rd * sh.world + r].planned_clock_fraction;
+        if (f < frac) frac = f;
+      }
+      json_array_append_new(rounds, json_pack("{sIsIsfsfsfsfso}", "round", (json_int_t)rd, "iterations", (json_int_t)n,
                                               "iter_time_s", t, "iter_energy_j", e, "true_iter_energy_j", te,
-                                              "pipelines", pl));
+                                              "planned_clock_fraction", frac, "pipelines", pl));
     }
     char *text = rounds ? zeus_json_dumps(rounds, JSON_INDENT(2)) : NULL;
     if (text) printf("%s\n", text);
