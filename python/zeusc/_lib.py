@@ -326,6 +326,8 @@ class PfoOptimizerOpts(Structure):
         ("retries", c_int),
         ("retry_backoff_s", c_double),
         ("token", c_char_p),
+        ("instruction_energy", c_int),
+        ("clock_latency_s", c_double),
     ]
 
 
@@ -341,7 +343,14 @@ class PfoSchedule(Structure):
 
 class PfoRoundStats(Structure):
     """zeus_pfo_round_stats (zeus/pfo_client.h)."""
-    _fields_ = [("round", c_long), ("iterations", c_long), ("iter_time_s", c_double), ("iter_energy_j", c_double)]
+    _fields_ = [("round", c_long), ("iterations", c_long), ("iter_time_s", c_double), ("iter_energy_j", c_double),
+                ("planned_clock_fraction", c_double), ("clock_late", c_long), ("energy_fitted", c_bool)]
+
+
+class PfoClassStats(Structure):
+    """zeus_pfo_class_stats (zeus/pfo_client.h)."""
+    _fields_ = [("instruction", c_char_p), ("planned_mhz", c_uint), ("count", c_long), ("mean_time_s", c_double),
+                ("mean_energy_j", c_double), ("planned_clock_fraction", c_double)]
 
 
 LOG_FN = CFUNCTYPE(None, c_int, c_char_p, c_char_p, c_void_p)
@@ -502,6 +511,7 @@ _PFO = {
     "zeus_pfo_optimizer_controller": (_VP, [_VP]),
     "zeus_pfo_detached": (c_bool, [_VP]),
     "zeus_pfo_last_round": (None, [_VP, _P(PfoRoundStats)]),
+    "zeus_pfo_last_round_classes": (c_size_t, [_VP, _P(PfoClassStats), c_size_t]),
     "zeus_pfo_controller_wait": (c_int, [_VP, c_double]),
     "zeus_pfo_controller_frequencies": (c_size_t, [_VP, _P(_P(c_uint))]),
     "zeus_pfo_controller_current_mhz": (c_uint, [_VP]),
