@@ -683,7 +683,15 @@ void zeus_pfo_offline_result_clear(zeus_pfo_offline_result *v) {
 PFO_FROM_JSON(zeus_pfo_job_info_from_json, zeus_pfo_job_info, zeus__pfo_job_info_from_jt, "JobInfo")
 PFO_FROM_JSON(zeus_pfo_rank_info_from_json, zeus_pfo_rank_info, zeus__pfo_rank_info_from_jt, "RankInfo")
 PFO_FROM_JSON(zeus_pfo_schedule_from_json, zeus_pfo_schedule, zeus__pfo_schedule_from_jt, "FrequencySchedule")
-PFO_FROM_JSON(zeus_pfo_prof_result_from_json, zeus_pfo_prof_result, zeus__pfo_prof_result_from_jt, "ProfilingResult")
+PFO_FROM_JSON(zeus__pfo_prof_result_from_json_tree, zeus_pfo_prof_result, zeus__pfo_prof_result_from_jt,
+              "ProfilingResult")
+
+/* The plain shape the original client sends is read without a JSON tree (prof_fast.c); anything
+ * else, errors included, goes through jansson exactly as before. */
+int zeus_pfo_prof_result_from_json(const char *json, size_t len, const char *what, zeus_pfo_prof_result *out) {
+  if (zeus__pfo_prof_result_fast(json, len, out)) return ZEUS_OK;
+  return zeus__pfo_prof_result_from_json_tree(json, len, what, out);
+}
 PFO_FROM_JSON(zeus_pfo_offline_result_from_json, zeus_pfo_offline_result, zeus__pfo_offline_result_from_jt,
               "OfflineProfilingResult")
 
