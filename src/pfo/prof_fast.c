@@ -65,26 +65,30 @@ static bool number(cur *c, double *out, bool *is_int, long long *iv) {
   bool neg = false;
   if (p < e && *p == '-') { neg = true; p++; }
   if (p >= e || *p < '0' || *p > '9') return false;
+  /* m takes every significant digit (it wraps past 19, and then only the slow path uses the
+   * text); sig counts them, dexp is the decimal exponent of m's last digit. */
   unsigned long long m = 0;
-  int sig = 0, dexp = 0; /* significant digits in m; the decimal exponent of m's last digit */
+  int sig, dexp = 0;
+  const char *d0 = p;
   if (*p == '0') {
     p++;
+    d0 = p; /* no significant digit */
   } else {
-    for (; p < e && *p >= '0' && *p <= '9'; p++) {
-      if (sig < 19) { m = m * 10 + (unsigned)(*p - '0'); sig++; }
-      else { sig = 99; dexp++; } /* too long for the fast path */
-    }
+    while (p < e && *p >= '0' && *p <= '9') m = m * 10 + (unsigned)(*p++ - '0');
   }
+  sig = (int)(p - d0 < 1000 ? p - d0 : 1000);
   bool real = false;
   if (p < e && *p == '.') {
     real = true;
     p++;
     if (p >= e || *p < '0' || *p > '9') return false;
-    for (; p < e && *p >= '0' && *p <= '9'; p++) {
-      if (m == 0 && *p == '0') { dexp--; continue; } /* leading zeros of the fraction */
-      if (sig < 19) { m = m * 10 + (unsigned)(*p - '0'); sig++; dexp--; }
-      else sig = 99;
-    }
+    if (m == 0) /* leading zeros of the fraction */
+      while (p < e && *p == '0') { p++; dexp--; }
+    const char *f0 = p;
+    while (p < e && *p >= '0' && *p <= '9') m = m * 10 + (unsigned)(*p++ - '0');
+    long nf = p - f0 < 1000 ? (long)(p - f0) : 1000;
+    sig += (int)nf;
+    dexp -= (int)nf;
   }
   if (p < e && (*p == 'e' || *p == 'E')) {
     real = true;
