@@ -625,6 +625,15 @@ static void round_figures(const shared *sh, long rd, double *t, double *e, long 
     pte[d] += sh->truth[rd * sh->world + r];
     *n = st->iterations;
   }
+  /* Sums of per-rank figures: written at the resolution they were measured at (docs/output.md). */
+  *t = zeus_round_decimals(*t, 9);
+  *e = zeus_round_decimals(*e, 3);
+  *te = zeus_round_decimals(*te, 3);
+  for (int d = 0; d < sh->dp; d++) {
+    pt[d] = zeus_round_decimals(pt[d], 9);
+    pe[d] = zeus_round_decimals(pe[d], 3);
+    pte[d] = zeus_round_decimals(pte[d], 3);
+  }
 }
 
 int main(int argc, char **argv) {
@@ -711,6 +720,7 @@ int main(int argc, char **argv) {
         double f = sh.stats[rd * sh.world + r].planned_clock_fraction;
         if (f < frac) frac = f;
       }
+      frac = zeus_round_significant(frac, ZEUS_DERIVED_DIGITS);
       json_array_append_new(rounds, json_pack("{sIsIsfsfsfsfso}", "round", (json_int_t)rd, "iterations", (json_int_t)n,
                                               "iter_time_s", t, "iter_energy_j", e, "true_iter_energy_j", te,
                                               "planned_clock_fraction", frac, "pipelines", pl));

@@ -71,7 +71,9 @@ SHAPES = {
                                        "mean_cost_sd_j": opt(R), "cost_sd_j": opt(R),
                                        "num_observations": I})}},
     "pipeline_sim": lst({"round": I, "iterations": I, "iter_time_s": R, "iter_energy_j": R,
-                         "pipelines": lst({"dp": I, "iter_time_s": R, "iter_energy_j": R})}),
+                         "true_iter_energy_j": R, "planned_clock_fraction": R,
+                         "pipelines": lst({"dp": I, "iter_time_s": R, "iter_energy_j": R,
+                                           "true_iter_energy_j": R})}),
     "frontier": {"num_points": I, "dominated_points": I, "plans_written": I, "solve_time_s": R,
                  "out": opt(S), "plot": opt(S), "timeline": opt(S),
                  **{k: {"iteration": I, "time_s": R, "cost_j": R, "cost_with_blocking_j": R,
@@ -80,7 +82,7 @@ SHAPES = {
 }
 UNITS = ("_w", "_j", "_s", "_mhz", "_pct")
 # Reals that carry no unit: weights, factors and metrics named for what they are.
-DIMENSIONLESS = {"eta", "beta", "factor", "target_metric", "learning_rate"}
+DIMENSIONLESS = {"eta", "beta", "factor", "target_metric", "learning_rate", "planned_clock_fraction"}
 
 def kind(v):
     if v is None: return N
