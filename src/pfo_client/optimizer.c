@@ -31,7 +31,8 @@ typedef struct meter {
   zeus_devices *d;
   unsigned gpu;
   zeus_monitor *mon;
-  double t0[2], e0[2];
+  double t0[2];
+  uint64_t e0[2]; /* the energy counter at the slot's start, in mJ */
 } meter;
 
 struct zeus_pfo_optimizer {
@@ -97,11 +98,8 @@ static int meter_open(meter *m, zeus_devices *d, unsigned gpu) {
 
 static inline int meter_begin(meter *m, int slot) {
   if (m->mon) return zeus_monitor_begin_window(m->mon, slot_key[slot], true);
-  uint64_t mj;
   m->t0[slot] = zeus_devices_now(m->d);
-  int rc = zeus_gpu_total_energy(m->d, m->gpu, &mj);
-  m->e0[slot] = (double)mj / 1000.0;
-  return rc;
+  return zeus_gpu_total_energy(m->d, m->gpu, &m->e0[slot]);
 }
 
 static inline int meter_end(meter *m, int slot, double *t, double *e) {
@@ -117,8 +115,9 @@ static inline int meter_end(meter *m, int slot, double *t, double *e) {
   double now = zeus_devices_now(m->d);
   int rc = zeus_gpu_total_energy(m->d, m->gpu, &mj);
   if (rc) return rc;
-  *t = now - m->t0[slot];
-  *e = (double)mj / 1000.0 - m->e0[slot];
+  /* As measured (zeus/format.h): the time at the ns, the energy a difference of mJ counts. */
+  *t = zeus_round_decimals(now - m->t0[slot], 9);
+  *e = zeus_joules_from_mj((int64_t)(mj - m->e0[slot]));
   return ZEUS_OK;
 }
 
@@ -320,7 +319,7 @@ static void leave_job(zeus_pfo_optimizer *o, const char *reason, bool closed) {
   json_t *b = json_pack("{si}", "rank", o->rank);
   if (b) json_object_set_new(b, "reason", json_stringn(reason, strnlen(reason, 512)));
   if (b && closed) json_object_set_new(b, "closed", json_true());
-  char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
+  char *body = b ? zeus_json_dumps(b, JSON_COMPACT) : NULL;
   json_decref(b);
   zeus__buf path = {0};
   char *resp = NULL;
