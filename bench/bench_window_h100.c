@@ -87,14 +87,16 @@ static int run_sim(void) {
       double err[32];
       for (int k = 0; k < counts[l]; k++) {
         sleep_s(0.0173 * (k % 6));
-        double e0, e1;
+        double e0, e1, n0 = zeus_sim_now(node);
         zeus_sim_true_energy(node, 0, &e0);
         zeus_measurement r;
         zeus_monitor_begin_window(m, "w", false);
         sleep_s(lens[l]);
         zeus_monitor_end_window(m, "w", false, &r);
         zeus_sim_true_energy(node, 0, &e1);
-        err[k] = fabs(r.gpu_energy_j[0] - (e1 - e0)) / (e1 - e0);
+        /* steady load: the truth's mean power around the window times the window's length */
+        double want = (e1 - e0) / (zeus_sim_now(node) - n0) * r.time_s;
+        err[k] = fabs(r.gpu_energy_j[0] - want) / want;
       }
       qsort(err, (size_t)counts[l], sizeof *err, cmp_double);
       printf("   %7.3f%% / %7.3f%%", 100 * err[counts[l] / 2], 100 * err[counts[l] - 1]);

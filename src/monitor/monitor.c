@@ -2,7 +2,9 @@
  *
  * Every GPU exposes one "energy reading" in J: its counter, or for polled GPUs the running
  * trapezoidal integral of sampled power. A window stores the readings at its start; its energy
- * is the difference at its end. Polled GPUs are sampled by a thread and at every window bound. */
+ * is the difference at its end. Polled GPUs are sampled by a thread and at every window bound.
+ * GPUs whose counter is slow and coarse may instead be followed by the tick follower
+ * (monitor/sampler.h): their reading is its estimate, and no device is read at a bound. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -25,11 +27,12 @@ typedef struct polled {
 
 /* The readings at one instant, as the sources count them: counters in integers (GPU energy
  * counters in mJ, RAPL zones in uJ), so that a window's energy is a difference of integers
- * converted once (zeus/format.h); polled GPUs as their integral in J, sampled GPUs as the
- * sampler's estimate in J with the raw counter and the estimate's error bound beside it. */
+ * converted once (zeus/format.h); polled GPUs as their integral in J. */
 typedef struct readings {
-  uint64_t gpu_mj[ZEUS_MAX_GPUS];                                      /* counter GPUs */
-  double gpu_j[ZEUS_MAX_GPUS], raw_j[ZEUS_MAX_GPUS], bound_j[ZEUS_MAX_GPUS]; /* polled, sampled */
+  uint64_t gpu_mj[ZEUS_MAX_GPUS];
+  double gpu_j[ZEUS_MAX_GPUS]; /* polled GPUs: their integral; sampled GPUs: the estimate (gpu_mj: the
+                                  counter at the last tick, gpu_bound: the estimate's error bound) */
+  double gpu_bound[ZEUS_MAX_GPUS];
   uint64_t cpu_uj[ZEUS_MAX_CPUS], dram_uj[ZEUS_MAX_CPUS];
 } readings;
 
@@ -104,12 +107,11 @@ static int read_all(zeus_monitor *m, double t, readings *out) {
       zeus__sampler_energy e;
       if ((rc = zeus__sampler_energy_at(m->sampler, m->sampled_k[k], t, &e))) return rc;
       out->gpu_j[k] = e.energy_j;
-      out->raw_j[k] = e.raw_j;
-      out->bound_j[k] = e.bound_j;
+      out->gpu_mj[k] = e.raw_j > 0 ? (uint64_t)llround(e.raw_j * 1000.0) : 0;
+      out->gpu_bound[k] = e.bound_j;
     } else if (m->is_polled[k]) {
       if ((rc = sample(m, k, t))) return rc;
-      out->gpu_j[k] = out->raw_j[k] = m->poll[k].e_j;
-      out->bound_j[k] = 0;
+      out->gpu_j[k] = m->poll[k].e_j;
     } else if ((rc = zeus_gpu_total_energy(m->dev, m->gpu[k], &out->gpu_mj[k]))) {
       return rc;
     }
@@ -426,31 +428,36 @@ int zeus_monitor_end_window_detail(zeus_monitor *m, const char *key, bool cancel
     r.start_time_s = w->t0;
     r.num_gpus = m->ngpu;
     r.num_cpus = m->ncpu;
-    /* The total in mJ (GPU counters) plus uJ (RAPL), converted once; a polled GPU's integral and a
-     * sampled GPU's estimate are rounded to the mJ first, the counter's own resolution. */
+    /* The total in mJ (GPU counters) plus uJ (RAPL), converted once; a polled GPU's integral is
+     * rounded to the mJ first. */
     int64_t total_uj = 0;
     zeus_window_detail d;
     memset(&d, 0, sizeof d);
     d.num_gpus = m->ngpu;
     for (unsigned k = 0; k < m->ngpu; k++) {
-      double b0 = w->at0.gpu_j[k], bb0 = w->at0.bound_j[k];
-      if (m->is_sampled[k]) { /* the begin again, now that the tick after it may be known */
+      double e;
+      if (m->is_sampled[k]) {
+        /* the begin again, now that the tick after it may be known (after the fact) */
+        double b0 = w->at0.gpu_j[k], bb0 = w->at0.gpu_bound[k];
         zeus__sampler_energy e0;
         if (zeus__sampler_energy_at(m->sampler, m->sampled_k[k], w->t0, &e0) == ZEUS_OK) {
           b0 = e0.energy_j;
           bb0 = e0.bound_j;
         }
-      }
-      double e;
-      d.source[k] = m->is_sampled[k] ? ZEUS_ENERGY_SAMPLED : m->is_polled[k] ? ZEUS_ENERGY_POLLED : ZEUS_ENERGY_RAW;
-      if (m->is_sampled[k] || m->is_polled[k]) {
-        e = zeus_round_decimals(now.gpu_j[k] - b0, 3);
-        d.raw_energy_j[k] = zeus_round_decimals(now.raw_j[k] - w->at0.raw_j[k], 3);
+        e = zeus_round_decimals(fmax(now.gpu_j[k] - b0, 0), 3);
+        d.source[k] = ZEUS_ENERGY_SAMPLED;
+        d.error_bound_j[k] = zeus_round_decimals(bb0 + now.gpu_bound[k], 3);
+        d.raw_energy_j[k] = now.gpu_mj[k] >= w->at0.gpu_mj[k]
+                                ? zeus_joules_from_mj((int64_t)(now.gpu_mj[k] - w->at0.gpu_mj[k])) : 0;
+      } else if (m->is_polled[k]) {
+        e = zeus_round_decimals(now.gpu_j[k] - w->at0.gpu_j[k], 3);
+        d.source[k] = ZEUS_ENERGY_POLLED;
+        d.raw_energy_j[k] = e;
       } else {
-        e = d.raw_energy_j[k] = zeus_joules_from_mj((int64_t)(now.gpu_mj[k] - w->at0.gpu_mj[k]));
+        e = zeus_joules_from_mj((int64_t)(now.gpu_mj[k] - w->at0.gpu_mj[k]));
+        d.source[k] = ZEUS_ENERGY_RAW;
+        d.raw_energy_j[k] = e;
       }
-      d.error_bound_j[k] = m->is_sampled[k] ? bb0 + now.bound_j[k] : 0;
-      if (e < 0) e = 0;
       if (!m->is_polled[k] && !m->is_sampled[k] && e == 0 && r.time_s > 0) {
         unsigned mw;
         if (m->approx && zeus_gpu_instant_power(m->dev, m->gpu[k], &mw) == ZEUS_OK) {
@@ -526,7 +533,7 @@ int zeus_monitor_gpu_energy_now(zeus_monitor *m, unsigned k, double *joules) {
     if (!(rc = sample(m, k, t))) *joules = m->poll[k].e_j;
   } else {
     uint64_t mj;
-    if (!(rc = zeus_gpu_total_energy(m->dev, m->gpu[k], &mj))) *joules = zeus_joules_from_mj((int64_t)mj);
+    if (!(rc = zeus_gpu_total_energy(m->dev, m->gpu[k], &mj))) *joules = mj / 1000.0;
   }
   pthread_mutex_unlock(&m->mu);
   return rc;
@@ -552,7 +559,7 @@ int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement
   for (unsigned k = 0; k < m->ngpu; k++) {
     r.gpu_indices[k] = m->gpu[k];
     r.gpu_energy_j[k] = m->is_polled[k] || m->is_sampled[k] ? w->at0.gpu_j[k]
-                                                            : zeus_joules_from_mj((int64_t)w->at0.gpu_mj[k]);
+                                                             : zeus_joules_from_mj((int64_t)w->at0.gpu_mj[k]);
   }
   for (unsigned c = 0; c < m->ncpu; c++) {
     r.cpu_indices[c] = m->cpu[c];

@@ -139,20 +139,32 @@ static void *follow(void *arg) {
       uint64_t mj;
       double lo = changed ? t_prev : last_counter_check;
       last_counter_check = t;
-      double t_c = zeus_devices_now(s->dev);
       if (zeus_gpu_total_energy(s->dev, f->gpu, &mj) == ZEUS_OK && mj / 1000.0 != last_c) {
+        double t_c = zeus_devices_now(s->dev); /* the value was taken before this */
         last_c = mj / 1000.0;
         double when, unc;
         place_tick(lo, t_after, expect, &when, &unc);
-        /* read so late that the counter may show a later tick (a thread starved of CPU): the
-         * value is kept to compare with, the tick is not */
-        if (t_c - when > (period > 0 ? period - GUARD_S : 0.05)) goto next_poll;
         pthread_mutex_lock(&s->mu);
-        push(f, when, unc, last_c, mw / 1000.0);
+        if (unc > 0.001 && f->n) {
+          /* Seen late: under a steady load the counter itself says when, to a fraction of a ms:
+           * the energy since the last well-placed tick over the power then (this also finds a
+           * later tick than the one expected, when the counter already shows it). */
+          const tick *pv = &f->ring[(f->head + RING - 1) % RING];
+          double p = pv->p_w;
+          if (p > 0 && fabs(mw / 1000.0 - p) <= 0.02 * p && pv->unc < 0.002) {
+            double est = pv->t + (last_c - pv->c_j) / p;
+            if (est > lo - 0.001 && est <= t_c) {
+              when = est;
+              unc = pv->unc + 0.0005;
+            }
+          }
+        }
+        /* read so late that the counter may show a tick after `when` (a thread starved of CPU):
+         * the value is kept to compare with, the tick is not */
+        if (t_c - when <= (period > 0 ? period - GUARD_S : 0.05)) push(f, when, unc, last_c, mw / 1000.0);
         pthread_mutex_unlock(&s->mu);
       }
     }
-  next_poll:
     last_mw = mw;
     have_mw = true;
     t_prev = t;
