@@ -116,6 +116,7 @@ int cmd_monitor(int argc, char **argv);
 int cmd_exporter(int argc, char **argv);
 int cmd_frontier(int argc, char **argv);
 int cmd_pfo_server(int argc, char **argv);
+int cmd_bso_server(int argc, char **argv);
 int cmd_plo(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);

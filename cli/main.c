@@ -34,6 +34,9 @@ static const command commands[] = {
      "time–energy frontier of a pipeline (Perseus optimizer) from a profile"},
     {"pfo-server", CLI_COMPONENT(cmd_pfo_server),
      "serve Perseus per-instruction GPU frequency schedules"},
+    {"bso-server", CLI_COMPONENT(cmd_bso_server),
+     "serve the batch-size optimizer to recurring jobs on many nodes\n"
+     "               (SQLite or PostgreSQL)"},
     {"plo", cmd_plo, NULL, NULL,
      "power-limit optimizer: replay a measured profile, or a demo on simulated GPUs"},
     {"run", CLI_COMPONENT(cmd_run),

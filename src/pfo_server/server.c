@@ -44,7 +44,14 @@
 
 #define PFO_DEFAULT_BODY_MAX ((size_t)16 << 20)
 #define PFO_DEFAULT_INFLIGHT_MAX ((size_t)256 << 20)
-#define PFO_DEFAULT_MAX_CONNECTIONS 8192
+/* An 8,192-rank job holds a schedule connection per rank, plus its presences and registrations:
+ * the default serves it (the descriptor limit permitting). */
+#define PFO_DEFAULT_MAX_CONNECTIONS 32768
+/* libmicrohttpd's memory per connection (headers and the read buffer; bodies are handed over as
+ * they arrive, so a result body need not fit): 8 KiB keeps 8,192 connections small. */
+#define PFO_CONNECTION_MEMORY ((size_t)8 << 10)
+/* Before issue 28 (bench_pfo_server's baseline column, ZEUS__PFO_BENCH_BASELINE=1). */
+#define PFO_BASELINE_CONNECTION_MEMORY ((size_t)16 << 10)
 #define PFO_DEFAULT_IDLE_TIMEOUT_S 60.0
 /* A JSON body may hold at most this many values (counted before parsing): a ProfilingResult at
  * its bound, with a list per iteration, fits; the parse of anything larger is never started. */
@@ -82,6 +89,7 @@ struct zeus_pfo_server {
   atomic_size_t inflight; /* bytes charged by requests in progress */
   unsigned conn_limit;    /* libmicrohttpd's limit */
   unsigned conn_polite;   /* from this many on, new connections are only for registration */
+  bool conn_by_fds;       /* conn_limit is the descriptor limit's, below max_connections */
   atomic_uint conns;
   double idle_timeout_s;
   char *info_json;
@@ -405,7 +413,9 @@ static enum MHD_Result first_call(zeus_pfo_server *s, req *q, struct MHD_Connect
     atomic_fetch_add(&s->refused_busy, 1);
     char msg[240];
     snprintf(msg, sizeof msg, "the server has %u connections open, near its limit of %u (the rest are kept for "
-             "registration); try again shortly", atomic_load(&s->conns), s->conn_limit);
+             "registration); try again shortly, or raise the limit: %s", atomic_load(&s->conns), s->conn_limit,
+             s->conn_by_fds ? "the server's descriptor limit (ulimit -n) sets it"
+                            : "--max-connections (ZEUS_PFO_MAX_CONNECTIONS) above the job's ranks times 2");
     return send_error(q, c, 503, msg, NULL, true);
   }
   if (q->route == R_NONE) {
@@ -771,44 +781,6 @@ int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *o) {
   return ZEUS_OK;
 }
 
-/* The bearer token from the first line of `path`: a regular file of at most 4 KiB. */
-static int read_token_file(const char *path, char **out) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0)
-    return zeus__error(ZEUS_EINVAL, "token file '%s': cannot open it: %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 4096) {
-    close(fd);
-    return zeus__error(ZEUS_EINVAL, "token file '%s': expected a regular file of at most 4096 bytes", path);
-  }
-  if (st.st_mode & (S_IRGRP | S_IROTH))
-    zeus__log(ZEUS_LOG_WARN, "pfo", "token file '%s' may be read by %s (mode %04o); run 'chmod go-r %s'", path,
-              (st.st_mode & S_IROTH) ? "every user" : "its group", (unsigned)(st.st_mode & 07777), path);
-  char buf[4097];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n < 0) return zeus__error(ZEUS_EINVAL, "token file '%s': %s", path, strerror(errno));
-  buf[n] = '\0';
-  buf[strcspn(buf, "\r\n")] = '\0';
-  size_t k = strlen(buf);
-  while (k && (buf[k - 1] == ' ' || buf[k - 1] == '\t')) buf[--k] = '\0';
-  if (!k) return zeus__error(ZEUS_EINVAL, "token file '%s': the first line is empty", path);
-  if (!(*out = zeus__strdup(buf))) return zeus__oom("reading the token file");
-  memset(buf, 0, sizeof buf);
-  return ZEUS_OK;
-}
-
-static bool is_loopback(const struct sockaddr *a) {
-  if (a->sa_family == AF_INET)
-    return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
-  if (a->sa_family == AF_INET6) {
-    const struct in6_addr *x = &((const struct sockaddr_in6 *)a)->sin6_addr;
-    if (IN6_IS_ADDR_LOOPBACK(x)) return true;
-    return IN6_IS_ADDR_V4MAPPED(x) && x->s6_addr[12] == 127;
-  }
-  return false;
-}
-
 /* Raises the soft descriptor limit to the hard one; returns the soft limit now in force. */
 static rlim_t raise_nofile(void) {
   struct rlimit rl;
@@ -858,7 +830,7 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   char *token = NULL;
   int rc = ZEUS_OK;
   if (o.token) token = zeus__strdup(o.token);
-  else if (o.token_file && *o.token_file) rc = read_token_file(o.token_file, &token);
+  else if (o.token_file && *o.token_file) rc = zeus__read_token_file(o.token_file, "pfo", &token);
   if (rc) return rc;
   if (o.token && !token) return zeus__oom("creating the server");
 
@@ -873,6 +845,9 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
                        "(ulimit -n)", (unsigned long long)nofile);
   }
   unsigned limit = (unsigned)(o.max_connections < fd_budget ? o.max_connections : fd_budget);
+  /* Bench only (bench_pfo_server's baseline column): the server as it was before issue 28. */
+  const char *base_env = getenv("ZEUS__PFO_BENCH_BASELINE");
+  bool baseline = base_env && !strcmp(base_env, "1");
 
   zeus_pfo_server *s = calloc(1, sizeof *s);
   if (!s) { free(token); return zeus__oom("creating the server"); }
@@ -890,6 +865,11 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   s->inflight_max = o.max_inflight_bytes;
   s->idle_timeout_s = o.idle_timeout_s;
   s->conn_limit = limit;
+  s->conn_by_fds = (long)o.max_connections > fd_budget;
+  if (s->conn_by_fds)
+    zeus__log(ZEUS_LOG_WARN, "pfo", "the descriptor limit (%llu) allows only %u connections, below "
+              "--max-connections %d: raise it (ulimit -n, LimitNOFILE= in a systemd unit) for jobs of more than "
+              "%u ranks", (unsigned long long)nofile, limit, o.max_connections, limit / 2);
   unsigned spare = limit / 16 < 8 ? 8 : limit / 16;
   s->conn_polite = limit - spare;
   s->last_reap = zeus_monotonic_s();
@@ -898,7 +878,7 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   zeus__job_table_opts ro = {o.scheduler, o.scheduler_args, o.dump_data, o.dump_dir,
                              (double)o.max_job_idle_time_s, on_complete, on_park,
                              (size_t)o.max_jobs, o.max_job_memory_bytes, o.max_memory_bytes,
-                             o.require_rank_tokens, o.solver_threads};
+                             o.require_rank_tokens, o.solver_threads, baseline};
   rc = zeus__job_table_open(&s->jobs, &ro);
   if (rc) { zeus_pfo_server_close(s); return rc; }
 
@@ -933,7 +913,7 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
     zeus_pfo_server_close(s);
     return zeus__error(ZEUS_EINVAL, "cannot resolve host '%s': %s", o.host, gai_strerror(gai));
   }
-  if (!s->token && !is_loopback(ai->ai_addr))
+  if (!s->token && !zeus__sockaddr_is_loopback(ai->ai_addr))
     zeus__log(ZEUS_LOG_WARN, "pfo", "listening on %s, which is not a loopback address, without a token: anyone who "
               "can reach this port can register jobs and read their schedules; set ZEUS_PFO_TOKEN or "
               "ZEUS_PFO_TOKEN_FILE (--token-file)", o.host);
@@ -948,7 +928,8 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
                           MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                           MHD_OPTION_CONNECTION_LIMIT, limit,
                           MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024),
+                          MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                          baseline ? PFO_BASELINE_CONNECTION_MEMORY : PFO_CONNECTION_MEMORY,
                           MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)4096,
                           MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(o.threads > 1 ? o.threads : 0),
                           MHD_OPTION_END);
