@@ -88,7 +88,7 @@ static void usage(FILE *out) {
       "  ZEUS_LOG_LEVEL     error | warn | info | debug | off (default warn)\n"
       "  ZEUSD_SOCK_PATH, ZEUSD_HOST_PORT, ZEUSD_TOKEN  send privileged GPU calls (and RAPL reads\n"
       "                     this process cannot make) to a zeus daemon or zeusd\n"
-      "                     ('zeus daemon serve --help'; docs/real-gpu.md)\n"
+      "                     ('zeus daemon serve --help'; docs/privileges.md)\n"
       "\n"
       "Output: a --json report is one JSON document on standard output, its keys in SI units\n"
       "(_w, _j, _s, _mhz); a command that runs a child leaves standard output to the child and\n"

@@ -216,10 +216,14 @@ int zeus__pfo_instruction_csv(const zeus_pfo_offline_result *res, size_t n, zeus
       if (!sorted) { rc = zeus__oom("writing the instruction CSV"); break; }
       if (in[k].n) memcpy(sorted, in[k].m, in[k].n * sizeof *sorted);
       qsort(sorted, in[k].n, sizeof *sorted, cmp_measure_desc);
-      for (size_t j = 0; !rc && j < in[k].n; j++)
-        rc = zeus__buf_printf(b, "%d,%d,%d,%d,%d,%s,%d,%.17g,%.17g\n", r->rank, r->dp_rank,
-                              r->pp_rank, r->tp_rank, r->pp_rank, in[k].name,
-                              sorted[j].frequency_mhz, sorted[j].time_s, sorted[j].energy_j);
+      for (size_t j = 0; !rc && j < in[k].n; j++) {
+        /* Means of measured figures: at the ns and the uJ, shortest (docs/output.md). */
+        char t[ZEUS_FORMAT_DOUBLE_MAX], e[ZEUS_FORMAT_DOUBLE_MAX];
+        zeus_format_double(zeus_round_decimals(sorted[j].time_s, 9), t, sizeof t);
+        zeus_format_double(zeus_round_decimals(sorted[j].energy_j, 6), e, sizeof e);
+        rc = zeus__buf_printf(b, "%d,%d,%d,%d,%d,%s,%d,%s,%s\n", r->rank, r->dp_rank, r->pp_rank, r->tp_rank,
+                              r->pp_rank, in[k].name, sorted[j].frequency_mhz, t, e);
+      }
       free(sorted);
     }
   }
