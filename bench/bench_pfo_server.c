@@ -1,12 +1,21 @@
-/* Load generator for the Perseus server: W ranks of one job for R rounds over keep-alive
- * loopback connections (GET schedule, POST a result with 10 iterations of breakdowns), driven by
- * one epoll loop. The server runs in a forked child so its peak RSS is its own.
+/* Load generator for the Perseus server: W ranks of one job (8 pipeline stages, AllMaxFrequency)
+ * for R rounds over keep-alive loopback connections (GET schedule, POST a result of ~3 KB with 10
+ * iterations of breakdowns, as the original client sends), driven by one epoll loop. The server
+ * runs in a forked child so its CPU time and peak RSS are its own.
  *
- *   bench_pfo_server [W ...]        default: 64 256 1024; R = 50 (env BENCH_ROUNDS)
+ *   bench_pfo_server [W ...]        default: 64 1024 8192; R = 50, 20 from 4,096 ranks on
+ *                                   (env BENCH_ROUNDS)
  *   env BENCH_THREADS               server HTTP threads (default: the server's, online CPUs up to 8)
+ *   env BENCH_BASELINE=0            skip the baseline runs
  *
- * Prints rounds per second, p50/p99 round latency (first GET of a round sent -> last schedule of
- * that round received) and the server's peak RSS (VmHWM). */
+ * Every W runs twice in the same process, one after the other: the baseline (the server as it
+ * was before issue 28: results parsed through a jansson tree, 16 KiB per connection, started
+ * with --max-connections 19000 since its default of 8192 refuses an 8,192-rank job; selected by
+ * the bench-only environment variable ZEUS__PFO_BENCH_BASELINE=1 in the server's process), then
+ * the server as it is. Prints a line per run, then the table: rounds per second, p50/p99 round
+ * latency (first GET of a round sent -> last schedule of that round received), the server's CPU
+ * per round, the time to register the W ranks (one connection each, as the original client
+ * does) and the server's peak RSS (VmHWM). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -122,16 +131,23 @@ static long vm_hwm_kib(pid_t pid) {
   return v;
 }
 
-static int run(int W, int R, int threads) {
-  int pp = W >= 4 ? 4 : 1, dp = W / pp, nmb = 8;
+typedef struct {
+  double rounds_s, p50, p99, cpu_ms, reg_s, rss_mib;
+} figures;
+
+static int run(int W, int R, int threads, bool baseline, figures *fig) {
+  if (W < 1 || W > 1000000 || R < 1) return 1;
+  int pp = W >= 8 ? 8 : 1, dp = W / pp, nmb = 8;
   int pfd[2];
   if (pipe(pfd)) return 1;
   pid_t child = fork();
   if (child == 0) {
     close(pfd[0]);
+    if (baseline) setenv("ZEUS__PFO_BENCH_BASELINE", "1", 1);
     zeus_pfo_server *s;
     zeus_pfo_server_opts o = {.port = -1, .scheduler = "AllMaxFrequency",
-                              .scheduler_args = "{\"num_microbatches\": 8}", .threads = threads};
+                              .scheduler_args = "{\"num_microbatches\": 8}", .threads = threads,
+                              .max_connections = baseline ? 19000 : 0};
     if (zeus_pfo_server_open(&s, &o)) { fprintf(stderr, "server: %s\n", zeus_errmsg()); _exit(1); }
     int port = zeus_pfo_server_port(s);
     if (write(pfd[1], &port, sizeof port) != sizeof port) _exit(1);
@@ -160,6 +176,7 @@ static int run(int W, int R, int threads) {
   if (!q) { fprintf(stderr, "register_job failed: %s\n", resp); kill(child, SIGTERM); return 1; }
   snprintf(job, sizeof job, "%s", q + 5);
   *strchr(job, '"') = '\0';
+  double treg = now_s();
   for (int r = 0; r < W; r++) {
     snprintf(body, sizeof body,
              "{\"rank\":%d,\"dp_rank\":%d,\"pp_rank\":%d,\"tp_rank\":0,\"available_frequencies\":[1410,1200,1000]}", r,
@@ -168,7 +185,13 @@ static int run(int W, int R, int threads) {
              "POST /register_rank/%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s", job,
              strlen(body), body);
     http_once(port, req, resp, sizeof resp);
+    if (strncmp(resp, "HTTP/1.1 200", 12) != 0) {
+      fprintf(stderr, "register_rank %d failed: %s\n", r, resp);
+      kill(child, SIGKILL);
+      return 1;
+    }
   }
+  treg = now_s() - treg;
 
   int ep = epoll_create1(0);
   client *cs = calloc((size_t)W, sizeof *cs);
@@ -271,9 +294,11 @@ static int run(int W, int R, int threads) {
   for (int r = 0; r < R; r++) lat[r] = last_sched[r] - first_get[r];
   qsort(lat, (size_t)R, sizeof(double), cmp_d);
   double p50 = lat[R / 2], p99 = lat[(int)(0.99 * (R - 1) + 0.5)];
-  printf("pfo-server  W=%-5d R=%d threads=%d  %8.1f rounds/s  round latency p50 %7.2f ms  p99 %7.2f ms  "
-         "server CPU %.2f ms/round  server peak RSS %.1f MiB  (result body %zu B)\n",
-         W, R, threads, R / total, p50 * 1e3, p99 * 1e3, cpu * 1e3 / R, hwm / 1024.0, post_bytes);
+  printf("pfo-server %-8s W=%-5d R=%d threads=%d  %8.2f rounds/s  round latency p50 %7.2f ms  p99 %7.2f ms  "
+         "server CPU %.2f ms/round  registering %.2f s  server peak RSS %.1f MiB  (result body %zu B)\n",
+         baseline ? "baseline" : "now", W, R, threads, R / total, p50 * 1e3, p99 * 1e3, cpu * 1e3 / R, treg,
+         hwm / 1024.0, post_bytes);
+  *fig = (figures){R / total, p50 * 1e3, p99 * 1e3, cpu * 1e3 / R, treg, hwm / 1024.0};
   fflush(stdout);
   for (int r = 0; r < W; r++) { close(cs[r].fd); free(gets[r]); free(posts[r]); }
   free(cs); free(gets); free(posts); free(get_len); free(post_len); free(first_get); free(last_sched);
@@ -293,17 +318,48 @@ int main(int argc, char **argv) {
   sigaddset(&set, SIGTERM);
   sigprocmask(SIG_BLOCK, &set, NULL); /* the server child waits for it with sigwait */
   signal(SIGPIPE, SIG_IGN);
-  int R = getenv("BENCH_ROUNDS") ? atoi(getenv("BENCH_ROUNDS")) : 50;
+  int R = getenv("BENCH_ROUNDS") ? atoi(getenv("BENCH_ROUNDS")) : 0;
+  bool with_base = !getenv("BENCH_BASELINE") || strcmp(getenv("BENCH_BASELINE"), "0") != 0;
   /* Default: the server's own default (online CPUs, at most 8), shown resolved. */
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = getenv("BENCH_THREADS") ? atoi(getenv("BENCH_THREADS")) : (ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu);
-  if (R < 1) R = 1;
-  int ws[16] = {64, 256, 1024}, nw = 3;
+  if (R < 0) R = 1;
+  int ws[16] = {64, 1024, 8192}, nw = 3;
   if (argc > 1) {
     nw = 0;
     for (int i = 1; i < argc && nw < 16; i++) ws[nw++] = atoi(argv[i]);
   }
   int rc = 0;
-  for (int i = 0; i < nw; i++) rc |= run(ws[i], R, threads);
+  figures base[16] = {{0}}, now[16] = {{0}};
+  bool ok_base[16] = {0}, ok_now[16] = {0};
+  for (int i = 0; i < nw; i++) {
+    int r = R ? R : ws[i] >= 4096 ? 20 : 50;
+    if (with_base) ok_base[i] = run(ws[i], r, threads, true, &base[i]) == 0;
+    ok_now[i] = run(ws[i], r, threads, false, &now[i]) == 0;
+    rc |= !ok_now[i] || (with_base && !ok_base[i]);
+  }
+  printf("\n| ranks | rounds/s (baseline -> now) | round latency p50 | p99 | server CPU per round | registering | "
+         "server peak RSS |\n|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < nw; i++) {
+    char b[6][40];
+    const figures *x = &base[i], *y = &now[i];
+    if (!ok_now[i]) { printf("| %d | failed |\n", ws[i]); continue; }
+    if (ok_base[i]) {
+      snprintf(b[0], 40, "%.2f -> %.2f", x->rounds_s, y->rounds_s);
+      snprintf(b[1], 40, "%.1f -> %.1f ms", x->p50, y->p50);
+      snprintf(b[2], 40, "%.1f -> %.1f ms", x->p99, y->p99);
+      snprintf(b[3], 40, "%.1f -> %.1f ms", x->cpu_ms, y->cpu_ms);
+      snprintf(b[4], 40, "%.2f -> %.2f s", x->reg_s, y->reg_s);
+      snprintf(b[5], 40, "%.0f -> %.0f MiB", x->rss_mib, y->rss_mib);
+    } else {
+      snprintf(b[0], 40, "%.2f", y->rounds_s);
+      snprintf(b[1], 40, "%.1f ms", y->p50);
+      snprintf(b[2], 40, "%.1f ms", y->p99);
+      snprintf(b[3], 40, "%.1f ms", y->cpu_ms);
+      snprintf(b[4], 40, "%.2f s", y->reg_s);
+      snprintf(b[5], 40, "%.0f MiB", y->rss_mib);
+    }
+    printf("| %d | %s | %s | %s | %s | %s | %s |\n", ws[i], b[0], b[1], b[2], b[3], b[4], b[5]);
+  }
   return rc;
 }

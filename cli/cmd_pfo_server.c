@@ -45,7 +45,7 @@ static const cli_opt server_opts[] = {
     {"max-connections", 0, CLI_OPT_INT, &srv_opts.max_connections, "N",
      "connections at once, and at most the descriptor limit (raised to the hard limit) less a\n"
      "reserve; past N less 1/16 of it, new connections get 503 except registration",
-     "8192", 16, 1000000, .heading = "Bounds:"},
+     "32768", 16, 1000000, .heading = "Bounds:"},
     {"idle-timeout", 0, CLI_OPT_DOUBLE, &srv_opts.idle_timeout_s, "S",
      "close a connection idle for S seconds between requests (a waiting schedule request is not\n"
      "idle; one whose client went away is dropped within a second)",

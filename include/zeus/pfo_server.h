@@ -63,7 +63,7 @@ typedef struct zeus_pfo_server_opts {
                                 regular file of at most 4 KiB; a warning when others may read it) */
   bool require_rank_tokens;  /* refuse ranks that register without X-Zeus-Rank-Token (clients of the
                                 original system send none) */
-  int max_connections;       /* default 8192, and at most the descriptor limit less a reserve */
+  int max_connections;       /* default 32768, and at most the descriptor limit less a reserve */
   double idle_timeout_s;     /* a connection idle this long between requests is closed (default 60;
                                 a waiting schedule request is not idle, and one whose client went
                                 away is dropped within a second) */

@@ -172,6 +172,14 @@ ZEUS_EXTERN int zeus_sim_gpu_get_load(zeus_sim_node *n, unsigned gpu, bool *busy
 /* Ground truth: exact energy used by a GPU since the node opened, in J (costs nothing, whatever the
  * hardware profile). */
 ZEUS_EXTERN int zeus_sim_true_energy(zeus_sim_node *n, unsigned gpu, double *joules /* out */);
+/* Marks the calling thread as a background thread (or no longer): on the virtual clock, the cost
+ * of its calls (the hardware profile's read and call latencies) does not move the node's clock,
+ * since on a real machine it is spent on that thread while the work goes on (a frequency
+ * controller's clock locks, a counter follower's reads). The latencies of effect still apply. On
+ * the wall clock the thread waits as any other. */
+ZEUS_EXTERN void zeus_sim_thread_background(bool on);
+/* The node's clock: virtual or wall. */
+ZEUS_EXTERN zeus_sim_clock_kind zeus_sim_node_clock(const zeus_sim_node *n);
 /* The hardware profile a GPU runs with. */
 ZEUS_EXTERN int zeus_sim_gpu_hardware(zeus_sim_node *n, unsigned gpu, zeus_sim_hardware *out /* out */);
 /* The node time of a GPU's last sensor tick (-1 before the first; the node's time when it has no

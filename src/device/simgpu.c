@@ -500,8 +500,15 @@ static void sleep_s(double s) {
 /* The cost of a call, paid after it took its value and let go of the node: on the wall clock a
  * real wait (spun below 200 us, where a sleep would oversleep by tens of microseconds), on the
  * virtual clock the node's time moves on. */
+static _Thread_local bool tl_background;
+
+void zeus_sim_thread_background(bool on) { tl_background = on; }
+
+zeus_sim_clock_kind zeus_sim_node_clock(const zeus_sim_node *n) { return n->clock; }
+
 static void pay(zeus_sim_node *n, double cost) {
   if (!(cost > 0)) return;
+  if (tl_background && n->clock != ZEUS_SIM_CLOCK_WALL) return; /* spent beside the work, not before it */
   if (n->clock == ZEUS_SIM_CLOCK_WALL) {
     if (cost >= 200e-6) {
       sleep_s(cost);

@@ -13,6 +13,7 @@
 #include "core/core.h"
 #include "core/csv.h"
 #include "device/rapl.h"
+#include "monitor/sampler.h"
 #include "zeus/format.h"
 #include "zeus/monitor.h"
 
@@ -24,10 +25,11 @@ typedef struct polled {
 
 /* The readings at one instant, as the sources count them: counters in integers (GPU energy
  * counters in mJ, RAPL zones in uJ), so that a window's energy is a difference of integers
- * converted once (zeus/format.h); polled GPUs as their integral in J. */
+ * converted once (zeus/format.h); polled GPUs as their integral in J, sampled GPUs as the
+ * sampler's estimate in J with the raw counter and the estimate's error bound beside it. */
 typedef struct readings {
-  uint64_t gpu_mj[ZEUS_MAX_GPUS];
-  double gpu_j[ZEUS_MAX_GPUS]; /* polled GPUs only */
+  uint64_t gpu_mj[ZEUS_MAX_GPUS];                                      /* counter GPUs */
+  double gpu_j[ZEUS_MAX_GPUS], raw_j[ZEUS_MAX_GPUS], bound_j[ZEUS_MAX_GPUS]; /* polled, sampled */
   uint64_t cpu_uj[ZEUS_MAX_CPUS], dram_uj[ZEUS_MAX_CPUS];
 } readings;
 
@@ -43,6 +45,9 @@ struct zeus_monitor {
   pthread_mutex_t mu;
   unsigned ngpu, gpu[ZEUS_MAX_GPUS];
   bool is_polled[ZEUS_MAX_GPUS];
+  bool is_sampled[ZEUS_MAX_GPUS];
+  unsigned sampled_k[ZEUS_MAX_GPUS]; /* entry k's index in the sampler */
+  zeus__sampler *sampler;
   polled poll[ZEUS_MAX_GPUS];
   unsigned npolled;
   zeus__rapl *rapl; /* the RAPL zones, scanned once at open; NULL when no CPU is measured */
@@ -95,9 +100,16 @@ static int sample(zeus_monitor *m, unsigned k, double t) {
 static int read_all(zeus_monitor *m, double t, readings *out) {
   int rc;
   for (unsigned k = 0; k < m->ngpu; k++) {
-    if (m->is_polled[k]) {
+    if (m->is_sampled[k]) {
+      zeus__sampler_energy e;
+      if ((rc = zeus__sampler_energy_at(m->sampler, m->sampled_k[k], t, &e))) return rc;
+      out->gpu_j[k] = e.energy_j;
+      out->raw_j[k] = e.raw_j;
+      out->bound_j[k] = e.bound_j;
+    } else if (m->is_polled[k]) {
       if ((rc = sample(m, k, t))) return rc;
-      out->gpu_j[k] = m->poll[k].e_j;
+      out->gpu_j[k] = out->raw_j[k] = m->poll[k].e_j;
+      out->bound_j[k] = 0;
     } else if ((rc = zeus_gpu_total_energy(m->dev, m->gpu[k], &out->gpu_mj[k]))) {
       return rc;
     }
@@ -171,6 +183,45 @@ void zeus_monitor_opts_init(zeus_monitor_opts *o) {
   o->poll_interval_s = 0.05;
 }
 
+/* Whether reading GPU `gpu`'s counter costs 100 us or more of real time (the H100's 3.3 ms). */
+static bool counter_is_slow(zeus_devices *dev, unsigned gpu) {
+  uint64_t mj;
+  double r0 = zeus_monotonic_s();
+  if (zeus_gpu_total_energy(dev, gpu, &mj) != ZEUS_OK) return false;
+  return zeus_monotonic_s() - r0 >= 100e-6;
+}
+
+/* Picks RAW or SAMPLED for each counter GPU and starts the sampler where needed. */
+static int choose_sources(zeus_monitor *m, const zeus_monitor_opts *o) {
+  int src = (int)o->energy_source;
+  if (src < ZEUS_ENERGY_AUTO || src > ZEUS_ENERGY_SAMPLED)
+    return zeus__error(ZEUS_EINVAL, "monitor: energy_source %d is not auto (0), raw (1) or sampled (2)", src);
+  if (src == ZEUS_ENERGY_AUTO) {
+    static const char *const names[] = {"auto", "raw", "sampled", NULL};
+    int rc = zeus__env_choice("ZEUS_MONITOR_ENERGY", names, 0, &src);
+    if (rc) return rc;
+  }
+  if (src == ZEUS_ENERGY_RAW) return ZEUS_OK;
+  unsigned gpus[ZEUS_MAX_GPUS], n = 0;
+  bool want[ZEUS_MAX_GPUS] = {false};
+  for (unsigned k = 0; k < m->ngpu; k++) {
+    if (m->is_polled[k]) continue;
+    if (src == ZEUS_ENERGY_AUTO && !counter_is_slow(m->dev, m->gpu[k])) continue;
+    want[k] = true;
+    m->sampled_k[k] = n;
+    gpus[n++] = m->gpu[k];
+  }
+  if (!n) return ZEUS_OK;
+  int rc = zeus__sampler_open(&m->sampler, m->dev, gpus, n);
+  if (rc && src == ZEUS_ENERGY_AUTO) { /* e.g. a virtual clock: the raw counter it is */
+    zeus__log(ZEUS_LOG_DEBUG, "monitor", "no energy sampler: %s", zeus_errmsg());
+    return ZEUS_OK;
+  }
+  if (rc) return rc;
+  for (unsigned k = 0; k < m->ngpu; k++) m->is_sampled[k] = want[k];
+  return ZEUS_OK;
+}
+
 int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
   if (!out) return zeus__error(ZEUS_EINVAL, "zeus_monitor_open: out is required");
   zeus_monitor_opts o = opts ? *opts : (zeus_monitor_opts){0};
@@ -232,6 +283,7 @@ int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
     }
     if (ftell(m->log) == 0 && (rc = write_header(m))) goto fail;
   }
+  if ((rc = choose_sources(m, &o))) goto fail;
   if (m->npolled) {
     pthread_mutex_lock(&m->mu);
     double t = zeus_devices_now(dev);
@@ -264,6 +316,7 @@ void zeus_monitor_close(zeus_monitor *m) {
     pthread_mutex_unlock(&m->mu);
     pthread_join(m->thread, NULL);
   }
+  zeus__sampler_close(m->sampler);
   for (size_t i = 0; i < m->nwin; i++) free(m->win[i].key);
   free(m->win);
   zeus__rapl_close(m->rapl);
@@ -343,6 +396,11 @@ static void log_row(zeus_monitor *m, const window *w, const zeus_measurement *r)
 }
 
 int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_measurement *out) {
+  return zeus_monitor_end_window_detail(m, key, cancel, out, NULL);
+}
+
+int zeus_monitor_end_window_detail(zeus_monitor *m, const char *key, bool cancel, zeus_measurement *out,
+                                   zeus_window_detail *detail) {
   if (!m || !key) return zeus__error(ZEUS_EINVAL, "end_window: a monitor and a window name are required");
   uint64_t h = hash_key(key);
   int rc = ZEUS_OK;
@@ -368,14 +426,32 @@ int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_
     r.start_time_s = w->t0;
     r.num_gpus = m->ngpu;
     r.num_cpus = m->ncpu;
-    /* The total in mJ (GPU counters) plus uJ (RAPL), converted once; a polled GPU's integral is
-     * rounded to the mJ first. */
+    /* The total in mJ (GPU counters) plus uJ (RAPL), converted once; a polled GPU's integral and a
+     * sampled GPU's estimate are rounded to the mJ first, the counter's own resolution. */
     int64_t total_uj = 0;
+    zeus_window_detail d;
+    memset(&d, 0, sizeof d);
+    d.num_gpus = m->ngpu;
     for (unsigned k = 0; k < m->ngpu; k++) {
+      double b0 = w->at0.gpu_j[k], bb0 = w->at0.bound_j[k];
+      if (m->is_sampled[k]) { /* the begin again, now that the tick after it may be known */
+        zeus__sampler_energy e0;
+        if (zeus__sampler_energy_at(m->sampler, m->sampled_k[k], w->t0, &e0) == ZEUS_OK) {
+          b0 = e0.energy_j;
+          bb0 = e0.bound_j;
+        }
+      }
       double e;
-      if (m->is_polled[k]) e = zeus_round_decimals(now.gpu_j[k] - w->at0.gpu_j[k], 3);
-      else e = zeus_joules_from_mj((int64_t)(now.gpu_mj[k] - w->at0.gpu_mj[k]));
-      if (!m->is_polled[k] && e == 0 && r.time_s > 0) {
+      d.source[k] = m->is_sampled[k] ? ZEUS_ENERGY_SAMPLED : m->is_polled[k] ? ZEUS_ENERGY_POLLED : ZEUS_ENERGY_RAW;
+      if (m->is_sampled[k] || m->is_polled[k]) {
+        e = zeus_round_decimals(now.gpu_j[k] - b0, 3);
+        d.raw_energy_j[k] = zeus_round_decimals(now.raw_j[k] - w->at0.raw_j[k], 3);
+      } else {
+        e = d.raw_energy_j[k] = zeus_joules_from_mj((int64_t)(now.gpu_mj[k] - w->at0.gpu_mj[k]));
+      }
+      d.error_bound_j[k] = m->is_sampled[k] ? bb0 + now.bound_j[k] : 0;
+      if (e < 0) e = 0;
+      if (!m->is_polled[k] && !m->is_sampled[k] && e == 0 && r.time_s > 0) {
         unsigned mw;
         if (m->approx && zeus_gpu_instant_power(m->dev, m->gpu[k], &mw) == ZEUS_OK) {
           e = zeus_round_decimals(mw / 1000.0 * r.time_s, 3);
@@ -388,6 +464,7 @@ int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_
       }
       r.gpu_indices[k] = m->gpu[k];
       r.gpu_energy_j[k] = e;
+      d.corrected_energy_j[k] = e;
       total_uj += llround(e * 1e3) * 1000;
     }
     for (unsigned c = 0; c < m->ncpu; c++) {
@@ -409,6 +486,7 @@ int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_
     }
     if (m->log) log_row(m, w, &r);
     if (out) *out = r;
+    if (detail) *detail = d;
   }
   remove_window(m, w);
 out:
@@ -428,6 +506,33 @@ unsigned zeus_monitor_num_gpus(const zeus_monitor *m) { return m ? m->ngpu : 0; 
 unsigned zeus_monitor_gpu_index(const zeus_monitor *m, unsigned k) { return m && k < m->ngpu ? m->gpu[k] : 0; }
 unsigned zeus_monitor_num_cpus(const zeus_monitor *m) { return m ? m->ncpu : 0; }
 bool zeus_monitor_gpu_polled(const zeus_monitor *m, unsigned k) { return m && k < m->ngpu && m->is_polled[k]; }
+
+zeus_energy_source zeus_monitor_gpu_energy_source(const zeus_monitor *m, unsigned k) {
+  if (!m || k >= m->ngpu) return ZEUS_ENERGY_RAW;
+  return m->is_sampled[k] ? ZEUS_ENERGY_SAMPLED : m->is_polled[k] ? ZEUS_ENERGY_POLLED : ZEUS_ENERGY_RAW;
+}
+
+int zeus_monitor_gpu_energy_now(zeus_monitor *m, unsigned k, double *joules) {
+  if (!m || !joules || k >= m->ngpu)
+    return zeus__error(ZEUS_EINVAL, "zeus_monitor_gpu_energy_now: a monitor, an entry below %u and out are required",
+                       m ? m->ngpu : 0);
+  int rc = ZEUS_OK;
+  pthread_mutex_lock(&m->mu);
+  double t = zeus_devices_now(m->dev);
+  if (m->is_sampled[k]) {
+    zeus__sampler_energy e;
+    if (!(rc = zeus__sampler_energy_at(m->sampler, m->sampled_k[k], t, &e))) *joules = e.energy_j;
+  } else if (m->is_polled[k]) {
+    if (!(rc = sample(m, k, t))) *joules = m->poll[k].e_j;
+  } else {
+    uint64_t mj;
+    if (!(rc = zeus_gpu_total_energy(m->dev, m->gpu[k], &mj))) *joules = zeus_joules_from_mj((int64_t)mj);
+  }
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
+
+double zeus_monitor_sampler_cpu_s(const zeus_monitor *m) { return m && m->sampler ? zeus__sampler_cpu_s(m->sampler) : 0; }
 zeus_devices *zeus_monitor_devices(const zeus_monitor *m) { return m ? m->dev : NULL; }
 
 int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement *out) {
@@ -446,7 +551,8 @@ int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement
   r.num_cpus = m->ncpu;
   for (unsigned k = 0; k < m->ngpu; k++) {
     r.gpu_indices[k] = m->gpu[k];
-    r.gpu_energy_j[k] = m->is_polled[k] ? w->at0.gpu_j[k] : zeus_joules_from_mj((int64_t)w->at0.gpu_mj[k]);
+    r.gpu_energy_j[k] = m->is_polled[k] || m->is_sampled[k] ? w->at0.gpu_j[k]
+                                                            : zeus_joules_from_mj((int64_t)w->at0.gpu_mj[k]);
   }
   for (unsigned c = 0; c < m->ncpu; c++) {
     r.cpu_indices[c] = m->cpu[c];

@@ -330,21 +330,39 @@ json_t *zeus__pfo_schedule_to_jt(const zeus_pfo_schedule *v) {
 
 static int buf_json_string(zeus__buf *b, const char *s) {
   int rc = zeus__buf_append(b, "\"", 1);
-  for (const char *p = s; !rc && *p; p++) {
+  while (!rc && *s) {
+    const char *p = s; /* the longest run that needs no escape, in one append */
+    while (*p && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+    if (p > s) rc = zeus__buf_append(b, s, (size_t)(p - s));
+    if (rc || !*p) break;
     unsigned char c = (unsigned char)*p;
     if (c == '"' || c == '\\') rc = zeus__buf_printf(b, "\\%c", c);
-    else if (c < 0x20) rc = zeus__buf_printf(b, "\\u%04x", c);
-    else rc = zeus__buf_append(b, (const char *)p, 1);
+    else rc = zeus__buf_printf(b, "\\u%04x", c);
+    s = p + 1;
   }
   return rc ? rc : zeus__buf_append(b, "\"", 1);
 }
 
+/* Appends `prefix`, the decimal text of v, then `suffix` (no printf: the server's hot path). */
+static int buf_int(zeus__buf *b, const char *prefix, int v, const char *suffix) {
+  char t[48], *q = t + sizeof t;
+  size_t ns = strlen(suffix), np = strlen(prefix);
+  q -= ns;
+  memcpy(q, suffix, ns);
+  unsigned long long u = v < 0 ? (unsigned long long)(-(long long)v) : (unsigned long long)v;
+  do *--q = (char)('0' + u % 10); while (u /= 10);
+  if (v < 0) *--q = '-';
+  q -= np;
+  memcpy(q, prefix, np);
+  return zeus__buf_append(b, q, (size_t)(t + sizeof t - q));
+}
+
 int zeus__pfo_schedule_to_buf(const zeus_pfo_schedule *v, zeus__buf *b) {
-  int rc = zeus__buf_printf(b, "{\"rank\":%d,\"frequencies\":[", v->rank);
+  int rc = buf_int(b, "{\"rank\":", v->rank, ",\"frequencies\":[");
   for (size_t i = 0; !rc && i < v->n_frequencies; i++) {
     rc = zeus__buf_puts(b, i ? ",[" : "[");
     if (!rc) rc = buf_json_string(b, v->frequencies[i].instruction);
-    if (!rc) rc = zeus__buf_printf(b, ",%d]", v->frequencies[i].frequency_mhz);
+    if (!rc) rc = buf_int(b, ",", v->frequencies[i].frequency_mhz, "]");
   }
   return rc ? rc : zeus__buf_puts(b, "]}");
 }
@@ -684,7 +702,15 @@ void zeus_pfo_offline_result_clear(zeus_pfo_offline_result *v) {
 PFO_FROM_JSON(zeus_pfo_job_info_from_json, zeus_pfo_job_info, zeus__pfo_job_info_from_jt, "JobInfo")
 PFO_FROM_JSON(zeus_pfo_rank_info_from_json, zeus_pfo_rank_info, zeus__pfo_rank_info_from_jt, "RankInfo")
 PFO_FROM_JSON(zeus_pfo_schedule_from_json, zeus_pfo_schedule, zeus__pfo_schedule_from_jt, "FrequencySchedule")
-PFO_FROM_JSON(zeus_pfo_prof_result_from_json, zeus_pfo_prof_result, zeus__pfo_prof_result_from_jt, "ProfilingResult")
+PFO_FROM_JSON(zeus__pfo_prof_result_from_json_tree, zeus_pfo_prof_result, zeus__pfo_prof_result_from_jt,
+              "ProfilingResult")
+
+/* The plain shape the original client sends is read without a JSON tree (prof_fast.c); anything
+ * else, errors included, goes through jansson exactly as before. */
+int zeus_pfo_prof_result_from_json(const char *json, size_t len, const char *what, zeus_pfo_prof_result *out) {
+  if (zeus__pfo_prof_result_fast(json, len, out)) return ZEUS_OK;
+  return zeus__pfo_prof_result_from_json_tree(json, len, what, out);
+}
 PFO_FROM_JSON(zeus_pfo_offline_result_from_json, zeus_pfo_offline_result, zeus__pfo_offline_result_from_jt,
               "OfflineProfilingResult")
 

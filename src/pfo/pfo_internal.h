@@ -24,6 +24,13 @@ json_t *zeus__pfo_rank_info_to_jt(const zeus_pfo_rank_info *v);
 json_t *zeus__pfo_schedule_to_jt(const zeus_pfo_schedule *v);
 json_t *zeus__pfo_prof_result_to_jt(const zeus_pfo_prof_result *v);
 json_t *zeus__pfo_offline_result_to_jt(const zeus_pfo_offline_result *v);
+/* ProfilingResult without a JSON tree (prof_fast.c): true with *out filled when the body has the
+ * plain shape the original client sends and the jansson path would accept it with the same
+ * values; false, nothing allocated and *out untouched, for anything else (the caller then uses
+ * the jansson path, which gives the error). */
+bool zeus__pfo_prof_result_fast(const char *json, size_t len, zeus_pfo_prof_result *out);
+/* zeus_pfo_prof_result_from_json through jansson only (what it did before prof_fast.c). */
+int zeus__pfo_prof_result_from_json_tree(const char *json, size_t len, const char *what, zeus_pfo_prof_result *out);
 /* Serialises a schedule straight into a buffer (hot path of the server). */
 int zeus__pfo_schedule_to_buf(const zeus_pfo_schedule *v, zeus__buf *b);
 

@@ -756,7 +756,8 @@ static void finish_round(zeus__job_table *r, job *j) {
 int zeus__job_table_post_result(zeus__job_table *r, const char *job_id, const char *token, const char *body,
                                 size_t len, zeus__reply *reply) {
   zeus_pfo_prof_result res;
-  int rc = zeus_pfo_prof_result_from_json(body, len, "ProfilingResult", &res);
+  int rc = r->o.tree_results ? zeus__pfo_prof_result_from_json_tree(body, len, "ProfilingResult", &res)
+                              : zeus_pfo_prof_result_from_json(body, len, "ProfilingResult", &res);
   int status;
   bool keep = false;
   pthread_mutex_lock(&r->mu);

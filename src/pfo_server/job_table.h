@@ -63,6 +63,9 @@ typedef struct zeus__job_table_opts {
   bool require_rank_tokens;
   /* Threads that solve frontiers for the schedulers that need them (Perseus); 0: 1. */
   int solver_threads;
+  /* Parse results with jansson only, as before the tree-free reader (for bench_pfo_server's
+   * baseline column; the answers are the same either way). */
+  bool tree_results;
 } zeus__job_table_opts;
 
 /* Opens the table. With dump_data, or a scheduler that writes files, the dump folder is opened

@@ -44,7 +44,14 @@
 
 #define PFO_DEFAULT_BODY_MAX ((size_t)16 << 20)
 #define PFO_DEFAULT_INFLIGHT_MAX ((size_t)256 << 20)
-#define PFO_DEFAULT_MAX_CONNECTIONS 8192
+/* An 8,192-rank job holds a schedule connection per rank, plus its presences and registrations:
+ * the default serves it (the descriptor limit permitting). */
+#define PFO_DEFAULT_MAX_CONNECTIONS 32768
+/* libmicrohttpd's memory per connection (headers and the read buffer; bodies are handed over as
+ * they arrive, so a result body need not fit): 8 KiB keeps 8,192 connections small. */
+#define PFO_CONNECTION_MEMORY ((size_t)8 << 10)
+/* Before issue 28 (bench_pfo_server's baseline column, ZEUS__PFO_BENCH_BASELINE=1). */
+#define PFO_BASELINE_CONNECTION_MEMORY ((size_t)16 << 10)
 #define PFO_DEFAULT_IDLE_TIMEOUT_S 60.0
 /* A JSON body may hold at most this many values (counted before parsing): a ProfilingResult at
  * its bound, with a list per iteration, fits; the parse of anything larger is never started. */
@@ -82,6 +89,7 @@ struct zeus_pfo_server {
   atomic_size_t inflight; /* bytes charged by requests in progress */
   unsigned conn_limit;    /* libmicrohttpd's limit */
   unsigned conn_polite;   /* from this many on, new connections are only for registration */
+  bool conn_by_fds;       /* conn_limit is the descriptor limit's, below max_connections */
   atomic_uint conns;
   double idle_timeout_s;
   char *info_json;
@@ -405,7 +413,9 @@ static enum MHD_Result first_call(zeus_pfo_server *s, req *q, struct MHD_Connect
     atomic_fetch_add(&s->refused_busy, 1);
     char msg[240];
     snprintf(msg, sizeof msg, "the server has %u connections open, near its limit of %u (the rest are kept for "
-             "registration); try again shortly", atomic_load(&s->conns), s->conn_limit);
+             "registration); try again shortly, or raise the limit: %s", atomic_load(&s->conns), s->conn_limit,
+             s->conn_by_fds ? "the server's descriptor limit (ulimit -n) sets it"
+                            : "--max-connections (ZEUS_PFO_MAX_CONNECTIONS) above the job's ranks times 2");
     return send_error(q, c, 503, msg, NULL, true);
   }
   if (q->route == R_NONE) {
@@ -835,6 +845,9 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
                        "(ulimit -n)", (unsigned long long)nofile);
   }
   unsigned limit = (unsigned)(o.max_connections < fd_budget ? o.max_connections : fd_budget);
+  /* Bench only (bench_pfo_server's baseline column): the server as it was before issue 28. */
+  const char *base_env = getenv("ZEUS__PFO_BENCH_BASELINE");
+  bool baseline = base_env && !strcmp(base_env, "1");
 
   zeus_pfo_server *s = calloc(1, sizeof *s);
   if (!s) { free(token); return zeus__oom("creating the server"); }
@@ -852,6 +865,11 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   s->inflight_max = o.max_inflight_bytes;
   s->idle_timeout_s = o.idle_timeout_s;
   s->conn_limit = limit;
+  s->conn_by_fds = (long)o.max_connections > fd_budget;
+  if (s->conn_by_fds)
+    zeus__log(ZEUS_LOG_WARN, "pfo", "the descriptor limit (%llu) allows only %u connections, below "
+              "--max-connections %d: raise it (ulimit -n, LimitNOFILE= in a systemd unit) for jobs of more than "
+              "%u ranks", (unsigned long long)nofile, limit, o.max_connections, limit / 2);
   unsigned spare = limit / 16 < 8 ? 8 : limit / 16;
   s->conn_polite = limit - spare;
   s->last_reap = zeus_monotonic_s();
@@ -860,7 +878,7 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   zeus__job_table_opts ro = {o.scheduler, o.scheduler_args, o.dump_data, o.dump_dir,
                              (double)o.max_job_idle_time_s, on_complete, on_park,
                              (size_t)o.max_jobs, o.max_job_memory_bytes, o.max_memory_bytes,
-                             o.require_rank_tokens, o.solver_threads};
+                             o.require_rank_tokens, o.solver_threads, baseline};
   rc = zeus__job_table_open(&s->jobs, &ro);
   if (rc) { zeus_pfo_server_close(s); return rc; }
 
@@ -910,7 +928,8 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
                           MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                           MHD_OPTION_CONNECTION_LIMIT, limit,
                           MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024),
+                          MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                          baseline ? PFO_BASELINE_CONNECTION_MEMORY : PFO_CONNECTION_MEMORY,
                           MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)4096,
                           MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(o.threads > 1 ? o.threads : 0),
                           MHD_OPTION_END);

@@ -34,18 +34,46 @@ static const char *const SCHEMA =
     "  energy_j REAL NOT NULL, time_s REAL NOT NULL, cost REAL NOT NULL, epochs INTEGER,"
     "  reached INTEGER NOT NULL, status TEXT NOT NULL, exit_code INTEGER NOT NULL, finished_at REAL NOT NULL);";
 
+/* What went wrong, said plainly for the cases a user can act on (a full disk, a read-only file). */
+static const char *db_why(zeus_runner *r, char *buf, size_t len, const char *msg) {
+  int ext = r->db ? sqlite3_extended_errcode(r->db) : SQLITE_OK;
+  int prim = ext & 0xff;
+  if (prim == SQLITE_FULL)
+    snprintf(buf, len, "the disk is full (no space left on the file system of '%s' for it or its journal; "
+             "nothing of this step was kept, the state is as before)", r->state_path);
+  else if (prim == SQLITE_READONLY)
+    snprintf(buf, len, "the file is read-only (%s)", msg);
+  else
+    snprintf(buf, len, "%s", msg);
+  return buf;
+}
+
 static int db_error(zeus_runner *r, const char *what) {
-  return zeus__error(ZEUS_EIO, "state '%s': %s: %s", r->state_path, what, r->db ? sqlite3_errmsg(r->db) : "not open");
+  char why[512];
+  return zeus__error(ZEUS_EIO, "state '%s': %s: %s", r->state_path, what,
+                     db_why(r, why, sizeof why, r->db ? sqlite3_errmsg(r->db) : "not open"));
 }
 
 static int exec(zeus_runner *r, const char *sql, const char *what) {
   char *err = NULL;
   if (sqlite3_exec(r->db, sql, NULL, NULL, &err) != SQLITE_OK) {
-    int rc = zeus__error(ZEUS_EIO, "state '%s': %s: %s", r->state_path, what, err ? err : sqlite3_errmsg(r->db));
+    char why[512];
+    int rc = zeus__error(ZEUS_EIO, "state '%s': %s: %s", r->state_path, what,
+                         db_why(r, why, sizeof why, err ? err : sqlite3_errmsg(r->db)));
     sqlite3_free(err);
     return rc;
   }
   return ZEUS_OK;
+}
+
+/* After a failed step of a transaction: rolls it back if SQLite has not already (it does by itself
+ * on a full disk, an I/O error, ...), keeping the step's own error as the one reported. */
+static void rollback(zeus_runner *r) {
+  if (!r->db || sqlite3_get_autocommit(r->db)) return; /* no transaction is active any more */
+  char *err = NULL;
+  if (sqlite3_exec(r->db, "ROLLBACK", NULL, NULL, &err) != SQLITE_OK)
+    zeus__log(ZEUS_LOG_WARN, "run", "state '%s': rolling back: %s", r->state_path, err ? err : "?");
+  sqlite3_free(err);
 }
 
 /* ---- names ---- */
@@ -386,7 +414,7 @@ static int create_state(zeus_runner *r) {
   if (!rc) rc = meta_put(r, "created", created);
   if (!rc) rc = write_driver(r);
   if (!rc) rc = exec(r, "COMMIT", "committing");
-  else exec(r, "ROLLBACK", "rolling back");
+  else rollback(r);
   if (!rc) rc = persist(r);
   free(text);
   return rc;
@@ -762,7 +790,7 @@ int zeus__run_state_commit(zeus_runner *r, const zeus_run_try *t) {
   }
   if (!rc) rc = write_driver(r);
   if (!rc) rc = exec(r, "COMMIT", "committing a try");
-  else exec(r, "ROLLBACK", "rolling back");
+  else rollback(r);
   if (!rc) rc = persist(r);
   return rc;
 }

@@ -8,13 +8,18 @@
  * presences, post results, leave, cancel waiters (a cancelled presence fails its job), reap),
  * run against small memory bounds. It checks the table's
  * promises: every parked request is completed at most once and never after it was cancelled,
- * and once every job is reaped the table holds no memory. */
+ * and once every job is reaped the table holds no memory.
+ *
+ * Selector 11 compares the tree-free ProfilingResult reader (src/pfo/prof_fast.c) with the jansson
+ * path: whatever the fast reader accepts, jansson accepts too, with the same model bit for bit;
+ * whatever it declines, the public parser answers as jansson does (the same error text). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <zeus.h>
 
+#include "pfo/pfo_internal.h"
 #include "pfo_server/job_table.h"
 
 static zeus__job_table *g_reg;
@@ -117,6 +122,53 @@ static void run_program(const uint8_t *p, size_t n) {
   zeus__job_table_close(t);
 }
 
+static bool same_doubles(const double *a, const double *b, size_t n) {
+  return n == 0 || memcmp(a, b, n * sizeof *a) == 0;
+}
+
+static bool same_breakdowns(const zeus_pfo_breakdown *a, size_t na, const zeus_pfo_breakdown *b, size_t nb) {
+  if (na != nb) return false;
+  for (size_t i = 0; i < na; i++) {
+    if (strcmp(a[i].instruction, b[i].instruction) || a[i].n_iters != b[i].n_iters) return false;
+    if (memcmp(a[i].offsets, b[i].offsets, (a[i].n_iters + 1) * sizeof(size_t))) return false;
+    if (!same_doubles(a[i].values, b[i].values, a[i].offsets[a[i].n_iters])) return false;
+  }
+  return true;
+}
+
+static void compare_result_readers(const char *body, size_t len) {
+  zeus_pfo_prof_result f, t;
+  memset(&f, 0x5a, sizeof f);
+  bool fast = zeus__pfo_prof_result_fast(body, len, &f);
+  int rc = zeus__pfo_prof_result_from_json_tree(body, len, "ProfilingResult", &t);
+  char tree_err[512];
+  snprintf(tree_err, sizeof tree_err, "%s", rc ? zeus_errmsg() : "");
+  if (fast) {
+    if (rc) abort(); /* the fast reader accepted what jansson refuses */
+    if (f.rank != t.rank || f.n_iter_time != t.n_iter_time || f.n_iter_energy != t.n_iter_energy ||
+        !same_doubles(f.iter_time, t.iter_time, f.n_iter_time) ||
+        !same_doubles(f.iter_energy, t.iter_energy, f.n_iter_energy) ||
+        !same_breakdowns(f.time_breakdown, f.n_time_breakdown, t.time_breakdown, t.n_time_breakdown) ||
+        !same_breakdowns(f.energy_breakdown, f.n_energy_breakdown, t.energy_breakdown, t.n_energy_breakdown))
+      abort(); /* a different model */
+    zeus_pfo_prof_result_clear(&f);
+  } else {
+    const unsigned char *x = (const unsigned char *)&f;
+    for (size_t i = 0; i < sizeof f; i++)
+      if (x[i] != 0x5a) abort(); /* declined, but touched *out */
+  }
+  if (!rc) zeus_pfo_prof_result_clear(&t);
+  /* The public entry point: same outcome, same error text. */
+  zeus_pfo_prof_result p;
+  int prc = zeus_pfo_prof_result_from_json(body, len, "ProfilingResult", &p);
+  if ((prc != 0) != (rc != 0)) abort();
+  if (prc) {
+    if (strcmp(zeus_errmsg(), tree_err)) abort();
+  } else {
+    zeus_pfo_prof_result_clear(&p);
+  }
+}
+
 static void setup(void) {
   zeus__job_table_opts o = {.scheduler = "AllMaxFrequency", .scheduler_args = "{\"num_microbatches\": 2}",
                            .on_complete = ignore, .max_job_idle_time_s = 1e9};
@@ -138,7 +190,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *body = (const char *)data + 1;
   size_t len = size - 1;
   zeus__reply rep = {0};
-  switch (data[0] % 11) {
+  switch (data[0] % 12) {
     case 0: {
       zeus_pfo_job_info v;
       if (!zeus_pfo_job_info_from_json(body, len, NULL, &v)) zeus_pfo_job_info_clear(&v);
@@ -186,6 +238,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       break;
     case 10: /* leave, for a rank the fuzzer's live job never registered (the job must live on) */
       zeus__job_table_leave(g_reg, g_job, "credential-number-one-0000", body, len, &rep);
+      break;
+    case 11:
+      compare_result_readers(body, len);
       break;
   }
   free(rep.body);

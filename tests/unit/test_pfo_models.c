@@ -4,8 +4,82 @@
 #include <zeus.h>
 
 #include "core/core.h"
+#include "pfo/pfo_internal.h"
 
 #define S(x) x, strlen(x)
+
+/* The tree-free ProfilingResult reader (prof_fast.c) takes the plain shape, giving the jansson
+ * path's model bit for bit, and declines anything else without touching *out. */
+static void same_result(const zeus_pfo_prof_result *a, const zeus_pfo_prof_result *b) {
+  assert_int_equal(a->rank, b->rank);
+  assert_int_equal(a->n_iter_time, b->n_iter_time);
+  assert_int_equal(a->n_iter_energy, b->n_iter_energy);
+  assert_memory_equal(a->iter_time, b->iter_time, a->n_iter_time * sizeof(double));
+  assert_memory_equal(a->iter_energy, b->iter_energy, a->n_iter_energy * sizeof(double));
+  const zeus_pfo_breakdown *x[2] = {a->time_breakdown, a->energy_breakdown};
+  const zeus_pfo_breakdown *y[2] = {b->time_breakdown, b->energy_breakdown};
+  size_t nx[2] = {a->n_time_breakdown, a->n_energy_breakdown}, ny[2] = {b->n_time_breakdown, b->n_energy_breakdown};
+  for (int f = 0; f < 2; f++) {
+    assert_int_equal(nx[f], ny[f]);
+    for (size_t i = 0; i < nx[f]; i++) {
+      assert_string_equal(x[f][i].instruction, y[f][i].instruction);
+      assert_int_equal(x[f][i].n_iters, y[f][i].n_iters);
+      assert_memory_equal(x[f][i].offsets, y[f][i].offsets, (x[f][i].n_iters + 1) * sizeof(size_t));
+      assert_memory_equal(x[f][i].values, y[f][i].values, x[f][i].offsets[x[f][i].n_iters] * sizeof(double));
+    }
+  }
+}
+
+static void fast_result_reader_matches_jansson_or_declines(void **state) {
+  (void)state;
+  const char *plain[] = {
+      "{\"rank\":1,\"iter_time\":[1.5,2],\"iter_energy\":[10,20],"
+      "\"time_breakdown\":{\"forward\":[[0.1,0.2],[0.3]]},\"energy_breakdown\":{\"forward\":[[1,2],[3]]}}",
+      /* as Python's json.dumps writes it, fields in another order, odd but valid numbers */
+      " {\"energy_breakdown\": {\"backward\": [[40.5], []], \"forward\": [[20.000001, 1e2]]}, \"rank\": 0, "
+      "\"iter_time\": [1.0000000000000002, 0.1, -0.0, 0, 123456789012345678, 2.5E-308, 4.9e-324, "
+      "0.30000000000000004, 1.7976931348623157e308, 12345678901234567890.5], \"iter_energy\": [], "
+      "\"time_breakdown\": {\"backward\": [[0.04], [0.041]], \"forward\": [[0.02, 0.0200001]]}}\n",
+      "{\"rank\":0,\"iter_time\":[],\"iter_energy\":[],\"time_breakdown\":{},\"energy_breakdown\":{}}",
+  };
+  for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) {
+    zeus_pfo_prof_result f, t;
+    assert_true(zeus__pfo_prof_result_fast(S(plain[i]), &f));
+    assert_zeus_ok(zeus__pfo_prof_result_from_json_tree(S(plain[i]), NULL, &t));
+    same_result(&f, &t);
+    zeus_pfo_prof_result_clear(&f);
+    zeus_pfo_prof_result_clear(&t);
+  }
+  const char *odd[] = {
+      "{\"rank\":1,\"rank\":1,\"iter_time\":[],\"iter_energy\":[],\"time_breakdown\":{},\"energy_breakdown\":{}}",
+      "{\"rank\":1,\"iter_time\":[],\"iter_energy\":[],\"time_breakdown\":{\"f\":[],\"f\":[]},\"energy_breakdown\":{}}",
+      "{\"r\\u0061nk\":1,\"iter_time\":[],\"iter_energy\":[],\"time_breakdown\":{},\"energy_breakdown\":{}}",
+      "{\"rank\":1,\"extra\":0,\"iter_time\":[],\"iter_energy\":[],\"time_breakdown\":{},\"energy_breakdown\":{}}",
+      "{\"rank\":1.0,\"iter_time\":[],\"iter_energy\":[],\"time_breakdown\":{},\"energy_breakdown\":{}}",
+      "{\"rank\":-1,\"iter_time\":[],\"iter_energy\":[],\"time_breakdown\":{},\"energy_breakdown\":{}}",
+      "{\"rank\":1,\"iter_time\":[1e999],\"iter_energy\":[],\"time_breakdown\":{},\"energy_breakdown\":{}}",
+      "{\"rank\":1,\"iter_time\":[99999999999999999999],\"iter_energy\":[],\"time_breakdown\":{},\"energy_breakdown\":{}}",
+      "{\"rank\":1,\"iter_time\":[01],\"iter_energy\":[],\"time_breakdown\":{},\"energy_breakdown\":{}}",
+      "{\"rank\":1,\"iter_time\":[],\"iter_energy\":[],\"time_breakdown\":{},\"energy_breakdown\":{}} x",
+      "{\"rank\":1,\"iter_time\":[],\"iter_energy\":[],\"time_breakdown\":{}}",
+      "{\"rank\":1,\"iter_time\":[],\"iter_energy\":[],\"time_breakdown\":{\"f\\u00e9\":[]},\"energy_breakdown\":{}}",
+      "{\"rank\":1,\"iter_time\":[NaN],\"iter_energy\":[],\"time_breakdown\":{},\"energy_breakdown\":{}}",
+      "",
+  };
+  for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+    zeus_pfo_prof_result f;
+    memset(&f, 0x5a, sizeof f);
+    assert_false(zeus__pfo_prof_result_fast(S(odd[i]), &f));
+    for (size_t k = 0; k < sizeof f; k++) assert_int_equal(((unsigned char *)&f)[k], 0x5a);
+  }
+  /* Declined bodies still parse (or fail) through jansson, as before. */
+  zeus_pfo_prof_result p;
+  assert_zeus_ok(zeus_pfo_prof_result_from_json(S(odd[2]), NULL, &p));
+  assert_int_equal(p.rank, 1);
+  zeus_pfo_prof_result_clear(&p);
+  assert_zeus_err(zeus_pfo_prof_result_from_json(S(odd[0]), NULL, &p), ZEUS_EPARSE, "duplicate");
+  assert_zeus_err(zeus_pfo_prof_result_from_json(S(odd[4]), NULL, &p), ZEUS_EINVAL, "'rank' must be an integer");
+}
 
 static void job_info_validation_names_the_field(void **state) {
   (void)state;
@@ -271,6 +345,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(plan_parser_reports_file_line_and_expectation),
       cmocka_unit_test(dumps_round_trip_and_real_dump_loads),
       cmocka_unit_test(instruction_csv_has_the_original_columns),
+      cmocka_unit_test(fast_result_reader_matches_jansson_or_declines),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   return cmocka_run_group_tests(tests, NULL, NULL);

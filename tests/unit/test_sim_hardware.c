@@ -310,7 +310,8 @@ static void without_a_profile_the_gpu_stays_ideal(void **state) {
   zeus_sim_node_close(n);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(h100_profile_has_the_measured_figures_and_ideal_is_all_zero),
       cmocka_unit_test(a_profile_file_starts_from_a_base_and_names_bad_fields),
