@@ -139,6 +139,10 @@ ZEUS_EXTERN int zeus_monitor_end_window_detail(zeus_monitor *m, const char *key,
 
 /* Where entry k's energy comes from: RAW, SAMPLED or POLLED. */
 ZEUS_EXTERN zeus_energy_source zeus_monitor_gpu_energy_source(const zeus_monitor *m, unsigned k);
+/* Entry k's energy reading now, in J, from an arbitrary origin, the way its windows take it: the
+ * sampled estimate (no device call), the counter, or the integral of sampled power. For a
+ * running total outside windows (the exporter's counter). */
+ZEUS_EXTERN int zeus_monitor_gpu_energy_now(zeus_monitor *m, unsigned k, double *joules /* out */);
 /* CPU time the monitor's tick followers have used so far, in s (0 without them). */
 ZEUS_EXTERN double zeus_monitor_sampler_cpu_s(const zeus_monitor *m);
 

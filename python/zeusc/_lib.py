@@ -424,6 +424,7 @@ _REQUIRED = {
     "zeus_monitor_end_window_detail": (c_int, [_VP, c_char_p, c_bool, _P(MeasurementC), _P(WindowDetailC)]),
     "zeus_monitor_gpu_energy_source": (c_int, [_VP, c_uint]),
     "zeus_monitor_sampler_cpu_s": (c_double, [_VP]),
+    "zeus_monitor_gpu_energy_now": (c_int, [_VP, c_uint, _P(c_double)]),
     "zeus_monitor_devices": (_VP, [_VP]),
     "zeus_monitor_window_state": (c_int, [_VP, c_char_p, _P(MeasurementC)]),
     "zeus_monitor_num_windows": (c_size_t, [_VP]),

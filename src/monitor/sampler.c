@@ -92,13 +92,14 @@ static bool wait_until(gpu_follower *f, double until) {
 }
 
 /* Where a tick that happened in (lo, hi] most likely was: the middle of a short interval; in a long
- * one (the thread was late), the time the measured period predicts, when it falls inside. */
+ * one (the thread was late), the time the measured period predicts, brought inside the interval
+ * (a tick that came early shows after a late wake-up with the prediction past hi). */
 static void place_tick(double lo, double hi, double predicted, double *when, double *unc) {
   *when = 0.5 * (lo + hi);
   *unc = 0.5 * (hi - lo);
-  if (hi - lo > 0.004 && predicted > lo && predicted <= hi) {
-    *when = predicted;
-    *unc = 0.004; /* about the tick's jitter */
+  if (hi - lo > 0.004 && predicted > 0) {
+    *when = fmin(fmax(predicted, lo), hi);
+    *unc = predicted > lo && predicted <= hi ? 0.004 : 0.006; /* about the tick's jitter */
   }
 }
 
