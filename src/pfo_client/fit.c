@@ -107,6 +107,7 @@ void zeus__pfo_follower_observe(zeus__pfo_follower *f) {
  * the energy at that tick until the next one, 100 ms later. */
 static void follow_power(zeus__pfo_follower *f) {
   double prev_t = -1, last_tick = -1, period = 0, prev_e = NAN;
+  bool last_sure = false; /* last_tick is a sure tick time (else the earliest it can have been) */
   unsigned prev_mw = 0;
   while (!atomic_load(&f->stop)) {
     unsigned mw;
@@ -128,15 +129,18 @@ static void follow_power(zeus__pfo_follower *f) {
         double e = (double)mj / 1000.0;
         if (!sure) {
           last_tick = prev_t; /* the earliest it can have been: the next wake-up comes early */
+          last_sure = false;
           prev_e = e;
         } else if (e != prev_e) {
           push(f, tick, e);
           prev_e = e;
-          if (last_tick >= 0) {
+          if (last_tick >= 0 && last_sure) { /* the period from two sure ticks in a row only */
             double p = tick - last_tick;
-            if (p > 0.5 * period || period == 0) period = period > 0 ? 0.8 * period + 0.2 * p : p;
+            if (period == 0) period = p;
+            else if (p > 0.7 * period && p < 1.3 * period) period = 0.8 * period + 0.2 * p;
           }
           last_tick = tick;
+          last_sure = true;
         }
       }
       ta = zeus_devices_now(f->d); /* the power as of after the read */
