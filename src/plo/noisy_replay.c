@@ -69,10 +69,12 @@ int zeus__plo_noisy_replay(const char *profile, const zeus_selector *sel, const 
   po.profile_steps = nz->profile_steps;
   po.no_signal_handlers = true;
   if ((rc = zeus__plo_open_mode(&plo, mon, &po, mode))) goto out;
+  if (nz->steps_per_epoch > 0 && (rc = zeus_plo_set_epoch_steps(plo, nz->steps_per_epoch))) goto out;
   const unsigned *limits;
   size_t nlimits = zeus_plo_power_limits(plo, &limits);
   long orig_steps = nz->wait_steps + 1 + (long)nlimits * (nz->warmup_steps + nz->profile_steps);
   long spe = nz->steps_per_epoch > 0 ? nz->steps_per_epoch : 3 * orig_steps;
+  if (nz->steps_per_epoch <= 0 && (rc = zeus_plo_set_epoch_steps(plo, spe))) goto out;
   uint64_t seed = nz->seed * 0x2545f4914f6cdd1dULL + 1;
   long step = 0;
   double units[ZEUS_MAX_GPUS];
@@ -97,6 +99,7 @@ int zeus__plo_noisy_replay(const char *profile, const zeus_selector *sel, const 
     goto out;
   }
   res->chosen_w = zeus_plo_optimal_power_limit_w(plo);
+  res->ngpu = ngpu;
   res->steps = zeus__plo_profiling_steps(plo);
   res->original_steps = orig_steps;
   const zeus_plo_measurement *m;
@@ -148,6 +151,8 @@ int zeus__plo_robustness(const char *profile, const zeus_selector *sel, const ze
   zeus__plo_replay_result truth, r;
   int rc = zeus__plo_noisy_replay(profile, sel, &clean, 1, &truth);
   if (rc) return rc;
+  zeus_selector judged = *sel; /* the world size the replay used */
+  if (judged.kind == ZEUS_SELECTOR_ZEUS_COST && judged.world_size == 0) judged.world_size = truth.ngpu;
   *right = 0;
   if (max_steps_ratio) *max_steps_ratio = 0;
   for (int k = 0; k < runs; k++) {
@@ -155,7 +160,7 @@ int zeus__plo_robustness(const char *profile, const zeus_selector *sel, const ze
     z.seed = nz->seed + (uint64_t)k;
     if ((rc = zeus__plo_noisy_replay(profile, sel, &z, mode, &r))) return rc;
     bool ok;
-    if ((rc = zeus__plo_judge(sel, truth.meas, truth.n, r.chosen_w, &ok, NULL))) return rc;
+    if ((rc = zeus__plo_judge(&judged, truth.meas, truth.n, r.chosen_w, &ok, NULL))) return rc;
     *right += ok;
     if (max_steps_ratio) *max_steps_ratio = fmax(*max_steps_ratio, (double)r.steps / (double)r.original_steps);
   }

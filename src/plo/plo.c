@@ -74,6 +74,7 @@ struct zeus_plo {
   long nstep;
   long step_cap;           /* capacity of step_s */
   long win_steps;          /* steps of the next window: profile_steps, more where windows are short */
+  long epoch_steps;        /* steps of an epoch as the caller said (zeus_plo_set_epoch_steps); 0: unknown */
   double last_step_t;      /* backend clock at the last step begin in the window */
   double win_t0;           /* backend clock when the window began */
   long epochs_ended;
@@ -368,9 +369,13 @@ static void size_windows(zeus_plo *p, window_stats ws) {
   double cv = ws.cv;
   if (zeus_collective_allreduce(p->coll, &cv, 1, ZEUS_REDUCE_MAX)) return;
   double step_s = ws.time_s / (double)p->profile_steps;
-  if (!(cv > NOISELESS_CV) || !(step_s > 0) || ws.time_s >= min_s || p->nlimits < 2) return;
+  /* Longer windows only where the first epoch is known to hold them: never past it. */
+  if (!(cv > NOISELESS_CV) || !(step_s > 0) || ws.time_s >= min_s || p->nlimits < 2 || p->epoch_steps <= 0 ||
+      p->epochs_ended > 0)
+    return;
   double rest = (double)(p->nlimits - 1);
-  double room = STEP_BUDGET * original_steps(p) - (double)p->steps_seen - rest * (double)p->warmup_steps -
+  double limit = fmin(STEP_BUDGET * original_steps(p), (double)p->epoch_steps);
+  double room = limit - (double)p->steps_seen - rest * (double)p->warmup_steps -
                 reserve * ((double)p->warmup_steps + (double)p->profile_steps);
   double cap = floor(room / rest), want = ceil(min_s / step_s);
   double steps = fmin(want, cap);
@@ -398,7 +403,9 @@ static void refine_plan(zeus_plo *p) {
   if (!(cv > NOISELESS_CV)) return; /* noiseless: the original's sequence and choice */
   double thr = NOISE_Z * sqrt(2.0) * cv / sqrt((double)p->profile_steps);
   double per = (double)p->warmup_steps + (double)p->win_steps;
-  double room = STEP_BUDGET * original_steps(p) - (double)p->steps_seen;
+  double limit = STEP_BUDGET * original_steps(p);
+  if (p->epoch_steps > 0) limit = fmin(limit, (double)p->epoch_steps);
+  double room = limit - (double)p->steps_seen;
   size_t windows = room > per ? (size_t)floor(room / per) : 0;
   if (windows > 2 * p->nlimits + 2) windows = 2 * p->nlimits + 2;
   cand *c = malloc(p->nlimits * sizeof *c);
@@ -463,6 +470,15 @@ static int conclude_refine(zeus_plo *p) {
   }
   if (p->sel.kind == ZEUS_SELECTOR_MAX_SLOWDOWN || nref < 2) p->nchoose = 0;
   return finish(p);
+}
+
+int zeus_plo_set_epoch_steps(zeus_plo *p, long steps) {
+  if (!p) return zeus__error(ZEUS_EINVAL, "zeus_plo_set_epoch_steps: no optimizer given");
+  if (steps < 0)
+    return zeus__error(ZEUS_EINVAL, "zeus_plo_set_epoch_steps: steps %ld is outside the allowed range [0, %ld]", steps,
+                       LONG_MAX);
+  p->epoch_steps = steps;
+  return ZEUS_OK;
 }
 
 const zeus_plo_window_info *zeus__plo_window_info(const zeus_plo *p) {
@@ -586,6 +602,7 @@ int zeus_plo_on_epoch_end(zeus_plo *p) {
       zeus_monitor_end_window(p->mon, p->window, true, NULL);
     return conclude_refine(p);
   }
+  p->win_steps = p->profile_steps; /* a later epoch: the original's windows */
   if (p->state != ZEUS_PLO_WARMUP && p->state != ZEUS_PLO_PROFILING) return ZEUS_OK;
   zeus__log(ZEUS_LOG_INFO, "plo", "epoch ended while %s %u W; it will be tried again",
             p->state == ZEUS_PLO_WARMUP ? "warming up at" : "profiling", p->limits_w[p->idx]);

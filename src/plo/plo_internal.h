@@ -50,6 +50,7 @@ typedef struct zeus__plo_noise {
 #define ZEUS__PLO_REPLAY_MAX 64
 typedef struct zeus__plo_replay_result {
   unsigned chosen_w;
+  unsigned ngpu;
   long steps;          /* step begins the profiling took */
   long original_steps; /* the original's on the same settings: wait + 1 + limits * (warmup + profile) */
   zeus_plo_measurement meas[ZEUS__PLO_REPLAY_MAX];
