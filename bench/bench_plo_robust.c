@@ -8,7 +8,6 @@
  * within the factor). docs/plo.md explains the figures.
  * Usage: bench_plo_robust [DATA_DIR] [RUNS]   (default $ZEUS_DATA_DIR, else ../shared/data) */
 #include <dirent.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +20,8 @@
 static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
 
 int main(int argc, char **argv) {
-  char dir[1024], src[1024];
   const char *d = argc > 1 ? argv[1] : getenv("ZEUS_DATA_DIR");
-  if (!d || !*d) {
-    snprintf(src, sizeof src, "%s", __FILE__);
-    snprintf(dir, sizeof dir, "%s/../../shared/data", dirname(src));
-    d = dir;
-  }
+  if (!d || !*d) d = ZEUS_BENCH_DATA_DIR;
   int runs = argc > 2 ? atoi(argv[2]) : 20;
   char pdir[1100], paths[32][1200];
   snprintf(pdir, sizeof pdir, "%s/plo-profiles", d);
