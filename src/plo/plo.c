@@ -363,9 +363,6 @@ static int cmp_cand(const void *a, const void *b) {
  * keep the original's windows. */
 static void size_windows(zeus_plo *p, window_stats ws) {
   double min_s = MIN_WINDOW_S, reserve = REFINE_RESERVE;
-  const char *e = getenv("ZEUS__PLO_MIN_WINDOW_S");
-  if (e) min_s = atof(e);
-  if ((e = getenv("ZEUS__PLO_RESERVE"))) reserve = atof(e);
   double cv = ws.cv;
   if (zeus_collective_allreduce(p->coll, &cv, 1, ZEUS_REDUCE_MAX)) return;
   double step_s = ws.time_s / (double)p->profile_steps;
@@ -459,8 +456,15 @@ static int conclude_refine(zeus_plo *p) {
     long n = p->r_n[i];
     if (n == 0) continue;
     nref++;
-    p->meas[i].time_s = p->r_sum_t[i] / (double)n;
-    p->meas[i].energy_j = p->r_sum_e[i] / (double)n;
+    /* Time from the new windows only (drift-balanced); energy as the power over every window at
+     * this limit (the sweep's too: power does not move with the amount of work, and more time
+     * shrinks the counter's tick error) times that time. */
+    double t = p->r_sum_t[i] / (double)n;
+    double e = p->r_sum_e[i] / (double)n;
+    if (p->meas[i].time_s + p->r_sum_t[i] > 0)
+      e = (p->meas[i].energy_j + p->r_sum_e[i]) / (p->meas[i].time_s + p->r_sum_t[i]) * t;
+    p->meas[i].time_s = t;
+    p->meas[i].energy_j = e;
     p->info[i] = (zeus_plo_window_info){.steps = p->r_steps[i],
                                         .duration_s = p->r_sum_d[i],
                                         .step_cv = sqrt(p->r_sum_cv2[i] / (double)n),
