@@ -15,6 +15,7 @@ from zeusc import _lib
 STRUCTS = {
     "zeus_monitor_opts": _lib.MonitorOpts,
     "zeus_measurement": _lib.MeasurementC,
+    "zeus_window_detail": _lib.WindowDetailC,
     "zeus_devices_opts": _lib.DevicesOpts,
     "zeus_plo_measurement": _lib.PloMeasurement,
     "zeus_selector": _lib.Selector,

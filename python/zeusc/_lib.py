@@ -99,6 +99,22 @@ class MonitorOpts(Structure):
         ("no_short_window_warning", c_bool),
         ("end_hook", END_HOOK_FN),
         ("end_hook_ctx", c_void_p),
+        ("energy_source", c_int),
+    ]
+
+
+#: zeus_energy_source (zeus/monitor.h), by name.
+ENERGY_SOURCES = {"auto": 0, "raw": 1, "sampled": 2, "polled": 3}
+
+
+class WindowDetailC(Structure):
+    """zeus_window_detail (zeus/monitor.h)."""
+    _fields_ = [
+        ("num_gpus", c_uint),
+        ("source", c_int * ZEUS_MAX_GPUS),
+        ("raw_energy_j", c_double * ZEUS_MAX_GPUS),
+        ("corrected_energy_j", c_double * ZEUS_MAX_GPUS),
+        ("error_bound_j", c_double * ZEUS_MAX_GPUS),
     ]
 
 
@@ -396,6 +412,10 @@ _REQUIRED = {
     "zeus_monitor_gpu_index": (c_uint, [_VP, c_uint]),
     "zeus_monitor_num_cpus": (c_uint, [_VP]),
     "zeus_monitor_gpu_polled": (c_bool, [_VP, c_uint]),
+    "zeus_monitor_end_window_detail": (c_int, [_VP, c_char_p, c_bool, _P(MeasurementC), _P(WindowDetailC)]),
+    "zeus_monitor_gpu_energy_source": (c_int, [_VP, c_uint]),
+    "zeus_monitor_sampler_cpu_s": (c_double, [_VP]),
+    "zeus_monitor_gpu_energy_now": (c_int, [_VP, c_uint, _P(c_double)]),
     "zeus_monitor_devices": (_VP, [_VP]),
     "zeus_monitor_window_state": (c_int, [_VP, c_char_p, _P(MeasurementC)]),
     "zeus_monitor_num_windows": (c_size_t, [_VP]),
@@ -431,6 +451,7 @@ _REQUIRED = {
     "zeus_sim_work_all": (c_int, [_VP, _P(c_double), _P(c_double)]),
     "zeus_sim_idle": (c_int, [_VP, c_double]),
     "zeus_sim_true_energy": (c_int, [_VP, c_uint, _P(c_double)]),
+    "zeus_sim_gpu_set_load": (c_int, [_VP, c_uint, c_bool]),
     # collectives
     "zeus_collective_check": (c_int, [_P(Collective)]),
     "zeus_collective_allreduce": (c_int, [_P(Collective), _P(c_double), c_size_t, c_int]),

@@ -18,6 +18,7 @@
 #include "metrics/metrics.h"
 #include "zeus/exporter.h"
 #include "zeus/format.h"
+#include "zeus/monitor.h"
 
 #define EXPORTER_DEFAULT_PORT 9401
 
@@ -54,11 +55,25 @@ struct zeus_exporter {
   struct MHD_Daemon *mhd;
   int port;
   char *token;
+  /* GPUs whose counter is slow and coarse (an H100's): followed by a monitor's sampler, so a
+   * scrape reads no counter and the total moves between ticks; NULL when no GPU needs it */
+  zeus_monitor *mon;
 };
 
 /* ---- bringing the totals up to date (mu held) ---- */
 
 static void update_gpu(zeus_exporter *e, gpu_state *g, unsigned i) {
+  if (g->has_counter && e->mon && zeus_monitor_gpu_energy_source(e->mon, i) == ZEUS_ENERGY_SAMPLED) {
+    double j;
+    if (zeus_monitor_gpu_energy_now(e->mon, i, &j) != ZEUS_OK) {
+      g->read_errors++;
+      return;
+    }
+    uint64_t mj = j > 0 ? (uint64_t)(j * 1000.0) : 0;
+    if (g->energy_mj.have_last && mj < g->energy_mj.last) mj = g->energy_mj.last; /* an estimate never goes back */
+    zeus__metrics_counter_update(&g->energy_mj, mj, 0);
+    return;
+  }
   if (g->has_counter) {
     uint64_t mj;
     if (zeus_gpu_total_energy(e->d, i, &mj) == ZEUS_OK) zeus__metrics_counter_update(&g->energy_mj, mj, 0);
@@ -422,6 +437,23 @@ int zeus_exporter_open(zeus_exporter **out, const zeus_exporter_opts *opts) {
       e->ncpu++;
     }
   }
+  if (e->ngpu) { /* the tick follower where a counter is slow (monitor's auto choice) */
+    static const unsigned none[1];
+    zeus_monitor_opts mo;
+    zeus_monitor_opts_init(&mo);
+    mo.devices = d;
+    mo.cpu_indices = none;
+    mo.num_cpu_indices = 0;
+    mo.no_short_window_warning = true;
+    bool any = false;
+    if (zeus_monitor_open(&e->mon, &mo) == ZEUS_OK) {
+      for (unsigned i = 0; i < e->ngpu; i++) any |= zeus_monitor_gpu_energy_source(e->mon, i) == ZEUS_ENERGY_SAMPLED;
+      if (!any) {
+        zeus_monitor_close(e->mon);
+        e->mon = NULL;
+      }
+    }
+  }
   if (o.token && *o.token && !(e->token = zeus__strdup(o.token))) {
     zeus_exporter_close(e);
     return zeus__oom("opening the exporter");
@@ -457,6 +489,7 @@ void zeus_exporter_close(zeus_exporter *e) {
     pthread_mutex_unlock(&e->mu);
     pthread_join(e->sampler, NULL);
   }
+  zeus_monitor_close(e->mon);
   free(e->g);
   free(e->token);
   pthread_mutex_destroy(&e->mu);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "pfo/pfo_internal.h"
+#include "zeus/format.h"
 
 static char *dump_path(const char *dir, const char *name) {
   zeus__buf b = {0};
@@ -20,7 +21,7 @@ static int list_text(const void *items, size_t size, size_t n, to_jt_fn to_jt, c
                      size_t *len) {
   json_t *a = json_array();
   for (size_t i = 0; a && i < n; i++) json_array_append_new(a, to_jt((const char *)items + i * size));
-  char *s = a ? json_dumps(a, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+  char *s = a ? zeus_json_dumps(a, JSON_COMPACT) : NULL;
   json_decref(a);
   size_t k = s ? strlen(s) : 0;
   char *t = s ? realloc(s, k + 2) : NULL;

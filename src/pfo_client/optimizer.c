@@ -31,7 +31,8 @@ typedef struct meter {
   zeus_devices *d;
   unsigned gpu;
   zeus_monitor *mon;
-  double t0[2], e0[2];
+  double t0[2];
+  uint64_t e0[2]; /* the energy counter at the slot's start, in mJ */
 } meter;
 
 struct zeus_pfo_optimizer {
@@ -82,19 +83,23 @@ static int meter_open(meter *m, zeus_devices *d, unsigned gpu) {
   m->gpu = gpu;
   int rc = zeus_gpu_energy_counter_supported(d, gpu, &counter);
   if (rc) return rc;
-  if (counter) return ZEUS_OK;
   zeus_monitor_opts mo = {.devices = d, .gpu_indices = &gpu, .num_gpu_indices = 1, .cpu_indices = &gpu,
                           .num_cpu_indices = 0};
-  return zeus_monitor_open(&m->mon, &mo);
+  if ((rc = zeus_monitor_open(&m->mon, &mo))) return rc;
+  /* A counter that is fast to read is read directly (no window bookkeeping); one that is slow and
+   * ticks coarsely (an H100's: 3.3 ms, 100 ms) is followed by the monitor's sampler, so that an
+   * instruction's bounds cost microseconds and an instruction shorter than a tick is measured. */
+  if (counter && zeus_monitor_gpu_energy_source(m->mon, 0) == ZEUS_ENERGY_RAW) {
+    zeus_monitor_close(m->mon);
+    m->mon = NULL;
+  }
+  return ZEUS_OK;
 }
 
 static inline int meter_begin(meter *m, int slot) {
   if (m->mon) return zeus_monitor_begin_window(m->mon, slot_key[slot], true);
-  uint64_t mj;
   m->t0[slot] = zeus_devices_now(m->d);
-  int rc = zeus_gpu_total_energy(m->d, m->gpu, &mj);
-  m->e0[slot] = (double)mj / 1000.0;
-  return rc;
+  return zeus_gpu_total_energy(m->d, m->gpu, &m->e0[slot]);
 }
 
 static inline int meter_end(meter *m, int slot, double *t, double *e) {
@@ -110,8 +115,9 @@ static inline int meter_end(meter *m, int slot, double *t, double *e) {
   double now = zeus_devices_now(m->d);
   int rc = zeus_gpu_total_energy(m->d, m->gpu, &mj);
   if (rc) return rc;
-  *t = now - m->t0[slot];
-  *e = (double)mj / 1000.0 - m->e0[slot];
+  /* As measured (zeus/format.h): the time at the ns, the energy a difference of mJ counts. */
+  *t = zeus_round_decimals(now - m->t0[slot], 9);
+  *e = zeus_joules_from_mj((int64_t)(mj - m->e0[slot]));
   return ZEUS_OK;
 }
 
@@ -313,7 +319,7 @@ static void leave_job(zeus_pfo_optimizer *o, const char *reason, bool closed) {
   json_t *b = json_pack("{si}", "rank", o->rank);
   if (b) json_object_set_new(b, "reason", json_stringn(reason, strnlen(reason, 512)));
   if (b && closed) json_object_set_new(b, "closed", json_true());
-  char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
+  char *body = b ? zeus_json_dumps(b, JSON_COMPACT) : NULL;
   json_decref(b);
   zeus__buf path = {0};
   char *resp = NULL;

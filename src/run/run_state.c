@@ -359,7 +359,7 @@ static int create_state(zeus_runner *r) {
   r->min_cost = INFINITY;
   r->cost_acc = 0;
   json_t *cfg = config_json(&r->s);
-  char *text = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+  char *text = cfg ? zeus_json_dumps(cfg, JSON_COMPACT) : NULL;
   json_decref(cfg);
   if (!text) return zeus__oom("creating the state");
   char created[32];
@@ -708,15 +708,25 @@ static json_t *col_real(sqlite3_stmt *st, int i) {
   return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null() : json_real(sqlite3_column_double(st, i));
 }
 
-/* A real in J or s, or null for none (NaN, an infinite threshold). */
-static json_t *real_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+/* A measured column at `decimals` places (J from mJ: 3; s from ns: 9), a derived one (a cost) at
+ * ZEUS_DERIVED_DIGITS significant digits (zeus/format.h); null stays null. */
+static json_t *col_measured(sqlite3_stmt *st, int i, int decimals) {
+  return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null()
+                                                   : zeus__json_measured(sqlite3_column_double(st, i), decimals);
+}
+static json_t *col_derived(sqlite3_stmt *st, int i) {
+  return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null() : zeus__json_derived(sqlite3_column_double(st, i));
+}
+
+/* A derived real in J (a cost), or null for none (NaN, an infinite threshold). */
+static json_t *real_or_null(double v) { return zeus__json_derived(v); }
 
 /* 1 / sqrt(precision): the standard deviation a precision stands for (0 for an exact belief, null
  * for none at all). */
 static json_t *sd_of(double precision) {
   if (isinf(precision)) return json_real(0);
   if (!(precision > 0)) return json_null();
-  return json_real(1 / sqrt(precision));
+  return zeus__json_derived(1 / sqrt(precision));
 }
 
 /* The optimizer as a report: its phase, the costs it learnt (a try stopped before its first epoch
@@ -764,10 +774,10 @@ int zeus__run_state_json(zeus_runner *r, char **out) {
     json_object_set_new(e, "batch_size", json_integer(sqlite3_column_int64(st, 2)));
     json_object_set_new(e, "learning_rate", col_real(st, 3));
     json_object_set_new(e, "seed", json_integer(sqlite3_column_int64(st, 4)));
-    json_object_set_new(e, "cost_threshold_j", col_real(st, 5));
-    json_object_set_new(e, "energy_j", col_real(st, 6));
-    json_object_set_new(e, "time_s", col_real(st, 7));
-    json_object_set_new(e, "cost_j", col_real(st, 8));
+    json_object_set_new(e, "cost_threshold_j", col_derived(st, 5));
+    json_object_set_new(e, "energy_j", col_measured(st, 6, 3));
+    json_object_set_new(e, "time_s", col_measured(st, 7, 9));
+    json_object_set_new(e, "cost_j", col_derived(st, 8));
     bool no_epochs = sqlite3_column_type(st, 9) == SQLITE_NULL;
     json_object_set_new(e, "epochs", no_epochs ? json_null() : json_integer(sqlite3_column_int64(st, 9)));
     json_object_set_new(e, "reached", json_boolean(sqlite3_column_int(st, 10)));

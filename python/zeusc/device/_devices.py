@@ -235,6 +235,11 @@ class SimNode:
         """Lets every GPU idle for `seconds`."""
         _lib.check(_lib.lib().zeus_sim_idle(self._node(), float(seconds)))
 
+    def set_load(self, gpu: int, busy: bool) -> None:
+        """Marks GPU `gpu` kept busy (or not) by a load outside the simulation: between pieces of
+        work it draws the working power of its knobs instead of idle power."""
+        _lib.check(_lib.lib().zeus_sim_gpu_set_load(self._node(), gpu, bool(busy)))
+
     def true_energy(self, gpu: int) -> float:
         """Ground truth: the exact energy (J) GPU `gpu` used since the node opened."""
         j = c_double()
