@@ -6,7 +6,8 @@
  * original). A run is right when its limit's cost on the noiseless profile is within 1 % of the
  * best (MaxSlowdownConstraint: time within the factor + 0.5 %, energy within 1 % of the least
  * within the factor). docs/plo.md explains the figures.
- * Usage: bench_plo_robust [DATA_DIR] [RUNS]   (default $ZEUS_DATA_DIR, else ../shared/data) */
+ * Usage: bench_plo_robust [DATA_DIR] [RUNS] [HARDWARE]   (default $ZEUS_DATA_DIR, else ../shared/data;
+ * HARDWARE: a simulated hardware profile such as h100 instead of the plain 100 ms counter) */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@ int main(int argc, char **argv) {
   const char *d = argc > 1 ? argv[1] : getenv("ZEUS_DATA_DIR");
   if (!d || !*d) d = ZEUS_BENCH_DATA_DIR;
   int runs = argc > 2 ? atoi(argv[2]) : 20;
+  const char *hw = argc > 3 ? argv[3] : NULL; /* e.g. h100: that hardware model instead of the table's 100 ms counter */
   char pdir[1100], paths[32][1200];
   snprintf(pdir, sizeof pdir, "%s/plo-profiles", d);
   DIR *dd = opendir(pdir);
@@ -39,8 +41,8 @@ int main(int argc, char **argv) {
   closedir(dd);
   qsort(paths, np, sizeof paths[0], cmp_str);
   static const char *const names[] = {"ZeusCost(0.5)", "MaxSlowdown(1.1)", "Energy", "Time"};
-  printf("plo robustness: %d seeded runs per cell; 5%% step jitter, first window 5%% slow, 2%% drift, 100 ms counter\n",
-         runs);
+  printf("plo robustness: %d seeded runs per cell; 5%% step jitter, first window 5%% slow, 2%% drift, %s\n", runs,
+         hw ? hw : "100 ms counter");
   printf("%-34s %-17s %9s %9s %8s\n", "profile", "selector", "robust", "original", "steps");
   int tot[2] = {0, 0}, cells95 = 0, cells = 0;
   double worst = 0;
@@ -60,6 +62,10 @@ int main(int argc, char **argv) {
       zeus__plo_noise nz;
       zeus__plo_noise_issue30(&nz);
       nz.seed = 1;
+      if (hw) {
+        nz.hardware = hw;
+        nz.counter_period_s = 0;
+      }
       int r[2];
       double ratio = 0;
       if (zeus__plo_robustness(paths[i], &s, &nz, 0, runs, &r[0], &ratio) ||

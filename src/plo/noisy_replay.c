@@ -46,7 +46,13 @@ int zeus__plo_noisy_replay(const char *profile, const zeus_selector *sel, const 
   int rc = zeus_sim_config_load(&cfg, profile, 40);
   if (rc) return rc;
   cfg->clock = ZEUS_SIM_CLOCK_VIRTUAL;
-  for (unsigned g = 0; g < cfg->num_gpus && cfg->gpus; g++) cfg->gpus[g].counter_period_s = nz->counter_period_s;
+  for (unsigned g = 0; g < cfg->num_gpus && cfg->gpus; g++) {
+    cfg->gpus[g].counter_period_s = nz->counter_period_s;
+    if (nz->hardware && (rc = zeus_sim_hardware_profile(nz->hardware, &cfg->gpus[g].hw))) {
+      zeus_sim_config_free(cfg);
+      return rc;
+    }
+  }
   zeus_devices_opts dopts = {.backend = "sim", .sim = cfg, .all_devices = true};
   zeus_devices *dev = NULL;
   zeus_monitor *mon = NULL;
@@ -148,6 +154,7 @@ int zeus__plo_robustness(const char *profile, const zeus_selector *sel, const ze
   zeus__plo_noise clean = *nz;
   clean.jitter = clean.slow_first = clean.drift = 0;
   clean.counter_period_s = 0;
+  clean.hardware = NULL;
   zeus__plo_replay_result truth, r;
   int rc = zeus__plo_noisy_replay(profile, sel, &clean, 1, &truth);
   if (rc) return rc;

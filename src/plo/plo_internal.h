@@ -42,6 +42,7 @@ typedef struct zeus__plo_noise {
   double slow_first;       /* the first profiling window's steps take this much more (0.05) */
   double drift;            /* the work grows linearly by this much over the original's steps (0.02) */
   double counter_period_s; /* the simulated energy counter ticks this often (0: continuous) */
+  const char *hardware;    /* a simulated hardware profile for every GPU ("h100"), NULL: ideal */
   uint64_t seed;
   long wait_steps, warmup_steps, profile_steps;
   long steps_per_epoch;    /* 0: three times the original's profiling steps */

@@ -66,6 +66,40 @@ static void plo_robust_choices_beat_the_original_under_noise_within_the_step_bud
   assert_true(worst_ratio <= 1.5);
 }
 
+/* The same on the `h100` hardware model (its own ~100 ms sensor tick with jitter, read costs,
+ * power-limit effect delays): the totals as measured when this test was written. */
+static void plo_robust_beats_the_original_on_the_h100_model(void **state) {
+  (void)state;
+  ZEUS_SKIP_WITHOUT_DATA();
+  char paths[16][1024];
+  size_t np = list_profiles(paths, 16);
+  int total[2] = {0, 0};
+  double worst_ratio = 0;
+  for (size_t i = 0; i < np; i++) {
+    for (int k = 0; k < 4; k++) {
+      zeus_selector s;
+      make_selector(k, &s);
+      zeus__plo_noise nz;
+      zeus__plo_noise_issue30(&nz);
+      nz.seed = 1;
+      nz.counter_period_s = 0;
+      nz.hardware = "h100";
+      int right[2];
+      double ratio = 0;
+      assert_zeus_ok(zeus__plo_robustness(paths[i], &s, &nz, 0, RUNS, &right[0], &ratio));
+      assert_zeus_ok(zeus__plo_robustness(paths[i], &s, &nz, 1, RUNS, &right[1], NULL));
+      total[0] += right[0];
+      total[1] += right[1];
+      worst_ratio = fmax(worst_ratio, ratio);
+    }
+  }
+  print_message("h100 model: robust %d/%d, original %d/%d; steps at most %.2fx\n", total[0], 24 * RUNS, total[1],
+                24 * RUNS, worst_ratio);
+  assert_true(total[0] >= 436);
+  assert_true(total[1] <= total[0] - 40);
+  assert_true(worst_ratio <= 1.5);
+}
+
 /* Noiseless replays: robust profiling is the original's (same choice, same measurements, same
  * steps), on every profile and selector; and the switch gives the original too. */
 static void plo_robust_is_the_original_on_noiseless_replays(void **state) {
@@ -188,6 +222,7 @@ static void plo_judge_follows_issue_30s_rule(void **state) {
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(plo_robust_choices_beat_the_original_under_noise_within_the_step_budget),
+      cmocka_unit_test(plo_robust_beats_the_original_on_the_h100_model),
       cmocka_unit_test(plo_robust_is_the_original_on_noiseless_replays),
       cmocka_unit_test(plo_robust_never_goes_past_the_first_epoch),
       cmocka_unit_test(plo_profile_records_steps_duration_and_spread),
