@@ -83,7 +83,11 @@ def _client_env(daemon, tmp_path):
 
 
 PLO_SCRIPT = r"""
+import os
 import time
+# The steps below sleep in real time, so they jitter and robust profiling would measure some limits
+# again (docs/plo.md); this test checks the daemon's wiring on the original's sequence of changes.
+os.environ["ZEUS_PLO_PROFILING"] = "original"
 from zeusc.device import Devices
 from zeusc.monitor import ZeusMonitor
 from zeusc.optimizer.power_limit import GlobalPowerLimitOptimizer, Energy

@@ -79,6 +79,7 @@ struct zeus_plo {
   double win_t0;           /* backend clock when the window began */
   long epochs_ended;
   bool refining;           /* the sweep is done; re-measuring refine_seq */
+  bool noisy;              /* step times spread (robust profiling acted on them) */
   size_t *refine_seq;      /* grid indices to re-measure, in order (capacity 2 * nlimits + 2) */
   size_t nrefine, ri;
   double *r_sum_t, *r_sum_e, *r_sum_d, *r_sum_cv2; /* refine sums per grid index */
@@ -271,7 +272,8 @@ static int finish(zeus_plo *p) {
     return rc;
   }
   if (p->profile_path && (!p->coll || p->coll->rank == 0)) {
-    rc = zeus__plo_profile_save_info(p->profile_path, p->meas, p->original ? NULL : p->info, p->nmeas);
+    /* Noiseless steps: the original's file exactly. */
+    rc = zeus__plo_profile_save_info(p->profile_path, p->meas, p->noisy ? p->info : NULL, p->nmeas);
     if (rc) zeus__log(ZEUS_LOG_WARN, "plo", "%s", zeus_errmsg());
     else zeus__log(ZEUS_LOG_INFO, "plo", "profile saved to '%s'", p->profile_path);
   }
@@ -398,6 +400,7 @@ static void refine_plan(zeus_plo *p) {
   double cv = sqrt(s2 / (double)p->nmeas);
   if (zeus_collective_allreduce(p->coll, &cv, 1, ZEUS_REDUCE_MAX)) return; /* every rank fails alike */
   if (!(cv > NOISELESS_CV)) return; /* noiseless: the original's sequence and choice */
+  p->noisy = true;
   double thr = NOISE_Z * sqrt(2.0) * cv / sqrt((double)p->profile_steps);
   double per = (double)p->warmup_steps + (double)p->win_steps;
   double limit = STEP_BUDGET * original_steps(p);

@@ -33,7 +33,9 @@ echo "ok - a daemon started as nobody refuses gpu-control and cpu-read, saying w
 
 start_daemon --socket-permissions 666
 [ "$(stat -c %a "$SOCK")" = 666 ] || die "socket mode is $(stat -c %a "$SOCK")"
-nobody_env=(env ZEUSD_SOCK_PATH="$SOCK" FAKE_NVML_LOG="$tmp/client-nvml.log"
+# ZEUS_PLO_PROFILING=original: the client's steps run in real time and jitter, so robust profiling
+# (docs/plo.md) would measure some limits again; this checks the daemon's path on the original's.
+nobody_env=(env ZEUSD_SOCK_PATH="$SOCK" FAKE_NVML_LOG="$tmp/client-nvml.log" ZEUS_PLO_PROFILING=original
             FAKE_NVML_INJECT="nvmlDeviceSetPowerManagementLimit:NO_PERMISSION;nvmlDeviceSetGpuLockedClocks:NO_PERMISSION")
 
 # ---- the power-limit optimizer as nobody

@@ -691,8 +691,9 @@ class HFGlobalPowerLimitOptimizer:
         """Tell the optimizer the epoch's length in steps, where the Trainer knows it."""
         max_steps = getattr(state, "max_steps", 0) or 0
         epochs = getattr(state, "num_train_epochs", 0) or getattr(args, "num_train_epochs", 0) or 0
-        if max_steps > 0 and epochs > 0:
-            self.optimizer.set_epoch_steps(int(max_steps // math.ceil(epochs)))
+        set_epoch_steps = getattr(self.optimizer, "set_epoch_steps", None)
+        if max_steps > 0 and epochs > 0 and set_epoch_steps is not None:
+            set_epoch_steps(int(max_steps // math.ceil(epochs)))
 
     def on_epoch_end(self, args, state, control, model=None, **kwargs) -> None:
         """Mark the end of a training epoch."""
