@@ -209,18 +209,22 @@ int main(void) {
   printf("\nOn the h100 hardware profile (wall clock; a counter read costs 3.3 ms), change, controller polling,\n"
          "one pair at a time (median), 20 us or 2 ms apart (a longer pause finds colder caches):\n");
   printf("%-44s %14s %14s %8s\n", "instruction energy", "20 us apart", "2 ms apart", "target");
-  static const struct { int how; int pairs; const char *label; } hw[] = {
-      {ZEUS_PFO_ENERGY_READ, 40, "read around each instruction (before)"},
-      {ZEUS_PFO_ENERGY_FIT, 1000, "fitted from the counter's ticks (now)"},
+  static const struct { int how; int pairs; const char *monitor_energy, *label; } hw[] = {
+      {ZEUS_PFO_ENERGY_READ, 40, "raw", "read: the counter at the bounds (before)"},
+      {ZEUS_PFO_ENERGY_READ, 1000, "sampled", "read: the monitor's sampler (issue 24)"},
+      {ZEUS_PFO_ENERGY_FIT, 1000, NULL, "fit: timestamps only (issue 25, default)"},
   };
   for (size_t i = 0; i < sizeof hw / sizeof hw[0]; i++) {
     double near, far;
+    if (hw[i].monitor_energy) setenv("ZEUS_MONITOR_ENERGY", hw[i].monitor_energy, 1);
+    else unsetenv("ZEUS_MONITOR_ENERGY");
     if (run_h100(hw[i].how, hw[i].pairs, 20000, &near) || run_h100(hw[i].how, hw[i].pairs, 2000000, &far)) {
       status = 1;
       continue;
     }
     printf("%-44s %11.1f ns %11.1f ns %8s\n", hw[i].label, near, far, "1000 ns");
   }
+  unsetenv("ZEUS_MONITOR_ENERGY");
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
   if (system(cmd) != 0) status = 1;

@@ -545,10 +545,10 @@ static const cli_opt opts[] = {
     {"job-metadata", 0, CLI_OPT_STRING, &job_sh.metadata, "TEXT", "appended to the job id by the server"},
     {"json", 0, CLI_OPT_FLAG, &opt_json, NULL,
      "print one JSON document: [{\"round\", \"iterations\", \"iter_time_s\", \"iter_energy_j\", "
-     "\"true_iter_energy_j\", \"planned_clock_fraction\", \"pipelines\": [{\"dp\", \"iter_time_s\", "
+     "\"true_iter_energy_j\", \"planned_clock_pct\", \"pipelines\": [{\"dp\", \"iter_time_s\", "
      "\"iter_energy_j\", \"true_iter_energy_j\"}, ...]}, ...]: per round the job's iteration time, the energy of "
      "one iteration over all GPUs as the clients measured it and as the simulated GPUs drew it, the lowest rank's "
-     "fraction of instruction time at the planned clock, and each data-parallel pipeline's"},
+     "percentage of instruction time at the planned clock, and each data-parallel pipeline's"},
     {"stage-profile", 0, CLI_OPT_STRING, &opt_profile, "FILE",
      "each GPU takes the time and energy of FILE's row for its stage, instruction and SM clock (CSV "
      "stage,instruction,frequency,time,energy, other columns ignored; stages 0..P-1 are used; the clocks evenly "
@@ -720,10 +720,10 @@ int main(int argc, char **argv) {
         double f = sh.stats[rd * sh.world + r].planned_clock_fraction;
         if (f < frac) frac = f;
       }
-      frac = zeus_round_significant(frac, ZEUS_DERIVED_DIGITS);
+      double pct = zeus_round_significant(100 * frac, ZEUS_DERIVED_DIGITS); /* a derived figure */
       json_array_append_new(rounds, json_pack("{sIsIsfsfsfsfso}", "round", (json_int_t)rd, "iterations", (json_int_t)n,
                                               "iter_time_s", t, "iter_energy_j", e, "true_iter_energy_j", te,
-                                              "planned_clock_fraction", frac, "pipelines", pl));
+                                              "planned_clock_pct", pct, "pipelines", pl));
     }
     char *text = rounds ? zeus_json_dumps(rounds, JSON_INDENT(2)) : NULL;
     if (text) printf("%s\n", text);

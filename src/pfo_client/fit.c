@@ -121,7 +121,7 @@ static void follow_power(zeus__pfo_follower *f) {
       /* The tick came after the previous poll started and before this one ended; when that is
        * too vague (a long sleep, the thread preempted) the sample is left out (the intervals on
        * either side then count as one, still exact). */
-      bool sure = tb - prev_t < 0.0015;
+      bool sure = tb - prev_t < 0.010; /* a row's error <= 5 % of a 100 ms tick, of either sign */
       double tick = 0.5 * (prev_t + tb);
       uint64_t mj;
       if (!zeus_gpu_total_energy(f->d, f->gpu, &mj)) {

@@ -650,7 +650,7 @@ static int setup_local(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *opt
   o->latency = zeus_pfo_controller_latency(o->ctl);
   /* How instruction energy is measured: AUTO fits where a counter read is slow. */
   int how = opts->instruction_energy;
-  if (how == ZEUS_PFO_ENERGY_AUTO && !o->m.mon) {
+  if (how == ZEUS_PFO_ENERGY_AUTO) {
     double best = 1e9;
     for (int i = 0; i < 3; i++) {
       uint64_t mj;
@@ -668,7 +668,13 @@ static int setup_local(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *opt
       best = hw.energy_read_s;
     how = best >= 100e-6 && best < 1e9 ? ZEUS_PFO_ENERGY_FIT : ZEUS_PFO_ENERGY_READ;
   }
-  o->fit = o->profile && how == ZEUS_PFO_ENERGY_FIT && !o->m.mon;
+  bool counter = false;
+  if ((rc = zeus_gpu_energy_counter_supported(d, opts->device_id, &counter))) return rc;
+  o->fit = o->profile && how == ZEUS_PFO_ENERGY_FIT && counter;
+  if (o->fit && o->m.mon) { /* the meter's sampler is not needed: the follower takes its place */
+    zeus_monitor_close(o->m.mon);
+    o->m.mon = NULL;
+  }
   if (o->fit && (rc = zeus__pfo_follower_open(&o->fol, d, opts->device_id))) return rc;
   zeus__log(ZEUS_LOG_DEBUG, "pfo", "rank %d: instruction energy %s, clock lock latency %.4f s", o->rank,
             !o->profile ? "not measured" : o->fit ? "fitted from the counter's ticks" : "read around each instruction",
@@ -913,6 +919,8 @@ static int fit_round(zeus_pfo_optimizer *o) {
     rc = zeus__oom("fitting the round's instruction energies");
     goto out;
   }
+  zeus__log(ZEUS_LOG_DEBUG, "pfo", "rank %d round %ld: fit of %zu classes from %ld tick intervals (%zu samples): "
+            "first class %.1f W, other %.1f W", o->rank, o->round, m, rows, ns, m ? power[0] : 0, power[m]);
   if (rows == 0)
     zeus__log(ZEUS_LOG_WARN, "pfo", "rank %d: no energy counter tick inside round %ld: instruction energies are "
               "estimates from earlier rounds", o->rank, o->round);

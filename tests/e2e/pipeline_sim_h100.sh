@@ -65,7 +65,7 @@ print(f"Perseus deployed (rounds 65-74): {t:.6f} s, {e:.1f} J per pipeline ({100
       f"{100 * (t / t0 - 1):+.3f} % time)")
 check("Perseus ends >= 10 % below AllMaxFrequency's energy", e <= 0.90 * e0)
 check("with the iteration time within 1 %", abs(t / t0 - 1) <= 0.01)
-frac = min(r["planned_clock_fraction"] for r in dep)
+frac = min(r["planned_clock_pct"] for r in dep) / 100
 check(f"every rank spends >= 90 % of its instruction time at the planned clock (lowest {100 * frac:.1f} %)",
       frac >= 0.90)
 err = max(abs(r["iter_energy_j"] / r["true_iter_energy_j"] - 1) for r in dep)

@@ -131,6 +131,18 @@ static void h100_fitted_energy_is_right_hooks_cost_nothing_and_clocks_arrive_in_
   zeus_pfo_last_round(opt, &st);
   assert_int_equal(st.round, 1);
   assert_true(st.energy_fitted);
+  /* A machine so loaded that this thread's 3.5 ms sleeps overshoot by 5 % or more (the forward's
+   * pieces take 35 ms of work at 1740 MHz) also starves the follower thread, whose tick times
+   * then carry that delay: the wall-clock figures mean nothing there. */
+  double fwd_busy = tr.t[0] / (double)tr.n[0];
+  if (fwd_busy > 1.05 * 0.0355) {
+    zeus_pfo_optimizer_close(opt);
+    zeus_devices_close(d);
+    zeus_pfo_server_close(s);
+    print_message("SKIPPED: the machine is too loaded for wall-clock timing (a forward took %.1f ms for 35.0 ms of "
+                  "work)\n", 1e3 * fwd_busy);
+    skip();
+  }
   zeus_pfo_class_stats cs[4];
   assert_int_equal(zeus_pfo_last_round_classes(opt, cs, 4), 2);
   for (int k = 0; k < 2; k++) {
@@ -158,14 +170,18 @@ static void h100_fitted_energy_is_right_hooks_cost_nothing_and_clocks_arrive_in_
 }
 
 /* The client as it was: the counter read around every instruction (6.6 ms per instruction on the
- * caller's thread) and each clock set when its instruction starts (~85 % at the planned clock). */
+ * caller's thread; ZEUS_MONITOR_ENERGY=raw, since issue 24's sampler otherwise follows a slow
+ * counter for the READ meter) and each clock set when its instruction starts (~83 % at the planned
+ * clock). */
 static void h100_reading_around_instructions_costs_ms_and_late_clocks(void **state) {
   (void)state;
   fresh_dir();
   char url[64];
   zeus_pfo_server *s = alternating_server(url, sizeof url);
   zeus_devices *d = open_hw("h100");
+  setenv("ZEUS_MONITOR_ENERGY", "raw", 1); /* the counter read at the bounds, not the monitor's sampler */
   zeus_pfo_optimizer *opt = open_rank(d, url, 2, ZEUS_PFO_ENERGY_READ, -1);
+  unsetenv("ZEUS_MONITOR_ENERGY");
   truth_round tr;
   run_iters(opt, d, 4, 2, &tr);
   zeus_pfo_round_stats st;
