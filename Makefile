@@ -13,7 +13,7 @@ endif
 # "Entering directory" and "Leaving directory" lines (hundreds for one build).
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps deps-build build demo check test test-asan test-minimal bench gpu-check install clean
+.PHONY: all deps deps-build build demo check test test-asan test-minimal test-components bench gpu-check install clean
 
 all: build
 
@@ -46,14 +46,24 @@ test-asan: deps
 # SQLite or libcrypto. Part of `make check` (and so of CI, .ci/run) because any change can break it
 # (a module that starts to call into a component), and a developer should see that before pushing.
 MIN_FLAGS = -DZEUS_WITH_PFO_SERVER=OFF -DZEUS_WITH_PFO_CLIENT=OFF -DZEUS_WITH_RUN=OFF -DZEUS_WITH_EXPORTER=OFF \
-            -DZEUS_WITH_METRICS_PUSH=OFF -DZEUS_WITH_DAEMON=OFF -DZEUS_BENCH=OFF
+            -DZEUS_WITH_METRICS_PUSH=OFF -DZEUS_WITH_DAEMON=OFF -DZEUS_WITH_BSO_SERVER=OFF \
+            -DZEUS_WITH_BSO_PG=OFF -DZEUS_BENCH=OFF
 test-minimal: deps
 	cmake -S . -B $(MIN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(MIN_FLAGS) $(CMAKE_FLAGS)
 	cmake --build $(MIN_BUILD) -j $(JOBS)
 	cd $(MIN_BUILD) && ctest --output-on-failure -j $(JOBS)
 
-check: test test-asan test-minimal
-	@echo "make check: all test suites passed (normal, ASan+UBSan and minimal builds)"
+# Every optional component can be left out alone: one build per zeus_component() of
+# cmake/components.cmake with that one OFF (the others ON; tests, examples and benchmarks built, so
+# a link error anywhere shows), and its unit tests run (scripts/test-components.sh). With ccache
+# warm it costs ~45 s a component on 2 cores (most objects are cache hits), so it is part of
+# `make check`; ZEUS_COMPONENT_TESTS="" runs every test of each build, "none" only builds.
+COMP_BUILD ?= build-components
+test-components: deps
+	JOBS=$(JOBS) CMAKE_FLAGS="$(CMAKE_FLAGS)" scripts/test-components.sh $(COMP_BUILD)
+
+check: test test-asan test-minimal test-components
+	@echo "make check: all test suites passed (normal, ASan+UBSan, minimal and each-component-left-out builds)"
 
 bench: build
 	cmake --build $(BUILD) --target benchmarks -j $(JOBS)

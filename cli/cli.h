@@ -94,7 +94,8 @@ int cli_gpu_sm_clocks(zeus_devices *d, unsigned gpu, unsigned *mem_mhz, unsigned
 unsigned cli_nearest_clock(const unsigned *mhz, size_t n, double want);
 /* A JSON real, or null when v is not finite. */
 struct json_t *cli_json_real_or_null(double v);
-/* Writes `doc` indented with zeus_json_dumps() and a newline; false on failure. */
+/* Writes `doc` indented with zeus_json_dumps() and a newline, after zeus_json_round_by_unit();
+ * false on failure. */
 bool cli_write_json(FILE *out, struct json_t *doc);
 /* Starts argv as a child with the signal dispositions from before cli_catch_stop_signals()
  * (standard output on our standard error when asked: the output rule of opt.h). -1 (after an
@@ -115,6 +116,7 @@ int cmd_monitor(int argc, char **argv);
 int cmd_exporter(int argc, char **argv);
 int cmd_frontier(int argc, char **argv);
 int cmd_pfo_server(int argc, char **argv);
+int cmd_bso_server(int argc, char **argv);
 int cmd_plo(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_simulate(int argc, char **argv);

@@ -15,12 +15,15 @@ static struct {
   int mode;
   const char *socket_path, *socket_perm, *tcp_addr, *enable, *key_path, *state_path;
   long socket_uid, socket_gid, num_workers, max_conn, conn_timeout, max_ttl, anon_ttl;
+  long max_leases, leases_per_client, reserved_leases, conn_per_client, reserved_conn, streams_per_client,
+      request_timeout;
   double gpu_hz, cpu_hz;
   bool allow_unauth_tcp, no_state, uid_given, gid_given;
   const char *log_level;
 } sv = {.socket_path = "/run/zeusd/zeusd.sock", .socket_perm = "666", .tcp_addr = "127.0.0.1:4938",
         .state_path = "/run/zeusd/state.json", .max_conn = 256, .conn_timeout = 30, .max_ttl = 3600,
-        .gpu_hz = 20, .cpu_hz = 10};
+        .gpu_hz = 20, .cpu_hz = 10, .max_leases = 1024, .leases_per_client = 64, .reserved_leases = 64,
+        .conn_per_client = 32, .reserved_conn = 16, .streams_per_client = 8, .request_timeout = 10};
 
 static const cli_opt serve_opts[] = {
     {"mode", 0, CLI_OPT_CHOICE, &sv.mode, NULL, "where to listen: the Unix socket, TCP, or both",
@@ -56,6 +59,21 @@ static const cli_opt serve_opts[] = {
      "close connections idle this long", "30", 1, 86400},
     {"max-lease-ttl", 0, CLI_OPT_LONG, &sv.max_ttl, "S", "longest lease a client may ask for",
      "3600", 1, 86400 * 30},
+    {"max-connections-per-client", 0, CLI_OPT_LONG, &sv.conn_per_client, "N",
+     "connections one client (a uid; over TCP an address) may hold;\nroot is not limited", "32", 1, 100000},
+    {"reserved-connections", 0, CLI_OPT_LONG, &sv.reserved_conn, "N",
+     "[uds] of --max-connections, kept for root", "16", 1, 100000},
+    {"max-streams-per-client", 0, CLI_OPT_LONG, &sv.streams_per_client, "N",
+     "power streams one client may hold at once", "8", 1, 100000},
+    {"request-timeout", 0, CLI_OPT_LONG, &sv.request_timeout, "S",
+     "a whole request (headers and body) must arrive within S s of\nthe connection opening or of its last reply",
+     "10", 1, 3600},
+    {"max-leases", 0, CLI_OPT_LONG, &sv.max_leases, "N", "leases (holders of changed settings) at once", "1024", 2,
+     1000000},
+    {"max-leases-per-client", 0, CLI_OPT_LONG, &sv.leases_per_client, "N",
+     "leases one client (a uid, a token's subject, an address) may hold", "64", 1, 1000000},
+    {"reserved-leases", 0, CLI_OPT_LONG, &sv.reserved_leases, "N", "of --max-leases, kept for root", "64", 1,
+     1000000},
     {"tcp-anonymous-ttl", 0, CLI_OPT_LONG, &sv.anon_ttl, "S",
      "[tcp] changes made without a lease (original zeusd clients):\n"
      "0 keeps them until the daemon stops; S gives them back S seconds\n"
@@ -232,6 +250,18 @@ static int serve(int argc, char **argv) {
   o.cpu_poll_hz = sv.cpu_hz;
   o.max_lease_ttl_s = (unsigned)sv.max_ttl;
   o.tcp_anonymous_ttl_s = (unsigned)sv.anon_ttl;
+  o.max_leases = (unsigned)sv.max_leases;
+  o.max_leases_per_client = (unsigned)sv.leases_per_client;
+  o.reserved_leases = (unsigned)sv.reserved_leases;
+  o.max_connections_per_client = (unsigned)sv.conn_per_client;
+  o.reserved_connections = (unsigned)sv.reserved_conn;
+  o.max_streams_per_client = (unsigned)sv.streams_per_client;
+  o.request_timeout_s = (unsigned)sv.request_timeout;
+  if (sv.reserved_leases >= sv.max_leases || sv.reserved_conn >= sv.max_conn) {
+    cli_error(cmd, false, "--reserved-leases and --reserved-connections must be fewer than --max-leases and "
+              "--max-connections");
+    return CLI_EXIT_USAGE;
+  }
   /* Every thread the daemon starts inherits this mask; sigwait below takes the signals. */
   sigset_t set, old;
   sigemptyset(&set);

@@ -11,7 +11,8 @@
 static const char *host_opt = "127.0.0.1";
 static int port_opt = 9401;
 static bool port_given, once_opt, no_cpus_opt;
-static double interval_opt = 0.1;
+static double interval_opt = 0.1, request_timeout_opt = 5;
+static int max_conn_opt = 64;
 static cli_index_list sim_work;
 
 static const cli_opt exporter_opts[] = {
@@ -23,6 +24,12 @@ static const cli_opt exporter_opts[] = {
      "sampling period between scrapes: integrates the power of GPUs without an energy counter and catches "
      "RAPL wrap-arounds",
      "0.1", 0.001, 10},
+    {"max-connections", 0, CLI_OPT_INT, &max_conn_opt, "N",
+     "connections served at once; when all are held, a new one takes the slot of the oldest that has "
+     "not sent a whole request",
+     "64", 1, 100000},
+    {"request-timeout", 0, CLI_OPT_DOUBLE, &request_timeout_opt, "S",
+     "a request's headers must arrive within S s of the connection opening or of its last reply", "5", 0.1, 3600},
     {"no-cpus", 0, CLI_OPT_FLAG, &no_cpus_opt, NULL, "leave the RAPL CPU packages out"},
     {"once", 0, CLI_OPT_FLAG, &once_opt, NULL,
      "print one scrape on standard output and exit (no server; for a look, or promtool check metrics)"},
@@ -115,6 +122,8 @@ int cmd_exporter(int argc, char **argv) {
   o.no_cpus = no_cpus_opt;
   o.no_http = once_opt;
   o.sample_interval_s = interval_opt;
+  o.max_connections = (unsigned)max_conn_opt;
+  o.request_timeout_s = request_timeout_opt;
   const char *token = getenv("ZEUS_EXPORTER_TOKEN");
   o.token = token && *token ? token : NULL;
 

@@ -129,9 +129,12 @@ static bool prepare_parent(const char *file, const char *what) {
 static json_t *point_json(const zeus_frontier *f, size_t i) {
   zeus_frontier_point p;
   zeus_frontier_get_point(f, i, &p);
-  return json_pack("{s:I,s:f,s:f,s:f,s:f,s:f,s:b}", "iteration", (json_int_t)p.iteration, "time_s", p.time_s,
-                   "cost_j", p.cost_j, "cost_with_blocking_j", p.cost_with_blocking_j, "eval_time_s", p.eval_time_s,
-                   "eval_energy_j", p.eval_energy_j, "dominated", p.dominated);
+  /* At the microsecond and the microjoule, as frontier.csv writes them (zeus/format.h). */
+  return json_pack("{s:I,s:f,s:f,s:f,s:f,s:f,s:b}", "iteration", (json_int_t)p.iteration, "time_s",
+                   zeus_round_decimals(p.time_s, 6), "cost_j", zeus_round_decimals(p.cost_j, 6),
+                   "cost_with_blocking_j", zeus_round_decimals(p.cost_with_blocking_j, 6), "eval_time_s",
+                   zeus_round_decimals(p.eval_time_s, 6), "eval_energy_j", zeus_round_decimals(p.eval_energy_j, 6),
+                   "dominated", p.dominated);
 }
 
 static json_t *path_or_null(const char *s) { return s ? json_string(s) : json_null(); }
@@ -316,7 +319,7 @@ int cmd_frontier(int argc, char **argv) {
   zeus_frontier_get_point(f, npts - 1, &last);
   if (json) {
     doc = json_pack("{s:I,s:I,s:I,s:f,s:o,s:o,s:o,s:o,s:o,s:o}", "num_points", (json_int_t)npts, "dominated_points",
-                    (json_int_t)ndom, "plans_written", (json_int_t)plans, "solve_time_s", secs, "out",
+                    (json_int_t)ndom, "plans_written", (json_int_t)plans, "solve_time_s", zeus_round_decimals(secs, 9), "out",
                     path_or_null(out), "plot", path_or_null(plot), "timeline", path_or_null(tl_path), "slowest",
                     point_json(f, 0), "fastest", point_json(f, npts - 1), "min_energy", point_json(f, emin));
     char *s = doc ? zeus_json_dumps(doc, JSON_INDENT(2)) : NULL;

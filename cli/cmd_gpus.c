@@ -192,6 +192,7 @@ static int list_gpus(zeus_devices *d, bool as_json) {
         json_pack("{s:s,s:o,s:o,s:o,s:o}", "backend", zeus_devices_backend(d), "gpu_error",
                   nvml_error && n == 0 ? json_string(nvml_error) : json_null(), "gpus", gpus,
                   "cpu_error", why_cpu[0] ? json_string(why_cpu) : json_null(), "cpus", cpus);
+    zeus_json_round_by_unit(doc); /* each number at its resolution (docs/output.md) */
     char *s = zeus_json_dumps(doc, JSON_INDENT(2));
     if (s) printf("%s\n", s);
     else status = CLI_EXIT_FAIL;

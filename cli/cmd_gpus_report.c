@@ -296,9 +296,11 @@ static void md_plo(FILE *f, const json_t *d) {
   const json_t *v;
   json_array_foreach(get(d, "power_limits_w"), i, v)
       fprintf(f, "%s%s W", i ? ", " : "", num(v, "%.0f", 1, a, sizeof a));
-  fprintf(f, " (%s optimizer steps); optimum **%s W**.\n\n",
+  fprintf(f, " (%s optimizer steps, profile windows of %s s); optimum **%s W** (a clean sweep of the same work: %s W).\n\n",
           num(get(d, "optimizer_steps"), "%.0f", 1, a, sizeof a),
-          num(get(d, "optimal_power_limit_w"), "%.1f", 1, b, sizeof b));
+          num(get(d, "profile_window_s"), "%.2f", 1, c, sizeof c),
+          num(get(d, "optimal_power_limit_w"), "%.1f", 1, b, sizeof b),
+          num(get(d, "sweep_optimum_w"), "%.1f", 1, e, sizeof e));
   fprintf(f,
           "| window | time | energy |\n|---|---|---|\n| baseline (limit before) | %s s | %s J |\n| "
           "at the optimum | %s s | %s J |\n\n",
@@ -311,6 +313,52 @@ static void md_plo(FILE *f, const json_t *d) {
           num(get(d, "slowdown"), "%.3f", 1, s2, sizeof s2));
   const char *k;
   json_object_foreach((json_t *)ck, k, v) fprintf(f, "| %s | %s |\n", k, tri(v));
+  fprintf(f, "\n");
+}
+
+static void md_window(FILE *f, const json_t *d) {
+  char a[32], b[32], c[32], e[32], g[32];
+  const json_t *ref = get(d, "reference");
+  fprintf(f,
+          "## Window accuracy (window-accuracy)\n\nGPU %s under the load; reference: %s W mean power over "
+          "%s s between two counter ticks. Error of each window's energy against that power times its "
+          "length, the raw counter difference beside the sampled source (docs/real-gpus.md).\n\n"
+          "| window | raw: median | raw: worst | sampled: median | sampled: worst |\n|---|---|---|---|---|\n",
+          num(get(d, "gpu"), "%.0f", 1, a, sizeof a), num(get(ref, "mean_power_w"), "%.1f", 1, b, sizeof b),
+          num(get(ref, "seconds"), "%.2f", 1, c, sizeof c));
+  size_t i;
+  const json_t *w;
+  json_array_foreach(get(d, "windows"), i, w) {
+    fprintf(f, "| %s ms | %s %% | %s %% | %s %% | %s %% |\n", num(get(w, "window_s"), "%.0f", 1000, a, sizeof a),
+            num(get(w, "raw_median_pct"), "%.2f", 1, b, sizeof b), num(get(w, "raw_worst_pct"), "%.2f", 1, c, sizeof c),
+            num(get(w, "sampled_median_pct"), "%.3f", 1, e, sizeof e),
+            num(get(w, "sampled_worst_pct"), "%.3f", 1, g, sizeof g));
+  }
+  fprintf(f, "\n| check | result |\n|---|---|\n");
+  const char *k;
+  const json_t *v;
+  json_object_foreach((json_t *)get(d, "checks"), k, v) fprintf(f, "| %s | %s |\n", k, tri(v));
+  fprintf(f, "\n");
+}
+
+static void md_actuation(FILE *f, const json_t *d) {
+  char a[32], b[32], c[32], e[32];
+  fprintf(f, "## Actuation latency through the work (actuation-latency)\n\nWork: ");
+  cell(f, json_string_value(get(d, "work")));
+  fprintf(f, ". The effect is the first of three kernels in a row more than 10 %% off the ones before the call "
+             "(the read-back's figure is the clock-latency step's).\n\n"
+             "| change | way | call returns (median) | in the work after (median, min-max) |\n|---|---|---|---|\n");
+  const char *k;
+  const json_t *v;
+  json_object_foreach((json_t *)get(d, "changes"), k, v) {
+    for (int w = 0; w < 2; w++) {
+      const json_t *x = get(v, w ? "up" : "down"), *we = get(x, "work_effect");
+      fprintf(f, "| %s | %s | %s ms | %s ms (%s-%s) |\n", k, w ? "back" : "change",
+              num(get(get(x, "call"), "median_s"), "%.1f", 1000, a, sizeof a),
+              num(get(we, "median_s"), "%.1f", 1000, b, sizeof b), num(get(we, "min_s"), "%.1f", 1000, c, sizeof c),
+              num(get(we, "max_s"), "%.1f", 1000, e, sizeof e));
+    }
+  }
   fprintf(f, "\n");
 }
 
@@ -475,6 +523,10 @@ int cmd_gpus_report(int argc, char **argv) {
       md_plo(f, s->doc);
     else if (strcmp(s->name, "pfo") == 0)
       md_pfo(f, s->doc);
+    else if (strcmp(s->name, "window-accuracy") == 0)
+      md_window(f, s->doc);
+    else if (strcmp(s->name, "actuation-latency") == 0)
+      md_actuation(f, s->doc);
     else if (strncmp(s->name, "set-", 4) == 0) {
       if (!set_header)
         fprintf(f,

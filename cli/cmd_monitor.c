@@ -33,7 +33,7 @@ static const cli_opt energy_opts[] = {
     {"gpus", 0, CLI_OPT_CUSTOM, &gpu_list, "LIST", "comma-separated visible GPU indices", "all",
      .parse = cli_opt_index_list},
     {"json", 0, CLI_OPT_FLAG, &json_output, NULL,
-     "print the report as one JSON document (README, \"Output\"); CMD's standard\n"
+     "print the report as one JSON document (docs/output.md); CMD's standard\n"
      "output then goes to standard error, so that standard output is only JSON"},
     {"output", 'o', CLI_OPT_STRING, &out_path, "FILE",
      "write the report to FILE (replaced whole when CMD ends) instead of standard\n"

@@ -1,6 +1,8 @@
 /* zeus plo replay: the power-limit optimizer in a simulated training loop on GPUs modelled by a
  * measured profile CSV; zeus plo demo: the same on the built-in simulated GPU. */
 #include <jansson.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,10 +17,26 @@ typedef struct options {
   double eta, factor;
   bool have_eta, have_factor, json;
   long steps_per_epoch, epochs, wait, warmup, profile_steps;
+  double jitter, slow_first, drift, counter_period_ms;
+  long seed;
+  bool original;
 } options;
 
 static options plo_opts = {
-    .selector = SEL_ZEUS_COST, .eta = 0.5, .wait = 1, .warmup = 10, .profile_steps = 40};
+    .selector = SEL_ZEUS_COST, .eta = 0.5, .wait = 1, .warmup = 10, .profile_steps = 40, .seed = 1};
+
+/* The noise's random numbers: splitmix64, and a standard normal deviate by Box-Muller. */
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+static double gauss(uint64_t *s) {
+  double u1 = ((double)(splitmix(s) >> 11) + 0.5) / 9007199254740992.0;
+  double u2 = (double)(splitmix(s) >> 11) / 9007199254740992.0;
+  return sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
+}
 
 /* One table for both subcommands: demo refuses --profile, replay requires it. */
 static const cli_opt plo_table[] = {
@@ -45,6 +63,20 @@ static const cli_opt plo_table[] = {
     {"warmup", 0, CLI_OPT_LONG, &plo_opts.warmup, "K", "warm-up steps at each limit", "10", 0, 1e9},
     {"profile-steps", 0, CLI_OPT_LONG, &plo_opts.profile_steps, "P", "steps measured at each limit",
      "40", 1, 1e9},
+    {"jitter", 0, CLI_OPT_DOUBLE, &plo_opts.jitter, "S",
+     "noise: each step's work is scaled by 1 + S * a standard normal deviate\n"
+     "(0.05: 5 % standard deviation)", "0", 0, 1},
+    {"slow-first", 0, CLI_OPT_DOUBLE, &plo_opts.slow_first, "F",
+     "noise: the first profiling window's steps take F more (0.05: 5 % slow)", "0", 0, 10},
+    {"drift", 0, CLI_OPT_DOUBLE, &plo_opts.drift, "D",
+     "noise: the work grows linearly by D over the original's profiling steps\n"
+     "(wait + 1 + limits * (warmup + profile steps)), then stays", "0", 0, 10},
+    {"counter-period-ms", 0, CLI_OPT_DOUBLE, &plo_opts.counter_period_ms, "MS",
+     "the simulated energy counters tick every MS ms (a real H100: 100)", "0 (continuous)", 0, 10000},
+    {"seed", 0, CLI_OPT_LONG, &plo_opts.seed, "N", "seed of the noise", "1", 0, 1e15},
+    {"original", 0, CLI_OPT_FLAG, &plo_opts.original, NULL,
+     "profile as the original does (sets ZEUS_PLO_PROFILING=original): one window\n"
+     "of profile steps per limit, nothing measured again"},
     {"json", 0, CLI_OPT_FLAG, &plo_opts.json, NULL,
      "print one JSON document (see below) instead of the text report"},
     {0},
@@ -197,7 +229,7 @@ static void print_table(const zeus_plo_measurement *m, size_t n, unsigned opt_w,
     }
     if (m[i].power_limit_w == opt_w) at_opt = i;
   }
-  printf("\nmeasurements (one profiling window per limit; energy summed over %u GPU%s):\n", ngpu,
+  printf("\nmeasurements (per window of the profile steps; energy summed over %u GPU%s):\n", ngpu,
          ngpu == 1 ? "" : "s");
   char cost_head[32];
   snprintf(cost_head, sizeof cost_head, "cost (eta %g)", eta);
@@ -238,6 +270,7 @@ static int print_json(const run *r, const options *o, bool demo, const unsigned 
                           demo ? json_null() : json_string(o->profile), "selector", sel, "num_gpus",
                           (json_int_t)r->ngpu, "power_limits_w", lims, "optimal_power_limit_w",
                           (double)opt_w, "set_power_limit_calls", calls, "measurements", meas);
+  zeus_json_round_by_unit(out); /* each number at its resolution (docs/output.md) */
   char *s = zeus_json_dumps(out, JSON_INDENT(2));
   json_decref(out);
   if (!s) {
@@ -258,6 +291,9 @@ static int replay(const char *cmd, bool demo, const options *o) {
     return CLI_EXIT_FAIL;
   }
   cfg->clock = ZEUS_SIM_CLOCK_VIRTUAL;
+  for (unsigned g = 0; g < cfg->num_gpus && cfg->gpus; g++)
+    if (o->counter_period_ms > 0) cfg->gpus[g].counter_period_s = o->counter_period_ms / 1000;
+  if (o->original) setenv("ZEUS_PLO_PROFILING", "original", 1);
   zeus_devices_opts dopts = {.backend = "sim", .sim = cfg, .all_devices = true};
   run r = {0};
   zeus_monitor *mon = NULL;
@@ -338,6 +374,10 @@ static int replay(const char *cmd, bool demo, const options *o) {
   }
   double units[ZEUS_MAX_GPUS];
   for (unsigned g = 0; g < r.ngpu; g++) units[g] = 1.0;
+  zeus_plo_set_epoch_steps(plo, spe);
+  uint64_t seed = (uint64_t)o->seed * 0x2545f4914f6cdd1dULL + 1;
+  long orig_steps = o->wait + 1 + (long)nlimits * (o->warmup + o->profile_steps), step = 0, done_step = 0;
+  bool noisy = o->jitter > 0 || o->slow_first > 0 || o->drift > 0;
   long epoch = 0;
   for (;;) {
     if (o->epochs && epoch == o->epochs) break;
@@ -350,6 +390,16 @@ static int replay(const char *cmd, bool demo, const options *o) {
         goto out;
       }
       if (note_changes(&r, epoch, s)) goto failed_read;
+      if (noisy) { /* the same noise as the robustness figures (src/plo/noisy_replay.c) */
+        const zeus_plo_measurement *mm;
+        bool first = zeus_plo_get_state(plo) == ZEUS_PLO_PROFILING && zeus_plo_measurements(plo, &mm) == 0;
+        double f = 1 + o->jitter * gauss(&seed);
+        if (first) f *= 1 + o->slow_first;
+        f *= 1 + o->drift * fmin(1.0, (double)step / (double)orig_steps);
+        for (unsigned g = 0; g < r.ngpu; g++) units[g] = f < 0.1 ? 0.1 : f;
+      }
+      step++;
+      if (!done_step && zeus_plo_get_state(plo) == ZEUS_PLO_DONE) done_step = step;
       if (zeus_sim_work_all(r.node, units, NULL)) {
         cli_error(cmd, true, "simulated work failed");
         goto out;
@@ -379,6 +429,8 @@ static int replay(const char *cmd, bool demo, const options *o) {
     exit_code = print_json(&r, o, demo, limits, nlimits, m, n, opt);
   } else {
     print_changes(&r);
+    if (done_step)
+      printf("profiling took %ld steps (the original's: %ld on these settings)\n", done_step, orig_steps);
     print_table(m, n, opt, o->eta, r.ngpu, demo);
     exit_code = CLI_EXIT_OK;
   }

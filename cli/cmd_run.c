@@ -217,7 +217,10 @@ static const cli_opt run_opts[] = {
      .heading = "Driver:"},
     {"log-base", 0, CLI_OPT_STRING, &log_base, "DIR", "folder of job folders", "./zeus_logs",
      .seen = &given[O_LOG_BASE]},
-    {"state", 0, CLI_OPT_STRING, &state_path, "FILE", "the SQLite state to use or create",
+    {"state", 0, CLI_OPT_STRING, &state_path, "FILE|URL",
+     "the SQLite state to use or create; or postgresql://... (a libpq URI): the job's state\n"
+     "in that database, shared by zeus run on every node (and by zeus bso-server's\n"
+     "database; docs/bso-server.md)",
      .seen = &given[O_STATE]},
     {"observer-mode", 0, CLI_OPT_FLAG, &observer_mode, NULL,
      "run at the maximum power limit, account as if at the optimum", .seen = &given[O_OBSERVER]},

@@ -80,7 +80,7 @@ static const cli_command sim_cmd = {
         "saved in percent against recurrences x baseline.\n"
         "\n"
         "The traces are the ones the original Zeus project published for its NSDI'23 evaluation;\n"
-        "with ZEUS_DATA_DIR set to the measured-data folder (README, \"Measured data\"),\n"
+        "with ZEUS_DATA_DIR set to the measured-data folder (docs/data.md),\n"
         "--trace-dir can be left out.",
     .opts = sim_table,
     .more =

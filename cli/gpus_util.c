@@ -137,6 +137,7 @@ unsigned cli_nearest_clock(const unsigned *mhz, size_t n, double want) {
 json_t *cli_json_real_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 bool cli_write_json(FILE *out, json_t *doc) {
+  zeus_json_round_by_unit(doc);
   char *s = zeus_json_dumps(doc, JSON_INDENT(2));
   if (!s) return false;
   bool ok = fprintf(out, "%s\n", s) > 0;

@@ -34,6 +34,9 @@ static const command commands[] = {
      "time–energy frontier of a pipeline (Perseus optimizer) from a profile"},
     {"pfo-server", CLI_COMPONENT(cmd_pfo_server),
      "serve Perseus per-instruction GPU frequency schedules"},
+    {"bso-server", CLI_COMPONENT(cmd_bso_server),
+     "serve the batch-size optimizer to recurring jobs on many nodes\n"
+     "               (SQLite or PostgreSQL)"},
     {"plo", cmd_plo, NULL, NULL,
      "power-limit optimizer: replay a measured profile, or a demo on simulated GPUs"},
     {"run", CLI_COMPONENT(cmd_run),
@@ -79,17 +82,17 @@ static void usage(FILE *out) {
       "                     none; 'zeus gpus' says why it did not)\n"
       "  ZEUS_NVML_LIBRARY  path of the NVML library to load (default libnvidia-ml.so.1)\n"
       "  CUDA_VISIBLE_DEVICES  which GPUs are visible, as CUDA reads it\n"
-      "  ZEUS_SIM_*         the simulated GPU (see README); the CLI runs it on the wall clock\n"
+      "  ZEUS_SIM_*         the simulated GPU (see docs/sim.md); the CLI runs it on the wall clock\n"
       "  ZEUS_RAPL_ROOT     where the RAPL zones are (default /sys/class/powercap)\n"
-      "  ZEUS_DATA_DIR      the measured data (traces, profiles): see README, \"Measured data\"\n"
+      "  ZEUS_DATA_DIR      the measured data (traces, profiles): see docs/data.md\n"
       "  ZEUS_LOG_LEVEL     error | warn | info | debug | off (default warn)\n"
       "  ZEUSD_SOCK_PATH, ZEUSD_HOST_PORT, ZEUSD_TOKEN  send privileged GPU calls (and RAPL reads\n"
       "                     this process cannot make) to a zeus daemon or zeusd\n"
-      "                     ('zeus daemon serve --help'; README, \"Running without root\")\n"
+      "                     ('zeus daemon serve --help'; docs/privileges.md)\n"
       "\n"
       "Output: a --json report is one JSON document on standard output, its keys in SI units\n"
       "(_w, _j, _s, _mhz); a command that runs a child leaves standard output to the child and\n"
-      "writes its text report to standard error, or to -o FILE (README, \"Output\").\n");
+      "writes its text report to standard error, or to -o FILE (docs/output.md).\n");
 }
 
 void cli_error(const char *cmd, bool with_zeus_error, const char *fmt, ...) {

@@ -5,7 +5,7 @@
  * accepted (--name=value and --name value; -x value and -xvalue), "--" ends the options, and an
  * unknown or misspelled option gets a "did you mean" naming the nearest one.
  *
- * Output rule of every command (README, "Output"): standard output belongs either to the
+ * Output rule of every command (docs/output.md): standard output belongs either to the
  * command's report or to the child it runs, never both. Without a child the report goes to
  * stdout. With a child (zeus monitor energy -- CMD, zeus run -- CMD): in text mode the child keeps
  * stdout and the report goes to stderr; with --json the JSON document is the only thing on

@@ -12,6 +12,10 @@
 #                              leaves them out when OFF and says so in --help
 #   USED_BY <glob>...          tests, examples, benchmarks and Python test files that need it:
 #                              left out of the build and the test suite when OFF)
+#   REQUIRES <NAME>...         components it cannot work without (declared above it): when one of
+#                              them is OFF this one is left out too, and the summary says why, so
+#                              that no combination of options gives a build that does not link
+#                              (`make test-components` builds each one left out alone)
 #
 # Results, for the rest of the build:
 #   ZEUS_WITH_<NAME>           the option (ON/OFF)
@@ -37,15 +41,29 @@ set(ZEUS_COMMANDS_LEFT_OUT "")
 set(ZEUS_COMMANDS_BUILT "")
 
 function(zeus_component name)
-  cmake_parse_arguments(C "" "DOC" "SOURCES;PKGS;COMMANDS;USED_BY" ${ARGN})
+  cmake_parse_arguments(C "" "DOC" "SOURCES;PKGS;COMMANDS;USED_BY;REQUIRES" ${ARGN})
   option(ZEUS_WITH_${name} "${C_DOC}" ON)
+  set(enabled ${ZEUS_WITH_${name}})
+  set(missing "")
+  foreach(r ${C_REQUIRES})
+    if(NOT DEFINED ZEUS_HAVE_COMPONENT_${r})
+      message(FATAL_ERROR "component ${name} REQUIRES ${r}, which is not declared before it")
+    endif()
+    if(NOT ZEUS_HAVE_COMPONENT_${r})
+      list(APPEND missing ZEUS_WITH_${r})
+    endif()
+  endforeach()
+  if(enabled AND missing)
+    set(enabled OFF)
+    set(ZEUS_WITH_${name} OFF PARENT_SCOPE) # the rest of the build sees it left out
+  endif()
   set(libs ${ZEUS_COMPONENT_LIBS})
   set(pkgs ${ZEUS_COMPONENT_PKGS})
   set(left ${ZEUS_LEFT_OUT})
   set(defs ${ZEUS_CLI_DEFINITIONS})
   string(REPLACE ";" " " deps "${C_PKGS}")
   string(REPLACE ";" " " cmds "${C_COMMANDS}")
-  if(ZEUS_WITH_${name})
+  if(enabled)
     set(have 1)
     set(ZEUS_PKGS_BUILT "${ZEUS_PKGS_BUILT} ${deps}" PARENT_SCOPE)
     set(ZEUS_COMMANDS_BUILT "${ZEUS_COMMANDS_BUILT} ${cmds}" PARENT_SCOPE)
@@ -85,8 +103,12 @@ function(zeus_component name)
   set(ZEUS_CLI_DEFINITIONS "${defs}" PARENT_SCOPE)
   set(ZEUS_CONFIG_HAVE "${ZEUS_CONFIG_HAVE}/* ${C_DOC} (needs ${deps}) */\n#define ZEUS_HAVE_${name} ${have}\n"
       PARENT_SCOPE)
+  set(ZEUS_HAVE_COMPONENT_${name} ${have} PARENT_SCOPE)
   if(have)
     set(state "ON (${deps})")
+  elseif(missing)
+    string(REPLACE ";" ", " why "${missing}")
+    set(state "OFF (it needs ${why}, which is OFF; left out: ${deps})")
   else()
     set(state "OFF (left out: ${deps})")
   endif()
@@ -128,8 +150,24 @@ zeus_component(RUN
   SOURCES src/run
   PKGS sqlite3
   COMMANDS run
-  USED_BY tests/unit/test_run.c tests/unit/test_run_hardening.c tests/e2e/bso_cli.sh
+  USED_BY tests/unit/test_run.c tests/unit/test_run_hardening.c tests/e2e/bso_cli.sh tests/e2e/bso_run_pg.sh
           tests/e2e/bso_valgrind.sh)
+
+zeus_component(BSO_SERVER
+  DOC "the batch-size optimizer server on SQLite: zeus bso-server, zeus/bso_server.h"
+  SOURCES src/bso_server
+  PKGS libmicrohttpd sqlite3
+  COMMANDS bso-server
+  USED_BY tests/unit/test_bso_server*.c tests/e2e/bso_server*.sh bench/bench_bso_server.c tests/e2e/bso_run_pg.sh
+          python/tests/test_bso_client.py)
+
+# PostgreSQL for zeus bso-server (and zeus run --state postgresql://...). It extends BSO_SERVER:
+# with BSO_SERVER off its sources compile to nothing.
+zeus_component(BSO_PG
+  DOC "PostgreSQL storage for zeus bso-server: --database postgresql://... (needs BSO_SERVER)"
+  SOURCES src/bso_pg
+  PKGS libpq
+  USED_BY tests/e2e/bso_run_pg.sh)
 
 zeus_component(DAEMON
   DOC "zeus daemon: the privileged daemon with zeusd's API and leases, zeus/daemon.h (the device

@@ -323,6 +323,7 @@ typedef struct shared {
   psim_job *job;
   zeus_thread_group *tg;
   zeus_pfo_round_stats *stats; /* [round][rank] */
+  double *truth;               /* [round][rank]: the simulated GPU's ground-truth energy per iteration */
   long max_rounds;
   stage_profile *profile; /* NULL: the DVFS model */
   double blocking_power_w; /* < 0: the model's default */
@@ -338,12 +339,12 @@ typedef struct profile_gpu {
   const psim_rank *r;
 } profile_gpu;
 
-static int profile_work(void *ctx, bool forward, double units) {
-  (void)units;
-  profile_gpu *g = ctx;
+/* The row of the clock the GPU runs at now (the clock in effect, not the read-back, which on the
+ * h100 hardware profile waits for the sensor tick). */
+static int profile_row(profile_gpu *g, bool forward, double *t, double *e) {
   const stage_profile *p = g->sh->profile;
   unsigned mhz = 0;
-  int rc = zeus_sim_gpu_current_clocks(g->node, 0, &mhz, NULL);
+  int rc = zeus_sim_operating_point(g->node, 0, &mhz, NULL);
   if (rc) return rc;
   int c = (p->max_mhz - (int)mhz) / p->step_mhz;
   if ((int)mhz > p->max_mhz || (int)mhz < p->min_mhz || (p->max_mhz - (int)mhz) % p->step_mhz)
@@ -351,7 +352,52 @@ static int profile_work(void *ctx, bool forward, double units) {
                            mhz);
   size_t k = ((size_t)g->r->pp * 2 + (forward ? 0 : 1)) * (size_t)p->nclocks + (size_t)c;
   double f = straggler_factor(g->sh->stragglers, g->sh->nstragglers, g->r->dp, g->r->iter);
-  return zeus_sim_work_measured(g->node, 0, p->t[k] * f, p->e[k] * f, NULL);
+  *t = p->t[k] * f;
+  *e = p->e[k] * f;
+  return ZEUS_OK;
+}
+
+/* One instruction: the row of the clock in place, in pieces that end where the frequency
+ * controller issues a clock lock (it acts then) or where a lock it issued takes effect (the rest
+ * runs at the new clock's row, as a real GPU's kernels speed up or slow down mid-instruction). A
+ * piece of simulated work keeps the clock it started at. */
+static int profile_work(void *ctx, bool forward, double units) {
+  (void)units;
+  profile_gpu *g = ctx;
+  zeus_pfo_controller *ctl = g->r->opt ? zeus_pfo_optimizer_controller(g->r->opt) : NULL;
+  double done = 0; /* fraction of the instruction done */
+  for (int guard = 0; done < 1 - 1e-12 && guard < 1000; guard++) {
+    double t = 0, e = 0, now = zeus_sim_now(g->node);
+    int rc = profile_row(g, forward, &t, &e);
+    if (rc) return rc;
+    double end = now + (1 - done) * t, stop = end;
+    bool issue_here = false;
+    if (ctl) {
+      double issue = zeus_pfo_controller_next_issue(ctl);
+      if (issue <= now) {
+        if ((rc = zeus_pfo_controller_wait(ctl, 30.0))) return rc;
+        if (zeus_pfo_controller_next_issue(ctl) > now) continue; /* issued: look again */
+      } else if (issue < stop) {
+        stop = issue;
+        issue_here = true;
+      }
+      double tl[4];
+      unsigned fl[4];
+      size_t n = zeus_pfo_controller_timeline(ctl, now, tl, fl, 4);
+      for (size_t i = 0; i < n; i++)
+        if (tl[i] > now && tl[i] < stop) {
+          stop = tl[i];
+          issue_here = false;
+        }
+    }
+    double dt = stop - now;
+    if ((rc = zeus_sim_work_measured(g->node, 0, dt, e * dt / t, NULL))) return rc;
+    if (g->r->opt) zeus_pfo_optimizer_observe(g->r->opt);
+    done += dt / t;
+    if (stop >= end) break;
+    if (issue_here && (rc = zeus_pfo_controller_wait(ctl, 30.0))) return rc;
+  }
+  return ZEUS_OK;
 }
 
 typedef struct rank_arg {
@@ -404,9 +450,11 @@ static void *rank_main(void *p) {
       snprintf(gpu.name, sizeof gpu.name, "Zeus Simulated GPU (stage %d of a measured profile)", r.pp);
     }
     if (sh->blocking_power_w >= 0) gpu.dvfs.idle_power_w = sh->blocking_power_w > 0 ? sh->blocking_power_w : 1e-9;
+    const char *hw = getenv("ZEUS_SIM_HARDWARE");
+    if (hw && *hw) rc = zeus_sim_hardware_profile(hw, &gpu.hw); /* e.g. h100: ticks, read costs, lock latencies */
     zeus_sim_config cfg = {.num_gpus = 1, .gpus = &gpu, .clock = ZEUS_SIM_CLOCK_VIRTUAL};
     zeus_devices_opts dopts = {.backend = "sim", .sim = &cfg, .all_devices = true};
-    rc = zeus_devices_open(&dev, &dopts);
+    if (!rc) rc = zeus_devices_open(&dev, &dopts);
   }
   zeus_pfo_optimizer_opts o;
   zeus_pfo_optimizer_opts_init(&o);
@@ -444,7 +492,8 @@ static void *rank_main(void *p) {
     }
     r.opt = opt;
     long seen = -1;
-    double t0 = zeus_monotonic_s();
+    double t0 = zeus_monotonic_s(), acc = 0, e_prev = 0;
+    if (!rc) rc = zeus_sim_true_energy(node, 0, &e_prev);
     for (long i = 0; i < sh->iterations && !rc; i++) {
       /* --pace: iteration i starts no earlier than i x pace seconds of real time after the first
        * (the simulated GPUs' own clocks are virtual and unaffected). */
@@ -454,11 +503,17 @@ static void *rank_main(void *p) {
         nanosleep(&ts, NULL);
       }
       rc = psim_iteration(&r);
+      double e_now = 0;
+      if (!rc) rc = zeus_sim_true_energy(node, 0, &e_now);
+      acc += e_now - e_prev;
+      e_prev = e_now;
       zeus_pfo_round_stats st;
       zeus_pfo_last_round(opt, &st);
       if (!rc && st.round > seen && st.round < sh->max_rounds) {
         sh->stats[st.round * sh->world + a->rank] = st;
+        sh->truth[st.round * sh->world + a->rank] = st.iterations > 0 ? acc / (double)st.iterations : 0;
         seen = st.round;
+        acc = 0;
       }
     }
   }
@@ -489,9 +544,11 @@ static const cli_opt opts[] = {
      "ZEUS_PFO_ITERS_PER_ROUND, else 10", 1, 100000},
     {"job-metadata", 0, CLI_OPT_STRING, &job_sh.metadata, "TEXT", "appended to the job id by the server"},
     {"json", 0, CLI_OPT_FLAG, &opt_json, NULL,
-     "print one JSON document: [{\"round\", \"iterations\", \"iter_time_s\", \"iter_energy_j\", \"pipelines\": "
-     "[{\"dp\", \"iter_time_s\", \"iter_energy_j\"}, ...]}, ...]: per round the job's iteration time, the "
-     "energy of one iteration over all GPUs, and each data-parallel pipeline's"},
+     "print one JSON document: [{\"round\", \"iterations\", \"iter_time_s\", \"iter_energy_j\", "
+     "\"true_iter_energy_j\", \"planned_clock_fraction\", \"pipelines\": [{\"dp\", \"iter_time_s\", "
+     "\"iter_energy_j\", \"true_iter_energy_j\"}, ...]}, ...]: per round the job's iteration time, the energy of "
+     "one iteration over all GPUs as the clients measured it and as the simulated GPUs drew it, the lowest rank's "
+     "fraction of instruction time at the planned clock, and each data-parallel pipeline's"},
     {"stage-profile", 0, CLI_OPT_STRING, &opt_profile, "FILE",
      "each GPU takes the time and energy of FILE's row for its stage, instruction and SM clock (CSV "
      "stage,instruction,frequency,time,energy, other columns ignored; stages 0..P-1 are used; the clocks evenly "
@@ -531,8 +588,11 @@ static const cli_command cmd = {
     .opts = opts,
     .more = "Environment: the client's settings ZEUS_PFO_SERVER_URL, ZEUS_PFO_ITERS_PER_ROUND,\n"
             "ZEUS_PFO_CONNECT_TIMEOUT, ZEUS_PFO_REQUEST_TIMEOUT, ZEUS_PFO_SCHEDULE_TIMEOUT,\n"
-            "ZEUS_PFO_RETRIES, ZEUS_PFO_RETRY_BACKOFF, ZEUS_PFO_TOKEN, ZEUS_PFO_PROFILE_INSTRUCTIONS\n"
-            "(each also as PERSEUS_<NAME>); ZEUS_LOG_LEVEL for log lines on stderr.\n\n"
+            "ZEUS_PFO_RETRIES, ZEUS_PFO_RETRY_BACKOFF, ZEUS_PFO_TOKEN, ZEUS_PFO_PROFILE_INSTRUCTIONS,\n"
+            "ZEUS_PFO_INSTRUCTION_ENERGY, ZEUS_PFO_CLOCK_LATENCY (each also as PERSEUS_<NAME>);\n"
+            "ZEUS_SIM_HARDWARE=h100 makes every GPU behave like the measured H100 (100 ms counter ticks,\n"
+            "3.3 ms counter reads, clock locks in effect 8.1 ms after the call; docs/perseus-latency.md);\n"
+            "ZEUS_LOG_LEVEL for log lines on stderr.\n\n"
             "Example:\n"
             "  zeus pfo-server --port 7787 --scheduler InstructionProfiler \\\n"
             "      --scheduler-args '{\"warmup_iters\": 1, \"min_frequency\": 1200}' --dump-data &\n"
@@ -548,8 +608,10 @@ static const cli_command cmd = {
 };
 
 /* One round's figures: the job's (slowest rank's time, every GPU's energy) and each pipeline's. */
-static void round_figures(const shared *sh, long rd, double *t, double *e, long *n, double *pt, double *pe) {
-  *t = *e = 0;
+static void round_figures(const shared *sh, long rd, double *t, double *e, long *n, double *pt, double *pe,
+                          double *te, double *pte) {
+  *t = *e = *te = 0;
+  for (int d = 0; d < sh->dp; d++) pte[d] = 0;
   *n = 0;
   for (int d = 0; d < sh->dp; d++) pt[d] = pe[d] = 0;
   for (int r = 0; r < sh->world; r++) {
@@ -559,7 +621,18 @@ static void round_figures(const shared *sh, long rd, double *t, double *e, long 
     if (st->iter_time_s > pt[d]) pt[d] = st->iter_time_s;
     *e += st->iter_energy_j;
     pe[d] += st->iter_energy_j;
+    *te += sh->truth[rd * sh->world + r];
+    pte[d] += sh->truth[rd * sh->world + r];
     *n = st->iterations;
+  }
+  /* Sums of per-rank figures: written at the resolution they were measured at (docs/output.md). */
+  *t = zeus_round_decimals(*t, 9);
+  *e = zeus_round_decimals(*e, 3);
+  *te = zeus_round_decimals(*te, 3);
+  for (int d = 0; d < sh->dp; d++) {
+    pt[d] = zeus_round_decimals(pt[d], 9);
+    pe[d] = zeus_round_decimals(pe[d], 3);
+    pte[d] = zeus_round_decimals(pte[d], 3);
   }
 }
 
@@ -602,9 +675,10 @@ int main(int argc, char **argv) {
   long per_round = k > 0 ? k : defaults.iters_per_round;
   sh.max_rounds = iters / per_round;
   sh.stats = calloc((size_t)(sh.max_rounds ? sh.max_rounds : 1) * (size_t)sh.world, sizeof *sh.stats);
+  sh.truth = calloc((size_t)(sh.max_rounds ? sh.max_rounds : 1) * (size_t)sh.world, sizeof *sh.truth);
   rank_arg *args = calloc((size_t)sh.world, sizeof *args);
   pthread_t *th = calloc((size_t)sh.world, sizeof *th);
-  if (!sh.stats || !args || !th || psim_job_open(&sh.job, sh.dp, sh.pp, sh.tp, sh.microbatches) ||
+  if (!sh.stats || !sh.truth || !args || !th || psim_job_open(&sh.job, sh.dp, sh.pp, sh.tp, sh.microbatches) ||
       zeus_thread_group_open(&sh.tg, sh.world)) {
     fprintf(stderr, "pipeline_sim: %s\n", zeus_errmsg());
     return 1;
@@ -626,7 +700,8 @@ int main(int argc, char **argv) {
       status = 1;
     }
   double *pt = calloc((size_t)sh.dp, sizeof *pt), *pe = calloc((size_t)sh.dp, sizeof *pe);
-  if (!status && (!pt || !pe)) {
+  double *pte = calloc((size_t)sh.dp, sizeof *pte), te;
+  if (!status && (!pt || !pe || !pte)) {
     fprintf(stderr, "pipeline_sim: out of memory\n");
     status = 1;
   }
@@ -635,12 +710,20 @@ int main(int argc, char **argv) {
     for (long rd = 0; rd < sh.max_rounds && rounds; rd++) {
       double t, e;
       long n;
-      round_figures(&sh, rd, &t, &e, &n, pt, pe);
+      round_figures(&sh, rd, &t, &e, &n, pt, pe, &te, pte);
       json_t *pl = json_array();
       for (int d = 0; d < sh.dp && pl; d++)
-        json_array_append_new(pl, json_pack("{sisfsf}", "dp", d, "iter_time_s", pt[d], "iter_energy_j", pe[d]));
-      json_array_append_new(rounds, json_pack("{sIsIsfsfso}", "round", (json_int_t)rd, "iterations", (json_int_t)n,
-                                              "iter_time_s", t, "iter_energy_j", e, "pipelines", pl));
+        json_array_append_new(pl, json_pack("{sisfsfsf}", "dp", d, "iter_time_s", pt[d], "iter_energy_j", pe[d],
+                                            "true_iter_energy_j", pte[d]));
+      double frac = 1; /* the lowest rank's fraction of instruction time at the planned clock */
+      for (int r = 0; r < sh.world; r++) {
+        double f = sh.stats[rd * sh.world + r].planned_clock_fraction;
+        if (f < frac) frac = f;
+      }
+      frac = zeus_round_significant(frac, ZEUS_DERIVED_DIGITS);
+      json_array_append_new(rounds, json_pack("{sIsIsfsfsfsfso}", "round", (json_int_t)rd, "iterations", (json_int_t)n,
+                                              "iter_time_s", t, "iter_energy_j", e, "true_iter_energy_j", te,
+                                              "planned_clock_fraction", frac, "pipelines", pl));
     }
     char *text = rounds ? zeus_json_dumps(rounds, JSON_INDENT(2)) : NULL;
     if (text) printf("%s\n", text);
@@ -654,23 +737,25 @@ int main(int argc, char **argv) {
       snprintf(col, sizeof col, "dp%d_energy_j", d);
       printf(" %-14s", col);
     }
-    printf("\n");
+    printf(" %-14s\n", "true_energy_j");
     for (long rd = 0; rd < sh.max_rounds; rd++) {
       double t, e;
       long n;
-      round_figures(&sh, rd, &t, &e, &n, pt, pe);
+      round_figures(&sh, rd, &t, &e, &n, pt, pe, &te, pte);
       printf("%-6ld %-11ld %-14.6f %-14.3f", rd, n, t, e);
       for (int d = 0; sh.dp > 1 && d < sh.dp; d++) printf(" %-14.3f", pe[d]);
-      printf("\n");
+      printf(" %-14.3f\n", te);
     }
   }
   free(pt);
   free(pe);
+  free(pte);
   zeus_thread_group_close(sh.tg);
   psim_job_close(sh.job);
   stage_profile_free(sh.profile);
   free(sh.stragglers);
   free(sh.stats);
+  free(sh.truth);
   free(args);
   free(th);
   return status;

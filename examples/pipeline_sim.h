@@ -29,6 +29,7 @@
 #ifndef ZEUS_EXAMPLE_PIPELINE_SIM_H
 #define ZEUS_EXAMPLE_PIPELINE_SIM_H
 
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -160,6 +161,30 @@ static inline void psim_rank_free(psim_rank *r) {
 }
 
 /* Waits for a message, then idles this rank's GPU up to the message's stamp. */
+/* Idles the rank's GPU for `seconds`, stopping at the moment the frequency controller issues its
+ * next clock lock (a clock asked for ahead of an instruction by the lock latency) to let it act
+ * then: on a virtual clock time does not pass by itself, so the controller's thread cannot see the
+ * moment come on its own. */
+static inline int psim_idle(psim_rank *r, double seconds) {
+  zeus_pfo_controller *ctl = r->opt ? zeus_pfo_optimizer_controller(r->opt) : NULL;
+  while (seconds > 0) {
+    double now = r->gpu.now(r->gpu.ctx), issue = ctl ? zeus_pfo_controller_next_issue(ctl) : INFINITY;
+    int rc;
+    if (issue <= now) { /* due already: let it go first */
+      if ((rc = zeus_pfo_controller_wait(ctl, 30.0))) return rc;
+      if (zeus_pfo_controller_next_issue(ctl) <= now) issue = INFINITY; /* (a failed controller) */
+      else continue;
+    }
+    bool stop = issue < now + seconds;
+    double step = stop ? issue - now : seconds;
+    if ((rc = r->gpu.idle(r->gpu.ctx, step))) return rc;
+    if (r->opt) zeus_pfo_optimizer_observe(r->opt);
+    seconds -= step;
+    if (stop && (rc = zeus_pfo_controller_wait(ctl, 30.0))) return rc;
+  }
+  return ZEUS_OK;
+}
+
 static inline int psim_recv(psim_rank *r, int kind, int mb) {
   psim_job *j = r->job;
   psim_slot *s = psim_slot_at(j, kind, r->dp, r->tp, r->pp, mb);
@@ -170,7 +195,7 @@ static inline int psim_recv(psim_rank *r, int kind, int mb) {
   pthread_mutex_unlock(&j->mu);
   if (aborted) return zeus_set_errmsg(ZEUS_ESTATE, "pipeline: rank %d stops because another rank failed", r->rank);
   double now = r->gpu.now(r->gpu.ctx);
-  return stamp > now ? r->gpu.idle(r->gpu.ctx, stamp - now) : ZEUS_OK;
+  return stamp > now ? psim_idle(r, stamp - now) : ZEUS_OK;
 }
 
 static inline void psim_send(psim_rank *r, int kind, int to_stage, int mb) {
@@ -203,7 +228,7 @@ static inline int psim_flush(psim_rank *r) {
   latest = j->bar_result;
   pthread_mutex_unlock(&j->mu);
   if (aborted) return zeus_set_errmsg(ZEUS_ESTATE, "pipeline: rank %d stops because another rank failed", r->rank);
-  return latest > now ? r->gpu.idle(r->gpu.ctx, latest - now) : ZEUS_OK;
+  return latest > now ? psim_idle(r, latest - now) : ZEUS_OK;
 }
 
 /* Runs one training iteration of rank r with its optimizer's hooks. On failure the job is
@@ -220,6 +245,7 @@ static inline int psim_iteration(psim_rank *r) {
     if (!rc) rc = zeus_pfo_controller_wait(ctl, 30.0);
     if (!rc && r->gpu.work_kind) rc = r->gpu.work_kind(r->gpu.ctx, fwd, fwd ? r->fwd_units : r->bwd_units);
     else if (!rc) rc = r->gpu.work(r->gpu.ctx, fwd ? r->fwd_units : r->bwd_units);
+    if (!rc) zeus_pfo_optimizer_observe(r->opt); /* the counter's follower looks now (a virtual clock) */
     if (!rc) rc = zeus_pfo_on_instruction_end(r->opt, r->names[k]);
     if (!rc && fwd && r->pp < j->pp - 1) psim_send(r, 0, r->pp + 1, r->mb[k]);
     if (!rc && !fwd && r->pp > 0) psim_send(r, 1, r->pp - 1, r->mb[k]);

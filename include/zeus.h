@@ -52,6 +52,7 @@
 #include "zeus/frontier.h"
 #include "zeus/pfo.h"
 #include "zeus/pfo_server.h"
+#include "zeus/bso_server.h"
 #include "zeus/exporter.h"
 #include "zeus/pfo_client.h"
 #include "zeus/collective.h"

@@ -124,6 +124,23 @@ else
   echo
   echo "(the Python trainee skipped: no python3)"
 fi
+if [ -n "$py" ] && "$Z" bso-server --help >/dev/null 2>&1; then
+  bsodir=$(mktemp -d)
+  step "zeus bso-server --port 0 --database sqlite://$bsodir/bso.db &   # two \"nodes\" share one recurring job"
+  "$Z" bso-server --port 0 --log-level warn --database "sqlite://$bsodir/bso.db" >"$bsodir/out" 2>"$bsodir/err" &
+  bsopid=$!
+  for _ in $(seq 100); do grep -q port "$bsodir/out" 2>/dev/null && break; sleep 0.05; done
+  bsourl="http://127.0.0.1:$(awk '{print $NF}' "$bsodir/out")"
+  echo "(each line: one training session, alternately on node a and node b; pruning from 128 down,"
+  echo " then up, twice, then Thompson sampling; the server holds the job's state between nodes)"
+  for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+    n=$([ $((i % 2)) = 1 ] && echo a || echo b)
+    ZEUS_SIM_GPUS=1 ZEUSC_LIBRARY="$build/libzeus.so" PYTHONPATH="$(pwd)/python${PYTHONPATH:+:$PYTHONPATH}" \
+      "$py" examples/python/bso_node.py --server "$bsourl" --node "$n" 2>/dev/null
+  done
+  kill "$bsopid"; wait "$bsopid" 2>/dev/null || true
+  rm -rf "$bsodir"
+fi
 data=${ZEUS_DATA_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data}
 trace=${ZEUS_TRACE_DIR:-$data/nsdi23-trace}
 if [ -d "$trace" ]; then
@@ -132,5 +149,5 @@ if [ -d "$trace" ]; then
 else
   echo
   echo "(zeus simulate skipped: no NSDI'23 traces at $trace. They are the original Zeus project's"
-  echo " published traces: set ZEUS_DATA_DIR to the measured-data folder; README, \"Measured data\")"
+  echo " published traces: set ZEUS_DATA_DIR to the measured-data folder; docs/data.md)"
 fi

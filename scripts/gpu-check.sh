@@ -20,6 +20,10 @@ DIR/report.md and DIR/report.json. Steps, each reported as passed, failed or ski
   set-sm-clock    zeus gpus set --sm-clock mid: lock, read the clock under load, unlock
   set-memory-clock  zeus gpus set --memory-clock min (not supported before Ampere)
   clock-latency   zeus gpus clock-latency: how soon a locked clock shows up under load
+  window-accuracy windows of 50 ms to 1 s under the load, the raw counter difference beside the
+                  sampled source, against a long reference (scripts/gpu_check_window.py)
+  actuation-latency  how soon an SM clock lock and a power limit show in timed PyTorch kernels,
+                  beside the NVML call's own time (scripts/gpu_check_actuation.py)
   plo             the power-limit optimizer on PyTorch work (scripts/gpu_check_plo.py):
                   profile, choose, apply, restore; energy saved and slowdown measured
   pfo             the Perseus client with instruction hooks on PyTorch work against a local
@@ -180,8 +184,17 @@ start_load() {
   setsid bash -c "$cmd" >"$out/load.log" 2>&1 &
   load_pid=$!
   sleep 2
-  if kill -0 "$load_pid" 2>/dev/null; then record load passed - "$load_note"
-  else wait "$load_pid"; record load failed - "$load_note: it ended at once (exit $?; see $out/load.log)"; load_pid=; fi
+  if kill -0 "$load_pid" 2>/dev/null; then record load passed - "$load_note"; return; fi
+  wait "$load_pid"
+  local lrc=$? why
+  load_pid=
+  why=$(grep -v '^$' "$out/load.log" 2>/dev/null | tail -n 1)
+  if [ "$lrc" = 77 ]; then
+    # Built (a build machine with nvcc, or the fake NVML), but no GPU here it can run on.
+    record load skipped - "$load_note, but it cannot run here${why:+: $why}; the checks below run on an idle GPU"
+  else
+    record load failed - "$load_note: it ended at once (exit $lrc${why:+: $why}; see $out/load.log)"
+  fi
 }
 start_load
 
@@ -193,7 +206,6 @@ run_step set-sm-clock "SM clock locked to the middle supported clock, held ${hol
 run_step set-memory-clock "memory clock locked to the lowest supported clock, held ${hold} s" \
   "$zeus" gpus set "${gsel[@]}" --memory-clock min --hold-s "$hold" --json
 run_step clock-latency "$changes SM clock changes" "$zeus" gpus clock-latency "${gsel[@]}" --changes "$changes" --json
-stop_load
 
 # The optimizers on real work (need zeusc and a CUDA-enabled torch, or the tests'
 # ZEUS_GPU_CHECK_PLO_WORK): a skip is exit 77 with the reason on stderr.
@@ -218,6 +230,13 @@ first_gpu=${gpus%%,*}
 first_gpu=${first_gpu:-0}
 q=()
 [ "$quick" = 1 ] && q=(--quick)
+# Under the load still running: window energy against a long reference, raw and sampled.
+run_py_step window-accuracy "windows of 50 ms to 1 s against a long reference" gpu_check_window.py \
+  --gpu "$first_gpu" "${q[@]}"
+stop_load
+# On an otherwise idle GPU: how soon a clock lock and a power limit show in timed kernels.
+run_py_step actuation-latency "SM clock lock and power limit, seen in the work" gpu_check_actuation.py \
+  --gpu "$first_gpu" "${q[@]}"
 run_py_step plo "power-limit optimizer" gpu_check_plo.py ${gpus:+--gpus "$gpus"} "${q[@]}"
 run_py_step pfo "Perseus client against zeus pfo-server" gpu_check_pfo.py --zeus "$zeus" \
   --gpu "${first_gpu}" "${q[@]}"

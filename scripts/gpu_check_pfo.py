@@ -8,10 +8,13 @@ libzeus's zeus_pfo) with pipeline_sim-style instruction hooks, on real GPU work,
 One pipeline stage on one GPU runs iterations of M microbatches in 1F1B order ("forward" is K
 fp16 matrix products, "backward" 2K), with on_instruction_begin/end around each. Twice, each time
 against a fresh server on a free loopback port: AllMaxFrequency (every instruction at the
-highest clock), then a PointSolution plan with every instruction at the supported clock nearest
-75 % of the highest. From each run's last completed round: time and energy per iteration; the
-energy saved and the slowdown of the plan against the maximum; the clock the controller put in
-place. Prints one JSON document; exits 0 when every check passed, 1 when one failed, 77 (reason on
+highest clock), then a PointSolution plan with every forward at the supported clock nearest 75 %
+of the highest and every backward at the one nearest 87.5 % (the clock changes at every
+instruction, as in a Perseus plan). From each run's last completed round: time and energy per
+iteration; the energy saved and the slowdown of the plan against the maximum; the clock the
+controller put in place; per instruction kind, the planned clock against the achieved time and
+energy, and the fraction of instruction time at the planned clock (the controller's accounting,
+which counts a lock from its call's start plus the lock latency: docs/perseus-latency.md). Prints one JSON document; exits 0 when every check passed, 1 when one failed, 77 (reason on
 stderr) when it cannot run: no zeusc with the Perseus client, no CUDA-enabled torch.
 
 ZEUS_GPU_CHECK_PLO_WORK=fake:<busy file>:<seconds> (the tests, against the fake NVML) replaces
@@ -111,8 +114,13 @@ def run_job(PFO, url, gpu, order, work, rounds, per_round):
         except Exception:  # noqa: BLE001 - reported through clock_at_end_mhz
             pass
         at_end = opt.current_frequency
-        return {"clock_at_end_mhz": at_end,"job_id": opt.job_id, "round": r.round, "iterations": r.iterations, "iter_time_s": r.iter_time,
-                "iter_energy_j": r.iter_energy, "schedule_mhz": sorted({f for _, f in opt.schedule}),
+        return {"clock_at_end_mhz": at_end, "job_id": opt.job_id, "round": r.round, "iterations": r.iterations,
+                "iter_time_s": r.iter_time, "iter_energy_j": r.iter_energy,
+                "planned_clock_fraction": r.planned_clock_fraction if r.planned_clock_fraction == r.planned_clock_fraction
+                else None, "clock_late": r.clock_late, "energy_fitted": r.energy_fitted,
+                "per_kind": [{k: (None if isinstance(v, float) and v != v else v) for k, v in c.items()}
+                             for c in opt.last_round_classes],
+                "schedule_mhz": sorted({f for _, f in opt.schedule}),
                 "clocks_set_mhz": sorted(seen), "highest_mhz": opt.frequencies[0], "detached": opt.detached,
                 "_frequencies": opt.frequencies}
     finally:
@@ -151,9 +159,11 @@ def main():
             stop_server(srv)
         freqs = base.pop("_frequencies")
         target = min(freqs, key=lambda f: abs(f - 0.75 * freqs[0]))
+        target_b = min((f for f in freqs if f != target), key=lambda f: abs(f - 0.875 * freqs[0]))
+        clock_of = {"forward": target, "backward": target_b}
         plan = os.path.join(tmp, "plan.py")
         with open(plan, "w") as f:
-            f.write("[\n  [" + ", ".join('("%s", %d)' % (i, target) for i in order) + "],\n]\n")
+            f.write("[\n  [" + ", ".join('("%s", %d)' % (i, clock_of[i]) for i in order) + "],\n]\n")
         srv, url = start_server(args.zeus, "PointSolution", {"solution_path": plan}, os.path.join(tmp, "dump"))
         try:
             planned = run_job(PFO, url, args.gpu, order, work, rounds, per_round)
@@ -164,6 +174,7 @@ def main():
         done()
     doc["all_max_frequency"] = base
     doc["plan_mhz"] = target
+    doc["plan_mhz_per_kind"] = clock_of
     doc["plan"] = planned
     t0, e0, t1, e1 = base["iter_time_s"], base["iter_energy_j"], planned["iter_time_s"], planned["iter_energy_j"]
     doc["energy_saved_pct"] = 100 * (1 - e1 / e0) if e0 > 0 else None
@@ -172,8 +183,12 @@ def main():
     # clocks_set_mhz: the clocks seen in place after each instruction; the controller works
     # asynchronously, so the first instructions of a run may still see the clock of before.
     checks["max_schedule_served"] = base["schedule_mhz"] == [freqs[0]] and base["clock_at_end_mhz"] == freqs[0]
-    checks["plan_applied"] = (planned["schedule_mhz"] == [target] and planned["clock_at_end_mhz"] == target
-                              and target in planned["clocks_set_mhz"])
+    checks["plan_applied"] = (planned["schedule_mhz"] == sorted({target, target_b})
+                              and planned["clock_at_end_mhz"] in (target, target_b) and target in planned["clocks_set_mhz"])
+    kinds = {c["instruction"]: c for c in planned["per_kind"]}
+    checks["per_kind_reported"] = (set(kinds) == {"forward", "backward"}
+                                   and all(kinds[k]["planned_mhz"] == clock_of[k] and kinds[k]["count"] > 0
+                                           and kinds[k]["mean_time_s"] > 0 for k in kinds))
     checks["energy_measured"] = e0 > 0 and e1 > 0
     checks["stayed_attached"] = not base["detached"] and not planned["detached"]
     doc["checks"] = checks
@@ -181,7 +196,11 @@ def main():
     json.dump(doc, sys.stdout, indent=2, allow_nan=False)
     sys.stdout.write("\n")
     fmt = lambda v, f: "n/a" if v is None else format(v, f)  # noqa: E731
-    print(f"gpu_check_pfo: every instruction at {target} MHz against {freqs[0]} MHz: energy saved "
+    for c in planned["per_kind"]:
+        print(f"gpu_check_pfo: {c['instruction']} planned {c['planned_mhz']} MHz: {c['mean_time_s'] * 1e3:.2f} ms, "
+              f"{c['mean_energy_j']:.3f} J, {fmt(c['planned_clock_fraction'] and 100 * c['planned_clock_fraction'], '.1f')} % of its time at the planned "
+              f"clock", file=sys.stderr)
+    print(f"gpu_check_pfo: forward at {target} MHz, backward at {target_b} MHz against {freqs[0]} MHz: energy saved "
           f"{fmt(doc['energy_saved_pct'], '.1f')} %, slowdown {fmt(doc['slowdown'], '.3f')}; "
           f"{'every check passed' if doc['ok'] else 'FAILED: ' + ', '.join(k for k, v in checks.items() if not v)}",
           file=sys.stderr)

@@ -8,7 +8,11 @@ The work is PyTorch matrix products on each listed GPU. Steps: a baseline window
 the power limit the GPUs have now; GlobalPowerLimitOptimizer profiling every limit (wait,
 warm-up and profile steps) until it has chosen and applied the optimum; a window of N steps at
 the optimum (the limit read back must be the optimum); close, after which every GPU's limit must
-be back as it was. Prints one JSON document on stdout; exits 0 when every check passed, 1 when
+be back as it was. Every profile window lasts at least 1 s (0.5 s with --quick): the number of
+profile steps comes from the step's measured time (on an H100 a window of 93 ms read 0 J from the
+counter's 100 ms tick), and the warm-up covers a power limit's effect latency. Then a clean sweep
+of the same work (each profiled limit set, 0.3 s to settle, one window of the same length) and
+its ZeusCost choice, reported beside the optimizer's. Prints one JSON document on stdout; exits 0 when every check passed, 1 when
 one failed, 77 (with the reason on stderr) when it cannot run: no zeusc, no CUDA-enabled torch.
 
 ZEUS_GPU_CHECK_PLO_ETA (or --eta) sets the ZeusCost selector's eta knob (default 0.5).
@@ -99,13 +103,21 @@ def main():
     what, step, done = make_work(gpus, args.quick)
     window = 10 if args.quick else 50
     warmup, profile = (1, 3) if args.quick else (5, 20)
+    min_window_s = 0.5 if args.quick else 1.0
+    step()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        step()
+    step_s = max((time.perf_counter() - t0) / 3, 1e-4)
+    profile = max(profile, math.ceil(min_window_s / step_s))
+    warmup = max(warmup, math.ceil(0.2 / step_s))  # a lower limit takes ~100 ms to take effect
     before = {g: devs.gpus[g].get_power_management_limit() for g in gpus}
     lo, hi = devs.gpus[gpus[0]].get_power_management_limit_constraints()
     # Quick runs profile about four limits; full runs every 25 W, as the original does.
     pl_step = max(25, int(math.ceil((hi - lo) / 1000 / 3 / 25) * 25)) if args.quick else 25
     checks = {}
     doc = {"work": what, "gpus": gpus, "eta_knob": args.eta, "steps_per_window": window, "warmup_steps": warmup,
-           "profile_steps": profile, "pl_step_w": pl_step,
+           "profile_steps": profile, "step_time_s": step_s, "profile_window_s": profile * step_s, "pl_step_w": pl_step,
            "power_limit_before_w": {str(g): before[g] / 1000 for g in gpus}}
     mon = ZeusMonitor(gpu_indices=gpus)
     try:
@@ -141,6 +153,22 @@ def main():
             opt = mon.end_window("optimum")
         finally:
             plo.close()
+        # A clean sweep of the same work: each profiled limit, one window as long as a profile window.
+        sweep = []
+        max_w = hi / 1000
+        for limit_mw in sorted(int(round(w * 1000)) for w in doc.get("power_limits_w", [])):
+            for g in gpus:
+                devs.gpus[g].set_power_management_limit(limit_mw)
+            time.sleep(0.3)
+            step()
+            mon.begin_window("sweep")
+            for _ in range(profile):
+                step()
+            m = mon.end_window("sweep")
+            cost = args.eta * m.total_energy + (1 - args.eta) * max_w * len(gpus) * m.time
+            sweep.append({"power_limit_w": limit_mw / 1000, "time_s": m.time, "energy_j": m.total_energy, "cost": cost})
+        for g in gpus:
+            devs.gpus[g].set_power_management_limit(before[g])
         after = {g: devs.gpus[g].get_power_management_limit() for g in gpus}
     finally:
         done()
@@ -153,6 +181,11 @@ def main():
     doc["energy_saved_pct"] = 100 * (1 - e1 / e0) if e0 > 0 else None
     doc["slowdown"] = opt.time / base.time if base.time > 0 else None
     checks["energy_measured"] = e0 > 0 and e1 > 0
+    doc["sweep"] = sweep
+    best = min(sweep, key=lambda r: r["cost"]) if sweep else None
+    doc["sweep_optimum_w"] = best["power_limit_w"] if best else None
+    doc["agrees_with_sweep"] = (best is not None and doc["optimal_power_limit_w"] is not None and
+                                abs(best["power_limit_w"] - doc["optimal_power_limit_w"]) <= pl_step)
     doc["checks"] = checks
     doc["ok"] = all(checks.values())
     json.dump(doc, sys.stdout, indent=2, allow_nan=False)
@@ -160,7 +193,8 @@ def main():
     def fmt(v, f):
         return "n/a" if v is None else format(v, f)
 
-    print(f"gpu_check_plo: optimum {fmt(doc['optimal_power_limit_w'], '.1f')} W, energy saved "
+    print(f"gpu_check_plo: optimum {fmt(doc['optimal_power_limit_w'], '.1f')} W "
+          f"(a clean sweep: {fmt(doc['sweep_optimum_w'], '.1f')} W), energy saved "
           f"{fmt(doc['energy_saved_pct'], '.1f')} %, slowdown {fmt(doc['slowdown'], '.3f')}; "
           f"{'every check passed' if doc['ok'] else 'FAILED: ' + ', '.join(k for k, v in checks.items() if not v)}",
           file=sys.stderr)

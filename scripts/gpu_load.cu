@@ -49,9 +49,10 @@ int main(int argc, char **argv) {
   signal(SIGTERM, on_stop);
   signal(SIGINT, on_stop);
   int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    fprintf(stderr, "gpu_load: no CUDA device\n");
-    return 1;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) { /* 77: built, but nothing here it can run on (gpu-check: skipped) */
+    fprintf(stderr, "gpu_load: no CUDA device it can run on (%s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "none");
+    return 77;
   }
   std::vector<std::thread> t;
   std::vector<int> rc(n, 0);

@@ -145,7 +145,7 @@ static inline void fake_unload(fake *f) {
 static inline void reset_env(void) {
   static const char *const vars[] = {
       "ZEUS_SIM_GPUS",  "ZEUS_SIM_MODEL_FILE", "ZEUS_SIM_UNITS_PER_ROW", "ZEUS_SIM_ENERGY_COUNTER",
-      "ZEUS_SIM_COUNTER_PERIOD_MS", "ZEUS_SIM_VARIATION", "FAKE_NVML_LOG", "FAKE_NVML_INJECT",
+      "ZEUS_SIM_COUNTER_PERIOD_MS", "ZEUS_SIM_HARDWARE", "ZEUS_SIM_VARIATION", "FAKE_NVML_LOG", "FAKE_NVML_INJECT",
       "FAKE_NVML_INIT_ERROR", "CUDA_VISIBLE_DEVICES", "ZEUS_GPU_BACKEND", "ZEUS_NVML_LIBRARY",
   };
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);

@@ -69,6 +69,18 @@ typedef struct zeus_daemon_opts {
    * 0 (the default): held by nobody and kept until the daemon stops (zeusd's behaviour); N: the
    * change gets a lease of N seconds that every further request from that address renews. */
   unsigned tcp_anonymous_ttl_s;
+  /* Limits on what one client may hold (docs/daemon.md, "Limits"); 0 picks the default in ( ).
+   * A client is a uid on the Unix socket and an address over TCP (for leases under a token: the
+   * token's subject). Root (uid 0 on the Unix socket) is counted by none of the per-client limits
+   * and may use the reserved slots, so it can always act.
+   *   max_leases (1024), max_leases_per_client (64), reserved_leases (64): the lease table;
+   *   max_connections_per_client (32), reserved_connections (16): connections at once;
+   *   max_streams_per_client (8): power streams (/gpu/stream_power, /cpu/stream_power) at once;
+   *   request_timeout_s (10): a request (headers and body) must have arrived within this many
+   *   seconds of its connection opening or of its previous reply; slower connections are closed. */
+  unsigned max_leases, max_leases_per_client, reserved_leases;
+  unsigned max_connections_per_client, reserved_connections, max_streams_per_client;
+  unsigned request_timeout_s;
   /* Which GPUs: NULL: the backend from ZEUS_GPU_BACKEND (nvml when it loads), every GPU of it
    * (CUDA_VISIBLE_DEVICES is ignored: the daemon's indices are the backend's own). The daemon
    * never uses another daemon, whatever `daemon` says. */

@@ -32,6 +32,13 @@ typedef struct zeus_exporter_opts {
   bool no_http;             /* collect only: no listening socket, use zeus_exporter_render */
   bool no_cpus;             /* leave the RAPL CPU packages out */
   double sample_interval_s; /* background sampling period; default 0.1, at most 10 */
+  /* Connections served at once (0: 64). When all are held, a new one takes the slot of the
+   * oldest that has not sent a whole request (a slow or idle client); only when every slot is
+   * busy answering is the new one refused (503). */
+  unsigned max_connections;
+  /* A request's headers must have arrived within this many seconds of the connection opening
+   * or of its previous reply (0: 5); slower connections are closed. */
+  double request_timeout_s;
 } zeus_exporter_opts;
 
 typedef struct zeus_exporter zeus_exporter;

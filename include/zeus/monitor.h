@@ -17,6 +17,13 @@
  * the window bounds take a sample of their own, so the window's energy is the integral between
  * its bounds. Time is the device backend's clock (the simulated clock on the "sim" backend).
  *
+ * Where a GPU's counter is slow to read and moves on a coarse tick (an H100: 3.3 ms a read, a
+ * 100 ms tick, so a window pair cost ~6.6 ms of the caller's thread and a 50 ms window read 0 J),
+ * the "sampled" energy source puts a thread per GPU under the monitor that follows the counter's
+ * ticks and the power (src/monitor/sampler.h): a window bound then reads no device at all (well
+ * under a microsecond), and its energy is the counter at the last tick plus the power since,
+ * corrected after the fact between the ticks around it. See docs/real-gpus.md for the figures.
+ *
  * Thread safety: a monitor may be used from several threads; calls are serialised internally.
  */
 #ifndef ZEUS_MONITOR_H
@@ -29,6 +36,16 @@ ZEUS_BEGIN_DECLS
 
 typedef struct zeus_monitor zeus_monitor;
 typedef struct zeus_measurement zeus_measurement;
+
+/* Where a GPU's window energy comes from. */
+typedef enum zeus_energy_source {
+  /* Option only: "sampled" for GPUs whose counter read takes 100 us or more (measured at open)
+   * on a backend clock that moves with real time, "raw" for the others. */
+  ZEUS_ENERGY_AUTO = 0,
+  ZEUS_ENERGY_RAW = 1,     /* the counter read at both bounds, its difference (the original's way) */
+  ZEUS_ENERGY_SAMPLED = 2, /* the tick follower's tick-phase-corrected estimate */
+  ZEUS_ENERGY_POLLED = 3,  /* result only: integrated power (no counter, or force_power_polling) */
+} zeus_energy_source;
 
 /* Zero-initialised (or NULL) means defaults. */
 typedef struct zeus_monitor_opts {
@@ -63,7 +80,22 @@ typedef struct zeus_monitor_opts {
    * all the same, nothing is logged). NULL: none. */
   int (*end_hook)(void *ctx, const char *key, zeus_measurement *m);
   void *end_hook_ctx;
+  /* Where counter GPUs' energy comes from: AUTO (default), RAW or SAMPLED. AUTO takes
+   * ZEUS_MONITOR_ENERGY=auto|raw|sampled from the environment when set. SAMPLED on a clock that
+   * does not move with real time (the virtual simulated clock) is ZEUS_EINVAL. */
+  zeus_energy_source energy_source;
 } zeus_monitor_opts;
+
+/* Per GPU of a window, how its energy was found (zeus_monitor_end_window_detail). */
+typedef struct zeus_window_detail {
+  unsigned num_gpus;
+  zeus_energy_source source[ZEUS_MAX_GPUS];  /* RAW, SAMPLED or POLLED */
+  double raw_energy_j[ZEUS_MAX_GPUS];        /* the counter's difference between the bounds (SAMPLED:
+                                                as reads at the bounds would have shown it) */
+  double corrected_energy_j[ZEUS_MAX_GPUS];  /* SAMPLED: the estimate; otherwise = raw_energy_j */
+  double error_bound_j[ZEUS_MAX_GPUS];       /* SAMPLED: an estimate of the estimate's error bound;
+                                                RAW: one tick's worth is possible, 0 given */
+} zeus_window_detail;
 
 struct zeus_measurement {
   double time_s;                           /* window length on the backend's clock */
@@ -98,6 +130,21 @@ ZEUS_EXTERN int zeus_monitor_begin_window(zeus_monitor *m, const char *key, bool
  * is discarded: nothing is measured or logged. An unknown key is ZEUS_ENOENT naming it. */
 ZEUS_EXTERN int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel,
                                         zeus_measurement *out /* out */);
+
+/* zeus_monitor_end_window, and per GPU the raw and corrected energy and the error bound in
+ * *detail (may be NULL). The measurement carries the corrected energy. */
+ZEUS_EXTERN int zeus_monitor_end_window_detail(zeus_monitor *m, const char *key, bool cancel,
+                                               zeus_measurement *out /* out */,
+                                               zeus_window_detail *detail /* out */);
+
+/* Where entry k's energy comes from: RAW, SAMPLED or POLLED. */
+ZEUS_EXTERN zeus_energy_source zeus_monitor_gpu_energy_source(const zeus_monitor *m, unsigned k);
+/* Entry k's energy reading now, in J, from an arbitrary origin, the way its windows take it: the
+ * sampled estimate (no device call), the counter, or the integral of sampled power. For a
+ * running total outside windows (the exporter's counter). */
+ZEUS_EXTERN int zeus_monitor_gpu_energy_now(zeus_monitor *m, unsigned k, double *joules /* out */);
+/* CPU time the monitor's tick followers have used so far, in s (0 without them). */
+ZEUS_EXTERN double zeus_monitor_sampler_cpu_s(const zeus_monitor *m);
 
 /* Whether window `key` is open. */
 ZEUS_EXTERN bool zeus_monitor_is_open(zeus_monitor *m, const char *key);

@@ -52,6 +52,10 @@
  *   ZEUS_PFO_TOKEN                 bearer token the server requires (as the server's setting)
  *   ZEUS_PFO_PROFILE_INSTRUCTIONS  0: do not measure single instructions (default 1)
  *   ZEUS_PFO_SIGNAL_HANDLERS       0: do not reset locked clocks on SIGINT/SIGTERM (default 1)
+ *   ZEUS_PFO_INSTRUCTION_ENERGY    auto | read | fit: how an instruction's energy is measured
+ *                                  (see instruction_energy; default auto)
+ *   ZEUS_PFO_CLOCK_LATENCY         auto | seconds from a clock lock call's start to its effect
+ *                                  (0: none; default auto: see clock_latency_s)
  *   ZEUS_PFO_CONTROLLER_POLL       seconds between the controller's looks for a new frequency
  *                                  while they keep coming (default 0.0005; 0: wake it on every
  *                                  change instead, which costs the caller a system call)
@@ -105,6 +109,12 @@ typedef struct zeus_pfo_controller_opts {
    * before a change is applied. 0: 0.0005 s (at most 1 s). < 0: never poll; every change wakes
    * the thread (lowest delay, a system call on the caller's thread per change). */
   double poll_interval_s;
+  /* Seconds from a clock lock call's start to its effect on the GPU, by which timed wishes
+   * (zeus_pfo_controller_set_frequency_at) are issued early. 0: find it at open: a simulated GPU's
+   * hardware profile gives it (the h100 profile: 8.1 ms); otherwise the duration of the start-up
+   * lock call (an upper bound on a real GPU: an H100's call returns after ~11 ms, the effect comes
+   * at ~8 ms), below 50 us taken as none. < 0: none (issue at the wanted time). */
+  double lock_latency_s;
 } zeus_pfo_controller_opts;
 
 /* Fills *o with the defaults (signal handlers on, poll every 0.0005 s). */
@@ -127,8 +137,30 @@ ZEUS_EXTERN void zeus_pfo_controller_close(zeus_pfo_controller *c);
  * sleep (see poll_interval_s). Call it from one thread at a time. */
 ZEUS_EXTERN int zeus_pfo_controller_set_frequency(zeus_pfo_controller *c, unsigned mhz);
 
-/* Waits until every wish so far is in place on the GPU (waking the thread rather than waiting for
- * its next poll). Training code does not need this (a real GPU keeps working while its clock
+/* Asks for SM clock `mhz` to be in effect at device time at_s (zeus_devices_now's clock): the
+ * thread issues the lock at at_s minus the lock latency (at once if that is past). One timed wish
+ * is held: a later one replaces it. A wish made with zeus_pfo_controller_set_frequency meanwhile
+ * is applied first. Returns at once (an uncontended mutex, no system call unless the thread has
+ * gone to sleep). Errors as zeus_pfo_controller_set_frequency. */
+ZEUS_EXTERN int zeus_pfo_controller_set_frequency_at(zeus_pfo_controller *c, unsigned mhz, double at_s);
+/* The device time at which the pending timed wish will be issued (its wanted time minus the
+ * latency), or INFINITY when none is pending. For simulations on a virtual clock, which run each
+ * instruction's work up to that time, then zeus_pfo_controller_wait, then the rest. */
+ZEUS_EXTERN double zeus_pfo_controller_next_issue(zeus_pfo_controller *c);
+/* The lock latency in use (s; see lock_latency_s); 0 for none. */
+ZEUS_EXTERN double zeus_pfo_controller_latency(const zeus_pfo_controller *c);
+/* Lock calls that took far longer than the latency (more than 4x, at least 2 ms): a slow or stuck
+ * NVML; their clocks count as in effect only from the call's return. */
+ZEUS_EXTERN unsigned long zeus_pfo_controller_late_calls(const zeus_pfo_controller *c);
+/* The controller's accounting of the clock in effect: up to cap records (device time the clock
+ * took effect, MHz), oldest first, starting with the one in effect at device time `since`.
+ * Effect time = the call's start + the latency, or its return for a slow call. The last 8192
+ * records are kept. Returns the number written. */
+ZEUS_EXTERN size_t zeus_pfo_controller_timeline(zeus_pfo_controller *c, double since, double *t /* out */,
+                                                unsigned *mhz /* out */, size_t cap);
+
+/* Waits until every wish so far is in place on the GPU, and a timed wish whose issue time has come
+ * (on the device clock) has been issued (waking the thread rather than waiting for its next poll). Training code does not need this (a real GPU keeps working while its clock
  * changes); simulations whose work takes no real time call it before running an instruction, so
  * that the work runs at the clock asked for. timeout_s <= 0 waits without limit. ZEUS_ETIMEDOUT,
  * or the controller's failure. */
@@ -202,7 +234,25 @@ typedef struct zeus_pfo_optimizer_opts {
   int retries;
   double retry_backoff_s;
   const char *token;
+  /* How an instruction's energy is measured (with instruction profiling on):
+   * ZEUS_PFO_ENERGY_AUTO (0): FIT where one energy counter read takes >= 100 us of wall time on
+   * the caller's thread (an H100's takes ~3.3 ms; measured at open), READ otherwise (a GPU without
+   * a counter is measured by a monitor window, READ);
+   * ZEUS_PFO_ENERGY_READ: the counter read at each instruction's begin and end on the caller's
+   * thread (the original's way; on an H100 ~6.6 ms per instruction and a reading that moves only on
+   * the counter's 100 ms tick); ZEUS_PFO_ENERGY_FIT: the hooks record only timestamps, a thread
+   * follows the counter's ticks, and after each round every (instruction kind, clock) class gets
+   * the power that best explains the counter's increments (docs/perseus-latency.md). */
+  int instruction_energy;
+  /* The frequency controller's lock latency (zeus_pfo_controller_opts.lock_latency_s): 0 finds it,
+   * < 0 none. With a latency, each instruction's clock is issued that long before the instruction
+   * is expected to start (its predecessor's begin plus its last measured duration), and an
+   * instruction expected to last less than the latency is merged with the ones after it until the
+   * group lasts at least the latency; the group runs at its members' highest clock. */
+  double clock_latency_s;
 } zeus_pfo_optimizer_opts;
+
+enum { ZEUS_PFO_ENERGY_AUTO = 0, ZEUS_PFO_ENERGY_READ = 1, ZEUS_PFO_ENERGY_FIT = 2 };
 
 /* Fills *o with the defaults listed at the top (identity fields, server_url and job_id zero).
  * Reads no environment. */
@@ -255,6 +305,11 @@ ZEUS_EXTERN const char *zeus_pfo_job_id(const zeus_pfo_optimizer *o);
 ZEUS_EXTERN const zeus_pfo_schedule *zeus_pfo_current_schedule(const zeus_pfo_optimizer *o);
 /* The optimizer's frequency controller (borrowed), e.g. for zeus_pfo_controller_wait(). */
 ZEUS_EXTERN zeus_pfo_controller *zeus_pfo_optimizer_controller(zeus_pfo_optimizer *o);
+/* For simulations on a virtual clock (time moves only with the simulated work, in jumps): waits
+ * until the counter follower (ZEUS_PFO_ENERGY_FIT) has looked at the energy counter at the
+ * current time, as its polling does by itself on a real clock. Call it after each piece of
+ * simulated work or idling. Does nothing on other clocks or without the follower. */
+ZEUS_EXTERN void zeus_pfo_optimizer_observe(zeus_pfo_optimizer *o);
 /* Whether a server error has detached the optimizer from the server. */
 ZEUS_EXTERN bool zeus_pfo_detached(const zeus_pfo_optimizer *o);
 
@@ -264,9 +319,31 @@ typedef struct zeus_pfo_round_stats {
   long iterations;      /* iterations in the round */
   double iter_time_s;   /* mean iteration time */
   double iter_energy_j; /* mean iteration energy of this rank's GPU */
+  /* Fraction of the round's instruction time spent at the planned clock, by the frequency
+   * controller's accounting (a lock counts from its call's start plus the lock latency, or from
+   * the call's return when the call was slow); NAN when the round has no instruction time. */
+  double planned_clock_fraction;
+  long clock_late;       /* instructions whose planned clock was not in effect when they began */
+  bool energy_fitted;    /* instruction energies came from the fit (ZEUS_PFO_ENERGY_FIT) */
 } zeus_pfo_round_stats;
 ZEUS_EXTERN void zeus_pfo_last_round(const zeus_pfo_optimizer *o,
                                      zeus_pfo_round_stats *out /* out */);
+
+/* The last completed round per (instruction kind, planned clock) class, with instruction profiling
+ * on: how many ran, their mean time and energy as measured (READ) or fitted (FIT), and the
+ * fraction of their time at the planned clock by the controller's accounting. */
+typedef struct zeus_pfo_class_stats {
+  const char *instruction; /* borrowed, valid while the optimizer is open */
+  unsigned planned_mhz;
+  long count;
+  double mean_time_s;
+  double mean_energy_j;
+  double planned_clock_fraction;
+} zeus_pfo_class_stats;
+/* Copies up to cap classes into out (in the order of their first instruction in the schedule);
+ * returns how many the round had. */
+ZEUS_EXTERN size_t zeus_pfo_last_round_classes(const zeus_pfo_optimizer *o, zeus_pfo_class_stats *out /* out */,
+                                               size_t cap);
 
 ZEUS_END_DECLS
 #endif

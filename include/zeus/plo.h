@@ -23,6 +23,15 @@
  * the maximum limit back and retries the same limit (READY). Starting from an existing profile
  * file, the optimizer is DONE at once with the optimum applied.
  *
+ * Robust profiling (the default; ZEUS_PLO_PROFILING=original gives the original's exactly): each
+ * window also times every step, leaves out outlier steps (> 5 scaled MADs from the median) and
+ * records the spread; when steps are noisy, windows under 1 s get more steps (only with
+ * zeus_plo_set_epoch_steps) and, after the sweep, the limits within the measured noise of the best
+ * (MaxSlowdownConstraint: of the threshold, with the reference limit) are measured again in a
+ * palindromic order, and the choice is made on those windows. Profiling takes at most 1.5x the
+ * original's steps on the same settings and never goes past the epoch in which the sweep ends.
+ * Noiseless steps (replayed profiles) give the original's limit changes and choice. docs/plo.md.
+ *
  * Thread safety: one optimizer is driven from one thread.
  */
 #ifndef ZEUS_PLO_H
@@ -142,6 +151,12 @@ ZEUS_EXTERN int zeus_plo_on_step_begin(zeus_plo *p);
 ZEUS_EXTERN int zeus_plo_on_step_end(zeus_plo *p);
 ZEUS_EXTERN int zeus_plo_on_epoch_begin(zeus_plo *p);
 ZEUS_EXTERN int zeus_plo_on_epoch_end(zeus_plo *p);
+
+/* Tells the optimizer how many steps an epoch has (0: unknown, the default). Robust profiling (the
+ * default, see below) lengthens windows shorter than 1 s only when it knows the first epoch holds
+ * the longer sweep; without this call it keeps the original's windows. Call before the first
+ * step. ZEUS_EINVAL for a negative count. */
+ZEUS_EXTERN int zeus_plo_set_epoch_steps(zeus_plo *p, long steps);
 
 ZEUS_EXTERN zeus_plo_state zeus_plo_get_state(const zeus_plo *p);
 /* READY, WARMUP, PROFILING: step begins left until the next transition (the original's

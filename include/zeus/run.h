@@ -161,7 +161,7 @@ ZEUS_EXTERN const char *zeus_runner_logdir(const zeus_runner *r);
 ZEUS_EXTERN const char *zeus_runner_state_path(const zeus_runner *r);
 /* The recurrences finished so far (over every run on this state). */
 ZEUS_EXTERN long zeus_runner_recurrences_done(const zeus_runner *r);
-/* The job's history and the optimizer as one JSON report (README, "Output": SI units in the keys,
+/* The job's history and the optimizer as one JSON report (docs/output.md: SI units in the keys,
  * null for none): {"logdir", "state", "recurrences_done", "next_try", "min_cost_j" (null: none
  * yet), "max_power_w", "history": [{"recurrence", "try", "batch_size", "learning_rate" (null:
  * none), "seed", "cost_threshold_j" (null: no threshold), "energy_j", "time_s", "cost_j",

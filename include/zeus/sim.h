@@ -24,7 +24,14 @@
  *   ZEUS_SIM_UNITS_PER_ROW   units of work one CSV row measured (default 40, the profile window)
  *   ZEUS_SIM_CLOCK           virtual | wall (default virtual; the CLI defaults to wall)
  *   ZEUS_SIM_ENERGY_COUNTER  1 | 0: whether GPUs have a total-energy counter (default 1)
- *   ZEUS_SIM_COUNTER_PERIOD_MS  energy counter update period (default 0: always current)
+ *   ZEUS_SIM_HARDWARE        how the GPUs' sensors and actuators behave: "ideal" (default: every
+ *                            reading current and free, every setting at once), "h100" (measured
+ *                            on an H100, ../shared/gpu/H100.md: readings move on a ~100 ms tick,
+ *                            a counter read costs 3.3 ms, a clock lock takes 8 ms, ...), or the path
+ *                            of a JSON file with the fields of zeus_sim_hardware
+ *   ZEUS_SIM_COUNTER_PERIOD_MS  the sensor tick period (zeus_sim_hardware.tick_s), overriding the
+ *                            profile's; with the ideal profile only the energy counter ticks
+ *                            (default 0: the profile's)
  *   ZEUS_SIM_VARIATION       GPU i's time per unit is scaled by 1 + i*variation (default 0)
  *
  * Thread safety: all functions may be called from several threads on one node.
@@ -62,6 +69,46 @@ typedef struct zeus_sim_table_row {
   double energy_per_unit_j;
 } zeus_sim_table_row;
 
+/* How a GPU's sensors and actuators behave (ZEUS_SIM_HARDWARE). All zero is the ideal GPU: every
+ * reading is current and costs nothing, every setting takes effect when called.
+ *
+ * Sensor tick: readings are refreshed at ticks, tick_s apart (each interval drawn uniformly within
+ * tick_s +- tick_jitter_s), the first at a phase drawn per GPU in (0, tick_s]. The energy counter
+ * then shows the exact energy at its last tick; with power_at_ticks the instant power (the power at
+ * the tick, times 1 + a uniform draw within +-power_noise), the average power (the mean over the
+ * second before the tick) and the SM clock read-back also keep their values of the last tick.
+ * Read costs: each call takes that long on the caller's thread after taking its value (wall
+ * clock: a real wait, spun below 200 us; virtual clock: the node's clock moves on, every GPU idling
+ * or working as before). Actuation: a locked-clock change returns after clock_lock_call_s and takes
+ * effect clock_lock_effect_s after the call started; a power limit returns after
+ * power_limit_call_s and takes effect power_limit_down_effect_s (lower limit) or
+ * power_limit_up_effect_s (higher) after the call started. The getters show the setting at once;
+ * the work (and the power drawn) follows at the effect time. A piece of work keeps the operating
+ * point it started at. The ground truth (zeus_sim_true_energy) is always exact. */
+typedef struct zeus_sim_hardware {
+  char name[32];                    /* "ideal", "h100", or the file the profile came from */
+  double tick_s;                    /* sensor tick period; 0: readings always current */
+  double tick_jitter_s;             /* each tick interval within tick_s +- this */
+  bool power_at_ticks;              /* power, average power and SM clock read-back refresh at ticks */
+  double power_noise;               /* relative noise of an instant power reading (+-) */
+  double energy_read_s;             /* cost of one energy counter read */
+  double power_read_s;              /* instant power */
+  double average_power_read_s;      /* average power */
+  double clock_read_s;              /* current clocks */
+  double power_limit_read_s;        /* power limit */
+  double clock_lock_call_s;         /* a locked-clock set or reset returns after this */
+  double clock_lock_effect_s;       /* ... and takes effect this long after it started */
+  double power_limit_call_s;        /* a power-limit set returns after this */
+  double power_limit_down_effect_s; /* a lower limit takes effect this long after the call started */
+  double power_limit_up_effect_s;   /* a higher one this long */
+  unsigned seed;                    /* tick phases, jitter and noise (0: a fixed default) */
+} zeus_sim_hardware;
+
+/* The named profile (`ideal` or `h100`) or, for a name containing '/' or ending in .json, the
+ * profile in that JSON file ({"tick_s": 0.1, ...}, the fields above; absent ones are 0 or, with
+ * "base": "h100", that profile's). Errors name the profile or the file and field. */
+ZEUS_EXTERN int zeus_sim_hardware_profile(const char *name_or_path, zeus_sim_hardware *out /* out */);
+
 typedef struct zeus_sim_gpu_config {
   zeus_sim_model_kind model;
   zeus_sim_dvfs dvfs;               /* DVFS parameters; for TABLE only the clocks and idle power */
@@ -69,8 +116,9 @@ typedef struct zeus_sim_gpu_config {
   size_t table_len;
   char name[ZEUS_NAME_LEN];         /* "" gives "Zeus Simulated GPU (<model>)" */
   bool no_energy_counter;           /* the GPU lacks a total-energy counter */
-  double counter_period_s;          /* energy counter update period; 0: continuous */
+  double counter_period_s;          /* the energy counter's tick when hw.tick_s is 0 (only the counter ticks) */
   double time_scale;                /* every piece of work takes this many times longer; 0 means 1 */
+  zeus_sim_hardware hw;             /* sensors and actuators; all zero: ideal */
 } zeus_sim_gpu_config;
 
 typedef struct zeus_sim_config {
@@ -121,8 +169,22 @@ ZEUS_EXTERN int zeus_sim_idle(zeus_sim_node *n, double seconds);
 ZEUS_EXTERN int zeus_sim_gpu_set_load(zeus_sim_node *n, unsigned gpu, bool busy);
 ZEUS_EXTERN int zeus_sim_gpu_get_load(zeus_sim_node *n, unsigned gpu, bool *busy /* out */);
 
-/* Ground truth: exact energy used by a GPU since the node opened, in J. */
+/* Ground truth: exact energy used by a GPU since the node opened, in J (costs nothing, whatever the
+ * hardware profile). */
 ZEUS_EXTERN int zeus_sim_true_energy(zeus_sim_node *n, unsigned gpu, double *joules /* out */);
+/* Marks the calling thread as a background thread (or no longer): on the virtual clock, the cost
+ * of its calls (the hardware profile's read and call latencies) does not move the node's clock,
+ * since on a real machine it is spent on that thread while the work goes on (a frequency
+ * controller's clock locks, a counter follower's reads). The latencies of effect still apply. On
+ * the wall clock the thread waits as any other. */
+ZEUS_EXTERN void zeus_sim_thread_background(bool on);
+/* The node's clock: virtual or wall. */
+ZEUS_EXTERN zeus_sim_clock_kind zeus_sim_node_clock(const zeus_sim_node *n);
+/* The hardware profile a GPU runs with. */
+ZEUS_EXTERN int zeus_sim_gpu_hardware(zeus_sim_node *n, unsigned gpu, zeus_sim_hardware *out /* out */);
+/* The node time of a GPU's last sensor tick (-1 before the first; the node's time when it has no
+ * tick), for tests that check a tick follower. */
+ZEUS_EXTERN int zeus_sim_gpu_last_tick(zeus_sim_node *n, unsigned gpu, double *t /* out */);
 /* The SM clock a unit of work would run at now, and its working power in W. */
 ZEUS_EXTERN int zeus_sim_operating_point(zeus_sim_node *n, unsigned gpu, unsigned *clock_mhz /* out */,
                                          double *power_w /* out */);

@@ -112,7 +112,7 @@ typedef struct zeus_simulate_result {
 ZEUS_EXTERN int zeus_simulate(const zeus_trace *t, const zeus_trace_workload *w,
                               const zeus_simulate_opts *opts, zeus_simulate_result **out /* out */);
 ZEUS_EXTERN void zeus_simulate_result_free(zeus_simulate_result *r);
-/* The result as one compact JSON object (README, "Output": SI units in the keys, shortest reals):
+/* The result as one compact JSON object (docs/output.md: SI units in the keys, shortest reals):
  * {"history": [{"recurrence", "try", "batch_size", "power_limit_w", "epochs", "energy_j",
  * "time_s", "cost_j", "reached"}...], "summary": {"recurrences", "tries", "batch_sizes",
  * "default_batch_size", "num_power_limits", "max_power_w",

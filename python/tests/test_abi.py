@@ -15,6 +15,7 @@ from zeusc import _lib
 STRUCTS = {
     "zeus_monitor_opts": _lib.MonitorOpts,
     "zeus_measurement": _lib.MeasurementC,
+    "zeus_window_detail": _lib.WindowDetailC,
     "zeus_devices_opts": _lib.DevicesOpts,
     "zeus_plo_measurement": _lib.PloMeasurement,
     "zeus_selector": _lib.Selector,
@@ -33,6 +34,7 @@ STRUCTS = {
 if os.path.exists(os.path.join(tu.REPO, "include", "zeus", "pfo_client.h")):
     STRUCTS["zeus_pfo_optimizer_opts"] = _lib.PfoOptimizerOpts
     STRUCTS["zeus_pfo_round_stats"] = _lib.PfoRoundStats
+    STRUCTS["zeus_pfo_class_stats"] = _lib.PfoClassStats
 if os.path.exists(os.path.join(tu.REPO, "include", "zeus", "metric.h")):
     STRUCTS["zeus_metric_opts"] = _lib.MetricOpts
 CONSTANTS = ["ZEUS_MAX_GPUS", "ZEUS_MAX_CPUS", "ZEUS_NAME_LEN", "ZEUS_OK", "ZEUS_EINVAL", "ZEUS_EIO",

@@ -99,6 +99,22 @@ class MonitorOpts(Structure):
         ("no_short_window_warning", c_bool),
         ("end_hook", END_HOOK_FN),
         ("end_hook_ctx", c_void_p),
+        ("energy_source", c_int),
+    ]
+
+
+#: zeus_energy_source (zeus/monitor.h), by name.
+ENERGY_SOURCES = {"auto": 0, "raw": 1, "sampled": 2, "polled": 3}
+
+
+class WindowDetailC(Structure):
+    """zeus_window_detail (zeus/monitor.h)."""
+    _fields_ = [
+        ("num_gpus", c_uint),
+        ("source", c_int * ZEUS_MAX_GPUS),
+        ("raw_energy_j", c_double * ZEUS_MAX_GPUS),
+        ("corrected_energy_j", c_double * ZEUS_MAX_GPUS),
+        ("error_bound_j", c_double * ZEUS_MAX_GPUS),
     ]
 
 
@@ -310,6 +326,8 @@ class PfoOptimizerOpts(Structure):
         ("retries", c_int),
         ("retry_backoff_s", c_double),
         ("token", c_char_p),
+        ("instruction_energy", c_int),
+        ("clock_latency_s", c_double),
     ]
 
 
@@ -325,7 +343,14 @@ class PfoSchedule(Structure):
 
 class PfoRoundStats(Structure):
     """zeus_pfo_round_stats (zeus/pfo_client.h)."""
-    _fields_ = [("round", c_long), ("iterations", c_long), ("iter_time_s", c_double), ("iter_energy_j", c_double)]
+    _fields_ = [("round", c_long), ("iterations", c_long), ("iter_time_s", c_double), ("iter_energy_j", c_double),
+                ("planned_clock_fraction", c_double), ("clock_late", c_long), ("energy_fitted", c_bool)]
+
+
+class PfoClassStats(Structure):
+    """zeus_pfo_class_stats (zeus/pfo_client.h)."""
+    _fields_ = [("instruction", c_char_p), ("planned_mhz", c_uint), ("count", c_long), ("mean_time_s", c_double),
+                ("mean_energy_j", c_double), ("planned_clock_fraction", c_double)]
 
 
 LOG_FN = CFUNCTYPE(None, c_int, c_char_p, c_char_p, c_void_p)
@@ -396,6 +421,10 @@ _REQUIRED = {
     "zeus_monitor_gpu_index": (c_uint, [_VP, c_uint]),
     "zeus_monitor_num_cpus": (c_uint, [_VP]),
     "zeus_monitor_gpu_polled": (c_bool, [_VP, c_uint]),
+    "zeus_monitor_end_window_detail": (c_int, [_VP, c_char_p, c_bool, _P(MeasurementC), _P(WindowDetailC)]),
+    "zeus_monitor_gpu_energy_source": (c_int, [_VP, c_uint]),
+    "zeus_monitor_sampler_cpu_s": (c_double, [_VP]),
+    "zeus_monitor_gpu_energy_now": (c_int, [_VP, c_uint, _P(c_double)]),
     "zeus_monitor_devices": (_VP, [_VP]),
     "zeus_monitor_window_state": (c_int, [_VP, c_char_p, _P(MeasurementC)]),
     "zeus_monitor_num_windows": (c_size_t, [_VP]),
@@ -431,6 +460,7 @@ _REQUIRED = {
     "zeus_sim_work_all": (c_int, [_VP, _P(c_double), _P(c_double)]),
     "zeus_sim_idle": (c_int, [_VP, c_double]),
     "zeus_sim_true_energy": (c_int, [_VP, c_uint, _P(c_double)]),
+    "zeus_sim_gpu_set_load": (c_int, [_VP, c_uint, c_bool]),
     # collectives
     "zeus_collective_check": (c_int, [_P(Collective)]),
     "zeus_collective_allreduce": (c_int, [_P(Collective), _P(c_double), c_size_t, c_int]),
@@ -463,6 +493,7 @@ _PLO = {
     "zeus_plo_optimal_power_limit_w": (c_uint, [_VP]),
     "zeus_plo_measurements": (c_size_t, [_VP, _P(_P(PloMeasurement))]),
     "zeus_plo_power_limits": (c_size_t, [_VP, _P(_P(c_uint))]),
+    "zeus_plo_set_epoch_steps": (c_int, [_VP, c_long]),
 }
 
 # zeus/pfo_client.h: the Perseus client (PipelineFrequencyOptimizer), the optional component
@@ -481,6 +512,7 @@ _PFO = {
     "zeus_pfo_optimizer_controller": (_VP, [_VP]),
     "zeus_pfo_detached": (c_bool, [_VP]),
     "zeus_pfo_last_round": (None, [_VP, _P(PfoRoundStats)]),
+    "zeus_pfo_last_round_classes": (c_size_t, [_VP, _P(PfoClassStats), c_size_t]),
     "zeus_pfo_controller_wait": (c_int, [_VP, c_double]),
     "zeus_pfo_controller_frequencies": (c_size_t, [_VP, _P(_P(c_uint))]),
     "zeus_pfo_controller_current_mhz": (c_uint, [_VP]),

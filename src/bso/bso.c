@@ -123,10 +123,8 @@ static int refit_arm(zeus_bso *b, long bs) {
   double *buf = malloc((b->hist_n ? b->hist_n : 1) * sizeof *buf);
   if (!buf) return zeus__oom("fitting the bandit");
   size_t m = windowed(b, bs, buf);
-  double var = zeus__variance(buf, m);
-  double prec = var > 0 ? 1.0 / var : INFINITY;
-  int rc = zeus_gts_set_reward_precision(b->mab, bs, prec);
-  if (!rc) rc = zeus_gts_fit_arm(b->mab, bs, buf, m, true);
+  double prec;
+  int rc = zeus__gts_refit(b->mab, bs, buf, m, &prec);
   zeus__log(ZEUS_LOG_INFO, "bso", "batch size %ld: %zu rewards, reward precision %.6g", bs, m, prec);
   free(buf);
   return rc;

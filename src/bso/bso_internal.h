@@ -47,6 +47,11 @@ zeus_rng *zeus__gts_rng(zeus_gts *g);
 const zeus_rng *zeus__gts_rng_const(const zeus_gts *g);
 int zeus__gts_set_arm_state(zeus_gts *g, const zeus_gts_arm *a);
 void zeus__gts_opts(const zeus_gts *g, zeus_gts_opts *out);
+/* Refits one arm from the prior on m rewards (oldest first) with reward precision 1 / their
+ * population variance (INFINITY when they do not vary): the one arm update of the batch-size
+ * optimizer, shared by zeus_bso and the batch-size optimizer server. *prec_out (optional) gets the
+ * reward precision used. */
+int zeus__gts_refit(zeus_gts *g, long arm, const double *rewards, size_t m, double *prec_out);
 
 /* ---- JSON of doubles that may be infinite ---- */
 json_t *zeus__json_double(double v);

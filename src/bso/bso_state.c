@@ -7,6 +7,7 @@
 
 #include "bso/bso_state.h"
 #include "core/json.h"
+#include "zeus/format.h"
 
 #define STATE_VERSION 1
 
@@ -108,7 +109,7 @@ int zeus_bso_save_state(const zeus_bso *b, char **out) {
   } else {
     json_object_set_new(root, "bandit", json_null());
   }
-  char *s = json_dumps(root, JSON_REAL_PRECISION(17) | JSON_COMPACT | JSON_PRESERVE_ORDER);
+  char *s = zeus_json_dumps(root, JSON_COMPACT);
   json_decref(root);
   if (!s) return zeus__oom("saving the batch-size optimizer");
   *out = s;

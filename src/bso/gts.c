@@ -186,3 +186,12 @@ int zeus__gts_set_arm_state(zeus_gts *g, const zeus_gts_arm *st) {
   *a = *st;
   return ZEUS_OK;
 }
+
+int zeus__gts_refit(zeus_gts *g, long arm, const double *rewards, size_t m, double *prec_out) {
+  double var = zeus__variance(rewards, m);
+  double prec = var > 0 ? 1.0 / var : INFINITY;
+  if (prec_out) *prec_out = prec;
+  int rc = zeus_gts_set_reward_precision(g, arm, prec);
+  if (!rc) rc = zeus_gts_fit_arm(g, arm, rewards, m, true);
+  return rc;
+}

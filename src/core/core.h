@@ -141,6 +141,14 @@ int zeus__open_private_dir(const char *path, int *fd /* out */);
 int zeus__random_bytes(void *buf, size_t n);
 /* `chars` (1..128) random base32 characters [a-z2-7] (5 bits each) and a NUL into out. */
 int zeus__random_token(char *out /* chars + 1 bytes */, size_t chars);
+/* ---- servers' secrets (token.c) ---- */
+/* The bearer token from the first line of `path` (a regular file of at most 4 KiB; trailing
+ * blanks dropped; a warning logged under `domain` when group or others may read it). ZEUS_EINVAL
+ * naming the file when it cannot be read or its first line is empty. */
+int zeus__read_token_file(const char *path, const char *domain, char **out /* out */);
+struct sockaddr;
+/* Whether a is an IPv4 127/8, IPv6 ::1 or v4-mapped loopback address. */
+bool zeus__sockaddr_is_loopback(const struct sockaddr *a);
 /* Whether two NUL-terminated secrets are equal, in time that depends on their lengths only. */
 bool zeus__secret_equal(const char *a, const char *b);
 

@@ -1,8 +1,10 @@
 /* Shortest round-trip numbers and a JSON writer that uses them (the output convention of
  * zeus/format.h). jansson builds and parses our documents; only the writing is ours, because
  * jansson prints every real with a fixed precision (17 digits by default). */
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,6 +40,76 @@ ZEUS_EXTERN int zeus_format_double(double v, char *buf, size_t len) {
     return zeus__error(ZEUS_ERANGE, "a %zu-byte buffer cannot hold the number %s", len, tmp);
   memcpy(buf, tmp, (size_t)n + 1);
   return n;
+}
+
+ZEUS_EXTERN double zeus_round_decimals(double v, int decimals) {
+  if (!isfinite(v)) return v;
+  if (decimals < 0) decimals = 0;
+  if (decimals > 17) decimals = 17;
+  /* From 2^53 / 10^decimals up, a double's spacing is at least 10^-decimals: the nearest double
+   * to the rounded decimal is v itself (and "%.*f" would need hundreds of characters). */
+  static const double pow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,
+                                 1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17};
+  if (fabs(v) >= 9007199254740992.0 / pow10[decimals]) return v;
+  /* The fast path (hooks round every measured instruction): scale, round to an integer, divide.
+   * The product carries at most half an ulp of error, so the integer is the right one unless the
+   * product lies within a few ulps of a half; k / 10^decimals is then the double nearest the
+   * decimal (both operands exact, one correctly rounded division). */
+  double scaled = v * pow10[decimals];
+  double k = nearbyint(scaled);
+  if (fabs(scaled - k) < 0.5 - 4 * (fabs(scaled) * DBL_EPSILON + DBL_MIN)) {
+    double r = k / pow10[decimals];
+    return r == 0 ? 0.0 : r;
+  }
+  /* printf rounds the exact binary value to the decimal, strtod takes the nearest double back:
+   * both correctly rounded, and both in the same locale, so the pair is exact whatever
+   * LC_NUMERIC says. */
+  char tmp[64];
+  snprintf(tmp, sizeof tmp, "%.*f", decimals, v);
+  double r = strtod(tmp, NULL);
+  return r == 0 ? 0.0 : r;
+}
+
+ZEUS_EXTERN double zeus_round_significant(double v, int digits) {
+  if (!isfinite(v)) return v;
+  if (digits < 1) digits = 1;
+  if (digits > 17) digits = 17;
+  char tmp[64];
+  snprintf(tmp, sizeof tmp, "%.*e", digits - 1, v);
+  double r = strtod(tmp, NULL);
+  return r == 0 ? 0.0 : r;
+}
+
+ZEUS_EXTERN double zeus_joules_from_mj(int64_t mj) { return (double)mj / 1e3; }
+ZEUS_EXTERN double zeus_joules_from_uj(int64_t uj) { return (double)uj / 1e6; }
+ZEUS_EXTERN double zeus_seconds_from_ns(int64_t ns) { return (double)ns / 1e9; }
+
+/* The resolution a real under `key` is written at, by its unit suffix (zeus/format.h). */
+static double round_for_key(const char *key, double v) {
+  size_t n = key ? strlen(key) : 0;
+#define ENDS(suf) (n >= sizeof(suf) - 1 && strcmp(key + n - (sizeof(suf) - 1), suf) == 0)
+  if (ENDS("_mhz") || ENDS("_c")) return v;                      /* whole units as read */
+  if (ENDS("_s")) return zeus_round_decimals(v, 9);               /* clocks count ns */
+  if (ENDS("_j") || ENDS("_w")) return zeus_round_decimals(v, 3); /* counters count mJ, mW */
+#undef ENDS
+  return zeus_round_significant(v, ZEUS_DERIVED_DIGITS); /* ratios, percentages, averages */
+}
+
+static void round_by_unit(json_t *v, const char *key, int depth) {
+  if (depth > 64) return; /* documents we write are shallow; a cycle-free bound all the same */
+  if (json_is_real(v)) {
+    json_real_set(v, round_for_key(key, json_real_value(v)));
+  } else if (json_is_array(v)) {
+    for (size_t i = 0; i < json_array_size(v); i++) round_by_unit(json_array_get(v, i), key, depth + 1);
+  } else if (json_is_object(v)) {
+    const char *k;
+    json_t *item;
+    json_object_foreach(v, k, item) round_by_unit(item, k, depth + 1);
+  }
+}
+
+ZEUS_EXTERN void zeus_json_round_by_unit(struct json_t *v) {
+  if (v) round_by_unit(v, NULL, 0);
 }
 
 typedef struct writer {

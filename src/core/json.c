@@ -1,8 +1,10 @@
 /* JSON helpers over jansson. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/json.h"
+#include "zeus/format.h"
 
 int zeus__json_parse(const char *data, size_t len, const char *what, json_t **out) {
   json_error_t err;
@@ -33,8 +35,7 @@ int zeus__json_load_file_max(const char *path, size_t max, const char *what, jso
 }
 
 int zeus__json_write_file_atomic(const char *path, const json_t *value, int indent) {
-  size_t flags = JSON_REAL_PRECISION(17) | (indent > 0 ? JSON_INDENT(indent) : JSON_COMPACT);
-  char *s = json_dumps(value, flags);
+  char *s = zeus_json_dumps(value, indent > 0 ? JSON_INDENT(indent) : JSON_COMPACT);
   if (!s) return zeus__oom("serialising JSON");
   size_t n = strlen(s);
   char *withnl = realloc(s, n + 2);
@@ -118,4 +119,12 @@ int zeus__json_req_object(const json_t *obj, const char *key, const char *ctx, j
   if (!json_is_object(v)) return wrong_type(ctx, key, "an object", v);
   *out = v;
   return ZEUS_OK;
+}
+
+json_t *zeus__json_measured(double v, int decimals) {
+  return isfinite(v) ? json_real(zeus_round_decimals(v, decimals)) : json_null();
+}
+
+json_t *zeus__json_derived(double v) {
+  return isfinite(v) ? json_real(zeus_round_significant(v, ZEUS_DERIVED_DIGITS)) : json_null();
 }

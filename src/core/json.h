@@ -18,6 +18,13 @@ int zeus__json_load_file(const char *path, json_t **out /* out */);
 /* Serialises (compact unless `indent` > 0) and writes atomically. */
 int zeus__json_write_file_atomic(const char *path, const json_t *value, int indent);
 
+/* Reals for output documents (the convention of zeus/format.h), null for NaN and the
+ * infinities: a measured figure rounded to the resolution it was measured at (3 decimals for J
+ * from mJ, 9 for s from ns), and a derived one (an average, a cost) to ZEUS_DERIVED_DIGITS
+ * significant digits. */
+json_t *zeus__json_measured(double v, int decimals);
+json_t *zeus__json_derived(double v);
+
 /* Typed field access. `ctx` names the object in errors ("profile 'p.json'", "JobInfo").
  * A missing field is ZEUS_EINVAL "<ctx>: missing field 'key'"; a wrong type names the expected one. */
 int zeus__json_req_number(const json_t *obj, const char *key, const char *ctx, double *out);

@@ -120,7 +120,8 @@ void zeus__leases_unlock(zeus__leases *L);
 pthread_mutex_t *zeus__leases_mutex(zeus__leases *L);
 
 /* The lease of a peer process (found or made, implicit). With the lock held. NULL when full
- * (ZEUS_EBUSY set). */
+ * (ZEUS_EBUSY set) or when the process cannot be proved alive (ZEUS_EPERM: it exited; its lease
+ * would never end). */
 zeus__lease *zeus__leases_peer(zeus__leases *L, pid_t pid, uid_t uid);
 /* An explicit lease (TTL; for a Unix peer also bound to its process). ttl_s 0: no expiry. With the
  * lock held. */
@@ -128,8 +129,18 @@ zeus__lease *zeus__leases_create(zeus__leases *L, pid_t pid, uid_t uid, const ch
                                  unsigned ttl_s);
 /* The lease whose secret is `token` (constant-time comparison), or NULL. With the lock held. */
 zeus__lease *zeus__leases_find(zeus__leases *L, const char *token);
-/* The implicit per-address lease of TCP clients without a lease header (tcp_anonymous_ttl_s). */
-zeus__lease *zeus__leases_find_implicit_addr(zeus__leases *L, const char *addr);
+/* The implicit lease of a TCP client without a lease header (tcp_anonymous_ttl_s), by its owner
+ * (zeus__lease_owner: "user 'alice'" under a token, "address 127.0.0.1" without). */
+zeus__lease *zeus__leases_find_implicit(zeus__leases *L, const char *owner);
+/* Who a lease counts against in the per-client limit: "uid 1000" (a Unix peer: the kernel's
+ * word), "user 'alice'" (a token's subject over TCP), "address 127.0.0.1" (TCP without a token),
+ * "anonymous". */
+void zeus__lease_owner(const zeus__lease *l, char *buf, size_t len);
+/* Limits of the table (zeus__leases_open's max_leases is the first; 0 keeps it): at most
+ * `per_client` leases per owner (0: no limit), and the last `reserve` slots only for root (a Unix
+ * peer of uid 0, which no per-client limit counts). A new lease beyond them: NULL, ZEUS_EBUSY
+ * naming the limit. With the lock held or before serving. */
+void zeus__leases_set_limits(zeus__leases *L, unsigned max_leases, unsigned per_client, unsigned reserve);
 /* The shared anonymous holder. With the lock held. */
 zeus__lease *zeus__leases_anonymous(zeus__leases *L);
 /* Pushes the expiry of a TTL lease to now + ttl. With the lock held. */
@@ -266,6 +277,19 @@ typedef struct zeus__dwrite {
 
 #define ZEUS__DQUEUE 256
 
+/* A connection, as the limits and the request deadline see it (server.c). */
+typedef struct zeus__dconn {
+  int fd;
+  bool uds, root;
+  uid_t uid;          /* a Unix peer's */
+  char host[64];      /* a TCP peer's address, without the port */
+  bool busy;          /* a whole request arrived and its reply is not done */
+  bool stream;        /* that reply is a power stream */
+  bool cut;           /* refused or timed out: shut down, waiting for libmicrohttpd to close it */
+  double since;       /* when it opened, or its last reply ended (monotonic s) */
+  struct zeus__dconn *next;
+} zeus__dconn;
+
 typedef struct zeus__dlistener {
   struct zeus_daemon *d;
   bool uds;
@@ -297,6 +321,9 @@ struct zeus_daemon {
   pthread_cond_t qcv;
   bool async_now; /* set around a block=false change, under the lease lock */
   atomic_ullong counts[ZEUS__R_COUNT][ZEUS__DSTATUS_SLOTS];
+  pthread_mutex_t cmu; /* conns */
+  zeus__dconn *conns;
+  atomic_ullong refused, timed_out; /* connections refused by a limit, closed by the deadline */
 };
 
 /* One request. */
@@ -318,6 +345,7 @@ typedef struct zeus__dreq {
   zeus__jwt_claims claims;
   int legacy_gpu; /* /gpu/<n>/<op>: n; -1 otherwise */
   int status;     /* of the reply queued, for the counters */
+  zeus__dconn *conn; /* its connection's record (NULL if none) */
 } zeus__dreq;
 
 /* server.c helpers for routes.c */
@@ -328,6 +356,13 @@ int zeus__dreply_text(zeus__dreq *q, int status, const char *content_type, const
 int zeus__dreply_stream(zeus__dreq *q, void *ctx, long (*reader)(void *, uint64_t, char *, size_t),
                         void (*free_ctx)(void *));
 const char *zeus__dparam(zeus__dreq *q, const char *name);
+/* Before a power stream's reply: whether this client may hold one more stream (the per-client
+ * limit; root is not limited). When not, the 503 is queued and its MHD result is in *mhd. */
+bool zeus__dstream_admit(zeus__dreq *q, int *mhd);
+/* Connections open now, refused by a per-client limit or the root reserve, and closed by the
+ * request deadline, since the start (for /metrics). */
+void zeus__daemon_conn_stats(zeus_daemon *d, unsigned *open, unsigned long long *refused,
+                             unsigned long long *timed_out);
 /* The device side of the lease table, and the wake-up of the reaper. */
 extern const zeus__lease_dev zeus__daemon_lease_dev;
 void zeus__daemon_wake(zeus_daemon *d);

@@ -65,6 +65,7 @@ struct zeus__leases {
   stack *st; /* ngpus * ZEUS__SET_COUNT */
   zeus__lease *leases;
   unsigned nleases, max_leases, next_id;
+  unsigned per_client, reserve; /* zeus__leases_set_limits */
   zeus__lease *anon;
   atomic_uint live;
   atomic_ullong restores;
@@ -239,6 +240,63 @@ static int save_state(zeus__leases *L) {
 
 /* ---- leases ---- */
 
+/* Who a lease counts against (zeus__lease_owner). */
+void zeus__lease_owner(const zeus__lease *l, char *buf, size_t len) {
+  if (l->kind == ZEUS__LEASE_ANONYMOUS) {
+    snprintf(buf, len, "anonymous");
+  } else if (l->pid > 0) {
+    snprintf(buf, len, "uid %lu", (unsigned long)l->uid);
+  } else if (l->user[0]) {
+    snprintf(buf, len, "user '%s'", l->user);
+  } else {
+    /* The host without its port: every connection of one address is one client. Addresses are
+     * "127.0.0.1:5", "127.0.0.1", "[::1]:5" or "[::1]". */
+    char host[64];
+    snprintf(host, sizeof host, "%s", l->addr);
+    char *h = host;
+    if (h[0] == '[') {
+      h++;
+      char *close_ = strchr(h, ']');
+      if (close_) *close_ = '\0';
+    } else {
+      char *colon = strrchr(h, ':');
+      if (colon) *colon = '\0';
+    }
+    snprintf(buf, len, "address %s", h);
+  }
+}
+
+void zeus__leases_set_limits(zeus__leases *L, unsigned max_leases, unsigned per_client, unsigned reserve) {
+  if (max_leases) L->max_leases = max_leases;
+  L->per_client = per_client;
+  L->reserve = reserve < L->max_leases ? reserve : L->max_leases - 1;
+}
+
+/* Whether one more lease of `owner` (root: a Unix peer of uid 0) fits: the table's limit, the
+ * last `reserve` slots kept for root, and at most `per_client` per owner (root is not limited per
+ * client). Sets ZEUS_EBUSY with the reason when not. */
+static bool lease_fits(zeus__leases *L, const char *owner, bool root) {
+  if (L->nleases >= L->max_leases)
+    return zeus__error(ZEUS_EBUSY, "the daemon holds %u leases, its limit (--max-leases); try again when clients have "
+                       "gone", L->max_leases), false;
+  if (!root && L->reserve && L->nleases + L->reserve >= L->max_leases)
+    return zeus__error(ZEUS_EBUSY, "the daemon holds %u leases; the last %u of its %u are kept for root "
+                       "(--reserved-leases)", L->nleases, L->reserve, L->max_leases), false;
+  if (!root && owner && L->per_client) {
+    unsigned mine = 0;
+    char o[192];
+    for (zeus__lease *l = L->leases; l; l = l->next) {
+      if (l->dead) continue;
+      zeus__lease_owner(l, o, sizeof o);
+      if (strcmp(o, owner) == 0) mine++;
+    }
+    if (mine >= L->per_client)
+      return zeus__error(ZEUS_EBUSY, "%s holds %u leases, the most one client may hold (--max-leases-per-client); "
+                         "release some (POST /leases/release) or let them lapse", owner, mine), false;
+  }
+  return true;
+}
+
 static zeus__lease *lease_new(zeus__leases *L, zeus__lease_kind kind) {
   if (L->nleases >= L->max_leases) {
     zeus__error(ZEUS_EBUSY, "the daemon holds %u leases, its limit; try again when clients have gone", L->max_leases);
@@ -268,16 +326,29 @@ static void lease_free(zeus__leases *L, zeus__lease *l) {
   atomic_store(&L->live, L->nleases);
 }
 
-/* Binds a lease to a process: start time (against pid reuse), name, and a pidfd to wait on. */
-static void bind_process(zeus__lease *l, pid_t pid, uid_t uid) {
+/* Binds a lease to a process: start time (against pid reuse), name, and a pidfd to wait on. A
+ * process that cannot be proved alive (no start time: it has exited, or /proc cannot say) is
+ * refused: its lease would hold settings that nothing ever gives back (ZEUS_EPERM). */
+static int bind_process(zeus__lease *l, pid_t pid, uid_t uid) {
   l->pid = pid;
   l->uid = uid;
   l->start = zeus__proc_start_time(pid);
+  if (!l->start)
+    return zeus__error(ZEUS_EPERM, "the process that opened this connection (pid %ld) has exited; a change needs a live "
+                       "holder (open a new connection from a live process)", (long)pid);
   proc_comm(pid, l->comm, sizeof l->comm);
   l->pidfd = pidfd_open_(pid);
+  if (l->pidfd < 0 && errno == ESRCH)
+    return zeus__error(ZEUS_EPERM, "the process that opened this connection (pid %ld) has exited; a change needs a live "
+                       "holder (open a new connection from a live process)", (long)pid);
   if (l->pidfd < 0)
     zeus__log(ZEUS_LOG_WARN, "daemon", "pidfd_open(%ld): %s; the exit of pid %ld is noticed by polling /proc",
               (long)pid, strerror(errno), (long)pid);
+  /* pidfd_open may have found a new process under a reused pid: the start time must still match. */
+  if (zeus__proc_start_time(pid) != l->start)
+    return zeus__error(ZEUS_EPERM, "the process that opened this connection (pid %ld) has exited; a change needs a live "
+                       "holder", (long)pid);
+  return ZEUS_OK;
 }
 
 static bool make_token(char token[33]) {
@@ -296,19 +367,39 @@ static bool make_token(char token[33]) {
 
 zeus__lease *zeus__leases_peer(zeus__leases *L, pid_t pid, uid_t uid) {
   unsigned long long start = zeus__proc_start_time(pid);
+  if (!start) {
+    zeus__error(ZEUS_EPERM, "the process that opened this connection (pid %ld) has exited; a change needs a live "
+                "holder (open a new connection from a live process)", (long)pid);
+    return NULL;
+  }
   for (zeus__lease *l = L->leases; l; l = l->next) {
     if (l->dead || l->kind != ZEUS__LEASE_PEER || l->pid != pid) continue;
     if (l->start == start) return l;
   }
+  char owner[64];
+  snprintf(owner, sizeof owner, "uid %lu", (unsigned long)uid);
+  if (!lease_fits(L, owner, uid == 0)) return NULL;
   zeus__lease *l = lease_new(L, ZEUS__LEASE_PEER);
   if (!l) return NULL;
   l->implicit = true;
-  bind_process(l, pid, uid);
+  if (bind_process(l, pid, uid)) {
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", zeus_errmsg());
+    lease_free(L, l);
+    zeus__error(ZEUS_EPERM, "%s", saved);
+    return NULL;
+  }
   return l;
 }
 
 zeus__lease *zeus__leases_create(zeus__leases *L, pid_t pid, uid_t uid, const char *user, const char *addr,
                                  unsigned ttl_s) {
+  zeus__lease probe = {.kind = ZEUS__LEASE_TTL, .pid = pid, .uid = uid};
+  snprintf(probe.user, sizeof probe.user, "%s", user ? user : "");
+  snprintf(probe.addr, sizeof probe.addr, "%s", addr ? addr : "");
+  char owner[192];
+  zeus__lease_owner(&probe, owner, sizeof owner);
+  if (!lease_fits(L, owner, pid > 0 && uid == 0)) return NULL;
   zeus__lease *l = lease_new(L, ZEUS__LEASE_TTL);
   if (!l) return NULL;
   if (!make_token(l->token)) {
@@ -316,8 +407,14 @@ zeus__lease *zeus__leases_create(zeus__leases *L, pid_t pid, uid_t uid, const ch
     lease_free(L, l);
     return NULL;
   }
-  if (pid > 0) bind_process(l, pid, uid);
-  else l->uid = uid;
+  if (pid > 0 && bind_process(l, pid, uid)) {
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", zeus_errmsg());
+    lease_free(L, l);
+    zeus__error(ZEUS_EPERM, "%s", saved);
+    return NULL;
+  }
+  if (pid <= 0) l->uid = uid;
   snprintf(l->user, sizeof l->user, "%s", user ? user : "");
   snprintf(l->addr, sizeof l->addr, "%s", addr ? addr : "");
   l->ttl_s = ttl_s;
@@ -334,9 +431,13 @@ zeus__lease *zeus__leases_find(zeus__leases *L, const char *token) {
   return found;
 }
 
-zeus__lease *zeus__leases_find_implicit_addr(zeus__leases *L, const char *addr) {
-  for (zeus__lease *l = L->leases; l; l = l->next)
-    if (!l->dead && l->implicit && l->kind == ZEUS__LEASE_TTL && strcmp(l->addr, addr) == 0) return l;
+zeus__lease *zeus__leases_find_implicit(zeus__leases *L, const char *owner) {
+  char o[192];
+  for (zeus__lease *l = L->leases; l; l = l->next) {
+    if (l->dead || !l->implicit || l->kind != ZEUS__LEASE_TTL) continue;
+    zeus__lease_owner(l, o, sizeof o);
+    if (strcmp(o, owner) == 0) return l;
+  }
   return NULL;
 }
 
@@ -500,7 +601,9 @@ unsigned zeus__leases_sweep(zeus__leases *L, double now) {
         struct pollfd p = {.fd = l->pidfd, .events = POLLIN};
         gone = poll(&p, 1, 0) > 0;
       } else {
-        gone = zeus__proc_start_time(l->pid) != l->start;
+        /* No start time proves nothing alive: 0 (gone, or unreadable) never matches. */
+        unsigned long long st = zeus__proc_start_time(l->pid);
+        gone = !st || st != l->start;
       }
       if (gone) snprintf(why, sizeof why, "pid %ld (%s) exited", (long)l->pid, l->comm[0] ? l->comm : "?");
     }
@@ -579,7 +682,7 @@ json_t *zeus__leases_json(zeus__leases *L) {
     json_object_set_new(o, "user", l->user[0] ? json_string(l->user) : json_null());
     json_object_set_new(o, "address", l->addr[0] ? json_string(l->addr) : json_null());
     json_object_set_new(o, "ttl_s", l->ttl_s ? json_integer(l->ttl_s) : json_null());
-    json_object_set_new(o, "expires_in_s", l->expires > 0 ? json_real(l->expires - now) : json_null());
+    json_object_set_new(o, "expires_in_s", l->expires > 0 ? json_real(zeus_round_decimals(l->expires - now, 9)) : json_null());
     json_array_append_new(arr, o);
   }
   return json_pack("{s:o}", "leases", arr);

@@ -262,13 +262,18 @@ static zeus__lease *holder(zeus__dreq *q, int *mhd) {
     }
     l = zeus__leases_peer(d->L, q->pid, q->uid);
   } else if (d->o.tcp_anonymous_ttl_s) {
-    /* One lease per client address, renewed by every request from it. */
-    char host[64];
+    /* One lease per client, renewed by every request from it: a token's subject, or without a
+     * token the address (so two users never share one lease). */
+    char host[64], owner[192];
     snprintf(host, sizeof host, "%s", q->addr);
+    zeus__lease probe = {.kind = ZEUS__LEASE_TTL};
+    snprintf(probe.user, sizeof probe.user, "%s", q->authed ? q->claims.sub : "");
+    snprintf(probe.addr, sizeof probe.addr, "%s", host);
+    zeus__lease_owner(&probe, owner, sizeof owner);
     char *colon = strrchr(host, ':');
-    if (colon) *colon = '\0';
+    if (colon) *colon = '\0'; /* "127.0.0.1", "[::1]" */
     l = NULL;
-    zeus__lease *found = zeus__leases_find_implicit_addr(d->L, host);
+    zeus__lease *found = zeus__leases_find_implicit(d->L, owner);
     if (found) {
       zeus__leases_renew(d->L, found);
       l = found;
@@ -280,7 +285,8 @@ static zeus__lease *holder(zeus__dreq *q, int *mhd) {
     l = zeus__leases_anonymous(d->L);
   }
   if (!l) {
-    *mhd = zeus__dreply_error(q, 503, "%s", zeus_errmsg());
+    int code = zeus_errcode();
+    *mhd = zeus__dreply_error(q, code == ZEUS_EPERM ? 403 : 503, "%s", zeus_errmsg());
     return NULL;
   }
   if (q->authed && !l->user[0]) snprintf(l->user, sizeof l->user, "%s", q->claims.sub);
@@ -584,7 +590,7 @@ static int h_stream(zeus__dreq *q) {
   s->d = d;
   s->cpu = cpu;
   s->period = 1.0 / (cpu ? d->o.cpu_poll_hz : d->o.gpu_poll_hz);
-  if (!param_ids(q, cpu, false, s->ids, &s->n, &mhd)) {
+  if (!param_ids(q, cpu, false, s->ids, &s->n, &mhd) || !zeus__dstream_admit(q, &mhd)) {
     free(s);
     return mhd;
   }
@@ -621,8 +627,9 @@ static int h_leases(zeus__dreq *q) {
     zeus__lease *l = zeus__leases_create(d->L, q->uds ? q->pid : 0, q->uid, q->authed ? q->claims.sub : NULL,
                                          q->uds ? NULL : q->addr, ttl);
     if (!l) {
+      int code = zeus_errcode();
       zeus__leases_unlock(d->L);
-      return zeus__dreply_error(q, 503, "%s", zeus_errmsg());
+      return zeus__dreply_error(q, code == ZEUS_EPERM ? 403 : 503, "%s", zeus_errmsg());
     }
     zeus__lease_describe(l, desc, sizeof desc);
     char id[16];
@@ -692,6 +699,17 @@ static int h_metrics(zeus__dreq *q) {
   zeus__metrics_family(&w, "zeus_daemon_restores_total", "counter",
                        "Settings given back (a holder died, released, lapsed, or the daemon stopped).");
   zeus__metrics_sample(&w, "zeus_daemon_restores_total", NULL, NULL, 0, (double)restores);
+  unsigned open = 0;
+  unsigned long long refused = 0, timed_out = 0;
+  zeus__daemon_conn_stats(q->d, &open, &refused, &timed_out);
+  zeus__metrics_family(&w, "zeus_daemon_connections", "gauge", "Connections open (both listeners).");
+  zeus__metrics_sample(&w, "zeus_daemon_connections", NULL, NULL, 0, (double)open);
+  zeus__metrics_family(&w, "zeus_daemon_connections_refused_total", "counter",
+                       "Connections refused by a per-client limit or the root reserve.");
+  zeus__metrics_sample(&w, "zeus_daemon_connections_refused_total", NULL, NULL, 0, (double)refused);
+  zeus__metrics_family(&w, "zeus_daemon_connections_timed_out_total", "counter",
+                       "Connections closed because no whole request arrived within --request-timeout.");
+  zeus__metrics_sample(&w, "zeus_daemon_connections_timed_out_total", NULL, NULL, 0, (double)timed_out);
   int rc = w.rc ? zeus__dreply_error(q, 500, "writing the metrics: out of memory")
                 : zeus__dreply_text(q, 200, ZEUS__METRICS_CONTENT_TYPE, w.buf.data ? w.buf.data : "", w.buf.len);
   zeus__metrics_writer_free(&w);

@@ -317,7 +317,161 @@ static void identify(zeus__dreq *q) {
     inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
     port = ntohs(in6->sin6_port);
   }
-  snprintf(q->addr, sizeof q->addr, "%s:%u", host, port);
+  snprintf(q->addr, sizeof q->addr, sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
+}
+
+/* ---- connections: per-client limits and the request deadline ----
+ * libmicrohttpd tells each connection's start and end (MHD_OPTION_NOTIFY_CONNECTION); the list
+ * below counts them by client. A connection beyond a limit is answered 503 at once and shut
+ * down; so is one that has not delivered a whole request within request_timeout_s of opening or
+ * of its previous reply (the reaper looks every 250 ms). shutdown() makes the connection's thread
+ * see the end of its socket and close it; the record leaves the list (under cmu) before
+ * libmicrohttpd closes the descriptor, so a descriptor in the list is always still ours. */
+
+static void conn_cut(zeus_daemon *d, zeus__dconn *k, const char *status_line, const char *msg) {
+  (void)d;
+  if (status_line) {
+    char reply[512];
+    int n = snprintf(reply, sizeof reply,
+                     "HTTP/1.1 %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n"
+                     "{\"error\":\"%s\"}",
+                     status_line, strlen(msg) + 12, msg);
+    if (n > 0 && (size_t)n < sizeof reply && send(k->fd, reply, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+      /* the peer is gone already: nothing to tell */
+    }
+  }
+  shutdown(k->fd, SHUT_RDWR);
+  k->cut = true;
+}
+
+static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code) {
+  zeus__dlistener *li = cls;
+  zeus_daemon *d = li->d;
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    zeus__dconn *k = *socket_context;
+    if (!k) return;
+    pthread_mutex_lock(&d->cmu);
+    for (zeus__dconn **p = &d->conns; *p; p = &(*p)->next)
+      if (*p == k) { *p = k->next; break; }
+    pthread_mutex_unlock(&d->cmu);
+    free(k);
+    *socket_context = NULL;
+    return;
+  }
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  zeus__dconn *k = calloc(1, sizeof *k);
+  if (!k || !ci) { free(k); return; }
+  k->fd = ci->connect_fd;
+  k->uds = li->uds;
+  k->since = mono_now();
+  if (li->uds) {
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (getsockopt(k->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0) {
+      k->uid = cr.uid;
+      k->root = cr.uid == 0;
+    } else {
+      k->uid = (uid_t)-1;
+    }
+  } else {
+    const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ai ? ai->client_addr : NULL;
+    if (sa && sa->sa_family == AF_INET) inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
+                                                  k->host, sizeof k->host);
+    else if (sa && sa->sa_family == AF_INET6)
+      inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, k->host, sizeof k->host);
+  }
+  pthread_mutex_lock(&d->cmu);
+  unsigned total = 0, mine = 0;
+  for (zeus__dconn *o = d->conns; o; o = o->next) {
+    if (o->cut || o->uds != k->uds) continue;
+    total++;
+    if (k->uds ? o->uid == k->uid : strcmp(o->host, k->host) == 0) mine++;
+  }
+  char msg[256] = "", who[96];
+  if (k->uds) snprintf(who, sizeof who, "uid %lu", (unsigned long)k->uid);
+  else snprintf(who, sizeof who, "address %s", k->host);
+  if (!k->root) {
+    if (mine >= d->o.max_connections_per_client)
+      snprintf(msg, sizeof msg, "%s holds %u connections, the most one client may hold (--max-connections-per-client)",
+               who, mine);
+    else if (k->uds && total + d->o.reserved_connections >= d->o.max_connections)
+      snprintf(msg, sizeof msg, "%u connections are open; the last %u are kept for root (--reserved-connections)",
+               total, d->o.reserved_connections);
+  }
+  k->next = d->conns;
+  d->conns = k;
+  *socket_context = k;
+  if (msg[0]) {
+    conn_cut(d, k, "503 Service Unavailable", msg);
+    atomic_fetch_add(&d->refused, 1);
+  }
+  pthread_mutex_unlock(&d->cmu);
+  if (msg[0]) zeus__log(ZEUS_LOG_DEBUG, "daemon", "connection refused: %s", msg);
+}
+
+/* The reaper's look at the deadline: connections without a whole request for too long are cut. */
+static void conn_deadlines(zeus_daemon *d) {
+  double now = mono_now();
+  unsigned cut = 0;
+  pthread_mutex_lock(&d->cmu);
+  for (zeus__dconn *k = d->conns; k; k = k->next)
+    if (!k->cut && !k->busy && now - k->since > d->o.request_timeout_s) {
+      conn_cut(d, k, NULL, NULL);
+      cut++;
+    }
+  pthread_mutex_unlock(&d->cmu);
+  if (cut) {
+    atomic_fetch_add(&d->timed_out, cut);
+    zeus__log(ZEUS_LOG_DEBUG, "daemon", "%u connection%s closed: no whole request within %u s", cut,
+              cut == 1 ? "" : "s", d->o.request_timeout_s);
+  }
+}
+
+bool zeus__dstream_admit(zeus__dreq *q, int *mhd) {
+  zeus_daemon *d = q->d;
+  zeus__dconn *k = q->conn;
+  if (!k) return true;
+  pthread_mutex_lock(&d->cmu);
+  unsigned mine = 0;
+  for (zeus__dconn *o = d->conns; o; o = o->next)
+    if (!o->cut && o->stream && o->uds == k->uds && (k->uds ? o->uid == k->uid : strcmp(o->host, k->host) == 0))
+      mine++;
+  bool ok = k->root || mine < d->o.max_streams_per_client;
+  if (ok) k->stream = true;
+  pthread_mutex_unlock(&d->cmu);
+  if (!ok) {
+    char who[96];
+    if (k->uds) snprintf(who, sizeof who, "uid %lu", (unsigned long)k->uid);
+    else snprintf(who, sizeof who, "address %s", k->host);
+    *mhd = zeus__dreply_error(q, 503, "%s holds %u power streams, the most one client may hold "
+                              "(--max-streams-per-client); close one first", who, mine);
+  }
+  return ok;
+}
+
+void zeus__daemon_conn_stats(zeus_daemon *d, unsigned *open, unsigned long long *refused,
+                             unsigned long long *timed_out) {
+  unsigned n = 0;
+  pthread_mutex_lock(&d->cmu);
+  for (zeus__dconn *k = d->conns; k; k = k->next)
+    if (!k->cut) n++;
+  pthread_mutex_unlock(&d->cmu);
+  *open = n;
+  *refused = atomic_load(&d->refused);
+  *timed_out = atomic_load(&d->timed_out);
+}
+
+static void conn_busy(zeus_daemon *d, zeus__dconn *k, bool busy) {
+  if (!k) return;
+  pthread_mutex_lock(&d->cmu);
+  k->busy = busy;
+  if (!busy) {
+    k->stream = false;
+    k->since = mono_now();
+  }
+  pthread_mutex_unlock(&d->cmu);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -335,6 +489,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     q->method = method;
     q->legacy_gpu = -1;
     q->route = find_route(url, &q->legacy_gpu);
+    const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    q->conn = sc ? sc->socket_context : NULL;
     *con_cls = q;
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > li->d->o.max_body_bytes) q->too_big = true;
@@ -346,6 +502,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     *upload_size = 0;
     return MHD_YES;
   }
+  conn_busy(q->d, q->conn, true); /* the whole request is here: the deadline is met */
   int mhd;
   if (check_access(q, &mhd)) return mhd;
   if (q->too_big)
@@ -363,6 +520,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
   (void)toe;
   zeus__dreq *q = *con_cls;
   if (!q) return;
+  conn_busy(q->d, q->conn, false);
   for (unsigned i = 0; i < q->np; i++) {
     free(q->p[i].name);
     free(q->p[i].value);
@@ -490,6 +648,7 @@ static void *reaper_main(void *arg) {
     zeus__leases_lock(d->L);
     zeus__leases_sweep(d->L, mono_now());
     zeus__leases_unlock(d->L);
+    conn_deadlines(d);
   }
   free(pf);
   free(fds);
@@ -584,13 +743,14 @@ static int start_mhd(zeus_daemon *d, bool uds, const struct sockaddr *sa, zeus__
   struct MHD_Daemon *m;
   if (uds)
     m = MHD_start_daemon(flags, 0, NULL, NULL, handle, li, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)d->uds_fd,
-                         MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_CONNECTION_LIMIT,
-                         d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, d->o.connection_timeout_s,
+                         MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, notify_conn,
+                         li, MHD_OPTION_CONNECTION_LIMIT, d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                         d->o.connection_timeout_s,
                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024), MHD_OPTION_END);
   else
     m = MHD_start_daemon(flags, 0, NULL, NULL, handle, li, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_NOTIFY_COMPLETED,
-                         completed, NULL, MHD_OPTION_CONNECTION_LIMIT, d->o.max_connections,
-                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                         completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, li, MHD_OPTION_CONNECTION_LIMIT,
+                         d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
                          d->o.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
                          MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u, MHD_OPTION_END);
   if (!m)
@@ -739,6 +899,20 @@ int zeus_daemon_open(zeus_daemon **out, const zeus_daemon_opts *opts) {
     return zeus__error(ZEUS_EINVAL, "power polling above 1000 Hz is not supported");
   }
   if (!d->o.max_lease_ttl_s) d->o.max_lease_ttl_s = 3600;
+  if (!d->o.max_leases) d->o.max_leases = 1024;
+  if (!d->o.max_leases_per_client) d->o.max_leases_per_client = 64;
+  if (!d->o.reserved_leases) d->o.reserved_leases = d->o.max_leases >= 128 ? 64 : d->o.max_leases / 2;
+  if (!d->o.max_connections_per_client) d->o.max_connections_per_client = 32;
+  if (!d->o.reserved_connections) d->o.reserved_connections = d->o.max_connections >= 32 ? 16 : d->o.max_connections / 2;
+  if (!d->o.max_streams_per_client) d->o.max_streams_per_client = 8;
+  if (!d->o.request_timeout_s) d->o.request_timeout_s = 10;
+  if (d->o.reserved_leases >= d->o.max_leases || d->o.reserved_connections >= d->o.max_connections) {
+    zeus__error(ZEUS_EINVAL, "the reserved leases (%u) and connections (%u) must be fewer than their limits (%u, %u)",
+                d->o.reserved_leases, d->o.reserved_connections, d->o.max_leases, d->o.max_connections);
+    free(d);
+    return ZEUS_EINVAL;
+  }
+  pthread_mutex_init(&d->cmu, NULL);
   d->socket_path = opts->socket_path ? strdup(opts->socket_path) : NULL;
   d->tcp_address = opts->tcp_address ? strdup(opts->tcp_address) : NULL;
   d->state_path = opts->state_path ? strdup(opts->state_path) : NULL;
@@ -756,7 +930,8 @@ int zeus_daemon_open(zeus_daemon **out, const zeus_daemon_opts *opts) {
     zeus__lease_dev dev = zeus__daemon_lease_dev;
     dev.ctx = d;
     if (!rc && d->state_path) rc = make_parent_dir(d->state_path);
-    if (!rc) rc = zeus__leases_open(&d->L, d->ngpus, uuids, &dev, d->state_path, 1024);
+    if (!rc) rc = zeus__leases_open(&d->L, d->ngpus, uuids, &dev, d->state_path, d->o.max_leases);
+    if (!rc) zeus__leases_set_limits(d->L, d->o.max_leases, d->o.max_leases_per_client, d->o.reserved_leases);
     free(uuids);
   }
   if (!rc && (d->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0)
@@ -818,6 +993,7 @@ void zeus_daemon_close(zeus_daemon *d) {
   free(d->tcp_address);
   free(d->state_path);
   pthread_cond_destroy(&d->qcv);
+  pthread_mutex_destroy(&d->cmu);
   free(d);
 }
 

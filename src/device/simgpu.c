@@ -1,8 +1,11 @@
-/* The simulated GPU engine: workload models, a virtual or wall clock, exact energy accounting.
+/* The simulated GPU engine: workload models, a virtual or wall clock, exact energy accounting,
+ * and a hardware profile (zeus_sim_hardware) for sensors that tick and calls that take time.
  *
  * Energy bookkeeping: each GPU keeps the energy used up to t_last and at most one piece of work
  * [.., busy_until) at busy_power; idle power fills the rest. Every reading first advances the
- * GPU to "now", so the energy at any instant is exact (piecewise-constant power). */
+ * GPU to "now", so the energy at any instant is exact (piecewise-constant power). Advancing stops
+ * at every event on the way (a sensor tick, a setting taking effect), in time order, so that the
+ * readings frozen at a tick and the power after a delayed setting are exact too. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -26,7 +29,18 @@ typedef struct simgpu {
   size_t ntable;
   char name[ZEUS_NAME_LEN];
   bool has_counter;
-  double counter_period;
+  zeus_sim_hardware hw;
+  bool power_ticks;   /* readings other than the counter refresh at ticks */
+  uint64_t rng;       /* tick jitter and power noise */
+  uint64_t ntick;     /* ticks so far */
+  double next_tick;   /* time of the next tick; 0: no ticks */
+  double last_tick;   /* -1 before the first */
+  double tick_power_w, tick_avg_w; /* readings frozen at the last tick */
+  unsigned tick_clock_mhz;
+  /* settings that have been called but not yet taken effect; at < 0: none */
+  double pend_limit_at, pend_lock_at;
+  unsigned pend_limit_mw, pend_lock_min, pend_lock_max;
+  unsigned set_limit_mw, set_lock_min, set_lock_max; /* what the getters show */
   double time_scale;
   unsigned gclocks[SIM_MAX_CLOCKS]; /* highest first */
   size_t ngclocks;
@@ -35,7 +49,7 @@ typedef struct simgpu {
   unsigned lock_min, lock_max, mem_lock_min, mem_lock_max;
   bool loaded; /* kept busy by a load outside the simulation (zeus_sim_gpu_set_load) */
   double t_last, energy_j, busy_until, busy_power;
-  double counter_t, counter_j;
+  double counter_j;
   double ck_t[SIM_CK], ck_e[SIM_CK]; /* ring of (time, exact energy) checkpoints */
   unsigned ck_head, ck_n;            /* next slot to write; entries held */
 } simgpu;
@@ -142,6 +156,47 @@ static int check_gpu_config(const zeus_sim_gpu_config *c, unsigned i) {
 }
 
 static void checkpoint(simgpu *g, double t, double e);
+static void operating_point(const simgpu *g, unsigned *clock, double *t_unit, double *power);
+
+/* splitmix64: a uniform draw in [0, 1). */
+static double draw(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return (double)(z >> 11) / 9007199254740992.0;
+}
+
+static double next_interval(simgpu *g) {
+  double j = g->hw.tick_jitter_s;
+  return g->hw.tick_s + (j > 0 ? j * (2 * draw(&g->rng) - 1) : 0);
+}
+
+static int check_hw(const zeus_sim_hardware *h, unsigned i) {
+  const struct { const char *name; double v, max; } f[] = {
+      {"tick_s", h->tick_s, 10},
+      {"tick_jitter_s", h->tick_jitter_s, 10},
+      {"power_noise", h->power_noise, 0.5},
+      {"energy_read_s", h->energy_read_s, 1},
+      {"power_read_s", h->power_read_s, 1},
+      {"average_power_read_s", h->average_power_read_s, 1},
+      {"clock_read_s", h->clock_read_s, 1},
+      {"power_limit_read_s", h->power_limit_read_s, 1},
+      {"clock_lock_call_s", h->clock_lock_call_s, 10},
+      {"clock_lock_effect_s", h->clock_lock_effect_s, 10},
+      {"power_limit_call_s", h->power_limit_call_s, 10},
+      {"power_limit_down_effect_s", h->power_limit_down_effect_s, 10},
+      {"power_limit_up_effect_s", h->power_limit_up_effect_s, 10},
+  };
+  for (size_t k = 0; k < ZEUS__ARRAY_LEN(f); k++)
+    if (!(f[k].v >= 0 && f[k].v <= f[k].max))
+      return zeus__error(ZEUS_EINVAL, "simulated GPU %u: hardware %s %g is outside [0, %g]", i, f[k].name, f[k].v,
+                         f[k].max);
+  if (h->tick_s > 0 && h->tick_jitter_s >= h->tick_s / 2)
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: hardware tick_jitter_s %g must be below half of tick_s %g", i,
+                       h->tick_jitter_s, h->tick_s);
+  return ZEUS_OK;
+}
 
 static int cmp_row_desc(const void *a, const void *b) {
   double x = ((const zeus_sim_table_row *)a)->power_limit_w;
@@ -160,7 +215,19 @@ static int init_gpu(simgpu *g, const zeus_sim_gpu_config *c, unsigned i) {
   if (rc) return rc;
   g->model = tmp.model;
   g->has_counter = !tmp.no_energy_counter;
-  g->counter_period = tmp.counter_period_s;
+  g->hw = tmp.hw;
+  if ((rc = check_hw(&g->hw, i))) return rc;
+  g->power_ticks = g->hw.power_at_ticks;
+  if (!(g->hw.tick_s > 0) && tmp.counter_period_s > 0) { /* the counter alone ticks, at phase 0 */
+    g->hw.tick_s = tmp.counter_period_s;
+    g->hw.tick_jitter_s = 0;
+    g->power_ticks = false;
+    g->next_tick = g->hw.tick_s;
+  }
+  g->rng = (g->hw.seed ? g->hw.seed : 0x5a1a5eedull) * 0x100000001B3ull + i;
+  if (g->hw.tick_s > 0 && !g->next_tick) g->next_tick = g->hw.tick_s * (1 - draw(&g->rng)); /* (0, tick] */
+  g->last_tick = -1;
+  g->pend_limit_at = g->pend_lock_at = -1;
   g->time_scale = tmp.time_scale > 0 ? tmp.time_scale : 1.0;
   for (unsigned f = g->p.max_clock_mhz;; f -= g->p.clock_step_mhz) {
     g->gclocks[g->ngclocks++] = f;
@@ -187,8 +254,13 @@ static int init_gpu(simgpu *g, const zeus_sim_gpu_config *c, unsigned i) {
     g->max_mw = to_mw(g->p.max_power_limit_w);
     g->default_mw = to_mw(g->p.default_power_limit_w);
   }
-  g->limit_mw = g->default_mw;
+  g->limit_mw = g->set_limit_mw = g->default_mw;
   checkpoint(g, 0, 0);
+  g->tick_power_w = g->tick_avg_w = g->p.idle_power_w; /* the readings before the first tick */
+  {
+    double tu, p;
+    operating_point(g, &g->tick_clock_mhz, &tu, &p);
+  }
   if (tmp.name[0])
     snprintf(g->name, sizeof g->name, "%s", tmp.name);
   else
@@ -222,18 +294,57 @@ static void checkpoint(simgpu *g, double t, double e) {
   if (g->ck_n < SIM_CK) g->ck_n++;
 }
 
-static void advance(simgpu *g, double t) {
+/* Moves the bookkeeping to t >= t_last (no events in between). */
+static void move_to(simgpu *g, double t) {
   if (t <= g->t_last) return;
-  if (g->counter_period > 0) {
-    double boundary = floor(t / g->counter_period) * g->counter_period;
-    if (boundary > g->counter_t) {
-      g->counter_j = energy_at(g, fmax(boundary, g->t_last));
-      g->counter_t = boundary;
-    }
-  }
   g->energy_j = energy_at(g, t);
   g->t_last = t;
   checkpoint(g, t, g->energy_j);
+}
+
+static double average_power_at(simgpu *g, double t);
+
+/* The power drawn at t == t_last. */
+static double power_now(const simgpu *g, double t) { return g->busy_until > t ? g->busy_power : rest_power(g); }
+
+/* A sensor tick at t == t_last: the readings take their values of now. */
+static void tick(simgpu *g, double t) {
+  g->counter_j = g->energy_j;
+  g->last_tick = t;
+  g->ntick++;
+  if (g->power_ticks) {
+    double noise = g->hw.power_noise > 0 ? g->hw.power_noise * (2 * draw(&g->rng) - 1) : 0;
+    g->tick_power_w = power_now(g, t) * (1 + noise);
+    g->tick_avg_w = average_power_at(g, t);
+    double tu, p;
+    operating_point(g, &g->tick_clock_mhz, &tu, &p);
+  }
+  g->next_tick = t + next_interval(g);
+}
+
+/* Advances g to t, stopping at every event on the way in time order: a setting taking effect,
+ * a sensor tick. */
+static void advance(simgpu *g, double t) {
+  for (;;) {
+    double ev = INFINITY;
+    int which = 0;
+    if (g->pend_lock_at >= 0 && g->pend_lock_at < ev) ev = g->pend_lock_at, which = 1;
+    if (g->pend_limit_at >= 0 && g->pend_limit_at < ev) ev = g->pend_limit_at, which = 2;
+    if (g->next_tick > 0 && g->next_tick < ev) ev = g->next_tick, which = 3;
+    if (ev > t) break;
+    move_to(g, ev);
+    if (which == 1) {
+      g->lock_min = g->pend_lock_min;
+      g->lock_max = g->pend_lock_max;
+      g->pend_lock_at = -1;
+    } else if (which == 2) {
+      g->limit_mw = g->pend_limit_mw;
+      g->pend_limit_at = -1;
+    } else {
+      tick(g, ev);
+    }
+  }
+  move_to(g, t);
 }
 
 /* Energy at a past instant t <= t_last: exact between bookkeeping events, otherwise linear
@@ -386,6 +497,34 @@ static void sleep_s(double s) {
   }
 }
 
+/* The cost of a call, paid after it took its value and let go of the node: on the wall clock a
+ * real wait (spun below 200 us, where a sleep would oversleep by tens of microseconds), on the
+ * virtual clock the node's time moves on. */
+static _Thread_local bool tl_background;
+
+void zeus_sim_thread_background(bool on) { tl_background = on; }
+
+zeus_sim_clock_kind zeus_sim_node_clock(const zeus_sim_node *n) { return n->clock; }
+
+static void pay(zeus_sim_node *n, double cost) {
+  if (!(cost > 0)) return;
+  if (tl_background && n->clock != ZEUS_SIM_CLOCK_WALL) return; /* spent beside the work, not before it */
+  if (n->clock == ZEUS_SIM_CLOCK_WALL) {
+    if (cost >= 200e-6) {
+      sleep_s(cost);
+      return;
+    }
+    double end = zeus_monotonic_s() + cost;
+    while (zeus_monotonic_s() < end) {
+    }
+    return;
+  }
+  pthread_mutex_lock(&n->mu);
+  n->t_virtual += cost;
+  advance_all(n, n->t_virtual);
+  pthread_mutex_unlock(&n->mu);
+}
+
 /* Runs units[i] of work on GPU i at its operating point, or, with `measured` (one GPU), the
  * given duration and energy on GPU measured->gpu. */
 typedef struct {
@@ -480,11 +619,29 @@ int zeus_sim_true_energy(zeus_sim_node *n, unsigned gpu, double *joules) {
   return ZEUS_OK;
 }
 
+int zeus_sim_gpu_hardware(zeus_sim_node *n, unsigned gpu, zeus_sim_hardware *out) {
+  SIM_GPU(n, gpu);
+  *out = n->g[gpu].hw;
+  return ZEUS_OK;
+}
+
+int zeus_sim_gpu_last_tick(zeus_sim_node *n, unsigned gpu, double *t) {
+  SIM_GPU(n, gpu);
+  pthread_mutex_lock(&n->mu);
+  simgpu *g = &n->g[gpu];
+  double now = sim_now_locked(n);
+  advance(g, now);
+  *t = g->hw.tick_s > 0 ? g->last_tick : now;
+  pthread_mutex_unlock(&n->mu);
+  return ZEUS_OK;
+}
+
 int zeus_sim_operating_point(zeus_sim_node *n, unsigned gpu, unsigned *clock_mhz, double *power_w) {
   SIM_GPU(n, gpu);
   pthread_mutex_lock(&n->mu);
   unsigned c;
   double t, p;
+  advance(&n->g[gpu], sim_now_locked(n));
   operating_point(&n->g[gpu], &c, &t, &p);
   pthread_mutex_unlock(&n->mu);
   if (clock_mhz) *clock_mhz = c;
@@ -522,8 +679,9 @@ int zeus_sim_gpu_power_limit_constraints(zeus_sim_node *n, unsigned gpu, unsigne
 int zeus_sim_gpu_get_power_limit(zeus_sim_node *n, unsigned gpu, unsigned *mw) {
   SIM_GPU(n, gpu);
   pthread_mutex_lock(&n->mu);
-  *mw = n->g[gpu].limit_mw;
+  *mw = n->g[gpu].set_limit_mw;
   pthread_mutex_unlock(&n->mu);
+  pay(n, n->g[gpu].hw.power_limit_read_s);
   return ZEUS_OK;
 }
 
@@ -534,9 +692,19 @@ int zeus_sim_gpu_set_power_limit(zeus_sim_node *n, unsigned gpu, unsigned mw) {
     return zeus__error(ZEUS_ERANGE, "simulated GPU %u: power limit %u mW is outside [%u, %u] mW", gpu, mw,
                        g->min_mw, g->max_mw);
   pthread_mutex_lock(&n->mu);
-  advance(g, sim_now_locked(n));
-  g->limit_mw = mw;
+  double t = sim_now_locked(n);
+  advance(g, t);
+  double delay = mw < g->set_limit_mw ? g->hw.power_limit_down_effect_s : g->hw.power_limit_up_effect_s;
+  g->set_limit_mw = mw;
+  if (delay > 0) {
+    g->pend_limit_mw = mw;
+    g->pend_limit_at = t + delay;
+  } else {
+    g->limit_mw = mw;
+    g->pend_limit_at = -1;
+  }
   pthread_mutex_unlock(&n->mu);
+  pay(n, g->hw.power_limit_call_s);
   return ZEUS_OK;
 }
 
@@ -581,9 +749,10 @@ int zeus_sim_gpu_total_energy(zeus_sim_node *n, unsigned gpu, uint64_t *mj) {
     return zeus__error(ZEUS_ENOTSUP, "simulated GPU %u has no total-energy counter", gpu);
   pthread_mutex_lock(&n->mu);
   advance(g, sim_now_locked(n));
-  double e = g->counter_period > 0 ? g->counter_j : g->energy_j;
+  double e = g->hw.tick_s > 0 ? g->counter_j : g->energy_j;
   pthread_mutex_unlock(&n->mu);
   *mj = (uint64_t)floor(e * 1000.0);
+  pay(n, g->hw.energy_read_s);
   return ZEUS_OK;
 }
 
@@ -593,30 +762,39 @@ int zeus_sim_gpu_instant_power(zeus_sim_node *n, unsigned gpu, unsigned *mw) {
   pthread_mutex_lock(&n->mu);
   double t = sim_now_locked(n);
   advance(g, t);
-  double p = g->busy_until > t ? g->busy_power : rest_power(g);
+  double p = g->power_ticks ? g->tick_power_w : power_now(g, t);
   pthread_mutex_unlock(&n->mu);
   *mw = to_mw(p);
+  pay(n, g->hw.power_read_s);
   return ZEUS_OK;
 }
 
-/* Mean power over the last SIM_AVG_WINDOW_S seconds (less while the node is younger), in W;
- * the power now at t = 0. Called with the node locked. */
-static double average_power_locked(zeus_sim_node *n, simgpu *g) {
-  double t = sim_now_locked(n);
+/* Mean power over the SIM_AVG_WINDOW_S seconds before t == t_last (less while the node is
+ * younger), in W; the power now at t = 0. */
+static double average_power_at(simgpu *g, double t) {
   double from = t - SIM_AVG_WINDOW_S;
   if (from < 0) from = 0;
   double e_from = energy_before(g, &from);
-  advance(g, t);
-  if (t - from <= 0) return g->busy_until > t ? g->busy_power : rest_power(g);
+  if (t - from <= 0) return power_now(g, t);
   return (g->energy_j - e_from) / (t - from);
+}
+
+/* The same, now. Called with the node locked. */
+static double average_power_locked(zeus_sim_node *n, simgpu *g) {
+  double t = sim_now_locked(n);
+  advance(g, t);
+  return average_power_at(g, t);
 }
 
 int zeus_sim_gpu_average_power(zeus_sim_node *n, unsigned gpu, unsigned *mw) {
   SIM_GPU(n, gpu);
+  simgpu *g = &n->g[gpu];
   pthread_mutex_lock(&n->mu);
-  double p = average_power_locked(n, &n->g[gpu]);
+  double p = average_power_locked(n, g);
+  if (g->power_ticks) p = g->tick_avg_w;
   pthread_mutex_unlock(&n->mu);
   *mw = to_mw(p);
+  pay(n, g->hw.average_power_read_s);
   return ZEUS_OK;
 }
 
@@ -640,11 +818,14 @@ int zeus_sim_gpu_current_clocks(zeus_sim_node *n, unsigned gpu, unsigned *sm_mhz
   pthread_mutex_lock(&n->mu);
   unsigned c;
   double t, p;
+  advance(g, sim_now_locked(n));
   operating_point(g, &c, &t, &p);
+  if (g->power_ticks) c = g->tick_clock_mhz;
   unsigned mem = g->mem_lock_max && g->mem_lock_max < g->p.mem_clock_mhz ? g->mem_lock_max : g->p.mem_clock_mhz;
   pthread_mutex_unlock(&n->mu);
   if (sm_mhz) *sm_mhz = c;
   if (mem_mhz) *mem_mhz = mem;
+  pay(n, g->hw.clock_read_s);
   return ZEUS_OK;
 }
 
@@ -686,11 +867,34 @@ int zeus_sim_gpu_get_locked_clocks(zeus_sim_node *n, unsigned gpu, unsigned *min
   SIM_GPU(n, gpu);
   pthread_mutex_lock(&n->mu);
   simgpu *g = &n->g[gpu];
-  if (min_mhz) *min_mhz = g->lock_min;
-  if (max_mhz) *max_mhz = g->lock_max;
+  if (min_mhz) *min_mhz = g->set_lock_min;
+  if (max_mhz) *max_mhz = g->set_lock_max;
   if (mem_min_mhz) *mem_min_mhz = g->mem_lock_min;
   if (mem_max_mhz) *mem_max_mhz = g->mem_lock_max;
   pthread_mutex_unlock(&n->mu);
+  return ZEUS_OK;
+}
+
+/* Sets (or with 0, 0 resets) the SM clock lock: shown at once, in effect after the profile's
+ * effect latency, returning after its call latency. */
+static int change_sm_lock(zeus_sim_node *n, unsigned gpu, unsigned lo, unsigned hi) {
+  pthread_mutex_lock(&n->mu);
+  simgpu *g = &n->g[gpu];
+  double t = sim_now_locked(n);
+  advance(g, t);
+  g->set_lock_min = lo;
+  g->set_lock_max = hi;
+  if (g->hw.clock_lock_effect_s > 0) {
+    g->pend_lock_min = lo;
+    g->pend_lock_max = hi;
+    g->pend_lock_at = t + g->hw.clock_lock_effect_s;
+  } else {
+    g->lock_min = lo;
+    g->lock_max = hi;
+    g->pend_lock_at = -1;
+  }
+  pthread_mutex_unlock(&n->mu);
+  pay(n, g->hw.clock_lock_call_s);
   return ZEUS_OK;
 }
 
@@ -699,18 +903,16 @@ static int set_lock(zeus_sim_node *n, unsigned gpu, unsigned lo, unsigned hi, bo
   if (lo > hi || hi == 0)
     return zeus__error(ZEUS_EINVAL, "simulated GPU %u: locked %s clock range [%u, %u] MHz needs 0 < min <= max",
                        gpu, mem ? "memory" : "SM", lo, hi);
-  pthread_mutex_lock(&n->mu);
-  simgpu *g = &n->g[gpu];
-  advance(g, sim_now_locked(n));
   if (mem) {
+    pthread_mutex_lock(&n->mu);
+    simgpu *g = &n->g[gpu];
+    advance(g, sim_now_locked(n));
     g->mem_lock_min = lo;
     g->mem_lock_max = hi;
-  } else {
-    g->lock_min = lo;
-    g->lock_max = hi;
+    pthread_mutex_unlock(&n->mu);
+    return ZEUS_OK;
   }
-  pthread_mutex_unlock(&n->mu);
-  return ZEUS_OK;
+  return change_sm_lock(n, gpu, lo, hi);
 }
 
 int zeus_sim_gpu_set_locked_clocks(zeus_sim_node *n, unsigned gpu, unsigned min_mhz, unsigned max_mhz) {
@@ -723,13 +925,11 @@ int zeus_sim_gpu_set_memory_locked_clocks(zeus_sim_node *n, unsigned gpu, unsign
 
 static int reset_lock(zeus_sim_node *n, unsigned gpu, bool mem) {
   SIM_GPU(n, gpu);
+  if (!mem) return change_sm_lock(n, gpu, 0, 0);
   pthread_mutex_lock(&n->mu);
   simgpu *g = &n->g[gpu];
   advance(g, sim_now_locked(n));
-  if (mem)
-    g->mem_lock_min = g->mem_lock_max = 0;
-  else
-    g->lock_min = g->lock_max = 0;
+  g->mem_lock_min = g->mem_lock_max = 0;
   pthread_mutex_unlock(&n->mu);
   return ZEUS_OK;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <microhttpd.h>
 
@@ -18,6 +19,7 @@
 #include "metrics/metrics.h"
 #include "zeus/exporter.h"
 #include "zeus/format.h"
+#include "zeus/monitor.h"
 
 #define EXPORTER_DEFAULT_PORT 9401
 
@@ -54,11 +56,47 @@ struct zeus_exporter {
   struct MHD_Daemon *mhd;
   int port;
   char *token;
+  /* GPUs whose counter is slow and coarse (an H100's): followed by a monitor's sampler, so a
+   * scrape reads no counter and the total moves between ticks; NULL when no GPU needs it */
+  zeus_monitor *mon;
+  /* Connections (see "connections" below), under cmu. */
+  pthread_mutex_t cmu;
+  struct econn *conns;
+  unsigned max_conns;
+  double request_timeout_s;
 };
+
+/* A connection as the slot policy sees it. */
+typedef struct econn {
+  int fd;
+  bool busy;   /* a whole request arrived; its reply is not done */
+  bool cut;    /* shut down: libmicrohttpd closes it next */
+  double since; /* opened, or its last reply ended (monotonic s) */
+  struct econn *next;
+} econn;
+
+static unsigned conn_expire(zeus_exporter *e, double now);
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* ---- bringing the totals up to date (mu held) ---- */
 
 static void update_gpu(zeus_exporter *e, gpu_state *g, unsigned i) {
+  if (g->has_counter && e->mon && zeus_monitor_gpu_energy_source(e->mon, i) == ZEUS_ENERGY_SAMPLED) {
+    double j;
+    if (zeus_monitor_gpu_energy_now(e->mon, i, &j) != ZEUS_OK) {
+      g->read_errors++;
+      return;
+    }
+    uint64_t mj = j > 0 ? (uint64_t)(j * 1000.0) : 0;
+    if (g->energy_mj.have_last && mj < g->energy_mj.last) mj = g->energy_mj.last; /* an estimate never goes back */
+    zeus__metrics_counter_update(&g->energy_mj, mj, 0);
+    return;
+  }
   if (g->has_counter) {
     uint64_t mj;
     if (zeus_gpu_total_energy(e->d, i, &mj) == ZEUS_OK) zeus__metrics_counter_update(&g->energy_mj, mj, 0);
@@ -104,6 +142,9 @@ static void *sampler_main(void *arg) {
     zeus__cond_wait_until(&e->cv, &e->mu, &until);
     if (e->stopping) break;
     update_all(e);
+    pthread_mutex_lock(&e->cmu);
+    conn_expire(e, mono_s());
+    pthread_mutex_unlock(&e->cmu);
   }
   pthread_mutex_unlock(&e->mu);
   return NULL;
@@ -306,6 +347,79 @@ static bool authorised(const zeus_exporter *e, struct MHD_Connection *c) {
   return diff == 0;
 }
 
+/* ---- connections ----
+ * Only connections that have not sent a whole request lose their slot: one past the request
+ * deadline is shut down (at each new connection and each sampling round), and when every slot is
+ * held a new connection takes the slot of the oldest such one. shutdown() makes libmicrohttpd's
+ * thread see the end of the socket and close it; the record leaves the list (CLOSED, under cmu)
+ * before the descriptor is closed, so a descriptor in the list is always still ours. */
+
+static void conn_cut(econn *k, bool tell) {
+  if (tell) {
+    static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\n"
+                              "Content-Length: 44\r\n\r\nevery connection is busy; try again shortly\n";
+    if (send(k->fd, msg, sizeof msg - 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) { /* the client is gone */ }
+  }
+  shutdown(k->fd, SHUT_RDWR);
+  k->cut = true;
+}
+
+/* With cmu held: cuts the connections past the deadline; returns how many are left. */
+static unsigned conn_expire(zeus_exporter *e, double now) {
+  unsigned live = 0;
+  for (econn *k = e->conns; k; k = k->next) {
+    if (k->cut) continue;
+    if (!k->busy && now - k->since > e->request_timeout_s) conn_cut(k, false);
+    else live++;
+  }
+  return live;
+}
+
+static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code) {
+  zeus_exporter *e = cls;
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    econn *k = *socket_context;
+    if (!k) return;
+    pthread_mutex_lock(&e->cmu);
+    for (econn **p = &e->conns; *p; p = &(*p)->next)
+      if (*p == k) { *p = k->next; break; }
+    pthread_mutex_unlock(&e->cmu);
+    free(k);
+    *socket_context = NULL;
+    return;
+  }
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  econn *k = calloc(1, sizeof *k);
+  if (!k || !ci) { free(k); return; }
+  k->fd = ci->connect_fd;
+  double now = mono_s();
+  k->since = now;
+  pthread_mutex_lock(&e->cmu);
+  unsigned live = conn_expire(e, now);
+  if (live >= e->max_conns) {
+    econn *oldest = NULL;
+    for (econn *o = e->conns; o; o = o->next)
+      if (!o->cut && !o->busy && (!oldest || o->since < oldest->since)) oldest = o;
+    if (oldest) conn_cut(oldest, false);
+    else conn_cut(k, true); /* every slot is answering a request: this one waits for none */
+  }
+  k->next = e->conns;
+  e->conns = k;
+  *socket_context = k;
+  pthread_mutex_unlock(&e->cmu);
+}
+
+static void conn_busy(zeus_exporter *e, struct MHD_Connection *c, bool busy) {
+  const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  econn *k = sc ? sc->socket_context : NULL;
+  if (!k) return;
+  pthread_mutex_lock(&e->cmu);
+  k->busy = busy;
+  if (!busy) k->since = mono_s();
+  pthread_mutex_unlock(&e->cmu);
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
   zeus_exporter *e = cls;
@@ -317,6 +431,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     *upload_size = 0;
     return MHD_YES;
   }
+  conn_busy(e, c, true);
   bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
   if (strcmp(url, "/") == 0) {
     if (!get) return text_reply(c, 405, "method not allowed (allowed: GET, HEAD)\n");
@@ -332,6 +447,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+  (void)toe;
+  if (*con_cls) conn_busy(cls, c, false);
   *con_cls = NULL;
 }
 
@@ -342,10 +459,12 @@ static int listen_on(zeus_exporter *e, const char *host, int port) {
   int gai = getaddrinfo(host, ps, &hints, &ai);
   if (gai) return zeus__error(ZEUS_EINVAL, "cannot resolve host '%s': %s", host, gai_strerror(gai));
   unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-  /* Scrapes are short: two threads, few connections, little memory each, and a client that stalls
-   * is dropped after 10 s. */
+  /* Scrapes are short: two threads, few connections (max_conns, see "connections"), little memory
+   * each; a request must arrive within request_timeout_s and a client that stalls is dropped after
+   * 10 s. */
   e->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, e, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, e, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, e, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, e,
+                            MHD_OPTION_CONNECTION_LIMIT, e->max_conns + 16, /* room to take a slot over */
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                             (size_t)(16 * 1024), MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2, MHD_OPTION_END);
   freeaddrinfo(ai);
@@ -377,6 +496,11 @@ int zeus_exporter_open(zeus_exporter **out, const zeus_exporter_opts *opts) {
     if (o.port == 0) o.port = EXPORTER_DEFAULT_PORT;
     if (o.sample_interval_s == 0) o.sample_interval_s = 0.1;
   }
+  if (!o.max_connections) o.max_connections = 64;
+  if (o.request_timeout_s == 0) o.request_timeout_s = 5;
+  if (o.max_connections > 100000) return zeus__error(ZEUS_EINVAL, "max_connections %u is above 100000", o.max_connections);
+  if (!(o.request_timeout_s >= 0.1 && o.request_timeout_s <= 3600))
+    return zeus__error(ZEUS_EINVAL, "request timeout %g s is outside [0.1, 3600] s", o.request_timeout_s);
   if (o.port < -1 || o.port > 65535) return zeus__error(ZEUS_EINVAL, "port %d is outside 1..65535", o.port);
   if (!(o.sample_interval_s >= 0.001 && o.sample_interval_s <= 10))
     return zeus__error(ZEUS_EINVAL, "sample interval %g s is outside [0.001, 10] s", o.sample_interval_s);
@@ -389,6 +513,9 @@ int zeus_exporter_open(zeus_exporter **out, const zeus_exporter_opts *opts) {
   e->d = d;
   e->port = -1;
   e->interval_s = o.sample_interval_s;
+  e->max_conns = o.max_connections;
+  e->request_timeout_s = o.request_timeout_s;
+  pthread_mutex_init(&e->cmu, NULL);
   pthread_mutex_init(&e->mu, NULL);
   if (zeus__cond_init(&e->cv)) {
     pthread_mutex_destroy(&e->mu);
@@ -420,6 +547,23 @@ int zeus_exporter_open(zeus_exporter **out, const zeus_exporter_opts *opts) {
       c->has_dram = z.has_dram;
       if (zeus_cpu_energy_range(i, &c->pkg_wrap_mj, &c->dram_wrap_mj)) c->pkg_wrap_mj = c->dram_wrap_mj = 0;
       e->ncpu++;
+    }
+  }
+  if (e->ngpu) { /* the tick follower where a counter is slow (monitor's auto choice) */
+    static const unsigned none[1];
+    zeus_monitor_opts mo;
+    zeus_monitor_opts_init(&mo);
+    mo.devices = d;
+    mo.cpu_indices = none;
+    mo.num_cpu_indices = 0;
+    mo.no_short_window_warning = true;
+    bool any = false;
+    if (zeus_monitor_open(&e->mon, &mo) == ZEUS_OK) {
+      for (unsigned i = 0; i < e->ngpu; i++) any |= zeus_monitor_gpu_energy_source(e->mon, i) == ZEUS_ENERGY_SAMPLED;
+      if (!any) {
+        zeus_monitor_close(e->mon);
+        e->mon = NULL;
+      }
     }
   }
   if (o.token && *o.token && !(e->token = zeus__strdup(o.token))) {
@@ -457,9 +601,11 @@ void zeus_exporter_close(zeus_exporter *e) {
     pthread_mutex_unlock(&e->mu);
     pthread_join(e->sampler, NULL);
   }
+  zeus_monitor_close(e->mon);
   free(e->g);
   free(e->token);
   pthread_mutex_destroy(&e->mu);
+  pthread_mutex_destroy(&e->cmu);
   pthread_cond_destroy(&e->cv);
   free(e);
 }

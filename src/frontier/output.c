@@ -6,6 +6,15 @@
 #include <sys/stat.h>
 
 #include "frontier/frontier.h"
+#include "zeus/format.h"
+
+/* A figure of a point as the CSV and the plan files write it: at the microsecond and the
+ * microjoule (the six decimals these files always had), without the trailing zeros: 0.322, not
+ * 0.322000 (zeus/format.h). `buf` holds ZEUS_FORMAT_DOUBLE_MAX bytes. */
+static const char *fig(double v, char *buf) {
+  zeus_format_double(zeus_round_decimals(v, 6), buf, ZEUS_FORMAT_DOUBLE_MAX);
+  return buf;
+}
 
 int zeus_frontier_csv(const zeus_frontier *f, const zeus_frontier_write_opts *wo, char **text) {
   if (!f || !text) return zeus__error(ZEUS_EINVAL, "zeus_frontier_csv: NULL argument");
@@ -15,8 +24,11 @@ int zeus_frontier_csv(const zeus_frontier *f, const zeus_frontier_write_opts *wo
   for (size_t i = 0; i < f->npts && !rc; i++) {
     const zeus_frontier_point *p = &f->pts[i];
     if (drop && p->dominated) continue;
-    rc = zeus__buf_printf(&b, "%ld,%.6f,%.6f,%.6f,%.6f,%.6f,%d\n", p->iteration, p->time_s, p->cost_j,
-                          p->cost_with_blocking_j, p->eval_time_s, p->eval_energy_j, p->dominated ? 1 : 0);
+    char t[ZEUS_FORMAT_DOUBLE_MAX], c[ZEUS_FORMAT_DOUBLE_MAX], cb[ZEUS_FORMAT_DOUBLE_MAX],
+        et[ZEUS_FORMAT_DOUBLE_MAX], ee[ZEUS_FORMAT_DOUBLE_MAX];
+    rc = zeus__buf_printf(&b, "%ld,%s,%s,%s,%s,%s,%d\n", p->iteration, fig(p->time_s, t), fig(p->cost_j, c),
+                          fig(p->cost_with_blocking_j, cb), fig(p->eval_time_s, et), fig(p->eval_energy_j, ee),
+                          p->dominated ? 1 : 0);
   }
   if (rc) {
     zeus__buf_free(&b);
@@ -41,12 +53,14 @@ static int plan_text(const zeus_frontier *f, size_t i, const int32_t *q, char **
     if (!rc) rc = zeus__buf_puts(&b, "],\n");
   }
   const zeus_frontier_point *p = &f->pts[i];
+  char t[ZEUS_FORMAT_DOUBLE_MAX], c[ZEUS_FORMAT_DOUBLE_MAX], cb[ZEUS_FORMAT_DOUBLE_MAX], et[ZEUS_FORMAT_DOUBLE_MAX],
+      ee[ZEUS_FORMAT_DOUBLE_MAX];
   if (!rc)
     rc = zeus__buf_printf(&b,
-                          "]\n# iteration: %ld\n# time_s: %.6f\n# time_units: %ld\n# cost_j: %.6f\n"
-                          "# cost_with_blocking_j: %.6f\n# eval_time_s: %.6f\n# eval_energy_j: %.6f\n",
-                          p->iteration, p->time_s, p->time_units, p->cost_j, p->cost_with_blocking_j,
-                          p->eval_time_s, p->eval_energy_j);
+                          "]\n# iteration: %ld\n# time_s: %s\n# time_units: %ld\n# cost_j: %s\n"
+                          "# cost_with_blocking_j: %s\n# eval_time_s: %s\n# eval_energy_j: %s\n",
+                          p->iteration, fig(p->time_s, t), p->time_units, fig(p->cost_j, c),
+                          fig(p->cost_with_blocking_j, cb), fig(p->eval_time_s, et), fig(p->eval_energy_j, ee));
   if (rc) {
     zeus__buf_free(&b);
     return rc;

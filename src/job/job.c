@@ -190,7 +190,7 @@ static json_t *limit_map(const zeus_job *j, const double *v) {
   for (size_t i = 0; o && i < j->p.n; i++) {
     char key[24];
     snprintf(key, sizeof key, "%u", j->p.limits_w[i] * 1000u);
-    json_object_set_new(o, key, json_real(v[i]));
+    json_object_set_new(o, key, zeus__json_derived(v[i]));
   }
   return o;
 }
@@ -204,8 +204,8 @@ static int save_profile(zeus_job *j) {
   if (j->p.have_eval) {
     char key[24];
     snprintf(key, sizeof key, "%u", j->p.optimal_w * 1000u);
-    json_object_set_new(ep, key, json_real(j->p.eval_power));
-    json_object_set_new(et, key, json_real(j->p.eval_tput));
+    json_object_set_new(ep, key, zeus__json_derived(j->p.eval_power));
+    json_object_set_new(et, key, zeus__json_derived(j->p.eval_tput));
   }
   json_object_set_new(root, "job_id", json_string(j->job_id));
   json_object_set_new(root, "train_power", limit_map(j, j->p.train_power));
@@ -476,11 +476,14 @@ static int finish(zeus_job *j, bool reached) {
   j->reached = reached;
   if (j->rank != 0) return ZEUS_OK;
   unsigned pl = j->p.present ? j->p.optimal_w : 0;
-  json_t *root = json_pack("{s:f, s:f, s:f, s:I, s:I, s:b, s:I, s:I, s:b, s:f, s:f}", "energy", j->energy_acc, "time",
-                           j->time_acc, "cost", cost_of(j, j->energy_acc, j->time_acc), "num_epochs",
+  /* Energies at the mJ, times at the ns, the cost (derived) at ZEUS_DERIVED_DIGITS digits. */
+  json_t *root = json_pack("{s:o, s:o, s:o, s:I, s:I, s:b, s:I, s:I, s:b, s:o, s:o}", "energy",
+                           zeus__json_measured(j->energy_acc, 3), "time", zeus__json_measured(j->time_acc, 9),
+                           "cost", zeus__json_derived(cost_of(j, j->energy_acc, j->time_acc)), "num_epochs",
                            (json_int_t)j->epochs, "epochs", (json_int_t)j->epochs, "reached", reached, "batch_size",
                            (json_int_t)j->global_bs, "power_limit_w", (json_int_t)pl, "observer_mode", !j->use_opt,
-                           "observed_energy", j->energy_obs, "observed_time", j->time_obs);
+                           "observed_energy", zeus__json_measured(j->energy_obs, 3), "observed_time",
+                           zeus__json_measured(j->time_obs, 9));
   if (!root) return zeus__oom("writing the result file");
   int rc = zeus__json_write_file_atomic(j->train_json, root, 0);
   json_decref(root);

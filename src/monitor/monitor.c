@@ -2,7 +2,9 @@
  *
  * Every GPU exposes one "energy reading" in J: its counter, or for polled GPUs the running
  * trapezoidal integral of sampled power. A window stores the readings at its start; its energy
- * is the difference at its end. Polled GPUs are sampled by a thread and at every window bound. */
+ * is the difference at its end. Polled GPUs are sampled by a thread and at every window bound.
+ * GPUs whose counter is slow and coarse may instead be followed by the tick follower
+ * (monitor/sampler.h): their reading is its estimate, and no device is read at a bound. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -13,6 +15,8 @@
 #include "core/core.h"
 #include "core/csv.h"
 #include "device/rapl.h"
+#include "monitor/sampler.h"
+#include "zeus/format.h"
 #include "zeus/monitor.h"
 
 typedef struct polled {
@@ -21,12 +25,22 @@ typedef struct polled {
   double e_j;     /* integral up to t */
 } polled;
 
+/* The readings at one instant, as the sources count them: counters in integers (GPU energy
+ * counters in mJ, RAPL zones in uJ), so that a window's energy is a difference of integers
+ * converted once (zeus/format.h); polled GPUs as their integral in J. */
+typedef struct readings {
+  uint64_t gpu_mj[ZEUS_MAX_GPUS];
+  double gpu_j[ZEUS_MAX_GPUS]; /* polled GPUs: their integral; sampled GPUs: the estimate (gpu_mj: the
+                                  counter at the last tick, gpu_bound: the estimate's error bound) */
+  double gpu_bound[ZEUS_MAX_GPUS];
+  uint64_t cpu_uj[ZEUS_MAX_CPUS], dram_uj[ZEUS_MAX_CPUS];
+} readings;
+
 typedef struct window {
   char *key;
   uint64_t hash;
   double t0;
-  double gpu0[ZEUS_MAX_GPUS];
-  double cpu0[ZEUS_MAX_CPUS], dram0[ZEUS_MAX_CPUS];
+  readings at0;
 } window;
 
 struct zeus_monitor {
@@ -34,6 +48,9 @@ struct zeus_monitor {
   pthread_mutex_t mu;
   unsigned ngpu, gpu[ZEUS_MAX_GPUS];
   bool is_polled[ZEUS_MAX_GPUS];
+  bool is_sampled[ZEUS_MAX_GPUS];
+  unsigned sampled_k[ZEUS_MAX_GPUS]; /* entry k's index in the sampler */
+  zeus__sampler *sampler;
   polled poll[ZEUS_MAX_GPUS];
   unsigned npolled;
   zeus__rapl *rapl; /* the RAPL zones, scanned once at open; NULL when no CPU is measured */
@@ -82,24 +99,27 @@ static int sample(zeus_monitor *m, unsigned k, double t) {
   return ZEUS_OK;
 }
 
-/* The energy reading of every GPU and CPU now, in J. Called with m->mu held. */
-static int read_all(zeus_monitor *m, double t, double *gpu, double *cpu, double *dram) {
+/* The energy reading of every GPU and CPU now. Called with m->mu held. */
+static int read_all(zeus_monitor *m, double t, readings *out) {
   int rc;
   for (unsigned k = 0; k < m->ngpu; k++) {
-    if (m->is_polled[k]) {
+    if (m->is_sampled[k]) {
+      zeus__sampler_energy e;
+      if ((rc = zeus__sampler_energy_at(m->sampler, m->sampled_k[k], t, &e))) return rc;
+      out->gpu_j[k] = e.energy_j;
+      out->gpu_mj[k] = e.raw_j > 0 ? (uint64_t)llround(e.raw_j * 1000.0) : 0;
+      out->gpu_bound[k] = e.bound_j;
+    } else if (m->is_polled[k]) {
       if ((rc = sample(m, k, t))) return rc;
-      gpu[k] = m->poll[k].e_j;
-    } else {
-      uint64_t mj;
-      if ((rc = zeus_gpu_total_energy(m->dev, m->gpu[k], &mj))) return rc;
-      gpu[k] = mj / 1000.0;
+      out->gpu_j[k] = m->poll[k].e_j;
+    } else if ((rc = zeus_gpu_total_energy(m->dev, m->gpu[k], &out->gpu_mj[k]))) {
+      return rc;
     }
   }
   for (unsigned c = 0; c < m->ncpu; c++) {
-    uint64_t pkg, dr = 0;
-    if ((rc = zeus__rapl_read(m->rapl, m->cpu[c], &pkg, &dr))) return rc;
-    cpu[c] = pkg / 1e6;
-    dram[c] = dr / 1e6;
+    uint64_t dr = 0;
+    if ((rc = zeus__rapl_read(m->rapl, m->cpu[c], &out->cpu_uj[c], &dr))) return rc;
+    out->dram_uj[c] = dr;
   }
   return ZEUS_OK;
 }
@@ -165,6 +185,45 @@ void zeus_monitor_opts_init(zeus_monitor_opts *o) {
   o->poll_interval_s = 0.05;
 }
 
+/* Whether reading GPU `gpu`'s counter costs 100 us or more of real time (the H100's 3.3 ms). */
+static bool counter_is_slow(zeus_devices *dev, unsigned gpu) {
+  uint64_t mj;
+  double r0 = zeus_monotonic_s();
+  if (zeus_gpu_total_energy(dev, gpu, &mj) != ZEUS_OK) return false;
+  return zeus_monotonic_s() - r0 >= 100e-6;
+}
+
+/* Picks RAW or SAMPLED for each counter GPU and starts the sampler where needed. */
+static int choose_sources(zeus_monitor *m, const zeus_monitor_opts *o) {
+  int src = (int)o->energy_source;
+  if (src < ZEUS_ENERGY_AUTO || src > ZEUS_ENERGY_SAMPLED)
+    return zeus__error(ZEUS_EINVAL, "monitor: energy_source %d is not auto (0), raw (1) or sampled (2)", src);
+  if (src == ZEUS_ENERGY_AUTO) {
+    static const char *const names[] = {"auto", "raw", "sampled", NULL};
+    int rc = zeus__env_choice("ZEUS_MONITOR_ENERGY", names, 0, &src);
+    if (rc) return rc;
+  }
+  if (src == ZEUS_ENERGY_RAW) return ZEUS_OK;
+  unsigned gpus[ZEUS_MAX_GPUS], n = 0;
+  bool want[ZEUS_MAX_GPUS] = {false};
+  for (unsigned k = 0; k < m->ngpu; k++) {
+    if (m->is_polled[k]) continue;
+    if (src == ZEUS_ENERGY_AUTO && !counter_is_slow(m->dev, m->gpu[k])) continue;
+    want[k] = true;
+    m->sampled_k[k] = n;
+    gpus[n++] = m->gpu[k];
+  }
+  if (!n) return ZEUS_OK;
+  int rc = zeus__sampler_open(&m->sampler, m->dev, gpus, n);
+  if (rc && src == ZEUS_ENERGY_AUTO) { /* e.g. a virtual clock: the raw counter it is */
+    zeus__log(ZEUS_LOG_DEBUG, "monitor", "no energy sampler: %s", zeus_errmsg());
+    return ZEUS_OK;
+  }
+  if (rc) return rc;
+  for (unsigned k = 0; k < m->ngpu; k++) m->is_sampled[k] = want[k];
+  return ZEUS_OK;
+}
+
 int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
   if (!out) return zeus__error(ZEUS_EINVAL, "zeus_monitor_open: out is required");
   zeus_monitor_opts o = opts ? *opts : (zeus_monitor_opts){0};
@@ -226,6 +285,7 @@ int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
     }
     if (ftell(m->log) == 0 && (rc = write_header(m))) goto fail;
   }
+  if ((rc = choose_sources(m, &o))) goto fail;
   if (m->npolled) {
     pthread_mutex_lock(&m->mu);
     double t = zeus_devices_now(dev);
@@ -258,6 +318,7 @@ void zeus_monitor_close(zeus_monitor *m) {
     pthread_mutex_unlock(&m->mu);
     pthread_join(m->thread, NULL);
   }
+  zeus__sampler_close(m->sampler);
   for (size_t i = 0; i < m->nwin; i++) free(m->win[i].key);
   free(m->win);
   zeus__rapl_close(m->rapl);
@@ -281,7 +342,7 @@ int zeus_monitor_begin_window(zeus_monitor *m, const char *key, bool restart) {
   window fresh = {0};
   double t = zeus_devices_now(m->dev);
   fresh.t0 = t;
-  if ((rc = read_all(m, t, fresh.gpu0, fresh.cpu0, fresh.dram0))) {
+  if ((rc = read_all(m, t, &fresh.at0))) {
     zeus__error_ctx(rc, "begin_window '%s'", key);
     goto out;
   }
@@ -308,18 +369,28 @@ static void remove_window(zeus_monitor *m, window *w) {
   m->nwin--;
 }
 
-static double counter_delta(double end, double begin, uint64_t range_uj) {
-  if (end >= begin) return end - begin;
-  return end + range_uj / 1e6 - begin; /* the counter wrapped around */
+/* The energy in J between two readings of a RAPL counter in uJ that wraps at range_uj. */
+static double counter_delta(uint64_t end, uint64_t begin, uint64_t range_uj) {
+  if (end >= begin) return zeus_joules_from_uj((int64_t)(end - begin));
+  return zeus_joules_from_uj((int64_t)(end + range_uj - begin)); /* the counter wrapped around */
 }
 
 static void log_row(zeus_monitor *m, const window *w, const zeus_measurement *r) {
   zeus__buf b = {0};
   zeus__buf_printf(&b, "%.6f,", w->t0);
   zeus__csv_put_field(&b, w->key);
-  zeus__buf_printf(&b, ",%.9g", r->time_s);
-  for (unsigned k = 0; k < r->num_gpus; k++) zeus__buf_printf(&b, ",%.6f", r->gpu_energy_j[k]);
-  for (unsigned c = 0; c < r->num_cpus; c++) zeus__buf_printf(&b, ",%.6f", r->cpu_energy_j[c]);
+  /* The figures as measured (ns, mJ, uJ), in their shortest form (zeus/format.h). */
+  char num[ZEUS_FORMAT_DOUBLE_MAX];
+  zeus_format_double(r->time_s, num, sizeof num);
+  zeus__buf_printf(&b, ",%s", num);
+  for (unsigned k = 0; k < r->num_gpus; k++) {
+    zeus_format_double(r->gpu_energy_j[k], num, sizeof num);
+    zeus__buf_printf(&b, ",%s", num);
+  }
+  for (unsigned c = 0; c < r->num_cpus; c++) {
+    zeus_format_double(r->cpu_energy_j[c], num, sizeof num);
+    zeus__buf_printf(&b, ",%s", num);
+  }
   zeus__buf_puts(&b, "\n");
   if (b.data && (fputs(b.data, m->log) < 0 || fflush(m->log) != 0))
     zeus__log(ZEUS_LOG_WARN, "monitor", "cannot append window '%s' to the log file: %s", w->key, strerror(errno));
@@ -327,6 +398,11 @@ static void log_row(zeus_monitor *m, const window *w, const zeus_measurement *r)
 }
 
 int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_measurement *out) {
+  return zeus_monitor_end_window_detail(m, key, cancel, out, NULL);
+}
+
+int zeus_monitor_end_window_detail(zeus_monitor *m, const char *key, bool cancel, zeus_measurement *out,
+                                   zeus_window_detail *detail) {
   if (!m || !key) return zeus__error(ZEUS_EINVAL, "end_window: a monitor and a window name are required");
   uint64_t h = hash_key(key);
   int rc = ZEUS_OK;
@@ -341,23 +417,51 @@ int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_
   }
   if (!cancel) {
     double t = zeus_devices_now(m->dev);
-    double gpu[ZEUS_MAX_GPUS], cpu[ZEUS_MAX_CPUS], dram[ZEUS_MAX_CPUS];
-    if ((rc = read_all(m, t, gpu, cpu, dram))) {
+    readings now;
+    if ((rc = read_all(m, t, &now))) {
       zeus__error_ctx(rc, "end_window '%s'", key);
       goto out; /* the window stays open: the caller may retry or cancel */
     }
     zeus_measurement r;
-    r.time_s = t - w->t0;
+    /* The clocks count ns: the time is a difference at that resolution. */
+    r.time_s = zeus_round_decimals(t - w->t0, 9);
     r.start_time_s = w->t0;
     r.num_gpus = m->ngpu;
     r.num_cpus = m->ncpu;
-    r.total_energy_j = 0;
+    /* The total in mJ (GPU counters) plus uJ (RAPL), converted once; a polled GPU's integral is
+     * rounded to the mJ first. */
+    int64_t total_uj = 0;
+    zeus_window_detail d;
+    memset(&d, 0, sizeof d);
+    d.num_gpus = m->ngpu;
     for (unsigned k = 0; k < m->ngpu; k++) {
-      double e = gpu[k] - w->gpu0[k];
-      if (!m->is_polled[k] && e == 0 && r.time_s > 0) {
+      double e;
+      if (m->is_sampled[k]) {
+        /* the begin again, now that the tick after it may be known (after the fact) */
+        double b0 = w->at0.gpu_j[k], bb0 = w->at0.gpu_bound[k];
+        zeus__sampler_energy e0;
+        if (zeus__sampler_energy_at(m->sampler, m->sampled_k[k], w->t0, &e0) == ZEUS_OK) {
+          b0 = e0.energy_j;
+          bb0 = e0.bound_j;
+        }
+        e = zeus_round_decimals(fmax(now.gpu_j[k] - b0, 0), 3);
+        d.source[k] = ZEUS_ENERGY_SAMPLED;
+        d.error_bound_j[k] = zeus_round_decimals(bb0 + now.gpu_bound[k], 3);
+        d.raw_energy_j[k] = now.gpu_mj[k] >= w->at0.gpu_mj[k]
+                                ? zeus_joules_from_mj((int64_t)(now.gpu_mj[k] - w->at0.gpu_mj[k])) : 0;
+      } else if (m->is_polled[k]) {
+        e = zeus_round_decimals(now.gpu_j[k] - w->at0.gpu_j[k], 3);
+        d.source[k] = ZEUS_ENERGY_POLLED;
+        d.raw_energy_j[k] = e;
+      } else {
+        e = zeus_joules_from_mj((int64_t)(now.gpu_mj[k] - w->at0.gpu_mj[k]));
+        d.source[k] = ZEUS_ENERGY_RAW;
+        d.raw_energy_j[k] = e;
+      }
+      if (!m->is_polled[k] && !m->is_sampled[k] && e == 0 && r.time_s > 0) {
         unsigned mw;
         if (m->approx && zeus_gpu_instant_power(m->dev, m->gpu[k], &mw) == ZEUS_OK) {
-          e = mw / 1000.0 * r.time_s;
+          e = zeus_round_decimals(mw / 1000.0 * r.time_s, 3);
         } else if (!m->quiet_short) {
           zeus__log(ZEUS_LOG_WARN, "monitor",
                     "window '%s' (%.3g s) was too short for GPU %u's energy counter to move; reporting 0 J "
@@ -367,15 +471,18 @@ int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_
       }
       r.gpu_indices[k] = m->gpu[k];
       r.gpu_energy_j[k] = e;
-      r.total_energy_j += e;
+      d.corrected_energy_j[k] = e;
+      total_uj += llround(e * 1e3) * 1000;
     }
     for (unsigned c = 0; c < m->ncpu; c++) {
       r.cpu_indices[c] = m->cpu[c];
-      r.cpu_energy_j[c] = counter_delta(cpu[c], w->cpu0[c], m->cpu_range_uj[c]);
+      r.cpu_energy_j[c] = counter_delta(now.cpu_uj[c], w->at0.cpu_uj[c], m->cpu_range_uj[c]);
       r.dram_valid[c] = m->has_dram[c];
-      r.dram_energy_j[c] = m->has_dram[c] ? counter_delta(dram[c], w->dram0[c], m->dram_range_uj[c]) : 0;
-      r.total_energy_j += r.cpu_energy_j[c];
+      r.dram_energy_j[c] =
+          m->has_dram[c] ? counter_delta(now.dram_uj[c], w->at0.dram_uj[c], m->dram_range_uj[c]) : 0;
+      total_uj += llround(r.cpu_energy_j[c] * 1e6);
     }
+    r.total_energy_j = zeus_joules_from_uj(total_uj);
     if (m->end_hook) {
       int hrc = m->end_hook(m->end_hook_ctx, key, &r);
       if (hrc < 0) {
@@ -386,6 +493,7 @@ int zeus_monitor_end_window(zeus_monitor *m, const char *key, bool cancel, zeus_
     }
     if (m->log) log_row(m, w, &r);
     if (out) *out = r;
+    if (detail) *detail = d;
   }
   remove_window(m, w);
 out:
@@ -405,6 +513,33 @@ unsigned zeus_monitor_num_gpus(const zeus_monitor *m) { return m ? m->ngpu : 0; 
 unsigned zeus_monitor_gpu_index(const zeus_monitor *m, unsigned k) { return m && k < m->ngpu ? m->gpu[k] : 0; }
 unsigned zeus_monitor_num_cpus(const zeus_monitor *m) { return m ? m->ncpu : 0; }
 bool zeus_monitor_gpu_polled(const zeus_monitor *m, unsigned k) { return m && k < m->ngpu && m->is_polled[k]; }
+
+zeus_energy_source zeus_monitor_gpu_energy_source(const zeus_monitor *m, unsigned k) {
+  if (!m || k >= m->ngpu) return ZEUS_ENERGY_RAW;
+  return m->is_sampled[k] ? ZEUS_ENERGY_SAMPLED : m->is_polled[k] ? ZEUS_ENERGY_POLLED : ZEUS_ENERGY_RAW;
+}
+
+int zeus_monitor_gpu_energy_now(zeus_monitor *m, unsigned k, double *joules) {
+  if (!m || !joules || k >= m->ngpu)
+    return zeus__error(ZEUS_EINVAL, "zeus_monitor_gpu_energy_now: a monitor, an entry below %u and out are required",
+                       m ? m->ngpu : 0);
+  int rc = ZEUS_OK;
+  pthread_mutex_lock(&m->mu);
+  double t = zeus_devices_now(m->dev);
+  if (m->is_sampled[k]) {
+    zeus__sampler_energy e;
+    if (!(rc = zeus__sampler_energy_at(m->sampler, m->sampled_k[k], t, &e))) *joules = e.energy_j;
+  } else if (m->is_polled[k]) {
+    if (!(rc = sample(m, k, t))) *joules = m->poll[k].e_j;
+  } else {
+    uint64_t mj;
+    if (!(rc = zeus_gpu_total_energy(m->dev, m->gpu[k], &mj))) *joules = mj / 1000.0;
+  }
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
+
+double zeus_monitor_sampler_cpu_s(const zeus_monitor *m) { return m && m->sampler ? zeus__sampler_cpu_s(m->sampler) : 0; }
 zeus_devices *zeus_monitor_devices(const zeus_monitor *m) { return m ? m->dev : NULL; }
 
 int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement *out) {
@@ -418,18 +553,19 @@ int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement
   zeus_measurement r;
   memset(&r, 0, sizeof r);
   r.start_time_s = w->t0;
-  r.time_s = zeus_devices_now(m->dev) - w->t0;
+  r.time_s = zeus_round_decimals(zeus_devices_now(m->dev) - w->t0, 9);
   r.num_gpus = m->ngpu;
   r.num_cpus = m->ncpu;
   for (unsigned k = 0; k < m->ngpu; k++) {
     r.gpu_indices[k] = m->gpu[k];
-    r.gpu_energy_j[k] = w->gpu0[k];
+    r.gpu_energy_j[k] = m->is_polled[k] || m->is_sampled[k] ? w->at0.gpu_j[k]
+                                                             : zeus_joules_from_mj((int64_t)w->at0.gpu_mj[k]);
   }
   for (unsigned c = 0; c < m->ncpu; c++) {
     r.cpu_indices[c] = m->cpu[c];
-    r.cpu_energy_j[c] = w->cpu0[c];
+    r.cpu_energy_j[c] = zeus_joules_from_uj((int64_t)w->at0.cpu_uj[c]);
     r.dram_valid[c] = m->has_dram[c];
-    r.dram_energy_j[c] = m->has_dram[c] ? w->dram0[c] : 0;
+    r.dram_energy_j[c] = m->has_dram[c] ? zeus_joules_from_uj((int64_t)w->at0.dram_uj[c]) : 0;
   }
   pthread_mutex_unlock(&m->mu);
   *out = r;

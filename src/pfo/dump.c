@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "pfo/pfo_internal.h"
+#include "zeus/format.h"
 
 static char *dump_path(const char *dir, const char *name) {
   zeus__buf b = {0};
@@ -20,7 +21,7 @@ static int list_text(const void *items, size_t size, size_t n, to_jt_fn to_jt, c
                      size_t *len) {
   json_t *a = json_array();
   for (size_t i = 0; a && i < n; i++) json_array_append_new(a, to_jt((const char *)items + i * size));
-  char *s = a ? json_dumps(a, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+  char *s = a ? zeus_json_dumps(a, JSON_COMPACT) : NULL;
   json_decref(a);
   size_t k = s ? strlen(s) : 0;
   char *t = s ? realloc(s, k + 2) : NULL;
@@ -215,10 +216,14 @@ int zeus__pfo_instruction_csv(const zeus_pfo_offline_result *res, size_t n, zeus
       if (!sorted) { rc = zeus__oom("writing the instruction CSV"); break; }
       if (in[k].n) memcpy(sorted, in[k].m, in[k].n * sizeof *sorted);
       qsort(sorted, in[k].n, sizeof *sorted, cmp_measure_desc);
-      for (size_t j = 0; !rc && j < in[k].n; j++)
-        rc = zeus__buf_printf(b, "%d,%d,%d,%d,%d,%s,%d,%.17g,%.17g\n", r->rank, r->dp_rank,
-                              r->pp_rank, r->tp_rank, r->pp_rank, in[k].name,
-                              sorted[j].frequency_mhz, sorted[j].time_s, sorted[j].energy_j);
+      for (size_t j = 0; !rc && j < in[k].n; j++) {
+        /* Means of measured figures: at the ns and the uJ, shortest (docs/output.md). */
+        char t[ZEUS_FORMAT_DOUBLE_MAX], e[ZEUS_FORMAT_DOUBLE_MAX];
+        zeus_format_double(zeus_round_decimals(sorted[j].time_s, 9), t, sizeof t);
+        zeus_format_double(zeus_round_decimals(sorted[j].energy_j, 6), e, sizeof e);
+        rc = zeus__buf_printf(b, "%d,%d,%d,%d,%d,%s,%d,%s,%s\n", r->rank, r->dp_rank, r->pp_rank, r->tp_rank,
+                              r->pp_rank, in[k].name, sorted[j].frequency_mhz, t, e);
+      }
       free(sorted);
     }
   }

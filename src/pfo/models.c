@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "pfo/pfo_internal.h"
+#include "zeus/format.h"
 
 /* Upper bound of world_size: the server keeps per-rank state, so an absurd size is bad input. */
 #define PFO_MAX_WORLD ZEUS_PFO_MAX_WORLD
@@ -715,7 +716,7 @@ PFO_FROM_JSON(zeus_pfo_offline_result_from_json, zeus_pfo_offline_result, zeus__
 
 static int dump_jt(json_t *v, char **out) {
   if (!v) return zeus__oom("serialising JSON");
-  char *s = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(17));
+  char *s = zeus_json_dumps(v, JSON_COMPACT);
   json_decref(v);
   if (!s) return zeus__oom("serialising JSON");
   *out = s;

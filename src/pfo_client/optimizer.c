@@ -14,15 +14,19 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "pfo_client/client_http.h"
+#include "pfo_client/fit.h"
 #include "pfo/pfo_internal.h"
 #include "zeus/format.h"
 #include "zeus/monitor.h"
 #include "zeus/pfo_client.h"
+#include "zeus/sim.h"
 
 enum { SLOT_ITER = 0, SLOT_INST = 1 };
+#define TL_CAP 8192 /* controller timeline records looked at per round */
 static const char *const slot_key[2] = {"zeus.pfo.iteration", "zeus.pfo.instruction"};
 
 /* Time and energy of one GPU: its energy counter read directly, or (a GPU without a counter) a
@@ -31,7 +35,8 @@ typedef struct meter {
   zeus_devices *d;
   unsigned gpu;
   zeus_monitor *mon;
-  double t0[2], e0[2];
+  double t0[2];
+  uint64_t e0[2]; /* the energy counter at the slot's start, in mJ */
 } meter;
 
 struct zeus_pfo_optimizer {
@@ -44,8 +49,23 @@ struct zeus_pfo_optimizer {
   zeus_pfo_sync_fn sync;
   void *sync_ctx;
   meter m;
+  bool fit;          /* instruction energy: fitted after the round (else read around each) */
+  double latency;    /* the controller's lock latency (s) */
+  unsigned *eff;     /* the clock asked for per instruction: freqs after the merge rule */
+  double *pred;      /* expected duration per instruction (0: unknown) */
+  size_t *cls_of;    /* instruction -> class */
   double *inst_t, *inst_e; /* [iteration in round][instruction], K x n */
+  double *inst_b;    /* begin times (device clock), K x n */
   double *iter_t, *iter_e; /* K */
+  double *iter_b;    /* K */
+  double iter_b0;    /* begin of the iteration running */
+  zeus__pfo_follower *fol;
+  /* (instruction kind, clock) classes seen so far: expected duration and fitted power */
+  struct pfo_class { const char *name; unsigned mhz; double dur_s, power_w; } *cls;
+  size_t ncls, cap_cls;
+  char **cls_names; /* owned copies of the names */
+  double *tl_t;     /* scratch for the controller's timeline */
+  unsigned *tl_f;
   long it;                 /* iterations measured in this round */
   long K;                  /* iterations per round */
   /* the schedule in effect, and the next one */
@@ -64,6 +84,11 @@ struct zeus_pfo_optimizer {
   int last_status; /* HTTP status of the last exchange with the server (0: none) */
   long round;
   zeus_pfo_round_stats last;
+  double other_w;     /* fitted power outside instructions */
+  zeus_pfo_class_stats *rcls; /* the last round's classes */
+  size_t nrcls, cap_rcls;
+  double clock_frac;  /* this round's fraction of instruction time at the planned clock */
+  long clock_late;
   /* The rank's presence: GET /presence held open on its own connection by a thread for as long as
    * the rank lives, so that when this process dies (kill -9, a crash) the server sees the
    * connection close and tells every other rank at once instead of leaving them to time out. */
@@ -82,19 +107,23 @@ static int meter_open(meter *m, zeus_devices *d, unsigned gpu) {
   m->gpu = gpu;
   int rc = zeus_gpu_energy_counter_supported(d, gpu, &counter);
   if (rc) return rc;
-  if (counter) return ZEUS_OK;
   zeus_monitor_opts mo = {.devices = d, .gpu_indices = &gpu, .num_gpu_indices = 1, .cpu_indices = &gpu,
                           .num_cpu_indices = 0};
-  return zeus_monitor_open(&m->mon, &mo);
+  if ((rc = zeus_monitor_open(&m->mon, &mo))) return rc;
+  /* A counter that is fast to read is read directly (no window bookkeeping); one that is slow and
+   * ticks coarsely (an H100's: 3.3 ms, 100 ms) is followed by the monitor's sampler, so that an
+   * instruction's bounds cost microseconds and an instruction shorter than a tick is measured. */
+  if (counter && zeus_monitor_gpu_energy_source(m->mon, 0) == ZEUS_ENERGY_RAW) {
+    zeus_monitor_close(m->mon);
+    m->mon = NULL;
+  }
+  return ZEUS_OK;
 }
 
 static inline int meter_begin(meter *m, int slot) {
   if (m->mon) return zeus_monitor_begin_window(m->mon, slot_key[slot], true);
-  uint64_t mj;
   m->t0[slot] = zeus_devices_now(m->d);
-  int rc = zeus_gpu_total_energy(m->d, m->gpu, &mj);
-  m->e0[slot] = (double)mj / 1000.0;
-  return rc;
+  return zeus_gpu_total_energy(m->d, m->gpu, &m->e0[slot]);
 }
 
 static inline int meter_end(meter *m, int slot, double *t, double *e) {
@@ -110,8 +139,9 @@ static inline int meter_end(meter *m, int slot, double *t, double *e) {
   double now = zeus_devices_now(m->d);
   int rc = zeus_gpu_total_energy(m->d, m->gpu, &mj);
   if (rc) return rc;
-  *t = now - m->t0[slot];
-  *e = (double)mj / 1000.0 - m->e0[slot];
+  /* As measured (zeus/format.h): the time at the ns, the energy a difference of mJ counts. */
+  *t = zeus_round_decimals(now - m->t0[slot], 9);
+  *e = zeus_joules_from_mj((int64_t)(mj - m->e0[slot]));
   return ZEUS_OK;
 }
 
@@ -164,6 +194,20 @@ int zeus_pfo_optimizer_opts_from_env(zeus_pfo_optimizer_opts *o) {
     if ((rc = zeus__env_bool(var, true, &b))) return rc;
     o->no_instruction_profiling = !b;
   }
+  if ((v = zeus__pfo_env("INSTRUCTION_ENERGY", var, sizeof var))) {
+    if (!strcmp(v, "auto")) o->instruction_energy = ZEUS_PFO_ENERGY_AUTO;
+    else if (!strcmp(v, "read")) o->instruction_energy = ZEUS_PFO_ENERGY_READ;
+    else if (!strcmp(v, "fit")) o->instruction_energy = ZEUS_PFO_ENERGY_FIT;
+    else return zeus__error(ZEUS_EINVAL, "%s is '%s', expected auto, read or fit", var, v);
+  }
+  if ((v = zeus__pfo_env("CLOCK_LATENCY", var, sizeof var))) {
+    if (!strcmp(v, "auto")) {
+      o->clock_latency_s = 0;
+    } else {
+      if ((rc = zeus__env_double(var, 0, 10, 0, &d))) return rc;
+      o->clock_latency_s = d > 0 ? d : -1;
+    }
+  }
   if ((v = zeus__pfo_env("SIGNAL_HANDLERS", var, sizeof var))) {
     if ((rc = zeus__env_bool(var, true, &b))) return rc;
     o->no_signal_handlers = !b;
@@ -210,6 +254,12 @@ static int check_opts(const zeus_pfo_optimizer_opts *o) {
     return zeus__error(ZEUS_EINVAL, "%s: world_size is %d: give a collective (rank 0 broadcasts the job id through it) "
                        "or the job id (job_id, ZEUS_PFO_JOB_ID)", ctx, o->world_size);
   }
+  if (o->instruction_energy < ZEUS_PFO_ENERGY_AUTO || o->instruction_energy > ZEUS_PFO_ENERGY_FIT)
+    return zeus__error(ZEUS_EINVAL, "%s: instruction_energy is %d, expected ZEUS_PFO_ENERGY_AUTO, _READ or _FIT", ctx,
+                       o->instruction_energy);
+  if (!(o->clock_latency_s <= 10))
+    return zeus__error(ZEUS_EINVAL, "%s: clock_latency_s is %g, expected at most 10 (0: find it, < 0: none)", ctx,
+                       o->clock_latency_s);
   if (o->n_pipe_schedule && !o->pipe_schedule)
     return zeus__error(ZEUS_EINVAL, "%s: n_pipe_schedule is %zu but pipe_schedule is NULL", ctx, o->n_pipe_schedule);
   for (size_t i = 0; i < o->n_pipe_schedule; i++)
@@ -239,6 +289,31 @@ static int check_schedule(const zeus_pfo_optimizer *o, const zeus_pfo_schedule *
   return ZEUS_OK;
 }
 
+/* The class (instruction kind, clock) of `name` at `mhz`, added if new. */
+static int class_of(zeus_pfo_optimizer *o, const char *name, unsigned mhz, size_t *out) {
+  for (size_t c = 0; c < o->ncls; c++)
+    if (o->cls[c].mhz == mhz && !strcmp(o->cls[c].name, name)) {
+      *out = c;
+      return ZEUS_OK;
+    }
+  if (o->ncls == o->cap_cls) {
+    size_t cap = o->cap_cls ? 2 * o->cap_cls : 32;
+    struct pfo_class *v = realloc(o->cls, cap * sizeof *v);
+    if (!v) return zeus__oom("installing a schedule");
+    o->cls = v;
+    char **nm = realloc(o->cls_names, cap * sizeof *nm);
+    if (!nm) return zeus__oom("installing a schedule");
+    o->cls_names = nm;
+    o->cap_cls = cap;
+  }
+  char *copy = zeus__strdup(name);
+  if (!copy) return zeus__oom("installing a schedule");
+  o->cls_names[o->ncls] = copy;
+  o->cls[o->ncls] = (struct pfo_class){copy, mhz, 0, 0};
+  *out = o->ncls++;
+  return ZEUS_OK;
+}
+
 /* Makes `s` the schedule in effect (takes ownership) and sizes the round's buffers for it. */
 static int install(zeus_pfo_optimizer *o, zeus_pfo_schedule *s) {
   size_t n = s->n_frequencies;
@@ -249,27 +324,39 @@ static int install(zeus_pfo_optimizer *o, zeus_pfo_schedule *s) {
                        "%.0f numbers, more than the %d a server accepts; lower iters_per_round", o->K, n, values,
                        ZEUS_PFO_MAX_RESULT_VALUES);
   const char **names = malloc(n * sizeof *names), **keys = malloc(n * sizeof *keys);
-  unsigned *freqs = malloc(n * sizeof *freqs);
-  size_t *key_of = malloc(n * sizeof *key_of);
+  unsigned *freqs = malloc(n * sizeof *freqs), *eff = malloc(n * sizeof *eff);
+  size_t *key_of = malloc(n * sizeof *key_of), *cls_of = malloc(n * sizeof *cls_of);
   double *it_ = malloc((size_t)o->K * n * sizeof *it_), *ie = malloc((size_t)o->K * n * sizeof *ie);
-  if (!names || !keys || !freqs || !key_of || !it_ || !ie) {
+  double *ib = malloc((size_t)o->K * n * sizeof *ib), *pred = calloc(n, sizeof *pred);
+  if (!names || !keys || !freqs || !key_of || !it_ || !ie || !eff || !cls_of || !ib || !pred) {
     free(names), free(keys), free(freqs), free(key_of), free(it_), free(ie);
+    free(eff), free(cls_of), free(ib), free(pred);
     return zeus__oom("installing a schedule");
   }
   size_t nkeys = 0;
+  int rc = ZEUS_OK;
   for (size_t i = 0; i < n; i++) {
     names[i] = s->frequencies[i].instruction;
     freqs[i] = (unsigned)s->frequencies[i].frequency_mhz;
+    eff[i] = freqs[i];
     size_t k = 0;
     while (k < nkeys && strcmp(keys[k], names[i]) != 0) k++;
     if (k == nkeys) keys[nkeys++] = names[i];
     key_of[i] = k;
+    if (!rc) rc = class_of(o, names[i], freqs[i], &cls_of[i]);
+  }
+  if (rc) {
+    free(names), free(keys), free(freqs), free(key_of), free(it_), free(ie);
+    free(eff), free(cls_of), free(ib), free(pred);
+    return rc;
   }
   free(o->names), free(o->keys), free(o->freqs), free(o->key_of), free(o->inst_t), free(o->inst_e);
+  free(o->eff), free(o->cls_of), free(o->inst_b), free(o->pred);
   zeus_pfo_schedule_clear(&o->sched);
   o->sched = *s;
   memset(s, 0, sizeof *s);
   o->names = names, o->keys = keys, o->freqs = freqs, o->key_of = key_of, o->inst_t = it_, o->inst_e = ie;
+  o->eff = eff, o->cls_of = cls_of, o->inst_b = ib, o->pred = pred;
   o->n = n;
   o->nkeys = nkeys;
   return ZEUS_OK;
@@ -313,7 +400,7 @@ static void leave_job(zeus_pfo_optimizer *o, const char *reason, bool closed) {
   json_t *b = json_pack("{si}", "rank", o->rank);
   if (b) json_object_set_new(b, "reason", json_stringn(reason, strnlen(reason, 512)));
   if (b && closed) json_object_set_new(b, "closed", json_true());
-  char *body = b ? json_dumps(b, JSON_COMPACT) : NULL;
+  char *body = b ? zeus_json_dumps(b, JSON_COMPACT) : NULL;
   json_decref(b);
   zeus__buf path = {0};
   char *resp = NULL;
@@ -518,6 +605,10 @@ void zeus_pfo_optimizer_close(zeus_pfo_optimizer *o) {
   zeus_pfo_schedule_clear(&o->pending);
   free(o->names), free(o->keys), free(o->freqs), free(o->key_of);
   free(o->inst_t), free(o->inst_e), free(o->iter_t), free(o->iter_e);
+  zeus__pfo_follower_close(o->fol);
+  free(o->eff), free(o->pred), free(o->cls_of), free(o->inst_b), free(o->iter_b);
+  for (size_t c = 0; c < o->ncls; c++) free(o->cls_names[c]);
+  free(o->cls_names), free(o->cls), free(o->tl_t), free(o->tl_f), free(o->rcls);
   free(o->job_id);
   free(o->job_esc);
   free(o);
@@ -548,10 +639,41 @@ static int setup_local(zeus_pfo_optimizer *o, const zeus_pfo_optimizer_opts *opt
   if ((rc = meter_open(&o->m, d, opts->device_id))) return rc;
   o->iter_t = malloc((size_t)o->K * sizeof *o->iter_t);
   o->iter_e = malloc((size_t)o->K * sizeof *o->iter_e);
-  if (!o->iter_t || !o->iter_e) return zeus__oom("creating the Perseus client");
+  o->iter_b = malloc((size_t)o->K * sizeof *o->iter_b);
+  o->tl_t = malloc(TL_CAP * sizeof *o->tl_t);
+  o->tl_f = malloc(TL_CAP * sizeof *o->tl_f);
+  if (!o->iter_t || !o->iter_e || !o->iter_b || !o->tl_t || !o->tl_f) return zeus__oom("creating the Perseus client");
   zeus_pfo_controller_opts co = {.no_signal_handlers = opts->no_signal_handlers,
-                                 .poll_interval_s = opts->controller_poll_s > 0 ? opts->controller_poll_s : -1};
-  return zeus_pfo_controller_open(&o->ctl, d, opts->device_id, &co);
+                                 .poll_interval_s = opts->controller_poll_s > 0 ? opts->controller_poll_s : -1,
+                                 .lock_latency_s = opts->clock_latency_s};
+  if ((rc = zeus_pfo_controller_open(&o->ctl, d, opts->device_id, &co))) return rc;
+  o->latency = zeus_pfo_controller_latency(o->ctl);
+  /* How instruction energy is measured: AUTO fits where a counter read is slow. */
+  int how = opts->instruction_energy;
+  if (how == ZEUS_PFO_ENERGY_AUTO && !o->m.mon) {
+    double best = 1e9;
+    for (int i = 0; i < 3; i++) {
+      uint64_t mj;
+      double t0 = zeus_monotonic_s();
+      if (zeus_gpu_total_energy(d, opts->device_id, &mj)) break;
+      double dt = zeus_monotonic_s() - t0;
+      if (dt < best) best = dt;
+    }
+    /* On a simulated GPU's virtual clock a read's cost is virtual: its hardware profile says it. */
+    zeus_sim_node *node = zeus_devices_sim_node(d);
+    unsigned ng;
+    zeus_sim_hardware hw;
+    if (node && !zeus_devices_sim_index(d, opts->device_id, &ng) && !zeus_sim_gpu_hardware(node, ng, &hw) &&
+        hw.energy_read_s > best)
+      best = hw.energy_read_s;
+    how = best >= 100e-6 && best < 1e9 ? ZEUS_PFO_ENERGY_FIT : ZEUS_PFO_ENERGY_READ;
+  }
+  o->fit = o->profile && how == ZEUS_PFO_ENERGY_FIT && !o->m.mon;
+  if (o->fit && (rc = zeus__pfo_follower_open(&o->fol, d, opts->device_id))) return rc;
+  zeus__log(ZEUS_LOG_DEBUG, "pfo", "rank %d: instruction energy %s, clock lock latency %.4f s", o->rank,
+            !o->profile ? "not measured" : o->fit ? "fitted from the counter's ticks" : "read around each instruction",
+            o->latency);
+  return ZEUS_OK;
 }
 
 int zeus_pfo_optimizer_open(zeus_pfo_optimizer **out, const zeus_pfo_optimizer_opts *opts) {
@@ -568,6 +690,7 @@ int zeus_pfo_optimizer_open(zeus_pfo_optimizer **out, const zeus_pfo_optimizer_o
   o->sync_ctx = opts->sync_ctx;
   o->round = 0;
   o->last.round = -1;
+  o->last.planned_clock_fraction = NAN;
   int local = check_opts(opts);
   if (!local) local = setup_local(o, opts);
 
@@ -627,6 +750,32 @@ int zeus_pfo_optimizer_open(zeus_pfo_optimizer **out, const zeus_pfo_optimizer_o
 
 /* ---- hooks ---- */
 
+/* Expected durations from the classes' last measurements, and the clocks to ask for: with a lock
+ * latency, an instruction expected to last less than it cannot have a clock of its own, so it is
+ * merged with the instructions after it until the group lasts at least the latency, and the group
+ * runs at its members' highest clock (never slower than planned). */
+static void plan_clocks(zeus_pfo_optimizer *o) {
+  bool known = o->latency > 0;
+  for (size_t i = 0; i < o->n; i++) {
+    o->pred[i] = o->cls[o->cls_of[i]].dur_s;
+    if (!(o->pred[i] > 0)) known = false;
+  }
+  memcpy(o->eff, o->freqs, o->n * sizeof *o->eff);
+  if (!known) return;
+  for (size_t i = 0; i < o->n;) {
+    size_t j = i;
+    double dur = o->pred[i];
+    unsigned top = o->freqs[i];
+    while (dur < o->latency && j + 1 < o->n) {
+      j++;
+      dur += o->pred[j];
+      if (o->freqs[j] > top) top = o->freqs[j];
+    }
+    for (size_t q = i; q <= j; q++) o->eff[q] = top;
+    i = j + 1;
+  }
+}
+
 int zeus_pfo_on_step_begin(zeus_pfo_optimizer *o) {
   if (!o) return zeus__error(ZEUS_EINVAL, "zeus_pfo_on_step_begin: no optimizer given");
   if (o->in_step)
@@ -636,7 +785,9 @@ int zeus_pfo_on_step_begin(zeus_pfo_optimizer *o) {
     if ((rc = install(o, &o->pending))) return rc;
     o->have_pending = false;
   }
-  if ((rc = meter_begin(&o->m, SLOT_ITER))) return zeus__error_ctx(rc, "on_step_begin: measuring the iteration");
+  if (o->fit) o->iter_b0 = zeus_devices_now(o->m.d);
+  else if ((rc = meter_begin(&o->m, SLOT_ITER))) return zeus__error_ctx(rc, "on_step_begin: measuring the iteration");
+  plan_clocks(o);
   o->idx = 0;
   o->bad = false;
   o->in_inst = false;
@@ -672,11 +823,25 @@ int zeus_pfo_on_instruction_begin(zeus_pfo_optimizer *o, const char *name) {
     return zeus__error(ZEUS_EINVAL, "on_instruction_begin('%s'): rank %d's schedule expects '%s' as instruction %zu of "
                        "%zu (name mismatch)", name, o->rank, o->names[i], i + 1, o->n);
   }
-  if ((rc = zeus_pfo_controller_set_frequency(o->ctl, o->freqs[i]))) {
+  bool stamp = o->profile || o->latency > 0;
+  double now = stamp ? zeus_devices_now(o->m.d) : 0;
+  /* This instruction's clock (normally asked for ahead of time: then this is no change), and the
+   * next one's, to be in effect when it is expected to start. */
+  if ((rc = zeus_pfo_controller_set_frequency(o->ctl, o->eff[i]))) {
     o->bad = true;
     return rc;
   }
-  if (o->profile && (rc = meter_begin(&o->m, SLOT_INST))) {
+  if (o->latency > 0 && o->pred[i] > 0) {
+    unsigned next = i + 1 < o->n ? o->eff[i + 1] : o->have_pending ? 0 : o->eff[0];
+    /* A margin of a tenth of the latency (and 0.5 ms) for instructions that end a little early. */
+    double at = now + o->pred[i] - 0.1 * o->latency - 0.0005;
+    if (next && next != o->eff[i] && (rc = zeus_pfo_controller_set_frequency_at(o->ctl, next, at))) {
+      o->bad = true;
+      return rc;
+    }
+  }
+  if (stamp) o->inst_b[(size_t)o->it * o->n + i] = now;
+  if (o->profile && !o->fit && (rc = meter_begin(&o->m, SLOT_INST))) {
     o->bad = true;
     return rc;
   }
@@ -700,18 +865,129 @@ int zeus_pfo_on_instruction_end(zeus_pfo_optimizer *o, const char *name) {
                        "on_instruction_end('%s'): the instruction running is '%s' (instruction %zu of %zu)", name,
                        o->names[i], i + 1, o->n);
   }
-  if (o->profile) {
+  size_t at = (size_t)o->it * o->n + i;
+  if (o->profile && !o->fit) {
     double t, e;
     int rc = meter_end(&o->m, SLOT_INST, &t, &e);
     if (rc) {
       o->bad = true;
       return rc;
     }
-    size_t at = (size_t)o->it * o->n + i;
     o->inst_t[at] = t;
     o->inst_e[at] = e;
+  } else if (o->profile || o->latency > 0) {
+    o->inst_t[at] = zeus_devices_now(o->m.d) - o->inst_b[at];
   }
   return ZEUS_OK;
+}
+
+/* Instruction energies (and the iterations') of the round from the counter's ticks. */
+static int fit_round(zeus_pfo_optimizer *o) {
+  size_t n = (size_t)o->it * o->n;
+  size_t *loc = malloc(o->ncls * sizeof *loc), *cls = malloc((n + 1) * sizeof *cls), *glob = malloc((o->n + 1) * sizeof *glob);
+  double *st = malloc(65536 * sizeof *st), *se = malloc(65536 * sizeof *se);
+  double *prior = malloc((o->n + 2) * sizeof *prior), *power = malloc((o->n + 2) * sizeof *power);
+  int rc = ZEUS_OK;
+  if (!loc || !cls || !glob || !st || !se || !prior || !power) {
+    rc = zeus__oom("fitting the round's instruction energies");
+    goto out;
+  }
+  for (size_t c = 0; c < o->ncls; c++) loc[c] = SIZE_MAX;
+  size_t m = 0;
+  for (size_t i = 0; i < o->n; i++) {
+    size_t g = o->cls_of[i];
+    if (loc[g] == SIZE_MAX) {
+      loc[g] = m;
+      glob[m++] = g;
+    }
+  }
+  for (size_t j = 0; j < n; j++) cls[j] = loc[o->cls_of[j % o->n]];
+  double since = o->iter_b[0] < o->inst_b[0] ? o->iter_b[0] : o->inst_b[0];
+  size_t ns = zeus__pfo_follower_samples(o->fol, since, st, se, 65536);
+  /* Prior: a class's earlier fit, else the mean power over the samples. */
+  double avg = ns >= 2 && st[ns - 1] > st[0] ? (se[ns - 1] - se[0]) / (st[ns - 1] - st[0]) : 0;
+  for (size_t c = 0; c < m; c++) prior[c] = o->cls[glob[c]].power_w > 0 ? o->cls[glob[c]].power_w : avg;
+  prior[m] = o->other_w > 0 ? o->other_w : avg;
+  long rows = zeus__pfo_fit_power(since, o->inst_b, o->inst_t, cls, n, m, st, se, ns, prior, power);
+  if (rows < 0) {
+    rc = zeus__oom("fitting the round's instruction energies");
+    goto out;
+  }
+  if (rows == 0)
+    zeus__log(ZEUS_LOG_WARN, "pfo", "rank %d: no energy counter tick inside round %ld: instruction energies are "
+              "estimates from earlier rounds", o->rank, o->round);
+  for (size_t c = 0; c < m; c++)
+    if (rows > 0) o->cls[glob[c]].power_w = power[c];
+  if (rows > 0) o->other_w = power[m];
+  for (long k = 0; k < o->it; k++) {
+    double in_t = 0, in_e = 0;
+    for (size_t i = 0; i < o->n; i++) {
+      size_t at = (size_t)k * o->n + i;
+      o->inst_e[at] = power[cls[at]] * o->inst_t[at];
+      in_t += o->inst_t[at];
+      in_e += o->inst_e[at];
+    }
+    double rest = o->iter_t[k] - in_t;
+    o->iter_e[k] = in_e + (rest > 0 ? power[m] * rest : 0);
+  }
+out:
+  free(loc), free(cls), free(glob), free(st), free(se), free(prior), free(power);
+  return rc;
+}
+
+/* The fraction of the round's instruction time at the planned clock, by the controller's account. */
+static void clock_accounting(zeus_pfo_optimizer *o) {
+  o->clock_frac = NAN;
+  o->clock_late = 0;
+  o->nrcls = 0;
+  if (!(o->profile || o->latency > 0) || o->it == 0) return;
+  /* the round's classes, in schedule order */
+  if (o->cap_rcls < o->n) {
+    zeus_pfo_class_stats *v = realloc(o->rcls, o->n * sizeof *v);
+    if (!v) return;
+    o->rcls = v;
+    o->cap_rcls = o->n;
+  }
+  size_t *slot = malloc(o->n * sizeof *slot);
+  if (!slot) return;
+  for (size_t i = 0; i < o->n; i++) {
+    size_t c = 0;
+    while (c < o->nrcls && !(o->rcls[c].planned_mhz == o->freqs[i] && !strcmp(o->rcls[c].instruction,
+                                                                                o->cls[o->cls_of[i]].name)))
+      c++;
+    if (c == o->nrcls)
+      o->rcls[o->nrcls++] = (zeus_pfo_class_stats){o->cls[o->cls_of[i]].name, o->freqs[i], 0, 0, 0, 0};
+    slot[i] = c;
+  }
+  size_t n = (size_t)o->it * o->n;
+  size_t k = zeus_pfo_controller_timeline(o->ctl, o->inst_b[0], o->tl_t, o->tl_f, TL_CAP);
+  double total = 0, at_plan = 0;
+  size_t j = 0;
+  for (size_t x = 0; x < n; x++) {
+    double b = o->inst_b[x], e = b + o->inst_t[x];
+    unsigned want = o->freqs[x % o->n];
+    total += o->inst_t[x];
+    while (j + 1 < k && o->tl_t[j + 1] <= b) j++;
+    if (!(k > 0 && o->tl_t[j] <= b && o->tl_f[j] == want)) o->clock_late++;
+    double mine = 0;
+    for (size_t q = j; q < k && o->tl_t[q] < e; q++) {
+      double s0 = o->tl_t[q] > b ? o->tl_t[q] : b, s1 = q + 1 < k && o->tl_t[q + 1] < e ? o->tl_t[q + 1] : e;
+      if (s1 > s0 && o->tl_f[q] == want) mine += s1 - s0;
+    }
+    at_plan += mine;
+    zeus_pfo_class_stats *c = &o->rcls[slot[x % o->n]];
+    c->count++;
+    c->mean_time_s += o->inst_t[x];
+    c->mean_energy_j += o->profile ? o->inst_e[x] : 0;
+    c->planned_clock_fraction += mine;
+  }
+  for (size_t c = 0; c < o->nrcls; c++) {
+    zeus_pfo_class_stats *v = &o->rcls[c];
+    v->planned_clock_fraction = v->mean_time_s > 0 ? v->planned_clock_fraction / v->mean_time_s : NAN;
+    if (v->count) v->mean_time_s /= (double)v->count, v->mean_energy_j /= (double)v->count;
+  }
+  free(slot);
+  if (total > 0) o->clock_frac = at_plan / total;
 }
 
 int zeus_pfo_on_step_end(zeus_pfo_optimizer *o) {
@@ -733,17 +1009,38 @@ int zeus_pfo_on_step_end(zeus_pfo_optimizer *o) {
     return zeus__error(ZEUS_ESTATE, "on_step_end: only %zu of rank %d's %zu scheduled instructions ran this iteration; "
                        "the next expected is '%s' (instruction %zu of %zu); the iteration is not measured", o->idx,
                        o->rank, o->n, o->names[o->idx], o->idx + 1, o->n);
-  double t, e;
-  int rc = meter_end(&o->m, SLOT_ITER, &t, &e);
-  if (rc) return zeus__error_ctx(rc, "on_step_end: measuring the iteration");
+  double t, e = 0;
+  int rc;
+  if (o->fit) {
+    double now = zeus_devices_now(o->m.d);
+    t = now - o->iter_b0;
+    o->iter_b[o->it] = o->iter_b0;
+  } else {
+    if ((rc = meter_end(&o->m, SLOT_ITER, &t, &e))) return zeus__error_ctx(rc, "on_step_end: measuring the iteration");
+    o->iter_b[o->it] = (o->profile || o->latency > 0) && o->n ? o->inst_b[(size_t)o->it * o->n] : 0;
+  }
   o->iter_t[o->it] = t;
   o->iter_e[o->it] = e;
+  /* Each class's expected duration (for issuing clocks ahead): its latest measurements. */
+  if (o->profile || o->latency > 0)
+    for (size_t i = 0; i < o->n; i++) {
+      struct pfo_class *c = &o->cls[o->cls_of[i]];
+      double d = o->inst_t[(size_t)o->it * o->n + i];
+      c->dur_s = c->dur_s > 0 ? 0.5 * c->dur_s + 0.5 * d : d;
+    }
   if (++o->it < o->K) return ZEUS_OK;
   /* The round is complete. */
+  if (o->fit && (rc = fit_round(o))) return rc;
+  clock_accounting(o);
   double st = 0, se = 0;
   for (long i = 0; i < o->it; i++) st += o->iter_t[i], se += o->iter_e[i];
   o->last = (zeus_pfo_round_stats){.round = o->round, .iterations = o->it, .iter_time_s = st / (double)o->it,
-                                   .iter_energy_j = se / (double)o->it};
+                                   .iter_energy_j = se / (double)o->it, .planned_clock_fraction = o->clock_frac,
+                                   .clock_late = o->clock_late, .energy_fitted = o->fit};
+  zeus__log(ZEUS_LOG_INFO, "pfo", "rank %d round %ld: %.1f %% of instruction time at the planned clock, %ld of %ld "
+            "instructions began before their clock was in effect (lock latency %.4f s, %lu slow lock calls)",
+            o->rank, o->round, 100 * o->clock_frac, o->clock_late, o->it * (long)o->n, o->latency,
+            zeus_pfo_controller_late_calls(o->ctl));
   if (!o->detached && (rc = exchange(o))) {
     o->detached = true;
     zeus__log(ZEUS_LOG_WARN, "pfo", "rank %d: %s; staying on the last schedule without the server", o->rank,
@@ -758,6 +1055,16 @@ int zeus_pfo_on_step_end(zeus_pfo_optimizer *o) {
 
 /* ---- accessors ---- */
 
+void zeus_pfo_optimizer_observe(zeus_pfo_optimizer *o) {
+  if (o) zeus__pfo_follower_observe(o->fol);
+}
+
+size_t zeus_pfo_last_round_classes(const zeus_pfo_optimizer *o, zeus_pfo_class_stats *out, size_t cap) {
+  if (!o) return 0;
+  for (size_t c = 0; c < o->nrcls && c < cap && out; c++) out[c] = o->rcls[c];
+  return o->nrcls;
+}
+
 const char *zeus_pfo_job_id(const zeus_pfo_optimizer *o) { return o ? o->job_id : NULL; }
 const zeus_pfo_schedule *zeus_pfo_current_schedule(const zeus_pfo_optimizer *o) { return o ? &o->sched : NULL; }
 zeus_pfo_controller *zeus_pfo_optimizer_controller(zeus_pfo_optimizer *o) { return o ? o->ctl : NULL; }
@@ -766,7 +1073,7 @@ bool zeus_pfo_detached(const zeus_pfo_optimizer *o) { return o && o->detached; }
 void zeus_pfo_last_round(const zeus_pfo_optimizer *o, zeus_pfo_round_stats *out) {
   if (!out) return;
   if (!o) {
-    *out = (zeus_pfo_round_stats){.round = -1};
+    *out = (zeus_pfo_round_stats){.round = -1, .planned_clock_fraction = NAN};
     return;
   }
   *out = o->last;

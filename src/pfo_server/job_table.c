@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "pfo_server/job_table.h"
+#include "zeus/format.h"
 #include "pfo_server/sched.h"
 #include "pfo_server/solver_pool.h"
 
@@ -122,7 +123,7 @@ void zeus__job_table_dump_status(zeus__job_table *r, unsigned long *failures, ch
 int zeus__reply_error(zeus__reply *reply, int status, const char *msg) {
   json_t *o = json_pack("{ss}", "detail", msg ? msg : "");
   reply->status = status;
-  reply->body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  reply->body = o ? zeus_json_dumps(o, JSON_COMPACT) : NULL;
   reply->len = reply->body ? strlen(reply->body) : 0;
   json_decref(o);
   return status;

@@ -199,6 +199,7 @@ static void write_file(perseus *st, const char *name, const void *data, size_t l
 static void dump_state(perseus *st) {
   if (!st->dir) return;
   json_t *o = status_json(st, true);
+  zeus_json_round_by_unit(o); /* each figure at its resolution (docs/output.md) */
   char *text = o ? zeus_json_dumps(o, JSON_INDENT(2)) : NULL;
   json_decref(o);
   if (text) write_file(st, "perseus.json", text, strlen(text));
@@ -701,6 +702,12 @@ static void measure(perseus *st, const zeus_pfo_prof_result *res, size_t n) {
           pick = cand[ord[(nc - 1) / 2]];
           free(ord);
         }
+      }
+      /* Means of measured figures: kept at the ns and the uJ, so that the profile (the solver's
+       * input, stage_profile.csv) carries no binary noise (zeus/format.h). */
+      for (int k = 0; k < 2; k++) {
+        pick.time_s[k] = zeus_round_decimals(pick.time_s[k], 9);
+        pick.energy_j[k] = zeus_round_decimals(pick.energy_j[k], 6);
       }
       st->samples[s] = pick;
     }
@@ -1229,6 +1236,7 @@ static json_t *status_json(const perseus *st, bool full) {
 }
 
 static int reply_json(zeus__sched_route_reply *out, json_t *v) {
+  zeus_json_round_by_unit(v); /* each figure at its resolution (docs/output.md) */
   char *text = v ? zeus_json_dumps(v, JSON_INDENT(2)) : NULL;
   json_decref(v);
   if (!text) return zeus__sched_route_error(out, 500, "out of memory");

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pfo_server/sched.h"
+#include "zeus/format.h"
 #include "zeus/pfo_server.h"
 
 static const zeus__sched_ops *const sched_table[] = {
@@ -246,7 +247,7 @@ int zeus__sched_route_error(zeus__sched_route_reply *out, int status, const char
   va_end(ap);
   json_t *o = json_pack("{ss}", "detail", msg);
   out->status = status;
-  out->body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  out->body = o ? zeus_json_dumps(o, JSON_COMPACT) : NULL;
   out->len = out->body ? strlen(out->body) : 0;
   out->content_type = NULL;
   json_decref(o);

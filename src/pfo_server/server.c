@@ -781,44 +781,6 @@ int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *o) {
   return ZEUS_OK;
 }
 
-/* The bearer token from the first line of `path`: a regular file of at most 4 KiB. */
-static int read_token_file(const char *path, char **out) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0)
-    return zeus__error(ZEUS_EINVAL, "token file '%s': cannot open it: %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 4096) {
-    close(fd);
-    return zeus__error(ZEUS_EINVAL, "token file '%s': expected a regular file of at most 4096 bytes", path);
-  }
-  if (st.st_mode & (S_IRGRP | S_IROTH))
-    zeus__log(ZEUS_LOG_WARN, "pfo", "token file '%s' may be read by %s (mode %04o); run 'chmod go-r %s'", path,
-              (st.st_mode & S_IROTH) ? "every user" : "its group", (unsigned)(st.st_mode & 07777), path);
-  char buf[4097];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n < 0) return zeus__error(ZEUS_EINVAL, "token file '%s': %s", path, strerror(errno));
-  buf[n] = '\0';
-  buf[strcspn(buf, "\r\n")] = '\0';
-  size_t k = strlen(buf);
-  while (k && (buf[k - 1] == ' ' || buf[k - 1] == '\t')) buf[--k] = '\0';
-  if (!k) return zeus__error(ZEUS_EINVAL, "token file '%s': the first line is empty", path);
-  if (!(*out = zeus__strdup(buf))) return zeus__oom("reading the token file");
-  memset(buf, 0, sizeof buf);
-  return ZEUS_OK;
-}
-
-static bool is_loopback(const struct sockaddr *a) {
-  if (a->sa_family == AF_INET)
-    return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
-  if (a->sa_family == AF_INET6) {
-    const struct in6_addr *x = &((const struct sockaddr_in6 *)a)->sin6_addr;
-    if (IN6_IS_ADDR_LOOPBACK(x)) return true;
-    return IN6_IS_ADDR_V4MAPPED(x) && x->s6_addr[12] == 127;
-  }
-  return false;
-}
-
 /* Raises the soft descriptor limit to the hard one; returns the soft limit now in force. */
 static rlim_t raise_nofile(void) {
   struct rlimit rl;
@@ -868,7 +830,7 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   char *token = NULL;
   int rc = ZEUS_OK;
   if (o.token) token = zeus__strdup(o.token);
-  else if (o.token_file && *o.token_file) rc = read_token_file(o.token_file, &token);
+  else if (o.token_file && *o.token_file) rc = zeus__read_token_file(o.token_file, "pfo", &token);
   if (rc) return rc;
   if (o.token && !token) return zeus__oom("creating the server");
 
@@ -951,7 +913,7 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
     zeus_pfo_server_close(s);
     return zeus__error(ZEUS_EINVAL, "cannot resolve host '%s': %s", o.host, gai_strerror(gai));
   }
-  if (!s->token && !is_loopback(ai->ai_addr))
+  if (!s->token && !zeus__sockaddr_is_loopback(ai->ai_addr))
     zeus__log(ZEUS_LOG_WARN, "pfo", "listening on %s, which is not a loopback address, without a token: anyone who "
               "can reach this port can register jobs and read their schedules; set ZEUS_PFO_TOKEN or "
               "ZEUS_PFO_TOKEN_FILE (--token-file)", o.host);

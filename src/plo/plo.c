@@ -21,6 +21,21 @@
 #include "device/restore_signals.h"
 #include "plo/plo_internal.h"
 
+/* How many scaled MADs from the median a step time must be to be left out of a window. */
+#define OUTLIER_MADS 5.0
+/* Candidates within this many standard errors of a difference of two windows are re-measured. */
+#define NOISE_Z 3.0
+/* Profiling takes at most this times the steps of the original on the same settings. */
+#define STEP_BUDGET 1.5
+/* At most this many per-step times are kept per window. */
+#define MAX_STEP_TIMES 1000000L
+/* Windows shorter than this get more steps (within the budget) when steps are noisy. */
+#define MIN_WINDOW_S 1.0
+/* Windows of the step budget kept for measuring limits again when windows are lengthened. */
+#define REFINE_RESERVE 0
+/* Step times spread less than this (relative) are noiseless: the original's profiling. */
+#define NOISELESS_CV 1e-4
+
 struct zeus_plo {
   zeus_monitor *mon;
   zeus_devices *dev;
@@ -51,7 +66,38 @@ struct zeus_plo {
   bool force_apply; /* the next change calls every GPU, even one already at the target */
   bool signals;
   char window[64];
+
+  /* Robust profiling (the default; ZEUS_PLO_PROFILING=original turns it off, see refine_plan). */
+  bool original;           /* the original's profiling exactly */
+  zeus_plo_window_info *info; /* per grid limit: what its measurement is (capacity nlimits) */
+  double *step_s;          /* per-step times of the open window (capacity profile_steps) */
+  long nstep;
+  long step_cap;           /* capacity of step_s */
+  long win_steps;          /* steps of the next window: profile_steps, more where windows are short */
+  long epoch_steps;        /* steps of an epoch as the caller said (zeus_plo_set_epoch_steps); 0: unknown */
+  double last_step_t;      /* backend clock at the last step begin in the window */
+  double win_t0;           /* backend clock when the window began */
+  long epochs_ended;
+  bool refining;           /* the sweep is done; re-measuring refine_seq */
+  size_t *refine_seq;      /* grid indices to re-measure, in order (capacity 2 * nlimits + 2) */
+  size_t nrefine, ri;
+  double *r_sum_t, *r_sum_e, *r_sum_d, *r_sum_cv2; /* refine sums per grid index */
+  long *r_n, *r_out, *r_steps;
+  zeus_plo_measurement *choose; /* after re-measuring: the re-measured limits the choice is among */
+  size_t nchoose;
+  long steps_seen; /* step begins since open, until DONE */
 };
+
+/* The original's profiling steps on these settings (one attempt per limit). */
+static double original_steps(const zeus_plo *p) {
+  return (double)p->wait_steps + 1 + (double)p->nlimits * ((double)p->warmup_steps + (double)p->profile_steps);
+}
+
+/* Room for the per-step times of the longest window robust profiling may use. */
+static long step_capacity(const zeus_plo *p) {
+  double c = STEP_BUDGET * original_steps(p) + (double)p->profile_steps;
+  return c < (double)MAX_STEP_TIMES ? (long)c : MAX_STEP_TIMES;
+}
 
 /* ---- options ---- */
 
@@ -143,22 +189,32 @@ static void set_window_name(zeus_plo *p) {
   snprintf(p->window, sizeof p->window, "__GlobalPowerLimitOptimizer_%u", p->current_mw / 1000);
 }
 
+/* The grid index being (or to be) measured: the sweep's, or the re-measurement's. */
+static size_t cur_index(const zeus_plo *p) { return p->refining ? p->refine_seq[p->ri] : p->idx; }
+
 static int begin_profiling(zeus_plo *p) {
   set_window_name(p);
   int rc = zeus_monitor_begin_window(p->mon, p->window, false);
   if (rc) return zeus__error_ctx(rc, "power-limit optimizer: beginning the profiling window");
   p->state = ZEUS_PLO_PROFILING;
-  p->steps_left = p->profile_steps;
-  zeus__log(ZEUS_LOG_DEBUG, "plo", "profiling %u W for %ld steps", p->current_mw / 1000, p->profile_steps);
+  p->steps_left = p->win_steps;
+  p->nstep = 0;
+  p->win_t0 = p->last_step_t = zeus_devices_now(p->dev);
+  zeus__log(ZEUS_LOG_DEBUG, "plo", "profiling %u W for %ld steps", p->current_mw / 1000, p->win_steps);
   return ZEUS_OK;
 }
 
 /* Sets grid limit idx and warms up (or, with warmup_steps 0, begins profiling at once). On a
  * failure the optimizer is READY to try the same transition at the next step begin. */
 static int start_attempt(zeus_plo *p) {
-  int rc = apply_limit(p, p->limits_mw[p->idx]);
+  size_t at = cur_index(p);
+  int rc = apply_limit(p, p->limits_mw[at]);
   if (!rc) {
-    zeus__log(ZEUS_LOG_INFO, "plo", "warming up at %u W (%zu of %zu)", p->limits_w[p->idx], p->idx + 1, p->nlimits);
+    if (p->refining)
+      zeus__log(ZEUS_LOG_INFO, "plo", "warming up at %u W to measure it again (%zu of %zu)", p->limits_w[at],
+                p->ri + 1, p->nrefine);
+    else
+      zeus__log(ZEUS_LOG_INFO, "plo", "warming up at %u W (%zu of %zu)", p->limits_w[at], p->idx + 1, p->nlimits);
     if (p->warmup_steps > 0) {
       p->state = ZEUS_PLO_WARMUP;
       p->steps_left = p->warmup_steps;
@@ -184,7 +240,8 @@ static unsigned optimum_mw(const zeus_plo *p, unsigned w) {
  * applies it; DONE on success. */
 static int apply_optimum(zeus_plo *p) {
   unsigned w = 0;
-  int rc = zeus_selector_select(&p->sel, p->meas, p->nmeas, &w);
+  int rc = p->nchoose ? zeus_selector_select(&p->sel, p->choose, p->nchoose, &w)
+                      : zeus_selector_select(&p->sel, p->meas, p->nmeas, &w);
   if (rc) return zeus__error_ctx(rc, "power-limit optimizer: choosing the optimum");
   double wd = w;
   if ((rc = zeus_collective_broadcast(p->coll, &wd, sizeof wd, 0)))
@@ -214,12 +271,225 @@ static int finish(zeus_plo *p) {
     return rc;
   }
   if (p->profile_path && (!p->coll || p->coll->rank == 0)) {
-    rc = zeus_plo_profile_save(p->profile_path, p->meas, p->nmeas);
+    rc = zeus__plo_profile_save_info(p->profile_path, p->meas, p->original ? NULL : p->info, p->nmeas);
     if (rc) zeus__log(ZEUS_LOG_WARN, "plo", "%s", zeus_errmsg());
     else zeus__log(ZEUS_LOG_INFO, "plo", "profile saved to '%s'", p->profile_path);
   }
   return rc;
 }
+
+/* ---- robust profiling ----
+ *
+ * The original measures each limit once, in one window of profile_steps steps, from the highest
+ * limit down, and decides on those numbers. On a real GPU a window's time and energy move by a few
+ * percent (step jitter, a first window still warming up, drift), enough to move the choice. The
+ * default adds, within STEP_BUDGET times the original's steps and never past the epoch in which the
+ * sweep ends:
+ *   - per-step times in every window, so each measurement has a spread (the step times'
+ *     coefficient of variation), and steps more than OUTLIER_MADS scaled MADs from the window's
+ *     median are left out (time and energy scaled to the steps kept);
+ *   - after the sweep, the limits the sweep cannot tell apart (cost within NOISE_Z standard
+ *     errors of the best, the error taken from the measured spread) are measured again, in a
+ *     palindromic order (A B B A), so that a linear drift weighs the same on each; for
+ *     MaxSlowdownConstraint the reference (highest) limit is measured again first and last, with
+ *     the limits nearest the threshold between;
+ *   - the choice is then made on the re-measured windows only.
+ * Noiseless measurements (no spread) re-measure nothing: the limit changes and the choice are the
+ * original's. ZEUS_PLO_PROFILING=original gives the original's profiling exactly. */
+
+typedef struct window_stats {
+  double time_s; /* the window's time for profile_steps steps, outliers left out */
+  double cv;     /* coefficient of variation of the kept step times */
+  long outliers;
+} window_stats;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static window_stats window_summary(zeus_plo *p, double window_s) {
+  long n = p->nstep;
+  window_stats ws = {.time_s = window_s * (n > 0 ? (double)p->profile_steps / (double)n : 1.0)};
+  if (n < 2) return ws;
+  double *v = p->step_s, sorted_stack[256];
+  double *sorted = n <= 256 ? sorted_stack : malloc((size_t)n * sizeof *sorted);
+  if (!sorted) return ws;
+  memcpy(sorted, v, (size_t)n * sizeof *sorted);
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+  double med = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  for (long i = 0; i < n; i++) sorted[i] = fabs(v[i] - med);
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+  double mad = 1.4826 * (n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]));
+  if (sorted != sorted_stack) free(sorted);
+  double sum = 0, sum2 = 0;
+  long kept = 0;
+  for (long i = 0; i < n; i++) {
+    if (mad > 0 && fabs(v[i] - med) > OUTLIER_MADS * mad) continue;
+    sum += v[i];
+    sum2 += v[i] * v[i];
+    kept++;
+  }
+  ws.outliers = n - kept;
+  double mean = sum / (double)kept;
+  double var = kept > 1 ? (sum2 - (double)kept * mean * mean) / (double)(kept - 1) : 0;
+  ws.cv = mean > 0 && var > 0 ? sqrt(var) / mean : 0;
+  if (ws.outliers > 0) ws.time_s = mean * (double)p->profile_steps;
+  return ws;
+}
+
+/* The selector's key for measurement m (lower is better); not for MAX_SLOWDOWN or CUSTOM. */
+static double sel_key(const zeus_plo *p, const zeus_plo_measurement *m) {
+  switch (p->sel.kind) {
+    case ZEUS_SELECTOR_ENERGY: return m->energy_j;
+    case ZEUS_SELECTOR_TIME: return m->time_s;
+    default: return zeus_cost(m->energy_j, m->time_s, p->sel.eta, (double)p->limits_w[0] * p->sel.world_size);
+  }
+}
+
+typedef struct cand {
+  size_t i;
+  double d;
+} cand;
+
+static int cmp_cand(const void *a, const void *b) {
+  const cand *x = a, *y = b;
+  if (x->d != y->d) return (x->d > y->d) - (x->d < y->d);
+  return (x->i > y->i) - (x->i < y->i);
+}
+
+/* After the first window: windows shorter than MIN_WINDOW_S get more steps, as far as the step
+ * budget allows with REFINE_RESERVE windows kept for measuring again. Noiseless steps (no spread)
+ * keep the original's windows. */
+static void size_windows(zeus_plo *p, window_stats ws) {
+  double min_s = MIN_WINDOW_S, reserve = REFINE_RESERVE;
+  double cv = ws.cv;
+  if (zeus_collective_allreduce(p->coll, &cv, 1, ZEUS_REDUCE_MAX)) return;
+  double step_s = ws.time_s / (double)p->profile_steps;
+  /* Longer windows only where the first epoch is known to hold them: never past it. */
+  if (!(cv > NOISELESS_CV) || !(step_s > 0) || ws.time_s >= min_s || p->nlimits < 2 || p->epoch_steps <= 0 ||
+      p->epochs_ended > 0)
+    return;
+  double rest = (double)(p->nlimits - 1);
+  double limit = fmin(STEP_BUDGET * original_steps(p), (double)p->epoch_steps);
+  double room = limit - (double)p->steps_seen - rest * (double)p->warmup_steps -
+                reserve * ((double)p->warmup_steps + (double)p->profile_steps);
+  double cap = floor(room / rest), want = ceil(min_s / step_s);
+  double steps = fmin(want, cap);
+  if (steps > (double)p->step_cap) steps = (double)p->step_cap;
+  if (steps > (double)p->profile_steps) {
+    /* Every rank agrees: the longest window's steps are taken by all (the budget is the same). */
+    double mx = steps;
+    if (zeus_collective_allreduce(p->coll, &mx, 1, ZEUS_REDUCE_MAX)) return;
+    p->win_steps = (long)mx;
+    zeus__log(ZEUS_LOG_INFO, "plo", "windows of %ld steps are %.3f s; %ld steps from now on", p->profile_steps,
+              ws.time_s, p->win_steps);
+  }
+}
+
+/* Which limits to measure again after the sweep (p->refine_seq, p->nrefine; 0: none). */
+static void refine_plan(zeus_plo *p) {
+  p->nrefine = 0;
+  if (p->original || p->epochs_ended > 0 || p->sel.kind == ZEUS_SELECTOR_CUSTOM || p->nmeas < 2 ||
+      p->nmeas != p->nlimits)
+    return;
+  double s2 = 0;
+  for (size_t i = 0; i < p->nmeas; i++) s2 += p->info[i].step_cv * p->info[i].step_cv;
+  double cv = sqrt(s2 / (double)p->nmeas);
+  if (zeus_collective_allreduce(p->coll, &cv, 1, ZEUS_REDUCE_MAX)) return; /* every rank fails alike */
+  if (!(cv > NOISELESS_CV)) return; /* noiseless: the original's sequence and choice */
+  double thr = NOISE_Z * sqrt(2.0) * cv / sqrt((double)p->profile_steps);
+  double per = (double)p->warmup_steps + (double)p->win_steps;
+  double limit = STEP_BUDGET * original_steps(p);
+  if (p->epoch_steps > 0) limit = fmin(limit, (double)p->epoch_steps);
+  double room = limit - (double)p->steps_seen;
+  size_t windows = room > per ? (size_t)floor(room / per) : 0;
+  if (windows > 2 * p->nlimits + 2) windows = 2 * p->nlimits + 2;
+  cand *c = malloc(p->nlimits * sizeof *c);
+  if (!c) return;
+  size_t nc = 0;
+  if (p->sel.kind == ZEUS_SELECTOR_MAX_SLOWDOWN) {
+    /* The limits whose slowdown is within the noise of the factor, nearest first. */
+    double t0 = p->meas[0].time_s;
+    for (size_t i = 1; i < p->nmeas && t0 > 0; i++) {
+      double d = fabs(p->meas[i].time_s / t0 / p->sel.factor - 1);
+      /* The choice is the lowest limit within the factor: the lowest uncertain limits decide. */
+      if (d <= thr) c[nc++] = (cand){i, -(double)i};
+    }
+    qsort(c, nc, sizeof *c, cmp_cand);
+    size_t m = windows >= 2 ? windows - 2 : 0;
+    if (nc < m) m = nc;
+    if (m >= 1) {
+      p->refine_seq[p->nrefine++] = 0;
+      for (size_t k = 0; k < m; k++) p->refine_seq[p->nrefine++] = c[k].i;
+      p->refine_seq[p->nrefine++] = 0;
+    }
+  } else {
+    double best = INFINITY;
+    for (size_t i = 0; i < p->nmeas; i++) best = fmin(best, sel_key(p, &p->meas[i]));
+    for (size_t i = 0; i < p->nmeas; i++) {
+      double k = sel_key(p, &p->meas[i]);
+      if (k <= best * (1 + thr)) c[nc++] = (cand){i, k};
+    }
+    qsort(c, nc, sizeof *c, cmp_cand);
+    size_t m = windows / 2;
+    if (nc < m) m = nc;
+    if (m >= 2) {
+      for (size_t k = 0; k < m; k++) p->refine_seq[p->nrefine++] = c[k].i;
+      for (size_t k = m; k-- > 0;) p->refine_seq[p->nrefine++] = c[k].i;
+    }
+  }
+  free(c);
+  if (p->nrefine)
+    zeus__log(ZEUS_LOG_INFO, "plo", "step spread %.2f%%: %zu limit(s) within the noise (%.2f%%); %zu more windows",
+              100 * cv, nc, 100 * thr, p->nrefine);
+}
+
+/* Re-measuring is over (or cut by the epoch's end): the re-measured limits get the mean of their
+ * new windows, and the choice is made among them (MaxSlowdownConstraint: over every limit, against
+ * the re-measured reference). */
+static int conclude_refine(zeus_plo *p) {
+  p->refining = false;
+  p->nchoose = 0;
+  size_t nref = 0;
+  for (size_t i = 0; i < p->nmeas; i++) {
+    long n = p->r_n[i];
+    if (n == 0) continue;
+    nref++;
+    /* Time from the new windows only (drift-balanced); energy as the power over every window at
+     * this limit (the sweep's too: power does not move with the amount of work, and more time
+     * shrinks the counter's tick error) times that time. */
+    double t = p->r_sum_t[i] / (double)n;
+    double e = p->r_sum_e[i] / (double)n;
+    if (p->meas[i].time_s + p->r_sum_t[i] > 0)
+      e = (p->meas[i].energy_j + p->r_sum_e[i]) / (p->meas[i].time_s + p->r_sum_t[i]) * t;
+    p->meas[i].time_s = t;
+    p->meas[i].energy_j = e;
+    p->info[i] = (zeus_plo_window_info){.steps = p->r_steps[i],
+                                        .duration_s = p->r_sum_d[i],
+                                        .step_cv = sqrt(p->r_sum_cv2[i] / (double)n),
+                                        .windows = n,
+                                        .outliers = p->r_out[i]};
+    p->choose[p->nchoose++] = p->meas[i];
+  }
+  if (p->sel.kind == ZEUS_SELECTOR_MAX_SLOWDOWN || nref < 2) p->nchoose = 0;
+  return finish(p);
+}
+
+int zeus_plo_set_epoch_steps(zeus_plo *p, long steps) {
+  if (!p) return zeus__error(ZEUS_EINVAL, "zeus_plo_set_epoch_steps: no optimizer given");
+  if (steps < 0)
+    return zeus__error(ZEUS_EINVAL, "zeus_plo_set_epoch_steps: steps %ld is outside the allowed range [0, %ld]", steps,
+                       LONG_MAX);
+  p->epoch_steps = steps;
+  return ZEUS_OK;
+}
+
+const zeus_plo_window_info *zeus__plo_window_info(const zeus_plo *p) {
+  return p && !p->original && !p->loaded ? p->info : NULL;
+}
+bool zeus__plo_is_original(const zeus_plo *p) { return p && p->original; }
+long zeus__plo_profiling_steps(const zeus_plo *p) { return p ? p->steps_seen : 0; }
 
 /* The profiling window of limit idx ended: record it (energy summed and time maxed across
  * ranks), then start the next limit or finish. */
@@ -241,21 +511,56 @@ static int end_profiling(zeus_plo *p) {
     return zeus__error_ctx(rc, "power-limit optimizer: combining the measurement of %u W across ranks",
                            p->limits_w[p->idx]);
   }
-  p->meas[p->nmeas++] = (zeus_plo_measurement){
-      .power_limit_w = p->limits_w[p->idx], .energy_j = energy, .time_s = time_s};
-  zeus__log(ZEUS_LOG_INFO, "plo", "%u W: %.3f J in %.3f s", p->limits_w[p->idx], energy, time_s);
+  if (p->original) {
+    p->meas[p->nmeas++] = (zeus_plo_measurement){
+        .power_limit_w = p->limits_w[p->idx], .energy_j = energy, .time_s = time_s};
+    zeus__log(ZEUS_LOG_INFO, "plo", "%u W: %.3f J in %.3f s", p->limits_w[p->idx], energy, time_s);
+    p->idx++;
+    if (p->idx == p->nlimits) return finish(p);
+    return start_attempt(p);
+  }
+  /* Robust: the step times, with outliers left out (their share of the energy too). */
+  window_stats ws = window_summary(p, time_s);
+  double scale = time_s > 0 ? ws.time_s / time_s : 1.0;
+  double e = energy * scale;
+  size_t at = cur_index(p);
+  if (p->refining) {
+    p->r_sum_t[at] += ws.time_s;
+    p->r_sum_e[at] += e;
+    p->r_sum_d[at] += time_s;
+    p->r_sum_cv2[at] += ws.cv * ws.cv;
+    p->r_out[at] += ws.outliers;
+    p->r_steps[at] += p->nstep;
+    p->r_n[at]++;
+    zeus__log(ZEUS_LOG_INFO, "plo", "%u W again: %.3f J in %.3f s (step spread %.2f%%)", p->limits_w[at], e,
+              ws.time_s, 100 * ws.cv);
+    if (++p->ri == p->nrefine) return conclude_refine(p);
+    return start_attempt(p);
+  }
+  p->meas[p->nmeas] = (zeus_plo_measurement){.power_limit_w = p->limits_w[p->idx], .energy_j = e, .time_s = ws.time_s};
+  p->info[p->nmeas] = (zeus_plo_window_info){
+      .steps = p->nstep, .duration_s = time_s, .step_cv = ws.cv, .windows = 1, .outliers = ws.outliers};
+  p->nmeas++;
+  zeus__log(ZEUS_LOG_INFO, "plo", "%u W: %.3f J in %.3f s (step spread %.2f%%%s)", p->limits_w[p->idx], e, ws.time_s,
+            100 * ws.cv, ws.outliers ? ", outlier steps left out" : "");
   p->idx++;
-  if (p->idx == p->nlimits) return finish(p);
+  if (p->nmeas == 1) size_windows(p, ws);
+  if (p->idx < p->nlimits) return start_attempt(p);
+  refine_plan(p);
+  if (p->nrefine == 0) return finish(p);
+  p->refining = true;
+  p->ri = 0;
   return start_attempt(p);
 }
 
 /* Everything but the DONE fast path. */
 static int step_begin_slow(zeus_plo *p) {
   if (!p) return zeus__error(ZEUS_EINVAL, "zeus_plo_on_step_begin: no optimizer given");
+  p->steps_seen++;
   switch (p->state) {
     case ZEUS_PLO_READY:
       if (--p->steps_left > 0) return ZEUS_OK;
-      return p->idx == p->nlimits ? finish(p) : start_attempt(p);
+      return p->refining || p->idx < p->nlimits ? start_attempt(p) : finish(p);
     case ZEUS_PLO_WARMUP:
       if (--p->steps_left > 0) return ZEUS_OK;
       {
@@ -264,6 +569,11 @@ static int step_begin_slow(zeus_plo *p) {
         return rc;
       }
     case ZEUS_PLO_PROFILING:
+      if (!p->original && p->step_s) {
+        double t = zeus_devices_now(p->dev);
+        if (p->nstep < p->step_cap) p->step_s[p->nstep++] = t - p->last_step_t;
+        p->last_step_t = t;
+      }
       if (--p->steps_left > 0) return ZEUS_OK;
       return end_profiling(p);
     case ZEUS_PLO_DONE:
@@ -287,6 +597,16 @@ int zeus_plo_on_epoch_begin(zeus_plo *p) {
 
 int zeus_plo_on_epoch_end(zeus_plo *p) {
   if (!p) return zeus__error(ZEUS_EINVAL, "zeus_plo_on_epoch_end: no optimizer given");
+  p->epochs_ended++;
+  if (p->refining && p->state != ZEUS_PLO_DONE) {
+    /* Re-measuring never goes past the epoch: decide with what is measured. */
+    zeus__log(ZEUS_LOG_INFO, "plo", "epoch ended while measuring limits again; deciding with %zu of %zu windows",
+              p->ri, p->nrefine);
+    if (p->state == ZEUS_PLO_PROFILING && zeus_monitor_is_open(p->mon, p->window))
+      zeus_monitor_end_window(p->mon, p->window, true, NULL);
+    return conclude_refine(p);
+  }
+  p->win_steps = p->profile_steps; /* a later epoch: the original's windows */
   if (p->state != ZEUS_PLO_WARMUP && p->state != ZEUS_PLO_PROFILING) return ZEUS_OK;
   zeus__log(ZEUS_LOG_INFO, "plo", "epoch ended while %s %u W; it will be tried again",
             p->state == ZEUS_PLO_WARMUP ? "warming up at" : "profiling", p->limits_w[p->idx]);
@@ -307,7 +627,9 @@ int zeus_plo_on_epoch_end(zeus_plo *p) {
 zeus_plo_state zeus_plo_get_state(const zeus_plo *p) { return p ? p->state : ZEUS_PLO_READY; }
 long zeus_plo_steps_left(const zeus_plo *p) { return p && p->state != ZEUS_PLO_DONE ? p->steps_left : 0; }
 unsigned zeus_plo_next_power_limit_w(const zeus_plo *p) {
-  return p && p->state != ZEUS_PLO_DONE && p->idx < p->nlimits ? p->limits_w[p->idx] : 0;
+  if (!p || p->state == ZEUS_PLO_DONE) return 0;
+  if (p->refining) return p->limits_w[cur_index(p)];
+  return p->idx < p->nlimits ? p->limits_w[p->idx] : 0;
 }
 unsigned zeus_plo_current_power_limit_w(const zeus_plo *p) { return p ? p->current_mw / 1000 : 0; }
 unsigned zeus_plo_optimal_power_limit_w(const zeus_plo *p) {
@@ -339,6 +661,17 @@ static void plo_free(zeus_plo *p) {
   free(p->limits_w);
   free(p->meas);
   free(p->profile_path);
+  free(p->info);
+  free(p->step_s);
+  free(p->refine_seq);
+  free(p->r_sum_t);
+  free(p->r_sum_e);
+  free(p->r_sum_d);
+  free(p->r_sum_cv2);
+  free(p->r_n);
+  free(p->r_out);
+  free(p->r_steps);
+  free(p->choose);
   free(p);
 }
 
@@ -404,6 +737,15 @@ static int build_grid(zeus_plo *p, unsigned step_w) {
     p->limits_w[i] = p->limits_mw[i] / 1000;
   }
   p->nlimits = n;
+  if (!p->original &&
+      (!(p->info = calloc(n, sizeof *p->info)) || !(p->refine_seq = calloc(2 * n + 2, sizeof *p->refine_seq)) ||
+       !(p->r_sum_t = calloc(n, sizeof(double))) || !(p->r_sum_e = calloc(n, sizeof(double))) ||
+       !(p->r_sum_d = calloc(n, sizeof(double))) || !(p->r_sum_cv2 = calloc(n, sizeof(double))) ||
+       !(p->r_n = calloc(n, sizeof(long))) || !(p->r_out = calloc(n, sizeof(long))) || !(p->r_steps = calloc(n, sizeof(long))) ||
+       !(p->choose = calloc(n, sizeof *p->choose)) ||
+       !(p->step_s = calloc((size_t)step_capacity(p), sizeof(double)))))
+    return zeus__oom("building the power-limit grid");
+  p->step_cap = step_capacity(p);
   return ZEUS_OK;
 }
 
@@ -426,6 +768,10 @@ static int turn_on_persistence(zeus_plo *p) {
 }
 
 int zeus_plo_open(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_opts *opts) {
+  return zeus__plo_open_mode(out, monitor, opts, -1);
+}
+
+int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_opts *opts, int mode_in) {
   if (!out || !monitor || !opts)
     return zeus__error(ZEUS_EINVAL,
                        "zeus_plo_open: out, monitor and opts are required (fill opts with zeus_plo_opts_init)");
@@ -445,7 +791,17 @@ int zeus_plo_open(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_opts *op
   p->wait_steps = opts->wait_steps;
   p->warmup_steps = opts->warmup_steps;
   p->profile_steps = opts->profile_steps;
+  p->win_steps = opts->profile_steps;
   p->coll = opts->collective;
+  {
+    static const char *const modes[] = {"robust", "original", NULL};
+    int mode = mode_in;
+    if (mode < 0 && (rc = zeus__env_choice("ZEUS_PLO_PROFILING", modes, 0, &mode))) {
+      plo_free(p);
+      return zeus__error_ctx(rc, "power-limit optimizer");
+    }
+    p->original = mode == 1;
+  }
   if (opts->profile_path && !(p->profile_path = strdup(opts->profile_path))) {
     plo_free(p);
     return zeus__oom("opening the power-limit optimizer");

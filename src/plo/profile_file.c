@@ -140,6 +140,11 @@ done:
 }
 
 int zeus_plo_profile_save(const char *path, const zeus_plo_measurement *m, size_t n) {
+  return zeus__plo_profile_save_info(path, m, NULL, n);
+}
+
+int zeus__plo_profile_save_info(const char *path, const zeus_plo_measurement *m, const zeus_plo_window_info *info,
+                                size_t n) {
   if (!path || (!m && n)) return zeus__error(ZEUS_EINVAL, "zeus_plo_profile_save: path and measurements are required");
   if (n == 0) return zeus__error(ZEUS_EINVAL, "power-limit profile '%s': nothing to save (no measurements)", path);
   json_t *root = json_object(), *list = json_array();
@@ -158,6 +163,13 @@ int zeus_plo_profile_save(const char *path, const zeus_plo_measurement *m, size_
     }
     json_t *o = json_pack("{s:I, s:f, s:f}", "power_limit", (json_int_t)m[i].power_limit_w, "energy", m[i].energy_j,
                           "time", m[i].time_s);
+    if (o && info && info[i].steps > 0) {
+      json_object_set_new(o, "steps", json_integer(info[i].steps));
+      json_object_set_new(o, "duration_s", json_real(info[i].duration_s));
+      json_object_set_new(o, "step_time_cv", json_real(info[i].step_cv));
+      json_object_set_new(o, "windows", json_integer(info[i].windows));
+      json_object_set_new(o, "outlier_steps", json_integer(info[i].outliers));
+    }
     if (!o || json_array_append_new(list, o)) {
       rc = zeus__oom("saving a power-limit profile");
       goto done;

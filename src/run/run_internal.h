@@ -48,6 +48,18 @@ int zeus__run_expand(const char *tmpl, const zeus__run_subst *v, zeus__buf *out,
 /* The learning rate of bs: the explicit table, else the optimizer's rule from default_lr. */
 int zeus__run_lr(const zeus_run_spec *s, long bs, double *lr);
 
+/* ---- a state kept in PostgreSQL (run_pg.c) ---- */
+typedef struct zeus__run_pg zeus__run_pg;
+/* Connects (migrating the shared schema), takes the job's advisory lock (ZEUS_EEXIST when another
+ * driver holds it) and reads the state's SQLite image (*image NULL when there is none yet;
+ * sqlite3_malloc'd, for sqlite3_deserialize). */
+int zeus__run_pg_open(const char *url, const char *key, zeus__run_pg **out, unsigned char **image, size_t *len);
+/* Writes the state's image (one statement: atomic). */
+int zeus__run_pg_save(zeus__run_pg *p, const unsigned char *image, size_t len);
+/* --reset-state: the old row renamed to <key>.reset-<stamp>, kept. */
+int zeus__run_pg_set_aside(zeus__run_pg *p, const char *stamp);
+void zeus__run_pg_close(zeus__run_pg *p);
+
 struct zeus_runner {
   zeus_run_spec s;
   zeus__arena own;
@@ -55,6 +67,7 @@ struct zeus_runner {
   char *logdir, *state_path, *lock_path;
   int lock_fd, id_lock_fd; /* the state's lock; the job identity's (default state only) */
   sqlite3 *db;
+  zeus__run_pg *pg; /* --state postgresql://...: db is in memory, its image kept there */
   zeus_bso *bso;
   long next_rec, next_try;
   long long next_seed;

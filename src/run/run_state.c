@@ -34,18 +34,46 @@ static const char *const SCHEMA =
     "  energy_j REAL NOT NULL, time_s REAL NOT NULL, cost REAL NOT NULL, epochs INTEGER,"
     "  reached INTEGER NOT NULL, status TEXT NOT NULL, exit_code INTEGER NOT NULL, finished_at REAL NOT NULL);";
 
+/* What went wrong, said plainly for the cases a user can act on (a full disk, a read-only file). */
+static const char *db_why(zeus_runner *r, char *buf, size_t len, const char *msg) {
+  int ext = r->db ? sqlite3_extended_errcode(r->db) : SQLITE_OK;
+  int prim = ext & 0xff;
+  if (prim == SQLITE_FULL)
+    snprintf(buf, len, "the disk is full (no space left on the file system of '%s' for it or its journal; "
+             "nothing of this step was kept, the state is as before)", r->state_path);
+  else if (prim == SQLITE_READONLY)
+    snprintf(buf, len, "the file is read-only (%s)", msg);
+  else
+    snprintf(buf, len, "%s", msg);
+  return buf;
+}
+
 static int db_error(zeus_runner *r, const char *what) {
-  return zeus__error(ZEUS_EIO, "state '%s': %s: %s", r->state_path, what, r->db ? sqlite3_errmsg(r->db) : "not open");
+  char why[512];
+  return zeus__error(ZEUS_EIO, "state '%s': %s: %s", r->state_path, what,
+                     db_why(r, why, sizeof why, r->db ? sqlite3_errmsg(r->db) : "not open"));
 }
 
 static int exec(zeus_runner *r, const char *sql, const char *what) {
   char *err = NULL;
   if (sqlite3_exec(r->db, sql, NULL, NULL, &err) != SQLITE_OK) {
-    int rc = zeus__error(ZEUS_EIO, "state '%s': %s: %s", r->state_path, what, err ? err : sqlite3_errmsg(r->db));
+    char why[512];
+    int rc = zeus__error(ZEUS_EIO, "state '%s': %s: %s", r->state_path, what,
+                         db_why(r, why, sizeof why, err ? err : sqlite3_errmsg(r->db)));
     sqlite3_free(err);
     return rc;
   }
   return ZEUS_OK;
+}
+
+/* After a failed step of a transaction: rolls it back if SQLite has not already (it does by itself
+ * on a full disk, an I/O error, ...), keeping the step's own error as the one reported. */
+static void rollback(zeus_runner *r) {
+  if (!r->db || sqlite3_get_autocommit(r->db)) return; /* no transaction is active any more */
+  char *err = NULL;
+  if (sqlite3_exec(r->db, "ROLLBACK", NULL, NULL, &err) != SQLITE_OK)
+    zeus__log(ZEUS_LOG_WARN, "run", "state '%s': rolling back: %s", r->state_path, err ? err : "?");
+  sqlite3_free(err);
 }
 
 /* ---- names ---- */
@@ -296,6 +324,21 @@ static int meta_put(zeus_runner *r, const char *key, const char *value) {
   return rc;
 }
 
+/* A PostgreSQL state: the in-memory database's image written back (after every change). */
+static int persist(zeus_runner *r) {
+  if (!r->pg) return ZEUS_OK;
+  sqlite3_int64 n = 0;
+  unsigned char *img = sqlite3_serialize(r->db, "main", &n, 0);
+  if (!img) return db_error(r, "serializing the state");
+  int rc = zeus__run_pg_save(r->pg, img, (size_t)n);
+  sqlite3_free(img);
+  return rc;
+}
+
+static bool is_pg_url(const char *s) {
+  return s && (strncmp(s, "postgresql://", 13) == 0 || strncmp(s, "postgres://", 11) == 0);
+}
+
 static int write_driver(zeus_runner *r) {
   char *bso;
   int rc = zeus_bso_save_state(r->bso, &bso);
@@ -359,7 +402,7 @@ static int create_state(zeus_runner *r) {
   r->min_cost = INFINITY;
   r->cost_acc = 0;
   json_t *cfg = config_json(&r->s);
-  char *text = cfg ? json_dumps(cfg, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+  char *text = cfg ? zeus_json_dumps(cfg, JSON_COMPACT) : NULL;
   json_decref(cfg);
   if (!text) return zeus__oom("creating the state");
   char created[32];
@@ -371,7 +414,8 @@ static int create_state(zeus_runner *r) {
   if (!rc) rc = meta_put(r, "created", created);
   if (!rc) rc = write_driver(r);
   if (!rc) rc = exec(r, "COMMIT", "committing");
-  else exec(r, "ROLLBACK", "rolling back");
+  else rollback(r);
+  if (!rc) rc = persist(r);
   free(text);
   return rc;
 }
@@ -507,12 +551,12 @@ static bool group_alive(pid_t pgid) {
 void zeus__run_state_trainee_started(zeus_runner *r, pid_t pid) {
   char v[128];
   snprintf(v, sizeof v, "%d %llu %ld %ld", (int)pid, start_time(pid), r->cur_rec, r->cur_try);
-  if (meta_put(r, "trainee", v))
+  if (meta_put(r, "trainee", v) || persist(r))
     zeus__log(ZEUS_LOG_WARN, "run", "cannot record the running trainee in the state: %s", zeus_errmsg());
 }
 
 void zeus__run_state_trainee_ended(zeus_runner *r) {
-  if (exec(r, "DELETE FROM meta WHERE key = 'trainee'", "forgetting the trainee"))
+  if (exec(r, "DELETE FROM meta WHERE key = 'trainee'", "forgetting the trainee") || persist(r))
     zeus__log(ZEUS_LOG_WARN, "run", "%s", zeus_errmsg());
 }
 
@@ -549,7 +593,28 @@ int zeus__run_state_open(zeus_runner *r) {
   bool existing = false;
   char *fresh = base && !rc ? new_job_folder(base, job.data, knobs.data, r->s.recurrences) : NULL;
   if (!rc && !fresh) rc = zeus__oom("naming the job folder");
-  if (!rc && r->s.state_path) {
+  bool pg = is_pg_url(r->s.state_path);
+  unsigned char *image = NULL;
+  size_t image_len = 0;
+  if (!rc && pg) {
+    /* The state in PostgreSQL, by job identity; the job folder (logs) on this node as by default. */
+    zeus__buf label = {0}, key = {0};
+    if (zeus__buf_printf(&key, "%s%s", job.data, knobs.data) ||
+        zeus__buf_printf(&label, "postgresql state of %s%s", job.data, knobs.data))
+      rc = zeus__oom("naming the state");
+    if (!rc) rc = zeus__run_pg_open(r->s.state_path, key.data, &r->pg, &image, &image_len);
+    r->state_path = label.data;
+    zeus__buf_free(&key);
+    existing = image != NULL;
+    if (!rc) {
+      r->logdir = find_job_folder(base, job.data, knobs.data);
+      if (!r->logdir) {
+        r->logdir = fresh;
+        fresh = NULL;
+        rc = make_unique_dir(&r->logdir);
+      }
+    }
+  } else if (!rc && r->s.state_path) {
     r->state_path = absolute(r->s.state_path);
     if (!r->state_path) rc = zeus__oom("finding the state");
     existing = !rc && file_exists(r->state_path);
@@ -566,7 +631,7 @@ int zeus__run_state_open(zeus_runner *r) {
   } else if (!rc) {
     rc = lock_identity(r, base, job.data, knobs.data);
   }
-  if (!rc && !r->s.state_path) {
+  if (!rc && !r->s.state_path && !pg) {
     r->logdir = find_job_folder(base, job.data, knobs.data);
     existing = r->logdir != NULL;
     if (!existing) {
@@ -581,24 +646,46 @@ int zeus__run_state_open(zeus_runner *r) {
   zeus__buf_free(&job);
   zeus__buf_free(&knobs);
   free(base);
-  if (!rc) rc = lock_state(r);
+  if (!rc && !pg) rc = lock_state(r);
   if (rc) {
     free(fresh);
+    sqlite3_free(image);
     return rc;
   }
   if (existing && r->s.reset_state) {
-    rc = set_aside(r);
+    if (pg) {
+      char stamp[32];
+      time_t now = time(NULL);
+      struct tm tmv;
+      localtime_r(&now, &tmv);
+      strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &tmv);
+      rc = zeus__run_pg_set_aside(r->pg, stamp);
+      sqlite3_free(image);
+      image = NULL;
+    } else {
+      rc = set_aside(r);
+    }
     existing = false;
   }
   struct stat st;
-  if (!rc && existing && stat(r->state_path, &st) == 0 && st.st_size == 0) rc = damaged(r, "it is empty (0 bytes)");
+  if (!rc && !pg && existing && stat(r->state_path, &st) == 0 && st.st_size == 0)
+    rc = damaged(r, "it is empty (0 bytes)");
+  if (!rc && pg && existing && image_len == 0) rc = damaged(r, "it is empty (0 bytes)");
   if (rc) {
     free(fresh);
+    sqlite3_free(image);
     return rc;
   }
-  if (sqlite3_open_v2(r->state_path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) != SQLITE_OK) {
+  if (sqlite3_open_v2(pg ? ":memory:" : r->state_path, &r->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+      SQLITE_OK) {
     free(fresh);
+    sqlite3_free(image);
     return db_error(r, "cannot open");
+  }
+  if (image && sqlite3_deserialize(r->db, "main", image, (sqlite3_int64)image_len, (sqlite3_int64)image_len,
+                                   SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_RESIZEABLE) != SQLITE_OK) {
+    free(fresh);
+    return db_error(r, "loading the state's image");
   }
   sqlite3_busy_timeout(r->db, 5000);
   rc = exec(r, "PRAGMA synchronous = FULL", "configuring");
@@ -630,7 +717,8 @@ int zeus__run_state_open(zeus_runner *r) {
     if (!rc) rc = zeus__mkdirs(r->logdir); /* recreated if someone removed it */
     if (!rc) rc = read_driver(r);
     if (!rc) rc = check_history(r);
-    if (!rc) rc = check_orphan(r);
+    /* A shared state's trainee may run on another node: its process group means nothing here. */
+    if (!rc && !pg) rc = check_orphan(r);
     if (!rc)
       zeus__log(ZEUS_LOG_INFO, "run", "continuing %s at recurrence %ld, try %ld", r->state_path, r->next_rec,
                 r->next_try);
@@ -660,6 +748,8 @@ int zeus__run_state_reload(zeus_runner *r) {
 void zeus__run_state_close(zeus_runner *r) {
   if (r->db) sqlite3_close(r->db);
   r->db = NULL;
+  zeus__run_pg_close(r->pg); /* releases the job's lock */
+  r->pg = NULL;
   if (r->lock_fd >= 0) close(r->lock_fd); /* releases the lock */
   if (r->id_lock_fd >= 0) close(r->id_lock_fd);
   r->lock_fd = r->id_lock_fd = -1;
@@ -700,7 +790,8 @@ int zeus__run_state_commit(zeus_runner *r, const zeus_run_try *t) {
   }
   if (!rc) rc = write_driver(r);
   if (!rc) rc = exec(r, "COMMIT", "committing a try");
-  else exec(r, "ROLLBACK", "rolling back");
+  else rollback(r);
+  if (!rc) rc = persist(r);
   return rc;
 }
 
@@ -708,15 +799,25 @@ static json_t *col_real(sqlite3_stmt *st, int i) {
   return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null() : json_real(sqlite3_column_double(st, i));
 }
 
-/* A real in J or s, or null for none (NaN, an infinite threshold). */
-static json_t *real_or_null(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+/* A measured column at `decimals` places (J from mJ: 3; s from ns: 9), a derived one (a cost) at
+ * ZEUS_DERIVED_DIGITS significant digits (zeus/format.h); null stays null. */
+static json_t *col_measured(sqlite3_stmt *st, int i, int decimals) {
+  return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null()
+                                                   : zeus__json_measured(sqlite3_column_double(st, i), decimals);
+}
+static json_t *col_derived(sqlite3_stmt *st, int i) {
+  return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null() : zeus__json_derived(sqlite3_column_double(st, i));
+}
+
+/* A derived real in J (a cost), or null for none (NaN, an infinite threshold). */
+static json_t *real_or_null(double v) { return zeus__json_derived(v); }
 
 /* 1 / sqrt(precision): the standard deviation a precision stands for (0 for an exact belief, null
  * for none at all). */
 static json_t *sd_of(double precision) {
   if (isinf(precision)) return json_real(0);
   if (!(precision > 0)) return json_null();
-  return json_real(1 / sqrt(precision));
+  return zeus__json_derived(1 / sqrt(precision));
 }
 
 /* The optimizer as a report: its phase, the costs it learnt (a try stopped before its first epoch
@@ -764,10 +865,10 @@ int zeus__run_state_json(zeus_runner *r, char **out) {
     json_object_set_new(e, "batch_size", json_integer(sqlite3_column_int64(st, 2)));
     json_object_set_new(e, "learning_rate", col_real(st, 3));
     json_object_set_new(e, "seed", json_integer(sqlite3_column_int64(st, 4)));
-    json_object_set_new(e, "cost_threshold_j", col_real(st, 5));
-    json_object_set_new(e, "energy_j", col_real(st, 6));
-    json_object_set_new(e, "time_s", col_real(st, 7));
-    json_object_set_new(e, "cost_j", col_real(st, 8));
+    json_object_set_new(e, "cost_threshold_j", col_derived(st, 5));
+    json_object_set_new(e, "energy_j", col_measured(st, 6, 3));
+    json_object_set_new(e, "time_s", col_measured(st, 7, 9));
+    json_object_set_new(e, "cost_j", col_derived(st, 8));
     bool no_epochs = sqlite3_column_type(st, 9) == SQLITE_NULL;
     json_object_set_new(e, "epochs", no_epochs ? json_null() : json_integer(sqlite3_column_int64(st, 9)));
     json_object_set_new(e, "reached", json_boolean(sqlite3_column_int(st, 10)));

@@ -412,6 +412,12 @@ void zeus_simulate_result_free(zeus_simulate_result *r) {
   free(r);
 }
 
+/* A figure the simulation derives from the traces (sums, averages, costs, percentages), at
+ * ZEUS_DERIVED_DIGITS significant digits (zeus/format.h). */
+static json_t *derived(double v) {
+  return isfinite(v) ? json_real(zeus_round_significant(v, ZEUS_DERIVED_DIGITS)) : json_null();
+}
+
 /* {"energy_j", "time_s", "cost_j"} (plus batch size and limit when bs > 0). */
 static json_t *figures(long bs, double limit_w, double energy_j, double time_s, double cost_j) {
   json_t *o = json_object();
@@ -420,9 +426,9 @@ static json_t *figures(long bs, double limit_w, double energy_j, double time_s, 
     json_object_set_new(o, "power_limit_w", json_real(limit_w));
   }
   if (o) {
-    json_object_set_new(o, "energy_j", json_real(energy_j));
-    json_object_set_new(o, "time_s", json_real(time_s));
-    json_object_set_new(o, "cost_j", json_real(cost_j));
+    json_object_set_new(o, "energy_j", derived(energy_j));
+    json_object_set_new(o, "time_s", derived(time_s));
+    json_object_set_new(o, "cost_j", derived(cost_j));
   }
   return o;
 }
@@ -439,10 +445,11 @@ int zeus_simulate_result_json(const zeus_simulate_result *r, bool with_history, 
     json_t *h = json_array();
     for (size_t i = 0; h && i < r->history_len; i++) {
       const zeus_simulate_try *t = &r->history[i];
-      json_t *e = json_pack("{s:I, s:I, s:I, s:f, s:I, s:f, s:f, s:f, s:b}", "recurrence", (json_int_t)t->recurrence,
+      json_t *e = json_pack("{s:I, s:I, s:I, s:f, s:I, s:o, s:o, s:o, s:b}", "recurrence", (json_int_t)t->recurrence,
                             "try", (json_int_t)t->try_index, "batch_size", (json_int_t)t->batch_size, "power_limit_w",
-                            (double)t->power_limit_w, "epochs", (json_int_t)t->epochs, "energy_j", t->energy_j,
-                            "time_s", t->time_s, "cost_j", t->cost, "reached", t->reached);
+                            (double)t->power_limit_w, "epochs", (json_int_t)t->epochs, "energy_j",
+                            derived(t->energy_j), "time_s", derived(t->time_s), "cost_j", derived(t->cost),
+                            "reached", t->reached);
       json_array_append_new(h, e);
     }
     json_object_set_new(root, "history", h);
@@ -459,8 +466,8 @@ int zeus_simulate_result_json(const zeus_simulate_result *r, bool with_history, 
                                                               r->baseline_time_s, r->baseline_cost));
   json_object_set_new(sum, "oracle_per_recurrence", figures(r->oracle_bs, r->oracle_power_limit_w, r->oracle_energy_j,
                                                             r->oracle_time_s, r->oracle_cost));
-  json_object_set_new(sum, "energy_saved_pct", json_real(r->energy_savings_pct));
-  json_object_set_new(sum, "time_saved_pct", json_real(r->time_change_pct));
+  json_object_set_new(sum, "energy_saved_pct", derived(r->energy_savings_pct));
+  json_object_set_new(sum, "time_saved_pct", derived(r->time_change_pct));
   json_object_set_new(root, "summary", sum);
   char *s = zeus_json_dumps(root, JSON_COMPACT);
   json_decref(root);

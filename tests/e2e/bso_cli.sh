@@ -184,8 +184,9 @@ assert set(s["oracle_per_recurrence"]) == {"batch_size", "power_limit_w", "energ
 assert s["baseline_per_recurrence"]["batch_size"] == r["workload"]["default_batch_size"] == 1024
 # the total covers every recurrence; the baseline is one recurrence's
 assert s["total"]["energy_j"] > 10 * s["baseline_per_recurrence"]["energy_j"]
-assert abs(s["energy_saved_pct"] - 100 * (1 - s["total"]["energy_j"]
-                                          / (s["recurrences"] * s["baseline_per_recurrence"]["energy_j"]))) < 1e-9
+# derived figures carry six significant digits (docs/output.md), so agree to that
+want = 100 * (1 - s["total"]["energy_j"] / (s["recurrences"] * s["baseline_per_recurrence"]["energy_j"]))
+assert abs(s["energy_saved_pct"] - want) <= 1e-5 * abs(want) + 1e-9, (s["energy_saved_pct"], want)
 assert s["energy_saved_pct"] > 0
 assert len(r["history"]) >= s["recurrences"]
 assert set(r["history"][0]) >= {"batch_size", "power_limit_w", "energy_j", "time_s", "reached"}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end: every --json report is one valid JSON document whose keys are a public interface
-# (README, "Output"). For each command: the exact keys at every level are pinned, every key with a
+# (docs/output.md). For each command: the exact keys at every level are pinned, every key with a
 # unit suffix (_w, _j, _s, _mhz, _pct) holds reals (or null), no real sits under a key without a
 # unit unless it is a dimensionless number named for what it is, and no number is a string. Paths
 # with quotes, backslashes, a newline-free control of odd characters and non-ASCII go through every
@@ -71,7 +71,9 @@ SHAPES = {
                                        "mean_cost_sd_j": opt(R), "cost_sd_j": opt(R),
                                        "num_observations": I})}},
     "pipeline_sim": lst({"round": I, "iterations": I, "iter_time_s": R, "iter_energy_j": R,
-                         "pipelines": lst({"dp": I, "iter_time_s": R, "iter_energy_j": R})}),
+                         "true_iter_energy_j": R, "planned_clock_fraction": R,
+                         "pipelines": lst({"dp": I, "iter_time_s": R, "iter_energy_j": R,
+                                           "true_iter_energy_j": R})}),
     "frontier": {"num_points": I, "dominated_points": I, "plans_written": I, "solve_time_s": R,
                  "out": opt(S), "plot": opt(S), "timeline": opt(S),
                  **{k: {"iteration": I, "time_s": R, "cost_j": R, "cost_with_blocking_j": R,
@@ -80,7 +82,7 @@ SHAPES = {
 }
 UNITS = ("_w", "_j", "_s", "_mhz", "_pct")
 # Reals that carry no unit: weights, factors and metrics named for what they are.
-DIMENSIONLESS = {"eta", "beta", "factor", "target_metric", "learning_rate"}
+DIMENSIONLESS = {"eta", "beta", "factor", "target_metric", "learning_rate", "planned_clock_fraction"}
 
 def kind(v):
     if v is None: return N
@@ -200,7 +202,7 @@ if [ -d "$D/nsdi23-trace" ]; then
   "$ZEUS" simulate --trace-dir "$D/nsdi23-trace" --gpu v100 --all --json >"$T/sim-all.json" || fail "simulate --all --json"
   check "simulate --all --json: keys and units" "simulate --all" "$T/sim-all.json" gpu=v100
 else
-  echo "SKIPPED (part): simulate --all needs the NSDI'23 traces (ZEUS_DATA_DIR; README, \"Measured data\")"
+  echo "SKIPPED (part): simulate --all needs the NSDI'23 traces (ZEUS_DATA_DIR; docs/data.md)"
 fi
 
 # run: the job folder and state under the odd folder

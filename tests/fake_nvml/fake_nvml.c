@@ -67,6 +67,9 @@
  *   FAKE_NVML_COUNTS=<path>
  *       At the last Shutdown, appends "<function> <calls>" for every NVML function called since
  *       the first Init (Init and Shutdown included), with one write().
+ * ZEUS_SIM_HARDWARE=h100 (or a profile file, see zeus/sim.h) gives every GPU the measured
+ * hardware's behaviour through the engine: readings that move on a ~100 ms tick, calls that cost
+ * their measured time (the energy counter 3.3 ms), settings that take effect late.
  * A malformed control or ZEUS_SIM_* setting makes Init fail with ERROR_UNKNOWN and one line on
  * stderr saying why.
  *
@@ -898,7 +901,7 @@ static nvmlReturn_t shown_sm_clock(zeus_sim_node *node, unsigned gpu, unsigned *
     *mhz = prev;
     return NVML_SUCCESS;
   }
-  return engine(zeus_sim_operating_point(node, gpu, mhz, NULL));
+  return engine(zeus_sim_gpu_current_clocks(node, gpu, mhz, NULL)); /* the read-back (a tick's, on h100) */
 }
 
 /* Before a locked-clock change: remembers the clock shown now, so readings lag the change. */

@@ -301,6 +301,81 @@ static void format_double_is_shortest_round_trip(void **state) {
   assert_int_equal(zeus_format_double(1.0 / 3, b, 4), ZEUS_ERANGE);
 }
 
+static void format_rounds_to_decimals_and_digits(void **state) {
+  (void)state;
+  char b[ZEUS_FORMAT_DOUBLE_MAX];
+  struct { double v; int n; const char *s; } dec[] = {
+      {0.049999999999999996, 3, "0.05"}, {0.051 + 0.05, 3, "0.101"}, {0.10099999999999999, 6, "0.101"},
+      {0.0020724700000016583, 9, "0.00207247"}, {1.0005, 0, "1"}, {2.5, 0, "2"}, {-0.0001, 3, "0"},
+      {123.456789, 2, "123.46"}, {1e300, 3, "1e+300"}, {9007199254740993.0, 0, "9007199254740992"},
+      {0.1 + 0.2, 17, "0.30000000000000004"}, {0.1 + 0.2, 99, "0.30000000000000004"},
+      {0.1 + 0.2, -4, "0"}};
+  for (size_t i = 0; i < sizeof dec / sizeof dec[0]; i++) {
+    zeus_format_double(zeus_round_decimals(dec[i].v, dec[i].n), b, sizeof b);
+    assert_string_equal(b, dec[i].s);
+  }
+  struct { double v; int n; const char *s; } sig[] = {
+      {1234.5678, 3, "1230"}, {0.00123456, 3, "0.00123"}, {2.0 / 3, 6, "0.666667"},
+      {-1e-30 / 3, 2, "-3.3e-31"}, {0.0, 5, "0"}, {-0.0, 5, "0"}, {1.0 / 3, 0, "0.3"},
+      {1.0 / 3, 40, "0.3333333333333333"}, {DBL_MAX, 17, "1.7976931348623157e+308"}};
+  for (size_t i = 0; i < sizeof sig / sizeof sig[0]; i++) {
+    zeus_format_double(zeus_round_significant(sig[i].v, sig[i].n), b, sizeof b);
+    assert_string_equal(b, sig[i].s);
+  }
+  /* The fast path agrees with the exact decimal rounding (printf, then strtod) everywhere,
+   * halfway cases and values near them included. */
+  unsigned long long x = 0x2545F4914F6CDD1Dull;
+  for (int i = 0; i < 200000; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    int d = (int)(x % 12);
+    double v = (double)(int64_t)(x >> 11) / (double)(1ull << (x % 60));
+    if (i % 4 == 0) v = (double)(int64_t)(x % 2000001 - 1000000) / 1000.0 + (i % 8 ? 0.0005 : 0.00050000000000001);
+    char want[400];
+    snprintf(want, sizeof want, "%.*f", d, v);
+    double w = strtod(want, NULL);
+    if (fabs(v) >= 9007199254740992.0 / pow(10, d)) w = v;
+    assert_true(zeus_round_decimals(v, d) == (w == 0 ? 0.0 : w));
+  }
+  assert_true(isnan(zeus_round_decimals(NAN, 3)));
+  assert_true(isinf(zeus_round_significant(-INFINITY, 3)));
+  /* Integer counts: 50 mJ is 0.05 J, whatever the counters' size before the subtraction. */
+  uint64_t before = 123456789012ull, after = before + 50;
+  zeus_format_double(zeus_joules_from_mj((int64_t)(after - before)), b, sizeof b);
+  assert_string_equal(b, "0.05");
+  zeus_format_double(after / 1000.0 - before / 1000.0, b, sizeof b);
+  assert_string_not_equal(b, "0.05"); /* what subtracting joules gives instead */
+  zeus_format_double(zeus_joules_from_uj(1234567), b, sizeof b);
+  assert_string_equal(b, "1.234567");
+  zeus_format_double(zeus_seconds_from_ns(2072470), b, sizeof b);
+  assert_string_equal(b, "0.00207247");
+  zeus_format_double(zeus_joules_from_mj(-7), b, sizeof b);
+  assert_string_equal(b, "-0.007");
+  /* Every count of mJ up to a large counter prints with at most three decimals. */
+  for (int64_t mj = 0; mj < 200000; mj += 7) {
+    zeus_format_double(zeus_joules_from_mj(mj + 9000000000000ll), b, sizeof b);
+    const char *dot = strchr(b, '.');
+    assert_true(!dot || strlen(dot + 1) <= 3);
+  }
+}
+
+static void json_round_by_unit_follows_the_key(void **state) {
+  (void)state;
+  json_t *v = json_pack("{s:f,s:f,s:f,s:[f,f],s:f,s:f,s:{s:f},s:i,s:f}", "time_s", 0.0020724700000016583, "energy_j",
+                        0.10099999999999999, "power_w", 29.999319377784303, "clocks_mhz", 1740.5, 1.25, "temp_c", 40.25,
+                        "agreement_pct", 0.0004391152116340231, "nested", "eval_energy_j", 326.2950426007552, "n", 7,
+                        "ratio", 2.0 / 3);
+  zeus_json_round_by_unit(v);
+  zeus_json_round_by_unit(NULL);
+  char *s = zeus_json_dumps(v, JSON_COMPACT);
+  assert_string_equal(s, "{\"time_s\":0.00207247,\"energy_j\":0.101,\"power_w\":29.999,\"clocks_mhz\":[1740.5,1.25],"
+                         "\"temp_c\":40.25,\"agreement_pct\":0.000439115,\"nested\":{\"eval_energy_j\":326.295},"
+                         "\"n\":7,\"ratio\":0.666667}");
+  zeus_free(s);
+  json_decref(v);
+}
+
 static void json_dumps_escapes_and_keeps_reals_short(void **state) {
   (void)state;
   json_t *v = json_pack("{s:s,s:f,s:f,s:i,s:o,s:[f,b,n]}", "path", "out/we\"ird\\dir\n\x01é", "a", 0.1, "b", 175.0,
@@ -339,6 +414,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(cli_opt_help_groups_and_wraps_at_100_columns),
       cmocka_unit_test(cli_pick_names_subcommands_and_programs_name_themselves),
       cmocka_unit_test(format_double_is_shortest_round_trip),
+      cmocka_unit_test(format_rounds_to_decimals_and_digits),
+      cmocka_unit_test(json_round_by_unit_follows_the_key),
       cmocka_unit_test(json_dumps_escapes_and_keeps_reals_short),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);

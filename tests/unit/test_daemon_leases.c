@@ -348,6 +348,57 @@ static void state_file_for_another_gpu_is_not_replayed(void **state) {
   zeus__leases_close(L, "end");
 }
 
+/* Issue 26: one client cannot fill the table; the last slots are root's; an owner is the uid on
+ * the socket, a token's subject, or an address without its port. */
+static void per_client_limit_and_root_reserve(void **state) {
+  (void)state;
+  zeus__leases *L = open_table(NULL); /* 16 leases */
+  zeus__leases_set_limits(L, 0, 4, 3);
+  zeus__leases_lock(L);
+  pid_t me = getpid();
+  for (int i = 0; i < 4; i++) assert_non_null(zeus__leases_create(L, me, 65534, NULL, NULL, 0));
+  assert_null(zeus__leases_create(L, me, 65534, NULL, NULL, 0));
+  assert_non_null(strstr(zeus_errmsg(), "uid 65534 holds 4 leases, the most one client may hold"));
+  /* The same user by token over TCP from two ports is one client; another subject is another. */
+  for (int i = 0; i < 4; i++) {
+    char addr[32];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", 4000 + i);
+    assert_non_null(zeus__leases_create(L, 0, 0, NULL, addr, 60));
+  }
+  assert_null(zeus__leases_create(L, 0, 0, NULL, "127.0.0.1:5000", 60));
+  assert_non_null(strstr(zeus_errmsg(), "address 127.0.0.1 holds 4 leases"));
+  for (int i = 0; i < 4; i++) assert_non_null(zeus__leases_create(L, 0, 0, "alice", "127.0.0.1:6000", 60));
+  assert_null(zeus__leases_create(L, 0, 0, "alice", "127.0.0.2:1", 60));
+  assert_non_null(strstr(zeus_errmsg(), "user 'alice' holds 4 leases"));
+  /* 12 of 16 held: one more for others (13 = 16 - 3), then only root. */
+  assert_non_null(zeus__leases_create(L, 0, 0, "bob", "x", 60));
+  assert_null(zeus__leases_create(L, 0, 0, "carol", "x", 60));
+  assert_non_null(strstr(zeus_errmsg(), "the last 3 of its 16 are kept for root"));
+  for (int i = 0; i < 3; i++) assert_non_null(zeus__leases_create(L, me, 0, NULL, NULL, 0));
+  assert_null(zeus__leases_create(L, me, 0, NULL, NULL, 0)); /* the table itself is full */
+  assert_non_null(strstr(zeus_errmsg(), "its limit"));
+  zeus__leases_unlock(L);
+  zeus__leases_close(L, "end");
+}
+
+/* Issue 26: a process that cannot be proved alive holds nothing (its start time is 0: never
+ * "0 == 0, alive"). */
+static void a_dead_process_gets_no_lease(void **state) {
+  (void)state;
+  zeus__leases *L = open_table(NULL);
+  pid_t dead = spawn_sleeper();
+  reap(dead);
+  zeus__leases_lock(L);
+  assert_null(zeus__leases_peer(L, dead, 1000));
+  assert_int_equal(zeus_errcode(), ZEUS_EPERM);
+  assert_non_null(strstr(zeus_errmsg(), "has exited"));
+  assert_null(zeus__leases_create(L, dead, 1000, NULL, NULL, 0));
+  assert_int_equal(zeus_errcode(), ZEUS_EPERM);
+  assert_int_equal(zeus__leases_live(L), 0);
+  zeus__leases_unlock(L);
+  zeus__leases_close(L, "end");
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(lease_gives_back_the_value_it_replaced),
@@ -361,6 +412,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(state_file_replay_adopts_live_clients_and_restores_dead_ones),
       cmocka_unit_test(corrupt_state_file_is_moved_aside),
       cmocka_unit_test(state_file_for_another_gpu_is_not_replayed),
+      cmocka_unit_test(per_client_limit_and_root_reserve),
+      cmocka_unit_test(a_dead_process_gets_no_lease),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -168,6 +168,12 @@ static void exporter_opts_init_and_bad_options(void **state) {
   o.port = -1;
   o.sample_interval_s = 0.0001;
   assert_zeus_err(zeus_exporter_open(&e, &o), ZEUS_EINVAL, "sample interval");
+  o.sample_interval_s = 0.1;
+  o.request_timeout_s = 0.01;
+  assert_zeus_err(zeus_exporter_open(&e, &o), ZEUS_EINVAL, "request timeout 0.01 s is outside [0.1, 3600] s");
+  o.request_timeout_s = 0;
+  o.max_connections = 200000;
+  assert_zeus_err(zeus_exporter_open(&e, &o), ZEUS_EINVAL, "max_connections 200000");
   zeus_exporter_close(NULL);
 }
 
@@ -292,11 +298,11 @@ static void exporter_integrates_power_without_counter(void **state) {
 
 static void exporter_failed_reads_are_counted_and_total_holds(void **state) {
   (void)state;
-  /* The first three energy reads of GPU 0 succeed (probe and first reading at open, first
-   * scrape), then every one fails. */
+  /* The first four energy reads of GPU 0 succeed (probe, the monitor timing one to see whether
+   * the counter is slow, first reading at open, first scrape), then every one fails. */
   setenv("ZEUS_SIM_GPUS", "2", 1);
   setenv("ZEUS_SIM_CLOCK", "virtual", 1);
-  setenv("FAKE_NVML_INJECT", "nvmlDeviceGetTotalEnergyConsumption:UNKNOWN:0:3", 1);
+  setenv("FAKE_NVML_INJECT", "nvmlDeviceGetTotalEnergyConsumption:UNKNOWN:0:4", 1);
   zeus_devices_opts o = {.backend = "nvml", .nvml_library = FAKE_NVML_PATH, .all_devices = true};
   zeus_devices *d;
   assert_zeus_ok(zeus_devices_open(&d, &o));
@@ -312,6 +318,44 @@ static void exporter_failed_reads_are_counted_and_total_holds(void **state) {
   zeus_exporter_close(e);
   zeus_devices_close(d);
   unsetenv("FAKE_NVML_INJECT");
+}
+
+/* On GPUs that behave like the measured H100 (a 3.3 ms counter read, a 100 ms tick), the
+ * exporter follows the counter with the monitor's sampler: a scrape reads no counter, and the
+ * total moves between ticks and never goes back. */
+static void exporter_h100_total_moves_between_ticks_without_counter_reads(void **state) {
+  (void)state;
+  setenv("ZEUS_SIM_GPUS", "1", 1);
+  setenv("ZEUS_SIM_CLOCK", "wall", 1);
+  setenv("ZEUS_SIM_HARDWARE", "h100", 1);
+  zeus_devices_opts o = {.backend = "sim", .all_devices = true};
+  zeus_devices *d;
+  assert_zeus_ok(zeus_devices_open(&d, &o));
+  zeus_sim_node *n = zeus_devices_sim_node(d);
+  assert_zeus_ok(zeus_sim_gpu_set_load(n, 0, true));
+  zeus_exporter *e = exp_open(d, 10);
+  struct timespec ts = {0, 300000000};
+  nanosleep(&ts, NULL);
+  double prev = scrape(e, "zeus_gpu_energy_joules_total{gpu=\"0\"");
+  int moved = 0;
+  for (int k = 0; k < 10; k++) {
+    ts.tv_nsec = 20000000; /* 20 ms: five scrapes per tick */
+    nanosleep(&ts, NULL);
+    double t0 = zeus_monotonic_s();
+    double v = scrape(e, "zeus_gpu_energy_joules_total{gpu=\"0\"");
+    assert_true(zeus_monotonic_s() - t0 < 0.05);
+    assert_true(v >= prev);
+    if (v > prev) moved++;
+    prev = v;
+  }
+  assert_true(moved >= 8); /* a raw counter would move about twice in 200 ms */
+  double truth;
+  assert_zeus_ok(zeus_sim_true_energy(n, 0, &truth));
+  assert_true(fabs(prev - truth) < 290 * 0.01);
+  zeus_exporter_close(e);
+  zeus_devices_close(d);
+  unsetenv("ZEUS_SIM_HARDWARE");
+  unsetenv("ZEUS_SIM_CLOCK");
 }
 
 static void write_rapl(const char *root, unsigned pkg, const char *sub, const char *name, unsigned long long uj,
@@ -475,6 +519,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(exporter_reports_locked_clocks_where_known),
       cmocka_unit_test(exporter_integrates_power_without_counter),
       cmocka_unit_test(exporter_failed_reads_are_counted_and_total_holds),
+      cmocka_unit_test(exporter_h100_total_moves_between_ticks_without_counter_reads),
       cmocka_unit_test(exporter_rapl_counters_go_on_across_wraparound),
       cmocka_unit_test(exporter_concurrent_scrapes_never_see_a_decrease),
       cmocka_unit_test(exporter_serves_metrics_over_http_with_token),

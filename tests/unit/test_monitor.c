@@ -461,8 +461,8 @@ static void monitor_end_hook_replaces_measurements(void **state) {
   char *text;
   size_t len;
   assert_zeus_ok(zeus__read_file(path, &text, &len));
-  assert_non_null(strstr(text, ",w1,12.5,100.000000\n"));
-  assert_non_null(strstr(text, ",w3,12.5,200.000000\n"));
+  assert_non_null(strstr(text, ",w1,12.5,100\n"));
+  assert_non_null(strstr(text, ",w3,12.5,200\n"));
   assert_null(strstr(text, ",w4,"));
   free(text);
   zeus_devices_close(f.dev);

@@ -100,7 +100,7 @@ static unsigned fake_power_limit(fake *f, unsigned i) {
 static void reset_env(void) {
   static const char *const vars[] = {
       "ZEUS_SIM_GPUS",       "ZEUS_SIM_MODEL_FILE",   "ZEUS_SIM_UNITS_PER_ROW", "ZEUS_SIM_CLOCK",
-      "ZEUS_SIM_ENERGY_COUNTER", "ZEUS_SIM_COUNTER_PERIOD_MS", "ZEUS_SIM_VARIATION", "FAKE_NVML_LOG",
+      "ZEUS_SIM_ENERGY_COUNTER", "ZEUS_SIM_COUNTER_PERIOD_MS", "ZEUS_SIM_HARDWARE", "ZEUS_SIM_VARIATION", "FAKE_NVML_LOG",
       "FAKE_NVML_INJECT",    "FAKE_NVML_INIT_ERROR",  "CUDA_VISIBLE_DEVICES",   "CUDA_DEVICE_ORDER",
       "ZEUS_GPU_BACKEND",    "ZEUS_NVML_LIBRARY",
   };
@@ -292,6 +292,44 @@ static void nvml_energy_and_power_equal_the_engine_after_work(void **state) {
 
 /* Instant and 1-second average power through GetFieldValues, the memory domain unsupported,
  * temperature rising with power, current clocks following locks, architecture and versions. */
+/* ZEUS_SIM_HARDWARE=h100 reaches the fake library, built from the same engine: a counter read
+ * costs 3.3 ms of the node's clock, the counter moves only at ~100 ms ticks (so a 50 ms window of
+ * the raw counter is far from the truth), and the SM clock read-back lags a lock. */
+static void nvml_h100_profile_ticks_costs_and_lags_through_the_fake(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_SIM_HARDWARE", "h100", 1);
+  zeus_devices *d = open_nvml();
+  fake f;
+  fake_load(&f);
+  assert_int_equal(f.Idle(1.0), NVML_SUCCESS);
+  double t0 = f.ClockNow();
+  uint64_t mj0, mj1;
+  assert_zeus_ok(zeus_gpu_total_energy(d, 0, &mj0));
+  assert_near(f.ClockNow() - t0, 3.3e-3, 1e-9);
+  unsigned worst_zero = 0;
+  for (int k = 0; k < 10; k++) { /* 50 ms windows: the counter often does not move */
+    double e0 = f.TrueEnergy(0);
+    assert_zeus_ok(zeus_gpu_total_energy(d, 0, &mj0));
+    assert_int_equal(f.Idle(0.05), NVML_SUCCESS);
+    double e1 = f.TrueEnergy(0);
+    assert_zeus_ok(zeus_gpu_total_energy(d, 0, &mj1));
+    assert_near(e1 - e0, 30 * 0.0533, 1e-6); /* idle power over the window and one read */
+    if (mj1 == mj0) worst_zero++;
+  }
+  assert_true(worst_zero >= 2);
+  unsigned sm = 0;
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 870, 870));
+  assert_int_equal(f.GetClockInfo(fake_dev(&f, 0), NVML_CLOCK_SM, &sm), NVML_SUCCESS);
+  assert_int_equal(sm, 1740); /* the read-back waits for the next tick */
+  assert_int_equal(f.Idle(0.11), NVML_SUCCESS);
+  assert_int_equal(f.GetClockInfo(fake_dev(&f, 0), NVML_CLOCK_SM, &sm), NVML_SUCCESS);
+  assert_int_equal(sm, 870);
+  zeus_devices_close(d);
+  fake_unload(&f);
+  reset_env();
+}
+
 static void nvml_power_domains_temperature_clocks_and_versions(void **state) {
   (void)state;
   reset_env();
@@ -927,6 +965,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(nvml_energy_counter_is_supported_by_default),
       cmocka_unit_test(nvml_supported_clocks_follow_the_count_protocol),
       cmocka_unit_test(nvml_energy_and_power_equal_the_engine_after_work),
+      cmocka_unit_test(nvml_h100_profile_ticks_costs_and_lags_through_the_fake),
       cmocka_unit_test(nvml_power_domains_temperature_clocks_and_versions),
       cmocka_unit_test(nvml_instant_power_falls_back_to_power_usage),
       cmocka_unit_test(nvml_backend_clock_is_the_simulated_clock),

@@ -329,8 +329,8 @@ static void instruction_csv_has_the_original_columns(void **state) {
   fclose(f);
   (void)len;
   assert_string_equal(data, "rank,dp_rank,pp_rank,tp_rank,stage,instruction,frequency,time,energy\n"
-                            "5,1,2,0,2,forward,1410,0.10000000000000001,40\n"
-                            "5,1,2,0,2,forward,1000,0.20000000000000001,30\n"
+                            "5,1,2,0,2,forward,1410,0.1,40\n"
+                            "5,1,2,0,2,forward,1000,0.2,30\n"
                             "5,1,2,0,2,backward,1410,0.25,90\n");
   free(data);
 }

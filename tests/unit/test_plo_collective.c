@@ -95,7 +95,9 @@ static void plo_collective_sums_energy_maxes_time_and_agrees(void **state) {
       unsigned want = ref_optimum(&both, REF_COST, 0.5, 2 * r.ngpu);
       assert_int_equal(zeus_plo_optimal_power_limit_w(p), want);
       assert_int_equal(fp.sum_calls, 1 + (int)r.n);
-      assert_int_equal(fp.max_calls, 1 + (int)r.n);
+      /* + 2: robust profiling agrees on the step-time spread after the first window and after
+       * the sweep (noiseless here, so nothing else changes). */
+      assert_int_equal(fp.max_calls, 1 + (int)r.n + 2);
       assert_int_equal(fp.bcast_calls, 1);
       /* Only rank 0 writes the profile. */
       assert_int_equal(access(s.profile, F_OK) == 0, rank == 0);

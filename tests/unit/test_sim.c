@@ -19,7 +19,7 @@ static double dvfs_time(unsigned f) { return 0.05 * (0.25 + 0.75 * 1740.0 / f); 
 
 static void unset_sim_env(void) {
   static const char *const vars[] = {"ZEUS_SIM_GPUS",           "ZEUS_SIM_MODEL_FILE",        "ZEUS_SIM_UNITS_PER_ROW",
-                                     "ZEUS_SIM_CLOCK",          "ZEUS_SIM_ENERGY_COUNTER",    "ZEUS_SIM_COUNTER_PERIOD_MS",
+                                     "ZEUS_SIM_CLOCK",          "ZEUS_SIM_ENERGY_COUNTER",    "ZEUS_SIM_COUNTER_PERIOD_MS", "ZEUS_SIM_HARDWARE",
                                      "ZEUS_SIM_VARIATION",      "CUDA_VISIBLE_DEVICES",       "ZEUS_GPU_BACKEND"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }

@@ -20,7 +20,7 @@ import weakref
 from ctypes import byref, c_bool, c_double, c_uint, c_uint64, c_void_p
 
 from .. import _lib
-from .._closeable import Closeable
+from .._closeable import Closeable, guard_methods
 
 
 # A GPU index that does not exist is a bad argument (ValueError), as for the monitor.
@@ -34,6 +34,7 @@ def _opt_bytes(s):
     return None if s is None else str(s).encode()
 
 
+@guard_methods()
 class Devices(Closeable):
     """A set of GPUs from one backend (zeus_devices_open).
 
@@ -96,9 +97,18 @@ class Devices(Closeable):
         Monitors reading it (and their optimizers) are closed first. Idempotent."""
         for dep in list(getattr(self, "_dependents", ())):
             dep.close()
-        if getattr(self, "_owned", False) and self._h:
-            _lib.lib().zeus_devices_close(self._h)
-        self._h = c_void_p()
+        h = getattr(self, "_h", None)
+        if not h:
+            return
+        owned = getattr(self, "_owned", False)
+
+        def free():
+            if owned:
+                _lib.lib().zeus_devices_close(h)
+            self._h = c_void_p()
+
+        # Calls of other threads in progress finish first; later ones raise ValueError.
+        self._close_guarded(free)
 
     @property
     def backend(self) -> str:
@@ -234,6 +244,11 @@ class SimNode:
     def idle(self, seconds: float) -> None:
         """Lets every GPU idle for `seconds`."""
         _lib.check(_lib.lib().zeus_sim_idle(self._node(), float(seconds)))
+
+    def set_load(self, gpu: int, busy: bool) -> None:
+        """Marks GPU `gpu` kept busy (or not) by a load outside the simulation: between pieces of
+        work it draws the working power of its knobs instead of idle power."""
+        _lib.check(_lib.lib().zeus_sim_gpu_set_load(self._node(), gpu, bool(busy)))
 
     def true_energy(self, gpu: int) -> float:
         """Ground truth: the exact energy (J) GPU `gpu` used since the node opened."""

@@ -44,7 +44,7 @@ def energy(gpu_indices: list[int] | None = None, command: Optional[List[str]] = 
     except KeyboardInterrupt:
         pass
     measurement = monitor.end_window("zeus.monitor.energy")
-    # One stream, one owner (README, "Output"): a command's stdout is never followed by our report.
+    # One stream, one owner (docs/output.md): a command's stdout is never followed by our report.
     print(measurement, file=sys.stderr if command else sys.stdout, flush=True)
     return rc
 

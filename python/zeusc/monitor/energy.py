@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Literal, Optional
 
 from .. import _lib
-from .._closeable import Closeable
+from .._closeable import Closeable, _get_ident, guard_methods
 from ..exceptions import ZeusValueError
 from ..utils.framework import check_framework, sync_if_loaded
 
@@ -149,6 +149,7 @@ class _WindowStates(Mapping):
         return f"measurement_states({dict(self)!r})"
 
 
+@guard_methods("begin_window", "end_window", "_end_failed", "_log_row")
 class ZeusMonitor(Closeable):
     """Measures the time and energy of named windows on GPUs (and CPU packages).
 
@@ -181,9 +182,16 @@ class ZeusMonitor(Closeable):
             process's default GPUs; it must stay open as long as the monitor.
         poll_interval_s, force_power_polling: (not in the original) power sampling for GPUs
             without an energy counter; see zeus_monitor_opts.
+        energy_source: (not in the original) "auto" (default; ZEUS_MONITOR_ENERGY when set),
+            "raw" or "sampled": where a GPU's counter is slow to read and ticks coarsely (an H100:
+            3.3 ms a read, a 100 ms tick), "sampled" follows the ticks on a libzeus thread so that
+            a window bound reads no device and a short window stays accurate; "raw" is the
+            original's counter difference. "auto" samples GPUs whose counter read is slow. See
+            docs/real-gpus.md.
 
     Attributes:
         gpu_indices, cpu_indices: what is measured.
+        energy_sources: per measured GPU, "raw", "sampled" or "polled".
         gpus, cpus, soc: the device objects (``zeusc.device``), as the original's.
         measurement_states: the open windows' start readings (a live read-only mapping).
 
@@ -195,7 +203,8 @@ class ZeusMonitor(Closeable):
     def __init__(self, gpu_indices: list[int] | None = None, cpu_indices: list[int] | None = None,
                  approx_instant_energy: bool = False, log_file: str | Path | None = None,
                  sync_execution_with: Literal["torch", "jax"] = "torch", *, devices=None,
-                 poll_interval_s: float = 0.0, force_power_polling: bool = False) -> None:
+                 poll_interval_s: float = 0.0, force_power_polling: bool = False,
+                 energy_source: Literal["auto", "raw", "sampled"] = "auto") -> None:
         self._h = c_void_p()  # first, so that close() works whatever fails below
         self._log_f = None
         L = _lib.lib()
@@ -226,6 +235,9 @@ class ZeusMonitor(Closeable):
         o.poll_interval_s = float(poll_interval_s)
         o.force_power_polling = bool(force_power_polling)
         o.no_short_window_warning = True  # reported with warnings.warn below, as the original
+        if energy_source not in ("auto", "raw", "sampled"):
+            raise ValueError(f"energy_source must be 'auto', 'raw' or 'sampled', got {energy_source!r}")
+        o.energy_source = _lib.ENERGY_SOURCES[energy_source]
         self._configure(o)
         _lib.check(L.zeus_monitor_open(byref(self._h), byref(o)), _NOT_FOUND_IS_VALUE)
         _live.add(self)
@@ -236,6 +248,10 @@ class ZeusMonitor(Closeable):
         #: The GPU indices measured (visible indices).
         self.gpu_indices: List[int] = [L.zeus_monitor_gpu_index(self._h, k) for k in range(n)]
         self._polled = {self.gpu_indices[k] for k in range(n) if L.zeus_monitor_gpu_polled(self._h, k)}
+        names = {v: k for k, v in _lib.ENERGY_SOURCES.items()}
+        #: Per measured GPU, where its energy comes from: "raw", "sampled" or "polled".
+        self.energy_sources: Dict[int, str] = {
+            self.gpu_indices[k]: names.get(L.zeus_monitor_gpu_energy_source(self._h, k), "raw") for k in range(n)}
         ncpu = L.zeus_monitor_num_cpus(self._h)
         #: The CPU package indices measured.
         self.cpu_indices: List[int] = list(cpu_indices) if cpu_indices is not None else list(range(ncpu))
@@ -331,7 +347,17 @@ class ZeusMonitor(Closeable):
             sync_if_loaded(self.gpu_indices, self.sync_with)
         if key.__class__ is not str or not key or "\0" in key:
             _key(key)
-        rc = self._begin(self._h, key.encode(), restart)
+        me = _get_ident()
+        holds = self._holds
+        holds.append(me)  # the guard (zeusc/_closeable.py): close() waits for this call
+        try:
+            if self._closing:
+                _closed()
+            rc = self._begin(self._h, key.encode(), restart)
+        finally:
+            holds.remove(me)
+            if self._closing and not holds:
+                self._run_free()
         if rc:
             if rc == _EEXIST:
                 raise _value_error(rc, f"Measurement window '{key}' already exists")
@@ -359,7 +385,17 @@ class ZeusMonitor(Closeable):
             r = _lib.MeasurementC()
             rref = _byref(r)
             self._tls.m = (r, rref)
-        rc = self._end(self._h, key.encode(), cancel, rref)
+        me = _get_ident()
+        holds = self._holds
+        holds.append(me)
+        try:
+            if self._closing:
+                _closed()
+            rc = self._end(self._h, key.encode(), cancel, rref)
+        finally:
+            holds.remove(me)
+            if self._closing and not holds:
+                self._run_free()
         if rc:
             self._end_failed(rc, key)
         if cancel:
@@ -380,6 +416,41 @@ class ZeusMonitor(Closeable):
             dram = {idx[k]: dram_e[k] for k in range(nc) if valid[k]}
             return Measurement(r.time_s, gpu, cpu, dram or None)
         return Measurement(r.time_s, gpu)
+
+    def end_window_detail(self, key: str, sync_execution: bool = True):
+        """(not in the original) Ends window `key` as end_window and also returns, per GPU, how
+        its energy was found: ``{gpu: {"source": "raw"|"sampled"|"polled", "raw_energy_j": the
+        counter's difference, "corrected_energy_j": the figure in the Measurement,
+        "error_bound_j": an estimate of its error bound (0 unless sampled)}}``.
+
+        Returns:
+            (Measurement, dict)
+        """
+        if sync_execution and self.sync_with in _modules and self.gpu_indices:
+            sync_if_loaded(self.gpu_indices, self.sync_with)
+        r = _lib.MeasurementC()
+        d = _lib.WindowDetailC()
+        rc = _lib.lib().zeus_monitor_end_window_detail(self._handle(), _key(key), False, _byref(r), _byref(d))
+        if rc:
+            self._end_failed(rc, key)
+        names = {v: k for k, v in _lib.ENERGY_SOURCES.items()}
+        n = len(self.gpu_indices)
+        energies = list(r.gpu_energy_j[:n])
+        if self._log_f is not None:
+            self._log_row(key, r, energies)
+        detail = {self.gpu_indices[k]: {"source": names.get(d.source[k], "raw"), "raw_energy_j": d.raw_energy_j[k],
+                                        "corrected_energy_j": d.corrected_energy_j[k],
+                                        "error_bound_j": d.error_bound_j[k]} for k in range(n)}
+        gpu = dict(zip(self.gpu_indices, energies))
+        nc = r.num_cpus
+        if nc:
+            idx = r.cpu_indices[:nc]
+            return Measurement(r.time_s, gpu, dict(zip(idx, r.cpu_energy_j[:nc]))), detail
+        return Measurement(r.time_s, gpu), detail
+
+    def sampler_cpu_s(self) -> float:
+        """(not in the original) CPU seconds the monitor's tick followers have used (0 without)."""
+        return float(_lib.lib().zeus_monitor_sampler_cpu_s(self._handle()))
 
     def _end_failed(self, rc: int, key: str):
         if rc == _ENOENT:
@@ -421,10 +492,16 @@ class ZeusMonitor(Closeable):
         with self._lock:
             for dep in list(self._dependents):
                 dep.close()
-            if self._h:
-                _lib.lib().zeus_monitor_close(self._h)
-                self._h = c_void_p()
-                self._begin = self._end = _closed
+            if self._h and not self._closing:
+                h = self._h
+
+                def free():
+                    _lib.lib().zeus_monitor_close(h)
+                    self._h = c_void_p()
+                    self._begin = self._end = _closed
+
+                # Calls of other threads in progress finish first; later ones raise ValueError.
+                self._close_guarded(free)
             if self._log_f is not None:
                 try:
                     self._log_f.close()

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Literal, Optional, Tuple
 
 from .. import _lib
-from .._closeable import Closeable
+from .._closeable import Closeable, guard_methods
 
 logger = logging.getLogger("zeusc.monitor.power")
 
@@ -117,6 +117,7 @@ def _infer_single(gpu, not_supported) -> float:
     return min(gaps) if gaps else 0.1
 
 
+@guard_methods()
 class _Timelines(Closeable):
     """A libzeus power monitor (zeus_power_monitor) and the conversions both monitors share."""
 
@@ -164,8 +165,12 @@ class _Timelines(Closeable):
         """(not in the original) Stops sampling and frees the samples. Idempotent."""
         pm = getattr(self, "_pm", None)
         if pm:
-            self._pm = c_void_p()
-            self._lib.zeus_power_monitor_close(pm)
+            def free():
+                self._pm = c_void_p()
+                self._lib.zeus_power_monitor_close(pm)
+
+            # Calls of other threads in progress finish first; later ones raise ValueError.
+            self._close_guarded(free)
 
     def sample(self) -> None:
         """(not in the original) Takes one sample of everything now (for simulated clocks)."""
@@ -201,6 +206,7 @@ def _value_error_class():
     return ZeusValueError
 
 
+@guard_methods()
 class PowerMonitor(_Timelines):
     """Monitors GPU power in several domains over time, sampled by a libzeus thread.
 

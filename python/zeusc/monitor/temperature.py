@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from .. import _lib
 from .power import _gpu_list, _Timelines
+from .._closeable import guard_methods
 
 logger = logging.getLogger("zeusc.monitor.temperature")
 
@@ -26,6 +27,7 @@ class TemperatureSample:
     temperature_c: int
 
 
+@guard_methods()
 class TemperatureMonitor(_Timelines):
     """Monitors GPU temperature over time.
 

@@ -503,6 +503,15 @@ class GlobalPowerLimitOptimizer(Callback):
         if rc:
             self._raise(rc)
 
+    def set_epoch_steps(self, steps: int) -> None:
+        """(zeusc) Say how many steps an epoch has: robust profiling then lengthens windows shorter
+        than 1 s where the first epoch holds the longer sweep (see python/README.md). 0: unknown."""
+        if self._done or not _lib.has("zeus_plo_set_epoch_steps"):
+            return
+        rc = self._lib.zeus_plo_set_epoch_steps(self._handle(), int(steps))
+        if rc:
+            self._raise(rc)
+
     def on_epoch_begin(self) -> None:
         """Mark the beginning of an epoch (nothing to do)."""
         if self._done:
@@ -677,6 +686,13 @@ class HFGlobalPowerLimitOptimizer:
             pl_step=pl_step,
             profile_path=profile_path,
         )
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs) -> None:
+        """Tell the optimizer the epoch's length in steps, where the Trainer knows it."""
+        max_steps = getattr(state, "max_steps", 0) or 0
+        epochs = getattr(state, "num_train_epochs", 0) or getattr(args, "num_train_epochs", 0) or 0
+        if max_steps > 0 and epochs > 0:
+            self.optimizer.set_epoch_steps(int(max_steps // math.ceil(epochs)))
 
     def on_epoch_end(self, args, state, control, model=None, **kwargs) -> None:
         """Mark the end of a training epoch."""

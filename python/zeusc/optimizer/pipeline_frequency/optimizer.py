@@ -30,6 +30,11 @@ class RoundStats:
     iterations: int
     iter_time: float
     iter_energy: float
+    # Issue 25: the fraction of instruction time at the planned clock (the controller's
+    # accounting; nan when unknown), instructions begun before their clock, fitted energies.
+    planned_clock_fraction: float = float("nan")
+    clock_late: int = 0
+    energy_fitted: bool = False
 
 
 def _int(name, v, lo=-(2**31), hi=2**31 - 1):
@@ -236,7 +241,19 @@ class PipelineFrequencyOptimizer(Closeable, Callback):
     def last_round(self) -> RoundStats:
         r = _lib.PfoRoundStats()
         self._lib.zeus_pfo_last_round(self._handle(), byref(r))
-        return RoundStats(r.round, r.iterations, r.iter_time_s, r.iter_energy_j)
+        return RoundStats(r.round, r.iterations, r.iter_time_s, r.iter_energy_j, r.planned_clock_fraction,
+                          r.clock_late, bool(r.energy_fitted))
+
+    @property
+    def last_round_classes(self) -> List[dict]:
+        """Per (instruction kind, planned clock) of the last completed round: count, mean time and
+        energy, fraction of the time at the planned clock."""
+        n = self._lib.zeus_pfo_last_round_classes(self._handle(), None, 0)
+        arr = (_lib.PfoClassStats * max(n, 1))()
+        n = self._lib.zeus_pfo_last_round_classes(self._handle(), arr, n)
+        return [{"instruction": c.instruction.decode(), "planned_mhz": c.planned_mhz, "count": c.count,
+                 "mean_time_s": c.mean_time_s, "mean_energy_j": c.mean_energy_j,
+                 "planned_clock_fraction": c.planned_clock_fraction} for c in arr[:n]]
 
     @property
     def frequencies(self) -> List[int]:

@@ -1,0 +1,88 @@
+/* Benchmark (issue 30): how often the power-limit optimizer chooses right on a noisy GPU.
+ * Each measured profile of plo-profiles is replayed on the simulated GPU (virtual clock, energy
+ * counter ticking every 100 ms) with steps of 5 % jitter (standard deviation), a first profiling
+ * window 5 % slow and 2 % drift over the profiling; wait 1, warm-up 3, profile 10 steps; 20 seeded
+ * runs per selector, robust profiling (the default) beside the original's (ZEUS_PLO_PROFILING=
+ * original). A run is right when its limit's cost on the noiseless profile is within 1 % of the
+ * best (MaxSlowdownConstraint: time within the factor + 0.5 %, energy within 1 % of the least
+ * within the factor). docs/plo.md explains the figures.
+ * Usage: bench_plo_robust [DATA_DIR] [RUNS] [HARDWARE]   (default $ZEUS_DATA_DIR, else ../shared/data;
+ * HARDWARE: a simulated hardware profile such as h100 instead of the plain 100 ms counter) */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zeus.h>
+
+#include "plo/plo_internal.h"
+
+static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
+
+int main(int argc, char **argv) {
+  const char *d = argc > 1 ? argv[1] : getenv("ZEUS_DATA_DIR");
+  if (!d || !*d) d = ZEUS_BENCH_DATA_DIR;
+  int runs = argc > 2 ? atoi(argv[2]) : 20;
+  const char *hw = argc > 3 ? argv[3] : NULL; /* e.g. h100: that hardware model instead of the table's 100 ms counter */
+  char pdir[1100], paths[32][1200];
+  snprintf(pdir, sizeof pdir, "%s/plo-profiles", d);
+  DIR *dd = opendir(pdir);
+  if (!dd) {
+    printf("bench_plo_robust: skipped, no %s (set ZEUS_DATA_DIR)\n", pdir);
+    return 0;
+  }
+  size_t np = 0;
+  struct dirent *e;
+  while ((e = readdir(dd)) && np < 32) {
+    size_t l = strlen(e->d_name);
+    if (l > 4 && !strcmp(e->d_name + l - 4, ".csv")) snprintf(paths[np++], sizeof paths[0], "%s/%s", pdir, e->d_name);
+  }
+  closedir(dd);
+  qsort(paths, np, sizeof paths[0], cmp_str);
+  static const char *const names[] = {"ZeusCost(0.5)", "MaxSlowdown(1.1)", "Energy", "Time"};
+  printf("plo robustness: %d seeded runs per cell; 5%% step jitter, first window 5%% slow, 2%% drift, %s\n", runs,
+         hw ? hw : "100 ms counter");
+  printf("%-34s %-17s %9s %9s %8s\n", "profile", "selector", "robust", "original", "steps");
+  int tot[2] = {0, 0}, cells95 = 0, cells = 0;
+  double worst = 0;
+  for (size_t i = 0; i < np; i++) {
+    for (int k = 0; k < 4; k++) {
+      zeus_selector s;
+      if (k == 0) {
+        zeus_selector_zeus_cost(&s, 0.5, 1);
+        s.world_size = 0; /* the replay's GPUs */
+      } else if (k == 1) {
+        zeus_selector_max_slowdown(&s, 1.1);
+      } else if (k == 2) {
+        zeus_selector_energy(&s);
+      } else {
+        zeus_selector_time(&s);
+      }
+      zeus__plo_noise nz;
+      zeus__plo_noise_issue30(&nz);
+      nz.seed = 1;
+      if (hw) {
+        nz.hardware = hw;
+        nz.counter_period_s = 0;
+      }
+      int r[2];
+      double ratio = 0;
+      if (zeus__plo_robustness(paths[i], &s, &nz, 0, runs, &r[0], &ratio) ||
+          zeus__plo_robustness(paths[i], &s, &nz, 1, runs, &r[1], NULL)) {
+        fprintf(stderr, "bench_plo_robust: %s\n", zeus_errmsg());
+        return 1;
+      }
+      printf("%-34s %-17s %6d/%-2d %6d/%-2d %7.2fx\n", strrchr(paths[i], '/') + 1, names[k], r[0], runs, r[1], runs,
+             ratio);
+      tot[0] += r[0];
+      tot[1] += r[1];
+      cells++;
+      cells95 += r[0] * 100 >= 95 * runs;
+      worst = fmax(worst, ratio);
+    }
+  }
+  printf("total: robust %d/%d, original %d/%d; %d of %d cells at >= 95 %%; profiling <= %.2fx the original's steps\n",
+         tot[0], cells * runs, tot[1], cells * runs, cells95, cells, worst);
+  return 0;
+}

@@ -1,0 +1,103 @@
+"""Closing a zeusc object on one thread while other threads are inside calls on it (issue 26,
+item 4): the calls in progress finish, later ones raise ValueError, nothing crashes. Before the
+guard (zeusc/_closeable.py) close() freed the C handle under a call that had released the GIL:
+SIGSEGV or "free(): corrupted unsorted chunks". Each scenario runs in a child process, so that a
+crash is a failed test naming the object rather than the end of the test run."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYDIR = os.path.dirname(HERE)
+
+# A child: N threads call `call(obj)` in a loop; the main thread closes `obj` while they run.
+# Prints "ok <calls> <closed-errors>" when every thread ended with ValueError and no other error.
+CHILD = textwrap.dedent("""
+    import os, sys, threading, time
+    sys.path.insert(0, {pydir!r})
+    os.environ["ZEUS_GPU_BACKEND"] = "sim"
+    from zeusc.device import Devices
+    from zeusc.monitor import ZeusMonitor, PowerMonitor
+
+    def run(make, call, rounds=30, threads=4):
+        calls = closed = 0
+        for _ in range(rounds):
+            obj = make()
+            errs, counts, start = [], [0] * threads, threading.Barrier(threads + 1)
+
+            def worker(i):
+                start.wait()
+                try:
+                    while True:
+                        call(obj, i)
+                        counts[i] += 1
+                except ValueError as e:
+                    if "closed" not in str(e):
+                        errs.append(repr(e))
+                except Exception as e:  # noqa: BLE001
+                    errs.append(repr(e))
+
+            ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+            for t in ts:
+                t.start()
+            start.wait()
+            time.sleep(0.002)
+            obj.close()
+            for t in ts:
+                t.join(10)
+                assert not t.is_alive(), "a call did not return after close()"
+            assert not errs, errs
+            calls += sum(counts)
+            closed += threads
+        print("ok", calls, closed, rounds * threads)
+
+    which = sys.argv[1]
+    if which == "Devices":
+        run(lambda: Devices(backend="sim", all_devices=True),
+            lambda d, i: (d.get_power_limit(0), d.total_energy_mj(i % d.gpu_count()), d.name(0)))
+    elif which == "ZeusMonitor":
+        def make():
+            return ZeusMonitor(gpu_indices=[0, 1], devices=Devices(backend="sim", all_devices=True))
+
+        def call(m, i):
+            k = "w%d" % i
+            m.begin_window(k, sync_execution=False)
+            m.end_window(k, sync_execution=False)
+        run(make, call)
+    elif which == "PowerMonitor":
+        run(lambda: PowerMonitor(gpu_indices=[0], update_period=0.01, devices=Devices(backend="sim", all_devices=True)),
+            lambda p, i: (p.get_power(), p.get_all_power_timelines(), p.stats()), rounds=300)
+""")
+
+
+@pytest.mark.parametrize("which", ["Devices", "ZeusMonitor", "PowerMonitor"])
+def test_close_while_other_threads_call(which, tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.format(pydir=PYDIR))
+    env = dict(os.environ, ZEUS_SIM_GPUS="2")
+    p = subprocess.run([sys.executable, str(script), which], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, f"{which}: exit {p.returncode} (a negative one is the signal)\n{p.stdout}\n{p.stderr[-3000:]}"
+    words = p.stdout.split()
+    assert words[:1] == ["ok"], p.stdout + p.stderr
+    assert int(words[2]) == int(words[3])  # every thread of every round ended with "closed"
+
+
+def test_close_from_inside_a_call_of_the_same_thread_does_not_hang():
+    """close() on the thread that is inside a call (a signal handler, a callback) cannot wait for
+    that call: the handle is freed when the call returns."""
+    from zeusc.device import Devices
+    d = Devices(backend="sim", all_devices=True)
+    holds = d._holds
+    holds.append(__import__("threading").get_ident())  # as a call of this thread in progress
+    d.close()  # returns at once
+    assert d._h  # not freed yet: the "call" still uses it
+    holds.remove(__import__("threading").get_ident())
+    d._run_free()  # what the call does on its way out
+    assert not d._h
+    with pytest.raises(ValueError, match="closed"):
+        d.gpu_count()

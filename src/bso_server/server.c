@@ -1,0 +1,330 @@
+/* server.c: zeus bso-server's HTTP side: libmicrohttpd with a pool of threads, each request
+ * parsed and checked, then run as one transaction on a database connection of the pool; a
+ * transaction the store asks to retry (busy, serialization failure) runs again, a lost database
+ * answers 503 and the connection is opened again on its next use. */
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bso_server/bso_server_internal.h"
+#include "core/core.h"
+#include "core/json.h"
+#include "zeus/bso_server.h"
+#include "zeus/format.h"
+
+#define DEFAULT_PORT 7788
+#define DEFAULT_BODY 65536
+#define DEFAULT_THREADS 8
+#define DEFAULT_CONNECTIONS 1024
+#define MAX_ATTEMPTS 50
+
+struct zeus_bso_server {
+  struct MHD_Daemon *d;
+  char *url;
+  char *token;
+  size_t body_max;
+  int port;
+  const char *lock_suffix;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bso_db **pool; /* NULL entries: to be (re)opened */
+  bool *busy;
+  int npool;
+};
+
+typedef struct req {
+  zeus__buf body;
+  int route;
+  bool refused;
+  int method_status; /* 404/405 decided at the first call */
+} req;
+
+static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *body) {
+  char *text = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17)) : strdup("null");
+  json_decref(body);
+  if (!text) return MHD_NO;
+  struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+  if (!r) {
+    free(text);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+  if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+  if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+  enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+  MHD_destroy_response(r);
+  return rc;
+}
+
+static json_t *detail(const char *msg) { return json_pack("{ss}", "detail", msg); }
+
+static int route_of(const char *url, const char *method, int *status) {
+  *status = 0;
+  if (strcmp(url, "/jobs") == 0) {
+    if (!strcmp(method, "POST")) return BSO_R_REGISTER;
+    if (!strcmp(method, "DELETE")) return BSO_R_DELETE;
+  } else if (strcmp(url, "/jobs/batch_size") == 0) {
+    if (!strcmp(method, "GET")) return BSO_R_PREDICT;
+  } else if (strcmp(url, "/report") == 0) {
+    if (!strcmp(method, "POST")) return BSO_R_REPORT;
+  } else if (strcmp(url, "/trials") == 0) {
+    if (!strcmp(method, "PATCH")) return BSO_R_END;
+  } else {
+    *status = 404;
+    return 0;
+  }
+  *status = 405;
+  return 0;
+}
+
+static bool authorised(zeus_bso_server *s, struct MHD_Connection *c) {
+  if (!s->token) return true;
+  const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+  if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+  return zeus__secret_equal(h + 7, s->token);
+}
+
+/* A connection of the pool for this thread (opened again when it was lost). */
+static int pool_take(zeus_bso_server *s, int *slot, char *err, size_t errlen) {
+  pthread_mutex_lock(&s->mu);
+  int k = -1;
+  for (;;) {
+    for (int i = 0; i < s->npool; i++)
+      if (!s->busy[i]) {
+        k = i;
+        break;
+      }
+    if (k >= 0) break;
+    pthread_cond_wait(&s->cv, &s->mu);
+  }
+  s->busy[k] = true;
+  pthread_mutex_unlock(&s->mu);
+  *slot = k;
+  if (!s->pool[k]) {
+    int rc = bso_db_open(s->url, 0, &s->pool[k], err, errlen);
+    if (rc) return BSO_DB_DOWN;
+    zeus__log(ZEUS_LOG_INFO, "bso", "database connection %d opened again", k);
+  }
+  return BSO_DB_OK;
+}
+
+static void pool_give(zeus_bso_server *s, int slot, bool broken) {
+  if (broken && s->pool[slot]) {
+    s->pool[slot]->ops->close(s->pool[slot]);
+    s->pool[slot] = NULL;
+  }
+  pthread_mutex_lock(&s->mu);
+  s->busy[slot] = false;
+  pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Runs the request as one transaction, again while the store asks to retry. */
+static void run(zeus_bso_server *s, bso_req *q, bso_reply *r) {
+  char err[512] = "";
+  int slot, rc = pool_take(s, &slot, err, sizeof err);
+  bso_db *db = s->pool[slot];
+  for (int attempt = 0; rc == BSO_DB_OK && attempt < MAX_ATTEMPTS; attempt++) {
+    json_t *saved = q->body ? json_deep_copy(q->body) : NULL; /* register may fill in the job id */
+    rc = db->ops->begin(db, err, sizeof err);
+    if (!rc) rc = bso_route(db, s->lock_suffix, q, r, err, sizeof err);
+    if (!rc && r->status < 400) rc = db->ops->commit(db, err, sizeof err);
+    if (rc || r->status >= 400) db->ops->rollback(db);
+    if (rc != BSO_DB_RETRY) {
+      json_decref(saved);
+      break;
+    }
+    json_decref(q->body);
+    q->body = saved;
+    json_decref(r->body);
+    *r = (bso_reply){0};
+    struct timespec ts = {0, (long)(1000000L * (1 + rand() % (attempt < 10 ? 2 << attempt / 2 : 64)))};
+    nanosleep(&ts, NULL);
+  }
+  if (rc == BSO_DB_DOWN) {
+    json_decref(r->body);
+    r->status = 503;
+    r->body = bso_message("the database is unavailable: %s; try again shortly", err);
+    zeus__log(ZEUS_LOG_WARN, "bso", "the database is unavailable: %s", err);
+  } else if (rc == BSO_DB_RETRY) {
+    json_decref(r->body);
+    r->status = 503;
+    r->body = bso_message("the database stayed busy through %d attempts: %s; try again", MAX_ATTEMPTS, err);
+  } else if (rc) {
+    json_decref(r->body);
+    r->status = 500;
+    r->body = bso_message("database error: %s", err);
+    zeus__log(ZEUS_LOG_ERROR, "bso", "database error: %s", err);
+  }
+  pool_give(s, slot, rc == BSO_DB_DOWN);
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+  (void)version;
+  zeus_bso_server *s = cls;
+  req *q = *con_cls;
+  if (!q) {
+    if (!(q = calloc(1, sizeof *q))) return MHD_NO;
+    *con_cls = q;
+    q->route = route_of(url, method, &q->method_status);
+    if (!authorised(s, c)) {
+      q->refused = true;
+      return send_json(c, 401, detail("a bearer token is required (Authorization: Bearer TOKEN)"));
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > s->body_max) {
+      q->refused = true;
+      char m[128];
+      snprintf(m, sizeof m, "request body larger than the limit of %zu bytes (--max-body)", s->body_max);
+      return send_json(c, 413, detail(m));
+    }
+    return MHD_YES;
+  }
+  if (q->refused) {
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  if (*upload_size) {
+    size_t n = *upload_size;
+    *upload_size = 0;
+    if (q->body.len + n > s->body_max || zeus__buf_append(&q->body, upload, n)) {
+      q->refused = true;
+      char m[128];
+      snprintf(m, sizeof m, "request body larger than the limit of %zu bytes (--max-body)", s->body_max);
+      return send_json(c, 413, detail(m));
+    }
+    return MHD_YES;
+  }
+  if (q->method_status == 404) return send_json(c, 404, detail("Not Found"));
+  if (q->method_status == 405) return send_json(c, 405, detail("Method Not Allowed"));
+  bso_req rq = {.route = q->route};
+  bso_reply rep = {0};
+  if (q->route == BSO_R_DELETE || q->route == BSO_R_PREDICT) {
+    rq.job_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "job_id");
+  } else {
+    json_error_t je;
+    rq.body = json_loadb(q->body.data ? q->body.data : "", q->body.len, JSON_REJECT_DUPLICATES, &je);
+    if (!rq.body) {
+      char m[256];
+      snprintf(m, sizeof m, "JSON decode error: %s", je.text);
+      json_t *d = json_pack("{s[{s[si]ssss}]}", "detail", "loc", "body", (int)je.position, "msg", m, "type",
+                            "value_error.jsondecode");
+      return send_json(c, 422, d);
+    }
+  }
+  if (bso_validate(&rq, &rep) == 0) run(s, &rq, &rep);
+  json_decref(rq.body);
+  return send_json(c, rep.status ? rep.status : 500, rep.body);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+  (void)cls, (void)c, (void)toe;
+  req *q = *con_cls;
+  if (!q) return;
+  zeus__buf_free(&q->body);
+  free(q);
+  *con_cls = NULL;
+}
+
+int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts) {
+  zeus_bso_server_opts o = opts ? *opts : (zeus_bso_server_opts){0};
+  if (!o.host || !*o.host) o.host = "127.0.0.1";
+  if (o.port == 0) o.port = DEFAULT_PORT;
+  if (o.port < -1 || o.port > 65535) return zeus__error(ZEUS_EINVAL, "port %d is outside 1..65535", o.port);
+  if (!o.database || !*o.database) o.database = "sqlite://zeus-bso.db";
+  if (o.threads <= 0) o.threads = DEFAULT_THREADS;
+  if (o.threads > 256) return zeus__error(ZEUS_EINVAL, "threads %d is outside 1..256", o.threads);
+  if (o.max_connections <= 0) o.max_connections = DEFAULT_CONNECTIONS;
+  if (!o.max_body_bytes) o.max_body_bytes = DEFAULT_BODY;
+  if (o.idle_timeout_s <= 0) o.idle_timeout_s = 60;
+  if (o.token && !*o.token)
+    return zeus__error(ZEUS_EINVAL, "the token is empty, which would turn authentication off; give no token for none");
+  if (o.token && o.token_file && *o.token_file)
+    return zeus__error(ZEUS_EINVAL, "give the token or the token file, not both");
+  zeus_bso_server *s = calloc(1, sizeof *s);
+  if (!s) return zeus__oom("creating the server");
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  s->body_max = o.max_body_bytes;
+  int rc = ZEUS_OK;
+  if (o.token)
+    s->token = zeus__strdup(o.token);
+  else if (o.token_file && *o.token_file)
+    rc = zeus__read_token_file(o.token_file, "bso", &s->token);
+  s->url = zeus__strdup(o.database);
+  bool pg = bso_db_url_is_pg(o.database);
+  s->lock_suffix = pg ? " FOR UPDATE" : "";
+  /* SQLite serialises writers on the file anyway: one connection queues them in this process
+   * without busy waits (other processes on the same file still wait on its lock). */
+  s->npool = pg ? o.threads : 1;
+  s->pool = calloc((size_t)s->npool, sizeof *s->pool);
+  s->busy = calloc((size_t)s->npool, sizeof *s->busy);
+  if (!rc && (!s->url || !s->pool || !s->busy)) rc = zeus__oom("creating the server");
+  if (rc) {
+    zeus_bso_server_close(s);
+    return rc;
+  }
+  char err[512];
+  if (bso_db_open(o.database, 1, &s->pool[0], err, sizeof err)) {
+    zeus_bso_server_close(s);
+    return zeus__error(ZEUS_EIO, "database %s: %s", pg ? "(postgresql)" : o.database, err);
+  }
+  struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+  char port[16];
+  snprintf(port, sizeof port, "%d", o.port < 0 ? 0 : o.port);
+  int gai = getaddrinfo(o.host, port, &hints, &ai);
+  if (gai) {
+    zeus_bso_server_close(s);
+    return zeus__error(ZEUS_EINVAL, "cannot resolve host '%s': %s", o.host, gai_strerror(gai));
+  }
+  if (!s->token && !zeus__sockaddr_is_loopback(ai->ai_addr))
+    zeus__log(ZEUS_LOG_WARN, "bso",
+              "listening on %s, which is not a loopback address, without a token: anyone who can "
+              "reach this port can register, read and delete jobs; give --token-file",
+              o.host);
+  unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+  s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                          MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT,
+                          (unsigned)o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                          (unsigned)(o.idle_timeout_s + 0.999), MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
+                          MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)4096, MHD_OPTION_THREAD_POOL_SIZE,
+                          (unsigned)(o.threads > 1 ? o.threads : 0), MHD_OPTION_END);
+  freeaddrinfo(ai);
+  if (!s->d) {
+    zeus_bso_server_close(s);
+    return zeus__error(ZEUS_ENET, "cannot listen on %s port %d (in use, or not an address of this machine?)", o.host,
+                       o.port);
+  }
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+  s->port = di ? di->port : o.port;
+  zeus__log(ZEUS_LOG_INFO, "bso", "serving on %s port %d, database %s", o.host, s->port,
+            pg ? "postgresql" : o.database);
+  *out = s;
+  return ZEUS_OK;
+}
+
+int zeus_bso_server_port(const zeus_bso_server *s) { return s ? s->port : -1; }
+
+void zeus_bso_server_close(zeus_bso_server *s) {
+  if (!s) return;
+  if (s->d) MHD_stop_daemon(s->d);
+  for (int i = 0; s->pool && i < s->npool; i++)
+    if (s->pool[i]) s->pool[i]->ops->close(s->pool[i]);
+  free(s->pool);
+  free(s->busy);
+  if (s->token) memset(s->token, 0, strlen(s->token));
+  free(s->token);
+  free(s->url);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->cv);
+  free(s);
+}
