@@ -411,7 +411,7 @@ static enum MHD_Result first_call(zeus_pfo_server *s, req *q, struct MHD_Connect
      * whoever holds many connections cannot stop new jobs from starting. */
     q->refused = true;
     atomic_fetch_add(&s->refused_busy, 1);
-    char msg[240];
+    char msg[320];
     snprintf(msg, sizeof msg, "the server has %u connections open, near its limit of %u (the rest are kept for "
              "registration); try again shortly, or raise the limit: %s", atomic_load(&s->conns), s->conn_limit,
              s->conn_by_fds ? "the server's descriptor limit (ulimit -n) sets it"
@@ -866,8 +866,8 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   s->idle_timeout_s = o.idle_timeout_s;
   s->conn_limit = limit;
   s->conn_by_fds = (long)o.max_connections > fd_budget;
-  if (s->conn_by_fds)
-    zeus__log(ZEUS_LOG_WARN, "pfo", "the descriptor limit (%llu) allows only %u connections, below "
+  if (s->conn_by_fds) /* a warning when asked for; the default just says so */
+    zeus__log(o.max_connections != PFO_DEFAULT_MAX_CONNECTIONS ? ZEUS_LOG_WARN : ZEUS_LOG_INFO, "pfo", "the descriptor limit (%llu) allows only %u connections, below "
               "--max-connections %d: raise it (ulimit -n, LimitNOFILE= in a systemd unit) for jobs of more than "
               "%u ranks", (unsigned long long)nofile, limit, o.max_connections, limit / 2);
   unsigned spare = limit / 16 < 8 ? 8 : limit / 16;

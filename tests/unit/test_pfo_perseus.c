@@ -845,6 +845,10 @@ static void perseus_server_answers_promptly_while_the_gpt3_96_microbatch_solve_r
   o.scheduler_args = "{\"warmup_iters\": 0, \"blocking_power_w\": 70.38}";
   o.dump_dir = dir;
   o.threads = 2;
+  /* The ranks' keep-alive connections sit idle while the test waits for the solve, which takes
+   * over a minute under ASan on a loaded machine: past the default idle timeout (60 s) the server
+   * closed them and the next round read -1 on a closed connection. */
+  o.idle_timeout_s = 600;
   zeus_pfo_server *srv;
   assert_zeus_ok(zeus_pfo_server_open(&srv, &o));
   j.port = zeus_pfo_server_port(srv);

@@ -444,6 +444,7 @@ static void descriptor_limit_is_raised_and_held_connections_leave_room_to_regist
   char *resp;
   assert_int_equal(req(&c, "GET", "/info", NULL, NULL, &resp), 503);
   assert_non_null(strstr(resp, "near its limit"));
+  assert_non_null(strstr(resp, "descriptor limit (ulimit -n)")); /* what to raise: here the descriptors */
   free(resp);
   th_close(&c);
   char id[256];
@@ -468,6 +469,31 @@ static void descriptor_limit_is_raised_and_held_connections_leave_room_to_regist
 
 /* Idle connections were kept 600 s. Now an idle connection is closed after idle_timeout_s, while
  * a schedule request that waits longer than that is not idle and gets its answer. */
+/* Issue 28: the default serves an 8,192-rank job (a schedule and a presence connection per rank),
+ * and the 503 past a smaller --max-connections names the flag to raise. */
+static void connection_limit_default_serves_8192_ranks_and_its_503_names_the_flag(void **state) {
+  (void)state;
+  zeus_pfo_server_opts d;
+  zeus_pfo_server_opts_init(&d);
+  assert_true(d.max_connections >= 2 * 8192 + 8192 / 16);
+  zeus_pfo_server_opts o = {.max_connections = 16};
+  zeus_pfo_server *s = start(&o);
+  zeus__pfo_server_stats st;
+  zeus__pfo_server_stats_get(s, &st);
+  assert_int_equal(st.conn_limit, 16);
+  th_conn held[12];
+  for (int i = 0; i < 12; i++) assert_int_equal(th_connect(&held[i], g_port), 0);
+  usleep(300 * 1000); /* accepted by now */
+  th_conn c = {.fd = -1, .port = g_port};
+  char *resp;
+  assert_int_equal(req(&c, "GET", "/info", NULL, NULL, &resp), 503);
+  assert_non_null(strstr(resp, "--max-connections (ZEUS_PFO_MAX_CONNECTIONS)"));
+  free(resp);
+  th_close(&c);
+  for (int i = 0; i < 12; i++) th_close(&held[i]);
+  zeus_pfo_server_close(s);
+}
+
 static void idle_connection_is_closed_but_a_long_poll_is_not(void **state) {
   (void)state;
   zeus_pfo_server_opts o = {.idle_timeout_s = 1};
@@ -1024,6 +1050,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(a_rank_that_leaves_is_reported_to_every_waiting_rank_at_once),
       cmocka_unit_test(a_rank_whose_presence_closes_is_reported_to_every_waiting_rank_at_once),
       cmocka_unit_test(descriptor_limit_is_raised_and_held_connections_leave_room_to_register),
+      cmocka_unit_test(connection_limit_default_serves_8192_ranks_and_its_503_names_the_flag),
       cmocka_unit_test(idle_connection_is_closed_but_a_long_poll_is_not),
       cmocka_unit_test(vanished_client_poll_is_dropped_within_a_second),
       cmocka_unit_test(oversized_lists_are_refused_before_the_server_holds_them),
