@@ -8,6 +8,14 @@ CMAKE_FLAGS ?=
 ifeq ($(ZEUS_WERROR),1)
 CMAKE_FLAGS += -DZEUS_WERROR=ON
 endif
+# `make check` builds the sources many times (normal, ASan, minimal, one build per component left
+# out): with ccache (a test package of scripts/deps.sh) the builds after the first share their
+# objects. Looked up when a recipe runs, so after `deps` has installed it; paths are hashed
+# relative to the checkout, so that the build folders' objects match.
+CCACHE = $(shell command -v ccache 2>/dev/null)
+CMAKE_FLAGS += $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=ccache)
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
 # CMake's generated Makefiles run make recursively; without this every sub-make prints its
 # "Entering directory" and "Leaving directory" lines (hundreds for one build).
