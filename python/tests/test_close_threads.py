@@ -101,3 +101,30 @@ def test_close_from_inside_a_call_of_the_same_thread_does_not_hang():
     assert not d._h
     with pytest.raises(ValueError, match="closed"):
         d.gpu_count()
+
+
+def test_a_handle_collected_with_its_monitor_is_freed_after_the_monitor(monkeypatch):
+    """A Devices and a PowerMonitor reading it (a sampling thread) that only the garbage collector
+    frees, together: the monitor is closed before the handle it reads. The collector clears weak
+    references before it runs finalizers, so with the dependents held weakly the handle could be
+    freed first, under the monitor's (or a Perseus controller's) thread: a use after free that
+    ASan showed in the pytest run."""
+    import gc
+
+    from zeusc import _lib
+    from zeusc.device import Devices
+    from zeusc.monitor import PowerMonitor
+
+    L = _lib.lib()
+    order = []
+    real_dev, real_pm = L.zeus_devices_close, L.zeus_power_monitor_close
+    monkeypatch.setattr(L, "zeus_devices_close", lambda h: (order.append("devices"), real_dev(h))[1])
+    monkeypatch.setattr(L, "zeus_power_monitor_close", lambda h: (order.append("monitor"), real_pm(h))[1])
+    gc.collect()
+    for _ in range(10):
+        d = Devices(backend="sim", all_devices=True)
+        pm = PowerMonitor(gpu_indices=[0], update_period=0.01, devices=d)
+        d.cycle, pm.cycle = d, pm  # garbage that only the collector frees, both at once
+        del d, pm
+        gc.collect()
+    assert order == ["monitor", "devices"] * 10

@@ -16,7 +16,6 @@ Units follow the C library: power in mW, energy in J (mJ where the name says so)
 from __future__ import annotations
 
 import ctypes
-import weakref
 from ctypes import byref, c_bool, c_double, c_uint, c_uint64, c_void_p
 
 from .. import _lib
@@ -65,7 +64,11 @@ class Devices(Closeable):
                              daemon_override=bool(daemon_override))
         _lib.check(L.zeus_devices_open(byref(self._h), byref(o)))
         self._owned = True
-        self._dependents = weakref.WeakSet()  # monitors reading this handle
+        # Objects whose threads read this handle (monitors, optimizers), held strongly: the garbage
+        # collector clears weak references before it runs finalizers, so with a WeakSet a handle
+        # and its dependents collected together could be freed while a dependent's thread still
+        # used it. Each dependent leaves the set when it closes (_undepend).
+        self._dependents = set()
 
     @classmethod
     def default(cls) -> "Devices":
@@ -76,7 +79,7 @@ class Devices(Closeable):
         self._h = c_void_p()
         _lib.check(L.zeus_devices_default(byref(self._h)))
         self._owned = False
-        self._dependents = weakref.WeakSet()
+        self._dependents = set()
         return self
 
     @classmethod
@@ -84,13 +87,23 @@ class Devices(Closeable):
         self = cls.__new__(cls)
         self._h = c_void_p(handle)
         self._owned = False
-        self._dependents = weakref.WeakSet()
+        self._dependents = set()
         return self
 
     def _handle(self):
         if not self._h:
             raise ValueError("this Devices handle is closed")
         return self._h
+
+    def _depend(self, obj) -> None:
+        """Closing this handle closes `obj` first (a monitor or optimizer that reads it)."""
+        self._dependents.add(obj)
+
+    def _undepend(self, obj) -> None:
+        """`obj` is closed: it no longer holds this handle."""
+        deps = getattr(self, "_dependents", None)
+        if deps is not None:
+            deps.discard(obj)
 
     def close(self) -> None:
         """Restores changed settings (unless keep_settings_on_close) and releases the handle.

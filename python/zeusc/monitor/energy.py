@@ -242,7 +242,8 @@ class ZeusMonitor(Closeable):
         _lib.check(L.zeus_monitor_open(byref(self._h), byref(o)), _NOT_FOUND_IS_VALUE)
         _live.add(self)
         if devices is not None:
-            devices._dependents.add(self)
+            devices._depend(self)
+            self._deps_owner = devices
 
         n = L.zeus_monitor_num_gpus(self._h)
         #: The GPU indices measured (visible indices).
@@ -508,6 +509,9 @@ class ZeusMonitor(Closeable):
                 except OSError:
                     pass
                 self._log_f = None
+        owner = getattr(self, "_deps_owner", None)
+        if owner is not None:
+            owner._undepend(self)
         _live.discard(self)
 
 

@@ -149,7 +149,8 @@ class _Timelines(Closeable):
         self.gpu_indices = [L.zeus_power_monitor_gpu_index(self._pm, k) for k in range(n)]
         if devices is not None:
             # The sampling thread reads the handle: closing the Devices closes this first.
-            devices._dependents.add(self)
+            devices._depend(self)
+            self._deps_owner = devices
 
     def _handle(self):
         if not self._pm:
@@ -171,6 +172,9 @@ class _Timelines(Closeable):
 
             # Calls of other threads in progress finish first; later ones raise ValueError.
             self._close_guarded(free)
+        owner = getattr(self, "_deps_owner", None)
+        if owner is not None:
+            owner._undepend(self)
 
     def sample(self) -> None:
         """(not in the original) Takes one sample of everything now (for simulated clocks)."""

@@ -168,7 +168,7 @@ class PipelineFrequencyOptimizer(Closeable, Callback):
             self._raise(rc)
         _lifetime.register(self)
         if devices is not None:
-            devices._dependents.add(self)
+            devices._depend(self)
         self._lib = L
         self._begin = L.zeus_pfo_on_instruction_begin
         self._end = L.zeus_pfo_on_instruction_end
@@ -311,6 +311,8 @@ class PipelineFrequencyOptimizer(Closeable, Callback):
             self._h = c_void_p()
             self._begin = self._end = _closed
             self._lib.zeus_pfo_optimizer_close(h)
+        if getattr(self, "_devices", None) is not None:
+            self._devices._undepend(self)
         _lifetime.unregister(self)
 
 
