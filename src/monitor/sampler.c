@@ -66,7 +66,7 @@ static void push(gpu_follower *f, double t, double unc, double c, double p) {
       memcpy(v, f->intervals, m * sizeof *v);
       qsort(v, m, sizeof *v, cmp_d);
       /* a missed tick shows as a double interval: the median of several is robust to it */
-      f->period = m >= 3 ? v[m / 2] : 0;
+      f->period = m >= 3 ? fmin(fmax(v[m / 2], 0.005), 2.0) : 0; /* kept sane whatever was seen */
     }
   }
   f->ring[f->head] = (tick){t, unc, c, p};
@@ -122,7 +122,7 @@ static void *follow(void *arg) {
     double next = now + POLL_COARSE_S, expect = -1;
     if (period > 0 && t_last >= 0) {
       expect = t_last + period;
-      while (expect + GUARD_S < now) expect += period; /* a tick was missed: the one after */
+      if (expect + GUARD_S < now) expect += ceil((now - GUARD_S - expect) / period) * period; /* missed: the next */
       next = now < expect - GUARD_S ? expect - GUARD_S : now + POLL_FINE_S;
     }
     if (!wait_until(f, next)) break;
@@ -161,7 +161,8 @@ static void *follow(void *arg) {
         }
         /* read so late that the counter may show a tick after `when` (a thread starved of CPU):
          * the value is kept to compare with, the tick is not */
-        if (t_c - when <= (period > 0 ? period - GUARD_S : 0.05)) push(f, when, unc, last_c, mw / 1000.0);
+        double last_t = f->n ? f->ring[(f->head + RING - 1) % RING].t : -INFINITY;
+        if (t_c - when <= (period > 0 ? period - GUARD_S : 0.05) && when > last_t) push(f, when, unc, last_c, mw / 1000.0);
         pthread_mutex_unlock(&s->mu);
       }
     }

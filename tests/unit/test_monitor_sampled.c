@@ -180,6 +180,9 @@ static void h100_sampled_windows_follow_a_step_in_the_load(void **state) {
       continue;
     }
     double e = fabs(r.gpu_energy_j[0] - want) / want;
+    if (e > 0.05)
+      print_message("step window %d: %.3f s, step at %.3f s: measured %.3f J, truth %.3f J\n", k, r.time_s, at,
+                    r.gpu_energy_j[0], want);
     if (e > worst) worst = e;
   }
   print_message("step load, 200-500 ms windows: worst %.2f %%\n", 100 * worst);
