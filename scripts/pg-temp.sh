@@ -47,7 +47,9 @@ case "$cmd" in
     echo "$dir" > "$state/pgdir"
     if [ "$(id -u)" = 0 ]; then chown nobody "$dir"; fi
     chmod 0700 "$dir"
-    as_owner "$bin/initdb" -D "$dir/data" -U zeus --auth=trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 || {
+    # Bounded: a hung initdb (its `postgres -V` under a preloaded sanitizer did) must not outlive
+    # the caller; timeout kills its whole process group.
+    as_owner timeout -k 5 60 "$bin/initdb" -D "$dir/data" -U zeus --auth=trust -E UTF8 --no-sync >"$dir/initdb.log" 2>&1 || {
       cat "$dir/initdb.log" >&2; exit 1; }
     # The socket directory must be reachable by the client (root or the caller: it is).
     chmod 0711 "$dir"
