@@ -33,7 +33,7 @@ def _opt_bytes(s):
     return None if s is None else str(s).encode()
 
 
-@guard_methods()
+@guard_methods("_depend", "_undepend")
 class Devices(Closeable):
     """A set of GPUs from one backend (zeus_devices_open).
 
