@@ -273,7 +273,20 @@ static int finish(zeus_plo *p) {
   }
   if (p->profile_path && (!p->coll || p->coll->rank == 0)) {
     /* Noiseless steps: the original's file exactly. */
-    rc = zeus__plo_profile_save_info(p->profile_path, p->meas, p->noisy ? p->info : NULL, p->nmeas);
+    /* After re-measuring: the limits the choice was among, so that loading the file with the
+     * same selector makes the same choice. */
+    zeus__plo_choice ch = {.namong = 0};
+    unsigned *among = p->nchoose ? malloc(p->nchoose * sizeof *among) : NULL;
+    if (among) {
+      snprintf(ch.selector, sizeof ch.selector, "%s", zeus__selector_name(&p->sel));
+      ch.eta = p->sel.kind == ZEUS_SELECTOR_ZEUS_COST ? p->sel.eta : 0;
+      for (size_t i = 0; i < p->nchoose; i++) among[i] = p->choose[i].power_limit_w;
+      ch.among_w = among;
+      ch.namong = p->nchoose;
+    }
+    rc = zeus__plo_profile_save_info(p->profile_path, p->meas, p->noisy ? p->info : NULL, p->nmeas,
+                                     among ? &ch : NULL);
+    free(among);
     if (rc) zeus__log(ZEUS_LOG_WARN, "plo", "%s", zeus_errmsg());
     else zeus__log(ZEUS_LOG_INFO, "plo", "profile saved to '%s'", p->profile_path);
   }
@@ -787,7 +800,8 @@ int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_op
   if (has_file) {
     zeus_plo_measurement *m;
     size_t n;
-    if ((rc = zeus_plo_profile_load(p->profile_path, &m, &n))) {
+    zeus__plo_choice ch;
+    if ((rc = zeus__plo_profile_load_choice(p->profile_path, &m, &n, &ch))) {
       plo_free(p);
       return rc;
     }
@@ -796,6 +810,23 @@ int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_op
     p->nmeas = n;
     p->idx = p->nlimits;
     p->loaded = true;
+    /* A run that re-measured chose among the limits it re-measured: with the same selector the
+     * loaded profile chooses among them too (the live run's choice); otherwise among every limit. */
+    bool same = !p->original && ch.namong >= 2 && strcmp(ch.selector, zeus__selector_name(&p->sel)) == 0 &&
+                (p->sel.kind != ZEUS_SELECTOR_ZEUS_COST || ch.eta == p->sel.eta) &&
+                p->sel.kind != ZEUS_SELECTOR_MAX_SLOWDOWN && p->sel.kind != ZEUS_SELECTOR_CUSTOM;
+    free(p->choose);
+    p->choose = same ? calloc(n, sizeof *p->choose) : NULL;
+    p->nchoose = 0;
+    for (size_t i = 0; p->choose && i < n; i++)
+      for (size_t k = 0; k < ch.namong; k++)
+        if (m[i].power_limit_w == ch.among_w[k]) {
+          p->choose[p->nchoose++] = m[i];
+          break;
+        }
+    if (p->nchoose < 2) p->nchoose = 0;
+    else zeus__log(ZEUS_LOG_INFO, "plo", "loaded profile: choosing among the %zu limits its run re-measured", p->nchoose);
+    free(ch.among_w);
   }
 
   /* From here on GPUs change: handlers first, so that a signal at any point restores them. */

@@ -21,10 +21,24 @@ typedef struct zeus_plo_window_info {
   long outliers;       /* steps left out as outliers (> 5 scaled MADs from the window's median) */
 } zeus_plo_window_info;
 
+/* What a live run chose among after re-measuring (the profile file's "choice"): loading the file
+ * with the same selector chooses among the same limits, so it makes the live run's choice. */
+typedef struct zeus__plo_choice {
+  char selector[32]; /* zeus__selector_name of the live run's selector; "" when none is recorded */
+  double eta;        /* ZeusCost's eta (0 otherwise) */
+  unsigned *among_w; /* the limits chosen among (owned: free it; NULL when none) */
+  size_t namong;
+} zeus__plo_choice;
+
 /* zeus_plo_profile_save with, when info is not NULL, each measurement's "steps", "duration_s",
- * "step_time_cv", "windows" and "outlier_steps" (readers of the original's format ignore them). */
+ * "step_time_cv", "windows" and "outlier_steps", and when choice is not NULL a top-level
+ * "choice": {"selector", "eta" (ZeusCost), "among_w"} (readers of the original's format ignore
+ * them). */
 int zeus__plo_profile_save_info(const char *path, const zeus_plo_measurement *m,
-                                const zeus_plo_window_info *info, size_t n);
+                                const zeus_plo_window_info *info, size_t n, const zeus__plo_choice *choice);
+/* zeus_plo_profile_load that also reads the file's "choice" into *choice (zeroed when absent). */
+int zeus__plo_profile_load_choice(const char *path, zeus_plo_measurement **out, size_t *n,
+                                  zeus__plo_choice *choice);
 /* The per-measurement info of an optimizer (NULL for a loaded profile or original profiling). */
 const zeus_plo_window_info *zeus__plo_window_info(const zeus_plo *p);
 /* Whether the optimizer profiles as the original does (ZEUS_PLO_PROFILING=original at open). */
@@ -77,6 +91,7 @@ typedef struct zeus__plo_noise {
   uint64_t seed;
   long wait_steps, warmup_steps, profile_steps;
   long steps_per_epoch;    /* 0: three times the original's profiling steps */
+  const char *profile_path; /* the optimizer's profile file (loaded when it exists), NULL: none */
 } zeus__plo_noise;
 
 #define ZEUS__PLO_REPLAY_MAX 64
