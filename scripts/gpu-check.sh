@@ -25,7 +25,8 @@ DIR/report.md and DIR/report.json. Steps, each reported as passed, failed or ski
   actuation-latency  how soon an SM clock lock and a power limit show in timed PyTorch kernels,
                   beside the NVML call's own time (scripts/gpu_check_actuation.py)
   plo             the power-limit optimizer on PyTorch work (scripts/gpu_check_plo.py):
-                  profile, choose, apply, restore; energy saved and slowdown measured
+                  profile, choose, apply, restore; energy saved and slowdown measured; a
+                  second run on the same work and a clean sweep: do the choices agree
   pfo             the Perseus client with instruction hooks on PyTorch work against a local
                   zeus pfo-server (scripts/gpu_check_pfo.py): every instruction at the highest
                   clock, then a plan at 75 % of it; energy saved and slowdown measured

@@ -10,6 +10,7 @@
 #include "bso/bso_internal.h"
 #include "core/json.h"
 #include "device/restore_signals.h"
+#include "plo/plo_internal.h"
 #include "zeus/job.h"
 
 #define MAX_LIMITS 64
@@ -54,6 +55,19 @@ struct zeus_job {
   /* power profile */
   profile p;
   bool measured[MAX_LIMITS];
+  /* robust profiling (issue 30; zeus_plo's rules, src/plo/robust.c) */
+  bool original;         /* ZEUS_PLO_PROFILING=original: the original's profiling exactly */
+  double *step_s;        /* per-step times of the open window (capacity measure) */
+  long nstep;
+  double last_t;         /* backend clock at the window's start or its last step end */
+  double win_cv[MAX_LIMITS];
+  long win_steps[MAX_LIMITS], win_n[MAX_LIMITS], win_out[MAX_LIMITS];
+  double win_dur[MAX_LIMITS];
+  double sw_time[MAX_LIMITS], sw_energy[MAX_LIMITS]; /* the sweep's window per limit */
+  double r_t[MAX_LIMITS], r_e[MAX_LIMITS], r_cv2[MAX_LIMITS]; /* re-measured sums */
+  bool refining, noisy;
+  size_t seq[2 * MAX_LIMITS + 2], nseq, ri;
+  long sweep_steps;      /* steps the sweep took (the original's profiling) */
   bool profiling;        /* limits are left to profile in this run */
   bool save_pending;     /* profiling finished; the file is not written yet */
   size_t next_limit;
@@ -169,11 +183,17 @@ static size_t limit_index(const profile *p, unsigned w) {
   return p->n;
 }
 
-/* The optimum: least (eta * power + (1 - eta) * max_power) / throughput; ties to the lower limit. */
-static unsigned choose_optimal(const zeus_job *j) {
+static double limit_cost(const zeus_job *j, size_t i) {
+  return (j->eta * j->p.train_power[i] + (1 - j->eta) * j->max_power_w) / j->p.train_tput[i];
+}
+
+/* The optimum: least (eta * power + (1 - eta) * max_power) / throughput; ties to the lower limit.
+ * only: the limits to choose among (NULL: every limit). */
+static unsigned choose_optimal(const zeus_job *j, const bool *only) {
   unsigned best = 0;
   double best_cost = INFINITY;
   for (size_t i = 0; i < j->p.n; i++) {
+    if (only && !only[i]) continue;
     double c = (j->eta * j->p.train_power[i] + (1 - j->eta) * j->max_power_w) / j->p.train_tput[i];
     if (c < best_cost || (c == best_cost && j->p.limits_w[i] < best)) {
       best_cost = c;
@@ -213,6 +233,21 @@ static int save_profile(zeus_job *j) {
   json_object_set_new(root, "eval_power", ep);
   json_object_set_new(root, "eval_throughput", et);
   json_object_set_new(root, "optimal_pl", json_integer((json_int_t)j->p.optimal_w * 1000));
+  if (j->noisy) {
+    /* What each training measurement is (robust profiling on noisy steps; readers of the
+     * original's format ignore it): steps, wall time, spread, windows, outlier steps. */
+    json_t *info = json_object();
+    for (size_t i = 0; info && i < j->p.n; i++) {
+      char key[24];
+      snprintf(key, sizeof key, "%u", j->p.limits_w[i] * 1000u);
+      json_object_set_new(info, key,
+                          json_pack("{s:I, s:o, s:o, s:I, s:I}", "steps", (json_int_t)j->win_steps[i], "duration_s",
+                                    zeus__json_measured(j->win_dur[i], 9), "step_time_cv",
+                                    zeus__json_derived(j->win_cv[i]), "windows", (json_int_t)j->win_n[i],
+                                    "outlier_steps", (json_int_t)j->win_out[i]));
+    }
+    json_object_set_new(root, "train_profile_info", info);
+  }
   int rc = zeus__json_write_file_atomic(j->power_json, root, 2);
   json_decref(root);
   if (!rc) zeus__log(ZEUS_LOG_INFO, "job", "saved the power profile %s (optimal %u W)", j->power_json, j->p.optimal_w);
@@ -403,6 +438,9 @@ int zeus_job_open(zeus_job **out, const zeus_job_opts *opts) {
   j->ranks = opts->collective ? opts->collective->world_size : 1;
   j->global_bs = opts->batch_size * j->ranks;
   rc = read_settings(j);
+  if (!rc) rc = zeus__robust_mode_from_env(&j->original);
+  if (!rc && !j->original && !(j->step_s = malloc((size_t)j->measure * sizeof *j->step_s)))
+    rc = zeus__oom("opening a job");
   if (!rc) {
     if (opts->monitor) {
       j->mon = opts->monitor;
@@ -458,6 +496,7 @@ void zeus_job_close(zeus_job *j) {
     if (j->own_mon) zeus_monitor_close(j->mon);
   }
   remove_handlers(j);
+  free(j->step_s);
   free(j->log_dir);
   free(j->job_id);
   free(j->train_json);
@@ -579,6 +618,8 @@ int zeus_job_train_begin(zeus_job *j) {
   return ZEUS_OK;
 }
 
+static int conclude_refine(zeus_job *j);
+
 int zeus_job_train_step_begin(zeus_job *j) {
   if (!j->in_train) return zeus__error(ZEUS_ESTATE, "zeus_job_train_step_begin: call zeus_job_train_begin first");
   if (j->in_step)
@@ -589,8 +630,12 @@ int zeus_job_train_step_begin(zeus_job *j) {
   long k = j->step;
   long room = (j->epochs > 1 && j->last_train_steps > 0 ? j->last_train_steps : j->o.steps_per_epoch) - 1;
   int rc = ZEUS_OK;
-  if (j->ps == PROF_IDLE && j->next_limit < j->p.n && k + j->warmup + j->measure <= room) {
-    rc = apply_limit(j, j->p.limits_w[j->next_limit]);
+  if (j->ps == PROF_IDLE && j->refining && k + j->warmup + j->measure > room) {
+    rc = conclude_refine(j); /* no room left in this epoch: decide with the windows measured */
+    if (rc || !j->profiling) return rc;
+  }
+  if (j->ps == PROF_IDLE && (j->refining || j->next_limit < j->p.n) && k + j->warmup + j->measure <= room) {
+    rc = apply_limit(j, j->p.limits_w[j->refining ? j->seq[j->ri] : j->next_limit]);
     if (rc) return rc;
     j->ps = PROF_WARMUP;
     j->warm_start = k;
@@ -600,38 +645,130 @@ int zeus_job_train_step_begin(zeus_job *j) {
     if (rc) return rc;
     j->ps = PROF_MEASURE;
     j->prof_start = k;
+    j->nstep = 0;
+    if (j->step_s) j->last_t = zeus_devices_now(j->dev);
   }
   return ZEUS_OK;
+}
+
+/* Profiling is over: the optimum (among `only`, NULL: every limit) is chosen on rank 0 and
+ * applied on every rank. */
+static int finish_profiling(zeus_job *j, const bool *only) {
+  unsigned opt = choose_optimal(j, only);
+  int rc = zeus_collective_broadcast(j->o.collective, &opt, sizeof opt, 0);
+  if (rc) return rc;
+  j->p.optimal_w = opt;
+  j->p.present = 1;
+  j->profiling = false;
+  j->refining = false;
+  j->save_pending = true;
+  zeus__log(ZEUS_LOG_INFO, "job", "optimal power limit %u W", opt);
+  /* The rest of this epoch, evaluation included, runs at the optimum (so that evaluation is
+   * profiled at it); steady epochs use steady_limit(). */
+  return apply_limit(j, opt);
+}
+
+/* After the sweep (robust profiling, zeus_plo's rules): when the step times spread, the limits
+ * whose cost is within the noise of the best are measured again in a palindromic order, within
+ * 1.5x the sweep's steps and the rest of this (first) epoch. Returns whether windows are planned. */
+static bool refine_plan(zeus_job *j, long k) {
+  j->nseq = j->ri = 0;
+  if (j->original || j->epochs != 1 || j->p.n < 2) return false;
+  double s2 = 0;
+  for (size_t i = 0; i < j->p.n; i++) s2 += j->win_cv[i] * j->win_cv[i];
+  double cv = sqrt(s2 / (double)j->p.n);
+  if (zeus_collective_allreduce(j->o.collective, &cv, 1, ZEUS_REDUCE_MAX)) return false;
+  if (!(cv > ZEUS__ROBUST_NOISELESS_CV)) return false; /* noiseless: the original's profiling */
+  j->noisy = true;
+  j->sweep_steps = k + 1;
+  long per = j->warmup + j->measure;
+  double budget = (ZEUS__ROBUST_STEP_BUDGET - 1) * (double)j->sweep_steps;
+  double epoch_room = (double)(j->o.steps_per_epoch - 1 - (k + 1));
+  double room = fmin(budget, epoch_room);
+  size_t windows = room >= (double)per ? (size_t)floor(room / (double)per) : 0;
+  if (windows > 2 * j->p.n) windows = 2 * j->p.n;
+  double key[MAX_LIMITS];
+  for (size_t i = 0; i < j->p.n; i++) key[i] = limit_cost(j, i);
+  size_t nc = 0;
+  j->nseq = zeus__robust_palindrome(key, j->p.n, zeus__robust_threshold(cv, j->measure), windows, j->seq, &nc);
+  if (j->nseq)
+    zeus__log(ZEUS_LOG_INFO, "job", "step spread %.2f%%: %zu limit(s) within the noise; %zu more windows", 100 * cv,
+              nc, j->nseq);
+  return j->nseq > 0;
+}
+
+/* Re-measuring is over (or cut short): a re-measured limit's throughput is from its new windows
+ * (drift-balanced), its power over every window at it; the choice is among the re-measured limits
+ * (every limit when fewer than two were). */
+static int conclude_refine(zeus_job *j) {
+  bool only[MAX_LIMITS];
+  size_t nref = 0;
+  for (size_t i = 0; i < j->p.n; i++) {
+    only[i] = j->win_n[i] > 1;
+    if (!only[i]) continue;
+    nref++;
+    double n = (double)(j->win_n[i] - 1);
+    double t = j->r_t[i] / n;
+    j->p.train_power[i] = (j->sw_energy[i] + j->r_e[i]) / (j->sw_time[i] + j->r_t[i]);
+    j->p.train_tput[i] = (double)j->measure / t;
+    j->win_cv[i] = sqrt(j->r_cv2[i] / n);
+  }
+  return finish_profiling(j, nref >= 2 ? only : NULL);
 }
 
 int zeus_job_train_step_end(zeus_job *j) {
   if (!j->in_step) return zeus__error(ZEUS_ESTATE, "zeus_job_train_step_end: no step was begun");
   j->in_step = false;
   long k = j->step++;
-  if (j->ps != PROF_MEASURE || k != j->prof_start + j->measure - 1) return ZEUS_OK;
+  if (j->ps != PROF_MEASURE) return ZEUS_OK;
+  if (j->step_s) {
+    double now = zeus_devices_now(j->dev);
+    if (j->nstep < j->measure) j->step_s[j->nstep++] = now - j->last_t;
+    j->last_t = now;
+  }
+  if (k != j->prof_start + j->measure - 1) return ZEUS_OK;
   double e, t;
   int rc = end_window(j, WIN_LIMIT, &e, &t);
   if (rc) return rc;
   j->ps = PROF_IDLE;
-  size_t i = j->next_limit++;
+  size_t i = j->refining ? j->seq[j->ri++] : j->next_limit++;
   if (!(t > 0)) return zeus__error(ZEUS_EDEVICE, "the profiling window at %u W measured no time", j->p.limits_w[i]);
+  if (!j->original) {
+    /* Per-step times, outliers left out (their share of the energy too), the same on every rank. */
+    zeus__step_summary ws = zeus__robust_window(j->step_s, j->nstep, j->measure, t);
+    double tt = ws.time_s, cv = ws.cv;
+    rc = zeus_collective_allreduce(j->o.collective, &tt, 1, ZEUS_REDUCE_MAX);
+    if (!rc) rc = zeus_collective_allreduce(j->o.collective, &cv, 1, ZEUS_REDUCE_MAX);
+    if (rc) return rc;
+    e *= tt / t;
+    j->win_steps[i] += j->nstep;
+    j->win_dur[i] += t;
+    j->win_out[i] += ws.outliers;
+    j->win_n[i]++;
+    t = tt;
+    if (j->refining) {
+      j->r_t[i] += t;
+      j->r_e[i] += e;
+      j->r_cv2[i] += cv * cv;
+      zeus__log(ZEUS_LOG_INFO, "job", "%u W again: %.6g W, %.6g steps/s (step spread %.2f%%)", j->p.limits_w[i],
+                e / t, (double)j->measure / t, 100 * cv);
+      return j->ri == j->nseq ? conclude_refine(j) : ZEUS_OK;
+    }
+    j->win_cv[i] = cv;
+    j->sw_time[i] = t;
+    j->sw_energy[i] = e;
+  }
   j->p.train_power[i] = e / t;
   j->p.train_tput[i] = (double)j->measure / t;
   j->measured[i] = true;
   zeus__log(ZEUS_LOG_INFO, "job", "profiled %u W: %.6g W, %.6g steps/s", j->p.limits_w[i], j->p.train_power[i],
             j->p.train_tput[i]);
   if (j->next_limit < j->p.n) return ZEUS_OK;
-  unsigned opt = choose_optimal(j);
-  rc = zeus_collective_broadcast(j->o.collective, &opt, sizeof opt, 0);
-  if (rc) return rc;
-  j->p.optimal_w = opt;
-  j->p.present = 1;
-  j->profiling = false;
-  j->save_pending = true;
-  zeus__log(ZEUS_LOG_INFO, "job", "optimal power limit %u W", opt);
-  /* The rest of this epoch, evaluation included, runs at the optimum (so that evaluation is
-   * profiled at it); steady epochs use steady_limit(). */
-  return apply_limit(j, opt);
+  if (refine_plan(j, k)) {
+    j->refining = true;
+    return ZEUS_OK;
+  }
+  return finish_profiling(j, NULL);
 }
 
 int zeus_job_train_end(zeus_job *j) {
@@ -640,12 +777,17 @@ int zeus_job_train_end(zeus_job *j) {
   int rc = ZEUS_OK;
   bool interrupted = j->ps != PROF_IDLE;
   if (j->ps == PROF_MEASURE) rc = zeus_monitor_end_window(j->mon, WIN_LIMIT, true, NULL);
-  if (interrupted) {
+  if (interrupted && j->refining) {
+    zeus__log(ZEUS_LOG_INFO, "job", "the epoch ended (%ld steps) while re-measuring: the choice uses the windows measured",
+              j->step);
+    j->ps = PROF_IDLE;
+  } else if (interrupted) {
     zeus__log(ZEUS_LOG_WARN, "job",
               "the epoch ended (%ld steps) inside the profiling window of %u W; it is retried next epoch", j->step,
               j->p.limits_w[j->next_limit]);
     j->ps = PROF_IDLE;
   }
+  if (!rc && j->refining) rc = conclude_refine(j); /* never past the first epoch */
   double e, t;
   if (!rc) rc = end_window(j, WIN_TRAIN, &e, &t);
   j->in_train = false;

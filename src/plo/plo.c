@@ -22,11 +22,11 @@
 #include "plo/plo_internal.h"
 
 /* How many scaled MADs from the median a step time must be to be left out of a window. */
-#define OUTLIER_MADS 5.0
+#define OUTLIER_MADS ZEUS__ROBUST_OUTLIER_MADS
 /* Candidates within this many standard errors of a difference of two windows are re-measured. */
-#define NOISE_Z 3.0
+#define NOISE_Z ZEUS__ROBUST_NOISE_Z
 /* Profiling takes at most this times the steps of the original on the same settings. */
-#define STEP_BUDGET 1.5
+#define STEP_BUDGET ZEUS__ROBUST_STEP_BUDGET
 /* At most this many per-step times are kept per window. */
 #define MAX_STEP_TIMES 1000000L
 /* Windows shorter than this get more steps (within the budget) when steps are noisy. */
@@ -34,7 +34,7 @@
 /* Windows of the step budget kept for measuring limits again when windows are lengthened. */
 #define REFINE_RESERVE 0
 /* Step times spread less than this (relative) are noiseless: the original's profiling. */
-#define NOISELESS_CV 1e-4
+#define NOISELESS_CV ZEUS__ROBUST_NOISELESS_CV
 
 struct zeus_plo {
   zeus_monitor *mon;
@@ -273,7 +273,20 @@ static int finish(zeus_plo *p) {
   }
   if (p->profile_path && (!p->coll || p->coll->rank == 0)) {
     /* Noiseless steps: the original's file exactly. */
-    rc = zeus__plo_profile_save_info(p->profile_path, p->meas, p->noisy ? p->info : NULL, p->nmeas);
+    /* After re-measuring: the limits the choice was among, so that loading the file with the
+     * same selector makes the same choice. */
+    zeus__plo_choice ch = {.namong = 0};
+    unsigned *among = p->nchoose ? malloc(p->nchoose * sizeof *among) : NULL;
+    if (among) {
+      snprintf(ch.selector, sizeof ch.selector, "%s", zeus__selector_name(&p->sel));
+      ch.eta = p->sel.kind == ZEUS_SELECTOR_ZEUS_COST ? p->sel.eta : 0;
+      for (size_t i = 0; i < p->nchoose; i++) among[i] = p->choose[i].power_limit_w;
+      ch.among_w = among;
+      ch.namong = p->nchoose;
+    }
+    rc = zeus__plo_profile_save_info(p->profile_path, p->meas, p->noisy ? p->info : NULL, p->nmeas,
+                                     among ? &ch : NULL);
+    free(among);
     if (rc) zeus__log(ZEUS_LOG_WARN, "plo", "%s", zeus_errmsg());
     else zeus__log(ZEUS_LOG_INFO, "plo", "profile saved to '%s'", p->profile_path);
   }
@@ -299,45 +312,10 @@ static int finish(zeus_plo *p) {
  * Noiseless measurements (no spread) re-measure nothing: the limit changes and the choice are the
  * original's. ZEUS_PLO_PROFILING=original gives the original's profiling exactly. */
 
-typedef struct window_stats {
-  double time_s; /* the window's time for profile_steps steps, outliers left out */
-  double cv;     /* coefficient of variation of the kept step times */
-  long outliers;
-} window_stats;
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+typedef zeus__step_summary window_stats;
 
 static window_stats window_summary(zeus_plo *p, double window_s) {
-  long n = p->nstep;
-  window_stats ws = {.time_s = window_s * (n > 0 ? (double)p->profile_steps / (double)n : 1.0)};
-  if (n < 2) return ws;
-  double *v = p->step_s, sorted_stack[256];
-  double *sorted = n <= 256 ? sorted_stack : malloc((size_t)n * sizeof *sorted);
-  if (!sorted) return ws;
-  memcpy(sorted, v, (size_t)n * sizeof *sorted);
-  qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
-  double med = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-  for (long i = 0; i < n; i++) sorted[i] = fabs(v[i] - med);
-  qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
-  double mad = 1.4826 * (n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]));
-  if (sorted != sorted_stack) free(sorted);
-  double sum = 0, sum2 = 0;
-  long kept = 0;
-  for (long i = 0; i < n; i++) {
-    if (mad > 0 && fabs(v[i] - med) > OUTLIER_MADS * mad) continue;
-    sum += v[i];
-    sum2 += v[i] * v[i];
-    kept++;
-  }
-  ws.outliers = n - kept;
-  double mean = sum / (double)kept;
-  double var = kept > 1 ? (sum2 - (double)kept * mean * mean) / (double)(kept - 1) : 0;
-  ws.cv = mean > 0 && var > 0 ? sqrt(var) / mean : 0;
-  if (ws.outliers > 0) ws.time_s = mean * (double)p->profile_steps;
-  return ws;
+  return zeus__robust_window(p->step_s, p->nstep, p->profile_steps, window_s);
 }
 
 /* The selector's key for measurement m (lower is better); not for MAX_SLOWDOWN or CUSTOM. */
@@ -401,7 +379,7 @@ static void refine_plan(zeus_plo *p) {
   if (zeus_collective_allreduce(p->coll, &cv, 1, ZEUS_REDUCE_MAX)) return; /* every rank fails alike */
   if (!(cv > NOISELESS_CV)) return; /* noiseless: the original's sequence and choice */
   p->noisy = true;
-  double thr = NOISE_Z * sqrt(2.0) * cv / sqrt((double)p->profile_steps);
+  double thr = zeus__robust_threshold(cv, p->profile_steps);
   double per = (double)p->warmup_steps + (double)p->win_steps;
   double limit = STEP_BUDGET * original_steps(p);
   if (p->epoch_steps > 0) limit = fmin(limit, (double)p->epoch_steps);
@@ -428,18 +406,11 @@ static void refine_plan(zeus_plo *p) {
       p->refine_seq[p->nrefine++] = 0;
     }
   } else {
-    double best = INFINITY;
-    for (size_t i = 0; i < p->nmeas; i++) best = fmin(best, sel_key(p, &p->meas[i]));
-    for (size_t i = 0; i < p->nmeas; i++) {
-      double k = sel_key(p, &p->meas[i]);
-      if (k <= best * (1 + thr)) c[nc++] = (cand){i, k};
-    }
-    qsort(c, nc, sizeof *c, cmp_cand);
-    size_t m = windows / 2;
-    if (nc < m) m = nc;
-    if (m >= 2) {
-      for (size_t k = 0; k < m; k++) p->refine_seq[p->nrefine++] = c[k].i;
-      for (size_t k = m; k-- > 0;) p->refine_seq[p->nrefine++] = c[k].i;
+    double *key = malloc(p->nmeas * sizeof *key);
+    if (key) {
+      for (size_t i = 0; i < p->nmeas; i++) key[i] = sel_key(p, &p->meas[i]);
+      p->nrefine = zeus__robust_palindrome(key, p->nmeas, thr, windows, p->refine_seq, &nc);
+      free(key);
     }
   }
   free(c);
@@ -797,13 +768,11 @@ int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_op
   p->win_steps = opts->profile_steps;
   p->coll = opts->collective;
   {
-    static const char *const modes[] = {"robust", "original", NULL};
-    int mode = mode_in;
-    if (mode < 0 && (rc = zeus__env_choice("ZEUS_PLO_PROFILING", modes, 0, &mode))) {
+    p->original = mode_in == 1;
+    if (mode_in < 0 && (rc = zeus__robust_mode_from_env(&p->original))) {
       plo_free(p);
       return zeus__error_ctx(rc, "power-limit optimizer");
     }
-    p->original = mode == 1;
   }
   if (opts->profile_path && !(p->profile_path = strdup(opts->profile_path))) {
     plo_free(p);
@@ -831,7 +800,8 @@ int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_op
   if (has_file) {
     zeus_plo_measurement *m;
     size_t n;
-    if ((rc = zeus_plo_profile_load(p->profile_path, &m, &n))) {
+    zeus__plo_choice ch;
+    if ((rc = zeus__plo_profile_load_choice(p->profile_path, &m, &n, &ch))) {
       plo_free(p);
       return rc;
     }
@@ -840,6 +810,23 @@ int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_op
     p->nmeas = n;
     p->idx = p->nlimits;
     p->loaded = true;
+    /* A run that re-measured chose among the limits it re-measured: with the same selector the
+     * loaded profile chooses among them too (the live run's choice); otherwise among every limit. */
+    bool same = !p->original && ch.namong >= 2 && strcmp(ch.selector, zeus__selector_name(&p->sel)) == 0 &&
+                (p->sel.kind != ZEUS_SELECTOR_ZEUS_COST || ch.eta == p->sel.eta) &&
+                p->sel.kind != ZEUS_SELECTOR_MAX_SLOWDOWN && p->sel.kind != ZEUS_SELECTOR_CUSTOM;
+    free(p->choose);
+    p->choose = same ? calloc(n, sizeof *p->choose) : NULL;
+    p->nchoose = 0;
+    for (size_t i = 0; p->choose && i < n; i++)
+      for (size_t k = 0; k < ch.namong; k++)
+        if (m[i].power_limit_w == ch.among_w[k]) {
+          p->choose[p->nchoose++] = m[i];
+          break;
+        }
+    if (p->nchoose < 2) p->nchoose = 0;
+    else zeus__log(ZEUS_LOG_INFO, "plo", "loaded profile: choosing among the %zu limits its run re-measured", p->nchoose);
+    free(ch.among_w);
   }
 
   /* From here on GPUs change: handlers first, so that a signal at any point restores them. */

@@ -21,10 +21,24 @@ typedef struct zeus_plo_window_info {
   long outliers;       /* steps left out as outliers (> 5 scaled MADs from the window's median) */
 } zeus_plo_window_info;
 
+/* What a live run chose among after re-measuring (the profile file's "choice"): loading the file
+ * with the same selector chooses among the same limits, so it makes the live run's choice. */
+typedef struct zeus__plo_choice {
+  char selector[32]; /* zeus__selector_name of the live run's selector; "" when none is recorded */
+  double eta;        /* ZeusCost's eta (0 otherwise) */
+  unsigned *among_w; /* the limits chosen among (owned: free it; NULL when none) */
+  size_t namong;
+} zeus__plo_choice;
+
 /* zeus_plo_profile_save with, when info is not NULL, each measurement's "steps", "duration_s",
- * "step_time_cv", "windows" and "outlier_steps" (readers of the original's format ignore them). */
+ * "step_time_cv", "windows" and "outlier_steps", and when choice is not NULL a top-level
+ * "choice": {"selector", "eta" (ZeusCost), "among_w"} (readers of the original's format ignore
+ * them). */
 int zeus__plo_profile_save_info(const char *path, const zeus_plo_measurement *m,
-                                const zeus_plo_window_info *info, size_t n);
+                                const zeus_plo_window_info *info, size_t n, const zeus__plo_choice *choice);
+/* zeus_plo_profile_load that also reads the file's "choice" into *choice (zeroed when absent). */
+int zeus__plo_profile_load_choice(const char *path, zeus_plo_measurement **out, size_t *n,
+                                  zeus__plo_choice *choice);
 /* The per-measurement info of an optimizer (NULL for a loaded profile or original profiling). */
 const zeus_plo_window_info *zeus__plo_window_info(const zeus_plo *p);
 /* Whether the optimizer profiles as the original does (ZEUS_PLO_PROFILING=original at open). */
@@ -34,6 +48,37 @@ long zeus__plo_profiling_steps(const zeus_plo *p);
 
 /* zeus_plo_open with the profiling mode forced: 0 robust, 1 original, -1 from ZEUS_PLO_PROFILING. */
 int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_opts *opts, int mode);
+
+/* ---- robust profiling's measurement rules (robust.c), shared with zeus_job (issue 30) ---- */
+
+/* Step times more than this many scaled MADs from the window's median are left out. */
+#define ZEUS__ROBUST_OUTLIER_MADS 5.0
+/* Candidates within this many standard errors of a difference of two windows are re-measured. */
+#define ZEUS__ROBUST_NOISE_Z 3.0
+/* Profiling takes at most this times the steps of the original on the same settings. */
+#define ZEUS__ROBUST_STEP_BUDGET 1.5
+/* Step times spread less than this (relative) are noiseless: the original's profiling. */
+#define ZEUS__ROBUST_NOISELESS_CV 1e-4
+
+typedef struct zeus__step_summary {
+  double time_s; /* the window's time for nominal_steps steps, outliers left out */
+  double cv;     /* coefficient of variation of the kept step times */
+  long outliers; /* steps left out */
+} zeus__step_summary;
+
+/* One window of n steps (per-step times v, wall time window_s): its time scaled to nominal_steps
+ * steps (the window's own time when no step is an outlier), its spread and its outliers. */
+zeus__step_summary zeus__robust_window(const double *v, long n, long nominal_steps, double window_s);
+/* The relative difference two windows of `steps` steps with spread cv cannot be told apart by. */
+double zeus__robust_threshold(double cv, long steps);
+/* The re-measuring plan for a selector that takes the least key: the candidates (key within
+ * 1 + thr of the least; *ncand of them, may be NULL), best first, then the same in reverse
+ * (A B B A), as many as `windows` windows allow; at least two limits or none. seq needs room for
+ * 2 * n indices; returns its length. */
+size_t zeus__robust_palindrome(const double *key, size_t n, double thr, size_t windows, size_t *seq,
+                               size_t *ncand);
+/* ZEUS_PLO_PROFILING: "robust" (default) or "original" (*original true); errors name the variable. */
+int zeus__robust_mode_from_env(bool *original);
 
 /* ---- noisy replays (noisy_replay.c): robustness of the choice (issue 30) ---- */
 
@@ -46,6 +91,7 @@ typedef struct zeus__plo_noise {
   uint64_t seed;
   long wait_steps, warmup_steps, profile_steps;
   long steps_per_epoch;    /* 0: three times the original's profiling steps */
+  const char *profile_path; /* the optimizer's profile file (loaded when it exists), NULL: none */
 } zeus__plo_noise;
 
 #define ZEUS__PLO_REPLAY_MAX 64

@@ -66,7 +66,49 @@ static int check_unique(const char *path, const zeus_plo_measurement *m, size_t 
   return rc;
 }
 
+/* The file's optional "choice" (written by a run that re-measured): checked like the rest. */
+static int load_choice(const char *path, json_t *root, zeus__plo_choice *c) {
+  json_t *ch = json_object_get(root, "choice");
+  if (!ch) return ZEUS_OK;
+  json_t *sel = json_object_get(ch, "selector"), *among = json_object_get(ch, "among_w"),
+         *eta = json_object_get(ch, "eta");
+  if (!json_is_object(ch) || !json_is_string(sel) || strlen(json_string_value(sel)) >= sizeof c->selector ||
+      !json_is_array(among) || (eta && !json_is_number(eta)))
+    return zeus__error(ZEUS_EPARSE,
+                       "power-limit profile '%s': 'choice' must be {\"selector\": name, \"among_w\": [W, ...]} "
+                       "with \"eta\" a number for ZeusCost",
+                       path);
+  size_t k = json_array_size(among);
+  if (k && !(c->among_w = calloc(k, sizeof *c->among_w))) return zeus__oom("loading a power-limit profile");
+  for (size_t i = 0; i < k; i++) {
+    json_t *v = json_array_get(among, i);
+    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 1000000) {
+      free(c->among_w);
+      c->among_w = NULL;
+      return zeus__error(ZEUS_EPARSE, "power-limit profile '%s': choice.among_w[%zu] must be a whole number of watts",
+                         path, i);
+    }
+    c->among_w[i] = (unsigned)json_integer_value(v);
+  }
+  c->namong = k;
+  snprintf(c->selector, sizeof c->selector, "%s", json_string_value(sel));
+  c->eta = eta ? json_number_value(eta) : 0;
+  return ZEUS_OK;
+}
+
+static int load_impl(const char *path, zeus_plo_measurement **out, size_t *n, zeus__plo_choice *choice);
+
 int zeus_plo_profile_load(const char *path, zeus_plo_measurement **out, size_t *n) {
+  return load_impl(path, out, n, NULL);
+}
+
+int zeus__plo_profile_load_choice(const char *path, zeus_plo_measurement **out, size_t *n,
+                                  zeus__plo_choice *choice) {
+  if (choice) memset(choice, 0, sizeof *choice);
+  return load_impl(path, out, n, choice);
+}
+
+static int load_impl(const char *path, zeus_plo_measurement **out, size_t *n, zeus__plo_choice *choice) {
   if (!path || !out || !n) return zeus__error(ZEUS_EINVAL, "zeus_plo_profile_load: path, out and n are required");
   char *data;
   size_t len;
@@ -130,6 +172,7 @@ int zeus_plo_profile_load(const char *path, zeus_plo_measurement **out, size_t *
     m[i].power_limit_w = (unsigned)pl;
   }
   if ((rc = check_unique(path, m, count))) goto done;
+  if (choice && (rc = load_choice(path, root, choice))) goto done;
   *out = m;
   *n = count;
   m = NULL;
@@ -140,11 +183,11 @@ done:
 }
 
 int zeus_plo_profile_save(const char *path, const zeus_plo_measurement *m, size_t n) {
-  return zeus__plo_profile_save_info(path, m, NULL, n);
+  return zeus__plo_profile_save_info(path, m, NULL, n, NULL);
 }
 
 int zeus__plo_profile_save_info(const char *path, const zeus_plo_measurement *m, const zeus_plo_window_info *info,
-                                size_t n) {
+                                size_t n, const zeus__plo_choice *choice) {
   if (!path || (!m && n)) return zeus__error(ZEUS_EINVAL, "zeus_plo_profile_save: path and measurements are required");
   if (n == 0) return zeus__error(ZEUS_EINVAL, "power-limit profile '%s': nothing to save (no measurements)", path);
   json_t *root = json_object(), *list = json_array();
@@ -174,6 +217,20 @@ int zeus__plo_profile_save_info(const char *path, const zeus_plo_measurement *m,
       rc = zeus__oom("saving a power-limit profile");
       goto done;
     }
+  }
+  if (choice && choice->namong) {
+    json_t *ch = json_object(), *among = json_array();
+    if (!ch || !among) {
+      json_decref(ch);
+      json_decref(among);
+      rc = zeus__oom("saving a power-limit profile");
+      goto done;
+    }
+    json_object_set_new(ch, "selector", json_string(choice->selector));
+    if (strcmp(choice->selector, "ZeusCost") == 0) json_object_set_new(ch, "eta", json_real(choice->eta));
+    for (size_t i = 0; i < choice->namong; i++) json_array_append_new(among, json_integer(choice->among_w[i]));
+    json_object_set_new(ch, "among_w", among);
+    json_object_set_new(root, "choice", ch);
   }
   rc = zeus__json_write_file_atomic(path, root, 4);
   if (rc) zeus__error_ctx(rc, "saving the power-limit profile");

@@ -154,6 +154,10 @@ else fail "gpu-check plo: $(cat "$tmp/run/plo.log")"; fi
 if jcheck "$tmp/run/report.json" "[s for s in d['steps'] if s['step'] == 'plo'][0]['result']['profile_window_s'] >= 0.5 and len([s for s in d['steps'] if s['step'] == 'plo'][0]['result']['sweep']) >= 2 and [s for s in d['steps'] if s['step'] == 'plo'][0]['result']['sweep_optimum_w'] is not None"; then
   pass "gpu-check plo: profile windows sized by time (>= 0.5 s quick), and a clean sweep beside the choice"
 else fail "gpu-check plo windows/sweep: $(head -c 1500 "$tmp/run/plo.json")"; fi
+# Issue 30: the optimizer twice on the same work, both choices, whether they agree, each beside the sweep.
+if jcheck "$tmp/run/report.json" "(lambda r: len(r['optimizer_runs']) == 2 and all(x['optimal_power_limit_w'] in [s['power_limit_w'] for s in r['sweep']] and x['sweep_excess_cost_pct'] >= 0 and isinstance(x['agrees_with_sweep'], bool) for x in r['optimizer_runs']) and r['runs_agree'] == (r['optimizer_runs'][0]['optimal_power_limit_w'] == r['optimizer_runs'][1]['optimal_power_limit_w']) and r['optimizer_runs'][0]['optimal_power_limit_w'] == r['optimal_power_limit_w'] and r['checks']['second_run_done'])([s for s in d['steps'] if s['step'] == 'plo'][0]['result'])"; then
+  pass "gpu-check plo: two runs on the same work, both choices and their agreement reported beside the sweep"
+else fail "gpu-check plo two runs: $(head -c 1500 "$tmp/run/plo.json")"; fi
 
 # The window-accuracy step on GPUs that behave like the measured H100 (100 ms tick, 3.3 ms counter
 # reads): the sampled source meets the targets, the raw counter difference is far off at 50 ms.

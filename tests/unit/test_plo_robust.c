@@ -177,7 +177,7 @@ static void plo_profile_records_steps_duration_and_spread(void **state) {
   scratch_init(&s);
   const zeus_plo_measurement m[] = {{300, 100, 2.0}, {250, 90, 2.1}};
   const zeus_plo_window_info info[] = {{10, 2.0, 0.05, 1, 0}, {20, 4.2, 0.04, 2, 1}};
-  assert_zeus_ok(zeus__plo_profile_save_info(s.profile, m, info, 2));
+  assert_zeus_ok(zeus__plo_profile_save_info(s.profile, m, info, 2, NULL));
   FILE *fp = fopen(s.profile, "r");
   char buf[4096] = {0};
   assert_true(fread(buf, 1, sizeof buf - 1, fp) > 0);
@@ -194,6 +194,67 @@ static void plo_profile_records_steps_duration_and_spread(void **state) {
   assert_near(back[1].time_s, 2.1, 0);
   free(back);
   scratch_free(&s);
+}
+
+/* A noisy run that re-measured chose among the re-measured limits; its saved profile, loaded with
+ * the same selector, makes the same choice (the file's "choice"), though choosing over every
+ * limit of the file would differ in some runs; another selector, or the original's profiling,
+ * chooses over every limit. */
+static void plo_loaded_profile_makes_the_live_runs_choice(void **state) {
+  (void)state;
+  ZEUS_SKIP_WITHOUT_DATA();
+  char paths[16][1024];
+  size_t np = list_profiles(paths, 16);
+  scratch sc;
+  scratch_init(&sc);
+  int runs = 0, restricted = 0, differs = 0;
+  for (size_t i = 0; i < np; i++) {
+    for (int k = 0; k < 4; k++) {
+      if (k == 1) continue; /* MaxSlowdownConstraint chooses over every limit live too */
+      for (uint64_t seed = 1; seed <= 5; seed++) {
+        zeus_selector s;
+        make_selector(k, &s);
+        zeus__plo_noise nz;
+        zeus__plo_noise_issue30(&nz);
+        nz.seed = seed;
+        nz.profile_path = sc.profile;
+        unlink(sc.profile);
+        zeus__plo_replay_result live, loaded, orig;
+        assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 0, &live));
+        assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 0, &loaded));
+        assert_int_equal(loaded.steps, 0); /* loaded, not profiled */
+        assert_int_equal(loaded.chosen_w, live.chosen_w);
+        runs++;
+        zeus_selector all = s;
+        if (all.kind == ZEUS_SELECTOR_ZEUS_COST) all.world_size = loaded.ngpu;
+        unsigned w_all;
+        assert_zeus_ok(zeus_selector_select(&all, loaded.meas, loaded.n, &w_all));
+        FILE *fp = fopen(sc.profile, "r");
+        char buf[16384] = {0};
+        assert_true(fread(buf, 1, sizeof buf - 1, fp) > 0);
+        fclose(fp);
+        if (strstr(buf, "\"choice\"")) restricted++;
+        if (w_all != live.chosen_w) differs++;
+        /* The original's profiling loads the file as the original: over every limit. */
+        assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 1, &orig));
+        assert_int_equal(orig.chosen_w, w_all);
+        if (k == 0) {
+          /* Another selector than the live run's chooses over every limit of the file. */
+          zeus_selector e;
+          zeus_selector_energy(&e);
+          unsigned we;
+          assert_zeus_ok(zeus_selector_select(&e, loaded.meas, loaded.n, &we));
+          assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &e, &nz, 0, &orig));
+          assert_int_equal(orig.chosen_w, we);
+        }
+      }
+    }
+  }
+  print_message("loaded profiles: %d runs, %d recorded a choice among re-measured limits, %d of which choosing "
+                "over every limit would have changed\n", runs, restricted, differs);
+  assert_true(restricted > 0);
+  assert_true(differs > 0); /* the case the file's "choice" is for occurs */
+  scratch_free(&sc);
 }
 
 /* The judge of a choice, on a made-up profile. */
@@ -226,6 +287,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(plo_robust_is_the_original_on_noiseless_replays),
       cmocka_unit_test(plo_robust_never_goes_past_the_first_epoch),
       cmocka_unit_test(plo_profile_records_steps_duration_and_spread),
+      cmocka_unit_test(plo_loaded_profile_makes_the_live_runs_choice),
       cmocka_unit_test(plo_judge_follows_issue_30s_rule),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);

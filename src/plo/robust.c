@@ -1,0 +1,90 @@
+/* robust.c: the measurement rules of robust power-limit profiling (issue 30), shared by the
+ * power-limit optimizer (plo.c) and the recurring job's first-epoch profiling (src/job/job.c):
+ * per-step times with outliers left out, the noise threshold, the palindromic re-measuring plan,
+ * and the ZEUS_PLO_PROFILING switch. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "plo/plo_internal.h"
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+zeus__step_summary zeus__robust_window(const double *v, long n, long nominal_steps, double window_s) {
+  zeus__step_summary ws = {.time_s = window_s * (n > 0 ? (double)nominal_steps / (double)n : 1.0)};
+  if (n < 2) return ws;
+  double sorted_stack[256];
+  double *sorted = n <= 256 ? sorted_stack : malloc((size_t)n * sizeof *sorted);
+  if (!sorted) return ws;
+  memcpy(sorted, v, (size_t)n * sizeof *sorted);
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+  double med = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  for (long i = 0; i < n; i++) sorted[i] = fabs(v[i] - med);
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+  double mad = 1.4826 * (n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]));
+  if (sorted != sorted_stack) free(sorted);
+  double sum = 0, sum2 = 0;
+  long kept = 0;
+  for (long i = 0; i < n; i++) {
+    if (mad > 0 && fabs(v[i] - med) > ZEUS__ROBUST_OUTLIER_MADS * mad) continue;
+    sum += v[i];
+    sum2 += v[i] * v[i];
+    kept++;
+  }
+  ws.outliers = n - kept;
+  double mean = sum / (double)kept;
+  double var = kept > 1 ? (sum2 - (double)kept * mean * mean) / (double)(kept - 1) : 0;
+  ws.cv = mean > 0 && var > 0 ? sqrt(var) / mean : 0;
+  if (ws.outliers > 0) ws.time_s = mean * (double)nominal_steps;
+  return ws;
+}
+
+double zeus__robust_threshold(double cv, long steps) {
+  return ZEUS__ROBUST_NOISE_Z * sqrt(2.0) * cv / sqrt((double)(steps > 0 ? steps : 1));
+}
+
+typedef struct cand {
+  size_t i;
+  double d;
+} cand;
+
+static int cmp_cand(const void *a, const void *b) {
+  const cand *x = a, *y = b;
+  if (x->d != y->d) return (x->d > y->d) - (x->d < y->d);
+  return (x->i > y->i) - (x->i < y->i);
+}
+
+size_t zeus__robust_palindrome(const double *key, size_t n, double thr, size_t windows, size_t *seq,
+                               size_t *ncand) {
+  if (ncand) *ncand = 0;
+  if (n == 0) return 0;
+  cand *c = malloc(n * sizeof *c);
+  if (!c) return 0;
+  double best = INFINITY;
+  for (size_t i = 0; i < n; i++) best = fmin(best, key[i]);
+  size_t nc = 0;
+  for (size_t i = 0; i < n; i++)
+    if (key[i] <= best * (1 + thr)) c[nc++] = (cand){i, key[i]};
+  qsort(c, nc, sizeof *c, cmp_cand);
+  size_t m = windows / 2, ns = 0;
+  if (nc < m) m = nc;
+  if (m >= 2) {
+    for (size_t k = 0; k < m; k++) seq[ns++] = c[k].i;
+    for (size_t k = m; k-- > 0;) seq[ns++] = c[k].i;
+  }
+  free(c);
+  if (ncand) *ncand = nc;
+  return ns;
+}
+
+int zeus__robust_mode_from_env(bool *original) {
+  static const char *const modes[] = {"robust", "original", NULL};
+  int mode = 0;
+  int rc = zeus__env_choice("ZEUS_PLO_PROFILING", modes, 0, &mode);
+  if (!rc) *original = mode == 1;
+  return rc;
+}
