@@ -327,17 +327,6 @@ static double sel_key(const zeus_plo *p, const zeus_plo_measurement *m) {
   }
 }
 
-typedef struct cand {
-  size_t i;
-  double d;
-} cand;
-
-static int cmp_cand(const void *a, const void *b) {
-  const cand *x = a, *y = b;
-  if (x->d != y->d) return (x->d > y->d) - (x->d < y->d);
-  return (x->i > y->i) - (x->i < y->i);
-}
-
 /* After the first window: windows shorter than MIN_WINDOW_S get more steps, as far as the step
  * budget allows with REFINE_RESERVE windows kept for measuring again. Noiseless steps (no spread)
  * keep the original's windows. */
@@ -386,25 +375,20 @@ static void refine_plan(zeus_plo *p) {
   double room = limit - (double)p->steps_seen;
   size_t windows = room > per ? (size_t)floor(room / per) : 0;
   if (windows > 2 * p->nlimits + 2) windows = 2 * p->nlimits + 2;
-  cand *c = malloc(p->nlimits * sizeof *c);
-  if (!c) return;
   size_t nc = 0;
   if (p->sel.kind == ZEUS_SELECTOR_MAX_SLOWDOWN) {
-    /* The limits whose slowdown is within the noise of the factor, nearest first. */
+    /* The limits whose slowdown is within the noise of the factor, re-measured between two
+     * windows of the reference, lowest limit first (the limits are in descending order): the
+     * choice is the lowest limit within the factor, so the lowest uncertain limits decide. */
     double t0 = p->meas[0].time_s;
-    for (size_t i = 1; i < p->nmeas && t0 > 0; i++) {
-      double d = fabs(p->meas[i].time_s / t0 / p->sel.factor - 1);
-      /* The choice is the lowest limit within the factor: the lowest uncertain limits decide. */
-      if (d <= thr) c[nc++] = (cand){i, -(double)i};
+    size_t m = windows >= 2 ? windows - 2 : 0, first = p->nrefine;
+    p->refine_seq[p->nrefine++] = 0;
+    for (size_t i = p->nmeas; i-- > 1 && t0 > 0;) {
+      if (fabs(p->meas[i].time_s / t0 / p->sel.factor - 1) > thr) continue;
+      if (nc++ < m) p->refine_seq[p->nrefine++] = i;
     }
-    qsort(c, nc, sizeof *c, cmp_cand);
-    size_t m = windows >= 2 ? windows - 2 : 0;
-    if (nc < m) m = nc;
-    if (m >= 1) {
-      p->refine_seq[p->nrefine++] = 0;
-      for (size_t k = 0; k < m; k++) p->refine_seq[p->nrefine++] = c[k].i;
-      p->refine_seq[p->nrefine++] = 0;
-    }
+    if (nc == 0 || m == 0) p->nrefine = first;
+    else p->refine_seq[p->nrefine++] = 0;
   } else {
     double *key = malloc(p->nmeas * sizeof *key);
     if (key) {
@@ -413,7 +397,6 @@ static void refine_plan(zeus_plo *p) {
       free(key);
     }
   }
-  free(c);
   if (p->nrefine)
     zeus__log(ZEUS_LOG_INFO, "plo", "step spread %.2f%%: %zu limit(s) within the noise (%.2f%%); %zu more windows",
               100 * cv, nc, 100 * thr, p->nrefine);
