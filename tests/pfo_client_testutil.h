@@ -369,6 +369,7 @@ static inline void check_clocks(harness *h) {
     gpu_log lg;
     read_log(r, &lg);
     size_t changes = 0;
+    unsigned first_of_last = 0; /* the last iteration's first planned clock */
     assert_true(lg.nsets >= 1);
     assert_int_equal(lg.sets[0], 1740); /* start-up: the highest clock */
     for (long it = 0; it < h->iters; it++) {
@@ -379,6 +380,7 @@ static inline void check_clocks(harness *h) {
       assert_int_equal(s[r].n_frequencies, f->pr.n);
       for (size_t i = 0; i < f->pr.n; i++) {
         unsigned want = (unsigned)s[r].frequencies[i].frequency_mhz;
+        if (i == 0) first_of_last = want;
         if (strcmp(s[r].frequencies[i].instruction, f->pr.names[i]))
           fail_msg("rank %d iteration %ld instruction %zu: schedule says %s, pipeline ran %s", r, it, i,
                    s[r].frequencies[i].instruction, f->pr.names[i]);
@@ -395,7 +397,11 @@ static inline void check_clocks(harness *h) {
       }
       zeus_pfo_schedules_free(s, ns);
     }
-    assert_int_equal(lg.nsets, changes + 1); /* no other clock change */
+    /* No other clock change, but one: clocks are issued ahead of their instructions (by the lock
+     * latency), so the controller may have set the first clock of an iteration that never came
+     * (the plan repeats) before the optimizer closed. */
+    if (lg.nsets == changes + 2 && first_of_last != prev) assert_int_equal(lg.sets[changes + 1], first_of_last);
+    else assert_int_equal(lg.nsets, changes + 1);
     assert_true(lg.reset_after_last_set);    /* reset at close */
     assert_true(lg.mem_locked);
     assert_true(lg.mem_reset);
