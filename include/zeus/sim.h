@@ -185,6 +185,18 @@ ZEUS_EXTERN int zeus_sim_gpu_hardware(zeus_sim_node *n, unsigned gpu, zeus_sim_h
 /* The node time of a GPU's last sensor tick (-1 before the first; the node's time when it has no
  * tick), for tests that check a tick follower. */
 ZEUS_EXTERN int zeus_sim_gpu_last_tick(zeus_sim_node *n, unsigned gpu, double *t /* out */);
+/* One sensor tick of a simulated GPU: its time, the energy counter after it (J) and the power the
+ * GPU drew then (W; with a hardware profile whose power reading refreshes at ticks, that reading). */
+typedef struct zeus_sim_tick {
+  double t_s;
+  double counter_j;
+  double power_w;
+} zeus_sim_tick;
+/* The GPU's ticks after node time after_s, oldest first, at most max (the newest ones) of the last
+ * 64; the count. What a tick follower on a real GPU finds by polling, for one on the virtual clock,
+ * where time moves only with the work and nothing can poll. 0 for a GPU without ticks. */
+ZEUS_EXTERN size_t zeus_sim_gpu_ticks_since(zeus_sim_node *n, unsigned gpu, double after_s, zeus_sim_tick *out,
+                                            size_t max);
 /* The SM clock a unit of work would run at now, and its working power in W. */
 ZEUS_EXTERN int zeus_sim_operating_point(zeus_sim_node *n, unsigned gpu, unsigned *clock_mhz /* out */,
                                          double *power_w /* out */);

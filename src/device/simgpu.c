@@ -22,6 +22,8 @@
 #define SIM_CK_SPACING 0.01
 #define SIM_AVG_WINDOW_S 1.0
 
+#define SIM_TICK_RING 64 /* ticks a GPU remembers: 6.4 s at 100 ms */
+
 typedef struct simgpu {
   zeus_sim_dvfs p; /* defaults applied */
   zeus_sim_model_kind model;
@@ -36,6 +38,7 @@ typedef struct simgpu {
   double next_tick;   /* time of the next tick; 0: no ticks */
   double last_tick;   /* -1 before the first */
   double tick_power_w, tick_avg_w; /* readings frozen at the last tick */
+  zeus_sim_tick ticks[SIM_TICK_RING]; /* the last ticks, for a virtual-clock follower */
   unsigned tick_clock_mhz;
   /* settings that have been called but not yet taken effect; at < 0: none */
   double pend_limit_at, pend_lock_at;
@@ -319,6 +322,8 @@ static void tick(simgpu *g, double t) {
     double tu, p;
     operating_point(g, &g->tick_clock_mhz, &tu, &p);
   }
+  g->ticks[(g->ntick - 1) % SIM_TICK_RING] =
+      (zeus_sim_tick){t, g->counter_j, g->power_ticks ? g->tick_power_w : power_now(g, t)};
   g->next_tick = t + next_interval(g);
 }
 
@@ -634,6 +639,19 @@ int zeus_sim_gpu_last_tick(zeus_sim_node *n, unsigned gpu, double *t) {
   *t = g->hw.tick_s > 0 ? g->last_tick : now;
   pthread_mutex_unlock(&n->mu);
   return ZEUS_OK;
+}
+
+size_t zeus_sim_gpu_ticks_since(zeus_sim_node *n, unsigned gpu, double after_s, zeus_sim_tick *out, size_t max) {
+  if (!n || gpu >= n->n || !out) return 0;
+  pthread_mutex_lock(&n->mu);
+  simgpu *g = &n->g[gpu];
+  advance(g, sim_now_locked(n));
+  size_t have = g->ntick < SIM_TICK_RING ? (size_t)g->ntick : SIM_TICK_RING, k = 0;
+  while (k < have && g->ticks[(g->ntick - 1 - k) % SIM_TICK_RING].t_s > after_s) k++; /* newer than after_s */
+  if (k > max) k = max;
+  for (size_t i = 0; i < k; i++) out[i] = g->ticks[(g->ntick - k + i) % SIM_TICK_RING];
+  pthread_mutex_unlock(&n->mu);
+  return k;
 }
 
 int zeus_sim_operating_point(zeus_sim_node *n, unsigned gpu, unsigned *clock_mhz, double *power_w) {

@@ -7,8 +7,10 @@
  * Each tick is kept as (time, counter, power) in a ring. The energy at any instant t is then
  *   between two known ticks:  C_k + (C_k+1 - C_k) (t - T_k) / (T_k+1 - T_k)   ("after the fact")
  *   after the last known one: C_k + P_k (t - T_k)                           (tick-phase corrected)
- * with no device call on the caller's thread. Not for a clock that does not move with real time
- * (the virtual simulated clock): zeus__sampler_open says so. */
+ * with no device call on the caller's thread. On the virtual simulated clock (time moves only with
+ * the work, so nothing can poll) there are no threads: each query takes the simulated GPU's record
+ * of its recent ticks (zeus_sim_gpu_ticks_since), what a follower would have found. Another clock
+ * that does not move with real time is refused (zeus__sampler_open says so). */
 #ifndef ZEUS_MONITOR_SAMPLER_H
 #define ZEUS_MONITOR_SAMPLER_H
 
@@ -24,7 +26,8 @@ typedef struct zeus__sampler_energy {
 } zeus__sampler_energy;
 
 /* Starts one thread per GPU (visible indices gpus[0..n)). Each reads the counter once and begins
- * to poll. ZEUS_EINVAL when the backend's clock does not move with real time. */
+ * to poll. On the virtual simulated clock no thread (see above); ZEUS_EINVAL on another backend
+ * whose clock does not move with real time. */
 int zeus__sampler_open(zeus__sampler **out, zeus_devices *dev, const unsigned *gpus, unsigned n);
 /* Stops the threads and frees the sampler. */
 void zeus__sampler_close(zeus__sampler *s);

@@ -64,6 +64,9 @@ int zeus__plo_noisy_replay(const char *profile, const zeus_selector *sel, const 
   unsigned ngpu = zeus_gpu_count(dev);
   static const unsigned no_cpu[1];
   zeus_monitor_opts mo = {.devices = dev, .cpu_indices = no_cpu, .num_cpu_indices = 0};
+  /* A counter that ticks is what a real GPU has, where the monitor follows its ticks (the sampled
+   * source, chosen by auto there); on the virtual clock auto cannot tell, so it is asked for. */
+  if (nz->counter_period_s > 0 || nz->hardware) mo.energy_source = ZEUS_ENERGY_SAMPLED;
   if ((rc = zeus_monitor_open(&mon, &mo))) goto out;
   zeus_selector s = *sel;
   if (s.kind == ZEUS_SELECTOR_ZEUS_COST && s.world_size == 0) s.world_size = ngpu;
