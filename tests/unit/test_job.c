@@ -833,6 +833,9 @@ static void check_noisy_profiling(const char *hardware) {
   json_object_foreach(tp, key, v) best = fmin(best, (0.5 * json_number_value(v) + 0.5 * 300) / num(tt, key));
   int right[2] = {0, 0}, remeasured = 0;
   const int runs = 20;
+  /* On a real H100 the monitor follows the ticks (auto picks the sampled source); on the virtual
+   * clock auto cannot tell, so the variable asks for it. */
+  if (hardware) setenv("ZEUS_MONITOR_ENERGY", "sampled", 1);
   for (int m = 0; m < 2; m++) {
     for (int seed = 1; seed <= runs; seed++) {
       noisy_run r = run_noisy((uint64_t)seed, 0.05, 0.05, 0.02, m ? "original" : NULL);
@@ -854,8 +857,10 @@ static void check_noisy_profiling(const char *hardware) {
   print_message("job under noise (%s): robust %d/%d right, original %d/%d; %d runs re-measured\n",
                 hardware ? hardware : "ideal", right[0], runs, right[1], runs, remeasured);
   fx_hardware = NULL;
+  unsetenv("ZEUS_MONITOR_ENERGY");
   assert_true(remeasured > runs / 2);
   assert_true(right[0] >= right[1]);
+  assert_true(right[0] >= 19); /* as measured (ideal sensors and h100 alike) */
   json_decref(truth_run.profile);
 }
 
@@ -865,7 +870,8 @@ static void job_noisy_profiling_remeasures_within_the_first_epoch(void **state) 
 }
 
 /* The same on GPUs that behave like the measured H100: a ~100 ms counter tick with jitter, 3.3 ms
- * counter reads and late power limits (virtual time on the virtual clock). */
+ * counter reads and late power limits (virtual time on the virtual clock), the monitor following
+ * the ticks as it does on a real H100: 19/20 right as on ideal sensors (9/20 with the raw counter). */
 static void job_noisy_profiling_on_the_h100_model(void **state) {
   (void)state;
   check_noisy_profiling("h100");
