@@ -32,8 +32,7 @@ static uint64_t splitmix(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-/* A standard normal deviate (Box-Muller). */
-static double gauss(uint64_t *s) {
+double zeus__plo_gauss(uint64_t *s) {
   double u1 = ((double)(splitmix(s) >> 11) + 0.5) / 9007199254740992.0;
   double u2 = (double)(splitmix(s) >> 11) / 9007199254740992.0;
   return sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
@@ -93,7 +92,7 @@ int zeus__plo_noisy_replay(const char *profile, const zeus_selector *sel, const 
       if ((rc = zeus_plo_on_step_begin(plo))) goto out;
       const zeus_plo_measurement *m;
       bool first_window = zeus_plo_get_state(plo) == ZEUS_PLO_PROFILING && zeus_plo_measurements(plo, &m) == 0;
-      double f = 1 + nz->jitter * gauss(&seed);
+      double f = 1 + nz->jitter * zeus__plo_gauss(&seed);
       if (first_window) f *= 1 + nz->slow_first;
       f *= 1 + nz->drift * fmin(1.0, (double)step / (double)orig_steps);
       if (f < 0.1) f = 0.1;

@@ -104,6 +104,8 @@ typedef struct zeus__plo_replay_result {
   size_t n;
 } zeus__plo_replay_result;
 
+/* A standard normal deviate (Box-Muller) from the splitmix64 state *s. */
+double zeus__plo_gauss(uint64_t *s);
 /* No noise; wait 1, warm-up 3, profile 10 steps. */
 void zeus__plo_noise_init(zeus__plo_noise *n);
 /* Issue 30's setting: 5 % jitter, first window 5 % slow, 2 % drift, 100 ms counter ticks. */
