@@ -72,7 +72,8 @@ static const cli_opt plo_table[] = {
      "noise: the work grows linearly by D over the original's profiling steps\n"
      "(wait + 1 + limits * (warmup + profile steps)), then stays", "0", 0, 10},
     {"counter-period-ms", 0, CLI_OPT_DOUBLE, &plo_opts.counter_period_ms, "MS",
-     "the simulated energy counters tick every MS ms (a real H100: 100)", "0 (continuous)", 0, 10000},
+     "the simulated energy counters tick every MS ms (a real H100: 100); windows then\n"
+     "follow the ticks, as the monitor does on a real GPU", "0 (continuous)", 0, 10000},
     {"seed", 0, CLI_OPT_LONG, &plo_opts.seed, "N", "seed of the noise", "1", 0, 1e15},
     {"original", 0, CLI_OPT_FLAG, &plo_opts.original, NULL,
      "profile as the original does (sets ZEUS_PLO_PROFILING=original): one window\n"
@@ -309,6 +310,8 @@ static int replay(const char *cmd, bool demo, const options *o) {
   r.ngpu = zeus_gpu_count(r.dev);
   static const unsigned no_cpu[1];
   zeus_monitor_opts mo = {.devices = r.dev, .cpu_indices = no_cpu, .num_cpu_indices = 0};
+  /* a ticking counter: windows follow its ticks, as the monitor does on a real GPU */
+  if (o->counter_period_ms > 0) mo.energy_source = ZEUS_ENERGY_SAMPLED;
   if (zeus_monitor_open(&mon, &mo)) {
     cli_error(cmd, true, "cannot measure the simulated GPUs");
     goto out;
