@@ -66,29 +66,42 @@ static int check_unique(const char *path, const zeus_plo_measurement *m, size_t 
   return rc;
 }
 
-/* The file's optional "choice" (written by a run that re-measured): checked like the rest. */
-static int load_choice(const char *path, json_t *root, zeus__plo_choice *c) {
+/* The file's optional "choice" (written by a run that re-measured): checked like the rest, each
+ * limit one of the file's measurements (m[0..count)), none twice. */
+static int load_choice(const char *path, json_t *root, const zeus_plo_measurement *m, size_t count,
+                       zeus__plo_choice *c) {
   json_t *ch = json_object_get(root, "choice");
   if (!ch) return ZEUS_OK;
   json_t *sel = json_object_get(ch, "selector"), *among = json_object_get(ch, "among_w"),
          *eta = json_object_get(ch, "eta");
-  if (!json_is_object(ch) || !json_is_string(sel) || strlen(json_string_value(sel)) >= sizeof c->selector ||
-      !json_is_array(among) || (eta && !json_is_number(eta)))
+  static const char *const names[] = {"Energy", "Time", "ZeusCost", "MaxSlowdownConstraint"};
+  bool known = false;
+  for (size_t i = 0; json_is_string(sel) && i < sizeof names / sizeof *names; i++)
+    known = known || strcmp(json_string_value(sel), names[i]) == 0;
+  if (!json_is_object(ch) || !known || !json_is_array(among) ||
+      (eta && !(json_is_number(eta) && json_number_value(eta) >= 0 && json_number_value(eta) <= 1)))
     return zeus__error(ZEUS_EPARSE,
-                       "power-limit profile '%s': 'choice' must be {\"selector\": name, \"among_w\": [W, ...]} "
-                       "with \"eta\" a number for ZeusCost",
+                       "power-limit profile '%s': 'choice' must be {\"selector\": \"Energy\", \"Time\", "
+                       "\"ZeusCost\" or \"MaxSlowdownConstraint\", \"among_w\": [W, ...]} with \"eta\" a number "
+                       "in [0, 1] for ZeusCost",
                        path);
   size_t k = json_array_size(among);
   if (k && !(c->among_w = calloc(k, sizeof *c->among_w))) return zeus__oom("loading a power-limit profile");
   for (size_t i = 0; i < k; i++) {
     json_t *v = json_array_get(among, i);
-    if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 1000000) {
+    json_int_t w = json_is_integer(v) ? json_integer_value(v) : 0;
+    bool measured = false, again = false;
+    for (size_t j = 0; j < count; j++) measured = measured || (json_int_t)m[j].power_limit_w == w;
+    for (size_t j = 0; j < i; j++) again = again || (json_int_t)c->among_w[j] == w;
+    if (!measured || again) {
       free(c->among_w);
       c->among_w = NULL;
-      return zeus__error(ZEUS_EPARSE, "power-limit profile '%s': choice.among_w[%zu] must be a whole number of watts",
+      return zeus__error(ZEUS_EPARSE,
+                         "power-limit profile '%s': choice.among_w[%zu] must be a power limit of the file's "
+                         "measurements, each once (in W)",
                          path, i);
     }
-    c->among_w[i] = (unsigned)json_integer_value(v);
+    c->among_w[i] = (unsigned)w;
   }
   c->namong = k;
   snprintf(c->selector, sizeof c->selector, "%s", json_string_value(sel));
@@ -172,7 +185,9 @@ static int load_impl(const char *path, zeus_plo_measurement **out, size_t *n, ze
     m[i].power_limit_w = (unsigned)pl;
   }
   if ((rc = check_unique(path, m, count))) goto done;
-  if (choice && (rc = load_choice(path, root, choice))) goto done;
+  zeus__plo_choice unused = {0};
+  if ((rc = load_choice(path, root, m, count, choice ? choice : &unused))) goto done;
+  free(unused.among_w); /* checked, not wanted */
   *out = m;
   *n = count;
   m = NULL;

@@ -196,6 +196,49 @@ static void plo_profile_records_steps_duration_and_spread(void **state) {
   scratch_free(&s);
 }
 
+/* A profile's "choice" is checked like the rest of the file: a malformed one is refused with an
+ * error naming it, by the public loader and the optimizer's alike; a good one loads. */
+static void plo_profile_with_a_malformed_choice_is_refused(void **state) {
+  (void)state;
+  scratch s;
+  scratch_init(&s);
+  static const char *const bad[][2] = {
+      {"[1]", "'choice' must be"},
+      {"{\"among_w\": [300, 250]}", "'choice' must be"},
+      {"{\"selector\": \"Fastest\", \"among_w\": [300, 250]}", "'choice' must be"},
+      {"{\"selector\": \"ZeusCost\", \"eta\": \"0.5\", \"among_w\": [300, 250]}", "'choice' must be"},
+      {"{\"selector\": \"ZeusCost\", \"eta\": 1.5, \"among_w\": [300, 250]}", "'choice' must be"},
+      {"{\"selector\": \"Energy\", \"among_w\": 300}", "'choice' must be"},
+      {"{\"selector\": \"Energy\", \"among_w\": [300, \"250\"]}", "choice.among_w[1]"},
+      {"{\"selector\": \"Energy\", \"among_w\": [300, 237]}", "choice.among_w[1]"},
+      {"{\"selector\": \"Energy\", \"among_w\": [-300]}", "choice.among_w[0]"},
+      {"{\"selector\": \"Energy\", \"among_w\": [250, 250]}", "choice.among_w[1]"},
+      {"{\"selector\": \"Energy\", \"among_w\": [300, 250]}", NULL},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    FILE *fp = fopen(s.profile, "w");
+    assert_non_null(fp);
+    fprintf(fp,
+            "{\"measurements\": [{\"power_limit\": 300, \"energy\": 100, \"time\": 2.0}, "
+            "{\"power_limit\": 250, \"energy\": 90, \"time\": 2.1}], \"choice\": %s}\n",
+            bad[i][0]);
+    fclose(fp);
+    zeus_plo_measurement *m = NULL;
+    size_t n = 0;
+    int rc = zeus_plo_profile_load(s.profile, &m, &n);
+    if (!bad[i][1]) {
+      assert_zeus_ok(rc);
+      assert_int_equal(n, 2);
+      free(m);
+      continue;
+    }
+    assert_int_equal(rc, ZEUS_EPARSE);
+    assert_non_null(strstr(zeus_errmsg(), bad[i][1]));
+    assert_non_null(strstr(zeus_errmsg(), s.profile));
+  }
+  scratch_free(&s);
+}
+
 /* A noisy run that re-measured chose among the re-measured limits; its saved profile, loaded with
  * the same selector, makes the same choice (the file's "choice"), though choosing over every
  * limit of the file would differ in some runs; another selector, or the original's profiling,
@@ -287,6 +330,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(plo_robust_is_the_original_on_noiseless_replays),
       cmocka_unit_test(plo_robust_never_goes_past_the_first_epoch),
       cmocka_unit_test(plo_profile_records_steps_duration_and_spread),
+      cmocka_unit_test(plo_profile_with_a_malformed_choice_is_refused),
       cmocka_unit_test(plo_loaded_profile_makes_the_live_runs_choice),
       cmocka_unit_test(plo_judge_follows_issue_30s_rule),
   };
