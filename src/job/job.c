@@ -697,8 +697,9 @@ static bool refine_plan(zeus_job *j, long k) {
   return j->nseq > 0;
 }
 
-/* Re-measuring is over (or cut short): a re-measured limit's throughput is from its new windows
- * (drift-balanced), its power over every window at it; the choice is among the re-measured limits
+/* Re-measuring is over (or cut short): a re-measured limit's throughput is from the mean of its
+ * windows (the new ones, drift-balanced, and the sweep's unless it was the first), its power over
+ * every window at it; the choice is among the re-measured limits
  * (every limit when fewer than two were). */
 static int conclude_refine(zeus_job *j) {
   bool only[MAX_LIMITS];
@@ -707,11 +708,13 @@ static int conclude_refine(zeus_job *j) {
     only[i] = j->win_n[i] > 1;
     if (!only[i]) continue;
     nref++;
-    double n = (double)(j->win_n[i] - 1);
-    double t = j->r_t[i] / n;
+    long nn = j->win_n[i] - 1;
+    double n = (double)nn;
+    double t = zeus__robust_remeasured_time(j->sw_time[i], i == 0, j->r_t[i], nn);
     j->p.train_power[i] = (j->sw_energy[i] + j->r_e[i]) / (j->sw_time[i] + j->r_t[i]);
     j->p.train_tput[i] = (double)j->measure / t;
-    j->win_cv[i] = sqrt(j->r_cv2[i] / n);
+    double sw_cv = j->win_cv[i]; /* the sweep's window's */
+    j->win_cv[i] = i == 0 ? sqrt(j->r_cv2[i] / n) : sqrt((j->r_cv2[i] + sw_cv * sw_cv) / (n + 1));
   }
   return finish_profiling(j, nref >= 2 ? only : NULL);
 }

@@ -308,7 +308,9 @@ static int finish(zeus_plo *p) {
  *     palindromic order (A B B A), so that a linear drift weighs the same on each; for
  *     MaxSlowdownConstraint the reference (highest) limit is measured again first and last, with
  *     the limits nearest the threshold between;
- *   - the choice is then made on the re-measured windows only.
+ *   - the choice is then made among the re-measured limits, each limit's time the mean of its
+ *     windows: the new ones and the sweep's, but for the profiling's first window (the reference
+ *     limit's, which may catch the job still warming up).
  * Noiseless measurements (no spread) re-measure nothing: the limit changes and the choice are the
  * original's. ZEUS_PLO_PROFILING=original gives the original's profiling exactly. */
 
@@ -403,7 +405,7 @@ static void refine_plan(zeus_plo *p) {
 }
 
 /* Re-measuring is over (or cut by the epoch's end): the re-measured limits get the mean of their
- * new windows, and the choice is made among them (MaxSlowdownConstraint: over every limit, against
+ * windows (the sweep's too, but the first), and the choice is made among them (MaxSlowdownConstraint: over every limit, against
  * the re-measured reference). */
 static int conclude_refine(zeus_plo *p) {
   p->refining = false;
@@ -413,20 +415,25 @@ static int conclude_refine(zeus_plo *p) {
     long n = p->r_n[i];
     if (n == 0) continue;
     nref++;
-    /* Time from the new windows only (drift-balanced); energy as the power over every window at
-     * this limit (the sweep's too: power does not move with the amount of work, and more time
-     * shrinks the counter's tick error) times that time. */
-    double t = p->r_sum_t[i] / (double)n;
+    /* Time as the mean of every window at this limit but the profiling's first (the reference's,
+     * maybe still warming up): the new windows are drift-balanced, the sweep's adds its steps;
+     * energy as the power over every window at this limit (power does not move with the amount
+     * of work, and more time shrinks the counter's tick error) times that time. */
+    bool first = i == 0; /* the sweep starts at the highest limit */
+    double t = zeus__robust_remeasured_time(p->meas[i].time_s, first, p->r_sum_t[i], n);
     double e = p->r_sum_e[i] / (double)n;
     if (p->meas[i].time_s + p->r_sum_t[i] > 0)
       e = (p->meas[i].energy_j + p->r_sum_e[i]) / (p->meas[i].time_s + p->r_sum_t[i]) * t;
     p->meas[i].time_s = t;
     p->meas[i].energy_j = e;
-    p->info[i] = (zeus_plo_window_info){.steps = p->r_steps[i],
-                                        .duration_s = p->r_sum_d[i],
-                                        .step_cv = sqrt(p->r_sum_cv2[i] / (double)n),
-                                        .windows = n,
-                                        .outliers = p->r_out[i]};
+    zeus_plo_window_info sw = p->info[i];
+    double cv2 = p->r_sum_cv2[i] + (first ? 0 : sw.step_cv * sw.step_cv);
+    long nw = n + (first ? 0 : 1);
+    p->info[i] = (zeus_plo_window_info){.steps = p->r_steps[i] + (first ? 0 : sw.steps),
+                                        .duration_s = p->r_sum_d[i] + (first ? 0 : sw.duration_s),
+                                        .step_cv = sqrt(cv2 / (double)nw),
+                                        .windows = nw,
+                                        .outliers = p->r_out[i] + (first ? 0 : sw.outliers)};
     p->choose[p->nchoose++] = p->meas[i];
   }
   if (p->sel.kind == ZEUS_SELECTOR_MAX_SLOWDOWN || nref < 2) p->nchoose = 0;

@@ -77,6 +77,10 @@ double zeus__robust_threshold(double cv, long steps);
  * 2 * n indices; returns its length. */
 size_t zeus__robust_palindrome(const double *key, size_t n, double thr, size_t windows, size_t *seq,
                                size_t *ncand);
+/* The time of a re-measured limit: the mean of its windows, the sweep's among them unless it was
+ * the profiling's first window (which may catch the job still warming up: the reference limit's),
+ * new_sum_s the sum of the new windows' times (each per the same number of steps as sweep_s). */
+double zeus__robust_remeasured_time(double sweep_s, bool first_window, double new_sum_s, long new_windows);
 /* ZEUS_PLO_PROFILING: "robust" (default) or "original" (*original true); errors name the variable. */
 int zeus__robust_mode_from_env(bool *original);
 

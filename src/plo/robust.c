@@ -81,6 +81,11 @@ size_t zeus__robust_palindrome(const double *key, size_t n, double thr, size_t w
   return ns;
 }
 
+double zeus__robust_remeasured_time(double sweep_s, bool first_window, double new_sum_s, long new_windows) {
+  if (first_window || !(sweep_s > 0)) return new_windows > 0 ? new_sum_s / (double)new_windows : sweep_s;
+  return (sweep_s + new_sum_s) / (double)(new_windows + 1);
+}
+
 int zeus__robust_mode_from_env(bool *original) {
   static const char *const modes[] = {"robust", "original", NULL};
   int mode = 0;

@@ -23,11 +23,11 @@ static const char *const sel_names[] = {"ZeusCost(0.5)", "MaxSlowdown(1.1)", "En
 /* Right choices out of 20 with robust profiling, as measured when this test was written (profiles
  * sorted by name; selectors as above). The test holds every cell at least there. */
 static const int floor_robust[6][4] = {
-    {20, 20, 17, 20}, /* bert-base-uncased */
-    {20, 12, 19, 20}, /* resnet18 x4 */
-    {20, 20, 19, 16}, /* resnet18 */
+    {20, 20, 18, 20}, /* bert-base-uncased */
+    {20, 11, 20, 20}, /* resnet18 x4 */
+    {20, 20, 20, 18}, /* resnet18 */
     {20, 20, 20, 13}, /* resnet50 x4 */
-    {19, 20, 19, 19}, /* resnet50 */
+    {19, 20, 20, 19}, /* resnet50 */
     {18, 20, 20, 17}, /* shufflenetv2 */
 };
 
@@ -61,7 +61,7 @@ static void plo_robust_choices_beat_the_original_under_noise_within_the_step_bud
   }
   print_message("total: robust %d/%d, original %d/%d; profiling steps at most %.2fx the original's\n", total[0],
                 24 * RUNS, total[1], 24 * RUNS, worst_ratio);
-  assert_true(total[0] >= 448);
+  assert_true(total[0] >= 453);
   assert_true(total[1] <= total[0] - 20);
   assert_true(worst_ratio <= 1.5);
 }
@@ -95,7 +95,7 @@ static void plo_robust_beats_the_original_on_the_h100_model(void **state) {
   }
   print_message("h100 model: robust %d/%d, original %d/%d; steps at most %.2fx\n", total[0], 24 * RUNS, total[1],
                 24 * RUNS, worst_ratio);
-  assert_true(total[0] >= 448);
+  assert_true(total[0] >= 453);
   assert_true(total[1] <= total[0] - 25);
   assert_true(worst_ratio <= 1.5);
 }
