@@ -7,6 +7,8 @@
  *                                   (env BENCH_ROUNDS)
  *   env BENCH_THREADS               server HTTP threads (default: the server's, online CPUs up to 8)
  *   env BENCH_BASELINE=0            skip the baseline runs
+ *   env BENCH_TASKS=1               also print each server thread's CPU seconds (registration
+ *                                   included) and the load client's CPU per round
  *
  * Every W runs twice in the same process, one after the other: the baseline (the server as it
  * was before issue 28: results parsed through a jansson tree, 16 KiB per connection, started

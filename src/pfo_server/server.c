@@ -1,7 +1,9 @@
 /* The Perseus HTTP server: a thin libmicrohttpd layer over the job table.
  *
- * Schedule requests that must wait are suspended (MHD_suspend_connection), not parked on a
- * thread; the job table completes them through on_complete, which stores the reply and resumes
+ * An acceptor thread takes connections off the listening socket and hands them to
+ * libmicrohttpd's thread pool (poll mode; see acceptor_main and zeus_pfo_server_open for why not
+ * epoll). Schedule requests that must wait are suspended (MHD_suspend_connection), not parked on
+ * a thread; the job table completes them through on_complete, which stores the reply and resumes
  * the connection; the access handler then sends the stored reply. Per-request state is freed in
  * one place, the MHD completion callback, whatever happened.
  *
