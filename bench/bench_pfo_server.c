@@ -7,6 +7,8 @@
  *                                   (env BENCH_ROUNDS)
  *   env BENCH_THREADS               server HTTP threads (default: the server's, online CPUs up to 8)
  *   env BENCH_BASELINE=0            skip the baseline runs
+ *   env BENCH_TASKS=1               also print each server thread's CPU seconds (registration
+ *                                   included) and the load client's CPU per round
  *
  * Every W runs twice in the same process, one after the other: the baseline (the server as it
  * was before issue 28: results parsed through a jansson tree, 16 KiB per connection, started
@@ -227,6 +229,7 @@ static int run(int W, int R, int threads, bool baseline, figures *fig) {
     epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
   }
   size_t post_bytes = post_len[0];
+  double csys0 = 0, csys1 = 0, ccpu0 = cpu_split_s(getpid(), &csys0);
   double sys0 = 0, sys1 = 0, cpu0 = cpu_split_s(child, &sys0), t0 = now_s();
   for (int r = 0; r < W; r++) { cs[r].out = gets[r]; cs[r].out_len = get_len[r]; cs[r].out_off = 0; cs[r].phase = 0; }
   first_get[0] = t0;
@@ -291,6 +294,13 @@ static int run(int W, int R, int threads, bool baseline, figures *fig) {
   }
   double total = last_sched[R - 1] - t0;
   double cpu = cpu_split_s(child, &sys1) - cpu0;
+  double ccpu = cpu_split_s(getpid(), &csys1) - ccpu0;
+  if (getenv("BENCH_TASKS")) { /* each thread's CPU seconds so far (registration included) */
+    printf("load client CPU %.2f ms/round (system %.2f)\n", ccpu * 1e3 / R, (csys1 - csys0) * 1e3 / R);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "cat /proc/%d/task/*/stat | awk '{printf \"%%s:%%.2f \", $2, ($14+$15)/100}'; echo", (int)child);
+    if (system(cmd) != 0) fprintf(stderr, "could not read the threads' CPU\n");
+  }
   long hwm = vm_hwm_kib(child);
   kill(child, SIGTERM);
   waitpid(child, NULL, 0);

@@ -1,7 +1,9 @@
 /* The Perseus HTTP server: a thin libmicrohttpd layer over the job table.
  *
- * Schedule requests that must wait are suspended (MHD_suspend_connection), not parked on a
- * thread; the job table completes them through on_complete, which stores the reply and resumes
+ * An acceptor thread takes connections off the listening socket and hands them to
+ * libmicrohttpd's thread pool (poll mode; see acceptor_main and zeus_pfo_server_open for why not
+ * epoll). Schedule requests that must wait are suspended (MHD_suspend_connection), not parked on
+ * a thread; the job table completes them through on_complete, which stores the reply and resumes
  * the connection; the access handler then sends the stored reply. Per-request state is freed in
  * one place, the MHD completion callback, whatever happened.
  *
@@ -87,10 +89,15 @@ struct zeus_pfo_server {
   size_t body_max;
   size_t inflight_max;
   atomic_size_t inflight; /* bytes charged by requests in progress */
-  unsigned conn_limit;    /* libmicrohttpd's limit */
+  unsigned conn_limit;    /* connections at once (the acceptor's limit) */
   unsigned conn_polite;   /* from this many on, new connections are only for registration */
   bool conn_by_fds;       /* conn_limit is the descriptor limit's, below max_connections */
-  atomic_uint conns;
+  atomic_uint conns;      /* handed to libmicrohttpd by the acceptor and not closed yet */
+  /* The acceptor thread (see acceptor_main) and its listening socket. */
+  int listen_fd;
+  int wake[2]; /* a byte in wake[1] stops the acceptor */
+  pthread_t acceptor;
+  bool acceptor_started;
   double idle_timeout_s;
   char *info_json;
   atomic_long parked;  /* schedule requests waiting */
@@ -600,8 +607,9 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
   *con_cls = NULL;
 }
 
-/* Counts connections, marks those accepted past the polite limit, and turns on TCP keep-alive
- * probes so that a peer host that vanished without closing is noticed within half a minute. */
+/* Counts closed connections (the acceptor counts them in), marks those accepted past the polite
+ * limit, and turns on TCP keep-alive probes so that a peer host that vanished without closing is
+ * noticed within half a minute. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
   zeus_pfo_server *s = cls;
@@ -609,8 +617,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     atomic_fetch_sub(&s->conns, 1);
     return;
   }
-  unsigned n = atomic_fetch_add(&s->conns, 1) + 1;
-  *socket_context = n > s->conn_polite ? (void *)s : NULL;
+  *socket_context = atomic_load(&s->conns) > s->conn_polite ? (void *)s : NULL;
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
   if (ci && ci->connect_fd >= 0) {
     int one = 1, idle = 10, intvl = 5, cnt = 3;
@@ -685,6 +692,67 @@ static void *keeper_main(void *arg) {
   free(pfd);
   free(who);
   return NULL;
+}
+
+/* ---- the acceptor thread ---- */
+
+/* Takes connections off the listening socket and hands each to libmicrohttpd
+ * (MHD_add_connection), which places it by descriptor number across its pool's threads, so that
+ * the threads hold even shares of a job's ranks. With the pool's own listening socket its threads
+ * raced to accept, and one of two could take two thirds of an 8,192-rank job's connections (its
+ * thread then had twice the other's work, and every round waited for it). Only below the
+ * connection limit: at the limit new connections wait in the backlog, as they did when
+ * libmicrohttpd accepted. Each connection handed over is counted in s->conns (on_connection
+ * counts it out when it closes). */
+static void *acceptor_main(void *arg) {
+  zeus_pfo_server *s = arg;
+  struct pollfd p[2] = {{.fd = s->wake[0], .events = POLLIN}, {.fd = s->listen_fd, .events = POLLIN}};
+  for (;;) {
+    bool full = atomic_load(&s->conns) >= s->conn_limit;
+    p[0].revents = p[1].revents = 0;
+    /* At the limit, look again every 10 ms for a connection that closed. */
+    if (poll(p, full ? 1 : 2, full ? 10 : -1) < 0 && errno != EINTR) {
+      struct timespec ts = {0, 10 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+      continue;
+    }
+    if (p[0].revents) break; /* stopping */
+    if (full || !(p[1].revents & POLLIN)) continue;
+    for (int k = 0; k < 64 && atomic_load(&s->conns) < s->conn_limit; k++) {
+      struct sockaddr_storage a;
+      socklen_t al = sizeof a;
+      int fd = accept4(s->listen_fd, (struct sockaddr *)&a, &al, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          /* Out of descriptors or memory: the connection waits in the backlog meanwhile. */
+          struct timespec ts = {0, 10 * 1000 * 1000};
+          nanosleep(&ts, NULL);
+        }
+        break; /* EAGAIN: all taken */
+      }
+      atomic_fetch_add(&s->conns, 1);
+      /* On failure libmicrohttpd has closed the socket without a notification. */
+      if (MHD_add_connection(s->d, fd, (struct sockaddr *)&a, al) != MHD_YES) atomic_fetch_sub(&s->conns, 1);
+    }
+  }
+  return NULL;
+}
+
+/* A listening socket on ai's address (backlog 4096), or -1 (errno set). */
+static int listen_on(const struct addrinfo *ai) {
+  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (ai->ai_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 4096) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
 }
 
 /* ---- settings ---- */
@@ -852,6 +920,7 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   zeus_pfo_server *s = calloc(1, sizeof *s);
   if (!s) { free(token); return zeus__oom("creating the server"); }
   s->token = token;
+  s->listen_fd = s->wake[0] = s->wake[1] = -1;
   pthread_mutex_init(&s->mu, NULL);
   pthread_mutex_init(&s->park_mu, NULL);
   if (zeus__cond_init(&s->cv)) {
@@ -917,30 +986,49 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
     zeus__log(ZEUS_LOG_WARN, "pfo", "listening on %s, which is not a loopback address, without a token: anyone who "
               "can reach this port can register jobs and read their schedules; set ZEUS_PFO_TOKEN or "
               "ZEUS_PFO_TOKEN_FILE (--token-file)", o.host);
-  /* poll(), level-triggered: with edge-triggered epoll, libmicrohttpd 0.9.75 could miss the next
-   * request on a connection resumed after a long poll when it arrived during the resume. */
-  unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-                   (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+  s->listen_fd = listen_on(ai);
+  freeaddrinfo(ai);
+  if (s->listen_fd < 0) {
+    int e = errno;
+    zeus_pfo_server_close(s);
+    return zeus__error(ZEUS_ENET, "cannot listen on %s port %d: %s (in use, or not an address of this machine?)",
+                       o.host, o.port, strerror(e));
+  }
+  /* poll(), level-triggered, one poll set per pool thread. libmicrohttpd 0.9.75's edge-triggered
+   * epoll loses requests here: a connection resumed after its long poll (MHD_resume_connection)
+   * could miss the next request that arrived on it (reproduced: one HTTP thread, bench_pfo_server
+   * hangs in its second round with every rank's result unanswered). Measured against it (2 threads,
+   * 1,024 and 8,192 ranks), epoll saved no CPU: the events of a round come in bursts, so a poll
+   * wake-up serves many, and the system time is the sockets' own. Connections come from the
+   * acceptor thread (MHD_USE_NO_LISTEN_SOCKET, see acceptor_main); libmicrohttpd splits its limit
+   * over its threads, so each gets the whole limit and the acceptor keeps the total. */
+  unsigned pool = (unsigned)(o.threads > 1 ? o.threads : 0);
+  unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
   unsigned timeout = (unsigned)(o.idle_timeout_s + 0.999);
   s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s,
-                          MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                           MHD_OPTION_NOTIFY_COMPLETED, completed, s,
                           MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                          MHD_OPTION_CONNECTION_LIMIT, limit,
+                          MHD_OPTION_CONNECTION_LIMIT, limit * (pool ? pool : 1),
                           MHD_OPTION_CONNECTION_TIMEOUT, timeout,
                           MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                           baseline ? PFO_BASELINE_CONNECTION_MEMORY : PFO_CONNECTION_MEMORY,
-                          MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)4096,
-                          MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(o.threads > 1 ? o.threads : 0),
+                          MHD_OPTION_THREAD_POOL_SIZE, pool,
                           MHD_OPTION_END);
-  freeaddrinfo(ai);
   if (!s->d) {
     zeus_pfo_server_close(s);
-    return zeus__error(ZEUS_ENET, "cannot listen on %s port %d (in use, or not an address of this machine?)",
-                       o.host, o.port);
+    return zeus__error(ZEUS_ENET, "cannot start the HTTP threads on %s port %d", o.host, o.port);
   }
-  const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-  s->port = di ? di->port : o.port;
+  struct sockaddr_storage bound;
+  socklen_t blen = sizeof bound;
+  s->port = o.port < 0 ? 0 : o.port;
+  if (getsockname(s->listen_fd, (struct sockaddr *)&bound, &blen) == 0)
+    s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                : ((struct sockaddr_in *)&bound)->sin_port);
+  if (pipe2(s->wake, O_CLOEXEC | O_NONBLOCK) != 0 || pthread_create(&s->acceptor, NULL, acceptor_main, s) != 0) {
+    zeus_pfo_server_close(s);
+    return zeus__error(ZEUS_ENOMEM, "cannot start the acceptor thread");
+  }
+  s->acceptor_started = true;
   if (pthread_create(&s->keeper, NULL, keeper_main, s) == 0) s->keeper_started = true;
   zeus__log(ZEUS_LOG_INFO, "pfo", "serving on %s port %d with scheduler %s (at most %u connections, %u kept for "
             "registration)", o.host, s->port, o.scheduler, limit, spare);
@@ -980,7 +1068,15 @@ void zeus_pfo_server_close(zeus_pfo_server *s) {
     struct timespec ts = {0, 5 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
+  if (s->acceptor_started) { /* no new connections from here on */
+    char b = 1;
+    if (write(s->wake[1], &b, 1) != 1) zeus__log(ZEUS_LOG_WARN, "pfo", "cannot wake the acceptor thread");
+    pthread_join(s->acceptor, NULL);
+  }
   if (s->d) MHD_stop_daemon(s->d);
+  if (s->listen_fd >= 0) close(s->listen_fd);
+  if (s->wake[0] >= 0) close(s->wake[0]);
+  if (s->wake[1] >= 0) close(s->wake[1]);
   zeus__job_table_close(s->jobs);
   if (s->token) memset(s->token, 0, strlen(s->token));
   free(s->token);

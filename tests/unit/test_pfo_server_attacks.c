@@ -494,6 +494,39 @@ static void connection_limit_default_serves_8192_ranks_and_its_503_names_the_fla
   zeus_pfo_server_close(s);
 }
 
+/* Issue 28: the server accepts on a thread of its own and keeps the connection limit there. At
+ * the limit a new connection waits in the listen backlog, unanswered (not closed, not counted
+ * twice), and is served as soon as a held connection closes; registering still gets through. */
+static void at_the_connection_limit_a_new_connection_waits_until_one_closes(void **state) {
+  (void)state;
+  zeus_pfo_server_opts o = {.max_connections = 16};
+  zeus_pfo_server *s = start(&o);
+  th_conn held[16];
+  for (int i = 0; i < 16; i++) assert_int_equal(th_connect(&held[i], g_port), 0);
+  usleep(300 * 1000); /* accepted by now */
+  zeus__pfo_server_stats st;
+  zeus__pfo_server_stats_get(s, &st);
+  assert_int_equal(st.connections, 16);
+  th_conn c;
+  assert_int_equal(th_connect(&c, g_port), 0); /* completes in the kernel's backlog */
+  char body[200];
+  snprintf(body, sizeof body, "{\"job_id\": \"\", \"pp_degree\": 1, \"dp_degree\": 1, \"tp_degree\": 1, "
+           "\"world_size\": 1}");
+  assert_int_equal(th_send_request(&c, "POST", "/register_job", body, NULL), 0);
+  struct pollfd p = {.fd = c.fd, .events = POLLIN};
+  assert_int_equal(poll(&p, 1, 500), 0); /* no answer, and not closed, while the limit is held */
+  zeus__pfo_server_stats_get(s, &st);
+  assert_int_equal(st.connections, 16);
+  th_close(&held[0]);
+  char *resp;
+  assert_int_equal(th_read_response(&c, &resp), 200); /* accepted once a connection closed */
+  assert_non_null(strchr(resp, '~')); /* a job id */
+  free(resp);
+  th_close(&c);
+  for (int i = 1; i < 16; i++) th_close(&held[i]);
+  zeus_pfo_server_close(s);
+}
+
 static void idle_connection_is_closed_but_a_long_poll_is_not(void **state) {
   (void)state;
   zeus_pfo_server_opts o = {.idle_timeout_s = 1};
@@ -1051,6 +1084,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(a_rank_whose_presence_closes_is_reported_to_every_waiting_rank_at_once),
       cmocka_unit_test(descriptor_limit_is_raised_and_held_connections_leave_room_to_register),
       cmocka_unit_test(connection_limit_default_serves_8192_ranks_and_its_503_names_the_flag),
+      cmocka_unit_test(at_the_connection_limit_a_new_connection_waits_until_one_closes),
       cmocka_unit_test(idle_connection_is_closed_but_a_long_poll_is_not),
       cmocka_unit_test(vanished_client_poll_is_dropped_within_a_second),
       cmocka_unit_test(oversized_lists_are_refused_before_the_server_holds_them),
