@@ -19,6 +19,7 @@
 
 #include <zeus.h>
 
+#include "core/core.h"
 #include "pfo/pfo_internal.h"
 #include "pfo_server/job_table.h"
 
@@ -141,7 +142,7 @@ static void compare_result_readers(const char *body, size_t len) {
   memset(&f, 0x5a, sizeof f);
   bool fast = zeus__pfo_prof_result_fast(body, len, &f);
   int rc = zeus__pfo_prof_result_from_json_tree(body, len, "ProfilingResult", &t);
-  char tree_err[512];
+  char tree_err[ZEUS__ERRMSG_MAX]; /* the whole message: a long key echoed in it must compare whole */
   snprintf(tree_err, sizeof tree_err, "%s", rc ? zeus_errmsg() : "");
   if (fast) {
     if (rc) abort(); /* the fast reader accepted what jansson refuses */
