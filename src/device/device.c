@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "device/backend.h"
+#include "device/counter_ticks.h"
 #include "device/zeusd_client.h"
 
 typedef struct saved_state {
@@ -546,6 +547,22 @@ void zeus_devices_restore_all(void) {
 
 zeus_sim_node *zeus_devices_sim_node(zeus_devices *d) {
   return d && d->be->sim_node ? d->be->sim_node(d->st) : NULL;
+}
+
+int zeus__gpu_counter_ticks_since(zeus_devices *d, unsigned gpu, double after_s, zeus__counter_tick *out, size_t max,
+                                  size_t *n) {
+  *n = 0;
+  zeus_sim_node *node = zeus_devices_sim_node(d);
+  if (!node || zeus_sim_node_clock(node) != ZEUS_SIM_CLOCK_VIRTUAL)
+    return zeus__error(ZEUS_ENOTSUP, "the %s backend keeps no record of its counter's ticks", zeus_devices_backend(d));
+  unsigned phys;
+  int rc = resolve(d, gpu, &phys);
+  if (rc) return rc;
+  zeus_sim_tick tk[64];
+  size_t k = zeus_sim_gpu_ticks_since(node, phys, after_s, tk, max < 64 ? max : 64);
+  for (size_t i = 0; i < k; i++) out[i] = (zeus__counter_tick){tk[i].t_s, tk[i].counter_j, tk[i].power_w};
+  *n = k;
+  return ZEUS_OK;
 }
 
 int zeus_devices_sim_index(zeus_devices *d, unsigned gpu, unsigned *node_gpu) {

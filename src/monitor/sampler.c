@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "core/core.h"
-#include "zeus/sim.h"
+#include "device/counter_ticks.h"
 
 #define RING 128            /* ticks kept per GPU: ~12.8 s at 100 ms */
 #define POLL_FINE_S 0.00025 /* poll gap around an expected tick */
@@ -36,7 +36,6 @@ typedef struct gpu_follower {
   unsigned ni;
   /* before the first tick: the counter read at open, extrapolated with the power */
   double t_init, c_init, p_init;
-  unsigned node_gpu; /* virtual mode: the GPU's index on the simulated node */
   clockid_t cpu_clock;
   bool have_cpu_clock;
 } gpu_follower;
@@ -47,7 +46,7 @@ struct zeus__sampler {
   pthread_cond_t cv;
   bool stop;
   unsigned n;
-  zeus_sim_node *vnode; /* virtual mode (a simulated node on the virtual clock): no threads */
+  bool virt; /* virtual mode (the backend keeps its ticks' record; no threads) */
   gpu_follower g[ZEUS_MAX_GPUS];
 };
 
@@ -185,25 +184,24 @@ static bool clock_is_real(zeus_devices *dev) {
   return db > 0.5 * dr;
 }
 
-/* The simulated node when every GPU is on one whose clock is virtual (else NULL). */
-static zeus_sim_node *virtual_node(zeus_devices *dev, const unsigned *gpus, unsigned n, unsigned *node_gpu) {
-  zeus_sim_node *node = zeus_devices_sim_node(dev);
-  if (!node || zeus_sim_node_clock(node) != ZEUS_SIM_CLOCK_VIRTUAL) return NULL;
-  for (unsigned k = 0; k < n; k++)
-    if (zeus_devices_sim_index(dev, gpus[k], &node_gpu[k]) != ZEUS_OK) return NULL;
-  return node;
+/* Whether the backend keeps a record of every GPU's ticks (the virtual simulated clock). */
+static bool ticks_recorded(zeus_devices *dev, const unsigned *gpus, unsigned n) {
+  for (unsigned k = 0; k < n; k++) {
+    size_t got;
+    if (zeus__gpu_counter_ticks_since(dev, gpus[k], 0, NULL, 0, &got) != ZEUS_OK) return false;
+  }
+  return n > 0;
 }
 
 int zeus__sampler_open(zeus__sampler **out, zeus_devices *dev, const unsigned *gpus, unsigned n) {
-  unsigned node_gpu[ZEUS_MAX_GPUS] = {0};
-  zeus_sim_node *vnode = NULL;
-  if (!clock_is_real(dev) && !(vnode = virtual_node(dev, gpus, n < ZEUS_MAX_GPUS ? n : ZEUS_MAX_GPUS, node_gpu)))
+  bool virt = false;
+  if (!clock_is_real(dev) && !(virt = ticks_recorded(dev, gpus, n < ZEUS_MAX_GPUS ? n : ZEUS_MAX_GPUS)))
     return zeus__error(ZEUS_EINVAL, "monitor: the sampled energy source needs a clock that moves with real time; "
                        "backend %s's does not (use ZEUS_SIM_CLOCK=wall, or the raw source)", zeus_devices_backend(dev));
   zeus__sampler *s = calloc(1, sizeof *s);
   if (!s) return zeus__oom("starting the energy sampler");
   s->dev = dev;
-  s->vnode = vnode;
+  s->virt = virt;
   pthread_mutex_init(&s->mu, NULL);
   int rc = zeus__cond_init(&s->cv);
   if (rc) {
@@ -225,8 +223,7 @@ int zeus__sampler_open(zeus__sampler **out, zeus_devices *dev, const unsigned *g
     f->t_init = t;
     f->c_init = mj / 1000.0;
     f->p_init = mw / 1000.0;
-    f->node_gpu = node_gpu[k];
-    if (vnode) {
+    if (virt) {
       s->n = k + 1;
       continue;
     }
@@ -260,13 +257,14 @@ void zeus__sampler_close(zeus__sampler *s) {
 }
 
 /* Virtual mode: time moves only with the simulated work, so no thread can poll for the ticks.
- * At each query the simulated GPU's record of its recent ticks (time, counter, power) stands in for
- * what a follower finds by polling on a real GPU (there to a fraction of a ms); the reads cost the
- * work's clock nothing, as a follower's reads on its own thread would. */
+ * At each query the backend's record of the GPU's recent ticks (time, counter, power) stands in
+ * for what a follower finds by polling on a real GPU (there to a fraction of a ms); reading it
+ * costs the work's clock nothing, as a follower's reads on its own thread would. */
 static void observe_virtual(zeus__sampler *s, gpu_follower *f) {
   double after = f->n ? f->ring[(f->head + RING - 1) % RING].t : f->t_init;
-  zeus_sim_tick tk[RING];
-  size_t nt = zeus_sim_gpu_ticks_since(s->vnode, f->node_gpu, after, tk, RING);
+  zeus__counter_tick tk[RING];
+  size_t nt = 0;
+  if (zeus__gpu_counter_ticks_since(s->dev, f->gpu, after, tk, RING, &nt) != ZEUS_OK) return;
   for (size_t i = 0; i < nt; i++) push(f, tk[i].t_s, 0, tk[i].counter_j, tk[i].power_w);
 }
 
@@ -274,7 +272,7 @@ int zeus__sampler_energy_at(zeus__sampler *s, unsigned k, double t, zeus__sample
   if (k >= s->n) return zeus__error(ZEUS_EINVAL, "energy sampler: no entry %u", k);
   gpu_follower *f = &s->g[k];
   pthread_mutex_lock(&s->mu);
-  if (s->vnode) observe_virtual(s, f);
+  if (s->virt) observe_virtual(s, f);
   if (!f->n) { /* no tick yet: the counter at open, and power since */
     double d = t - f->t_init;
     out->raw_j = f->c_init;

@@ -8,8 +8,8 @@
  *   between two known ticks:  C_k + (C_k+1 - C_k) (t - T_k) / (T_k+1 - T_k)   ("after the fact")
  *   after the last known one: C_k + P_k (t - T_k)                           (tick-phase corrected)
  * with no device call on the caller's thread. On the virtual simulated clock (time moves only with
- * the work, so nothing can poll) there are no threads: each query takes the simulated GPU's record
- * of its recent ticks (zeus_sim_gpu_ticks_since), what a follower would have found. Another clock
+ * the work, so nothing can poll) there are no threads: each query takes the backend's record of
+ * the GPU's recent ticks (device/counter_ticks.h), what a follower would have found. Another clock
  * that does not move with real time is refused (zeus__sampler_open says so). */
 #ifndef ZEUS_MONITOR_SAMPLER_H
 #define ZEUS_MONITOR_SAMPLER_H
