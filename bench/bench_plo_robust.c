@@ -37,21 +37,17 @@ static double oracle_bound(const char *path, const zeus_selector *sel, const zeu
   if (zeus__plo_noisy_replay(path, sel, &clean, 1, &t) || t.n < 2) return -1;
   zeus_selector js = *sel;
   if (js.kind == ZEUS_SELECTOR_ZEUS_COST && js.world_size == 0) js.world_size = t.ngpu;
-  double maxp = (double)t.meas[0].power_limit_w * js.world_size, key[ZEUS__PLO_REPLAY_MAX], best = INFINITY;
   bool cont[ZEUS__PLO_REPLAY_MAX];
   size_t k = 0, top = 0;
   for (size_t i = 0; i < t.n; i++)
     if (t.meas[i].power_limit_w > t.meas[top].power_limit_w) top = i;
   for (size_t i = 0; i < t.n; i++) {
-    const zeus_plo_measurement *m = &t.meas[i];
-    key[i] = js.kind == ZEUS_SELECTOR_ENERGY ? m->energy_j
-             : js.kind == ZEUS_SELECTOR_TIME ? m->time_s
-             : js.kind == ZEUS_SELECTOR_MAX_SLOWDOWN ? fabs(m->time_s / (js.factor * t.meas[top].time_s) - 1)
-                                                     : zeus_cost(m->energy_j, m->time_s, js.eta, maxp);
-    best = fmin(best, key[i]);
-  }
-  for (size_t i = 0; i < t.n; i++) {
-    cont[i] = js.kind == ZEUS_SELECTOR_MAX_SLOWDOWN ? key[i] <= 0.06 || i == top : key[i] <= best * 1.06;
+    bool ok;
+    double excess = 0; /* the limit's cost over the best, as the judge computes it */
+    if (js.kind == ZEUS_SELECTOR_MAX_SLOWDOWN)
+      cont[i] = i == top || fabs(t.meas[i].time_s / (js.factor * t.meas[top].time_s) - 1) <= 0.06;
+    else
+      cont[i] = zeus__plo_judge(&js, t.meas, t.n, t.meas[i].power_limit_w, &ok, &excess) == ZEUS_OK && excess <= 0.06;
     k += cont[i];
   }
   double steps = ZEUS__ROBUST_STEP_BUDGET * (double)t.original_steps - nz->wait_steps - 1;
