@@ -15,7 +15,8 @@ typedef struct zeus__counter_tick {
 
 /* GPU gpu's ticks after backend time after_s, oldest first, at most max of the newest (out may be
  * NULL when max is 0: a probe); *n their count. ZEUS_ENOTSUP where the backend keeps no record
- * (any backend whose clock moves with real time: a follower thread polls there). */
+ * (any backend whose clock moves with real time: a follower thread polls there) or the GPU's
+ * counter does not tick. */
 int zeus__gpu_counter_ticks_since(zeus_devices *d, unsigned gpu, double after_s, zeus__counter_tick *out, size_t max,
                                   size_t *n);
 #endif

@@ -558,6 +558,10 @@ int zeus__gpu_counter_ticks_since(zeus_devices *d, unsigned gpu, double after_s,
   unsigned phys;
   int rc = resolve(d, gpu, &phys);
   if (rc) return rc;
+  zeus_sim_hardware hw;
+  if ((rc = zeus_sim_gpu_hardware(node, phys, &hw))) return rc;
+  if (!(hw.tick_s > 0)) /* a counter that moves continuously: nothing to follow */
+    return zeus__error(ZEUS_ENOTSUP, "simulated GPU %u's energy counter does not tick", gpu);
   zeus_sim_tick tk[64];
   size_t k = zeus_sim_gpu_ticks_since(node, phys, after_s, tk, max < 64 ? max : 64);
   for (size_t i = 0; i < k; i++) out[i] = (zeus__counter_tick){tk[i].t_s, tk[i].counter_j, tk[i].power_w};

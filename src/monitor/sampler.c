@@ -196,8 +196,9 @@ static bool ticks_recorded(zeus_devices *dev, const unsigned *gpus, unsigned n) 
 int zeus__sampler_open(zeus__sampler **out, zeus_devices *dev, const unsigned *gpus, unsigned n) {
   bool virt = false;
   if (!clock_is_real(dev) && !(virt = ticks_recorded(dev, gpus, n < ZEUS_MAX_GPUS ? n : ZEUS_MAX_GPUS)))
-    return zeus__error(ZEUS_EINVAL, "monitor: the sampled energy source needs a clock that moves with real time; "
-                       "backend %s's does not (use ZEUS_SIM_CLOCK=wall, or the raw source)", zeus_devices_backend(dev));
+    return zeus__error(ZEUS_EINVAL, "monitor: the sampled energy source needs a clock that moves with real time, "
+                       "or a simulated GPU whose counter ticks; backend %s has neither (use ZEUS_SIM_CLOCK=wall, or "
+                       "the raw source)", zeus_devices_backend(dev));
   zeus__sampler *s = calloc(1, sizeof *s);
   if (!s) return zeus__oom("starting the energy sampler");
   s->dev = dev;

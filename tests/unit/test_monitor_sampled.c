@@ -291,6 +291,21 @@ static void sampled_on_the_virtual_clock_follows_the_simulated_ticks(void **stat
       zeus_monitor_close(m);
       zeus_devices_close(dev);
     }
+    if (!hw) { /* a counter that does not tick has nothing to follow: sampled is refused, as before */
+      zeus_sim_config ideal = {.num_gpus = 1, .clock = ZEUS_SIM_CLOCK_VIRTUAL};
+      zeus_devices_opts io = {.backend = "sim", .sim = &ideal, .all_devices = true};
+      zeus_devices *dev = NULL;
+      assert_zeus_ok(zeus_devices_open(&dev, &io));
+      zeus_monitor_opts mo;
+      zeus_monitor_opts_init(&mo);
+      mo.devices = dev;
+      mo.cpu_indices = (const unsigned[]){0};
+      mo.num_cpu_indices = 0;
+      mo.energy_source = ZEUS_ENERGY_SAMPLED;
+      zeus_monitor *m = NULL;
+      assert_zeus_err(zeus_monitor_open(&m, &mo), ZEUS_EINVAL, "counter ticks");
+      zeus_devices_close(dev);
+    }
     print_message("%s: worst window error raw %.2f %%, sampled %.4f %%\n", hw ? "h100" : "100 ms counter",
                   100 * worst[0], 100 * worst[1]);
     assert_true(worst[0] > 0.05);
