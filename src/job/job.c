@@ -57,7 +57,8 @@ struct zeus_job {
   bool measured[MAX_LIMITS];
   /* robust profiling (issue 30; zeus_plo's rules, src/plo/robust.c) */
   bool original;         /* ZEUS_PLO_PROFILING=original: the original's profiling exactly */
-  double *step_s;        /* per-step times of the open window (capacity measure) */
+  double *step_s;        /* per-step times of the open window (capacity 2 x measure) */
+  long win_len;          /* steps of a re-measuring window: measure, longer where the room allows */
   long nstep;
   double last_t;         /* backend clock at the window's start or its last step end */
   double win_cv[MAX_LIMITS];
@@ -439,7 +440,7 @@ int zeus_job_open(zeus_job **out, const zeus_job_opts *opts) {
   j->global_bs = opts->batch_size * j->ranks;
   rc = read_settings(j);
   if (!rc) rc = zeus__robust_mode_from_env(&j->original);
-  if (!rc && !j->original && !(j->step_s = malloc((size_t)j->measure * sizeof *j->step_s)))
+  if (!rc && !j->original && !(j->step_s = malloc(2 * (size_t)j->measure * sizeof *j->step_s)))
     rc = zeus__oom("opening a job");
   if (!rc) {
     if (opts->monitor) {
@@ -620,6 +621,15 @@ int zeus_job_train_begin(zeus_job *j) {
 
 static int conclude_refine(zeus_job *j);
 
+/* The next re-measuring window is at the limit the last window measured (a palindrome's middle
+ * pair, or its first limit the sweep's last): the GPU is warm at it. */
+static bool refine_warm(const zeus_job *j) {
+  return j->refining && j->ri < j->nseq && zeus__robust_warm(j->seq, j->ri, j->p.n);
+}
+
+/* Steps of the window to measure next: the sweep's measure, a re-measuring window's win_len. */
+static long window_len(const zeus_job *j) { return j->refining && j->win_len > j->measure ? j->win_len : j->measure; }
+
 int zeus_job_train_step_begin(zeus_job *j) {
   if (!j->in_train) return zeus__error(ZEUS_ESTATE, "zeus_job_train_step_begin: call zeus_job_train_begin first");
   if (j->in_step)
@@ -630,15 +640,16 @@ int zeus_job_train_step_begin(zeus_job *j) {
   long k = j->step;
   long room = (j->epochs > 1 && j->last_train_steps > 0 ? j->last_train_steps : j->o.steps_per_epoch) - 1;
   int rc = ZEUS_OK;
-  if (j->ps == PROF_IDLE && j->refining && k + j->warmup + j->measure > room) {
+  long warmup = refine_warm(j) ? 0 : j->warmup, len = window_len(j);
+  if (j->ps == PROF_IDLE && j->refining && k + warmup + len > room) {
     rc = conclude_refine(j); /* no room left in this epoch: decide with the windows measured */
     if (rc || !j->profiling) return rc;
   }
-  if (j->ps == PROF_IDLE && (j->refining || j->next_limit < j->p.n) && k + j->warmup + j->measure <= room) {
+  if (j->ps == PROF_IDLE && (j->refining || j->next_limit < j->p.n) && k + warmup + len <= room) {
     rc = apply_limit(j, j->p.limits_w[j->refining ? j->seq[j->ri] : j->next_limit]);
     if (rc) return rc;
     j->ps = PROF_WARMUP;
-    j->warm_start = k;
+    j->warm_start = k - (j->warmup - warmup);
   }
   if (j->ps == PROF_WARMUP && k == j->warm_start + j->warmup) {
     rc = zeus_monitor_begin_window(j->mon, WIN_LIMIT, true);
@@ -681,16 +692,17 @@ static bool refine_plan(zeus_job *j, long k) {
   if (!(cv > ZEUS__ROBUST_NOISELESS_CV)) return false; /* noiseless: the original's profiling */
   j->noisy = true;
   j->sweep_steps = k + 1;
-  long per = j->warmup + j->measure;
   double budget = (ZEUS__ROBUST_STEP_BUDGET - 1) * (double)j->sweep_steps;
   double epoch_room = (double)(j->o.steps_per_epoch - 1 - (k + 1));
   double room = fmin(budget, epoch_room);
-  size_t windows = room >= (double)per ? (size_t)floor(room / (double)per) : 0;
+  size_t windows = zeus__robust_window_count(room, j->warmup, j->measure, true);
   if (windows > 2 * j->p.n) windows = 2 * j->p.n;
   double key[MAX_LIMITS];
   for (size_t i = 0; i < j->p.n; i++) key[i] = limit_cost(j, i);
   size_t nc = 0;
   j->nseq = zeus__robust_palindrome(key, j->p.n, zeus__robust_threshold(cv, j->measure), windows, j->seq, &nc);
+  /* The room whole windows leave lengthens them all alike. */
+  j->win_len = zeus__robust_refine_len(j->seq, j->nseq, j->p.n, room, j->warmup, j->measure, 2 * j->measure);
   if (j->nseq)
     zeus__log(ZEUS_LOG_INFO, "job", "step spread %.2f%%: %zu limit(s) within the noise; %zu more windows", 100 * cv,
               nc, j->nseq);
@@ -726,10 +738,10 @@ int zeus_job_train_step_end(zeus_job *j) {
   if (j->ps != PROF_MEASURE) return ZEUS_OK;
   if (j->step_s) {
     double now = zeus_devices_now(j->dev);
-    if (j->nstep < j->measure) j->step_s[j->nstep++] = now - j->last_t;
+    if (j->nstep < 2 * j->measure) j->step_s[j->nstep++] = now - j->last_t;
     j->last_t = now;
   }
-  if (k != j->prof_start + j->measure - 1) return ZEUS_OK;
+  if (k != j->prof_start + window_len(j) - 1) return ZEUS_OK;
   double e, t;
   int rc = end_window(j, WIN_LIMIT, &e, &t);
   if (rc) return rc;

@@ -216,7 +216,9 @@ static int start_attempt(zeus_plo *p) {
                 p->ri + 1, p->nrefine);
     else
       zeus__log(ZEUS_LOG_INFO, "plo", "warming up at %u W (%zu of %zu)", p->limits_w[at], p->idx + 1, p->nlimits);
-    if (p->warmup_steps > 0) {
+    /* Measuring the limit just measured again: it is warm. */
+    bool warm = p->refining && zeus__robust_warm(p->refine_seq, p->ri, p->nlimits);
+    if (p->warmup_steps > 0 && !warm) {
       p->state = ZEUS_PLO_WARMUP;
       p->steps_left = p->warmup_steps;
       return ZEUS_OK;
@@ -343,9 +345,9 @@ static void size_windows(zeus_plo *p, window_stats ws) {
     return;
   double rest = (double)(p->nlimits - 1);
   double limit = fmin(STEP_BUDGET * original_steps(p), (double)p->epoch_steps);
-  double room = limit - (double)p->steps_seen - rest * (double)p->warmup_steps -
-                reserve * ((double)p->warmup_steps + (double)p->profile_steps);
-  double cap = floor(room / rest), want = ceil(min_s / step_s);
+  /* The reserve: windows as long as the sweep's, the palindrome's middle pair with one warm-up. */
+  double room = limit - (double)p->steps_seen - (rest + fmax(reserve - 1, 0)) * (double)p->warmup_steps;
+  double cap = floor(room / (rest + reserve)), want = ceil(min_s / step_s);
   double steps = fmin(want, cap);
   if (steps > (double)p->step_cap) steps = (double)p->step_cap;
   if (steps > (double)p->profile_steps) {
@@ -371,11 +373,11 @@ static void refine_plan(zeus_plo *p) {
   if (!(cv > NOISELESS_CV)) return; /* noiseless: the original's sequence and choice */
   p->noisy = true;
   double thr = zeus__robust_threshold(cv, p->profile_steps);
-  double per = (double)p->warmup_steps + (double)p->win_steps;
   double limit = STEP_BUDGET * original_steps(p);
   if (p->epoch_steps > 0) limit = fmin(limit, (double)p->epoch_steps);
   double room = limit - (double)p->steps_seen;
-  size_t windows = room > per ? (size_t)floor(room / per) : 0;
+  size_t windows =
+      zeus__robust_window_count(room, p->warmup_steps, p->win_steps, p->sel.kind != ZEUS_SELECTOR_MAX_SLOWDOWN);
   if (windows > 2 * p->nlimits + 2) windows = 2 * p->nlimits + 2;
   size_t nc = 0;
   if (p->sel.kind == ZEUS_SELECTOR_MAX_SLOWDOWN) {
@@ -399,6 +401,9 @@ static void refine_plan(zeus_plo *p) {
       free(key);
     }
   }
+  /* The room whole windows leave lengthens them all alike. */
+  p->win_steps = zeus__robust_refine_len(p->refine_seq, p->nrefine, p->nlimits, room, p->warmup_steps, p->win_steps,
+                                         p->step_cap);
   if (p->nrefine)
     zeus__log(ZEUS_LOG_INFO, "plo", "step spread %.2f%%: %zu limit(s) within the noise (%.2f%%); %zu more windows",
               100 * cv, nc, 100 * thr, p->nrefine);

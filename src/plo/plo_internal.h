@@ -77,6 +77,16 @@ double zeus__robust_threshold(double cv, long steps);
  * 2 * n indices; returns its length. */
 size_t zeus__robust_palindrome(const double *key, size_t n, double thr, size_t windows, size_t *seq,
                                size_t *ncand);
+/* How many windows of len steps, each after warmup steps, fit in room steps; with palindrome
+ * (A B ... B A) an even number, the middle pair (one limit twice) warming up once. */
+size_t zeus__robust_window_count(double room, long warmup, long len, bool palindrome);
+/* Whether window k of the re-measuring plan seq starts warm: at the limit the window before it
+ * measured (window 0: the sweep's last, grid index nlimits - 1), so that it needs no warm-up. */
+bool zeus__robust_warm(const size_t *seq, size_t k, size_t nlimits);
+/* The steps of every window of the plan seq (n windows): len, lengthened alike by what room
+ * leaves after the windows and their warm-ups (warm ones none), at most cap. */
+long zeus__robust_refine_len(const size_t *seq, size_t n, size_t nlimits, double room, long warmup, long len,
+                             long cap);
 /* The time of a re-measured limit: the mean of its windows, the sweep's among them unless it was
  * the profiling's first window (which may catch the job still warming up: the reference limit's),
  * new_sum_s the sum of the new windows' times (each per the same number of steps as sweep_s). */

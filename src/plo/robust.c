@@ -81,6 +81,28 @@ size_t zeus__robust_palindrome(const double *key, size_t n, double thr, size_t w
   return ns;
 }
 
+size_t zeus__robust_window_count(double room, long warmup, long len, bool palindrome) {
+  double per = (double)warmup + (double)len;
+  if (!(per > 0) || room < per) return 0;
+  size_t n = (size_t)floor(room / per);
+  if (palindrome && room + (double)warmup >= 2 * per) n = 2 * (size_t)floor((room + (double)warmup) / (2 * per));
+  return n;
+}
+
+bool zeus__robust_warm(const size_t *seq, size_t k, size_t nlimits) {
+  return k > 0 ? seq[k] == seq[k - 1] : seq[0] + 1 == nlimits;
+}
+
+long zeus__robust_refine_len(const size_t *seq, size_t n, size_t nlimits, double room, long warmup, long len,
+                             long cap) {
+  if (n == 0) return len;
+  size_t warms = 0;
+  for (size_t k = 0; k < n; k++) warms += !zeus__robust_warm(seq, k, nlimits);
+  double l = floor((room - (double)warms * (double)warmup) / (double)n);
+  if (l > (double)cap) l = (double)cap;
+  return l > (double)len ? (long)l : len;
+}
+
 double zeus__robust_remeasured_time(double sweep_s, bool first_window, double new_sum_s, long new_windows) {
   if (first_window || !(sweep_s > 0)) return new_windows > 0 ? new_sum_s / (double)new_windows : sweep_s;
   return (sweep_s + new_sum_s) / (double)(new_windows + 1);
