@@ -69,13 +69,59 @@ CHILD = textwrap.dedent("""
             m.begin_window(k, sync_execution=False)
             m.end_window(k, sync_execution=False)
         run(make, call)
+    elif which == "SimNode":
+        # Calls on the node the Devices lends while the Devices closes (the node's GPUs go with it).
+        def make():
+            d = Devices(backend="sim", all_devices=True)
+            n = d.sim_node()
+            n.close = d.close
+            return n
+        run(make, lambda n, i: (n.work(i % 2, 0.01), n.now(), n.true_energy(0), n.idle(0.001)))
+    elif which == "GlobalPowerLimitOptimizer":
+        # One thread drives the optimizer (as a training loop does) while another closes it.
+        from zeusc.optimizer.power_limit import GlobalPowerLimitOptimizer
+
+        def make():
+            m = ZeusMonitor(gpu_indices=[0, 1], devices=Devices(backend="sim", all_devices=True))
+            return GlobalPowerLimitOptimizer(m, warmup_steps=1, profile_steps=10**6)
+
+        run(make, lambda o, i: (o.on_step_begin(), o.on_step_end(), o.state, o.measurements,
+                                o.current_power_limit), rounds=200, threads=1)
+    elif which == "EnergyHistogram":
+        # Every end_window pushes: to a Pushgateway stand-in on a loopback port.
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from zeusc.metric import EnergyHistogram
+
+        class Gateway(BaseHTTPRequestHandler):
+            def do_PUT(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.send_response(200)
+                self.end_headers()
+            do_POST = do_PUT
+
+            def log_message(self, *a):
+                pass
+
+        gw = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+        threading.Thread(target=gw.serve_forever, daemon=True).start()
+        url = "127.0.0.1:%d" % gw.server_address[1]
+
+        def call(h, i):
+            k = "w%d" % i
+            h.begin_window(k, sync_execution=False)
+            h.end_window(k, sync_execution=False)
+            h.text()
+        run(lambda: EnergyHistogram(cpu_indices=[], gpu_indices=[0, 1], pushgateway_url=url, job="close-test"), call,
+            rounds=10)
+        gw.shutdown()
     elif which == "PowerMonitor":
         run(lambda: PowerMonitor(gpu_indices=[0], update_period=0.01, devices=Devices(backend="sim", all_devices=True)),
             lambda p, i: (p.get_power(), p.get_all_power_timelines(), p.stats()), rounds=300)
 """)
 
 
-@pytest.mark.parametrize("which", ["Devices", "ZeusMonitor", "PowerMonitor"])
+@pytest.mark.parametrize("which", ["Devices", "ZeusMonitor", "PowerMonitor", "SimNode", "GlobalPowerLimitOptimizer",
+                                   "EnergyHistogram"])
 def test_close_while_other_threads_call(which, tmp_path):
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(pydir=PYDIR))

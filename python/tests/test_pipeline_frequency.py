@@ -183,6 +183,50 @@ def test_hook_errors_are_value_and_runtime_errors(server, gpus, fake):
     dev.close()
 
 
+def test_close_while_another_thread_drives_it(server, gpus, fake):
+    """close() on one thread while another runs iterations (rounds reported to the server among
+    them): the call in progress finishes, the next raises ValueError ("closed"), nothing crashes.
+    Before the guard close() freed the optimizer under a hook that had released the GIL."""
+    srv = server("--scheduler", "AllMaxFrequency")
+    dev = gpus()
+    for k in range(30):
+        opt = one_rank(srv.url, dev)
+        errs, done = [], []
+        running = threading.Event()
+
+        def drive():
+            try:
+                while True:
+                    opt.on_step_begin()
+                    for name in ("forward", "backward"):
+                        opt.on_instruction_begin(name)
+                        fake.work(0, 0.01)
+                        opt.on_instruction_end(name)
+                    opt.on_step_end()
+                    opt.last_round, opt.detached, opt.frequency_controller.current_frequency
+                    done.append(1)
+                    running.set()
+            except ValueError as e:
+                if "closed" not in str(e):
+                    errs.append(repr(e))
+            except Exception as e:  # noqa: BLE001
+                errs.append(repr(e))
+
+        t = threading.Thread(target=drive)
+        t.start()
+        assert running.wait(30)
+        time.sleep(0.0005 * (k % 7))
+        opt.close()
+        t.join(30)
+        assert not t.is_alive(), "a hook did not return after close()"
+        assert not errs, errs
+        with pytest.raises(ValueError, match="closed"):
+            opt.on_instruction_begin("forward")
+        with pytest.raises(ValueError, match="closed"):
+            opt.on_step_end()
+    dev.close()
+
+
 def test_bad_arguments_and_an_unreachable_server(pfo_lib, gpus):
     from zeusc.optimizer.pipeline_frequency import PipelineFrequencyOptimizer
     dev = gpus()

@@ -80,23 +80,30 @@ class Closeable:
             pass
 
 
+def call_guarded(owner, fn, *args, **kwargs):
+    """Runs ``fn(*args, **kwargs)`` as a call of `owner`'s guard: ValueError when `owner` is
+    closed, and `owner`'s handle is not freed while `fn` runs. For methods (``guarded``) and for
+    objects that borrow `owner`'s handle (a simulated node borrows its Devices')."""
+    me = _get_ident()
+    holds = owner._holds
+    holds.append(me)
+    try:
+        if owner._closing:
+            raise owner._closed_error()
+        return fn(*args, **kwargs)
+    finally:
+        holds.remove(me)
+        if owner._closing and not holds:
+            owner._run_free()
+
+
 def guarded(fn):
     """Runs method `fn` as a call of the guard: it raises ValueError on a closed object and the
     object's handle is not freed while it runs."""
 
     @functools.wraps(fn)
     def call(self, *args, **kwargs):
-        me = _get_ident()
-        holds = self._holds
-        holds.append(me)
-        try:
-            if self._closing:
-                raise self._closed_error()
-            return fn(self, *args, **kwargs)
-        finally:
-            holds.remove(me)
-            if self._closing and not holds:
-                self._run_free()
+        return call_guarded(self, fn, self, *args, **kwargs)
 
     call.__zeusc_guarded__ = True
     return call

@@ -36,7 +36,7 @@ from ctypes import byref, c_char_p, c_double, c_uint, c_void_p, string_at
 from typing import Dict, Mapping, Optional, Sequence
 
 from . import _lib
-from ._closeable import Closeable
+from ._closeable import Closeable, guard_methods
 from .exceptions import ZeusValueError
 from .monitor.energy import ZeusMonitor
 
@@ -75,6 +75,7 @@ def _buckets(what: str, b: Optional[Sequence[float]]):
     return (c_double * len(vals))(*vals), len(vals)
 
 
+@guard_methods("_sync")
 class _PushMetric(Metric, Closeable):
     """What the three classes share: a ZeusMonitor and a zeus_metric handle on it."""
 
@@ -168,13 +169,24 @@ class _PushMetric(Metric, Closeable):
         """Stops the updates of windows left open (no last push) and releases the handle and
         its monitor. Idempotent."""
         h = getattr(self, "_h", None)
-        if h:
+        if not h:  # never opened: only the monitor, if made, to close
+            m, self._monitor = getattr(self, "_monitor", None), None
+            if m is not None:
+                m.close()
+            return
+        if self._closing:
+            return
+
+        def free():
             _lib.lib().zeus_metric_close(h)
             self._h = c_void_p()
-        m = getattr(self, "_monitor", None)
-        if m is not None:
-            m.close()
-            self._monitor = None
+            m, self._monitor = self._monitor, None
+            if m is not None:
+                m.close()
+
+        # Calls of other threads in progress (a push among them) finish first; later ones raise
+        # ValueError.
+        self._close_guarded(free)
 
 
 def _name(name) -> bytes:

@@ -19,7 +19,7 @@ import ctypes
 from ctypes import byref, c_bool, c_double, c_uint, c_uint64, c_void_p
 
 from .. import _lib
-from .._closeable import Closeable, guard_methods
+from .._closeable import Closeable, call_guarded, guard_methods
 
 
 # A GPU index that does not exist is a bad argument (ValueError), as for the monitor.
@@ -219,28 +219,29 @@ class SimNode:
         self._n = c_void_p(handle)
         self._devices = devices  # keeps the handle (and so the node) alive
 
-    def _node(self):
-        if not self._devices._h:
-            raise ValueError("the Devices handle of this simulated node is closed")
-        return self._n
+    def _call(self, fn, *args):
+        """fn(node, *args) as a call of the Devices' guard: the node lives as long as the handle,
+        so closing the Devices on another thread waits for it (and later calls raise ValueError)."""
+        return call_guarded(self._devices, fn, self._n, *args)
 
     def node_index(self, gpu: int) -> int:
         """The node GPU behind visible index `gpu`."""
         out = c_uint()
-        _chk(_lib.lib().zeus_devices_sim_index(self._devices._handle(), gpu, byref(out)))
+        d = self._devices
+        _chk(call_guarded(d, _lib.lib().zeus_devices_sim_index, d._h, gpu, byref(out)))
         return out.value
 
     def gpu_count(self) -> int:
-        return _lib.lib().zeus_sim_node_gpu_count(self._node())
+        return self._call(_lib.lib().zeus_sim_node_gpu_count)
 
     def now(self) -> float:
         """The node's clock in s."""
-        return _lib.lib().zeus_sim_now(self._node())
+        return self._call(_lib.lib().zeus_sim_now)
 
     def work(self, gpu: int, units: float) -> float:
         """Runs `units` of work on one GPU (the others idle); returns the seconds it took."""
         el = c_double()
-        _lib.check(_lib.lib().zeus_sim_work(self._node(), gpu, float(units), byref(el)))
+        _lib.check(self._call(_lib.lib().zeus_sim_work, gpu, float(units), byref(el)))
         return el.value
 
     def work_all(self, units) -> float:
@@ -251,22 +252,22 @@ class SimNode:
             raise ValueError(f"work_all: {len(vals)} values given for {n} simulated GPUs")
         arr = (c_double * max(n, 1))(*vals)
         el = c_double()
-        _lib.check(_lib.lib().zeus_sim_work_all(self._node(), arr, byref(el)))
+        _lib.check(self._call(_lib.lib().zeus_sim_work_all, arr, byref(el)))
         return el.value
 
     def idle(self, seconds: float) -> None:
         """Lets every GPU idle for `seconds`."""
-        _lib.check(_lib.lib().zeus_sim_idle(self._node(), float(seconds)))
+        _lib.check(self._call(_lib.lib().zeus_sim_idle, float(seconds)))
 
     def set_load(self, gpu: int, busy: bool) -> None:
         """Marks GPU `gpu` kept busy (or not) by a load outside the simulation: between pieces of
         work it draws the working power of its knobs instead of idle power."""
-        _lib.check(_lib.lib().zeus_sim_gpu_set_load(self._node(), gpu, bool(busy)))
+        _lib.check(self._call(_lib.lib().zeus_sim_gpu_set_load, gpu, bool(busy)))
 
     def true_energy(self, gpu: int) -> float:
         """Ground truth: the exact energy (J) GPU `gpu` used since the node opened."""
         j = c_double()
-        _lib.check(_lib.lib().zeus_sim_true_energy(self._node(), gpu, byref(j)))
+        _lib.check(self._call(_lib.lib().zeus_sim_true_energy, gpu, byref(j)))
         return j.value
 
 

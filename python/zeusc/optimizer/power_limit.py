@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
 from .. import _lib, _lifetime
+from .._closeable import Closeable, _get_ident, guard_methods
 from ..callback import Callback
 from ..utils.framework import TorchCollective, torch_distributed
 
@@ -364,7 +365,8 @@ def _int_arg(name: str, v) -> int:
 _LONG_MAX = 2**63 - 1
 
 
-class GlobalPowerLimitOptimizer(Callback):
+@guard_methods("on_step_begin", "_raise")
+class GlobalPowerLimitOptimizer(Closeable, Callback):
     """Optimizer for the power limit knob: profiles every power limit just in time during
     training and applies the optimum (libzeus's zeus_plo).
 
@@ -488,12 +490,22 @@ class GlobalPowerLimitOptimizer(Callback):
         """Mark the beginning of a training step."""
         if self._done:
             return
-        h = self._h
-        rc = self._c_step_begin(h)
-        if rc:
-            self._raise(rc)
-        if self._c_get_state(h) == _DONE:
-            self._done = True
+        me = _get_ident()
+        holds = self._holds
+        holds.append(me)  # the guard (zeusc/_closeable.py), inline on the hot path
+        try:
+            if self._closing:
+                _closed()
+            h = self._h
+            rc = self._c_step_begin(h)
+            if rc:
+                self._raise(rc)
+            if self._c_get_state(h) == _DONE:
+                self._done = True
+        finally:
+            holds.remove(me)
+            if self._closing and not holds:
+                self._run_free()
 
     def on_step_end(self) -> None:
         """Mark the end of a training step (nothing to do; here so a loop can call all four)."""
@@ -602,18 +614,18 @@ class GlobalPowerLimitOptimizer(Callback):
         changed it, and frees the optimizer (zeus_plo_close). Idempotent; later hook calls raise
         ValueError."""
         h = self._h
-        if h:
-            self._h = c_void_p()
-            self._done = False
-            self._c_step_begin = self._c_get_state = _closed
-            self._lib.zeus_plo_close(h)
+        if h and not self._closing:
+            self._done = False  # later hooks reach the guard, which raises
+
+            def free():
+                self._h = c_void_p()
+                self._done = False
+                self._c_step_begin = self._c_get_state = _closed
+                self._lib.zeus_plo_close(h)
+
+            # Calls of other threads in progress finish first; later ones raise ValueError.
+            self._close_guarded(free)
         _lifetime.unregister(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def _closed(*_args):

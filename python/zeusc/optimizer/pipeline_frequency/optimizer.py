@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from ... import _lib, _lifetime
-from ..._closeable import Closeable
+from ..._closeable import Closeable, _get_ident, call_guarded, guard_methods
 from ...callback import Callback
 from ...utils.framework import TorchCollective, torch_distributed
 
@@ -55,6 +55,7 @@ def _opt_str(name, v):
     return v.encode()
 
 
+@guard_methods("on_instruction_begin", "on_instruction_end", "_sync", "_raise", "_instruction")
 class PipelineFrequencyOptimizer(Closeable, Callback):
     """Pipeline frequency optimizer: the Perseus client of one rank.
 
@@ -191,15 +192,26 @@ class PipelineFrequencyOptimizer(Closeable, Callback):
     def on_instruction_begin(self, name: str) -> None:
         """Mark the beginning of instruction `name` ("forward", "backward", ...): the next
         frequency of the schedule is set. ValueError when `name` is not the next instruction."""
-        rc = self._begin(self._h, _name(name))
-        if rc:
-            self._raise(rc)
+        self._instruction(self._begin, _name(name))
 
     def on_instruction_end(self, name: str) -> None:
         """Mark the end of instruction `name`."""
-        rc = self._end(self._h, _name(name))
-        if rc:
-            self._raise(rc)
+        self._instruction(self._end, _name(name))
+
+    def _instruction(self, fn, name: bytes) -> None:
+        me = _get_ident()
+        holds = self._holds
+        holds.append(me)  # the guard (zeusc/_closeable.py), inline on the hot path
+        try:
+            if self._closing:
+                _closed()
+            rc = fn(self._h, name)
+            if rc:
+                self._raise(rc)
+        finally:
+            holds.remove(me)
+            if self._closing and not holds:
+                self._run_free()
 
     # ---- what it knows ----------------------------------------------------------------------------
 
@@ -307,10 +319,15 @@ class PipelineFrequencyOptimizer(Closeable, Callback):
         """Stops the frequency controller (locked clocks reset, power limit restored) and frees
         the optimizer; the round in progress is not reported. Idempotent."""
         h = self._h
-        if h:
-            self._h = c_void_p()
-            self._begin = self._end = _closed
-            self._lib.zeus_pfo_optimizer_close(h)
+        if h and not self._closing:
+            def free():
+                self._h = c_void_p()
+                self._begin = self._end = _closed
+                self._lib.zeus_pfo_optimizer_close(h)
+
+            # Calls of other threads in progress (a round's report, a wait for the clock) finish
+            # first; later ones raise ValueError.
+            self._close_guarded(free)
         if getattr(self, "_devices", None) is not None:
             self._devices._undepend(self)
         _lifetime.unregister(self)
@@ -323,19 +340,21 @@ class FrequencyController:
     def __init__(self, optimizer: PipelineFrequencyOptimizer) -> None:
         self._opt = optimizer
 
-    def _c(self):
+    def _call(self, fn, *args):
+        """fn(controller, *args) as a call of the optimizer's guard (the controller is the
+        optimizer's: closing it on another thread waits for the call)."""
         o = self._opt
-        return o._lib.zeus_pfo_optimizer_controller(o._handle())
+        return call_guarded(o, lambda: fn(o._lib.zeus_pfo_optimizer_controller(o._handle()), *args))
 
     def set_frequency(self, frequency: int) -> None:
         """Asks for SM clock `frequency` (MHz); the controller thread applies it."""
-        _lib.check(self._opt._lib.zeus_pfo_controller_set_frequency(self._c(), _int("frequency", frequency, 0,
-                                                                                     2**32 - 1)))
+        f = _int("frequency", frequency, 0, 2**32 - 1)
+        _lib.check(self._call(self._opt._lib.zeus_pfo_controller_set_frequency, f))
 
     @property
     def current_frequency(self) -> int:
         """The SM clock (MHz) the controller last put in place."""
-        return self._opt._lib.zeus_pfo_controller_current_mhz(self._c())
+        return self._call(self._opt._lib.zeus_pfo_controller_current_mhz)
 
 
 def _closed(*_args):
