@@ -87,6 +87,25 @@ CHILD = textwrap.dedent("""
 
         run(make, lambda o, i: (o.on_step_begin(), o.on_step_end(), o.state, o.measurements,
                                 o.current_power_limit), rounds=200, threads=1)
+    elif which == "ZeusJob":
+        # One thread runs the job's training steps (profiling power limits) while another closes it.
+        import tempfile
+        from zeusc.run import ZeusJob
+        logs = tempfile.mkdtemp()
+        os.environ.update(ZEUS_LOG_DIR=logs, ZEUS_JOB_ID="close", ZEUS_TARGET_METRIC="0.9",
+                          ZEUS_PROFILE_PARAMS="2,4")
+
+        def make():
+            d = Devices(backend="sim", all_devices=True)
+            j = ZeusJob(batch_size=8, max_epochs=1, steps_per_epoch=10**6,
+                        monitor=ZeusMonitor(gpu_indices=[0, 1], devices=d))
+            j.node = d.sim_node()
+            j.next_epoch()
+            j.train_begin()
+            return j
+
+        run(make, lambda j, i: (j.train_step_begin(), j.node.work_all([0.01, 0.01]), j.train_step_end(), j.info()),
+            rounds=100, threads=1)
     elif which == "EnergyHistogram":
         # Every end_window pushes: to a Pushgateway stand-in on a loopback port.
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -121,7 +140,7 @@ CHILD = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("which", ["Devices", "ZeusMonitor", "PowerMonitor", "SimNode", "GlobalPowerLimitOptimizer",
-                                   "EnergyHistogram"])
+                                   "EnergyHistogram", "ZeusJob"])
 def test_close_while_other_threads_call(which, tmp_path):
     script = tmp_path / "child.py"
     script.write_text(CHILD.format(pydir=PYDIR))

@@ -35,11 +35,13 @@ from ctypes import byref, c_bool, c_long, c_void_p
 from typing import Iterable, Iterator, Optional
 
 from .. import _lib, _lifetime
+from .._closeable import Closeable, guard_methods
 from ..utils.framework import TorchCollective, torch_distributed
 from ..utils.metric import ZeusCostThresholdExceededError
 
 
-class ZeusJob:
+@guard_methods("_raise")
+class ZeusJob(Closeable):
     """One run of a recurring job (libzeus's zeus_job): the ZEUS_* protocol as explicit hooks.
 
     Args:
@@ -94,8 +96,6 @@ class ZeusJob:
         raise err
 
     def _call(self, name: str, *args) -> None:
-        if not self._h:
-            raise ValueError("this ZeusJob is closed")
         rc = getattr(self._lib, name)(self._h, *args)
         if rc:
             self._raise(rc)
@@ -138,8 +138,6 @@ class ZeusJob:
 
     def info(self) -> dict:
         """What the job knows: settings, paths, energy, time and cost so far, the optimal limit."""
-        if not self._h:
-            raise ValueError("this ZeusJob is closed")
         i = _lib.JobInfo()
         self._lib.zeus_job_get_info(self._h, byref(i))
         out = {}
@@ -151,16 +149,14 @@ class ZeusJob:
     def close(self) -> None:
         """Puts back the power limits the job changed and frees it. Idempotent."""
         h = self._h
-        if h:
-            self._h = c_void_p()
-            self._lib.zeus_job_close(h)
+        if h and not self._closing:
+            def free():
+                self._h = c_void_p()
+                self._lib.zeus_job_close(h)
+
+            # Calls of other threads in progress finish first; later ones raise ValueError.
+            self._close_guarded(free)
         _lifetime.unregister(self)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 # ---- the shared state of the train and eval loaders (the original's ClassVars) --------------------
