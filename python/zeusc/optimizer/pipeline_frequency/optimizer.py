@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from ... import _lib, _lifetime
-from ..._closeable import Closeable, _get_ident, call_guarded, guard_methods
+from ..._closeable import Closeable, call_guarded, guard_methods
 from ...callback import Callback
 from ...utils.framework import TorchCollective, torch_distributed
 
@@ -199,19 +199,9 @@ class PipelineFrequencyOptimizer(Closeable, Callback):
         self._instruction(self._end, _name(name))
 
     def _instruction(self, fn, name: bytes) -> None:
-        me = _get_ident()
-        holds = self._holds
-        holds.append(me)  # the guard (zeusc/_closeable.py), inline on the hot path
-        try:
-            if self._closing:
-                _closed()
-            rc = fn(self._h, name)
-            if rc:
-                self._raise(rc)
-        finally:
-            holds.remove(me)
-            if self._closing and not holds:
-                self._run_free()
+        rc = call_guarded(self, fn, self._h, name)  # the handle is used only if not closing
+        if rc:
+            self._raise(rc)
 
     # ---- what it knows ----------------------------------------------------------------------------
 
