@@ -10,10 +10,14 @@
  * HARDWARE: a simulated hardware profile such as h100 instead of the plain 100 ms counter)
  *
  * The "bound" column is what no profiling can beat on the same budget by much: an oracle that knows
- * which limits are contenders (cost within 6 % of the best; MaxSlowdown: time within 6 % of the
- * bound, and the reference), spends the whole 1.5x budget on them, equally and without warm-up,
- * knows the others exactly, and measures time with the workload's 5 % step jitter (energy follows
- * time at each limit's exact power). A cell whose bound is below 95 % cannot reach 95 %. */
+ * which limits are contenders (cost within w of the best; MaxSlowdown: time within w of the bound,
+ * and the reference), spends the whole 1.5x budget on them, equally and without warm-up, knows the
+ * others exactly, and measures time with the workload's 5 % step jitter (energy follows time at
+ * each limit's exact power); the best over w = 6 %, 4 %, 2.5 % and 1.5 % where the contenders
+ * still include a wrong limit (fewer contenders get more steps each; a set without a wrong limit
+ * would be right by construction). A profiling that must
+ * also sweep every limit, with warm-ups, spends far less on the contenders; only an allocation
+ * that adapts as it measures could go somewhat past the bound. */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,8 +30,9 @@
 
 static int cmp_str(const void *a, const void *b) { return strcmp(a, b); }
 
-/* The oracle's right choices out of `trials` (see the top). */
-static double oracle_bound(const char *path, const zeus_selector *sel, const zeus__plo_noise *nz, int trials) {
+/* The oracle's right choices out of `trials` with contenders within `width` (see the top). */
+static double oracle_at(const char *path, const zeus_selector *sel, const zeus__plo_noise *nz, int trials,
+                        double width) {
   zeus__plo_noise clean;
   zeus__plo_noise_init(&clean);
   clean.wait_steps = nz->wait_steps;
@@ -41,15 +46,20 @@ static double oracle_bound(const char *path, const zeus_selector *sel, const zeu
   size_t k = 0, top = 0;
   for (size_t i = 0; i < t.n; i++)
     if (t.meas[i].power_limit_w > t.meas[top].power_limit_w) top = i;
+  bool wrong = false; /* a wrong limit among the contenders */
   for (size_t i = 0; i < t.n; i++) {
-    bool ok;
+    bool ok = true;
     double excess = 0; /* the limit's cost over the best, as the judge computes it */
+    if (zeus__plo_judge(&js, t.meas, t.n, t.meas[i].power_limit_w, &ok, &excess)) return -1;
     if (js.kind == ZEUS_SELECTOR_MAX_SLOWDOWN)
-      cont[i] = i == top || fabs(t.meas[i].time_s / (js.factor * t.meas[top].time_s) - 1) <= 0.06;
+      cont[i] = i == top || fabs(t.meas[i].time_s / (js.factor * t.meas[top].time_s) - 1) <= width;
     else
-      cont[i] = zeus__plo_judge(&js, t.meas, t.n, t.meas[i].power_limit_w, &ok, &excess) == ZEUS_OK && excess <= 0.06;
+      cont[i] = excess <= width;
     k += cont[i];
+    wrong |= cont[i] && !ok;
   }
+  /* A narrower set that leaves out every wrong limit would be right by construction. */
+  if (!wrong && width < 0.06) return -1;
   double steps = ZEUS__ROBUST_STEP_BUDGET * (double)t.original_steps - nz->wait_steps - 1;
   double sd = nz->jitter / sqrt(steps / (double)k);
   uint64_t seed = 0x9e3779b97f4a7c15ULL;
@@ -69,6 +79,13 @@ static double oracle_bound(const char *path, const zeus_selector *sel, const zeu
       right += ok;
   }
   return (double)right / trials;
+}
+
+static double oracle_bound(const char *path, const zeus_selector *sel, const zeus__plo_noise *nz, int trials) {
+  static const double widths[] = {0.06, 0.04, 0.025, 0.015};
+  double best = -1;
+  for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++) best = fmax(best, oracle_at(path, sel, nz, trials, widths[i]));
+  return best;
 }
 
 int main(int argc, char **argv) {
