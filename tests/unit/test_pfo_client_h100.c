@@ -161,9 +161,11 @@ static void h100_fitted_energy_is_right_hooks_cost_nothing_and_clocks_arrive_in_
                 100 * truth_frac, 100 * st.planned_clock_fraction, st.clock_late, med);
   assert_true(truth_frac >= 0.90);
   assert_true(st.planned_clock_fraction >= 0.90);
-  /* The hooks' own cost: a pair <= 1 us on an idle machine (make bench); 100 us leaves room for a
-   * loaded one and the sanitizers, and is still 68 times below reading the counter (6.8 ms). */
-  assert_true(med <= 100000);
+  /* The hooks' own cost: a pair <= 1 us on an idle machine (make bench), but a loaded one
+   * preempts this thread inside them (a median of 114 us in a fresh-machine run of make check on
+   * 2 cores). What this guards is that no hook reads the counter (3.3 ms a read, 6.8 ms a pair
+   * around an instruction): 1 ms tells the two apart with room for the load. */
+  assert_true(med <= 1e6);
   zeus_pfo_optimizer_close(opt);
   zeus_devices_close(d);
   zeus_pfo_server_close(s);
