@@ -328,9 +328,14 @@ static void h100_long_sampled_window_agrees_with_the_counter(void **state) {
   zeus_window_detail d;
   assert_zeus_ok(zeus_monitor_end_window_detail(m, "long", false, &r, &d));
   double want = truth(&f, 1) - tr0;
-  print_message("3 s window on GPU 1: sampled %.4f %% off the truth, raw %.3f %%\n",
-                100 * (r.gpu_energy_j[1] - want) / want, 100 * (d.raw_energy_j[1] - want) / want);
-  assert_true(fabs(r.gpu_energy_j[1] - want) / want <= 0.001);
+  double err = fabs(r.gpu_energy_j[1] - want);
+  print_message("3 s window on GPU 1: sampled %.4f %% off the truth (its error bound %.4f %%), raw %.3f %%\n",
+                100 * (r.gpu_energy_j[1] - want) / want, 100 * d.error_bound_j[1] / want,
+                100 * (d.raw_energy_j[1] - want) / want);
+  /* 0.06-0.09 % on an idle machine; a loaded one starves the follower thread (0.16 % in a
+   * fresh-machine ASan run of make check on 2 cores). 0.3 % still fails the raw counter's ~0.9 %
+   * (one tick's worth at either end), which is what this guards. */
+  assert_true(err / want <= 0.003);
   assert_true(fabs(d.raw_energy_j[1] - r.gpu_energy_j[1]) <= 290 * 0.11);
   zeus_monitor_close(m);
   zeus_devices_close(f.dev);
