@@ -31,8 +31,6 @@
 #define MAX_STEP_TIMES 1000000L
 /* Windows shorter than this get more steps (within the budget) when steps are noisy. */
 #define MIN_WINDOW_S 1.0
-/* Windows of the step budget kept for measuring limits again when windows are lengthened. */
-#define REFINE_RESERVE 0
 /* Step times spread less than this (relative) are noiseless: the original's profiling. */
 #define NOISELESS_CV ZEUS__ROBUST_NOISELESS_CV
 
@@ -332,10 +330,10 @@ static double sel_key(const zeus_plo *p, const zeus_plo_measurement *m) {
 }
 
 /* After the first window: windows shorter than MIN_WINDOW_S get more steps, as far as the step
- * budget allows with REFINE_RESERVE windows kept for measuring again. Noiseless steps (no spread)
- * keep the original's windows. */
+ * budget allows (what is left then goes to measuring again; docs/plo.md has the reserves tried).
+ * Noiseless steps (no spread) keep the original's windows. */
 static void size_windows(zeus_plo *p, window_stats ws) {
-  double min_s = MIN_WINDOW_S, reserve = REFINE_RESERVE;
+  double min_s = MIN_WINDOW_S;
   double cv = ws.cv;
   if (zeus_collective_allreduce(p->coll, &cv, 1, ZEUS_REDUCE_MAX)) return;
   double step_s = ws.time_s / (double)p->profile_steps;
@@ -345,9 +343,8 @@ static void size_windows(zeus_plo *p, window_stats ws) {
     return;
   double rest = (double)(p->nlimits - 1);
   double limit = fmin(STEP_BUDGET * original_steps(p), (double)p->epoch_steps);
-  /* The reserve: windows as long as the sweep's, the palindrome's middle pair with one warm-up. */
-  double room = limit - (double)p->steps_seen - (rest + fmax(reserve - 1, 0)) * (double)p->warmup_steps;
-  double cap = floor(room / (rest + reserve)), want = ceil(min_s / step_s);
+  double room = limit - (double)p->steps_seen - rest * (double)p->warmup_steps;
+  double cap = floor(room / rest), want = ceil(min_s / step_s);
   double steps = fmin(want, cap);
   if (steps > (double)p->step_cap) steps = (double)p->step_cap;
   if (steps > (double)p->profile_steps) {
