@@ -68,7 +68,15 @@ static void h100_profile_has_the_measured_figures_and_ideal_is_all_zero(void **s
   assert_zeus_ok(zeus_sim_hardware_profile("ideal", &h));
   assert_string_equal(h.name, "ideal");
   assert_true(h.tick_s == 0 && h.energy_read_s == 0 && h.clock_lock_effect_s == 0 && !h.power_at_ticks);
-  assert_zeus_err(zeus_sim_hardware_profile("h200", &h), ZEUS_EINVAL, "'h200'");
+  /* the H200 (../shared/gpu/H200.md): the power on a clock of its own beside the counter's */
+  assert_zeus_ok(zeus_sim_hardware_profile("h200", &h));
+  assert_string_equal(h.name, "h200");
+  assert_near(h.tick_s, 0.1, 1e-12);
+  assert_true(h.power_tick_s >= 0.1013 && h.power_tick_s <= 0.1019);
+  assert_near(h.energy_read_s, 2.3e-3, 1e-12);
+  assert_true(h.gpu.min_power_limit_w == 200 && h.gpu.max_power_limit_w == 700 && h.gpu.min_clock_mhz == 345 &&
+              h.gpu.max_clock_mhz == 1980);
+  assert_zeus_err(zeus_sim_hardware_profile("h300", &h), ZEUS_EINVAL, "'h300'");
 }
 
 static void a_profile_file_starts_from_a_base_and_names_bad_fields(void **state) {
