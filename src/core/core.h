@@ -88,6 +88,13 @@ char *zeus__strdup(const char *s);
  */
 int zeus__grow(void *arrayp, size_t *cap, size_t need, size_t size, const char *what);
 
+/* ---- fork ----
+ * A child of fork() has copies of its parent's locks and conditions but none of its threads: an
+ * object that started threads notes the generation when it did, and where it differs later it is
+ * in a child (its threads are gone; its lock may be held and its condition waited on by them, so
+ * neither may be used, destroyed or joined). The first call registers the handler. */
+unsigned zeus__fork_generation(void);
+
 /* ---- timed waits ----
  * Every timed wait measures CLOCK_MONOTONIC, so that a wall-clock jump (NTP, an administrator)
  * neither cuts a wait short nor stretches it. */

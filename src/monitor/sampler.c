@@ -81,6 +81,7 @@ struct zeus__sampler {
   bool stop;
   unsigned n;
   bool virt; /* virtual mode (the backend keeps its ticks' record; no threads) */
+  unsigned fork_gen; /* zeus__fork_generation() when the threads started */
   gpu_follower g[ZEUS_MAX_GPUS];
 };
 
@@ -328,6 +329,46 @@ static void follower_start(gpu_follower *f, double t, double c, unsigned mw) {
   push_power(f, t, 0, f->p_init);
 }
 
+/* Reads entry k's counter and power once and starts its followers (none in virtual mode). */
+static int start_entry(zeus__sampler *s, unsigned k) {
+  gpu_follower *f = &s->g[k];
+  uint64_t mj;
+  unsigned mw;
+  double t = zeus_devices_now(s->dev);
+  int rc;
+  if ((rc = zeus_gpu_total_energy(s->dev, f->gpu, &mj)) || (rc = zeus_gpu_instant_power(s->dev, f->gpu, &mw)))
+    return zeus__error_ctx(rc, "monitor: starting the energy sampler of GPU %u", f->gpu);
+  follower_start(f, t, mj / 1000.0, mw);
+  if (s->virt) {
+    f->cursor_c = f->cursor_p = t;
+    return zeus__gpu_sensor_read_costs(s->dev, f->gpu, &f->cost_c, &f->cost_p);
+  }
+  for (int j = 0; j < 2; j++) {
+    s->roles[k][j] = (role){f, j == 0};
+    if (pthread_create(&f->thread[j], NULL, follow, &s->roles[k][j]) != 0)
+      return zeus__error(ZEUS_EINTERNAL, "monitor: cannot start the energy sampler of GPU %u", f->gpu);
+    f->running[j] = true;
+    f->have_cpu_clock[j] = pthread_getcpuclockid(f->thread[j], &f->cpu_clock[j]) == 0;
+  }
+  return ZEUS_OK;
+}
+
+/* In a process forked since the sampler started, its threads stayed in the parent (and may hold its
+ * lock or wait on its condition there): a new lock and condition, and new followers that start
+ * from a fresh read, as at open. */
+static int restart_if_forked(zeus__sampler *s) {
+  unsigned gen = zeus__fork_generation();
+  if (gen == s->fork_gen) return ZEUS_OK;
+  s->fork_gen = gen;
+  pthread_mutex_init(&s->mu, NULL);
+  int rc = zeus__cond_init(&s->cv);
+  s->stop = false;
+  for (unsigned k = 0; k < s->n; k++) s->g[k].running[0] = s->g[k].running[1] = false;
+  for (unsigned k = 0; k < s->n && !rc; k++) rc = start_entry(s, k);
+  if (rc) s->n = 0; /* every later query says so */
+  return rc ? zeus__error_ctx(rc, "monitor: restarting the energy sampler in a forked process") : ZEUS_OK;
+}
+
 int zeus__sampler_open(zeus__sampler **out, zeus_devices *dev, const unsigned *gpus, unsigned n) {
   bool virt = false;
   if (!clock_is_real(dev) && !(virt = ticks_recorded(dev, gpus, n < ZEUS_MAX_GPUS ? n : ZEUS_MAX_GPUS)))
@@ -345,34 +386,12 @@ int zeus__sampler_open(zeus__sampler **out, zeus_devices *dev, const unsigned *g
     free(s);
     return rc;
   }
-  for (unsigned k = 0; k < n; k++) {
-    gpu_follower *f = &s->g[k];
-    f->s = s;
-    f->gpu = gpus[k];
-    uint64_t mj;
-    unsigned mw;
-    double t = zeus_devices_now(dev);
-    if ((rc = zeus_gpu_total_energy(dev, gpus[k], &mj)) || (rc = zeus_gpu_instant_power(dev, gpus[k], &mw))) {
-      zeus__error_ctx(rc, "monitor: starting the energy sampler of GPU %u", gpus[k]);
-      break;
-    }
-    follower_start(f, t, mj / 1000.0, mw);
+  s->fork_gen = zeus__fork_generation();
+  for (unsigned k = 0; k < n && !rc; k++) {
+    s->g[k].s = s;
+    s->g[k].gpu = gpus[k];
     s->n = k + 1;
-    if (virt) {
-      if ((rc = zeus__gpu_sensor_read_costs(dev, gpus[k], &f->cost_c, &f->cost_p))) break;
-      f->cursor_c = f->cursor_p = t;
-      continue;
-    }
-    for (int j = 0; j < 2 && !rc; j++) {
-      s->roles[k][j] = (role){f, j == 0};
-      if (pthread_create(&f->thread[j], NULL, follow, &s->roles[k][j]) != 0) {
-        rc = zeus__error(ZEUS_EINTERNAL, "monitor: cannot start the energy sampler of GPU %u", gpus[k]);
-        break;
-      }
-      f->running[j] = true;
-      f->have_cpu_clock[j] = pthread_getcpuclockid(f->thread[j], &f->cpu_clock[j]) == 0;
-    }
-    if (rc) break;
+    rc = start_entry(s, k);
   }
   if (rc) {
     zeus__sampler_close(s);
@@ -384,6 +403,12 @@ int zeus__sampler_open(zeus__sampler **out, zeus_devices *dev, const unsigned *g
 
 void zeus__sampler_close(zeus__sampler *s) {
   if (!s) return;
+  if (zeus__fork_generation() != s->fork_gen) { /* a forked child that never queried: nothing of its own */
+    s->fork_gen = zeus__fork_generation();
+    pthread_mutex_init(&s->mu, NULL);
+    zeus__cond_init(&s->cv);
+    for (unsigned k = 0; k < ZEUS_MAX_GPUS; k++) s->g[k].running[0] = s->g[k].running[1] = false;
+  }
   pthread_mutex_lock(&s->mu);
   s->stop = true;
   pthread_cond_broadcast(&s->cv);
@@ -491,6 +516,8 @@ static void estimate(const gpu_follower *f, double t, zeus__sampler_energy *out)
 }
 
 int zeus__sampler_energy_at(zeus__sampler *s, unsigned k, double t, zeus__sampler_energy *out) {
+  int rc = restart_if_forked(s);
+  if (rc) return rc;
   if (k >= s->n) return zeus__error(ZEUS_EINVAL, "energy sampler: no entry %u", k);
   gpu_follower *f = &s->g[k];
   pthread_mutex_lock(&s->mu);
