@@ -27,6 +27,7 @@
  * counter after it. */
 typedef struct ctick {
   double t, lo, hi, c_j;
+  double jump_j; /* how far this tick moved the offset when it reset it (0: it did not) */
 } ctick;
 
 /* A change of the instant power reading: when (+- unc), the reading from then on, and the integral
@@ -159,7 +160,7 @@ static void push_power(gpu_follower *f, double t, double unc, double p_w) {
  * take milliseconds and the power ticks on another clock, kept within the interval it was seen
  * in. Called with s->mu held. */
 static void push_tick(gpu_follower *f, double lo, double hi, double c) {
-  double alo = c - pi_at(f, hi), ahi = c - pi_at(f, lo), m = 0.5 * (alo + ahi);
+  double alo = c - pi_at(f, hi), ahi = c - pi_at(f, lo), m = 0.5 * (alo + ahi), jump = 0;
   if (f->na == 0) {
     f->a = m;
     f->a_dev = 0.25 * (ahi - alo);
@@ -168,7 +169,8 @@ static void push_tick(gpu_follower *f, double lo, double hi, double c) {
     double weight = w > good ? (good / w) * (good / w) : 1;
     double alpha = (f->na < LEARN ? 1.0 / (f->na + 1) : ALPHA) * weight;
     if (fabs(m - f->a) > 0.5 * (ahi - alo) && weight >= 0.5) { /* outside what this tick allows: it moved */
-      f->a = m;                                                  /* (a load changed between power ticks) */
+      jump = m - f->a;                                           /* (a load changed between power ticks) */
+      f->a = m;
       f->na = 0;
     } else {
       f->a_dev += ALPHA * (fabs(m - f->a) - f->a_dev);
@@ -182,7 +184,7 @@ static void push_tick(gpu_follower *f, double lo, double hi, double c) {
     if (t <= last->t) t = fmin(last->t + 1e-6, hi);
     f->cperiod = add_interval(f->civ, &f->nci, t - last->t);
   }
-  f->c[f->chead] = (ctick){t, lo, hi, c};
+  f->c[f->chead] = (ctick){t, lo, hi, c, jump};
   f->chead = (f->chead + 1) % CRING;
   if (f->cn < CRING) f->cn++;
   f->ticks++;
@@ -504,11 +506,27 @@ static void estimate(const gpu_follower *f, double t, zeus__sampler_energy *out)
     frac = fmin(fmax(frac, 0), 1);
     out->raw_j = at->c_j;
     out->energy_j = at->c_j + dc * frac;
-    double p_lo = pstep_at(f, at->t)->p_w, p_hi = pstep_at(f, after->t)->p_w;
-    out->bound_j = u_j + fabs(p_hi - p_lo) * 0.1 * (after->t - at->t) / fmax(f->pperiod, 0.01);
+    double span = after->t - at->t, pa = pstep_at(f, at->t)->p_w, pb = pstep_at(f, after->t)->p_w;
+    const pstep *nx = pstep_at(f, after->t + fmax(f->pperiod, 0.01)); /* a reading that came after */
+    if (nx->t > after->t && fabs(nx->p_w - pa) > fabs(pb - pa)) pb = nx->p_w;
+    out->bound_j = u_j + fabs(pb - pa) * 0.1 * span / fmax(f->pperiod, 0.01);
+    if (span > 0 && fabs(pb - pa) > 0.02 * fmax(pa, pb)) {
+      /* the load moved: one step at s with pa before and pb after draws the counter's dc */
+      double s_at = at->t + (dc - pb * span) / (pa - pb);
+      if (s_at > at->t && s_at < after->t)
+        out->energy_j = at->c_j + (t <= s_at ? pa * (t - at->t) : pa * (s_at - at->t) + pb * (t - s_at));
+    }
   } else { /* after the last known tick: the readings since */
     out->raw_j = at->c_j;
     out->energy_j = at->c_j + pi_at(f, t) - pi_at(f, at->t);
+    /* the load changed before this tick and the power readings had not shown it yet (the tick
+     * moved the offset): the first reading after the tick that moved the same way is the load's
+     * since the tick */
+    const pstep *nx = pstep_at(f, fmin(t, at->t + fmax(f->pperiod, 0.01)));
+    if (at->jump_j != 0 && nx->t > at->t && nx->t <= t) {
+      double before = pstep_at(f, at->t)->p_w, extra = (nx->p_w - before) * (nx->t - at->t);
+      if ((extra > 0) == (at->jump_j > 0)) out->energy_j += extra;
+    }
     const pstep *prev = f->pn > 1 ? &f->p[(f->phead + PRING - 2) % PRING] : newest;
     double since = fmax(t - at->t, 0);
     out->bound_j = u_j + fmin(fabs(newest->p_w - prev->p_w), 0.2 * newest->p_w) * fmin(since, 0.1);
