@@ -292,6 +292,52 @@ static int check_access(zeus__dreq *q, int *mhd) {
   return 0;
 }
 
+/* The uid of the process at the other end of a loopback TCP connection fd, as the kernel lists
+ * its sockets in /proc/net/tcp (tcp6): the entry whose local address is the peer's and whose
+ * remote address is ours. Aliases of loopback (all of 127.0.0.0/8, ::1) then count as the one user
+ * behind them. false where it cannot be told. */
+static bool loopback_peer_uid(int fd, const struct sockaddr *peer, uid_t *uid) {
+  struct sockaddr_storage me;
+  socklen_t ml = sizeof me;
+  if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0 || me.ss_family != peer->sa_family) return false;
+  char want_local[64], want_rem[64];
+  const char *table;
+  if (peer->sa_family == AF_INET) {
+    const struct sockaddr_in *p = (const void *)peer, *m = (const void *)&me;
+    /* the kernel prints an address as its 32-bit word in host order, the port in host order */
+    snprintf(want_local, sizeof want_local, "%08X:%04X", (unsigned)p->sin_addr.s_addr, (unsigned)ntohs(p->sin_port));
+    snprintf(want_rem, sizeof want_rem, "%08X:%04X", (unsigned)m->sin_addr.s_addr, (unsigned)ntohs(m->sin_port));
+    table = "/proc/net/tcp";
+  } else if (peer->sa_family == AF_INET6) {
+    const struct sockaddr_in6 *p = (const void *)peer, *m = (const void *)&me;
+    uint32_t pw[4], mw[4];
+    memcpy(pw, &p->sin6_addr, 16);
+    memcpy(mw, &m->sin6_addr, 16);
+    snprintf(want_local, sizeof want_local, "%08X%08X%08X%08X:%04X", pw[0], pw[1], pw[2], pw[3],
+             (unsigned)ntohs(p->sin6_port));
+    snprintf(want_rem, sizeof want_rem, "%08X%08X%08X%08X:%04X", mw[0], mw[1], mw[2], mw[3],
+             (unsigned)ntohs(m->sin6_port));
+    table = "/proc/net/tcp6";
+  } else {
+    return false;
+  }
+  FILE *f = fopen(table, "re");
+  if (!f) return false;
+  char line[512];
+  bool found = false;
+  while (!found && fgets(line, sizeof line, f)) {
+    char local[64], rem[64];
+    unsigned long u;
+    if (sscanf(line, " %*s %63s %63s %*s %*s %*s %*s %lu", local, rem, &u) == 3 && strcmp(local, want_local) == 0 &&
+        strcmp(rem, want_rem) == 0) {
+      *uid = (uid_t)u;
+      found = true;
+    }
+  }
+  fclose(f);
+  return found;
+}
+
 static void identify(zeus__dreq *q) {
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(q->c, MHD_CONNECTION_INFO_CONNECTION_FD);
   if (q->uds) {
@@ -318,6 +364,10 @@ static void identify(zeus__dreq *q) {
     port = ntohs(in6->sin6_port);
   }
   snprintf(q->addr, sizeof q->addr, sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
+  if (q->conn && q->conn->uid_known) {
+    q->uid = q->conn->uid;
+    q->tcp_uid = true;
+  }
 }
 
 /* ---- connections: per-client limits and the request deadline ----
@@ -343,6 +393,21 @@ static void conn_cut(zeus_daemon *d, zeus__dconn *k, const char *status_line, co
   shutdown(k->fd, SHUT_RDWR);
   k->cut = true;
 }
+
+/* Who a connection counts against: a uid (a Unix peer, or a loopback TCP peer whose uid the kernel
+ * told: aliases of loopback and both listeners count as one), else the TCP peer's address. */
+static bool same_client(const zeus__dconn *a, const zeus__dconn *b) {
+  bool ua = a->uds || a->uid_known, ub = b->uds || b->uid_known;
+  if (ua != ub) return false;
+  return ua ? a->uid == b->uid : strcmp(a->host, b->host) == 0;
+}
+
+static void conn_who(const zeus__dconn *k, char *who, size_t len) {
+  if (k->uds || k->uid_known) snprintf(who, len, "uid %lu", (unsigned long)k->uid);
+  else snprintf(who, len, "address %s", k->host);
+}
+
+static bool is_loopback(const struct sockaddr *sa);
 
 static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_context,
                         enum MHD_ConnectionNotificationCode code) {
@@ -381,17 +446,19 @@ static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_conte
                                                   k->host, sizeof k->host);
     else if (sa && sa->sa_family == AF_INET6)
       inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, k->host, sizeof k->host);
+    if (sa && is_loopback(sa) && loopback_peer_uid(k->fd, sa, &k->uid)) k->uid_known = true;
+    zeus__log(ZEUS_LOG_DEBUG, "daemon", "TCP connection from %s: %s uid %lu", k->host,
+              k->uid_known ? "the kernel names" : "no", k->uid_known ? (unsigned long)k->uid : 0ul);
   }
   pthread_mutex_lock(&d->cmu);
   unsigned total = 0, mine = 0;
   for (zeus__dconn *o = d->conns; o; o = o->next) {
-    if (o->cut || o->uds != k->uds) continue;
-    total++;
-    if (k->uds ? o->uid == k->uid : strcmp(o->host, k->host) == 0) mine++;
+    if (o->cut) continue;
+    if (o->uds == k->uds) total++;
+    if (same_client(o, k)) mine++;
   }
   char msg[256] = "", who[96];
-  if (k->uds) snprintf(who, sizeof who, "uid %lu", (unsigned long)k->uid);
-  else snprintf(who, sizeof who, "address %s", k->host);
+  conn_who(k, who, sizeof who);
   if (!k->root) {
     if (mine >= d->o.max_connections_per_client)
       snprintf(msg, sizeof msg, "%s holds %u connections, the most one client may hold (--max-connections-per-client)",
@@ -436,15 +503,13 @@ bool zeus__dstream_admit(zeus__dreq *q, int *mhd) {
   pthread_mutex_lock(&d->cmu);
   unsigned mine = 0;
   for (zeus__dconn *o = d->conns; o; o = o->next)
-    if (!o->cut && o->stream && o->uds == k->uds && (k->uds ? o->uid == k->uid : strcmp(o->host, k->host) == 0))
-      mine++;
+    if (!o->cut && o->stream && same_client(o, k)) mine++;
   bool ok = k->root || mine < d->o.max_streams_per_client;
   if (ok) k->stream = true;
   pthread_mutex_unlock(&d->cmu);
   if (!ok) {
     char who[96];
-    if (k->uds) snprintf(who, sizeof who, "uid %lu", (unsigned long)k->uid);
-    else snprintf(who, sizeof who, "address %s", k->host);
+    conn_who(k, who, sizeof who);
     *mhd = zeus__dreply_error(q, 503, "%s holds %u power streams, the most one client may hold "
                               "(--max-streams-per-client); close one first", who, mine);
   }
