@@ -292,52 +292,6 @@ static int check_access(zeus__dreq *q, int *mhd) {
   return 0;
 }
 
-/* The uid of the process at the other end of a loopback TCP connection fd, as the kernel lists
- * its sockets in /proc/net/tcp (tcp6): the entry whose local address is the peer's and whose
- * remote address is ours. Aliases of loopback (all of 127.0.0.0/8, ::1) then count as the one user
- * behind them. false where it cannot be told. */
-static bool loopback_peer_uid(int fd, const struct sockaddr *peer, uid_t *uid) {
-  struct sockaddr_storage me;
-  socklen_t ml = sizeof me;
-  if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0 || me.ss_family != peer->sa_family) return false;
-  char want_local[64], want_rem[64];
-  const char *table;
-  if (peer->sa_family == AF_INET) {
-    const struct sockaddr_in *p = (const void *)peer, *m = (const void *)&me;
-    /* the kernel prints an address as its 32-bit word in host order, the port in host order */
-    snprintf(want_local, sizeof want_local, "%08X:%04X", (unsigned)p->sin_addr.s_addr, (unsigned)ntohs(p->sin_port));
-    snprintf(want_rem, sizeof want_rem, "%08X:%04X", (unsigned)m->sin_addr.s_addr, (unsigned)ntohs(m->sin_port));
-    table = "/proc/net/tcp";
-  } else if (peer->sa_family == AF_INET6) {
-    const struct sockaddr_in6 *p = (const void *)peer, *m = (const void *)&me;
-    uint32_t pw[4], mw[4];
-    memcpy(pw, &p->sin6_addr, 16);
-    memcpy(mw, &m->sin6_addr, 16);
-    snprintf(want_local, sizeof want_local, "%08X%08X%08X%08X:%04X", pw[0], pw[1], pw[2], pw[3],
-             (unsigned)ntohs(p->sin6_port));
-    snprintf(want_rem, sizeof want_rem, "%08X%08X%08X%08X:%04X", mw[0], mw[1], mw[2], mw[3],
-             (unsigned)ntohs(m->sin6_port));
-    table = "/proc/net/tcp6";
-  } else {
-    return false;
-  }
-  FILE *f = fopen(table, "re");
-  if (!f) return false;
-  char line[512];
-  bool found = false;
-  while (!found && fgets(line, sizeof line, f)) {
-    char local[64], rem[64];
-    unsigned long u;
-    if (sscanf(line, " %*s %63s %63s %*s %*s %*s %*s %lu", local, rem, &u) == 3 && strcmp(local, want_local) == 0 &&
-        strcmp(rem, want_rem) == 0) {
-      *uid = (uid_t)u;
-      found = true;
-    }
-  }
-  fclose(f);
-  return found;
-}
-
 static void identify(zeus__dreq *q) {
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(q->c, MHD_CONNECTION_INFO_CONNECTION_FD);
   if (q->uds) {
@@ -446,7 +400,7 @@ static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_conte
                                                   k->host, sizeof k->host);
     else if (sa && sa->sa_family == AF_INET6)
       inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, k->host, sizeof k->host);
-    if (sa && is_loopback(sa) && loopback_peer_uid(k->fd, sa, &k->uid)) k->uid_known = true;
+    if (sa && is_loopback(sa) && zeus__loopback_peer_uid(k->fd, &k->uid)) k->uid_known = true;
     zeus__log(ZEUS_LOG_DEBUG, "daemon", "TCP connection from %s: %s uid %lu", k->host,
               k->uid_known ? "the kernel names" : "no", k->uid_known ? (unsigned long)k->uid : 0ul);
   }
