@@ -11,14 +11,26 @@ import pytest
 from zeusc.monitor import ZeusMonitor
 
 
-@pytest.fixture
-def h100(sim_env, monkeypatch):
+def _loaded_gpu(sim_env, monkeypatch, hardware):
     from zeusc.device import Devices
     monkeypatch.delenv("ZEUS_MONITOR_ENERGY", raising=False)
-    sim_env(gpus=1, clock="wall", hardware="h100")
+    sim_env(gpus=1, clock="wall", hardware=hardware)
     dev = Devices(backend="sim", all_devices=True)
     node = dev.sim_node()
-    node.set_load(0, True)  # a steady full load: 290 W
+    node.set_load(0, True)  # a steady full load: 290 W (h200: 440 W)
+    return dev, node
+
+
+@pytest.fixture
+def h100(sim_env, monkeypatch):
+    dev, node = _loaded_gpu(sim_env, monkeypatch, "h100")
+    yield dev, node
+    dev.close()
+
+
+@pytest.fixture
+def h200(sim_env, monkeypatch):
+    dev, node = _loaded_gpu(sim_env, monkeypatch, "h200")
     yield dev, node
     dev.close()
 
@@ -38,18 +50,6 @@ def _windows(monitor, node, n, length):
         want = (e1 - e0) / (n1 - n0) * m.time
         errs.append(abs(m.gpu_energy[0] - want) / want)
     return sorted(errs)
-
-
-@pytest.fixture
-def h200(sim_env, monkeypatch):
-    from zeusc.device import Devices
-    monkeypatch.delenv("ZEUS_MONITOR_ENERGY", raising=False)
-    sim_env(gpus=1, clock="wall", hardware="h200")
-    dev = Devices(backend="sim", all_devices=True)
-    node = dev.sim_node()
-    node.set_load(0, True)  # a steady full load: 440 W
-    yield dev, node
-    dev.close()
 
 
 def test_h200_two_clocks_pair_cost_and_200ms_windows(h200):
