@@ -2,6 +2,7 @@
  * parsed and checked, then run as one transaction on a database connection of the pool; a
  * transaction the store asks to retry (busy, serialization failure) runs again, a lost database
  * answers 503 and the connection is opened again on its next use. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -38,13 +39,17 @@ struct zeus_bso_server {
   bso_db **pool; /* NULL entries: to be (re)opened */
   bool *busy;
   int npool;
+  bso_ratelog bad_uri_log; /* refused request targets: one line per client a minute */
 };
 
 typedef struct req {
   zeus__buf body;
   int route;
+  bool started; /* the handler has seen the request once */
   bool refused;
   int method_status; /* 404/405 decided at the first call */
+  bool bad_uri;      /* its target is not UTF-8 or holds NUL (uri_msg says which part) */
+  char uri_msg[200];
 } req;
 
 static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *body) {
@@ -83,6 +88,43 @@ static int route_of(const char *url, const char *method, int *status) {
   }
   *status = 405;
   return 0;
+}
+
+/* Called with the raw request target before libmicrohttpd decodes it: the request's state starts
+ * here, with the verdict on its target (bso_uri_problem). */
+static void *uri_seen(void *cls, const char *uri, struct MHD_Connection *c) {
+  (void)cls, (void)c;
+  req *q = calloc(1, sizeof *q);
+  if (q) q->bad_uri = bso_uri_problem(uri, q->uri_msg, sizeof q->uri_msg) != 0;
+  return q;
+}
+
+/* The client's address without its port (the unit of the refusal log's rate). */
+static void client_of(struct MHD_Connection *c, char *out, size_t n) {
+  snprintf(out, n, "?");
+  const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  if (!ai || !ai->client_addr) return;
+  const struct sockaddr *sa = ai->client_addr;
+  if (sa->sa_family == AF_INET)
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out, (socklen_t)n);
+  else if (sa->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, out, (socklen_t)n);
+}
+
+static enum MHD_Result refuse_uri(zeus_bso_server *s, struct MHD_Connection *c, req *q, const char *method) {
+  char who[64];
+  unsigned long more = 0;
+  client_of(c, who, sizeof who);
+  if (bso_ratelog_allow(&s->bad_uri_log, who, zeus_monotonic_s(), &more)) {
+    if (more)
+      zeus__log(ZEUS_LOG_WARN, "bso", "refused a %s request from %s: %s (and %lu more from it in the last minute)",
+                method, who, q->uri_msg, more);
+    else
+      zeus__log(ZEUS_LOG_WARN, "bso", "refused a %s request from %s: %s (logged once a minute per client)", method,
+                who, q->uri_msg);
+  }
+  q->refused = true;
+  return send_json(c, 400, detail(q->uri_msg));
 }
 
 static bool authorised(zeus_bso_server *s, struct MHD_Connection *c) {
@@ -172,14 +214,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   (void)version;
   zeus_bso_server *s = cls;
   req *q = *con_cls;
-  if (!q) {
-    if (!(q = calloc(1, sizeof *q))) return MHD_NO;
-    *con_cls = q;
+  if (!q) return MHD_NO; /* out of memory in uri_seen */
+  if (!q->started) {
+    q->started = true;
     q->route = route_of(url, method, &q->method_status);
     if (!authorised(s, c)) {
       q->refused = true;
       return send_json(c, 401, detail("a bearer token is required (Authorization: Bearer TOKEN)"));
     }
+    if (q->bad_uri) return refuse_uri(s, c, q, method);
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > s->body_max) {
       q->refused = true;
@@ -254,6 +297,7 @@ int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts
   if (!s) return zeus__oom("creating the server");
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
+  bso_ratelog_init(&s->bad_uri_log);
   s->body_max = o.max_body_bytes;
   int rc = ZEUS_OK;
   if (o.token)
@@ -293,7 +337,8 @@ int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts
               o.host);
   unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
   s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                          MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT,
+                          MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_URI_LOG_CALLBACK, uri_seen, s,
+                          MHD_OPTION_CONNECTION_LIMIT,
                           (unsigned)o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
                           (unsigned)(o.idle_timeout_s + 0.999), MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
                           MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)4096, MHD_OPTION_THREAD_POOL_SIZE,
@@ -326,5 +371,6 @@ void zeus_bso_server_close(zeus_bso_server *s) {
   free(s->url);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->cv);
+  bso_ratelog_destroy(&s->bad_uri_log);
   free(s);
 }
