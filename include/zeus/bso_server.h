@@ -29,6 +29,10 @@ typedef struct zeus_bso_server_opts {
   int max_connections;    /* default 1024 */
   size_t max_body_bytes;  /* default 65536; larger bodies get 413 */
   double idle_timeout_s;  /* default 60 */
+  /* A dispatched trial with neither a report nor an end (PATCH /trials) for this long, counted
+   * from its start or its latest report, ends as failed (its client was preempted or killed):
+   * default 86400 (24 h); < 0: never (the original's server). */
+  double trial_lease_s;
 } zeus_bso_server_opts;
 
 typedef struct zeus_bso_server zeus_bso_server;

@@ -19,6 +19,7 @@ typedef struct bso_req {
   int route;          /* BSO_R_* */
   json_t *body;       /* the parsed body (owned), for register/report/end */
   const char *job_id; /* query parameter (delete, predict) */
+  double trial_lease_s; /* a dispatched trial without a report or end for this long fails; <= 0: never */
 } bso_req;
 
 enum { BSO_R_REGISTER = 1, BSO_R_DELETE, BSO_R_PREDICT, BSO_R_REPORT, BSO_R_END };

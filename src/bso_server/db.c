@@ -74,6 +74,9 @@ const char *const bso_db_migrations[] = {
     "CREATE INDEX bso_trial_by_bs ON bso_trial (job_id, batch_size, status, trial_number);",
     /* 2: zeus run --state postgresql://...: each job identity's state (an SQLite image) */
     "CREATE TABLE run_state (job_key TEXT PRIMARY KEY, image BYTEA NOT NULL, updated_s DOUBLE PRECISION NOT NULL);",
+    /* 3: the trial lease: a dispatched trial's last sign of life (its latest report; NULL: its
+     * start), from which --trial-lease counts */
+    "ALTER TABLE bso_trial ADD COLUMN seen_s DOUBLE PRECISION;",
 };
 const int bso_db_nmigrations = (int)(sizeof bso_db_migrations / sizeof *bso_db_migrations);
 

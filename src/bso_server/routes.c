@@ -616,6 +616,35 @@ static int heal_job(bso_db *db, job *j, char *err, size_t errlen) {
   return rc;
 }
 
+/* The trial lease (issue 36): a trial dispatched and then neither reported nor ended for lease_s
+ * (its client preempted or killed, or the server killed between commit and answer) ends as
+ * failed, so that pruning, which waits for each exploration's outcome, moves on: the batch size
+ * is explored again. Counted from the trial's start or its latest report, with the wall clock of
+ * the servers sharing the database. One log line per trial, by the request that commits it. */
+static int expire_trials(bso_db *db, const job *j, double lease_s, char *err, size_t errlen) {
+  if (!(lease_s > 0)) return BSO_DB_OK;
+  double now = zeus_wall_s();
+  bso_val p[2] = {bso_text(j->id), bso_real(now - lease_s)};
+  bso_rows rows;
+  int rc = db->ops->exec(db,
+                         "SELECT trial_number, batch_size, COALESCE(seen_s, start_s) FROM bso_trial "
+                         "WHERE job_id = $1 AND status = 0 AND COALESCE(seen_s, start_s) < $2",
+                         p, 2, &rows, err, errlen);
+  if (rc) return rc;
+  for (size_t i = 0; !rc && i < rows.nrows; i++) {
+    long long tn = bso_rows_int(&rows, i, 0);
+    zeus__log(ZEUS_LOG_WARN, "bso",
+              "job '%s': trial %lld (batch size %lld) had no report and no end for %.0f s, longer than the trial "
+              "lease of %g s (--trial-lease): it counts as failed",
+              j->id, tn, bso_rows_int(&rows, i, 1), now - bso_rows_real(&rows, i, 2), lease_s);
+    bso_val q[3] = {bso_real(now), bso_text(j->id), bso_int(tn)};
+    rc = db->ops->exec(db, "UPDATE bso_trial SET status = 2, end_s = $1 WHERE job_id = $2 AND trial_number = $3", q,
+                       3, NULL, err, errlen);
+  }
+  bso_rows_free(&rows);
+  return rc;
+}
+
 /* Pruning: replays the job's explorations through src/bso/'s explorer. Sets *next to the batch
  * size to explore (type exploration or concurrent), or leaves it 0 with the survivors in ex. */
 static int replay(bso_db *db, const job *j, zeus__explorer *ex, long *next, int *type, char *err, size_t errlen) {
@@ -659,7 +688,8 @@ static int replay(bso_db *db, const job *j, zeus__explorer *ex, long *next, int 
   return BSO_DB_OK;
 }
 
-static int route_predict(bso_db *db, const char *lock, const char *id, bso_reply *r, char *err, size_t errlen) {
+static int route_predict(bso_db *db, const char *lock, const char *id, double lease_s, bso_reply *r, char *err,
+                         size_t errlen) {
   job j;
   bool found;
   int rc = load_job(db, lock, id, &j, &found, err, errlen);
@@ -669,6 +699,7 @@ static int route_predict(bso_db *db, const char *lock, const char *id, bso_reply
     return BSO_DB_OK;
   }
   rc = heal_job(db, &j, err, errlen);
+  if (!rc) rc = expire_trials(db, &j, lease_s, err, errlen);
   if (rc) {
     job_free(&j);
     return rc;
@@ -716,7 +747,8 @@ static int route_predict(bso_db *db, const char *lock, const char *id, bso_reply
   return rc;
 }
 
-static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, char *err, size_t errlen) {
+static int route_report(bso_db *db, const char *lock, json_t *b, double lease_s, bso_reply *r, char *err,
+                        size_t errlen) {
   const char *id = json_string_value(json_object_get(b, "job_id"));
   long bs = jlong(b, "batch_size");
   long long tn = json_integer_value(json_object_get(b, "trial_number"));
@@ -731,6 +763,7 @@ static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, c
     return BSO_DB_OK;
   }
   rc = heal_job(db, &j, err, errlen);
+  if (!rc) rc = expire_trials(db, &j, lease_s, err, errlen);
   if (rc) {
     job_free(&j);
     return rc;
@@ -756,7 +789,9 @@ static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, c
   if (status != S_DISPATCHED) {
     if (was_null)
       set_reply(r, 400,
-                bso_message("Trial(%lld) has ended without a result (PATCH /trials); its report is refused.", tn));
+                bso_message("Trial(%lld) has ended without a result (PATCH /trials, or no report within the "
+                            "server's trial lease); its report is refused.",
+                            tn));
     else
       set_reply(r, 200,
                 json_pack("{sbsbss}", "stop_train", 1, "converged", was_conv, "message",
@@ -769,6 +804,14 @@ static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, c
   bool within = ub >= cost;
   bool converged = j.higher ? j.target <= metric : j.target >= metric;
   if (within && epoch < j.max_epochs && !converged) {
+    /* A sign of life: the trial's lease counts from here. */
+    bso_val q[3] = {bso_real(zeus_wall_s()), bso_text(id), bso_int(tn)};
+    rc = db->ops->exec(db, "UPDATE bso_trial SET seen_s = $1 WHERE job_id = $2 AND trial_number = $3", q, 3, NULL, err,
+                       errlen);
+    if (rc) {
+      job_free(&j);
+      return rc;
+    }
     set_reply(
         r, 200,
         json_pack("{sbsbss}", "stop_train", 0, "converged", 0, "message", "Stop condition not met, keep training"));
@@ -815,15 +858,17 @@ static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, c
   return rc;
 }
 
-static int route_end(bso_db *db, const char *lock, json_t *b, bso_reply *r, char *err, size_t errlen) {
+static int route_end(bso_db *db, const char *lock, json_t *b, double lease_s, bso_reply *r, char *err,
+                     size_t errlen) {
   const char *id = json_string_value(json_object_get(b, "job_id"));
   long bs = jlong(b, "batch_size");
   long long tn = json_integer_value(json_object_get(b, "trial_number"));
   job j;
   bool found;
   int rc = load_job(db, lock, id, &j, &found, err, errlen); /* locks the job's row */
-  if (rc) return rc;
+  if (!rc && found) rc = expire_trials(db, &j, lease_s, err, errlen);
   job_free(&j);
+  if (rc) return rc;
   bso_val p[3] = {bso_text(id), bso_int(tn), bso_int(bs)};
   bso_rows rows;
   rc = db->ops->exec(db, "SELECT status FROM bso_trial WHERE job_id = $1 AND trial_number = $2 AND batch_size = $3", p,
@@ -920,9 +965,9 @@ int bso_route(bso_db *db, const char *lock, bso_req *q, bso_reply *r, char *err,
   switch (q->route) {
     case BSO_R_REGISTER: return route_register(db, lock, q->body, r, err, errlen);
     case BSO_R_DELETE: return route_delete(db, lock, q->job_id, r, err, errlen);
-    case BSO_R_PREDICT: return route_predict(db, lock, q->job_id, r, err, errlen);
-    case BSO_R_REPORT: return route_report(db, lock, q->body, r, err, errlen);
-    case BSO_R_END: return route_end(db, lock, q->body, r, err, errlen);
+    case BSO_R_PREDICT: return route_predict(db, lock, q->job_id, q->trial_lease_s, r, err, errlen);
+    case BSO_R_REPORT: return route_report(db, lock, q->body, q->trial_lease_s, r, err, errlen);
+    case BSO_R_END: return route_end(db, lock, q->body, q->trial_lease_s, r, err, errlen);
   }
   snprintf(err, errlen, "unknown route");
   return BSO_DB_ERR;

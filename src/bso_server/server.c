@@ -4,6 +4,7 @@
  * answers 503 and the connection is opened again on its next use. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -26,6 +27,9 @@
 #define DEFAULT_THREADS 8
 #define DEFAULT_CONNECTIONS 1024
 #define MAX_ATTEMPTS 50
+/* A day: longer than any epoch (the time between two reports of a trial) we know of, short enough
+ * that a preempted job's pruning moves again the next day. */
+#define DEFAULT_TRIAL_LEASE_S 86400.0
 
 struct zeus_bso_server {
   struct MHD_Daemon *d;
@@ -34,6 +38,7 @@ struct zeus_bso_server {
   size_t body_max;
   int port;
   const char *lock_suffix;
+  double trial_lease_s; /* <= 0: none */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   bso_db **pool; /* NULL entries: to be (re)opened */
@@ -249,7 +254,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   }
   if (q->method_status == 404) return send_json(c, 404, detail("Not Found"));
   if (q->method_status == 405) return send_json(c, 405, detail("Method Not Allowed"));
-  bso_req rq = {.route = q->route};
+  bso_req rq = {.route = q->route, .trial_lease_s = s->trial_lease_s};
   bso_reply rep = {0};
   if (q->route == BSO_R_DELETE || q->route == BSO_R_PREDICT) {
     rq.job_id = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "job_id");
@@ -289,6 +294,8 @@ int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts
   if (o.max_connections <= 0) o.max_connections = DEFAULT_CONNECTIONS;
   if (!o.max_body_bytes) o.max_body_bytes = DEFAULT_BODY;
   if (o.idle_timeout_s <= 0) o.idle_timeout_s = 60;
+  if (o.trial_lease_s == 0) o.trial_lease_s = DEFAULT_TRIAL_LEASE_S;
+  if (isnan(o.trial_lease_s)) return zeus__error(ZEUS_EINVAL, "trial lease: NaN, expected seconds > 0 (or < 0: none)");
   if (o.token && !*o.token)
     return zeus__error(ZEUS_EINVAL, "the token is empty, which would turn authentication off; give no token for none");
   if (o.token && o.token_file && *o.token_file)
@@ -299,6 +306,7 @@ int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts
   pthread_cond_init(&s->cv, NULL);
   bso_ratelog_init(&s->bad_uri_log);
   s->body_max = o.max_body_bytes;
+  s->trial_lease_s = o.trial_lease_s;
   int rc = ZEUS_OK;
   if (o.token)
     s->token = zeus__strdup(o.token);
