@@ -8,17 +8,28 @@ tmp=$(mktemp -d)
 srv=
 pg_started=
 trap 'bso_stop; [ -n "$pg_started" ] && "$PG_TEMP" stop "$tmp/pg"; rm -rf "$tmp"' EXIT
+trap 'exit 143' INT TERM
 
-# bso_databases: prints the databases to test, one a line: a SQLite file, then a PostgreSQL
-# database when a throwaway server starts (a line "skip - ..." on stderr otherwise).
+# bso_databases: writes the databases to test to $tmp/dbs, one a line: a SQLite file, then a
+# PostgreSQL database when a throwaway server starts (stopped at exit; a line "skip - ..."
+# otherwise). Call it in this shell (not in $(...) or <(...)), so that the exit trap knows.
 bso_databases() {
-  echo "sqlite://$tmp/bso.db"
+  echo "sqlite://$tmp/bso.db" >"$tmp/dbs"
   local url
   url=$(unset LD_PRELOAD ASAN_OPTIONS; "$PG_TEMP" start "$tmp/pg" 2>"$tmp/pgerr" | tail -n 1)
+  [ -f "$tmp/pg/pgdir" ] && pg_started=1
   case "$url" in
-    postgresql://*) pg_started=1; echo "$url" ;;
-    *) echo "skip - PostgreSQL half: no throwaway PostgreSQL: $(head -c 300 "$tmp/pgerr")" >&2 ;;
+    postgresql://*) echo "$url" >>"$tmp/dbs" ;;
+    *) echo "skip - PostgreSQL half: no throwaway PostgreSQL: $(head -c 300 "$tmp/pgerr")" ;;
   esac
+}
+# for_each_database FUNCTION: FUNCTION DATABASE KIND for each database of bso_databases.
+for_each_database() {
+  bso_databases
+  local db
+  while read -r db; do
+    case "$db" in sqlite://*) "$1" "$db" sqlite ;; *) "$1" "$db" postgresql ;; esac
+  done <"$tmp/dbs"
 }
 
 # bso_start DATABASE [ARGS...]: starts a server on a free port (BSO: its address; its stderr in
@@ -42,6 +53,7 @@ bso_stop() { if [ -n "${srv:-}" ]; then kill "$srv" 2>/dev/null; wait "$srv" 2>/
 # req METHOD PATH [BODY]: prints "STATUS BODY" (curl's own failure: status 000).
 req() {
   local code
+  rm -f "$tmp/body"
   code=$(curl -s -m "${REQ_TIMEOUT:-30}" -o "$tmp/body" -w '%{http_code}' -X "$1" "$BSO$2" ${3:+--data-binary "$3"})
   echo "$code $(cat "$tmp/body" 2>/dev/null)"
 }

@@ -59,7 +59,5 @@ run_checks() {
 
 expect_out_has "--help documents --trial-lease and its default" "trial-lease S" "$ZEUS" bso-server --help
 expect_code "a negative lease is a usage error" 2 "$ZEUS" bso-server --port 0 --trial-lease -5
-while read -r db; do
-  case "$db" in sqlite://*) run_checks "$db" sqlite ;; *) run_checks "$db" postgresql ;; esac
-done < <(bso_databases)
+for_each_database run_checks
 finish

@@ -41,7 +41,5 @@ run_checks() {
   bso_stop
 }
 
-while read -r db; do
-  case "$db" in sqlite://*) run_checks "$db" sqlite ;; *) run_checks "$db" postgresql ;; esac
-done < <(bso_databases)
+for_each_database run_checks
 finish
