@@ -33,6 +33,10 @@ typedef struct zeus_bso_server_opts {
    * from its start or its latest report, ends as failed (its client was preempted or killed):
    * default 86400 (24 h); < 0: never (the original's server). */
   double trial_lease_s;
+  /* PostgreSQL: a connection attempt or a statement without an answer for this long (a server
+   * stopped, a network partition) gives up the connection and answers 503. Default 4 (under the
+   * 5 s the original's client waits); < 0: no bound. Connecting waits 2 s at least (libpq). */
+  double db_timeout_s;
 } zeus_bso_server_opts;
 
 typedef struct zeus_bso_server zeus_bso_server;

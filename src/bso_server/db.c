@@ -85,8 +85,8 @@ int bso_db_url_is_pg(const char *url) {
 }
 
 #if !ZEUS_HAVE_BSO_PG
-int bso_db_open_pg(const char *url, bso_db **out, char *err, size_t errlen) {
-  (void)url;
+int bso_db_open_pg(const char *url, double timeout_s, bso_db **out, char *err, size_t errlen) {
+  (void)url, (void)timeout_s;
   *out = NULL;
   snprintf(err, errlen,
            "this zeus was built without PostgreSQL support (ZEUS_WITH_BSO_PG=OFF, needs libpq); "
@@ -96,6 +96,10 @@ int bso_db_open_pg(const char *url, bso_db **out, char *err, size_t errlen) {
 #endif
 
 int bso_db_open(const char *url, int migrate, bso_db **out, char *err, size_t errlen) {
+  return bso_db_open_opts(url, migrate, 0, out, err, errlen);
+}
+
+int bso_db_open_opts(const char *url, int migrate, double timeout_s, bso_db **out, char *err, size_t errlen) {
   int rc;
   *out = NULL;
   if (!url || !*url) {
@@ -103,7 +107,7 @@ int bso_db_open(const char *url, int migrate, bso_db **out, char *err, size_t er
     return BSO_DB_ERR;
   }
   if (bso_db_url_is_pg(url)) {
-    rc = bso_db_open_pg(url, out, err, errlen);
+    rc = bso_db_open_pg(url, timeout_s, out, err, errlen);
   } else {
     const char *path = url;
     if (strncmp(url, "sqlite://", 9) == 0)

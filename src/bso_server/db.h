@@ -63,8 +63,13 @@ struct bso_db {
  * or "postgresql://..." / "postgres://..." (any libpq URI; BSO_DB_ERR naming the component when
  * PostgreSQL support was not built). Migrates the schema when migrate is set. */
 int bso_db_open(const char *url, int migrate, bso_db **out, char *err, size_t errlen);
+/* The same with a bound on a database that stops answering: timeout_s > 0 bounds each
+ * PostgreSQL connection attempt (libpq's connect_timeout, 2 s at least) and each statement (past
+ * it: BSO_DB_DOWN, the connection unusable), and turns TCP keepalives on; <= 0: no bound (libpq's
+ * defaults, as bso_db_open). SQLite ignores it (its busy wait is bounded by itself). */
+int bso_db_open_opts(const char *url, int migrate, double timeout_s, bso_db **out, char *err, size_t errlen);
 int bso_db_open_sqlite(const char *path, bso_db **out, char *err, size_t errlen);
-int bso_db_open_pg(const char *url, bso_db **out, char *err, size_t errlen);
+int bso_db_open_pg(const char *url, double timeout_s, bso_db **out, char *err, size_t errlen);
 /* Whether url names a PostgreSQL database. */
 int bso_db_url_is_pg(const char *url);
 
