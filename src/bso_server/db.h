@@ -73,6 +73,19 @@ int bso_db_open_pg(const char *url, double timeout_s, bso_db **out, char *err, s
 /* Whether url names a PostgreSQL database. */
 int bso_db_url_is_pg(const char *url);
 
+/* The bounds on a report's numbers (routes.c) and the rows outside them, a condition written once
+ * for the query that finds them and the partial index that makes that query cheap (migration 3):
+ * both SQLite and PostgreSQL use such an index only for a query that repeats its condition. The
+ * numbers in BSO_TRIAL_UNSOUND are BSO_MAX_TIME_S and BSO_MAX_ENERGY_J (literals: an index's
+ * condition cannot take parameters). */
+#define BSO_MAX_TIME_S 1e9
+#define BSO_MAX_ENERGY_J 1e18
+#define BSO_TRIAL_UNSOUND \
+  "status = 1 AND (time_s IS NULL OR energy_j IS NULL OR NOT (time_s >= 0 AND time_s <= 1e9 AND energy_j >= 0 AND " \
+  "energy_j <= 1e18))"
+/* Rows every request of a job looks at first: its dispatched trials (the lease) and unsound ones. */
+#define BSO_TRIAL_ATTENTION "(status = 0 OR (" BSO_TRIAL_UNSOUND "))"
+
 /* The schema, shared by both backends: migration i (1-based) brings the schema to version i. */
 extern const char *const bso_db_migrations[];
 extern const int bso_db_nmigrations;

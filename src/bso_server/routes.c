@@ -24,8 +24,8 @@ enum { S_DISPATCHED = 0, S_SUCCEEDED = 1, S_FAILED = 2 };
  * 4e36 and a sum of rewards far from overflowing, so no cost, variance or refit of an arm can be
  * infinite (an infinite variance was a reward precision of 0: an arm "without information" and a
  * job answering 500 for ever). The priors are bounded for the same reason. */
-#define MAX_TIME_S 1e9
-#define MAX_ENERGY_J 1e18
+#define MAX_TIME_S BSO_MAX_TIME_S
+#define MAX_ENERGY_J BSO_MAX_ENERGY_J
 #define MAX_POWER_W 1e9
 #define MAX_PRIOR 1e30
 
@@ -500,39 +500,63 @@ static int save_mab(bso_db *db, const job *j, const zeus_gts *g, char *err, size
   return rc;
 }
 
-/* Recovery of a job whose database holds a report outside the bounds (written before they were
- * checked, or by hand): each such succeeded trial counts as failed from now on (its numbers are
- * kept for whoever looks), with one log line, and the job's least cost is recomputed from the sound
- * trials when a row was set aside or the stored one is not finite. *bad_bs (n_bad) gets the batch
- * sizes of the rows set aside, whose arms the caller refits during Thompson sampling. The repair is
- * part of the request's transaction, so it is logged once, by the request that commits it. */
-static int heal_rows(bso_db *db, job *j, long *bad_bs, size_t cap, size_t *n_bad, char *err, size_t errlen) {
+/* What every request of a job looks at first, in one query over a partial index (migration 3):
+ * its dispatched trials and its succeeded trials whose numbers are outside the bounds.
+ *
+ * The trial lease (issue 36): a trial dispatched and then neither reported nor ended for lease_s
+ * (its client preempted or killed, or the server killed between commit and answer) ends as
+ * failed, so that pruning, which waits for each exploration's outcome, moves on: the batch size
+ * is explored again. Counted from the trial's start or its latest report, with the wall clock of
+ * the servers sharing the database.
+ *
+ * Recovery of a job whose database holds a report outside the bounds (written before they were
+ * checked, or by hand): each such trial counts as failed from now on (its numbers are kept for
+ * whoever looks), and the job's least cost is recomputed from the sound trials when a row was set
+ * aside or the stored one is not finite. *bad_bs (n_bad) gets the batch sizes of the rows set
+ * aside, whose arms the caller refits during Thompson sampling.
+ *
+ * One log line per trial; the changes are part of the request's transaction, so they are logged
+ * once, by the request that commits them. */
+static int attend_rows(bso_db *db, job *j, double lease_s, long *bad_bs, size_t cap, size_t *n_bad, char *err,
+                       size_t errlen) {
   *n_bad = 0;
-  bso_val p[3] = {bso_text(j->id), bso_real(MAX_TIME_S), bso_real(MAX_ENERGY_J)};
+  double now = zeus_wall_s();
+  bso_val p[1] = {bso_text(j->id)};
   bso_rows rows;
   int rc = db->ops->exec(db,
-                         "SELECT trial_number, batch_size, time_s, energy_j FROM bso_trial WHERE job_id = $1 AND "
-                         "status = 1 AND (time_s IS NULL OR energy_j IS NULL OR NOT (time_s >= 0 AND time_s <= $2 "
-                         "AND energy_j >= 0 AND energy_j <= $3))",
-                         p, 3, &rows, err, errlen);
+                         "SELECT trial_number, batch_size, status, time_s, energy_j, COALESCE(seen_s, start_s) "
+                         "FROM bso_trial WHERE job_id = $1 AND " BSO_TRIAL_ATTENTION,
+                         p, 1, &rows, err, errlen);
   if (rc) return rc;
+  size_t unsound = 0;
   for (size_t i = 0; !rc && i < rows.nrows; i++) {
     long long tn = bso_rows_int(&rows, i, 0);
     long bs = (long)bso_rows_int(&rows, i, 1);
+    bso_val q[3] = {bso_real(now), bso_text(j->id), bso_int(tn)};
+    if (bso_rows_int(&rows, i, 2) == S_DISPATCHED) {
+      double seen = bso_rows_real(&rows, i, 5);
+      if (!(lease_s > 0) || !(seen < now - lease_s)) continue;
+      zeus__log(ZEUS_LOG_WARN, "bso",
+                "job '%s': trial %lld (batch size %ld) had no report and no end for %.0f s, longer than the trial "
+                "lease of %g s (--trial-lease): it counts as failed",
+                j->id, tn, bs, now - seen, lease_s);
+      rc = db->ops->exec(db, "UPDATE bso_trial SET status = 2, end_s = $1 WHERE job_id = $2 AND trial_number = $3",
+                         q, 3, NULL, err, errlen);
+      continue;
+    }
     zeus__log(ZEUS_LOG_WARN, "bso",
               "job '%s': trial %lld (batch size %ld) holds time %g s, energy %g J, outside the accepted range "
               "(time 0..%g s, energy 0..%g J); it counts as a failed trial from now on",
-              j->id, tn, bs, bso_rows_real(&rows, i, 2), bso_rows_real(&rows, i, 3), MAX_TIME_S, MAX_ENERGY_J);
-    bso_val q[2] = {bso_text(j->id), bso_int(tn)};
-    rc = db->ops->exec(db, "UPDATE bso_trial SET status = 2 WHERE job_id = $1 AND trial_number = $2", q, 2, NULL, err,
-                       errlen);
+              j->id, tn, bs, bso_rows_real(&rows, i, 3), bso_rows_real(&rows, i, 4), MAX_TIME_S, MAX_ENERGY_J);
+    rc = db->ops->exec(db, "UPDATE bso_trial SET status = 2 WHERE job_id = $1 AND trial_number = $2", q + 1, 2, NULL,
+                       err, errlen);
+    unsound++;
     size_t k = 0;
     while (k < *n_bad && bad_bs[k] != bs) k++;
     if (k == *n_bad && *n_bad < cap) bad_bs[(*n_bad)++] = bs;
   }
-  size_t nrows = rows.nrows;
   bso_rows_free(&rows);
-  if (rc || (nrows == 0 && (!j->has_min || isfinite(j->min_cost)))) return rc;
+  if (rc || (unsound == 0 && (!j->has_min || isfinite(j->min_cost)))) return rc;
   /* The least cost of the sound succeeded trials, the first one reaching it (as reports set it). */
   rc = db->ops->exec(db,
                      "SELECT batch_size, time_s, energy_j FROM bso_trial WHERE job_id = $1 AND status = 1 "
@@ -592,12 +616,12 @@ static int gts_load_healed(bso_db *db, const job *j, const long *bad_bs, size_t 
   return rc;
 }
 
-/* heal_rows, and during Thompson sampling the arms of the rows set aside refitted and saved at
+/* attend_rows, and during Thompson sampling the arms of the rows set aside refitted and saved at
  * once (whatever the request answers next). */
-static int heal_job(bso_db *db, job *j, char *err, size_t errlen) {
+static int attend_job(bso_db *db, job *j, double lease_s, char *err, size_t errlen) {
   long bad_bs[MAX_BATCH_SIZES];
   size_t n_bad = 0;
-  int rc = heal_rows(db, j, bad_bs, MAX_BATCH_SIZES, &n_bad, err, errlen);
+  int rc = attend_rows(db, j, lease_s, bad_bs, MAX_BATCH_SIZES, &n_bad, err, errlen);
   if (rc || n_bad == 0 || j->stage != 1) return rc;
   zeus_gts *g = NULL;
   bool changed;
@@ -613,35 +637,6 @@ static int heal_job(bso_db *db, job *j, char *err, size_t errlen) {
     }
   }
   zeus_gts_close(g);
-  return rc;
-}
-
-/* The trial lease (issue 36): a trial dispatched and then neither reported nor ended for lease_s
- * (its client preempted or killed, or the server killed between commit and answer) ends as
- * failed, so that pruning, which waits for each exploration's outcome, moves on: the batch size
- * is explored again. Counted from the trial's start or its latest report, with the wall clock of
- * the servers sharing the database. One log line per trial, by the request that commits it. */
-static int expire_trials(bso_db *db, const job *j, double lease_s, char *err, size_t errlen) {
-  if (!(lease_s > 0)) return BSO_DB_OK;
-  double now = zeus_wall_s();
-  bso_val p[2] = {bso_text(j->id), bso_real(now - lease_s)};
-  bso_rows rows;
-  int rc = db->ops->exec(db,
-                         "SELECT trial_number, batch_size, COALESCE(seen_s, start_s) FROM bso_trial "
-                         "WHERE job_id = $1 AND status = 0 AND COALESCE(seen_s, start_s) < $2",
-                         p, 2, &rows, err, errlen);
-  if (rc) return rc;
-  for (size_t i = 0; !rc && i < rows.nrows; i++) {
-    long long tn = bso_rows_int(&rows, i, 0);
-    zeus__log(ZEUS_LOG_WARN, "bso",
-              "job '%s': trial %lld (batch size %lld) had no report and no end for %.0f s, longer than the trial "
-              "lease of %g s (--trial-lease): it counts as failed",
-              j->id, tn, bso_rows_int(&rows, i, 1), now - bso_rows_real(&rows, i, 2), lease_s);
-    bso_val q[3] = {bso_real(now), bso_text(j->id), bso_int(tn)};
-    rc = db->ops->exec(db, "UPDATE bso_trial SET status = 2, end_s = $1 WHERE job_id = $2 AND trial_number = $3", q,
-                       3, NULL, err, errlen);
-  }
-  bso_rows_free(&rows);
   return rc;
 }
 
@@ -698,8 +693,7 @@ static int route_predict(bso_db *db, const char *lock, const char *id, double le
     set_reply(r, 400, bso_message("Unknown job(%s). Please register the job first", id));
     return BSO_DB_OK;
   }
-  rc = heal_job(db, &j, err, errlen);
-  if (!rc) rc = expire_trials(db, &j, lease_s, err, errlen);
+  rc = attend_job(db, &j, lease_s, err, errlen);
   if (rc) {
     job_free(&j);
     return rc;
@@ -762,8 +756,7 @@ static int route_report(bso_db *db, const char *lock, json_t *b, double lease_s,
     set_reply(r, 400, bso_message("Unknown job %s", id));
     return BSO_DB_OK;
   }
-  rc = heal_job(db, &j, err, errlen);
-  if (!rc) rc = expire_trials(db, &j, lease_s, err, errlen);
+  rc = attend_job(db, &j, lease_s, err, errlen);
   if (rc) {
     job_free(&j);
     return rc;
@@ -866,7 +859,7 @@ static int route_end(bso_db *db, const char *lock, json_t *b, double lease_s, bs
   job j;
   bool found;
   int rc = load_job(db, lock, id, &j, &found, err, errlen); /* locks the job's row */
-  if (!rc && found) rc = expire_trials(db, &j, lease_s, err, errlen);
+  if (!rc && found) rc = attend_job(db, &j, lease_s, err, errlen);
   job_free(&j);
   if (rc) return rc;
   bso_val p[3] = {bso_text(id), bso_int(tn), bso_int(bs)};
