@@ -384,6 +384,16 @@ static int gts_new(const job *j, const long *arms, size_t n, zeus_gts **g) {
   return zeus_gts_open(g, arms, n, &o);
 }
 
+/* A number of a stored arm; null (a NaN saved by a refit over an overflow before the report
+ * bounds) reads as NaN, so that gts_load_healed can refit the arm instead of the job failing. */
+static int arm_double(const json_t *v, const char *key, double *out) {
+  if (json_is_null(v)) {
+    *out = NAN;
+    return ZEUS_OK;
+  }
+  return zeus__json_get_double(v, "bandit", key, out);
+}
+
 static int gts_load(const job *j, zeus_gts **out, char *err, size_t errlen) {
   json_t *m = j->mab ? json_loads(j->mab, 0, NULL) : NULL;
   json_t *arms = json_object_get(m, "arms"), *rng = json_object_get(m, "rng");
@@ -402,9 +412,9 @@ static int gts_load(const job *j, zeus_gts **out, char *err, size_t errlen) {
     json_t *a = json_array_get(arms, i);
     zeus_gts_arm st = {.arm = (long)json_integer_value(json_array_get(a, 0)),
                        .num_observations = (long)json_integer_value(json_array_get(a, 4))};
-    rc = zeus__json_get_double(json_array_get(a, 1), "bandit", "mean", &st.mean) ||
-         zeus__json_get_double(json_array_get(a, 2), "bandit", "precision", &st.precision) ||
-         zeus__json_get_double(json_array_get(a, 3), "bandit", "reward_precision", &st.reward_precision) ||
+    rc = arm_double(json_array_get(a, 1), "mean", &st.mean) ||
+         arm_double(json_array_get(a, 2), "precision", &st.precision) ||
+         arm_double(json_array_get(a, 3), "reward_precision", &st.reward_precision) ||
          zeus__gts_set_arm_state(g, &st);
   }
   zeus_rng *r = g ? zeus__gts_rng(g) : NULL;
@@ -598,10 +608,12 @@ static int gts_load_healed(bso_db *db, const job *j, const long *bad_bs, size_t 
   for (size_t i = 0; !rc && i < zeus_gts_num_arms(*out); i++) {
     zeus_gts_arm a;
     zeus_gts_arm_at(*out, i, &a);
-    bool bad = a.num_observations > 0 && (!(a.precision > 0) || !isfinite(a.mean));
+    bool impossible = !isfinite(a.mean) || isnan(a.precision) || isnan(a.reward_precision) ||
+                      (a.num_observations > 0 && !(a.precision > 0));
+    bool bad = impossible;
     for (size_t k = 0; k < n_bad; k++) bad = bad || bad_bs[k] == a.arm;
     if (!bad) continue;
-    if (a.num_observations > 0 && (!(a.precision > 0) || !isfinite(a.mean)))
+    if (impossible)
       zeus__log(ZEUS_LOG_WARN, "bso",
                 "job '%s': arm %ld of its bandit held an impossible belief (mean %g, precision %g after %ld "
                 "observations); refitted from its trials",

@@ -73,6 +73,12 @@ run_checks() {
   local prec; prec=$(sql "$db" "SELECT mab FROM bso_job WHERE job_id = 'b-3'")
   python3 -c 'import json,sys,math; m=json.loads(sys.argv[1]); assert all(a[2]=="inf" or (isinstance(a[2],(int,float)) and a[2]>0 and math.isfinite(a[2])) for a in m["arms"]), m' "$prec" \
     && pass "$kind: every arm has a precision > 0" || fail "$kind: arms: $prec"
+  # A bandit saved with a mean that is not a number (null) by such a refit: the arm is refitted.
+  local nan; nan=$(python3 -c 'import json,sys; m=json.loads(sys.argv[1]); m["arms"][0][1]=None; m["arms"][0][2]=0.0; print(json.dumps(m, separators=(",", ":")))' "$prec")
+  sql "$db" "UPDATE bso_job SET mab = '$nan' WHERE job_id = 'b-3'"
+  check "$kind: b-3 with a null mean in its bandit predicts again" 200 '"trial_number":7' GET "/jobs/batch_size?job_id=b-3"
+  grep -q "b-3.*arm .* impossible belief" "$tmp/log" && pass "$kind: the refitted arm is logged" \
+    || { fail "$kind: no line about the impossible belief"; tail -c 800 "$tmp/log"; }
   bso_stop
 }
 
