@@ -9,7 +9,7 @@ static zeus_bso_server_opts o;
 static int port_opt;
 static long max_body;
 static const char *log_level;
-static bool port_given, max_body_given;
+static bool port_given, max_body_given, lease_given, db_timeout_given;
 
 static const cli_opt server_opts[] = {
     {"host", 0, CLI_OPT_STRING, &o.host, "ADDR", "address to listen on", "127.0.0.1"},
@@ -37,6 +37,16 @@ static const cli_opt server_opts[] = {
      1024, 16777216, .seen = &max_body_given},
     {"idle-timeout", 0, CLI_OPT_DOUBLE, &o.idle_timeout_s, "S", "close a connection idle this long",
      "60", 1, 86400},
+    {"trial-lease", 0, CLI_OPT_DOUBLE, &o.trial_lease_s, "S",
+     "a trial handed out and then neither reported nor ended (PATCH /trials) for S seconds,\n"
+     "counted from its start or its latest report, ends as failed, so that pruning moves on\n"
+     "(its client was preempted or killed); 0: never, as the original's server",
+     "86400", 0, 1e9, .seen = &lease_given},
+    {"db-timeout", 0, CLI_OPT_DOUBLE, &o.db_timeout_s, "S",
+     "PostgreSQL: a connection attempt or a statement that gets no answer for S seconds (the\n"
+     "database stopped, the network cut) gives up that connection and the request gets 503;\n"
+     "connecting waits 2 s at least (libpq); also turns TCP keepalives on; 0: no bound",
+     "4", 0, 86400, .seen = &db_timeout_given},
     {"max-connections-per-client", 0, CLI_OPT_INT, &o.max_connections_per_client, "N",
      "connections one client holds at once, counted before any header is read (a client: the uid\n"
      "of a loopback connection, any address of 127.0.0.0/8, else the address); more get 503, and\n"
@@ -55,7 +65,8 @@ static const cli_command server_cmd = {
         "zeus bso-server [--host ADDR] [--port N] [--database URL] [--log-level LEVEL]\n"
         "                [--token-file FILE | --token TOKEN] [--threads N]\n"
         "                [--max-connections N] [--max-body BYTES] [--idle-timeout S]\n"
-        "                [--max-connections-per-client N] [--request-timeout S]",
+        "                [--trial-lease S] [--db-timeout S] [--max-connections-per-client N]\n"
+        "                [--request-timeout S]",
     .about =
         "Serves the batch-size optimizer to recurring training jobs that run on whichever node a\n"
         "cluster scheduler gives them, with the original Zeus server's routes and JSON bodies:\n"
@@ -88,6 +99,8 @@ int cmd_bso_server(int argc, char **argv) {
   if (rc != CLI_CONTINUE) return rc;
   o.port = port_given && port_opt == 0 ? -1 : port_opt;
   if (max_body_given) o.max_body_bytes = (size_t)max_body;
+  if (lease_given && o.trial_lease_s == 0) o.trial_lease_s = -1; /* 0 on the command line: never */
+  if (db_timeout_given && o.db_timeout_s == 0) o.db_timeout_s = -1; /* 0: no bound */
   if (o.token && o.token_file) {
     cli_error(cmd, false, "give --token or --token-file, not both");
     return CLI_EXIT_USAGE;

@@ -29,6 +29,14 @@ typedef struct zeus_bso_server_opts {
   int max_connections;    /* default 1024 */
   size_t max_body_bytes;  /* default 65536; larger bodies get 413 */
   double idle_timeout_s;  /* default 60 */
+  /* A dispatched trial with neither a report nor an end (PATCH /trials) for this long, counted
+   * from its start or its latest report, ends as failed (its client was preempted or killed):
+   * default 86400 (24 h); < 0: never (the original's server). */
+  double trial_lease_s;
+  /* PostgreSQL: a connection attempt or a statement without an answer for this long (a server
+   * stopped, a network partition) gives up the connection and answers 503. Default 4 (under the
+   * 5 s the original's client waits); < 0: no bound. Connecting waits 2 s at least (libpq). */
+  double db_timeout_s;
   /* Connections one client holds at once (a client: the uid of a loopback connection, any address
    * of 127.0.0.0/8, else the address): default 64; more are answered 503 before any header is
    * read, and the last max_connections / 16 slots are kept for clients that hold none. */

@@ -6,22 +6,96 @@
  * jobs' run in parallel; a serialization failure, deadlock or a unique-key race (two nodes
  * registering one new job id) asks the caller to retry the request. A lost connection (the
  * server restarting, the network) is BSO_DB_DOWN: the server answers 503 and opens the
- * connection again on its next use. */
+ * connection again on its next use.
+ *
+ * A server that stops answering (a network partition, a stopped host; issue 36) must not hold
+ * requests without bound: with a timeout (bso_db_open_opts), connecting is bounded by libpq's
+ * connect_timeout (2 s at least), every statement by a deadline of our own (the statement is sent
+ * and its answer awaited with poll(); a server that does not answer cannot cancel anything, so a
+ * server-side statement_timeout would not help), after which the connection counts as lost, and
+ * TCP keepalives and tcp_user_timeout let the kernel notice a dead peer of an idle connection.
+ * The user's URI may set any of these libpq parameters itself; its values win. */
 #include "zeus/config.h"
 
 #if ZEUS_HAVE_BSO_SERVER
+#include <errno.h>
 #include <libpq-fe.h>
 #include <math.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bso_server/db.h"
 
+#include "zeus/clock.h"
+
 typedef struct pg_db {
   bso_db base;
   PGconn *c;
+  double timeout_s; /* <= 0: libpq's blocking calls, no bound */
+  bool dead;        /* a statement got no answer in time: the connection is not used again */
 } pg_db;
+
+/* Runs sql (with n text parameters when params is set) and returns its result, waiting at most
+ * db->timeout_s for the answer. NULL with *timed_out set when none came in time (the connection is
+ * then dead); NULL otherwise when libpq failed (PQerrorMessage says why). */
+static PGresult *pg_run(pg_db *db, const char *sql, int n, const char *const *params, bool with_params,
+                        bool *timed_out) {
+  *timed_out = false;
+  if (db->dead) {
+    *timed_out = true;
+    return NULL;
+  }
+  if (!(db->timeout_s > 0))
+    return with_params ? PQexecParams(db->c, sql, n, NULL, params, NULL, NULL, 0) : PQexec(db->c, sql);
+  int ok = with_params ? PQsendQueryParams(db->c, sql, n, NULL, params, NULL, NULL, 0) : PQsendQuery(db->c, sql);
+  if (!ok) return NULL;
+  double deadline = zeus_monotonic_s() + db->timeout_s;
+  PGresult *last = NULL;
+  for (;;) {
+    while (PQisBusy(db->c)) {
+      double left = deadline - zeus_monotonic_s();
+      int flushed = PQflush(db->c); /* 0: all sent; 1: more to send */
+      if (flushed < 0) {
+        PQclear(last);
+        return NULL;
+      }
+      struct pollfd pfd = {.fd = PQsocket(db->c), .events = (short)(POLLIN | (flushed ? POLLOUT : 0))};
+      int pr = left > 0 ? poll(&pfd, 1, (int)ceil(left * 1000)) : 0;
+      if (pr < 0 && errno == EINTR) continue;
+      if (pr == 0) {
+        PQclear(last);
+        db->dead = true;
+        *timed_out = true;
+        return NULL;
+      }
+      if (pr < 0 || !PQconsumeInput(db->c)) {
+        PQclear(last);
+        return NULL;
+      }
+    }
+    PGresult *r = PQgetResult(db->c);
+    if (!r) break;
+    /* One statement, one result; keep an error over a later one. */
+    if (last && PQresultStatus(last) == PGRES_FATAL_ERROR)
+      PQclear(r);
+    else {
+      PQclear(last);
+      last = r;
+    }
+  }
+  return last;
+}
+
+static int pg_timed_out(pg_db *db, const char *what, char *err, size_t errlen) {
+  snprintf(err, errlen,
+           "postgresql: %s: no answer within %g s (--db-timeout); the connection is given up and opened again on the "
+           "next request",
+           what, db->timeout_s);
+  return BSO_DB_DOWN;
+}
 
 /* The class of a failed result: retry, down, or another error. */
 static int pg_fail(pg_db *db, PGresult *r, const char *what, char *err, size_t errlen) {
@@ -69,7 +143,9 @@ static int pg_exec(bso_db *d, const char *sql, const bso_val *p, int n, bso_rows
       default: vals[i] = NULL;
     }
   }
-  PGresult *r = PQexecParams(db->c, sql, n, NULL, vals, NULL, NULL, 0);
+  bool timed_out;
+  PGresult *r = pg_run(db, sql, n, vals, true, &timed_out);
+  if (timed_out) return pg_timed_out(db, "running a statement", err, errlen);
   ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
     int rc = pg_fail(db, r, "running a statement", err, errlen);
@@ -97,7 +173,9 @@ static int pg_exec(bso_db *d, const char *sql, const bso_val *p, int n, bso_rows
 }
 
 static int pg_simple(pg_db *db, const char *sql, char *err, size_t errlen) {
-  PGresult *r = PQexec(db->c, sql);
+  bool timed_out;
+  PGresult *r = pg_run(db, sql, 0, NULL, false, &timed_out);
+  if (timed_out) return pg_timed_out(db, sql, err, errlen);
   ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   int rc = BSO_DB_OK;
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) rc = pg_fail(db, r, sql, err, errlen);
@@ -109,8 +187,9 @@ static int pg_begin(bso_db *d, char *err, size_t errlen) { return pg_simple((pg_
 static int pg_commit(bso_db *d, char *err, size_t errlen) { return pg_simple((pg_db *)d, "COMMIT", err, errlen); }
 static void pg_rollback(bso_db *d) {
   pg_db *db = (pg_db *)d;
-  if (PQstatus(db->c) == CONNECTION_OK && PQtransactionStatus(db->c) != PQTRANS_IDLE) {
-    PGresult *r = PQexec(db->c, "ROLLBACK");
+  if (!db->dead && PQstatus(db->c) == CONNECTION_OK && PQtransactionStatus(db->c) != PQTRANS_IDLE) {
+    bool timed_out;
+    PGresult *r = pg_run(db, "ROLLBACK", 0, NULL, false, &timed_out);
     PQclear(r);
   }
 }
@@ -153,14 +232,30 @@ static const bso_db_ops pg_ops = {"postgresql", pg_begin, pg_commit, pg_rollback
 
 static void quiet(void *arg, const char *message) { (void)arg, (void)message; }
 
-int bso_db_open_pg(const char *url, bso_db **out, char *err, size_t errlen) {
+int bso_db_open_pg(const char *url, double timeout_s, bso_db **out, char *err, size_t errlen) {
   pg_db *db = calloc(1, sizeof *db);
   if (!db) {
     snprintf(err, errlen, "out of memory");
     return BSO_DB_ERR;
   }
   db->base.ops = &pg_ops;
-  db->c = PQconnectdb(url);
+  db->timeout_s = timeout_s;
+  if (timeout_s > 0) {
+    /* Our bounds first, the user's URI last: libpq keeps the last value of a repeated keyword,
+     * so the URI's own connect_timeout or keepalives_* win. */
+    char ct[32], idle[32], intv[32], user_to[32];
+    double whole = ceil(timeout_s);
+    snprintf(ct, sizeof ct, "%.0f", whole < 2 ? 2 : whole); /* libpq's least */
+    snprintf(idle, sizeof idle, "%.0f", whole < 1 ? 1 : whole);
+    snprintf(intv, sizeof intv, "%.0f", ceil(timeout_s / 3) < 1 ? 1 : ceil(timeout_s / 3));
+    snprintf(user_to, sizeof user_to, "%.0f", ceil(timeout_s * 1000));
+    const char *const keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+                                "keepalives_count", "tcp_user_timeout", "dbname", NULL};
+    const char *const vals[] = {ct, "1", idle, intv, "3", user_to, url, NULL};
+    db->c = PQconnectdbParams(keys, vals, 1);
+  } else {
+    db->c = PQconnectdb(url);
+  }
   if (!db->c || PQstatus(db->c) != CONNECTION_OK) {
     snprintf(err, errlen, "postgresql: cannot connect: %s", db->c ? PQerrorMessage(db->c) : "out of memory");
     size_t n = strlen(err);

@@ -74,6 +74,12 @@ const char *const bso_db_migrations[] = {
     "CREATE INDEX bso_trial_by_bs ON bso_trial (job_id, batch_size, status, trial_number);",
     /* 2: zeus run --state postgresql://...: each job identity's state (an SQLite image) */
     "CREATE TABLE run_state (job_key TEXT PRIMARY KEY, image BYTEA NOT NULL, updated_s DOUBLE PRECISION NOT NULL);",
+    /* 3: the trial lease: a dispatched trial's last sign of life (its latest report; NULL: its
+     * start), from which --trial-lease counts */
+    "ALTER TABLE bso_trial ADD COLUMN seen_s DOUBLE PRECISION;"
+    /* every request of a job looks at its dispatched trials (the lease) and its unsound rows
+     * (reports outside the bounds): few, found without reading the job's whole history */
+    "CREATE INDEX bso_trial_attention ON bso_trial (job_id) WHERE " BSO_TRIAL_ATTENTION ";",
 };
 const int bso_db_nmigrations = (int)(sizeof bso_db_migrations / sizeof *bso_db_migrations);
 
@@ -82,8 +88,8 @@ int bso_db_url_is_pg(const char *url) {
 }
 
 #if !ZEUS_HAVE_BSO_PG
-int bso_db_open_pg(const char *url, bso_db **out, char *err, size_t errlen) {
-  (void)url;
+int bso_db_open_pg(const char *url, double timeout_s, bso_db **out, char *err, size_t errlen) {
+  (void)url, (void)timeout_s;
   *out = NULL;
   snprintf(err, errlen,
            "this zeus was built without PostgreSQL support (ZEUS_WITH_BSO_PG=OFF, needs libpq); "
@@ -93,6 +99,10 @@ int bso_db_open_pg(const char *url, bso_db **out, char *err, size_t errlen) {
 #endif
 
 int bso_db_open(const char *url, int migrate, bso_db **out, char *err, size_t errlen) {
+  return bso_db_open_opts(url, migrate, 0, out, err, errlen);
+}
+
+int bso_db_open_opts(const char *url, int migrate, double timeout_s, bso_db **out, char *err, size_t errlen) {
   int rc;
   *out = NULL;
   if (!url || !*url) {
@@ -100,7 +110,7 @@ int bso_db_open(const char *url, int migrate, bso_db **out, char *err, size_t er
     return BSO_DB_ERR;
   }
   if (bso_db_url_is_pg(url)) {
-    rc = bso_db_open_pg(url, out, err, errlen);
+    rc = bso_db_open_pg(url, timeout_s, out, err, errlen);
   } else {
     const char *path = url;
     if (strncmp(url, "sqlite://", 9) == 0)

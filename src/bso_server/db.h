@@ -63,10 +63,28 @@ struct bso_db {
  * or "postgresql://..." / "postgres://..." (any libpq URI; BSO_DB_ERR naming the component when
  * PostgreSQL support was not built). Migrates the schema when migrate is set. */
 int bso_db_open(const char *url, int migrate, bso_db **out, char *err, size_t errlen);
+/* The same with a bound on a database that stops answering: timeout_s > 0 bounds each
+ * PostgreSQL connection attempt (libpq's connect_timeout, 2 s at least) and each statement (past
+ * it: BSO_DB_DOWN, the connection unusable), and turns TCP keepalives on; <= 0: no bound (libpq's
+ * defaults, as bso_db_open). SQLite ignores it (its busy wait is bounded by itself). */
+int bso_db_open_opts(const char *url, int migrate, double timeout_s, bso_db **out, char *err, size_t errlen);
 int bso_db_open_sqlite(const char *path, bso_db **out, char *err, size_t errlen);
-int bso_db_open_pg(const char *url, bso_db **out, char *err, size_t errlen);
+int bso_db_open_pg(const char *url, double timeout_s, bso_db **out, char *err, size_t errlen);
 /* Whether url names a PostgreSQL database. */
 int bso_db_url_is_pg(const char *url);
+
+/* The bounds on a report's numbers (routes.c) and the rows outside them, a condition written once
+ * for the query that finds them and the partial index that makes that query cheap (migration 3):
+ * both SQLite and PostgreSQL use such an index only for a query that repeats its condition. The
+ * numbers in BSO_TRIAL_UNSOUND are BSO_MAX_TIME_S and BSO_MAX_ENERGY_J (literals: an index's
+ * condition cannot take parameters). */
+#define BSO_MAX_TIME_S 1e9
+#define BSO_MAX_ENERGY_J 1e18
+#define BSO_TRIAL_UNSOUND \
+  "status = 1 AND (time_s IS NULL OR energy_j IS NULL OR NOT (time_s >= 0 AND time_s <= 1e9 AND energy_j >= 0 AND " \
+  "energy_j <= 1e18))"
+/* Rows every request of a job looks at first: its dispatched trials (the lease) and unsound ones. */
+#define BSO_TRIAL_ATTENTION "(status = 0 OR (" BSO_TRIAL_UNSOUND "))"
 
 /* The schema, shared by both backends: migration i (1-based) brings the schema to version i. */
 extern const char *const bso_db_migrations[];

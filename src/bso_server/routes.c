@@ -19,6 +19,16 @@ enum { S_DISPATCHED = 0, S_SUCCEEDED = 1, S_FAILED = 2 };
 #define MAX_BATCH_SIZES 1024
 #define MAX_ID_LEN 256
 
+/* Bounds on the numbers that make a cost (issue 36): with time <= 1e9 s (31 years), energy <=
+ * 1e18 J and max_power <= 1e9 W, a cost is at most 2e18, a window's variance of costs at most
+ * 4e36 and a sum of rewards far from overflowing, so no cost, variance or refit of an arm can be
+ * infinite (an infinite variance was a reward precision of 0: an arm "without information" and a
+ * job answering 500 for ever). The priors are bounded for the same reason. */
+#define MAX_TIME_S BSO_MAX_TIME_S
+#define MAX_ENERGY_J BSO_MAX_ENERGY_J
+#define MAX_POWER_W 1e9
+#define MAX_PRIOR 1e30
+
 json_t *bso_message(const char *fmt, ...) {
   char buf[1024];
   va_list ap;
@@ -200,9 +210,19 @@ static int validate_job(json_t *in, json_t **out, bso_reply *r) {
                     json_real_value(beta));
     else if (!(json_real_value(json_object_get(o, "max_power")) > 0))
       bad = invalid(r, "max_power", "value_error.number.not_gt", "ensure this value is greater than 0");
+    else if (json_real_value(json_object_get(o, "max_power")) > MAX_POWER_W)
+      bad = invalid(r, "max_power", "value_error.number.not_le",
+                    "ensure this value is at most %g (watts, all the job's GPUs together; got %g)", MAX_POWER_W,
+                    json_real_value(json_object_get(o, "max_power")));
     else if (json_real_value(json_object_get(o, "mab_prior_precision")) < 0)
       bad = invalid(r, "mab_prior_precision", "value_error.number.not_ge",
                     "ensure this value is greater than or equal to 0");
+    else if (json_real_value(json_object_get(o, "mab_prior_precision")) > MAX_PRIOR)
+      bad = invalid(r, "mab_prior_precision", "value_error.number.not_le", "ensure this value is at most %g",
+                    MAX_PRIOR);
+    else if (fabs(json_real_value(json_object_get(o, "mab_prior_mean"))) > MAX_PRIOR)
+      bad = invalid(r, "mab_prior_mean", "value_error.number", "ensure this value is in -%g..%g", MAX_PRIOR,
+                    MAX_PRIOR);
     else if (!*json_string_value(json_object_get(o, "gpu_model")))
       bad = invalid(r, "gpu_model", "value_error", "Invalid gpu_model(). Shouldn't be empty.");
     else if (!found)
@@ -229,10 +249,17 @@ static int validate_trial(json_t *in, bool result, json_t **out, bso_reply *r) {
     bad = num_field(in, "time", true, 0, false, o, r) || num_field(in, "energy", true, 0, false, o, r) ||
           num_field(in, "metric", true, 0, false, o, r) ||
           int_field(in, "current_epoch", true, 0, 0, 1000000000, false, o, r);
-    if (!bad && json_real_value(json_object_get(o, "time")) < 0)
+    double t = json_real_value(json_object_get(o, "time")), e = json_real_value(json_object_get(o, "energy"));
+    if (!bad && t < 0)
       bad = invalid(r, "time", "value_error.number.not_ge", "ensure this value is greater than or equal to 0");
-    if (!bad && json_real_value(json_object_get(o, "energy")) < 0)
+    if (!bad && t > MAX_TIME_S)
+      bad = invalid(r, "time", "value_error.number.not_le",
+                    "ensure this value is in 0..%g (seconds of training so far; got %g)", MAX_TIME_S, t);
+    if (!bad && e < 0)
       bad = invalid(r, "energy", "value_error.number.not_ge", "ensure this value is greater than or equal to 0");
+    if (!bad && e > MAX_ENERGY_J)
+      bad = invalid(r, "energy", "value_error.number.not_le",
+                    "ensure this value is in 0..%g (joules of training so far; got %g)", MAX_ENERGY_J, e);
   }
   if (bad) {
     json_decref(o);
@@ -357,6 +384,16 @@ static int gts_new(const job *j, const long *arms, size_t n, zeus_gts **g) {
   return zeus_gts_open(g, arms, n, &o);
 }
 
+/* A number of a stored arm; null (a NaN saved by a refit over an overflow before the report
+ * bounds) reads as NaN, so that gts_load_healed can refit the arm instead of the job failing. */
+static int arm_double(const json_t *v, const char *key, double *out) {
+  if (json_is_null(v)) {
+    *out = NAN;
+    return ZEUS_OK;
+  }
+  return zeus__json_get_double(v, "bandit", key, out);
+}
+
 static int gts_load(const job *j, zeus_gts **out, char *err, size_t errlen) {
   json_t *m = j->mab ? json_loads(j->mab, 0, NULL) : NULL;
   json_t *arms = json_object_get(m, "arms"), *rng = json_object_get(m, "rng");
@@ -375,9 +412,9 @@ static int gts_load(const job *j, zeus_gts **out, char *err, size_t errlen) {
     json_t *a = json_array_get(arms, i);
     zeus_gts_arm st = {.arm = (long)json_integer_value(json_array_get(a, 0)),
                        .num_observations = (long)json_integer_value(json_array_get(a, 4))};
-    rc = zeus__json_get_double(json_array_get(a, 1), "bandit", "mean", &st.mean) ||
-         zeus__json_get_double(json_array_get(a, 2), "bandit", "precision", &st.precision) ||
-         zeus__json_get_double(json_array_get(a, 3), "bandit", "reward_precision", &st.reward_precision) ||
+    rc = arm_double(json_array_get(a, 1), "mean", &st.mean) ||
+         arm_double(json_array_get(a, 2), "precision", &st.precision) ||
+         arm_double(json_array_get(a, 3), "reward_precision", &st.reward_precision) ||
          zeus__gts_set_arm_state(g, &st);
   }
   zeus_rng *r = g ? zeus__gts_rng(g) : NULL;
@@ -473,6 +510,148 @@ static int save_mab(bso_db *db, const job *j, const zeus_gts *g, char *err, size
   return rc;
 }
 
+/* What every request of a job looks at first, in one query over a partial index (migration 3):
+ * its dispatched trials and its succeeded trials whose numbers are outside the bounds.
+ *
+ * The trial lease (issue 36): a trial dispatched and then neither reported nor ended for lease_s
+ * (its client preempted or killed, or the server killed between commit and answer) ends as
+ * failed, so that pruning, which waits for each exploration's outcome, moves on: the batch size
+ * is explored again. Counted from the trial's start or its latest report, with the wall clock of
+ * the servers sharing the database.
+ *
+ * Recovery of a job whose database holds a report outside the bounds (written before they were
+ * checked, or by hand): each such trial counts as failed from now on (its numbers are kept for
+ * whoever looks), and the job's least cost is recomputed from the sound trials when a row was set
+ * aside or the stored one is not finite. *bad_bs (n_bad) gets the batch sizes of the rows set
+ * aside, whose arms the caller refits during Thompson sampling.
+ *
+ * One log line per trial; the changes are part of the request's transaction, so they are logged
+ * once, by the request that commits them. */
+static int attend_rows(bso_db *db, job *j, double lease_s, long *bad_bs, size_t cap, size_t *n_bad, char *err,
+                       size_t errlen) {
+  *n_bad = 0;
+  double now = zeus_wall_s();
+  bso_val p[1] = {bso_text(j->id)};
+  bso_rows rows;
+  int rc = db->ops->exec(db,
+                         "SELECT trial_number, batch_size, status, time_s, energy_j, COALESCE(seen_s, start_s) "
+                         "FROM bso_trial WHERE job_id = $1 AND " BSO_TRIAL_ATTENTION,
+                         p, 1, &rows, err, errlen);
+  if (rc) return rc;
+  size_t unsound = 0;
+  for (size_t i = 0; !rc && i < rows.nrows; i++) {
+    long long tn = bso_rows_int(&rows, i, 0);
+    long bs = (long)bso_rows_int(&rows, i, 1);
+    bso_val q[3] = {bso_real(now), bso_text(j->id), bso_int(tn)};
+    if (bso_rows_int(&rows, i, 2) == S_DISPATCHED) {
+      double seen = bso_rows_real(&rows, i, 5);
+      if (!(lease_s > 0) || !(seen < now - lease_s)) continue;
+      zeus__log(ZEUS_LOG_WARN, "bso",
+                "job '%s': trial %lld (batch size %ld) had no report and no end for %.0f s, longer than the trial "
+                "lease of %g s (--trial-lease): it counts as failed",
+                j->id, tn, bs, now - seen, lease_s);
+      rc = db->ops->exec(db, "UPDATE bso_trial SET status = 2, end_s = $1 WHERE job_id = $2 AND trial_number = $3",
+                         q, 3, NULL, err, errlen);
+      continue;
+    }
+    zeus__log(ZEUS_LOG_WARN, "bso",
+              "job '%s': trial %lld (batch size %ld) holds time %g s, energy %g J, outside the accepted range "
+              "(time 0..%g s, energy 0..%g J); it counts as a failed trial from now on",
+              j->id, tn, bs, bso_rows_real(&rows, i, 3), bso_rows_real(&rows, i, 4), MAX_TIME_S, MAX_ENERGY_J);
+    rc = db->ops->exec(db, "UPDATE bso_trial SET status = 2 WHERE job_id = $1 AND trial_number = $2", q + 1, 2, NULL,
+                       err, errlen);
+    unsound++;
+    size_t k = 0;
+    while (k < *n_bad && bad_bs[k] != bs) k++;
+    if (k == *n_bad && *n_bad < cap) bad_bs[(*n_bad)++] = bs;
+  }
+  bso_rows_free(&rows);
+  if (rc || (unsound == 0 && (!j->has_min || isfinite(j->min_cost)))) return rc;
+  /* The least cost of the sound succeeded trials, the first one reaching it (as reports set it). */
+  rc = db->ops->exec(db,
+                     "SELECT batch_size, time_s, energy_j FROM bso_trial WHERE job_id = $1 AND status = 1 "
+                     "ORDER BY trial_number",
+                     p, 1, &rows, err, errlen);
+  if (rc) return rc;
+  bool has = false;
+  double least = 0;
+  long least_bs = 0;
+  for (size_t i = 0; i < rows.nrows; i++) {
+    double c = cost_of(j, bso_rows_real(&rows, i, 2), bso_rows_real(&rows, i, 1));
+    if (isfinite(c) && (!has || c < least)) {
+      has = true;
+      least = c;
+      least_bs = (long)bso_rows_int(&rows, i, 0);
+    }
+  }
+  bso_rows_free(&rows);
+  if (j->has_min && !isfinite(j->min_cost))
+    zeus__log(ZEUS_LOG_WARN, "bso", "job '%s': its stored least cost %g is not finite; recomputed from its trials",
+              j->id, j->min_cost);
+  bso_val q[3] = {has ? bso_real(least) : bso_null(), has ? bso_int(least_bs) : bso_null(), bso_text(j->id)};
+  rc = db->ops->exec(db, "UPDATE bso_job SET min_cost = $1, min_cost_bs = $2 WHERE job_id = $3", q, 3, NULL, err,
+                     errlen);
+  j->has_min = has;
+  j->min_cost = has ? least : NAN;
+  j->min_cost_bs = has ? least_bs : 0;
+  return rc;
+}
+
+/* The job's bandit during Thompson sampling, its arms of batch sizes bad_bs and any arm holding an
+ * impossible belief (observed, yet a precision that is not > 0, or a mean that is not finite: a
+ * refit over an overflowing variance stored those) refitted from their trials. *changed: whether
+ * the caller must save it. */
+static int gts_load_healed(bso_db *db, const job *j, const long *bad_bs, size_t n_bad, zeus_gts **out, bool *changed,
+                           char *err, size_t errlen) {
+  *changed = false;
+  int rc = gts_load(j, out, err, errlen);
+  for (size_t i = 0; !rc && i < zeus_gts_num_arms(*out); i++) {
+    zeus_gts_arm a;
+    zeus_gts_arm_at(*out, i, &a);
+    bool impossible = !isfinite(a.mean) || isnan(a.precision) || isnan(a.reward_precision) ||
+                      (a.num_observations > 0 && !(a.precision > 0));
+    bool bad = impossible;
+    for (size_t k = 0; k < n_bad; k++) bad = bad || bad_bs[k] == a.arm;
+    if (!bad) continue;
+    if (impossible)
+      zeus__log(ZEUS_LOG_WARN, "bso",
+                "job '%s': arm %ld of its bandit held an impossible belief (mean %g, precision %g after %ld "
+                "observations); refitted from its trials",
+                j->id, a.arm, a.mean, a.precision, a.num_observations);
+    rc = refit(db, j, *out, a.arm, err, errlen);
+    *changed = true;
+  }
+  if (rc) {
+    zeus_gts_close(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+/* attend_rows, and during Thompson sampling the arms of the rows set aside refitted and saved at
+ * once (whatever the request answers next). */
+static int attend_job(bso_db *db, job *j, double lease_s, char *err, size_t errlen) {
+  long bad_bs[MAX_BATCH_SIZES];
+  size_t n_bad = 0;
+  int rc = attend_rows(db, j, lease_s, bad_bs, MAX_BATCH_SIZES, &n_bad, err, errlen);
+  if (rc || n_bad == 0 || j->stage != 1) return rc;
+  zeus_gts *g = NULL;
+  bool changed;
+  rc = gts_load_healed(db, j, bad_bs, n_bad, &g, &changed, err, errlen);
+  if (!rc) rc = save_mab(db, j, g, err, errlen);
+  if (!rc) {
+    char *m = gts_save(g);
+    free(j->mab);
+    j->mab = m;
+    if (!m) {
+      snprintf(err, errlen, "out of memory");
+      rc = BSO_DB_ERR;
+    }
+  }
+  zeus_gts_close(g);
+  return rc;
+}
+
 /* Pruning: replays the job's explorations through src/bso/'s explorer. Sets *next to the batch
  * size to explore (type exploration or concurrent), or leaves it 0 with the survivors in ex. */
 static int replay(bso_db *db, const job *j, zeus__explorer *ex, long *next, int *type, char *err, size_t errlen) {
@@ -516,7 +695,8 @@ static int replay(bso_db *db, const job *j, zeus__explorer *ex, long *next, int 
   return BSO_DB_OK;
 }
 
-static int route_predict(bso_db *db, const char *lock, const char *id, bso_reply *r, char *err, size_t errlen) {
+static int route_predict(bso_db *db, const char *lock, const char *id, double lease_s, bso_reply *r, char *err,
+                         size_t errlen) {
   job j;
   bool found;
   int rc = load_job(db, lock, id, &j, &found, err, errlen);
@@ -524,6 +704,11 @@ static int route_predict(bso_db *db, const char *lock, const char *id, bso_reply
   if (!found) {
     set_reply(r, 400, bso_message("Unknown job(%s). Please register the job first", id));
     return BSO_DB_OK;
+  }
+  rc = attend_job(db, &j, lease_s, err, errlen);
+  if (rc) {
+    job_free(&j);
+    return rc;
   }
   zeus_gts *g = NULL;
   if (j.stage == 0) {
@@ -551,7 +736,8 @@ static int route_predict(bso_db *db, const char *lock, const char *id, bso_reply
     for (size_t i = 0; !rc && i < ex.ncands; i++) rc = refit(db, &j, g, ex.cands[i], err, errlen);
     zeus__explorer_free(&ex);
   } else {
-    rc = gts_load(&j, &g, err, errlen);
+    bool healed;
+    rc = gts_load_healed(db, &j, NULL, 0, &g, &healed, err, errlen);
   }
   long bs = 0;
   if (!rc && zeus_gts_predict(g, &bs)) {
@@ -567,7 +753,8 @@ static int route_predict(bso_db *db, const char *lock, const char *id, bso_reply
   return rc;
 }
 
-static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, char *err, size_t errlen) {
+static int route_report(bso_db *db, const char *lock, json_t *b, double lease_s, bso_reply *r, char *err,
+                        size_t errlen) {
   const char *id = json_string_value(json_object_get(b, "job_id"));
   long bs = jlong(b, "batch_size");
   long long tn = json_integer_value(json_object_get(b, "trial_number"));
@@ -580,6 +767,11 @@ static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, c
   if (!found) {
     set_reply(r, 400, bso_message("Unknown job %s", id));
     return BSO_DB_OK;
+  }
+  rc = attend_job(db, &j, lease_s, err, errlen);
+  if (rc) {
+    job_free(&j);
+    return rc;
   }
   bso_val p[7] = {bso_text(id), bso_int(tn), bso_int(bs)};
   bso_rows rows;
@@ -602,7 +794,9 @@ static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, c
   if (status != S_DISPATCHED) {
     if (was_null)
       set_reply(r, 400,
-                bso_message("Trial(%lld) has ended without a result (PATCH /trials); its report is refused.", tn));
+                bso_message("Trial(%lld) has ended without a result (PATCH /trials, or no report within the "
+                            "server's trial lease); its report is refused.",
+                            tn));
     else
       set_reply(r, 200,
                 json_pack("{sbsbss}", "stop_train", 1, "converged", was_conv, "message",
@@ -615,6 +809,14 @@ static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, c
   bool within = ub >= cost;
   bool converged = j.higher ? j.target <= metric : j.target >= metric;
   if (within && epoch < j.max_epochs && !converged) {
+    /* A sign of life: the trial's lease counts from here. */
+    bso_val q[3] = {bso_real(zeus_wall_s()), bso_text(id), bso_int(tn)};
+    rc = db->ops->exec(db, "UPDATE bso_trial SET seen_s = $1 WHERE job_id = $2 AND trial_number = $3", q, 3, NULL, err,
+                       errlen);
+    if (rc) {
+      job_free(&j);
+      return rc;
+    }
     set_reply(
         r, 200,
         json_pack("{sbsbss}", "stop_train", 0, "converged", 0, "message", "Stop condition not met, keep training"));
@@ -649,11 +851,11 @@ static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, c
   if (!rc && j.stage == 1) {
     zeus_gts *g = NULL;
     zeus_gts_arm a;
-    rc = gts_load(&j, &g, err, errlen);
-    if (!rc && zeus_gts_get_arm(g, bs, &a) == ZEUS_OK) {
-      rc = refit(db, &j, g, bs, err, errlen);
-      if (!rc) rc = save_mab(db, &j, g, err, errlen);
-    }
+    bool healed = false;
+    rc = gts_load_healed(db, &j, NULL, 0, &g, &healed, err, errlen);
+    bool mine = !rc && zeus_gts_get_arm(g, bs, &a) == ZEUS_OK;
+    if (mine) rc = refit(db, &j, g, bs, err, errlen);
+    if (!rc && (mine || healed)) rc = save_mab(db, &j, g, err, errlen);
     zeus_gts_close(g);
   }
   job_free(&j);
@@ -661,15 +863,17 @@ static int route_report(bso_db *db, const char *lock, json_t *b, bso_reply *r, c
   return rc;
 }
 
-static int route_end(bso_db *db, const char *lock, json_t *b, bso_reply *r, char *err, size_t errlen) {
+static int route_end(bso_db *db, const char *lock, json_t *b, double lease_s, bso_reply *r, char *err,
+                     size_t errlen) {
   const char *id = json_string_value(json_object_get(b, "job_id"));
   long bs = jlong(b, "batch_size");
   long long tn = json_integer_value(json_object_get(b, "trial_number"));
   job j;
   bool found;
   int rc = load_job(db, lock, id, &j, &found, err, errlen); /* locks the job's row */
-  if (rc) return rc;
+  if (!rc && found) rc = attend_job(db, &j, lease_s, err, errlen);
   job_free(&j);
+  if (rc) return rc;
   bso_val p[3] = {bso_text(id), bso_int(tn), bso_int(bs)};
   bso_rows rows;
   rc = db->ops->exec(db, "SELECT status FROM bso_trial WHERE job_id = $1 AND trial_number = $2 AND batch_size = $3", p,
@@ -766,9 +970,9 @@ int bso_route(bso_db *db, const char *lock, bso_req *q, bso_reply *r, char *err,
   switch (q->route) {
     case BSO_R_REGISTER: return route_register(db, lock, q->body, r, err, errlen);
     case BSO_R_DELETE: return route_delete(db, lock, q->job_id, r, err, errlen);
-    case BSO_R_PREDICT: return route_predict(db, lock, q->job_id, r, err, errlen);
-    case BSO_R_REPORT: return route_report(db, lock, q->body, r, err, errlen);
-    case BSO_R_END: return route_end(db, lock, q->body, r, err, errlen);
+    case BSO_R_PREDICT: return route_predict(db, lock, q->job_id, q->trial_lease_s, r, err, errlen);
+    case BSO_R_REPORT: return route_report(db, lock, q->body, q->trial_lease_s, r, err, errlen);
+    case BSO_R_END: return route_end(db, lock, q->body, q->trial_lease_s, r, err, errlen);
   }
   snprintf(err, errlen, "unknown route");
   return BSO_DB_ERR;
