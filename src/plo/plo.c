@@ -395,6 +395,12 @@ static void refine_plan(zeus_plo *p) {
     if (key) {
       for (size_t i = 0; i < p->nmeas; i++) key[i] = sel_key(p, &p->meas[i]);
       p->nrefine = zeus__robust_palindrome(key, p->nmeas, thr, windows, p->refine_seq, &nc);
+      if (p->nrefine == 0 && nc >= 2) {
+        /* Few limits: no palindrome of two fits; the two that decide, once each, if two windows do
+         * (a third window, A B A, did worse: docs/plo.md). */
+        size_t w2 = zeus__robust_window_count(room, p->warmup_steps, p->win_steps, false);
+        p->nrefine = zeus__robust_short_plan(key, p->nmeas, thr, w2, p->refine_seq, &nc);
+      }
       free(key);
     }
   }

@@ -77,6 +77,12 @@ double zeus__robust_threshold(double cv, long steps);
  * 2 * n indices; returns its length. */
 size_t zeus__robust_palindrome(const double *key, size_t n, double thr, size_t windows, size_t *seq,
                                size_t *ncand);
+/* The re-measuring plan when no palindrome of two limits fits (few limits): one window each for
+ * the two best candidates (key within 1 + thr of the least; *ncand of them, may be NULL), the
+ * first window's limit (index 0, whose sweep window does not count) in place of the second when it
+ * is a candidate, and measured last; otherwise the best last. Returns the plan's length: 2, or 0
+ * with fewer than two candidates or windows. */
+size_t zeus__robust_short_plan(const double *key, size_t n, double thr, size_t windows, size_t *seq, size_t *ncand);
 /* How many windows of len steps, each after warmup steps, fit in room steps; with palindrome
  * (A B ... B A) an even number, the middle pair (one limit twice) warming up once. */
 size_t zeus__robust_window_count(double room, long warmup, long len, bool palindrome);
@@ -137,5 +143,12 @@ int zeus__plo_judge(const zeus_selector *sel, const zeus_plo_measurement *truth,
  * ratio of profiling steps to the original's goes to *max_steps_ratio (may be NULL). */
 int zeus__plo_robustness(const char *profile, const zeus_selector *sel, const zeus__plo_noise *nz, int mode, int runs,
                          int *right /* out */, double *max_steps_ratio /* out */);
+/* How far the best limit on the noiseless measurements `truth` leads the next (relative): the
+ * least key over the best's, minus one, over the other limits; for MaxSlowdownConstraint a limit
+ * within the factor by its energy, one outside by how far its time is past the bound. */
+int zeus__plo_lead(const zeus_selector *sel, const zeus_plo_measurement *truth, size_t n, double *lead /* out */);
+/* Writes to dst the profile CSV src with only its limits in [min_w, max_w] (a GPU with fewer limits:
+ * the simulated GPU's range is its table's); *kept: rows kept (may be NULL). */
+int zeus__plo_cut_profile(const char *src, const char *dst, unsigned max_w, unsigned min_w, size_t *kept);
 
 #endif

@@ -81,6 +81,36 @@ size_t zeus__robust_palindrome(const double *key, size_t n, double thr, size_t w
   return ns;
 }
 
+size_t zeus__robust_short_plan(const double *key, size_t n, double thr, size_t windows, size_t *seq, size_t *ncand) {
+  if (ncand) *ncand = 0;
+  if (n < 2 || windows < 2) return 0;
+  cand *c = malloc(n * sizeof *c);
+  if (!c) return 0;
+  double best = INFINITY;
+  for (size_t i = 0; i < n; i++) best = fmin(best, key[i]);
+  size_t nc = 0;
+  bool first_in = false;
+  for (size_t i = 0; i < n; i++)
+    if (key[i] <= best * (1 + thr)) {
+      c[nc++] = (cand){i, key[i]};
+      first_in |= i == 0;
+    }
+  qsort(c, nc, sizeof *c, cmp_cand);
+  if (ncand) *ncand = nc;
+  size_t ns = 0;
+  if (nc >= 2) {
+    size_t a = c[0].i, b = c[1].i;
+    /* The first window's limit can decide the choice: it is one of the two. */
+    if (first_in && a != 0 && b != 0) b = 0;
+    /* The first window's limit last, else the best last (measured latest, as it will run). */
+    bool swap = a == 0 || b != 0;
+    seq[ns++] = swap ? b : a;
+    seq[ns++] = swap ? a : b;
+  }
+  free(c);
+  return ns;
+}
+
 size_t zeus__robust_window_count(double room, long warmup, long len, bool palindrome) {
   double per = (double)warmup + (double)len;
   if (!(per > 0) || room < per) return 0;

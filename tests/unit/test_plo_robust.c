@@ -337,6 +337,103 @@ static void plo_loaded_profile_makes_the_live_runs_choice(void **state) {
   scratch_free(&sc);
 }
 
+/* GPUs with few limits (issue 37): every profile cut to 250-100 W (7 limits, a V100's range). The
+ * 1.5x budget then leaves room for three more windows, and the re-measuring palindrome needs four:
+ * before, nothing was measured again and the Time selector, whose best is the first window's limit
+ * (measured 5 % slow), chose wrong in 19 or 20 of 20 runs on bert and resnet50. Now the two limits
+ * that decide (the first window's among them when it is within the noise) are measured once more.
+ * Right choices out of 20 as measured when this test was written (profiles sorted by name). */
+static const int floor_few[6][4] = {
+    {19, 12, 18, 18}, /* bert-base-uncased */
+    {14, 20, 19, 19}, /* resnet18 x4 */
+    {20, 0, 20, 14},  /* resnet18 (MaxSlowdown: its noiseless choice is judged wrong) */
+    {20, 20, 20, 17}, /* resnet50 x4 */
+    {20, 20, 20, 11}, /* resnet50 */
+    {20, 20, 20, 20}, /* shufflenetv2 */
+};
+
+static void plo_few_limits_remeasure_what_decides(void **state) {
+  (void)state;
+  ZEUS_SKIP_WITHOUT_DATA();
+  char paths[16][1024], cut[16][1100];
+  size_t np = list_profiles(paths, 16);
+  assert_int_equal(np, 6);
+  scratch sc;
+  scratch_init(&sc);
+  int total[2] = {0, 0}, must = 0, must_ok = 0;
+  double worst = 0;
+  for (size_t i = 0; i < np; i++) {
+    snprintf(cut[i], sizeof cut[i], "%s/%s", sc.dir, strrchr(paths[i], '/') + 1);
+    size_t kept = 0;
+    assert_zeus_ok(zeus__plo_cut_profile(paths[i], cut[i], 250, 100, &kept));
+    assert_int_equal(kept, 7);
+    for (int k = 0; k < 4; k++) {
+      zeus_selector s;
+      make_selector(k, &s);
+      zeus__plo_noise nz;
+      zeus__plo_noise_issue30(&nz);
+      nz.seed = 1;
+      int right[2];
+      double ratio = 0;
+      assert_zeus_ok(zeus__plo_robustness(cut[i], &s, &nz, 0, RUNS, &right[0], &ratio));
+      assert_zeus_ok(zeus__plo_robustness(cut[i], &s, &nz, 1, RUNS, &right[1], NULL));
+      /* The noiseless choice, its judgement and the best limit's lead over the next. */
+      zeus__plo_noise clean;
+      zeus__plo_noise_init(&clean);
+      zeus__plo_replay_result t;
+      assert_zeus_ok(zeus__plo_noisy_replay(cut[i], &s, &clean, 1, &t));
+      assert_int_equal(t.n, 7);
+      zeus_selector js = s;
+      if (js.kind == ZEUS_SELECTOR_ZEUS_COST) js.world_size = t.ngpu;
+      double lead;
+      bool clean_ok;
+      assert_zeus_ok(zeus__plo_lead(&js, t.meas, t.n, &lead));
+      assert_zeus_ok(zeus__plo_judge(&js, t.meas, t.n, t.chosen_w, &clean_ok, NULL));
+      bool m = clean_ok && lead > 0.015;
+      must += m;
+      must_ok += m && right[0] >= 19;
+      print_message("%-34s %-17s %4d/%d %6d/%d  lead %.2f%%%s\n", strrchr(paths[i], '/') + 1, sel_names[k], right[0],
+                    RUNS, right[1], RUNS, 100 * lead, m ? (right[0] >= 19 ? " (>= 95 %)" : " (below 95 %)") : "");
+      assert_true(right[0] >= floor_few[i][k]);
+      total[0] += right[0];
+      total[1] += right[1];
+      worst = fmax(worst, ratio);
+    }
+    unlink(cut[i]);
+  }
+  print_message("few limits: robust %d/%d, original %d/%d; %d of %d cells whose best leads by > 1.5 %% at >= 95 %%; "
+                "steps at most %.2fx\n", total[0], 24 * RUNS, total[1], 24 * RUNS, must_ok, must, worst);
+  assert_true(total[0] >= 421);
+  assert_true(total[1] <= 354);
+  assert_int_equal(must, 17);
+  assert_true(must_ok >= 13);
+  assert_true(worst <= 1.5);
+  scratch_free(&sc);
+}
+
+/* The short plan on made-up keys: the two best candidates, the first window's limit in place of
+ * the second when it is a candidate and measured last; none without two windows or candidates. */
+static void plo_short_plan_takes_the_first_windows_limit_when_it_can_decide(void **state) {
+  (void)state;
+  size_t seq[16], nc;
+  const double k1[7] = {1.03, 1.00, 1.01, 1.2, 1.3, 1.5, 2.0}; /* 0 is third best, within the noise */
+  assert_int_equal(zeus__robust_short_plan(k1, 7, 0.05, 2, seq, &nc), 2);
+  assert_int_equal(nc, 3);
+  assert_int_equal(seq[0], 1);
+  assert_int_equal(seq[1], 0);
+  const double k2[7] = {1.10, 1.00, 1.01, 1.2, 1.3, 1.5, 2.0}; /* 0 outside the noise: the two best */
+  assert_int_equal(zeus__robust_short_plan(k2, 7, 0.05, 3, seq, &nc), 2);
+  assert_int_equal(nc, 2);
+  assert_int_equal(seq[0], 2); /* the best last */
+  assert_int_equal(seq[1], 1);
+  const double k3[7] = {1.00, 1.02, 1.2, 1.2, 1.3, 1.5, 2.0}; /* 0 the best */
+  assert_int_equal(zeus__robust_short_plan(k3, 7, 0.05, 2, seq, &nc), 2);
+  assert_int_equal(seq[0], 1);
+  assert_int_equal(seq[1], 0);
+  assert_int_equal(zeus__robust_short_plan(k1, 7, 0.05, 1, seq, &nc), 0); /* one window: nothing */
+  assert_int_equal(zeus__robust_short_plan(k2, 7, 0.001, 2, seq, &nc), 0); /* one candidate */
+}
+
 /* The judge of a choice, on a made-up profile. */
 static void plo_judge_follows_issue_30s_rule(void **state) {
   (void)state;
@@ -371,6 +468,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(plo_profile_with_a_malformed_choice_is_refused),
       cmocka_unit_test(plo_loaded_profile_makes_the_live_runs_choice),
       cmocka_unit_test(plo_judge_follows_issue_30s_rule),
+      cmocka_unit_test(plo_few_limits_remeasure_what_decides),
+      cmocka_unit_test(plo_short_plan_takes_the_first_windows_limit_when_it_can_decide),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   return cmocka_run_group_tests(tests, NULL, NULL);
