@@ -169,6 +169,17 @@ ZEUS_EXTERN unsigned zeus_plo_next_power_limit_w(const zeus_plo *p);
 ZEUS_EXTERN unsigned zeus_plo_current_power_limit_w(const zeus_plo *p);
 /* The chosen limit (W); 0 until DONE. */
 ZEUS_EXTERN unsigned zeus_plo_optimal_power_limit_w(const zeus_plo *p);
+/* What the choice could not tell apart (issue 37), once DONE: the limits (W) within the measured
+ * noise of the optimum (two standard errors of a difference, from each limit's step spread over
+ * its steps and the energy counter's tick error), in profiling order; *out_w borrowed, valid until
+ * close; 0 with none, before DONE, or when unknown. */
+ZEUS_EXTERN size_t zeus_plo_contenders(const zeus_plo *p, const unsigned **out_w /* out */);
+/* The confidence the optimum reached, once DONE: the probability, from the same errors taken as
+ * independent normals, that it is within the selector's tolerance of the best (1 % of the cost,
+ * energy or time; MaxSlowdownConstraint: within the factor + 0.5 % and no lower limit with 1 %
+ * less energy within the factor). 1 for noiseless measurements; NaN before DONE, with
+ * ZEUS_PLO_PROFILING=original, or for a loaded profile without a recorded decision. */
+ZEUS_EXTERN double zeus_plo_confidence(const zeus_plo *p);
 /* The measurements so far (borrowed, valid until the next hook call). */
 ZEUS_EXTERN size_t zeus_plo_measurements(const zeus_plo *p,
                                          const zeus_plo_measurement **out /* out */);

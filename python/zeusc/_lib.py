@@ -494,6 +494,8 @@ _PLO = {
     "zeus_plo_measurements": (c_size_t, [_VP, _P(_P(PloMeasurement))]),
     "zeus_plo_power_limits": (c_size_t, [_VP, _P(_P(c_uint))]),
     "zeus_plo_set_epoch_steps": (c_int, [_VP, c_long]),
+    "zeus_plo_contenders": (c_size_t, [_VP, _P(_P(c_uint))]),
+    "zeus_plo_confidence": (c_double, [_VP]),
 }
 
 # zeus/pfo_client.h: the Perseus client (PipelineFrequencyOptimizer), the optional component

@@ -116,6 +116,11 @@ int zeus__plo_noisy_replay(const char *profile, const zeus_selector *sel, const 
   res->n = zeus_plo_measurements(plo, &m);
   if (res->n > ZEUS__PLO_REPLAY_MAX) res->n = ZEUS__PLO_REPLAY_MAX;
   memcpy(res->meas, m, res->n * sizeof *m);
+  res->confidence = zeus_plo_confidence(plo);
+  const unsigned *cw;
+  res->ncontenders = zeus_plo_contenders(plo, &cw);
+  if (res->ncontenders > ZEUS__PLO_REPLAY_MAX) res->ncontenders = ZEUS__PLO_REPLAY_MAX;
+  if (res->ncontenders) memcpy(res->contenders_w, cw, res->ncontenders * sizeof *cw);
 out:
   zeus_plo_close(plo);
   zeus_monitor_close(mon);

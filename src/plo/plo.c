@@ -85,6 +85,15 @@ struct zeus_plo {
   zeus_plo_measurement *choose; /* after re-measuring: the re-measured limits the choice is among */
   size_t nchoose;
   long steps_seen; /* step begins since open, until DONE */
+  double *tick_rel;        /* per grid limit: relative standard error of its energy from the counter's ticks */
+  double *r_sum_eb2;       /* refine: sum of the squared error bounds (J) of the new windows */
+  double *eb_sweep;        /* per grid limit: the sweep window's energy error bound (J) */
+  /* The report of the choice (issue 37): the limits it could not tell apart, the confidence. */
+  unsigned *contenders_w;
+  size_t ncontenders;
+  double confidence;       /* NAN: unknown (original profiling, a file without a decision) */
+  unsigned file_w;         /* a loaded profile's decided optimum (0: none) and its confidence */
+  double file_confidence;
 };
 
 /* The original's profiling steps on these settings (one attempt per limit). */
@@ -237,6 +246,81 @@ static unsigned optimum_mw(const zeus_plo *p, unsigned w) {
   return w * 1000u;
 }
 
+static double sel_key(const zeus_plo *p, const zeus_plo_measurement *m);
+
+/* The report of choosing w from the live measurements (issue 37): each limit's time has the
+ * standard error its step spread gives over its steps, its energy that and the counter's tick
+ * error; the contenders are the limits within ZEUS__ROBUST_CONTENDER_Z standard errors of the
+ * choice, the confidence that of being within the selector's tolerance. Noiseless measurements:
+ * confidence 1, no contenders. A loaded profile keeps the file's report; original profiling none. */
+static void decide_report(zeus_plo *p, unsigned w) {
+  if (p->loaded) {
+    bool same = p->file_w != 0 && p->file_w == w;
+    p->confidence = same ? p->file_confidence : NAN;
+    if (!same) p->ncontenders = 0;
+    return;
+  }
+  if (p->original || !p->info || !p->contenders_w) return;
+  p->ncontenders = 0;
+  p->confidence = NAN;
+  size_t n = p->nmeas, c = n;
+  for (size_t i = 0; i < n; i++)
+    if (p->meas[i].power_limit_w == w) c = i;
+  if (c == n || p->sel.kind == ZEUS_SELECTOR_CUSTOM) return;
+  double *key = malloc(3 * n * sizeof *key);
+  bool *cont = calloc(n, sizeof *cont);
+  if (!key || !cont) {
+    free(key);
+    free(cont);
+    return;
+  }
+  double *sd = key + n, *energy = key + 2 * n;
+  for (size_t i = 0; i < n; i++) {
+    const zeus_plo_measurement *m = &p->meas[i];
+    double st = p->info[i].steps > 0 ? p->info[i].step_cv / sqrt((double)p->info[i].steps) : 0;
+    double sk = p->tick_rel ? p->tick_rel[i] : 0;
+    energy[i] = m->energy_j;
+    switch (p->sel.kind) {
+      case ZEUS_SELECTOR_ENERGY: key[i] = m->energy_j, sd[i] = m->energy_j * hypot(st, sk); break;
+      case ZEUS_SELECTOR_TIME: key[i] = m->time_s, sd[i] = m->time_s * st; break;
+      case ZEUS_SELECTOR_MAX_SLOWDOWN: {
+        double s0 = p->info[0].steps > 0 ? p->info[0].step_cv / sqrt((double)p->info[0].steps) : 0;
+        key[i] = p->meas[0].time_s > 0 ? m->time_s / p->meas[0].time_s : 0;
+        sd[i] = i == 0 ? 0 : key[i] * hypot(st, s0);
+        break;
+      }
+      default: {
+        key[i] = sel_key(p, m);
+        sd[i] = hypot(key[i] * st, p->sel.eta * m->energy_j * sk);
+      }
+    }
+  }
+  double conf = p->sel.kind == ZEUS_SELECTOR_MAX_SLOWDOWN
+                    ? zeus__robust_decide_slowdown(key, sd, energy, n, c, p->sel.factor, ZEUS__ROBUST_CONTENDER_Z, cont)
+                    : zeus__robust_decide_min(key, sd, n, c, ZEUS__ROBUST_TOL, ZEUS__ROBUST_CONTENDER_Z, cont);
+  p->confidence = conf;
+  for (size_t i = 0; i < n; i++)
+    if (cont[i]) p->contenders_w[p->ncontenders++] = p->meas[i].power_limit_w;
+  free(key);
+  free(cont);
+}
+
+/* ", could not tell apart from 250, 225 W; confidence 0.93" for the log (empty when unknown). */
+static void report_text(const zeus_plo *p, char *buf, size_t cap) {
+  buf[0] = 0;
+  if (isnan(p->confidence)) return;
+  size_t at = 0;
+  if (p->ncontenders) {
+    at += (size_t)snprintf(buf + at, cap - at, "; could not tell apart from");
+    for (size_t i = 0; i < p->ncontenders && at < cap; i++)
+      at += (size_t)snprintf(buf + at, cap - at, "%s %u", i ? "," : "", p->contenders_w[i]);
+    if (at < cap) at += (size_t)snprintf(buf + at, cap - at, " W");
+  } else {
+    at += (size_t)snprintf(buf + at, cap - at, "; no contender within the noise");
+  }
+  if (at < cap) snprintf(buf + at, cap - at, "; confidence %.3f", p->confidence);
+}
+
 /* Chooses the optimum (rank 0's choice is broadcast, so every rank applies the same one) and
  * applies it; DONE on success. */
 static int apply_optimum(zeus_plo *p) {
@@ -257,8 +341,11 @@ static int apply_optimum(zeus_plo *p) {
   if ((rc = apply_limit(p, mw))) return rc;
   p->optimal_w = w;
   p->state = ZEUS_PLO_DONE;
-  zeus__log(ZEUS_LOG_INFO, "plo", "optimal power limit %u W (%s selector, %zu limits)", w, zeus__selector_name(&p->sel),
-            p->nmeas);
+  decide_report(p, w);
+  char rep[512];
+  report_text(p, rep, sizeof rep);
+  zeus__log(ZEUS_LOG_INFO, "plo", "optimal power limit %u W (%s selector, %zu limits%s)", w,
+            zeus__selector_name(&p->sel), p->nmeas, rep);
   return ZEUS_OK;
 }
 
@@ -284,8 +371,16 @@ static int finish(zeus_plo *p) {
       ch.among_w = among;
       ch.namong = p->nchoose;
     }
+    /* The report (issue 37), only where the steps were noisy: noiseless, the original's file. */
+    if (p->noisy && !isnan(p->confidence)) {
+      ch.decided = true;
+      ch.optimal_w = p->optimal_w;
+      ch.confidence = p->confidence;
+      ch.contenders_w = p->contenders_w;
+      ch.ncontenders = p->ncontenders;
+    }
     rc = zeus__plo_profile_save_info(p->profile_path, p->meas, p->noisy ? p->info : NULL, p->nmeas,
-                                     among ? &ch : NULL);
+                                     among || ch.decided ? &ch : NULL);
     free(among);
     if (rc) zeus__log(ZEUS_LOG_WARN, "plo", "%s", zeus_errmsg());
     else zeus__log(ZEUS_LOG_INFO, "plo", "profile saved to '%s'", p->profile_path);
@@ -430,8 +525,9 @@ static int conclude_refine(zeus_plo *p) {
     bool first = i == 0; /* the sweep starts at the highest limit */
     double t = zeus__robust_remeasured_time(p->meas[i].time_s, first, p->r_sum_t[i], n);
     double e = p->r_sum_e[i] / (double)n;
-    if (p->meas[i].time_s + p->r_sum_t[i] > 0)
-      e = (p->meas[i].energy_j + p->r_sum_e[i]) / (p->meas[i].time_s + p->r_sum_t[i]) * t;
+    double e_all = p->meas[i].energy_j + p->r_sum_e[i];
+    if (p->meas[i].time_s + p->r_sum_t[i] > 0) e = e_all / (p->meas[i].time_s + p->r_sum_t[i]) * t;
+    if (e_all > 0) p->tick_rel[i] = sqrt(p->eb_sweep[i] * p->eb_sweep[i] + p->r_sum_eb2[i]) / sqrt(3.0) / e_all;
     p->meas[i].time_s = t;
     p->meas[i].energy_j = e;
     zeus_plo_window_info sw = p->info[i];
@@ -467,22 +563,27 @@ long zeus__plo_profiling_steps(const zeus_plo *p) { return p ? p->steps_seen : 0
  * ranks), then start the next limit or finish. */
 static int end_profiling(zeus_plo *p) {
   zeus_measurement r;
-  int rc = zeus_monitor_end_window(p->mon, p->window, false, &r);
+  zeus_window_detail det;
+  int rc = p->original ? zeus_monitor_end_window(p->mon, p->window, false, &r)
+                       : zeus_monitor_end_window_detail(p->mon, p->window, false, &r, &det);
   if (rc) {
     p->state = ZEUS_PLO_READY; /* measure this limit again */
     p->steps_left = 1;
     return zeus__error_ctx(rc, "power-limit optimizer: ending the profiling window");
   }
-  double energy = 0;
-  for (unsigned k = 0; k < r.num_gpus; k++) energy += r.gpu_energy_j[k];
+  /* Robust: the counter's error bound (summed, as the energy is) travels with the energy. */
+  double energy_eb[2] = {0, 0};
+  for (unsigned k = 0; k < r.num_gpus; k++) energy_eb[0] += r.gpu_energy_j[k];
+  for (unsigned k = 0; !p->original && k < det.num_gpus; k++) energy_eb[1] += det.error_bound_j[k];
   double time_s = r.time_s;
-  if ((rc = zeus_collective_allreduce(p->coll, &energy, 1, ZEUS_REDUCE_SUM)) ||
+  if ((rc = zeus_collective_allreduce(p->coll, energy_eb, p->original ? 1 : 2, ZEUS_REDUCE_SUM)) ||
       (rc = zeus_collective_allreduce(p->coll, &time_s, 1, ZEUS_REDUCE_MAX))) {
     p->state = ZEUS_PLO_READY;
     p->steps_left = 1;
     return zeus__error_ctx(rc, "power-limit optimizer: combining the measurement of %u W across ranks",
                            p->limits_w[p->idx]);
   }
+  double energy = energy_eb[0];
   if (p->original) {
     p->meas[p->nmeas++] = (zeus_plo_measurement){
         .power_limit_w = p->limits_w[p->idx], .energy_j = energy, .time_s = time_s};
@@ -494,9 +595,10 @@ static int end_profiling(zeus_plo *p) {
   /* Robust: the step times, with outliers left out (their share of the energy too). */
   window_stats ws = window_summary(p, time_s);
   double scale = time_s > 0 ? ws.time_s / time_s : 1.0;
-  double e = energy * scale;
+  double e = energy * scale, eb = energy_eb[1] * scale;
   size_t at = cur_index(p);
   if (p->refining) {
+    p->r_sum_eb2[at] += eb * eb;
     p->r_sum_t[at] += ws.time_s;
     p->r_sum_e[at] += e;
     p->r_sum_d[at] += time_s;
@@ -512,6 +614,9 @@ static int end_profiling(zeus_plo *p) {
   p->meas[p->nmeas] = (zeus_plo_measurement){.power_limit_w = p->limits_w[p->idx], .energy_j = e, .time_s = ws.time_s};
   p->info[p->nmeas] = (zeus_plo_window_info){
       .steps = p->nstep, .duration_s = time_s, .step_cv = ws.cv, .windows = 1, .outliers = ws.outliers};
+  /* A bound taken as a uniform error: its standard deviation is the bound over sqrt(3). */
+  p->eb_sweep[p->nmeas] = eb;
+  p->tick_rel[p->nmeas] = e > 0 ? eb / sqrt(3.0) / e : 0;
   p->nmeas++;
   zeus__log(ZEUS_LOG_INFO, "plo", "%u W: %.3f J in %.3f s (step spread %.2f%%%s)", p->limits_w[p->idx], e, ws.time_s,
             100 * ws.cv, ws.outliers ? ", outlier steps left out" : "");
@@ -608,6 +713,14 @@ unsigned zeus_plo_optimal_power_limit_w(const zeus_plo *p) {
   return p && p->state == ZEUS_PLO_DONE ? p->optimal_w : 0;
 }
 
+size_t zeus_plo_contenders(const zeus_plo *p, const unsigned **out_w) {
+  bool ok = p && p->state == ZEUS_PLO_DONE && !isnan(p->confidence);
+  if (out_w) *out_w = ok ? p->contenders_w : NULL;
+  return ok ? p->ncontenders : 0;
+}
+
+double zeus_plo_confidence(const zeus_plo *p) { return p && p->state == ZEUS_PLO_DONE ? p->confidence : NAN; }
+
 size_t zeus_plo_measurements(const zeus_plo *p, const zeus_plo_measurement **out) {
   if (!p) {
     if (out) *out = NULL;
@@ -644,6 +757,10 @@ static void plo_free(zeus_plo *p) {
   free(p->r_out);
   free(p->r_steps);
   free(p->choose);
+  free(p->tick_rel);
+  free(p->r_sum_eb2);
+  free(p->eb_sweep);
+  free(p->contenders_w);
   free(p);
 }
 
@@ -714,7 +831,9 @@ static int build_grid(zeus_plo *p, unsigned step_w) {
        !(p->r_sum_t = calloc(n, sizeof(double))) || !(p->r_sum_e = calloc(n, sizeof(double))) ||
        !(p->r_sum_d = calloc(n, sizeof(double))) || !(p->r_sum_cv2 = calloc(n, sizeof(double))) ||
        !(p->r_n = calloc(n, sizeof(long))) || !(p->r_out = calloc(n, sizeof(long))) || !(p->r_steps = calloc(n, sizeof(long))) ||
-       !(p->choose = calloc(n, sizeof *p->choose)) ||
+       !(p->choose = calloc(n, sizeof *p->choose)) || !(p->tick_rel = calloc(n, sizeof(double))) ||
+       !(p->r_sum_eb2 = calloc(n, sizeof(double))) || !(p->eb_sweep = calloc(n, sizeof(double))) ||
+       !(p->contenders_w = calloc(n, sizeof *p->contenders_w)) ||
        !(p->step_s = calloc((size_t)step_capacity(p), sizeof(double)))))
     return zeus__oom("building the power-limit grid");
   p->step_cap = step_capacity(p);
@@ -758,6 +877,7 @@ int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_op
   if (!p) return zeus__oom("opening the power-limit optimizer");
   p->mon = monitor;
   p->dev = zeus_monitor_devices(monitor);
+  p->confidence = NAN;
   p->ngpu = ngpu;
   for (unsigned k = 0; k < ngpu; k++) p->gpu[k] = zeus_monitor_gpu_index(monitor, k);
   p->wait_steps = opts->wait_steps;
@@ -825,6 +945,12 @@ int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_op
     if (p->nchoose < 2) p->nchoose = 0;
     else zeus__log(ZEUS_LOG_INFO, "plo", "loaded profile: choosing among the %zu limits its run re-measured", p->nchoose);
     free(ch.among_w);
+    /* The file's report of its run's choice, told again when the same optimum is applied. */
+    free(p->contenders_w);
+    p->contenders_w = ch.contenders_w;
+    p->ncontenders = ch.ncontenders;
+    p->file_w = ch.decided && !p->original ? ch.optimal_w : 0;
+    p->file_confidence = ch.confidence;
   }
 
   /* From here on GPUs change: handlers first, so that a signal at any point restores them. */

@@ -28,12 +28,20 @@ typedef struct zeus__plo_choice {
   double eta;        /* ZeusCost's eta (0 otherwise) */
   unsigned *among_w; /* the limits chosen among (owned: free it; NULL when none) */
   size_t namong;
+  /* The file's "decision" (issue 37): the optimum the live run chose, the limits it could not tell
+   * apart from it and the confidence reached; decided false when the file has none. */
+  bool decided;
+  unsigned optimal_w;
+  double confidence;
+  unsigned *contenders_w; /* owned: free it; NULL when none */
+  size_t ncontenders;
 } zeus__plo_choice;
 
 /* zeus_plo_profile_save with, when info is not NULL, each measurement's "steps", "duration_s",
  * "step_time_cv", "windows" and "outlier_steps", and when choice is not NULL a top-level
- * "choice": {"selector", "eta" (ZeusCost), "among_w"} (readers of the original's format ignore
- * them). */
+ * "choice": {"selector", "eta" (ZeusCost), "among_w"} (when it has limits to choose among) and
+ * "decision": {"optimal_power_limit_w", "contenders_w", "confidence"} (when decided); readers of
+ * the original's format ignore them. */
 int zeus__plo_profile_save_info(const char *path, const zeus_plo_measurement *m,
                                 const zeus_plo_window_info *info, size_t n, const zeus__plo_choice *choice);
 /* zeus_plo_profile_load that also reads the file's "choice" into *choice (zeroed when absent). */
@@ -97,6 +105,26 @@ long zeus__robust_refine_len(const size_t *seq, size_t n, size_t nlimits, double
  * the profiling's first window (which may catch the job still warming up: the reference limit's),
  * new_sum_s the sum of the new windows' times (each per the same number of steps as sweep_s). */
 double zeus__robust_remeasured_time(double sweep_s, bool first_window, double new_sum_s, long new_windows);
+/* A choice is right within this of the best (ZeusCost, Energy, Time: issue 30's rule). */
+#define ZEUS__ROBUST_TOL 0.01
+/* MaxSlowdownConstraint: a time within the factor and this much more is right. */
+#define ZEUS__ROBUST_SLOWDOWN_TOL 0.005
+/* Limits within this many standard errors of a difference of the choice are its contenders. */
+#define ZEUS__ROBUST_CONTENDER_Z 2.0
+
+/* The report of a choice c that takes the least key (ZeusCost, Energy, Time), each key with
+ * standard error sd (absolute): the confidence that c is within tol of the best (the product over
+ * the other limits of P(key_c <= (1 + tol) key_j), the errors taken as independent normals; 1 when
+ * no key has an error), and in contender[j] (may be NULL) whether limit j is within z standard
+ * errors of the difference above c. */
+double zeus__robust_decide_min(const double *key, const double *sd, size_t n, size_t c, double tol, double z,
+                               bool *contender);
+/* The same for MaxSlowdownConstraint(factor), limit 0 the reference: ratio[i] = time_i / time_0 with
+ * standard error sd[i]; the confidence that c is within the factor (+ ZEUS__ROBUST_SLOWDOWN_TOL) and
+ * that no lower limit with 1 % less energy is within it; contenders: the limits (not 0, not c)
+ * whose ratio is within z standard errors of the factor. */
+double zeus__robust_decide_slowdown(const double *ratio, const double *sd, const double *energy, size_t n, size_t c,
+                                    double factor, double z, bool *contender);
 /* ZEUS_PLO_PROFILING: "robust" (default) or "original" (*original true); errors name the variable. */
 int zeus__robust_mode_from_env(bool *original);
 
@@ -122,6 +150,9 @@ typedef struct zeus__plo_replay_result {
   long original_steps; /* the original's on the same settings: wait + 1 + limits * (warmup + profile) */
   zeus_plo_measurement meas[ZEUS__PLO_REPLAY_MAX];
   size_t n;
+  double confidence;   /* zeus_plo_confidence (NaN: unknown) */
+  unsigned contenders_w[ZEUS__PLO_REPLAY_MAX];
+  size_t ncontenders;
 } zeus__plo_replay_result;
 
 /* A standard normal deviate (Box-Muller) from the splitmix64 state *s. */

@@ -434,6 +434,137 @@ static void plo_short_plan_takes_the_first_windows_limit_when_it_can_decide(void
   assert_int_equal(zeus__robust_short_plan(k2, 7, 0.001, 2, seq, &nc), 0); /* one candidate */
 }
 
+/* Issue 37: every choice is reported with its contenders (limits within the measured noise) and
+ * the confidence reached. On the seeded noisy table (20 runs per cell): every wrong choice has a
+ * right limit among its contenders, and the choices reported at >= 0.95 are right in >= 95 %;
+ * noiseless replays report confidence 1 and no contender. */
+static void plo_report_names_the_contenders_of_every_wrong_choice(void **state) {
+  (void)state;
+  ZEUS_SKIP_WITHOUT_DATA();
+  char paths[16][1024];
+  size_t np = list_profiles(paths, 16);
+  int wrong = 0, wrong_covered = 0, sure = 0, sure_right = 0, runs = 0, with_cont = 0;
+  for (size_t i = 0; i < np; i++) {
+    for (int k = 0; k < 4; k++) {
+      zeus_selector s;
+      make_selector(k, &s);
+      zeus__plo_noise clean;
+      zeus__plo_noise_init(&clean);
+      zeus__plo_replay_result t, r;
+      assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &clean, 0, &t));
+      assert_true(t.confidence == 1.0);
+      assert_int_equal(t.ncontenders, 0);
+      zeus_selector js = s;
+      if (js.kind == ZEUS_SELECTOR_ZEUS_COST) js.world_size = t.ngpu;
+      for (uint64_t seed = 1; seed <= RUNS; seed++) {
+        zeus__plo_noise nz;
+        zeus__plo_noise_issue30(&nz);
+        nz.seed = seed;
+        assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 0, &r));
+        assert_true(r.confidence >= 0 && r.confidence <= 1);
+        bool ok;
+        assert_zeus_ok(zeus__plo_judge(&js, t.meas, t.n, r.chosen_w, &ok, NULL));
+        runs++;
+        with_cont += r.ncontenders > 0;
+        for (size_t c = 0; c < r.ncontenders; c++) assert_true(r.contenders_w[c] != r.chosen_w);
+        if (r.confidence >= 0.95) {
+          sure++;
+          sure_right += ok;
+        }
+        if (ok) continue;
+        wrong++;
+        for (size_t c = 0; c < r.ncontenders; c++) {
+          bool right;
+          assert_zeus_ok(zeus__plo_judge(&js, t.meas, t.n, r.contenders_w[c], &right, NULL));
+          if (right) {
+            wrong_covered++;
+            break;
+          }
+        }
+      }
+    }
+  }
+  print_message("report: %d runs, %d with contenders; %d wrong, %d of them with a right limit among the contenders; "
+                "%d reported at >= 0.95, %d of them right\n", runs, with_cont, wrong, wrong_covered, sure, sure_right);
+  assert_int_equal(runs, 480);
+  assert_true(wrong > 0);
+  assert_int_equal(wrong_covered, wrong);
+  assert_true(sure_right * 100 >= 95 * sure);
+  assert_true(sure >= 300);
+}
+
+/* The report's arithmetic on made-up keys: a contender within two standard errors of a difference;
+ * the confidence the product of P(key_c <= 1.01 key_j). */
+static void plo_report_arithmetic(void **state) {
+  (void)state;
+  const double key[3] = {100, 101, 110}, sd[3] = {1, 1, 1};
+  bool cont[3];
+  double conf = zeus__robust_decide_min(key, sd, 3, 0, 0.01, 2.0, cont);
+  /* 101 - 100 = 1 <= 2 sqrt(2): a contender; 10 > 2.83: not. P: phi((102.01 - 100) / sqrt 2) x ~1. */
+  assert_false(cont[0]);
+  assert_true(cont[1]);
+  assert_false(cont[2]);
+  double p1 = 0.5 * erfc(-(1.01 * 101 - 100) / sqrt(2.0) / sqrt(2.0));
+  double p2 = 0.5 * erfc(-(1.01 * 110 - 100) / sqrt(2.0) / sqrt(2.0));
+  assert_near(conf, p1 * p2, 1e-12);
+  const double zero[3] = {0, 0, 0};
+  assert_near(zeus__robust_decide_min(key, zero, 3, 0, 0.01, 2.0, cont), 1.0, 0);
+  assert_false(cont[1]);
+  /* MaxSlowdown(1.1): c = 1 (ratio 1.05), limit 2 (ratio 1.11, 5 % less energy) might qualify. */
+  const double ratio[3] = {1.0, 1.05, 1.11}, rsd[3] = {0, 0.01, 0.01}, energy[3] = {100, 90, 85};
+  conf = zeus__robust_decide_slowdown(ratio, rsd, energy, 3, 1, 1.1, 2.0, cont);
+  assert_false(cont[0]);
+  assert_false(cont[1]);
+  assert_true(cont[2]);
+  double q1 = 0.5 * erfc(-(1.1 * 1.005 - 1.05) / 0.01 / sqrt(2.0));
+  double q2 = 0.5 * erfc(-(1.11 - 1.1) / 0.01 / sqrt(2.0));
+  assert_near(conf, q1 * q2, 1e-12);
+}
+
+/* The profile file's "decision" is written only where steps were noisy, loads back, and a
+ * malformed one is refused naming it. */
+static void plo_profile_decision_round_trips_and_is_checked(void **state) {
+  (void)state;
+  scratch s;
+  scratch_init(&s);
+  const zeus_plo_measurement m[] = {{300, 100, 2.0}, {250, 90, 2.1}, {200, 85, 2.3}};
+  unsigned cw[] = {250};
+  zeus__plo_choice ch = {.decided = true, .optimal_w = 200, .confidence = 0.875, .contenders_w = cw, .ncontenders = 1};
+  assert_zeus_ok(zeus__plo_profile_save_info(s.profile, m, NULL, 3, &ch));
+  zeus_plo_measurement *back;
+  size_t n;
+  zeus__plo_choice got;
+  assert_zeus_ok(zeus__plo_profile_load_choice(s.profile, &back, &n, &got));
+  free(back);
+  assert_true(got.decided);
+  assert_int_equal(got.optimal_w, 200);
+  assert_near(got.confidence, 0.875, 0);
+  assert_int_equal(got.ncontenders, 1);
+  assert_int_equal(got.contenders_w[0], 250);
+  free(got.contenders_w);
+  free(got.among_w);
+  static const char *const bad[] = {
+      "[1]",
+      "{\"optimal_power_limit_w\": 200, \"contenders_w\": [250], \"confidence\": 1.5}",
+      "{\"optimal_power_limit_w\": 200, \"contenders_w\": [237], \"confidence\": 0.5}",
+      "{\"optimal_power_limit_w\": 199, \"contenders_w\": [], \"confidence\": 0.5}",
+      "{\"optimal_power_limit_w\": 200, \"contenders_w\": 250, \"confidence\": 0.5}",
+      "{\"contenders_w\": [], \"confidence\": 0.5}",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    FILE *fp = fopen(s.profile, "w");
+    assert_non_null(fp);
+    fprintf(fp,
+            "{\"measurements\": [{\"power_limit\": 300, \"energy\": 100, \"time\": 2.0}, "
+            "{\"power_limit\": 250, \"energy\": 90, \"time\": 2.1}, {\"power_limit\": 200, \"energy\": 85, "
+            "\"time\": 2.3}], \"decision\": %s}\n",
+            bad[i]);
+    fclose(fp);
+    assert_zeus_err(zeus_plo_profile_load(s.profile, &back, &n), ZEUS_EPARSE, "'decision' must be");
+  }
+  scratch_free(&s);
+}
+
 /* The judge of a choice, on a made-up profile. */
 static void plo_judge_follows_issue_30s_rule(void **state) {
   (void)state;
@@ -469,6 +600,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(plo_loaded_profile_makes_the_live_runs_choice),
       cmocka_unit_test(plo_judge_follows_issue_30s_rule),
       cmocka_unit_test(plo_few_limits_remeasure_what_decides),
+      cmocka_unit_test(plo_report_names_the_contenders_of_every_wrong_choice),
+      cmocka_unit_test(plo_report_arithmetic),
+      cmocka_unit_test(plo_profile_decision_round_trips_and_is_checked),
       cmocka_unit_test(plo_short_plan_takes_the_first_windows_limit_when_it_can_decide),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);

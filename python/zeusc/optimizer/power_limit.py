@@ -142,14 +142,23 @@ class Profiling(_AtLimitFor):
 
 
 class Done(_Model):
-    """Every limit is measured and ``optimal_power_limit`` (mW) is applied."""
+    """Every limit is measured and ``optimal_power_limit`` (mW) is applied.
 
-    __slots__ = ("optimal_power_limit",)
-    _fields = __slots__
+    (not in the original) ``contenders``: the limits (mW) the choice could not tell apart from it
+    (within the measured noise), ``confidence``: the confidence it reached that it is within the
+    selector's tolerance of the best (None when unknown: ``ZEUS_PLO_PROFILING=original``, a
+    profile file without a recorded decision). Neither takes part in equality or the repr, which
+    stay the original's.
+    """
+
+    __slots__ = ("optimal_power_limit", "contenders", "confidence")
+    _fields = ("optimal_power_limit",)
     name = "DONE"
 
-    def __init__(self, *, optimal_power_limit: int) -> None:
+    def __init__(self, *, optimal_power_limit: int, contenders=(), confidence=None) -> None:
         self.optimal_power_limit = _positive_int("Done", "optimal_power_limit", optimal_power_limit)
+        self.contenders = [_positive_int("Done", "contenders", c) for c in contenders]
+        self.confidence = None if confidence is None else _number("Done", "confidence", confidence)
 
 
 def _to_c(measurements) -> "tuple":
@@ -554,7 +563,8 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         h = self._handle()
         st = L.zeus_plo_get_state(h)
         if st == _DONE:
-            return Done._trusted(optimal_power_limit=L.zeus_plo_optimal_power_limit_w(h) * 1000)
+            return Done._trusted(optimal_power_limit=L.zeus_plo_optimal_power_limit_w(h) * 1000,
+                                 contenders=self.contenders, confidence=self.confidence)
         steps = int(L.zeus_plo_steps_left(h))
         if st == _lib.ZEUS_PLO_READY:
             nxt = L.zeus_plo_next_power_limit_w(h) or L.zeus_plo_current_power_limit_w(h)
@@ -585,6 +595,27 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         Done, else None."""
         w = self._lib.zeus_plo_optimal_power_limit_w(self._handle())
         return w * 1000 if w else None
+
+    @property
+    def contenders(self) -> List[int]:
+        """(not in the original) Once Done, the limits in mW that the choice could not tell apart
+        from it: within the measured noise (two standard errors of a difference, from the step
+        spread and the energy counter's tick error). Empty before Done or when unknown."""
+        if not _lib.has("zeus_plo_contenders"):
+            return []
+        ptr = POINTER(c_uint)()
+        n = self._lib.zeus_plo_contenders(self._handle(), byref(ptr))
+        return [ptr[i] * 1000 for i in range(n)]
+
+    @property
+    def confidence(self) -> Optional[float]:
+        """(not in the original) Once Done, the confidence the choice reached that it is within
+        the selector's tolerance of the best (1 % of the cost, energy or time; MaxSlowdownConstraint:
+        the factor + 0.5 %); 1.0 for noiseless measurements; None before Done or when unknown."""
+        if not _lib.has("zeus_plo_confidence"):
+            return None
+        c = self._lib.zeus_plo_confidence(self._handle())
+        return None if math.isnan(c) else float(c)
 
     @property
     def measurements(self) -> List[PowerLimitMeasurement]:
