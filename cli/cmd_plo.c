@@ -20,6 +20,8 @@ typedef struct options {
   double jitter, slow_first, drift, counter_period_ms;
   long seed;
   bool original;
+  double confidence;
+  long max_profile_steps;
 } options;
 
 static options plo_opts = {
@@ -78,6 +80,14 @@ static const cli_opt plo_table[] = {
     {"original", 0, CLI_OPT_FLAG, &plo_opts.original, NULL,
      "profile as the original does (sets ZEUS_PLO_PROFILING=original): one window\n"
      "of profile steps per limit, nothing measured again"},
+    {"confidence", 0, CLI_OPT_DOUBLE, &plo_opts.confidence, "P",
+     "the confidence mode (issue 37), P in (0, 1) such as 0.95: after the sweep, measure\n"
+     "the limits that could still be the best until the choice is within the selector's\n"
+     "tolerance at confidence P, or the cap (then the higher contender); 0: off\n"
+     "(ZEUS_PLO_CONFIDENCE is read when 0)", "0", 0, 0.999999},
+    {"max-profile-steps", 0, CLI_OPT_LONG, &plo_opts.max_profile_steps, "N",
+     "the confidence mode's cap in steps (default 0: the end of the epoch in which the\n"
+     "sweep ends)", "0", 0, 1e15},
     {"json", 0, CLI_OPT_FLAG, &plo_opts.json, NULL,
      "print one JSON document (see below) instead of the text report"},
     {0},
@@ -366,6 +376,8 @@ static int replay(const char *cmd, bool demo, const options *o) {
   po.wait_steps = o->wait;
   po.warmup_steps = o->warmup;
   po.profile_steps = o->profile_steps;
+  po.confidence = o->confidence;
+  po.max_profile_steps = o->max_profile_steps;
   if (zeus_plo_open(&plo, mon, &po)) {
     cli_error(cmd, true, "cannot start the optimizer");
     goto out;

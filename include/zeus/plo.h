@@ -131,6 +131,16 @@ typedef struct zeus_plo_opts {
   const zeus_collective *collective;
   /* Do not install SIGINT/SIGTERM handlers that restore the GPUs (the caller handles signals). */
   bool no_signal_handlers;
+  /* The confidence mode (issue 37), opt-in: in (0, 1), e.g. 0.95. After the sweep, the limits that
+   * could still be the best are measured again, in interleaved rounds, until the choice is within
+   * the selector's tolerance at this confidence (zeus_plo_confidence) or the cap is reached, where
+   * the higher of the remaining contenders is chosen. 0: off, unless ZEUS_PLO_CONFIDENCE is set.
+   * Noiseless steps and ZEUS_PLO_PROFILING=original ignore it. */
+  double confidence;
+  /* The cap of the confidence mode in steps since open (>= 0). 0: the end of the epoch in which
+   * the sweep ends (the epoch's length as zeus_plo_set_epoch_steps said, else its end). With a cap,
+   * measuring goes on across epoch ends. */
+  long max_profile_steps;
 } zeus_plo_opts;
 
 /* Fills *o with the defaults. A zeroed struct is rejected (profile_steps 0), so start from this. */

@@ -286,6 +286,50 @@ def test_done_reports_contenders_and_confidence(plo_lib, fake, monkeypatch, tmp_
             r.close()
 
 
+def test_confidence_mode_keyword_measures_until_settled(plo_lib, fake, monkeypatch, tmp_path, plo_profiles):
+    """Issue 37: confidence=0.95 (a keyword of GlobalPowerLimitOptimizer) measures until the choice
+    is settled at that confidence (not the default's 1.5x budget) on seeded jitter; bad values are
+    ValueErrors."""
+    import random
+
+    prof = tu.Profile(plo_profiles[0])
+    steps = {}
+    for conf in (None, 0.95):
+        sub = tmp_path / f"c{conf}"
+        sub.mkdir()
+        r = Replay(fake, monkeypatch, sub, prof)
+        rng = random.Random(3)
+        try:
+            opt = GlobalPowerLimitOptimizer(r.monitor, Time(), wait_steps=1, warmup_steps=3, profile_steps=10,
+                                            confidence=conf, max_profile_steps=2000 if conf else None)
+            n = 0
+            while opt.state_kind != PLOState.DONE and n < 3000:
+                opt.on_step_begin()
+                r.fake.work_all(r.n, round(1.0 + 0.05 * rng.gauss(0, 1), 3))
+                opt.on_step_end()
+                n += 1
+            assert opt.state_kind == PLOState.DONE
+            steps[conf] = n
+            assert opt.confidence is not None
+            if conf:
+                assert opt.confidence_target == 0.95
+                assert opt.confidence >= 0.95  # settled well before the cap of 2000 steps
+            opt.close()
+        finally:
+            r.close()
+    assert steps[0.95] != steps[None]  # the mode decided when to stop, not the 1.5x budget
+    two = tu.Profile(plo_profiles[0])
+    r = Replay(fake, monkeypatch, tmp_path, two)
+    try:
+        for bad in (0, 1, 1.5, -0.1):
+            with pytest.raises(ValueError, match="confidence"):
+                GlobalPowerLimitOptimizer(r.monitor, Time(), confidence=bad)
+        with pytest.raises(ValueError, match="max_profile_steps"):
+            GlobalPowerLimitOptimizer(r.monitor, Time(), confidence=0.9, max_profile_steps=-1)
+    finally:
+        r.close()
+
+
 # ---- selectors and zeus_cost --------------------------------------------------------------------
 
 

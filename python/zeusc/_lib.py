@@ -295,6 +295,8 @@ class PloOpts(Structure):
         ("profile_path", c_char_p),
         ("collective", POINTER(Collective)),
         ("no_signal_handlers", c_bool),
+        ("confidence", c_double),
+        ("max_profile_steps", c_long),
     ]
 
 

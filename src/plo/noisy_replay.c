@@ -78,6 +78,8 @@ int zeus__plo_noisy_replay(const char *profile, const zeus_selector *sel, const 
   po.profile_steps = nz->profile_steps;
   po.no_signal_handlers = true;
   po.profile_path = nz->profile_path;
+  po.confidence = nz->confidence;
+  po.max_profile_steps = nz->max_profile_steps;
   if ((rc = zeus__plo_open_mode(&plo, mon, &po, mode))) goto out;
   if (nz->steps_per_epoch > 0 && (rc = zeus_plo_set_epoch_steps(plo, nz->steps_per_epoch))) goto out;
   const unsigned *limits;

@@ -109,6 +109,9 @@ double zeus__robust_remeasured_time(double sweep_s, bool first_window, double ne
 #define ZEUS__ROBUST_TOL 0.01
 /* MaxSlowdownConstraint: a time within the factor and this much more is right. */
 #define ZEUS__ROBUST_SLOWDOWN_TOL 0.005
+/* The confidence mode settles when the confidence is above 1 - (1 - target) x this (it looks after
+ * every round, and each look may settle by chance). */
+#define ZEUS__CONF_LOOK_SHARE 0.5
 /* Limits within this many standard errors of a difference of the choice are its contenders. */
 #define ZEUS__ROBUST_CONTENDER_Z 2.0
 
@@ -116,15 +119,16 @@ double zeus__robust_remeasured_time(double sweep_s, bool first_window, double ne
  * standard error sd (absolute): the confidence that c is within tol of the best (the product over
  * the other limits of P(key_c <= (1 + tol) key_j), the errors taken as independent normals; 1 when
  * no key has an error), and in contender[j] (may be NULL) whether limit j is within z standard
- * errors of the difference above c. */
+ * errors of the difference above c; in pj[j] (may be NULL) limit j's factor of the product (1 for c). */
 double zeus__robust_decide_min(const double *key, const double *sd, size_t n, size_t c, double tol, double z,
-                               bool *contender);
+                               bool *contender, double *pj);
 /* The same for MaxSlowdownConstraint(factor), limit 0 the reference: ratio[i] = time_i / time_0 with
  * standard error sd[i]; the confidence that c is within the factor (+ ZEUS__ROBUST_SLOWDOWN_TOL) and
  * that no lower limit with 1 % less energy is within it; contenders: the limits (not 0, not c)
- * whose ratio is within z standard errors of the factor. */
+ * whose ratio is within z standard errors of the factor; pj[j] (may be NULL): the factor of limit j
+ * (c's: that it is within the factor; 1 for the limits that do not enter). */
 double zeus__robust_decide_slowdown(const double *ratio, const double *sd, const double *energy, size_t n, size_t c,
-                                    double factor, double z, bool *contender);
+                                    double factor, double z, bool *contender, double *pj);
 /* ZEUS_PLO_PROFILING: "robust" (default) or "original" (*original true); errors name the variable. */
 int zeus__robust_mode_from_env(bool *original);
 
@@ -140,6 +144,8 @@ typedef struct zeus__plo_noise {
   long wait_steps, warmup_steps, profile_steps;
   long steps_per_epoch;    /* 0: three times the original's profiling steps */
   const char *profile_path; /* the optimizer's profile file (loaded when it exists), NULL: none */
+  double confidence;        /* the optimizer's confidence mode (0: off) */
+  long max_profile_steps;   /* its cap (0: the end of the first epoch) */
 } zeus__plo_noise;
 
 #define ZEUS__PLO_REPLAY_MAX 64

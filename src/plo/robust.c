@@ -145,25 +145,33 @@ static double phi(double x) { return 0.5 * erfc(-x / sqrt(2.0)); }
 static double p_nonneg(double mean, double sd) { return sd > 0 ? phi(mean / sd) : (mean >= 0 ? 1.0 : 0.0); }
 
 double zeus__robust_decide_min(const double *key, const double *sd, size_t n, size_t c, double tol, double z,
-                               bool *contender) {
+                               bool *contender, double *pj) {
   double conf = 1;
   for (size_t j = 0; j < n; j++) {
     if (contender) contender[j] = false;
+    if (pj) pj[j] = 1;
     if (j == c) continue;
     double s = hypot(sd[c], sd[j]);
     if (contender) contender[j] = key[j] - key[c] <= z * s;
-    conf *= p_nonneg((1 + tol) * key[j] - key[c], s);
+    double q = p_nonneg((1 + tol) * key[j] - key[c], s);
+    if (pj) pj[j] = q;
+    conf *= q;
   }
   return conf;
 }
 
 double zeus__robust_decide_slowdown(const double *ratio, const double *sd, const double *energy, size_t n, size_t c,
-                                    double factor, double z, bool *contender) {
+                                    double factor, double z, bool *contender, double *pj) {
   double conf = c == 0 ? 1.0 : p_nonneg(factor * (1 + ZEUS__ROBUST_SLOWDOWN_TOL) - ratio[c], sd[c]);
   for (size_t j = 0; j < n; j++) {
     if (contender) contender[j] = j != c && j != 0 && fabs(ratio[j] - factor) <= z * sd[j];
+    if (pj) pj[j] = j == c ? conf : 1;
     /* A lower limit with less energy that is within the factor after all would be the choice. */
-    if (j > c && energy[j] < energy[c] / (1 + ZEUS__ROBUST_TOL)) conf *= p_nonneg(ratio[j] - factor, sd[j]);
+    if (j > c && energy[j] < energy[c] / (1 + ZEUS__ROBUST_TOL)) {
+      double q = p_nonneg(ratio[j] - factor, sd[j]);
+      if (pj) pj[j] = q;
+      conf *= q;
+    }
   }
   return conf;
 }

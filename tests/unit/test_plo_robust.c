@@ -499,7 +499,7 @@ static void plo_report_arithmetic(void **state) {
   (void)state;
   const double key[3] = {100, 101, 110}, sd[3] = {1, 1, 1};
   bool cont[3];
-  double conf = zeus__robust_decide_min(key, sd, 3, 0, 0.01, 2.0, cont);
+  double conf = zeus__robust_decide_min(key, sd, 3, 0, 0.01, 2.0, cont, NULL);
   /* 101 - 100 = 1 <= 2 sqrt(2): a contender; 10 > 2.83: not. P: phi((102.01 - 100) / sqrt 2) x ~1. */
   assert_false(cont[0]);
   assert_true(cont[1]);
@@ -508,11 +508,11 @@ static void plo_report_arithmetic(void **state) {
   double p2 = 0.5 * erfc(-(1.01 * 110 - 100) / sqrt(2.0) / sqrt(2.0));
   assert_near(conf, p1 * p2, 1e-12);
   const double zero[3] = {0, 0, 0};
-  assert_near(zeus__robust_decide_min(key, zero, 3, 0, 0.01, 2.0, cont), 1.0, 0);
+  assert_near(zeus__robust_decide_min(key, zero, 3, 0, 0.01, 2.0, cont, NULL), 1.0, 0);
   assert_false(cont[1]);
   /* MaxSlowdown(1.1): c = 1 (ratio 1.05), limit 2 (ratio 1.11, 5 % less energy) might qualify. */
   const double ratio[3] = {1.0, 1.05, 1.11}, rsd[3] = {0, 0.01, 0.01}, energy[3] = {100, 90, 85};
-  conf = zeus__robust_decide_slowdown(ratio, rsd, energy, 3, 1, 1.1, 2.0, cont);
+  conf = zeus__robust_decide_slowdown(ratio, rsd, energy, 3, 1, 1.1, 2.0, cont, NULL);
   assert_false(cont[0]);
   assert_false(cont[1]);
   assert_true(cont[2]);
@@ -565,6 +565,134 @@ static void plo_profile_decision_round_trips_and_is_checked(void **state) {
   scratch_free(&s);
 }
 
+/* The confidence mode (issue 37) at 0.95 with a cap of 12x the original's steps
+ * (max_profile_steps): every cell right in >= 19 of 20 seeded runs (the default profiling has five
+ * cells below, three of them below the fixed-allocation oracle's 95 %). */
+static void plo_confidence_mode_is_right_in_every_cell_at_095(void **state) {
+  (void)state;
+  ZEUS_SKIP_WITHOUT_DATA();
+  char paths[16][1024];
+  size_t np = list_profiles(paths, 16);
+  assert_int_equal(np, 6);
+  int total = 0;
+  double worst = 0;
+  for (size_t i = 0; i < np; i++) {
+    for (int k = 0; k < 4; k++) {
+      zeus_selector s;
+      make_selector(k, &s);
+      zeus__plo_noise nz;
+      zeus__plo_noise_issue30(&nz);
+      nz.seed = 1;
+      nz.confidence = 0.95;
+      long orig = nz.wait_steps + 1 + 9 * (nz.warmup_steps + nz.profile_steps);
+      nz.max_profile_steps = 12 * orig;
+      nz.steps_per_epoch = nz.max_profile_steps + 1;
+      int right;
+      double ratio;
+      assert_zeus_ok(zeus__plo_robustness(paths[i], &s, &nz, 0, RUNS, &right, &ratio));
+      print_message("%-34s %-17s %4d/%d  steps <= %.2fx\n", strrchr(paths[i], '/') + 1, sel_names[k], right, RUNS, ratio);
+      assert_true(right >= 19);
+      assert_true(ratio <= 12.0);
+      total += right;
+      worst = fmax(worst, ratio);
+    }
+  }
+  print_message("confidence 0.95, cap 12x: %d/480 right, steps at most %.2fx the original's\n", total, worst);
+  assert_true(total >= 477);
+}
+
+/* At the cap (the default: the end of the first epoch) an unsettled choice takes the higher of the
+ * contenders: never below the selector's choice on the measurements, and reported below the
+ * target; a settled one at or above it. Noiseless steps: the original's steps and choice. */
+static void plo_confidence_mode_takes_the_safer_limit_at_the_cap(void **state) {
+  (void)state;
+  ZEUS_SKIP_WITHOUT_DATA();
+  char paths[16][1024];
+  size_t np = list_profiles(paths, 16);
+  int capped = 0, raised = 0;
+  for (size_t i = 0; i < np; i++) {
+    for (int k = 0; k < 4; k++) {
+      zeus_selector s;
+      make_selector(k, &s);
+      zeus__plo_noise nz;
+      zeus__plo_noise_init(&nz);
+      nz.confidence = 0.95;
+      zeus__plo_replay_result a, b;
+      assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 0, &a));
+      assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 1, &b));
+      assert_int_equal(a.chosen_w, b.chosen_w);
+      assert_int_equal(a.steps, a.original_steps);
+      for (uint64_t seed = 1; seed <= 5; seed++) {
+        zeus__plo_noise_issue30(&nz);
+        nz.seed = seed;
+        nz.confidence = 0.95;
+        assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 0, &a));
+        assert_true(a.steps <= 3 * a.original_steps); /* the first epoch: 3x in the replay */
+        zeus_selector js = s;
+        if (js.kind == ZEUS_SELECTOR_ZEUS_COST) js.world_size = a.ngpu;
+        unsigned w;
+        assert_zeus_ok(zeus_selector_select(&js, a.meas, a.n, &w));
+        if (a.confidence >= 0.95 * 0.999) {
+          assert_int_equal(a.chosen_w, w);
+          continue;
+        }
+        capped++;
+        assert_true(a.chosen_w >= w);
+        raised += a.chosen_w > w;
+      }
+    }
+  }
+  print_message("at the cap: %d runs unsettled, %d of them raised to a higher contender\n", capped, raised);
+  assert_true(capped > 0);
+  assert_true(raised > 0);
+}
+
+/* The mode's options: out of range refused naming them; ZEUS_PLO_CONFIDENCE read at open. */
+static void plo_confidence_options_are_checked(void **state) {
+  (void)state;
+  scratch s;
+  scratch_init(&s);
+  char csv[700];
+  snprintf(csv, sizeof csv, "%s/three.csv", s.dir);
+  FILE *fp = fopen(csv, "w");
+  assert_non_null(fp);
+  fprintf(fp, "start_time,window_name,elapsed_time,gpu0_energy\n0,__GlobalPowerLimitOptimizer_300,10,3000\n"
+              "1,__GlobalPowerLimitOptimizer_275,11,2900\n2,__GlobalPowerLimitOptimizer_250,12,2950\n");
+  fclose(fp);
+  zeus_selector sel;
+  zeus_selector_energy(&sel);
+  zeus__plo_noise nz;
+  zeus__plo_noise_init(&nz);
+  zeus__plo_replay_result r;
+  nz.confidence = 1.0;
+  assert_zeus_err(zeus__plo_noisy_replay(csv, &sel, &nz, 0, &r), ZEUS_EINVAL, "confidence 1");
+  nz.confidence = -0.5;
+  assert_zeus_err(zeus__plo_noisy_replay(csv, &sel, &nz, 0, &r), ZEUS_EINVAL, "confidence -0.5");
+  nz.confidence = 0.9;
+  nz.max_profile_steps = -1;
+  assert_zeus_err(zeus__plo_noisy_replay(csv, &sel, &nz, 0, &r), ZEUS_EINVAL, "max_profile_steps -1");
+  nz.max_profile_steps = 0;
+  nz.confidence = 0;
+  setenv("ZEUS_PLO_CONFIDENCE", "2", 1);
+  int rc = zeus__plo_noisy_replay(csv, &sel, &nz, 0, &r);
+  bool named = strstr(zeus_errmsg(), "ZEUS_PLO_CONFIDENCE") != NULL;
+  setenv("ZEUS_PLO_CONFIDENCE", "0.95", 1);
+  /* Through the environment the mode acts: 5 % jitter on two limits 1.7 % apart measures more. */
+  zeus__plo_noise_issue30(&nz);
+  nz.seed = 2;
+  zeus__plo_replay_result withenv;
+  int rc2 = zeus__plo_noisy_replay(csv, &sel, &nz, 0, &withenv);
+  unsetenv("ZEUS_PLO_CONFIDENCE");
+  assert_true(rc != ZEUS_OK); /* out of range: refused, naming the variable */
+  assert_true(named);
+  assert_zeus_ok(rc2);
+  assert_false(isnan(withenv.confidence));
+  zeus__plo_replay_result plain;
+  assert_zeus_ok(zeus__plo_noisy_replay(csv, &sel, &nz, 0, &plain));
+  assert_true(withenv.steps > plain.steps);
+  scratch_free(&s);
+}
+
 /* The judge of a choice, on a made-up profile. */
 static void plo_judge_follows_issue_30s_rule(void **state) {
   (void)state;
@@ -602,6 +730,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(plo_few_limits_remeasure_what_decides),
       cmocka_unit_test(plo_report_names_the_contenders_of_every_wrong_choice),
       cmocka_unit_test(plo_report_arithmetic),
+      cmocka_unit_test(plo_confidence_mode_is_right_in_every_cell_at_095),
+      cmocka_unit_test(plo_confidence_mode_takes_the_safer_limit_at_the_cap),
+      cmocka_unit_test(plo_confidence_options_are_checked),
       cmocka_unit_test(plo_profile_decision_round_trips_and_is_checked),
       cmocka_unit_test(plo_short_plan_takes_the_first_windows_limit_when_it_can_decide),
   };

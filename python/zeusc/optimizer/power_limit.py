@@ -402,6 +402,13 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         pl_step: the stride between power limits, W (> 0); kept in mW in ``self.pl_step``.
         profile_path: an existing file: load it and apply its optimum at once, profiling
             nothing; a missing file: profile, then write it (atomically); None: no file.
+        confidence: (not in the original; keyword only) the confidence mode, in (0, 1), e.g.
+            0.95: after the sweep the limits that could still be the best are measured again in
+            interleaved rounds until the choice is within the selector's tolerance at this
+            confidence, or the cap comes (then the higher of the contenders is chosen). None: off
+            unless ZEUS_PLO_CONFIDENCE is set.
+        max_profile_steps: (keyword only) the confidence mode's cap in steps since construction;
+            None or 0: the end of the epoch in which the sweep ends.
 
     Raises:
         ValueError: a parameter out of range, GPUs whose power-limit ranges differ, a malformed
@@ -419,6 +426,9 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         profile_steps: int = 40,
         pl_step: int = 25,
         profile_path: str | Path | None = None,
+        *,
+        confidence: float | None = None,
+        max_profile_steps: int | None = None,
     ) -> None:
         self._h = c_void_p()  # first, so that close() works whatever fails below
         self._done = False
@@ -441,6 +451,17 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
                 raise ValueError(f"GlobalPowerLimitOptimizer: {name} {v} is out of range (expected 0..{_LONG_MAX})")
         if pl_step * 1000 >= 2**32:
             raise ValueError(f"GlobalPowerLimitOptimizer: pl_step {pl_step} W is out of range (expected < 4294967 W)")
+        # (not in the original) The confidence mode (issue 37; docs/plo.md).
+        if confidence is not None:
+            confidence = _number("GlobalPowerLimitOptimizer", "confidence", confidence)
+            if not 0 < confidence < 1:
+                raise ValueError(f"GlobalPowerLimitOptimizer: confidence {confidence} is outside the allowed range "
+                                 "(0, 1)")
+        if max_profile_steps is not None:
+            max_profile_steps = _int_arg("max_profile_steps", max_profile_steps)
+            if not 0 <= max_profile_steps <= _LONG_MAX:
+                raise ValueError(f"GlobalPowerLimitOptimizer: max_profile_steps {max_profile_steps} is outside the "
+                                 f"allowed range [0, {_LONG_MAX}]")
         if optimum_selector is not None and not isinstance(optimum_selector, OptimumSelector):
             raise TypeError("GlobalPowerLimitOptimizer: optimum_selector must be an OptimumSelector, got "
                             f"{type(optimum_selector).__name__}")
@@ -464,6 +485,11 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         o.warmup_steps = warmup_steps
         o.profile_steps = profile_steps
         o.pl_step_w = pl_step
+        if confidence is not None:
+            o.confidence = confidence
+        if max_profile_steps is not None:
+            o.max_profile_steps = max_profile_steps
+        self.confidence_target = confidence
         if self.profile_path is not None:
             self._path_bytes = _lib.fs_bytes(self.profile_path)
             o.profile_path = self._path_bytes
@@ -719,6 +745,9 @@ class HFGlobalPowerLimitOptimizer:
         profile_steps: int = 40,
         pl_step: int = 25,
         profile_path: str | Path | None = None,
+        *,
+        confidence: float | None = None,
+        max_profile_steps: int | None = None,
     ) -> None:
         self.optimizer = GlobalPowerLimitOptimizer(
             monitor=monitor,
@@ -728,6 +757,8 @@ class HFGlobalPowerLimitOptimizer:
             profile_steps=profile_steps,
             pl_step=pl_step,
             profile_path=profile_path,
+            confidence=confidence,
+            max_profile_steps=max_profile_steps,
         )
 
     def on_train_begin(self, args, state, control, model=None, **kwargs) -> None:
