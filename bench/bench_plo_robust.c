@@ -299,6 +299,8 @@ int main(int argc, char **argv) {
   }
   printf("\nGPUs with few limits: every profile cut to 250-100 W (7 limits, a V100's range)\n");
   int rc = table(cut, np, runs, hw, true);
+  if (!rc) rc = confidence_table(cut, np, runs, hw, 0.95, 0);
+  if (!rc) rc = confidence_table(cut, np, runs, hw, 0.95, 12);
   for (size_t i = 0; i < np; i++) unlink(cut[i]);
   rmdir(tmpl);
   return rc;
