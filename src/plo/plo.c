@@ -398,13 +398,17 @@ static int finish(zeus_plo *p) {
     /* After re-measuring: the limits the choice was among, so that loading the file with the
      * same selector makes the same choice. */
     zeus__plo_choice ch = {.namong = 0};
-    unsigned *among = p->nchoose ? malloc(p->nchoose * sizeof *among) : NULL;
+    /* The confidence mode's cap chose the safer limit itself: the file says so with that limit
+     * alone to choose among, so that loading it with the same selector makes the same choice. */
+    size_t nam = p->forced_w ? 1 : p->nchoose;
+    unsigned *among = nam ? malloc(nam * sizeof *among) : NULL;
     if (among) {
       snprintf(ch.selector, sizeof ch.selector, "%s", zeus__selector_name(&p->sel));
       ch.eta = p->sel.kind == ZEUS_SELECTOR_ZEUS_COST ? p->sel.eta : 0;
-      for (size_t i = 0; i < p->nchoose; i++) among[i] = p->choose[i].power_limit_w;
+      for (size_t i = 0; i < p->nchoose && !p->forced_w; i++) among[i] = p->choose[i].power_limit_w;
+      if (p->forced_w) among[0] = p->forced_w;
       ch.among_w = among;
-      ch.namong = p->nchoose;
+      ch.namong = nam;
     }
     /* The report (issue 37), only where the steps were noisy: noiseless, the original's file. */
     if (p->noisy && !isnan(p->confidence)) {
@@ -1112,9 +1116,10 @@ int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_op
     p->loaded = true;
     /* A run that re-measured chose among the limits it re-measured: with the same selector the
      * loaded profile chooses among them too (the live run's choice); otherwise among every limit. */
-    bool same = !p->original && ch.namong >= 2 && strcmp(ch.selector, zeus__selector_name(&p->sel)) == 0 &&
+    /* One limit alone: a confidence mode's choice at its cap (any selector but a custom one). */
+    bool same = !p->original && ch.namong >= 1 && strcmp(ch.selector, zeus__selector_name(&p->sel)) == 0 &&
                 (p->sel.kind != ZEUS_SELECTOR_ZEUS_COST || ch.eta == p->sel.eta) &&
-                p->sel.kind != ZEUS_SELECTOR_MAX_SLOWDOWN && p->sel.kind != ZEUS_SELECTOR_CUSTOM;
+                (p->sel.kind != ZEUS_SELECTOR_MAX_SLOWDOWN || ch.namong == 1) && p->sel.kind != ZEUS_SELECTOR_CUSTOM;
     free(p->choose);
     p->choose = same ? calloc(n, sizeof *p->choose) : NULL;
     p->nchoose = 0;
@@ -1124,7 +1129,10 @@ int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_op
           p->choose[p->nchoose++] = m[i];
           break;
         }
-    if (p->nchoose < 2) p->nchoose = 0;
+    if (p->nchoose < (ch.namong == 1 ? 1u : 2u)) p->nchoose = 0;
+    else if (p->nchoose == 1)
+      zeus__log(ZEUS_LOG_INFO, "plo", "loaded profile: its run chose %u W at the confidence mode's cap",
+                p->choose[0].power_limit_w);
     else zeus__log(ZEUS_LOG_INFO, "plo", "loaded profile: choosing among the %zu limits its run re-measured", p->nchoose);
     free(ch.among_w);
     /* The file's report of its run's choice, told again when the same optimum is applied. */

@@ -609,7 +609,9 @@ static void plo_confidence_mode_takes_the_safer_limit_at_the_cap(void **state) {
   ZEUS_SKIP_WITHOUT_DATA();
   char paths[16][1024];
   size_t np = list_profiles(paths, 16);
-  int capped = 0, raised = 0;
+  scratch sc;
+  scratch_init(&sc);
+  int capped = 0, raised = 0, reloaded = 0;
   for (size_t i = 0; i < np; i++) {
     for (int k = 0; k < 4; k++) {
       zeus_selector s;
@@ -626,7 +628,17 @@ static void plo_confidence_mode_takes_the_safer_limit_at_the_cap(void **state) {
         zeus__plo_noise_issue30(&nz);
         nz.seed = seed;
         nz.confidence = 0.95;
+        nz.profile_path = sc.profile;
+        unlink(sc.profile);
         assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 0, &a));
+        /* The saved profile, loaded with the same selector, makes the live run's choice and
+         * tells its report again, a choice at the cap too. */
+        zeus__plo_replay_result loaded;
+        assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 0, &loaded));
+        assert_int_equal(loaded.steps, 0);
+        assert_int_equal(loaded.chosen_w, a.chosen_w);
+        assert_near(loaded.confidence, a.confidence, 1e-6);
+        reloaded++;
         assert_true(a.steps <= 3 * a.original_steps); /* the first epoch: 3x in the replay */
         zeus_selector js = s;
         if (js.kind == ZEUS_SELECTOR_ZEUS_COST) js.world_size = a.ngpu;
@@ -642,9 +654,11 @@ static void plo_confidence_mode_takes_the_safer_limit_at_the_cap(void **state) {
       }
     }
   }
-  print_message("at the cap: %d runs unsettled, %d of them raised to a higher contender\n", capped, raised);
+  print_message("at the cap: %d runs unsettled, %d of them raised to a higher contender; %d reloaded alike\n",
+                capped, raised, reloaded);
   assert_true(capped > 0);
   assert_true(raised > 0);
+  scratch_free(&sc);
 }
 
 /* The mode's options: out of range refused naming them; ZEUS_PLO_CONFIDENCE read at open. */
