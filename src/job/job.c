@@ -700,7 +700,13 @@ static bool refine_plan(zeus_job *j, long k) {
   double key[MAX_LIMITS];
   for (size_t i = 0; i < j->p.n; i++) key[i] = limit_cost(j, i);
   size_t nc = 0;
-  j->nseq = zeus__robust_palindrome(key, j->p.n, zeus__robust_threshold(cv, j->measure), windows, j->seq, &nc);
+  double thr = zeus__robust_threshold(cv, j->measure);
+  j->nseq = zeus__robust_palindrome(key, j->p.n, thr, windows, j->seq, &nc);
+  /* Few limits (issue 37): no palindrome of two fits; the two that decide, once each, if two
+   * windows do. */
+  if (j->nseq == 0 && nc >= 2)
+    j->nseq = zeus__robust_short_plan(key, j->p.n, thr, zeus__robust_window_count(room, j->warmup, j->measure, false),
+                                      j->seq, &nc);
   /* The room whole windows leave lengthens them all alike. */
   j->win_len = zeus__robust_refine_len(j->seq, j->nseq, j->p.n, room, j->warmup, j->measure, 2 * j->measure);
   if (j->nseq)
