@@ -908,8 +908,9 @@ static void job_few_limits_remeasure_what_decides(void **state) {
   json_t *v;
   double best = INFINITY;
   json_object_foreach(tp, key, v) best = fmin(best, (0.5 * json_number_value(v) + 0.5 * 250) / num(tt, key));
-  int right[2] = {0, 0}, remeasured = 0;
+  int right[2] = {0, 0}, remeasured = 0, with_contenders = 0;
   const int runs = 20;
+  assert_null(json_object_get(truth_run.profile, "decision"));
   for (int m = 0; m < 2; m++) {
     for (int seed = 1; seed <= runs; seed++) {
       noisy_run r = run_noisy((uint64_t)seed, 0.05, 0.05, 0.02, m ? "original" : NULL);
@@ -922,17 +923,35 @@ static void job_few_limits_remeasure_what_decides(void **state) {
         /* 7 sweep windows, then 0 or 2 more within 1.5x the sweep's 91 steps. */
         assert_true(r.windows == 7 || r.windows == 9);
         remeasured += r.windows == 9;
+        /* The report (issue 37): the contenders (other limits, in W) and the confidence. */
+        json_t *d = json_object_get(r.profile, "decision");
+        assert_non_null(d);
+        assert_int_equal(json_integer_value(json_object_get(d, "optimal_power_limit_w")), r.chosen_w);
+        double conf = json_number_value(json_object_get(d, "confidence"));
+        assert_true(conf >= 0 && conf <= 1);
+        size_t ci;
+        json_t *cv;
+        json_array_foreach(json_object_get(d, "contenders_w"), ci, cv) {
+          char ck[24];
+          snprintf(ck, sizeof ck, "%lld", (long long)json_integer_value(cv) * 1000);
+          assert_non_null(json_object_get(tp, ck));
+          assert_true((unsigned)json_integer_value(cv) != r.chosen_w);
+          with_contenders++;
+        }
+      } else {
+        assert_null(json_object_get(r.profile, "decision")); /* the original's file */
       }
       json_decref(r.profile);
     }
   }
-  print_message("job with 7 limits under noise: robust %d/%d right, original %d/%d; %d runs re-measured\n", right[0],
-                runs, right[1], runs, remeasured);
+  print_message("job with 7 limits under noise: robust %d/%d right, original %d/%d; %d runs re-measured; %d "
+                "contenders reported\n", right[0], runs, right[1], runs, remeasured, with_contenders);
   fx_max_w = 0;
   json_decref(truth_run.profile);
   assert_true(remeasured >= runs / 2);
   assert_true(right[0] >= right[1]);
   assert_true(right[0] >= 19); /* as measured (13/20 before: nothing was measured again) */
+  assert_true(with_contenders > 0);
 }
 
 int main(int argc, char **argv) {
