@@ -269,11 +269,6 @@ static unsigned optimum_mw(const zeus_plo *p, unsigned w) {
 
 static double sel_key(const zeus_plo *p, const zeus_plo_measurement *m);
 
-/* The report of choosing w from the live measurements (issue 37): each limit's time has the
- * standard error its step spread gives over its steps, its energy that and the counter's tick
- * error; the contenders are the limits within ZEUS__ROBUST_CONTENDER_Z standard errors of the
- * choice, the confidence that of being within the selector's tolerance. Noiseless measurements:
- * confidence 1, no contenders. A loaded profile keeps the file's report; original profiling none. */
 /* The decision on measurements m (n of them, the live grid's order) whose times have relative
  * standard errors st and energies tick errors sk, for the choice c: the confidence, the
  * contenders in cont[] and each limit's factor of the confidence in pj[] (may be NULL). */
@@ -312,6 +307,11 @@ static void recorded_errors(const zeus_plo *p, double *st, double *sk) {
   }
 }
 
+/* The report of choosing w from the live measurements (issue 37): each limit's time has the
+ * standard error its step spread gives over its steps, its energy that and the counter's tick
+ * error; the contenders are the limits within ZEUS__ROBUST_CONTENDER_Z standard errors of the
+ * choice, the confidence that of being within the selector's tolerance. Noiseless measurements:
+ * confidence 1, no contenders. A loaded profile keeps the file's report; original profiling none. */
 static void decide_report(zeus_plo *p, unsigned w) {
   if (p->loaded) {
     bool same = p->file_w != 0 && p->file_w == w;
