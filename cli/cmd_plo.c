@@ -20,6 +20,8 @@ typedef struct options {
   double jitter, slow_first, drift, counter_period_ms;
   long seed;
   bool original;
+  double confidence;
+  long max_profile_steps;
 } options;
 
 static options plo_opts = {
@@ -78,6 +80,14 @@ static const cli_opt plo_table[] = {
     {"original", 0, CLI_OPT_FLAG, &plo_opts.original, NULL,
      "profile as the original does (sets ZEUS_PLO_PROFILING=original): one window\n"
      "of profile steps per limit, nothing measured again"},
+    {"confidence", 0, CLI_OPT_DOUBLE, &plo_opts.confidence, "P",
+     "the confidence mode (issue 37), P in (0, 1) such as 0.95: after the sweep, measure\n"
+     "the limits that could still be the best until the choice is within the selector's\n"
+     "tolerance at confidence P, or the cap (then the higher contender); 0: off\n"
+     "(ZEUS_PLO_CONFIDENCE is read when 0)", "0", 0, 0.999999},
+    {"max-profile-steps", 0, CLI_OPT_LONG, &plo_opts.max_profile_steps, "N",
+     "the confidence mode's cap in steps (default 0: the end of the epoch in which the\n"
+     "sweep ends)", "0", 0, 1e15},
     {"json", 0, CLI_OPT_FLAG, &plo_opts.json, NULL,
      "print one JSON document (see below) instead of the text report"},
     {0},
@@ -251,8 +261,21 @@ static void print_table(const zeus_plo_measurement *m, size_t n, unsigned opt_w,
   }
 }
 
+/* What the choice could not tell apart and the confidence it reached (issue 37), when known. */
+static void print_report(const zeus_plo *plo) {
+  double conf = zeus_plo_confidence(plo);
+  if (isnan(conf)) return;
+  const unsigned *cw;
+  size_t nc = zeus_plo_contenders(plo, &cw);
+  printf("could not tell apart from:");
+  if (!nc) printf(" none (no other limit within the measured noise)");
+  for (size_t i = 0; i < nc; i++) printf("%s %u W", i ? "," : "", cw[i]);
+  printf("\nconfidence reached: %.3f\n", conf);
+}
+
 static int print_json(const run *r, const options *o, bool demo, const unsigned *limits,
-                      size_t nlimits, const zeus_plo_measurement *m, size_t n, unsigned opt_w) {
+                      size_t nlimits, const zeus_plo_measurement *m, size_t n, unsigned opt_w,
+                      const zeus_plo *plo) {
   json_t *calls = json_array(), *meas = json_array(), *lims = json_array(), *sel;
   for (size_t i = 0; i < r->nchanges; i++)
     json_array_append_new(calls, json_pack("{s:i,s:f}", "gpu", (json_int_t)r->changes[i].gpu,
@@ -271,6 +294,15 @@ static int print_json(const run *r, const options *o, bool demo, const unsigned 
                           demo ? json_null() : json_string(o->profile), "selector", sel, "num_gpus",
                           (json_int_t)r->ngpu, "power_limits_w", lims, "optimal_power_limit_w",
                           (double)opt_w, "set_power_limit_calls", calls, "measurements", meas);
+  double conf = zeus_plo_confidence(plo);
+  if (!isnan(conf)) {
+    const unsigned *cw;
+    size_t nc = zeus_plo_contenders(plo, &cw);
+    json_t *ca = json_array();
+    for (size_t i = 0; i < nc; i++) json_array_append_new(ca, json_real(cw[i]));
+    json_object_set_new(out, "contenders_w", ca);
+    json_object_set_new(out, "confidence", json_real(conf));
+  }
   zeus_json_round_by_unit(out); /* each number at its resolution (docs/output.md) */
   char *s = zeus_json_dumps(out, JSON_INDENT(2));
   json_decref(out);
@@ -344,6 +376,8 @@ static int replay(const char *cmd, bool demo, const options *o) {
   po.wait_steps = o->wait;
   po.warmup_steps = o->warmup;
   po.profile_steps = o->profile_steps;
+  po.confidence = o->confidence;
+  po.max_profile_steps = o->max_profile_steps;
   if (zeus_plo_open(&plo, mon, &po)) {
     cli_error(cmd, true, "cannot start the optimizer");
     goto out;
@@ -429,12 +463,13 @@ static int replay(const char *cmd, bool demo, const options *o) {
   size_t n = zeus_plo_measurements(plo, &m);
   unsigned opt = zeus_plo_optimal_power_limit_w(plo);
   if (o->json) {
-    exit_code = print_json(&r, o, demo, limits, nlimits, m, n, opt);
+    exit_code = print_json(&r, o, demo, limits, nlimits, m, n, opt, plo);
   } else {
     print_changes(&r);
     if (done_step)
       printf("profiling took %ld steps (the original's: %ld on these settings)\n", done_step, orig_steps);
     print_table(m, n, opt, o->eta, r.ngpu, demo);
+    print_report(plo);
     exit_code = CLI_EXIT_OK;
   }
   goto out;

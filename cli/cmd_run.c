@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -174,6 +175,7 @@ static lr_table lrs;
 static long default_bs, max_epochs, seed, window_size, recurrences, warmup_iters, measure_iters,
     max_tries;
 static double target_metric, default_lr, eta, beta, max_power_w, timeout_s;
+static double plo_confidence; /* issue 37: exported to the trainee as ZEUS_PLO_CONFIDENCE */
 static const char *optimizer, *dataset, *network, *workdir, *log_base, *state_path, *spec_path,
     *out_path;
 static bool observer_mode, keep_going, reset_state, json_output, quiet;
@@ -228,6 +230,10 @@ static const cli_opt run_opts[] = {
      "power profiling: warm-up steps per limit", "10", 0, 1e6, .seen = &given[O_WARMUP]},
     {"profile-measure-iters", 0, CLI_OPT_LONG, &measure_iters, "N",
      "power profiling: measured steps per limit", "40", 1, 1e6, .seen = &given[O_MEASURE]},
+    {"plo-confidence", 0, CLI_OPT_DOUBLE, &plo_confidence, "P",
+     "the power-limit optimizer's confidence mode for the trainee: exported as\n"
+     "ZEUS_PLO_CONFIDENCE=P, P in (0, 1) (a GlobalPowerLimitOptimizer in the trainee\n"
+     "measures until its choice is settled at P; docs/plo.md); 0: not set", "0", 0, 0.999999},
     {"max-power-w", 0, CLI_OPT_DOUBLE, &max_power_w, "W", "the cost's max power",
      "max limit x visible GPUs", 1e-9, 1e9, .seen = &given[O_MAX_POWER]},
     {"max-tries", 0, CLI_OPT_LONG, &max_tries, "N", "tries per recurrence", "20", 1, 100000,
@@ -348,6 +354,11 @@ int cmd_run(int argc, char **argv) {
   int ncommand = 0;
   int status = cli_parse(&run_cmd, argc, argv, &command, &ncommand);
   if (status != CLI_CONTINUE) return status;
+  if (plo_confidence > 0) {
+    char v[32];
+    snprintf(v, sizeof v, "%.6g", plo_confidence);
+    setenv("ZEUS_PLO_CONFIDENCE", v, 1); /* the trainee inherits the environment */
+  }
   zeus_run_spec s;
   zeus_run_spec_init(&s);
   void *storage = NULL;

@@ -131,6 +131,16 @@ typedef struct zeus_plo_opts {
   const zeus_collective *collective;
   /* Do not install SIGINT/SIGTERM handlers that restore the GPUs (the caller handles signals). */
   bool no_signal_handlers;
+  /* The confidence mode (issue 37), opt-in: in (0, 1), e.g. 0.95. After the sweep, the limits that
+   * could still be the best are measured again, in interleaved rounds, until the choice is within
+   * the selector's tolerance at this confidence (zeus_plo_confidence) or the cap is reached, where
+   * the higher of the remaining contenders is chosen. 0: off, unless ZEUS_PLO_CONFIDENCE is set.
+   * Noiseless steps and ZEUS_PLO_PROFILING=original ignore it. */
+  double confidence;
+  /* The cap of the confidence mode in steps since open (>= 0). 0: the end of the epoch in which
+   * the sweep ends (the epoch's length as zeus_plo_set_epoch_steps said, else its end). With a cap,
+   * measuring goes on across epoch ends. */
+  long max_profile_steps;
 } zeus_plo_opts;
 
 /* Fills *o with the defaults. A zeroed struct is rejected (profile_steps 0), so start from this. */
@@ -169,6 +179,17 @@ ZEUS_EXTERN unsigned zeus_plo_next_power_limit_w(const zeus_plo *p);
 ZEUS_EXTERN unsigned zeus_plo_current_power_limit_w(const zeus_plo *p);
 /* The chosen limit (W); 0 until DONE. */
 ZEUS_EXTERN unsigned zeus_plo_optimal_power_limit_w(const zeus_plo *p);
+/* What the choice could not tell apart (issue 37), once DONE: the limits (W) within the measured
+ * noise of the optimum (two standard errors of a difference, from each limit's step spread over
+ * its steps and the energy counter's tick error), in profiling order; *out_w borrowed, valid until
+ * close; 0 with none, before DONE, or when unknown. */
+ZEUS_EXTERN size_t zeus_plo_contenders(const zeus_plo *p, const unsigned **out_w /* out */);
+/* The confidence the optimum reached, once DONE: the probability, from the same errors taken as
+ * independent normals, that it is within the selector's tolerance of the best (1 % of the cost,
+ * energy or time; MaxSlowdownConstraint: within the factor + 0.5 % and no lower limit with 1 %
+ * less energy within the factor). 1 for noiseless measurements; NaN before DONE, with
+ * ZEUS_PLO_PROFILING=original, or for a loaded profile without a recorded decision. */
+ZEUS_EXTERN double zeus_plo_confidence(const zeus_plo *p);
 /* The measurements so far (borrowed, valid until the next hook call). */
 ZEUS_EXTERN size_t zeus_plo_measurements(const zeus_plo *p,
                                          const zeus_plo_measurement **out /* out */);

@@ -44,9 +44,12 @@ def test_hf_optimizer_has_the_same_signature(plo_lib):
     from zeusc.optimizer.power_limit import GlobalPowerLimitOptimizer, HFGlobalPowerLimitOptimizer
     g = inspect.signature(GlobalPowerLimitOptimizer.__init__)
     assert g == inspect.signature(HFGlobalPowerLimitOptimizer.__init__)
+    # The original's parameters, in its order, then (issue 37, not in the original) two keyword-only
+    # ones that leave every call of the original's working as before.
     assert list(g.parameters) == ["self", "monitor", "optimum_selector", "wait_steps", "warmup_steps",
-                                  "profile_steps", "pl_step", "profile_path"]
-    assert [p.default for p in list(g.parameters.values())[2:]] == [None, 1, 10, 40, 25, None]
+                                  "profile_steps", "pl_step", "profile_path", "confidence", "max_profile_steps"]
+    assert [p.default for p in list(g.parameters.values())[2:]] == [None, 1, 10, 40, 25, None, None, None]
+    assert [p.kind for p in list(g.parameters.values())[8:]] == [inspect.Parameter.KEYWORD_ONLY] * 2
 
 
 def test_constructor_attributes_are_the_originals(plo_lib, two_fake_gpus, tmp_path):

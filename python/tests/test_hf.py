@@ -42,7 +42,8 @@ def test_wiring_forwards_the_events_and_arguments():
             def on_epoch_begin(self): log.append("UNEXPECTED epoch_begin")
         pl.GlobalPowerLimitOptimizer = Recorder
         cb = pl.HFGlobalPowerLimitOptimizer("MON", optimum_selector="SEL", wait_steps=3, warmup_steps=4,
-                                            profile_steps=5, pl_step=6, profile_path="p.json")
+                                            profile_steps=5, pl_step=6, profile_path="p.json", confidence=0.9,
+                                            max_profile_steps=7)
         assert isinstance(cb, transformers.TrainerCallback)
         assert isinstance(cb, pl.HFGlobalPowerLimitOptimizer)
         assert type(cb).__name__ == "HFGlobalPowerLimitOptimizer"
@@ -56,7 +57,8 @@ def test_wiring_forwards_the_events_and_arguments():
     """)
     assert p.returncode == 0, p.stderr
     log = eval(p.stdout.splitlines()[0])
-    assert log[0] == ("init", [("monitor", "MON"), ("optimum_selector", "SEL"), ("pl_step", 6),
+    assert log[0] == ("init", [("confidence", 0.9), ("max_profile_steps", 7), ("monitor", "MON"),
+                               ("optimum_selector", "SEL"), ("pl_step", 6),
                                ("profile_path", "p.json"), ("profile_steps", 5), ("wait_steps", 3),
                                ("warmup_steps", 4)])
     assert log[1:] == ["step_begin"] * 3 + ["epoch_end"] + ["step_begin"] * 3 + ["epoch_end"]

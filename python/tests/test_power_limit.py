@@ -20,7 +20,7 @@ import pytest
 import zeusc_testutil as tu
 from zeusc.monitor import ZeusMonitor
 from zeusc.optimizer import power_limit as pl
-from zeusc.optimizer.power_limit import (Energy, GlobalPowerLimitOptimizer, MaxSlowdownConstraint, OptimumSelector,
+from zeusc.optimizer.power_limit import (Done, Energy, GlobalPowerLimitOptimizer, MaxSlowdownConstraint, OptimumSelector,
                                          PLOState, PowerLimitMeasurement, Time, ZeusCost)
 from zeusc.utils.metric import zeus_cost
 
@@ -230,6 +230,104 @@ def test_profile_file_is_saved_and_reloaded_with_every_selector(plo_lib, fake, m
                 assert r.limits() == [r.initial_w] * r.n
         finally:
             r.close()
+
+
+def test_done_reports_contenders_and_confidence(plo_lib, fake, monkeypatch, tmp_path, plo_profiles):
+    """Issue 37: Done carries the limits the choice could not tell apart and the confidence it
+    reached: noiseless steps 1.0 and none (and the original's file exactly); 5 % seeded jitter a
+    confidence below 1 with the file's "decision" saying the same; the original's profiling none."""
+    import random
+
+    prof = tu.Profile(plo_profiles[0])
+    for mode, jitter in (("robust", 0.0), ("robust", 0.05), ("original", 0.05)):
+        sub = tmp_path / f"{mode}-{jitter}"
+        sub.mkdir()
+        saved = str(sub / "profile.json")
+        monkeypatch.setenv("ZEUS_PLO_PROFILING", mode)
+        r = Replay(fake, monkeypatch, sub, prof)
+        rng = random.Random(7)
+        try:
+            opt = GlobalPowerLimitOptimizer(r.monitor, Time(), wait_steps=1, warmup_steps=3, profile_steps=10,
+                                            profile_path=saved)
+            for _ in range(2000):
+                if opt.state_kind == PLOState.DONE:
+                    break
+                opt.on_step_begin()
+                r.fake.work_all(r.n, round(1.0 + jitter * rng.gauss(0, 1), 3))
+                opt.on_step_end()
+            done = opt.state
+            assert isinstance(done, Done)
+            assert done == Done(optimal_power_limit=done.optimal_power_limit)  # equality as the original's
+            with open(saved) as f:
+                doc = json.load(f)
+            limits_mw = opt.power_limits
+            if mode == "original":
+                assert done.confidence is None and done.contenders == []
+                assert sorted(doc) == ["measurements"]
+            elif jitter == 0:
+                assert done.confidence == 1.0 and done.contenders == []
+                assert sorted(doc) == ["measurements"]
+            else:
+                assert 0 <= done.confidence < 1
+                assert all(c in limits_mw and c != done.optimal_power_limit for c in done.contenders)
+                assert doc["decision"]["optimal_power_limit_w"] * 1000 == done.optimal_power_limit
+                assert [c * 1000 for c in doc["decision"]["contenders_w"]] == done.contenders
+                assert math.isclose(doc["decision"]["confidence"], done.confidence, rel_tol=1e-9)
+            assert opt.confidence == done.confidence and opt.contenders == done.contenders
+            opt.close()
+            if mode == "robust" and jitter:
+                # Loaded with the same selector, the file's report is told again.
+                again = GlobalPowerLimitOptimizer(r.monitor, Time(), profile_path=saved)
+                assert again.state.optimal_power_limit == done.optimal_power_limit
+                assert again.state.contenders == done.contenders
+                assert math.isclose(again.state.confidence, done.confidence, rel_tol=1e-9)
+                again.close()
+        finally:
+            r.close()
+
+
+def test_confidence_mode_keyword_measures_until_settled(plo_lib, fake, monkeypatch, tmp_path, plo_profiles):
+    """Issue 37: confidence=0.95 (a keyword of GlobalPowerLimitOptimizer) measures until the choice
+    is settled at that confidence (not the default's 1.5x budget) on seeded jitter; bad values are
+    ValueErrors."""
+    import random
+
+    prof = tu.Profile(plo_profiles[0])
+    steps = {}
+    for conf in (None, 0.95):
+        sub = tmp_path / f"c{conf}"
+        sub.mkdir()
+        r = Replay(fake, monkeypatch, sub, prof)
+        rng = random.Random(3)
+        try:
+            opt = GlobalPowerLimitOptimizer(r.monitor, Time(), wait_steps=1, warmup_steps=3, profile_steps=10,
+                                            confidence=conf, max_profile_steps=2000 if conf else None)
+            n = 0
+            while opt.state_kind != PLOState.DONE and n < 3000:
+                opt.on_step_begin()
+                r.fake.work_all(r.n, round(1.0 + 0.05 * rng.gauss(0, 1), 3))
+                opt.on_step_end()
+                n += 1
+            assert opt.state_kind == PLOState.DONE
+            steps[conf] = n
+            assert opt.confidence is not None
+            if conf:
+                assert opt.confidence_target == 0.95
+                assert opt.confidence >= 0.95  # settled well before the cap of 2000 steps
+            opt.close()
+        finally:
+            r.close()
+    assert steps[0.95] != steps[None]  # the mode decided when to stop, not the 1.5x budget
+    two = tu.Profile(plo_profiles[0])
+    r = Replay(fake, monkeypatch, tmp_path, two)
+    try:
+        for bad in (0, 1, 1.5, -0.1):
+            with pytest.raises(ValueError, match="confidence"):
+                GlobalPowerLimitOptimizer(r.monitor, Time(), confidence=bad)
+        with pytest.raises(ValueError, match="max_profile_steps"):
+            GlobalPowerLimitOptimizer(r.monitor, Time(), confidence=0.9, max_profile_steps=-1)
+    finally:
+        r.close()
 
 
 # ---- selectors and zeus_cost --------------------------------------------------------------------

@@ -295,6 +295,8 @@ class PloOpts(Structure):
         ("profile_path", c_char_p),
         ("collective", POINTER(Collective)),
         ("no_signal_handlers", c_bool),
+        ("confidence", c_double),
+        ("max_profile_steps", c_long),
     ]
 
 
@@ -494,6 +496,8 @@ _PLO = {
     "zeus_plo_measurements": (c_size_t, [_VP, _P(_P(PloMeasurement))]),
     "zeus_plo_power_limits": (c_size_t, [_VP, _P(_P(c_uint))]),
     "zeus_plo_set_epoch_steps": (c_int, [_VP, c_long]),
+    "zeus_plo_contenders": (c_size_t, [_VP, _P(_P(c_uint))]),
+    "zeus_plo_confidence": (c_double, [_VP]),
 }
 
 # zeus/pfo_client.h: the Perseus client (PipelineFrequencyOptimizer), the optional component

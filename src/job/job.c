@@ -67,6 +67,12 @@ struct zeus_job {
   double sw_time[MAX_LIMITS], sw_energy[MAX_LIMITS]; /* the sweep's window per limit */
   double r_t[MAX_LIMITS], r_e[MAX_LIMITS], r_cv2[MAX_LIMITS]; /* re-measured sums */
   bool refining, noisy;
+  /* The report of the choice (issue 37), on noisy steps: the limits within the measured noise of
+   * it and the confidence that it is within 1 % of the best cost. */
+  bool decided;
+  double confidence;
+  unsigned contenders_w[MAX_LIMITS];
+  size_t ncontenders;
   size_t seq[2 * MAX_LIMITS + 2], nseq, ri;
   long sweep_steps;      /* steps the sweep took (the original's profiling) */
   bool profiling;        /* limits are left to profile in this run */
@@ -248,6 +254,16 @@ static int save_profile(zeus_job *j) {
                                     "outlier_steps", (json_int_t)j->win_out[i]));
     }
     json_object_set_new(root, "train_profile_info", info);
+  }
+  if (j->decided) {
+    /* Issue 37: what the choice could not tell apart, and the confidence it reached. */
+    json_t *cw = json_array();
+    for (size_t i = 0; cw && i < j->ncontenders; i++)
+      json_array_append_new(cw, json_integer((json_int_t)j->contenders_w[i]));
+    json_object_set_new(root, "decision",
+                        json_pack("{s:I, s:o, s:o}", "optimal_power_limit_w", (json_int_t)j->p.optimal_w,
+                                  "contenders_w", cw ? cw : json_array(), "confidence",
+                                  zeus__json_derived(j->confidence)));
   }
   int rc = zeus__json_write_file_atomic(j->power_json, root, 2);
   json_decref(root);
@@ -664,6 +680,30 @@ int zeus_job_train_step_begin(zeus_job *j) {
 
 /* Profiling is over: the optimum (among `only`, NULL: every limit) is chosen on rank 0 and
  * applied on every rank. */
+/* The report of choosing opt (noisy steps; zeus_plo's rules): each limit's cost has the relative
+ * standard error of its throughput, the step spread over the steps of the windows that count (the
+ * counter's tick error is not tracked here); contenders within 2 standard errors of a difference,
+ * the confidence of being within 1 % of the best. */
+static void decide_report(zeus_job *j, unsigned opt) {
+  j->decided = false;
+  j->ncontenders = 0;
+  if (!j->noisy || j->p.n < 2) return;
+  double key[MAX_LIMITS], sd[MAX_LIMITS];
+  bool cont[MAX_LIMITS];
+  size_t c = j->p.n;
+  for (size_t i = 0; i < j->p.n; i++) {
+    long steps = j->win_steps[i] - (i == 0 && j->win_n[i] > 1 ? j->measure : 0); /* the first window does not count */
+    key[i] = limit_cost(j, i);
+    sd[i] = steps > 0 ? key[i] * j->win_cv[i] / sqrt((double)steps) : 0;
+    if (j->p.limits_w[i] == opt) c = i;
+  }
+  if (c == j->p.n) return;
+  j->confidence = zeus__robust_decide_min(key, sd, j->p.n, c, ZEUS__ROBUST_TOL, ZEUS__ROBUST_CONTENDER_Z, cont, NULL);
+  for (size_t i = 0; i < j->p.n; i++)
+    if (cont[i]) j->contenders_w[j->ncontenders++] = j->p.limits_w[i];
+  j->decided = true;
+}
+
 static int finish_profiling(zeus_job *j, const bool *only) {
   unsigned opt = choose_optimal(j, only);
   int rc = zeus_collective_broadcast(j->o.collective, &opt, sizeof opt, 0);
@@ -673,7 +713,18 @@ static int finish_profiling(zeus_job *j, const bool *only) {
   j->profiling = false;
   j->refining = false;
   j->save_pending = true;
-  zeus__log(ZEUS_LOG_INFO, "job", "optimal power limit %u W", opt);
+  decide_report(j, opt);
+  if (j->decided) {
+    char buf[256] = "";
+    size_t at = 0;
+    for (size_t i = 0; i < j->ncontenders && at < sizeof buf; i++)
+      at += (size_t)snprintf(buf + at, sizeof buf - at, "%s %u", i ? "," : "", j->contenders_w[i]);
+    zeus__log(ZEUS_LOG_INFO, "job", "optimal power limit %u W (%s%s%s; confidence %.3f)", opt,
+              j->ncontenders ? "could not tell apart from" : "no contender within the noise", buf,
+              j->ncontenders ? " W" : "", j->confidence);
+  } else {
+    zeus__log(ZEUS_LOG_INFO, "job", "optimal power limit %u W", opt);
+  }
   /* The rest of this epoch, evaluation included, runs at the optimum (so that evaluation is
    * profiled at it); steady epochs use steady_limit(). */
   return apply_limit(j, opt);
@@ -700,7 +751,13 @@ static bool refine_plan(zeus_job *j, long k) {
   double key[MAX_LIMITS];
   for (size_t i = 0; i < j->p.n; i++) key[i] = limit_cost(j, i);
   size_t nc = 0;
-  j->nseq = zeus__robust_palindrome(key, j->p.n, zeus__robust_threshold(cv, j->measure), windows, j->seq, &nc);
+  double thr = zeus__robust_threshold(cv, j->measure);
+  j->nseq = zeus__robust_palindrome(key, j->p.n, thr, windows, j->seq, &nc);
+  /* Few limits (issue 37): no palindrome of two fits; the two that decide, once each, if two
+   * windows do. */
+  if (j->nseq == 0 && nc >= 2)
+    j->nseq = zeus__robust_short_plan(key, j->p.n, thr, zeus__robust_window_count(room, j->warmup, j->measure, false),
+                                      j->seq, &nc);
   /* The room whole windows leave lengthens them all alike. */
   j->win_len = zeus__robust_refine_len(j->seq, j->nseq, j->p.n, room, j->warmup, j->measure, 2 * j->measure);
   if (j->nseq)

@@ -3,6 +3,7 @@
  * chooses right when steps jitter, the first window is slow and the work drifts (issue 30). */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +78,8 @@ int zeus__plo_noisy_replay(const char *profile, const zeus_selector *sel, const 
   po.profile_steps = nz->profile_steps;
   po.no_signal_handlers = true;
   po.profile_path = nz->profile_path;
+  po.confidence = nz->confidence;
+  po.max_profile_steps = nz->max_profile_steps;
   if ((rc = zeus__plo_open_mode(&plo, mon, &po, mode))) goto out;
   if (nz->steps_per_epoch > 0 && (rc = zeus_plo_set_epoch_steps(plo, nz->steps_per_epoch))) goto out;
   const unsigned *limits;
@@ -115,6 +118,11 @@ int zeus__plo_noisy_replay(const char *profile, const zeus_selector *sel, const 
   res->n = zeus_plo_measurements(plo, &m);
   if (res->n > ZEUS__PLO_REPLAY_MAX) res->n = ZEUS__PLO_REPLAY_MAX;
   memcpy(res->meas, m, res->n * sizeof *m);
+  res->confidence = zeus_plo_confidence(plo);
+  const unsigned *cw;
+  res->ncontenders = zeus_plo_contenders(plo, &cw);
+  if (res->ncontenders > ZEUS__PLO_REPLAY_MAX) res->ncontenders = ZEUS__PLO_REPLAY_MAX;
+  if (res->ncontenders) memcpy(res->contenders_w, cw, res->ncontenders * sizeof *cw);
 out:
   zeus_plo_close(plo);
   zeus_monitor_close(mon);
@@ -173,6 +181,76 @@ int zeus__plo_robustness(const char *profile, const zeus_selector *sel, const ze
     if ((rc = zeus__plo_judge(&judged, truth.meas, truth.n, r.chosen_w, &ok, NULL))) return rc;
     *right += ok;
     if (max_steps_ratio) *max_steps_ratio = fmax(*max_steps_ratio, (double)r.steps / (double)r.original_steps);
+  }
+  return ZEUS_OK;
+}
+
+int zeus__plo_cut_profile(const char *src, const char *dst, unsigned max_w, unsigned min_w, size_t *kept) {
+  if (kept) *kept = 0;
+  FILE *in = fopen(src, "r");
+  if (!in) return zeus__error(ZEUS_EIO, "cutting a profile: cannot read '%s'", src);
+  FILE *out = fopen(dst, "w");
+  if (!out) {
+    fclose(in);
+    return zeus__error(ZEUS_EIO, "cutting a profile: cannot write '%s'", dst);
+  }
+  char line[4096];
+  size_t n = 0;
+  bool header = true;
+  while (fgets(line, sizeof line, in)) {
+    if (header) {
+      fputs(line, out);
+      header = false;
+      continue;
+    }
+    /* window_name is the second column and ends in _<limit in W>. */
+    const char *c1 = strchr(line, ',');
+    const char *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+    if (!c2) continue;
+    const char *us = c2;
+    while (us > c1 && *us != '_') us--;
+    if (us == c1) continue;
+    unsigned w = (unsigned)strtoul(us + 1, NULL, 10);
+    if (w < min_w || w > max_w) continue;
+    fputs(line, out);
+    n++;
+  }
+  fclose(in);
+  int bad = fclose(out) != 0;
+  if (bad) return zeus__error(ZEUS_EIO, "cutting a profile: cannot write '%s'", dst);
+  if (kept) *kept = n;
+  return ZEUS_OK;
+}
+
+int zeus__plo_lead(const zeus_selector *sel, const zeus_plo_measurement *truth, size_t n, double *lead) {
+  *lead = INFINITY;
+  if (n < 2) return zeus__error(ZEUS_EINVAL, "the lead of a choice needs two limits or more, got %zu", n);
+  size_t at_max = 0;
+  for (size_t i = 0; i < n; i++)
+    if (truth[i].power_limit_w > truth[at_max].power_limit_w) at_max = i;
+  double max_power = (double)truth[at_max].power_limit_w * (sel->world_size ? sel->world_size : 1);
+  double bound = sel->factor * truth[at_max].time_s;
+  size_t best = n;
+  double bk = INFINITY;
+  for (size_t i = 0; i < n; i++) {
+    double k = sel->kind == ZEUS_SELECTOR_ENERGY      ? truth[i].energy_j
+               : sel->kind == ZEUS_SELECTOR_TIME      ? truth[i].time_s
+               : sel->kind == ZEUS_SELECTOR_MAX_SLOWDOWN ? (truth[i].time_s <= bound ? truth[i].energy_j : INFINITY)
+                                                      : zeus_cost(truth[i].energy_j, truth[i].time_s, sel->eta, max_power);
+    if (k < bk) bk = k, best = i;
+  }
+  if (best == n) return zeus__error(ZEUS_EINVAL, "the lead of a choice: no limit qualifies");
+  for (size_t i = 0; i < n; i++) {
+    if (i == best) continue;
+    double d;
+    if (sel->kind == ZEUS_SELECTOR_MAX_SLOWDOWN)
+      d = truth[i].time_s <= bound ? truth[i].energy_j / bk - 1 : truth[i].time_s / bound - 1;
+    else
+      d = (sel->kind == ZEUS_SELECTOR_ENERGY ? truth[i].energy_j
+           : sel->kind == ZEUS_SELECTOR_TIME ? truth[i].time_s
+                                             : zeus_cost(truth[i].energy_j, truth[i].time_s, sel->eta, max_power)) /
+              bk - 1;
+    *lead = fmin(*lead, d);
   }
   return ZEUS_OK;
 }

@@ -85,6 +85,23 @@ struct zeus_plo {
   zeus_plo_measurement *choose; /* after re-measuring: the re-measured limits the choice is among */
   size_t nchoose;
   long steps_seen; /* step begins since open, until DONE */
+  double *tick_rel;        /* per grid limit: relative standard error of its energy from the counter's ticks */
+  double *r_sum_eb2;       /* refine: sum of the squared error bounds (J) of the new windows */
+  double *eb_sweep;        /* per grid limit: the sweep window's energy error bound (J) */
+  /* The report of the choice (issue 37): the limits it could not tell apart, the confidence. */
+  unsigned *contenders_w;
+  size_t ncontenders;
+  double confidence;       /* NAN: unknown (original profiling, a file without a decision) */
+  /* The confidence mode (issue 37): rounds of windows over the limits that could still be best. */
+  double conf_target;      /* 0: off */
+  long max_profile_steps;  /* the mode's cap in steps since open (0: the end of the sweep's epoch) */
+  bool adaptive;           /* after the sweep: measuring in rounds (refine_seq is the round) */
+  bool settled;            /* the choice reached conf_target */
+  long round;              /* rounds planned */
+  size_t last_at;          /* grid index of the window that just ended (SIZE_MAX: none, or an epoch end since) */
+  unsigned forced_w;       /* the cap's safer choice (0: the selector's) */
+  unsigned file_w;         /* a loaded profile's decided optimum (0: none) and its confidence */
+  double file_confidence;
 };
 
 /* The original's profiling steps on these settings (one attempt per limit). */
@@ -127,6 +144,16 @@ static int check_opts(const zeus_plo_opts *o) {
   if (o->pl_step_w > UINT_MAX / 1000)
     return zeus__error(ZEUS_EINVAL, "power-limit optimizer: pl_step_w %u is outside the allowed range [1, %u] W",
                        o->pl_step_w, (unsigned)UINT_MAX / 1000);
+  if (!(o->confidence == 0 || (o->confidence > 0 && o->confidence < 1)))
+    return zeus__error(ZEUS_EINVAL,
+                       "power-limit optimizer: confidence %g is outside the allowed range (0, 1) (0: the confidence mode "
+                       "off)",
+                       o->confidence);
+  if (o->max_profile_steps < 0)
+    return zeus__error(ZEUS_EINVAL,
+                       "power-limit optimizer: max_profile_steps %ld is outside the allowed range [0, %ld] (0: the end "
+                       "of the first epoch)",
+                       o->max_profile_steps, (long)LONG_MAX);
   if (o->profile_path && !o->profile_path[0])
     return zeus__error(ZEUS_EINVAL, "power-limit optimizer: profile_path is empty (use NULL for no profile file)");
   if (o->selector) {
@@ -209,13 +236,16 @@ static int start_attempt(zeus_plo *p) {
   size_t at = cur_index(p);
   int rc = apply_limit(p, p->limits_mw[at]);
   if (!rc) {
-    if (p->refining)
+    if (p->refining && p->adaptive)
+      zeus__log(ZEUS_LOG_INFO, "plo", "measuring %u W again (round %ld, %zu of %zu)", p->limits_w[at], p->round,
+                p->ri + 1, p->nrefine);
+    else if (p->refining)
       zeus__log(ZEUS_LOG_INFO, "plo", "warming up at %u W to measure it again (%zu of %zu)", p->limits_w[at],
                 p->ri + 1, p->nrefine);
     else
       zeus__log(ZEUS_LOG_INFO, "plo", "warming up at %u W (%zu of %zu)", p->limits_w[at], p->idx + 1, p->nlimits);
     /* Measuring the limit just measured again: it is warm. */
-    bool warm = p->refining && zeus__robust_warm(p->refine_seq, p->ri, p->nlimits);
+    bool warm = p->refining && (p->adaptive ? p->last_at == at : zeus__robust_warm(p->refine_seq, p->ri, p->nlimits));
     if (p->warmup_steps > 0 && !warm) {
       p->state = ZEUS_PLO_WARMUP;
       p->steps_left = p->warmup_steps;
@@ -237,12 +267,101 @@ static unsigned optimum_mw(const zeus_plo *p, unsigned w) {
   return w * 1000u;
 }
 
+static double sel_key(const zeus_plo *p, const zeus_plo_measurement *m);
+
+/* The decision on measurements m (n of them, the live grid's order) whose times have relative
+ * standard errors st and energies tick errors sk, for the choice c: the confidence, the
+ * contenders in cont[] and each limit's factor of the confidence in pj[] (may be NULL). */
+static double decide_on(const zeus_plo *p, const zeus_plo_measurement *m, const double *st, const double *sk, size_t n,
+                        size_t c, bool *cont, double *pj) {
+  double *key = malloc(3 * n * sizeof *key);
+  if (!key) return NAN;
+  double *sd = key + n, *energy = key + 2 * n;
+  for (size_t i = 0; i < n; i++) {
+    energy[i] = m[i].energy_j;
+    switch (p->sel.kind) {
+      case ZEUS_SELECTOR_ENERGY: key[i] = m[i].energy_j, sd[i] = m[i].energy_j * hypot(st[i], sk[i]); break;
+      case ZEUS_SELECTOR_TIME: key[i] = m[i].time_s, sd[i] = m[i].time_s * st[i]; break;
+      case ZEUS_SELECTOR_MAX_SLOWDOWN:
+        key[i] = m[0].time_s > 0 ? m[i].time_s / m[0].time_s : 0;
+        sd[i] = i == 0 ? 0 : key[i] * hypot(st[i], st[0]);
+        break;
+      default:
+        key[i] = sel_key(p, &m[i]);
+        sd[i] = hypot(key[i] * st[i], p->sel.eta * m[i].energy_j * sk[i]);
+    }
+  }
+  double conf = p->sel.kind == ZEUS_SELECTOR_MAX_SLOWDOWN
+                    ? zeus__robust_decide_slowdown(key, sd, energy, n, c, p->sel.factor, ZEUS__ROBUST_CONTENDER_Z, cont, pj)
+                    : zeus__robust_decide_min(key, sd, n, c, ZEUS__ROBUST_TOL, ZEUS__ROBUST_CONTENDER_Z, cont, pj);
+  free(key);
+  return conf;
+}
+
+/* The relative standard errors of the recorded measurements: time from the step spread over the
+ * steps of the windows that count, energy from the counter's ticks. */
+static void recorded_errors(const zeus_plo *p, double *st, double *sk) {
+  for (size_t i = 0; i < p->nmeas; i++) {
+    st[i] = p->info[i].steps > 0 ? p->info[i].step_cv / sqrt((double)p->info[i].steps) : 0;
+    sk[i] = p->tick_rel ? p->tick_rel[i] : 0;
+  }
+}
+
+/* The report of choosing w from the live measurements (issue 37): each limit's time has the
+ * standard error its step spread gives over its steps, its energy that and the counter's tick
+ * error; the contenders are the limits within ZEUS__ROBUST_CONTENDER_Z standard errors of the
+ * choice, the confidence that of being within the selector's tolerance. Noiseless measurements:
+ * confidence 1, no contenders. A loaded profile keeps the file's report; original profiling none. */
+static void decide_report(zeus_plo *p, unsigned w) {
+  if (p->loaded) {
+    bool same = p->file_w != 0 && p->file_w == w;
+    p->confidence = same ? p->file_confidence : NAN;
+    if (!same) p->ncontenders = 0;
+    return;
+  }
+  if (p->original || !p->info || !p->contenders_w) return;
+  p->ncontenders = 0;
+  p->confidence = NAN;
+  size_t n = p->nmeas, c = n;
+  for (size_t i = 0; i < n; i++)
+    if (p->meas[i].power_limit_w == w) c = i;
+  if (c == n || p->sel.kind == ZEUS_SELECTOR_CUSTOM) return;
+  double *st = malloc(2 * n * sizeof *st);
+  bool *cont = calloc(n, sizeof *cont);
+  if (st && cont) {
+    recorded_errors(p, st, st + n);
+    p->confidence = decide_on(p, p->meas, st, st + n, n, c, cont, NULL);
+    for (size_t i = 0; i < n; i++)
+      if (cont[i]) p->contenders_w[p->ncontenders++] = p->meas[i].power_limit_w;
+  }
+  free(st);
+  free(cont);
+}
+
+/* ", could not tell apart from 250, 225 W; confidence 0.93" for the log (empty when unknown). */
+static void report_text(const zeus_plo *p, char *buf, size_t cap) {
+  buf[0] = 0;
+  if (isnan(p->confidence)) return;
+  size_t at = 0;
+  if (p->ncontenders) {
+    at += (size_t)snprintf(buf + at, cap - at, "; could not tell apart from");
+    for (size_t i = 0; i < p->ncontenders && at < cap; i++)
+      at += (size_t)snprintf(buf + at, cap - at, "%s %u", i ? "," : "", p->contenders_w[i]);
+    if (at < cap) at += (size_t)snprintf(buf + at, cap - at, " W");
+  } else {
+    at += (size_t)snprintf(buf + at, cap - at, "; no contender within the noise");
+  }
+  if (at < cap) snprintf(buf + at, cap - at, "; confidence %.3f", p->confidence);
+}
+
 /* Chooses the optimum (rank 0's choice is broadcast, so every rank applies the same one) and
  * applies it; DONE on success. */
 static int apply_optimum(zeus_plo *p) {
   unsigned w = 0;
-  int rc = p->nchoose ? zeus_selector_select(&p->sel, p->choose, p->nchoose, &w)
-                      : zeus_selector_select(&p->sel, p->meas, p->nmeas, &w);
+  int rc = p->forced_w ? ZEUS_OK
+           : p->nchoose ? zeus_selector_select(&p->sel, p->choose, p->nchoose, &w)
+                        : zeus_selector_select(&p->sel, p->meas, p->nmeas, &w);
+  if (p->forced_w) w = p->forced_w;
   if (rc) return zeus__error_ctx(rc, "power-limit optimizer: choosing the optimum");
   double wd = w;
   if ((rc = zeus_collective_broadcast(p->coll, &wd, sizeof wd, 0)))
@@ -257,8 +376,11 @@ static int apply_optimum(zeus_plo *p) {
   if ((rc = apply_limit(p, mw))) return rc;
   p->optimal_w = w;
   p->state = ZEUS_PLO_DONE;
-  zeus__log(ZEUS_LOG_INFO, "plo", "optimal power limit %u W (%s selector, %zu limits)", w, zeus__selector_name(&p->sel),
-            p->nmeas);
+  decide_report(p, w);
+  char rep[512];
+  report_text(p, rep, sizeof rep);
+  zeus__log(ZEUS_LOG_INFO, "plo", "optimal power limit %u W (%s selector, %zu limits%s)", w,
+            zeus__selector_name(&p->sel), p->nmeas, rep);
   return ZEUS_OK;
 }
 
@@ -276,16 +398,28 @@ static int finish(zeus_plo *p) {
     /* After re-measuring: the limits the choice was among, so that loading the file with the
      * same selector makes the same choice. */
     zeus__plo_choice ch = {.namong = 0};
-    unsigned *among = p->nchoose ? malloc(p->nchoose * sizeof *among) : NULL;
+    /* The confidence mode's cap chose the safer limit itself: the file says so with that limit
+     * alone to choose among, so that loading it with the same selector makes the same choice. */
+    size_t nam = p->forced_w ? 1 : p->nchoose;
+    unsigned *among = nam ? malloc(nam * sizeof *among) : NULL;
     if (among) {
       snprintf(ch.selector, sizeof ch.selector, "%s", zeus__selector_name(&p->sel));
       ch.eta = p->sel.kind == ZEUS_SELECTOR_ZEUS_COST ? p->sel.eta : 0;
-      for (size_t i = 0; i < p->nchoose; i++) among[i] = p->choose[i].power_limit_w;
+      for (size_t i = 0; i < p->nchoose && !p->forced_w; i++) among[i] = p->choose[i].power_limit_w;
+      if (p->forced_w) among[0] = p->forced_w;
       ch.among_w = among;
-      ch.namong = p->nchoose;
+      ch.namong = nam;
+    }
+    /* The report (issue 37), only where the steps were noisy: noiseless, the original's file. */
+    if (p->noisy && !isnan(p->confidence)) {
+      ch.decided = true;
+      ch.optimal_w = p->optimal_w;
+      ch.confidence = p->confidence;
+      ch.contenders_w = p->contenders_w;
+      ch.ncontenders = p->ncontenders;
     }
     rc = zeus__plo_profile_save_info(p->profile_path, p->meas, p->noisy ? p->info : NULL, p->nmeas,
-                                     among ? &ch : NULL);
+                                     among || ch.decided ? &ch : NULL);
     free(among);
     if (rc) zeus__log(ZEUS_LOG_WARN, "plo", "%s", zeus_errmsg());
     else zeus__log(ZEUS_LOG_INFO, "plo", "profile saved to '%s'", p->profile_path);
@@ -360,6 +494,17 @@ static void size_windows(zeus_plo *p, window_stats ws) {
 /* Which limits to measure again after the sweep (p->refine_seq, p->nrefine; 0: none). */
 static void refine_plan(zeus_plo *p) {
   p->nrefine = 0;
+  bool conf_mode = p->conf_target > 0 && !p->original && p->sel.kind != ZEUS_SELECTOR_CUSTOM && p->nmeas >= 2 &&
+                   p->nmeas == p->nlimits && (p->epochs_ended == 0 || p->max_profile_steps > 0);
+  if (conf_mode) {
+    double s2 = 0;
+    for (size_t i = 0; i < p->nmeas; i++) s2 += p->info[i].step_cv * p->info[i].step_cv;
+    double cv = sqrt(s2 / (double)p->nmeas);
+    if (zeus_collective_allreduce(p->coll, &cv, 1, ZEUS_REDUCE_MAX)) return;
+    p->noisy = cv > NOISELESS_CV;
+    p->adaptive = p->noisy; /* noiseless: the original's sequence and choice */
+    return;
+  }
   if (p->original || p->epochs_ended > 0 || p->sel.kind == ZEUS_SELECTOR_CUSTOM || p->nmeas < 2 ||
       p->nmeas != p->nlimits)
     return;
@@ -395,6 +540,12 @@ static void refine_plan(zeus_plo *p) {
     if (key) {
       for (size_t i = 0; i < p->nmeas; i++) key[i] = sel_key(p, &p->meas[i]);
       p->nrefine = zeus__robust_palindrome(key, p->nmeas, thr, windows, p->refine_seq, &nc);
+      if (p->nrefine == 0 && nc >= 2) {
+        /* Few limits: no palindrome of two fits; the two that decide, once each, if two windows do
+         * (a third window, A B A, did worse: docs/plo.md). */
+        size_t w2 = zeus__robust_window_count(room, p->warmup_steps, p->win_steps, false);
+        p->nrefine = zeus__robust_short_plan(key, p->nmeas, thr, w2, p->refine_seq, &nc);
+      }
       free(key);
     }
   }
@@ -404,6 +555,114 @@ static void refine_plan(zeus_plo *p) {
   if (p->nrefine)
     zeus__log(ZEUS_LOG_INFO, "plo", "step spread %.2f%%: %zu limit(s) within the noise (%.2f%%); %zu more windows",
               100 * cv, nc, 100 * thr, p->nrefine);
+}
+
+/* The confidence mode's cap came before the choice was settled: the safer (higher) of the choice
+ * and its contenders, said in the log. */
+static void cap_choice(zeus_plo *p) {
+  unsigned w;
+  if (zeus_selector_select(&p->sel, p->meas, p->nmeas, &w)) return;
+  decide_report(p, w);
+  unsigned safer = w;
+  for (size_t i = 0; i < p->ncontenders; i++)
+    if (p->contenders_w[i] > safer) safer = p->contenders_w[i];
+  zeus__log(ZEUS_LOG_INFO, "plo",
+            "confidence mode: the cap (%ld steps) came at confidence %.3f, below %.3f; choosing the safer (higher) of "
+            "the contenders: %u W (the selector's choice %u W)",
+            p->steps_seen, p->confidence, p->conf_target, safer, w);
+  if (safer != w) p->forced_w = safer;
+}
+
+/* The confidence mode's cap in steps since open. */
+static long conf_cap(const zeus_plo *p) {
+  if (p->max_profile_steps > 0) return p->max_profile_steps;
+  return p->epoch_steps > 0 && p->epochs_ended == 0 ? p->epoch_steps : LONG_MAX;
+}
+
+static int conclude_refine(zeus_plo *p);
+
+/* The confidence mode's next window: within a round the next limit, else a new round over the
+ * limits that could still be the best (each limit's current estimate from its windows, as the
+ * record will be, and its errors; the choice and every limit whose factor of the confidence is
+ * below 1 - (1 - target) / limits; MaxSlowdownConstraint with the reference), in the opposite
+ * order to the last round so that a drift weighs alike; done when the choice reaches the target
+ * or the next window would pass the cap. */
+static int adaptive_next(zeus_plo *p) {
+  size_t n = p->nmeas;
+  if (p->ri >= p->nrefine) {
+    zeus_plo_measurement *m = calloc(n, sizeof *m);
+    double *st = calloc(3 * n, sizeof *st);
+    bool *cont = calloc(n, sizeof *cont);
+    if (!m || !st || !cont) {
+      free(m);
+      free(st);
+      free(cont);
+      return conclude_refine(p);
+    }
+    double *sk = st + n, *pj = st + 2 * n;
+    for (size_t i = 0; i < n; i++) {
+      long k = p->r_n[i];
+      bool first = i == 0;
+      m[i] = p->meas[i];
+      st[i] = p->info[i].steps > 0 ? p->info[i].step_cv / sqrt((double)p->info[i].steps) : 0;
+      sk[i] = p->tick_rel[i];
+      if (k == 0) continue;
+      double t = zeus__robust_remeasured_time(p->meas[i].time_s, first, p->r_sum_t[i], k);
+      double e_all = p->meas[i].energy_j + p->r_sum_e[i], t_all = p->meas[i].time_s + p->r_sum_t[i];
+      m[i].time_s = t;
+      m[i].energy_j = t_all > 0 ? e_all / t_all * t : p->r_sum_e[i] / (double)k;
+      double cv2 = p->r_sum_cv2[i] + (first ? 0 : p->info[i].step_cv * p->info[i].step_cv);
+      long nw = k + (first ? 0 : 1), steps = p->r_steps[i] + (first ? 0 : p->info[i].steps);
+      st[i] = steps > 0 ? sqrt(cv2 / (double)nw) / sqrt((double)steps) : 0;
+      sk[i] = e_all > 0 ? sqrt(p->eb_sweep[i] * p->eb_sweep[i] + p->r_sum_eb2[i]) / sqrt(3.0) / e_all : 0;
+    }
+    unsigned w = 0;
+    size_t c = n;
+    double conf = NAN;
+    if (!zeus_selector_select(&p->sel, m, n, &w))
+      for (size_t i = 0; i < n; i++)
+        if (m[i].power_limit_w == w) c = i;
+    if (c < n) conf = decide_on(p, m, st, sk, n, c, cont, pj);
+    p->nrefine = p->ri = 0;
+    /* The first window (the highest limit's) may have caught the job still warming up, a bias no
+     * spread shows: it never settles a choice alone, so that limit is measured again first. */
+    bool first_again = p->r_n[0] == 0;
+    /* The choice is looked at after every round: each look asks for half the error allowed (with
+     * the whole, 454 of 480 runs were right at 0.95 and three cells had 17 or 18 of 20 settled
+     * wrong-ish; docs/plo.md). */
+    double settle = 1 - (1 - p->conf_target) * ZEUS__CONF_LOOK_SHARE;
+    if (c < n && !isnan(conf) && (conf < settle || first_again)) {
+      double keep = 1 - (1 - settle) / (double)n;
+      bool *act = cont; /* reused: which limits this round measures */
+      for (size_t i = 0; i < n; i++) act[i] = i == c || pj[i] < keep;
+      if (p->sel.kind == ZEUS_SELECTOR_MAX_SLOWDOWN || first_again) act[0] = true;
+      size_t na = 0;
+      for (size_t i = 0; i < n; i++) na += act[i];
+      if (na < 2) { /* the choice alone is unsure (MaxSlowdown without its reference cannot be) */
+        for (size_t i = 0; i < n; i++) act[i] = act[i] || i == 0 || i == c;
+      }
+      bool up = p->round % 2 == 1; /* round 0 from the lowest limit up: the sweep ended there */
+      for (size_t k = 0; k < n; k++) {
+        size_t i = up ? k : n - 1 - k;
+        if (act[i]) p->refine_seq[p->nrefine++] = i;
+      }
+      p->round++;
+      zeus__log(ZEUS_LOG_INFO, "plo", "confidence %.3f of %.3f for %u W after %ld steps: round %ld over %zu limits",
+                conf, p->conf_target, w, p->steps_seen, p->round, p->nrefine);
+    } else if (!isnan(conf)) {
+      p->settled = true;
+      zeus__log(ZEUS_LOG_INFO, "plo", "confidence %.3f of %.3f for %u W after %ld steps: settled", conf,
+                p->conf_target, w, p->steps_seen);
+    }
+    free(m);
+    free(st);
+    free(cont);
+    if (p->nrefine == 0) return conclude_refine(p);
+  }
+  size_t at = p->refine_seq[p->ri];
+  long need = p->win_steps + (p->last_at == at ? 0 : p->warmup_steps);
+  if (p->steps_seen + need > conf_cap(p)) return conclude_refine(p);
+  return start_attempt(p);
 }
 
 /* Re-measuring is over (or cut by the epoch's end): the re-measured limits get the mean of their
@@ -424,8 +683,9 @@ static int conclude_refine(zeus_plo *p) {
     bool first = i == 0; /* the sweep starts at the highest limit */
     double t = zeus__robust_remeasured_time(p->meas[i].time_s, first, p->r_sum_t[i], n);
     double e = p->r_sum_e[i] / (double)n;
-    if (p->meas[i].time_s + p->r_sum_t[i] > 0)
-      e = (p->meas[i].energy_j + p->r_sum_e[i]) / (p->meas[i].time_s + p->r_sum_t[i]) * t;
+    double e_all = p->meas[i].energy_j + p->r_sum_e[i];
+    if (p->meas[i].time_s + p->r_sum_t[i] > 0) e = e_all / (p->meas[i].time_s + p->r_sum_t[i]) * t;
+    if (e_all > 0) p->tick_rel[i] = sqrt(p->eb_sweep[i] * p->eb_sweep[i] + p->r_sum_eb2[i]) / sqrt(3.0) / e_all;
     p->meas[i].time_s = t;
     p->meas[i].energy_j = e;
     zeus_plo_window_info sw = p->info[i];
@@ -438,7 +698,8 @@ static int conclude_refine(zeus_plo *p) {
                                         .outliers = p->r_out[i] + (first ? 0 : sw.outliers)};
     p->choose[p->nchoose++] = p->meas[i];
   }
-  if (p->sel.kind == ZEUS_SELECTOR_MAX_SLOWDOWN || nref < 2) p->nchoose = 0;
+  if (p->sel.kind == ZEUS_SELECTOR_MAX_SLOWDOWN || nref < 2 || p->adaptive) p->nchoose = 0;
+  if (p->adaptive && !p->settled) cap_choice(p);
   return finish(p);
 }
 
@@ -461,22 +722,27 @@ long zeus__plo_profiling_steps(const zeus_plo *p) { return p ? p->steps_seen : 0
  * ranks), then start the next limit or finish. */
 static int end_profiling(zeus_plo *p) {
   zeus_measurement r;
-  int rc = zeus_monitor_end_window(p->mon, p->window, false, &r);
+  zeus_window_detail det;
+  int rc = p->original ? zeus_monitor_end_window(p->mon, p->window, false, &r)
+                       : zeus_monitor_end_window_detail(p->mon, p->window, false, &r, &det);
   if (rc) {
     p->state = ZEUS_PLO_READY; /* measure this limit again */
     p->steps_left = 1;
     return zeus__error_ctx(rc, "power-limit optimizer: ending the profiling window");
   }
-  double energy = 0;
-  for (unsigned k = 0; k < r.num_gpus; k++) energy += r.gpu_energy_j[k];
+  /* Robust: the counter's error bound (summed, as the energy is) travels with the energy. */
+  double energy_eb[2] = {0, 0};
+  for (unsigned k = 0; k < r.num_gpus; k++) energy_eb[0] += r.gpu_energy_j[k];
+  for (unsigned k = 0; !p->original && k < det.num_gpus; k++) energy_eb[1] += det.error_bound_j[k];
   double time_s = r.time_s;
-  if ((rc = zeus_collective_allreduce(p->coll, &energy, 1, ZEUS_REDUCE_SUM)) ||
+  if ((rc = zeus_collective_allreduce(p->coll, energy_eb, p->original ? 1 : 2, ZEUS_REDUCE_SUM)) ||
       (rc = zeus_collective_allreduce(p->coll, &time_s, 1, ZEUS_REDUCE_MAX))) {
     p->state = ZEUS_PLO_READY;
     p->steps_left = 1;
     return zeus__error_ctx(rc, "power-limit optimizer: combining the measurement of %u W across ranks",
                            p->limits_w[p->idx]);
   }
+  double energy = energy_eb[0];
   if (p->original) {
     p->meas[p->nmeas++] = (zeus_plo_measurement){
         .power_limit_w = p->limits_w[p->idx], .energy_j = energy, .time_s = time_s};
@@ -488,9 +754,10 @@ static int end_profiling(zeus_plo *p) {
   /* Robust: the step times, with outliers left out (their share of the energy too). */
   window_stats ws = window_summary(p, time_s);
   double scale = time_s > 0 ? ws.time_s / time_s : 1.0;
-  double e = energy * scale;
+  double e = energy * scale, eb = energy_eb[1] * scale;
   size_t at = cur_index(p);
   if (p->refining) {
+    p->r_sum_eb2[at] += eb * eb;
     p->r_sum_t[at] += ws.time_s;
     p->r_sum_e[at] += e;
     p->r_sum_d[at] += time_s;
@@ -500,19 +767,31 @@ static int end_profiling(zeus_plo *p) {
     p->r_n[at]++;
     zeus__log(ZEUS_LOG_INFO, "plo", "%u W again: %.3f J in %.3f s (step spread %.2f%%)", p->limits_w[at], e,
               ws.time_s, 100 * ws.cv);
-    if (++p->ri == p->nrefine) return conclude_refine(p);
+    p->last_at = at;
+    p->ri++;
+    if (p->adaptive) return adaptive_next(p);
+    if (p->ri == p->nrefine) return conclude_refine(p);
     return start_attempt(p);
   }
   p->meas[p->nmeas] = (zeus_plo_measurement){.power_limit_w = p->limits_w[p->idx], .energy_j = e, .time_s = ws.time_s};
   p->info[p->nmeas] = (zeus_plo_window_info){
       .steps = p->nstep, .duration_s = time_s, .step_cv = ws.cv, .windows = 1, .outliers = ws.outliers};
+  /* A bound taken as a uniform error: its standard deviation is the bound over sqrt(3). */
+  p->eb_sweep[p->nmeas] = eb;
+  p->tick_rel[p->nmeas] = e > 0 ? eb / sqrt(3.0) / e : 0;
   p->nmeas++;
   zeus__log(ZEUS_LOG_INFO, "plo", "%u W: %.3f J in %.3f s (step spread %.2f%%%s)", p->limits_w[p->idx], e, ws.time_s,
             100 * ws.cv, ws.outliers ? ", outlier steps left out" : "");
   p->idx++;
   if (p->nmeas == 1) size_windows(p, ws);
   if (p->idx < p->nlimits) return start_attempt(p);
+  p->last_at = p->idx - 1;
   refine_plan(p);
+  if (p->adaptive) {
+    p->refining = true;
+    p->ri = p->nrefine = 0;
+    return adaptive_next(p);
+  }
   if (p->nrefine == 0) return finish(p);
   p->refining = true;
   p->ri = 0;
@@ -564,6 +843,17 @@ int zeus_plo_on_epoch_begin(zeus_plo *p) {
 int zeus_plo_on_epoch_end(zeus_plo *p) {
   if (!p) return zeus__error(ZEUS_EINVAL, "zeus_plo_on_epoch_end: no optimizer given");
   p->epochs_ended++;
+  p->last_at = SIZE_MAX;
+  if (p->refining && p->adaptive && p->state != ZEUS_PLO_DONE && p->max_profile_steps > 0 &&
+      p->steps_seen < p->max_profile_steps) {
+    /* The confidence mode with a cap of its own goes on across epochs: the window is measured
+     * again from the next step begin. */
+    if (p->state == ZEUS_PLO_PROFILING && zeus_monitor_is_open(p->mon, p->window))
+      zeus_monitor_end_window(p->mon, p->window, true, NULL);
+    p->state = ZEUS_PLO_READY;
+    p->steps_left = 1;
+    return ZEUS_OK;
+  }
   if (p->refining && p->state != ZEUS_PLO_DONE) {
     /* Re-measuring never goes past the epoch: decide with what is measured. */
     zeus__log(ZEUS_LOG_INFO, "plo", "epoch ended while measuring limits again; deciding with %zu of %zu windows",
@@ -602,6 +892,14 @@ unsigned zeus_plo_optimal_power_limit_w(const zeus_plo *p) {
   return p && p->state == ZEUS_PLO_DONE ? p->optimal_w : 0;
 }
 
+size_t zeus_plo_contenders(const zeus_plo *p, const unsigned **out_w) {
+  bool ok = p && p->state == ZEUS_PLO_DONE && !isnan(p->confidence);
+  if (out_w) *out_w = ok ? p->contenders_w : NULL;
+  return ok ? p->ncontenders : 0;
+}
+
+double zeus_plo_confidence(const zeus_plo *p) { return p && p->state == ZEUS_PLO_DONE ? p->confidence : NAN; }
+
 size_t zeus_plo_measurements(const zeus_plo *p, const zeus_plo_measurement **out) {
   if (!p) {
     if (out) *out = NULL;
@@ -638,6 +936,10 @@ static void plo_free(zeus_plo *p) {
   free(p->r_out);
   free(p->r_steps);
   free(p->choose);
+  free(p->tick_rel);
+  free(p->r_sum_eb2);
+  free(p->eb_sweep);
+  free(p->contenders_w);
   free(p);
 }
 
@@ -708,7 +1010,9 @@ static int build_grid(zeus_plo *p, unsigned step_w) {
        !(p->r_sum_t = calloc(n, sizeof(double))) || !(p->r_sum_e = calloc(n, sizeof(double))) ||
        !(p->r_sum_d = calloc(n, sizeof(double))) || !(p->r_sum_cv2 = calloc(n, sizeof(double))) ||
        !(p->r_n = calloc(n, sizeof(long))) || !(p->r_out = calloc(n, sizeof(long))) || !(p->r_steps = calloc(n, sizeof(long))) ||
-       !(p->choose = calloc(n, sizeof *p->choose)) ||
+       !(p->choose = calloc(n, sizeof *p->choose)) || !(p->tick_rel = calloc(n, sizeof(double))) ||
+       !(p->r_sum_eb2 = calloc(n, sizeof(double))) || !(p->eb_sweep = calloc(n, sizeof(double))) ||
+       !(p->contenders_w = calloc(n, sizeof *p->contenders_w)) ||
        !(p->step_s = calloc((size_t)step_capacity(p), sizeof(double)))))
     return zeus__oom("building the power-limit grid");
   p->step_cap = step_capacity(p);
@@ -752,6 +1056,7 @@ int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_op
   if (!p) return zeus__oom("opening the power-limit optimizer");
   p->mon = monitor;
   p->dev = zeus_monitor_devices(monitor);
+  p->confidence = NAN;
   p->ngpu = ngpu;
   for (unsigned k = 0; k < ngpu; k++) p->gpu[k] = zeus_monitor_gpu_index(monitor, k);
   p->wait_steps = opts->wait_steps;
@@ -759,6 +1064,13 @@ int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_op
   p->profile_steps = opts->profile_steps;
   p->win_steps = opts->profile_steps;
   p->coll = opts->collective;
+  p->conf_target = opts->confidence;
+  p->max_profile_steps = opts->max_profile_steps;
+  p->last_at = SIZE_MAX;
+  if (p->conf_target == 0 && (rc = zeus__env_double("ZEUS_PLO_CONFIDENCE", 0, 0.999999, 0, &p->conf_target))) {
+    plo_free(p);
+    return zeus__error_ctx(rc, "power-limit optimizer");
+  }
   {
     p->original = mode_in == 1;
     if (mode_in < 0 && (rc = zeus__robust_mode_from_env(&p->original))) {
@@ -804,9 +1116,10 @@ int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_op
     p->loaded = true;
     /* A run that re-measured chose among the limits it re-measured: with the same selector the
      * loaded profile chooses among them too (the live run's choice); otherwise among every limit. */
-    bool same = !p->original && ch.namong >= 2 && strcmp(ch.selector, zeus__selector_name(&p->sel)) == 0 &&
+    /* One limit alone: a confidence mode's choice at its cap (any selector but a custom one). */
+    bool same = !p->original && ch.namong >= 1 && strcmp(ch.selector, zeus__selector_name(&p->sel)) == 0 &&
                 (p->sel.kind != ZEUS_SELECTOR_ZEUS_COST || ch.eta == p->sel.eta) &&
-                p->sel.kind != ZEUS_SELECTOR_MAX_SLOWDOWN && p->sel.kind != ZEUS_SELECTOR_CUSTOM;
+                (p->sel.kind != ZEUS_SELECTOR_MAX_SLOWDOWN || ch.namong == 1) && p->sel.kind != ZEUS_SELECTOR_CUSTOM;
     free(p->choose);
     p->choose = same ? calloc(n, sizeof *p->choose) : NULL;
     p->nchoose = 0;
@@ -816,9 +1129,18 @@ int zeus__plo_open_mode(zeus_plo **out, zeus_monitor *monitor, const zeus_plo_op
           p->choose[p->nchoose++] = m[i];
           break;
         }
-    if (p->nchoose < 2) p->nchoose = 0;
+    if (p->nchoose < (ch.namong == 1 ? 1u : 2u)) p->nchoose = 0;
+    else if (p->nchoose == 1)
+      zeus__log(ZEUS_LOG_INFO, "plo", "loaded profile: its run chose %u W at the confidence mode's cap",
+                p->choose[0].power_limit_w);
     else zeus__log(ZEUS_LOG_INFO, "plo", "loaded profile: choosing among the %zu limits its run re-measured", p->nchoose);
     free(ch.among_w);
+    /* The file's report of its run's choice, told again when the same optimum is applied. */
+    free(p->contenders_w);
+    p->contenders_w = ch.contenders_w;
+    p->ncontenders = ch.ncontenders;
+    p->file_w = ch.decided && !p->original ? ch.optimal_w : 0;
+    p->file_confidence = ch.confidence;
   }
 
   /* From here on GPUs change: handlers first, so that a signal at any point restores them. */

@@ -28,12 +28,20 @@ typedef struct zeus__plo_choice {
   double eta;        /* ZeusCost's eta (0 otherwise) */
   unsigned *among_w; /* the limits chosen among (owned: free it; NULL when none) */
   size_t namong;
+  /* The file's "decision" (issue 37): the optimum the live run chose, the limits it could not tell
+   * apart from it and the confidence reached; decided false when the file has none. */
+  bool decided;
+  unsigned optimal_w;
+  double confidence;
+  unsigned *contenders_w; /* owned: free it; NULL when none */
+  size_t ncontenders;
 } zeus__plo_choice;
 
 /* zeus_plo_profile_save with, when info is not NULL, each measurement's "steps", "duration_s",
  * "step_time_cv", "windows" and "outlier_steps", and when choice is not NULL a top-level
- * "choice": {"selector", "eta" (ZeusCost), "among_w"} (readers of the original's format ignore
- * them). */
+ * "choice": {"selector", "eta" (ZeusCost), "among_w"} (when it has limits to choose among) and
+ * "decision": {"optimal_power_limit_w", "contenders_w", "confidence"} (when decided); readers of
+ * the original's format ignore them. */
 int zeus__plo_profile_save_info(const char *path, const zeus_plo_measurement *m,
                                 const zeus_plo_window_info *info, size_t n, const zeus__plo_choice *choice);
 /* zeus_plo_profile_load that also reads the file's "choice" into *choice (zeroed when absent). */
@@ -77,6 +85,12 @@ double zeus__robust_threshold(double cv, long steps);
  * 2 * n indices; returns its length. */
 size_t zeus__robust_palindrome(const double *key, size_t n, double thr, size_t windows, size_t *seq,
                                size_t *ncand);
+/* The re-measuring plan when no palindrome of two limits fits (few limits): one window each for
+ * the two best candidates (key within 1 + thr of the least; *ncand of them, may be NULL), the
+ * first window's limit (index 0, whose sweep window does not count) in place of the second when it
+ * is a candidate, and measured last; otherwise the best last. Returns the plan's length: 2, or 0
+ * with fewer than two candidates or windows. */
+size_t zeus__robust_short_plan(const double *key, size_t n, double thr, size_t windows, size_t *seq, size_t *ncand);
 /* How many windows of len steps, each after warmup steps, fit in room steps; with palindrome
  * (A B ... B A) an even number, the middle pair (one limit twice) warming up once. */
 size_t zeus__robust_window_count(double room, long warmup, long len, bool palindrome);
@@ -91,6 +105,30 @@ long zeus__robust_refine_len(const size_t *seq, size_t n, size_t nlimits, double
  * the profiling's first window (which may catch the job still warming up: the reference limit's),
  * new_sum_s the sum of the new windows' times (each per the same number of steps as sweep_s). */
 double zeus__robust_remeasured_time(double sweep_s, bool first_window, double new_sum_s, long new_windows);
+/* A choice is right within this of the best (ZeusCost, Energy, Time: issue 30's rule). */
+#define ZEUS__ROBUST_TOL 0.01
+/* MaxSlowdownConstraint: a time within the factor and this much more is right. */
+#define ZEUS__ROBUST_SLOWDOWN_TOL 0.005
+/* The confidence mode settles when the confidence is above 1 - (1 - target) x this (it looks after
+ * every round, and each look may settle by chance). */
+#define ZEUS__CONF_LOOK_SHARE 0.5
+/* Limits within this many standard errors of a difference of the choice are its contenders. */
+#define ZEUS__ROBUST_CONTENDER_Z 2.0
+
+/* The report of a choice c that takes the least key (ZeusCost, Energy, Time), each key with
+ * standard error sd (absolute): the confidence that c is within tol of the best (the product over
+ * the other limits of P(key_c <= (1 + tol) key_j), the errors taken as independent normals; 1 when
+ * no key has an error), and in contender[j] (may be NULL) whether limit j is within z standard
+ * errors of the difference above c; in pj[j] (may be NULL) limit j's factor of the product (1 for c). */
+double zeus__robust_decide_min(const double *key, const double *sd, size_t n, size_t c, double tol, double z,
+                               bool *contender, double *pj);
+/* The same for MaxSlowdownConstraint(factor), limit 0 the reference: ratio[i] = time_i / time_0 with
+ * standard error sd[i]; the confidence that c is within the factor (+ ZEUS__ROBUST_SLOWDOWN_TOL) and
+ * that no lower limit with 1 % less energy is within it; contenders: the limits (not 0, not c)
+ * whose ratio is within z standard errors of the factor; pj[j] (may be NULL): the factor of limit j
+ * (c's: that it is within the factor; 1 for the limits that do not enter). */
+double zeus__robust_decide_slowdown(const double *ratio, const double *sd, const double *energy, size_t n, size_t c,
+                                    double factor, double z, bool *contender, double *pj);
 /* ZEUS_PLO_PROFILING: "robust" (default) or "original" (*original true); errors name the variable. */
 int zeus__robust_mode_from_env(bool *original);
 
@@ -106,6 +144,8 @@ typedef struct zeus__plo_noise {
   long wait_steps, warmup_steps, profile_steps;
   long steps_per_epoch;    /* 0: three times the original's profiling steps */
   const char *profile_path; /* the optimizer's profile file (loaded when it exists), NULL: none */
+  double confidence;        /* the optimizer's confidence mode (0: off) */
+  long max_profile_steps;   /* its cap (0: the end of the first epoch) */
 } zeus__plo_noise;
 
 #define ZEUS__PLO_REPLAY_MAX 64
@@ -116,6 +156,9 @@ typedef struct zeus__plo_replay_result {
   long original_steps; /* the original's on the same settings: wait + 1 + limits * (warmup + profile) */
   zeus_plo_measurement meas[ZEUS__PLO_REPLAY_MAX];
   size_t n;
+  double confidence;   /* zeus_plo_confidence (NaN: unknown) */
+  unsigned contenders_w[ZEUS__PLO_REPLAY_MAX];
+  size_t ncontenders;
 } zeus__plo_replay_result;
 
 /* A standard normal deviate (Box-Muller) from the splitmix64 state *s. */
@@ -137,5 +180,12 @@ int zeus__plo_judge(const zeus_selector *sel, const zeus_plo_measurement *truth,
  * ratio of profiling steps to the original's goes to *max_steps_ratio (may be NULL). */
 int zeus__plo_robustness(const char *profile, const zeus_selector *sel, const zeus__plo_noise *nz, int mode, int runs,
                          int *right /* out */, double *max_steps_ratio /* out */);
+/* How far the best limit on the noiseless measurements `truth` leads the next (relative): the
+ * least key over the best's, minus one, over the other limits; for MaxSlowdownConstraint a limit
+ * within the factor by its energy, one outside by how far its time is past the bound. */
+int zeus__plo_lead(const zeus_selector *sel, const zeus_plo_measurement *truth, size_t n, double *lead /* out */);
+/* Writes to dst the profile CSV src with only its limits in [min_w, max_w] (a GPU with fewer limits:
+ * the simulated GPU's range is its table's); *kept: rows kept (may be NULL). */
+int zeus__plo_cut_profile(const char *src, const char *dst, unsigned max_w, unsigned min_w, size_t *kept);
 
 #endif

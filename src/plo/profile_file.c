@@ -109,6 +109,38 @@ static int load_choice(const char *path, json_t *root, const zeus_plo_measuremen
   return ZEUS_OK;
 }
 
+/* The file's optional "decision" (issue 37): {"optimal_power_limit_w": W, "contenders_w": [W, ...],
+ * "confidence": p}, each limit one of the file's measurements, the confidence in [0, 1]. */
+static int load_decision(const char *path, json_t *root, const zeus_plo_measurement *m, size_t count,
+                         zeus__plo_choice *c) {
+  json_t *d = json_object_get(root, "decision");
+  if (!d) return ZEUS_OK;
+  json_t *w = json_object_get(d, "optimal_power_limit_w"), *cw = json_object_get(d, "contenders_w"),
+         *conf = json_object_get(d, "confidence");
+  bool ok = json_is_object(d) && json_is_integer(w) && json_is_array(cw) && json_is_number(conf) &&
+            json_number_value(conf) >= 0 && json_number_value(conf) <= 1;
+  size_t k = ok ? json_array_size(cw) : 0;
+  for (size_t i = 0; ok && i <= k; i++) {
+    json_t *v = i < k ? json_array_get(cw, i) : w;
+    bool measured = false;
+    for (size_t j = 0; json_is_integer(v) && j < count; j++)
+      measured = measured || (json_int_t)m[j].power_limit_w == json_integer_value(v);
+    ok = measured;
+  }
+  if (!ok)
+    return zeus__error(ZEUS_EPARSE,
+                       "power-limit profile '%s': 'decision' must be {\"optimal_power_limit_w\": W, \"contenders_w\": "
+                       "[W, ...], \"confidence\": a number in [0, 1]} with every limit one of the file's measurements",
+                       path);
+  if (k && !(c->contenders_w = calloc(k, sizeof *c->contenders_w))) return zeus__oom("loading a power-limit profile");
+  for (size_t i = 0; i < k; i++) c->contenders_w[i] = (unsigned)json_integer_value(json_array_get(cw, i));
+  c->ncontenders = k;
+  c->decided = true;
+  c->optimal_w = (unsigned)json_integer_value(w);
+  c->confidence = json_number_value(conf);
+  return ZEUS_OK;
+}
+
 static int load_impl(const char *path, zeus_plo_measurement **out, size_t *n, zeus__plo_choice *choice);
 
 int zeus_plo_profile_load(const char *path, zeus_plo_measurement **out, size_t *n) {
@@ -186,8 +218,17 @@ static int load_impl(const char *path, zeus_plo_measurement **out, size_t *n, ze
   }
   if ((rc = check_unique(path, m, count))) goto done;
   zeus__plo_choice unused = {0};
-  if ((rc = load_choice(path, root, m, count, choice ? choice : &unused))) goto done;
+  if ((rc = load_choice(path, root, m, count, choice ? choice : &unused)) ||
+      (rc = load_decision(path, root, m, count, choice ? choice : &unused))) {
+    if (choice) {
+      free(choice->among_w);
+      choice->among_w = NULL;
+    }
+    free(unused.among_w);
+    goto done;
+  }
   free(unused.among_w); /* checked, not wanted */
+  free(unused.contenders_w);
   *out = m;
   *n = count;
   m = NULL;
@@ -246,6 +287,20 @@ int zeus__plo_profile_save_info(const char *path, const zeus_plo_measurement *m,
     for (size_t i = 0; i < choice->namong; i++) json_array_append_new(among, json_integer(choice->among_w[i]));
     json_object_set_new(ch, "among_w", among);
     json_object_set_new(root, "choice", ch);
+  }
+  if (choice && choice->decided) {
+    json_t *d = json_object(), *cw = json_array();
+    if (!d || !cw) {
+      json_decref(d);
+      json_decref(cw);
+      rc = zeus__oom("saving a power-limit profile");
+      goto done;
+    }
+    json_object_set_new(d, "optimal_power_limit_w", json_integer(choice->optimal_w));
+    for (size_t i = 0; i < choice->ncontenders; i++) json_array_append_new(cw, json_integer(choice->contenders_w[i]));
+    json_object_set_new(d, "contenders_w", cw);
+    json_object_set_new(d, "confidence", json_real(choice->confidence));
+    json_object_set_new(root, "decision", d);
   }
   rc = zeus__json_write_file_atomic(path, root, 4);
   if (rc) zeus__error_ctx(rc, "saving the power-limit profile");

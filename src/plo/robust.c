@@ -81,6 +81,36 @@ size_t zeus__robust_palindrome(const double *key, size_t n, double thr, size_t w
   return ns;
 }
 
+size_t zeus__robust_short_plan(const double *key, size_t n, double thr, size_t windows, size_t *seq, size_t *ncand) {
+  if (ncand) *ncand = 0;
+  if (n < 2 || windows < 2) return 0;
+  cand *c = malloc(n * sizeof *c);
+  if (!c) return 0;
+  double best = INFINITY;
+  for (size_t i = 0; i < n; i++) best = fmin(best, key[i]);
+  size_t nc = 0;
+  bool first_in = false;
+  for (size_t i = 0; i < n; i++)
+    if (key[i] <= best * (1 + thr)) {
+      c[nc++] = (cand){i, key[i]};
+      first_in |= i == 0;
+    }
+  qsort(c, nc, sizeof *c, cmp_cand);
+  if (ncand) *ncand = nc;
+  size_t ns = 0;
+  if (nc >= 2) {
+    size_t a = c[0].i, b = c[1].i;
+    /* The first window's limit can decide the choice: it is one of the two. */
+    if (first_in && a != 0 && b != 0) b = 0;
+    /* The first window's limit last, else the best last (measured latest, as it will run). */
+    bool swap = a == 0 || b != 0;
+    seq[ns++] = swap ? b : a;
+    seq[ns++] = swap ? a : b;
+  }
+  free(c);
+  return ns;
+}
+
 size_t zeus__robust_window_count(double room, long warmup, long len, bool palindrome) {
   double per = (double)warmup + (double)len;
   if (!(per > 0) || room < per) return 0;
@@ -106,6 +136,44 @@ long zeus__robust_refine_len(const size_t *seq, size_t n, size_t nlimits, double
 double zeus__robust_remeasured_time(double sweep_s, bool first_window, double new_sum_s, long new_windows) {
   if (first_window || !(sweep_s > 0)) return new_windows > 0 ? new_sum_s / (double)new_windows : sweep_s;
   return (sweep_s + new_sum_s) / (double)(new_windows + 1);
+}
+
+/* P(N(0, 1) <= x). */
+static double phi(double x) { return 0.5 * erfc(-x / sqrt(2.0)); }
+
+/* P(N(mean, sd^2) >= 0), a certainty when sd is 0. */
+static double p_nonneg(double mean, double sd) { return sd > 0 ? phi(mean / sd) : (mean >= 0 ? 1.0 : 0.0); }
+
+double zeus__robust_decide_min(const double *key, const double *sd, size_t n, size_t c, double tol, double z,
+                               bool *contender, double *pj) {
+  double conf = 1;
+  for (size_t j = 0; j < n; j++) {
+    if (contender) contender[j] = false;
+    if (pj) pj[j] = 1;
+    if (j == c) continue;
+    double s = hypot(sd[c], sd[j]);
+    if (contender) contender[j] = key[j] - key[c] <= z * s;
+    double q = p_nonneg((1 + tol) * key[j] - key[c], s);
+    if (pj) pj[j] = q;
+    conf *= q;
+  }
+  return conf;
+}
+
+double zeus__robust_decide_slowdown(const double *ratio, const double *sd, const double *energy, size_t n, size_t c,
+                                    double factor, double z, bool *contender, double *pj) {
+  double conf = c == 0 ? 1.0 : p_nonneg(factor * (1 + ZEUS__ROBUST_SLOWDOWN_TOL) - ratio[c], sd[c]);
+  for (size_t j = 0; j < n; j++) {
+    if (contender) contender[j] = j != c && j != 0 && fabs(ratio[j] - factor) <= z * sd[j];
+    if (pj) pj[j] = j == c ? conf : 1;
+    /* A lower limit with less energy that is within the factor after all would be the choice. */
+    if (j > c && energy[j] < energy[c] / (1 + ZEUS__ROBUST_TOL)) {
+      double q = p_nonneg(ratio[j] - factor, sd[j]);
+      if (pj) pj[j] = q;
+      conf *= q;
+    }
+  }
+  return conf;
 }
 
 int zeus__robust_mode_from_env(bool *original) {

@@ -36,6 +36,15 @@ expect_err_has "unknown placeholder" "unknown placeholder {batch}" \
 expect_err_has "bad spec file" "unknown field 'batchsizes'" \
   sh -c "echo '{\"batchsizes\": [1]}' > '$tmp/bad.json'; '$ZEUS' run --spec '$tmp/bad.json'"
 
+# issue 37: --plo-confidence P reaches the trainee as ZEUS_PLO_CONFIDENCE (a GlobalPowerLimitOptimizer
+# in it reads it); out of range is a usage error
+"$ZEUS" run --plo-confidence 0.9 --batch-sizes 32 --default-bs 32 --target-metric 1 --max-epochs 1 \
+  --max-power-w 300 --max-tries 1 --log-base "$tmp/pc" --state "$tmp/pc.sqlite" \
+  -- sh -c "echo \"\$ZEUS_PLO_CONFIDENCE\" > '$tmp/pc.seen'; exit 1" >/dev/null 2>&1
+if [ "$(cat "$tmp/pc.seen" 2>/dev/null)" = "0.9" ]; then pass "run --plo-confidence exports ZEUS_PLO_CONFIDENCE"
+else fail "run --plo-confidence exports ZEUS_PLO_CONFIDENCE (saw '$(cat "$tmp/pc.seen" 2>/dev/null)')"; fi
+expect_code "run --plo-confidence 1.5 is a usage error" 2 "$ZEUS" run --plo-confidence 1.5 "${JOB[@]}" "${CMD[@]}"
+
 # one stream, one owner (README, "Output"): the trainee keeps stdout and the report goes to stderr;
 # with -o FILE --json the JSON is in FILE and stdout is still only the trainee's
 "$ZEUS" run "${JOB[@]}" --state "$tmp/s.sqlite" --recurrences 1 "${CMD[@]}" >"$tmp/s.out" 2>"$tmp/s.err" \

@@ -337,6 +337,376 @@ static void plo_loaded_profile_makes_the_live_runs_choice(void **state) {
   scratch_free(&sc);
 }
 
+/* GPUs with few limits (issue 37): every profile cut to 250-100 W (7 limits, a V100's range). The
+ * 1.5x budget then leaves room for three more windows, and the re-measuring palindrome needs four:
+ * before, nothing was measured again and the Time selector, whose best is the first window's limit
+ * (measured 5 % slow), chose wrong in 19 or 20 of 20 runs on bert and resnet50. Now the two limits
+ * that decide (the first window's among them when it is within the noise) are measured once more.
+ * Right choices out of 20 as measured when this test was written (profiles sorted by name). */
+static const int floor_few[6][4] = {
+    {19, 12, 18, 18}, /* bert-base-uncased */
+    {14, 20, 19, 19}, /* resnet18 x4 */
+    {20, 0, 20, 14},  /* resnet18 (MaxSlowdown: its noiseless choice is judged wrong) */
+    {20, 20, 20, 17}, /* resnet50 x4 */
+    {20, 20, 20, 11}, /* resnet50 */
+    {20, 20, 20, 20}, /* shufflenetv2 */
+};
+
+static void plo_few_limits_remeasure_what_decides(void **state) {
+  (void)state;
+  ZEUS_SKIP_WITHOUT_DATA();
+  char paths[16][1024], cut[16][1100];
+  size_t np = list_profiles(paths, 16);
+  assert_int_equal(np, 6);
+  scratch sc;
+  scratch_init(&sc);
+  int total[2] = {0, 0}, must = 0, must_ok = 0;
+  double worst = 0;
+  for (size_t i = 0; i < np; i++) {
+    snprintf(cut[i], sizeof cut[i], "%s/%s", sc.dir, strrchr(paths[i], '/') + 1);
+    size_t kept = 0;
+    assert_zeus_ok(zeus__plo_cut_profile(paths[i], cut[i], 250, 100, &kept));
+    assert_int_equal(kept, 7);
+    for (int k = 0; k < 4; k++) {
+      zeus_selector s;
+      make_selector(k, &s);
+      zeus__plo_noise nz;
+      zeus__plo_noise_issue30(&nz);
+      nz.seed = 1;
+      int right[2];
+      double ratio = 0;
+      assert_zeus_ok(zeus__plo_robustness(cut[i], &s, &nz, 0, RUNS, &right[0], &ratio));
+      assert_zeus_ok(zeus__plo_robustness(cut[i], &s, &nz, 1, RUNS, &right[1], NULL));
+      /* The noiseless choice, its judgement and the best limit's lead over the next. */
+      zeus__plo_noise clean;
+      zeus__plo_noise_init(&clean);
+      zeus__plo_replay_result t;
+      assert_zeus_ok(zeus__plo_noisy_replay(cut[i], &s, &clean, 1, &t));
+      assert_int_equal(t.n, 7);
+      zeus_selector js = s;
+      if (js.kind == ZEUS_SELECTOR_ZEUS_COST) js.world_size = t.ngpu;
+      double lead;
+      bool clean_ok;
+      assert_zeus_ok(zeus__plo_lead(&js, t.meas, t.n, &lead));
+      assert_zeus_ok(zeus__plo_judge(&js, t.meas, t.n, t.chosen_w, &clean_ok, NULL));
+      bool m = clean_ok && lead > 0.015;
+      must += m;
+      must_ok += m && right[0] >= 19;
+      print_message("%-34s %-17s %4d/%d %6d/%d  lead %.2f%%%s\n", strrchr(paths[i], '/') + 1, sel_names[k], right[0],
+                    RUNS, right[1], RUNS, 100 * lead, m ? (right[0] >= 19 ? " (>= 95 %)" : " (below 95 %)") : "");
+      assert_true(right[0] >= floor_few[i][k]);
+      total[0] += right[0];
+      total[1] += right[1];
+      worst = fmax(worst, ratio);
+    }
+    unlink(cut[i]);
+  }
+  print_message("few limits: robust %d/%d, original %d/%d; %d of %d cells whose best leads by > 1.5 %% at >= 95 %%; "
+                "steps at most %.2fx\n", total[0], 24 * RUNS, total[1], 24 * RUNS, must_ok, must, worst);
+  assert_true(total[0] >= 421);
+  assert_true(total[1] <= 354);
+  assert_int_equal(must, 17);
+  assert_true(must_ok >= 13);
+  assert_true(worst <= 1.5);
+  scratch_free(&sc);
+}
+
+/* The short plan on made-up keys: the two best candidates, the first window's limit in place of
+ * the second when it is a candidate and measured last; none without two windows or candidates. */
+static void plo_short_plan_takes_the_first_windows_limit_when_it_can_decide(void **state) {
+  (void)state;
+  size_t seq[16], nc;
+  const double k1[7] = {1.03, 1.00, 1.01, 1.2, 1.3, 1.5, 2.0}; /* 0 is third best, within the noise */
+  assert_int_equal(zeus__robust_short_plan(k1, 7, 0.05, 2, seq, &nc), 2);
+  assert_int_equal(nc, 3);
+  assert_int_equal(seq[0], 1);
+  assert_int_equal(seq[1], 0);
+  const double k2[7] = {1.10, 1.00, 1.01, 1.2, 1.3, 1.5, 2.0}; /* 0 outside the noise: the two best */
+  assert_int_equal(zeus__robust_short_plan(k2, 7, 0.05, 3, seq, &nc), 2);
+  assert_int_equal(nc, 2);
+  assert_int_equal(seq[0], 2); /* the best last */
+  assert_int_equal(seq[1], 1);
+  const double k3[7] = {1.00, 1.02, 1.2, 1.2, 1.3, 1.5, 2.0}; /* 0 the best */
+  assert_int_equal(zeus__robust_short_plan(k3, 7, 0.05, 2, seq, &nc), 2);
+  assert_int_equal(seq[0], 1);
+  assert_int_equal(seq[1], 0);
+  assert_int_equal(zeus__robust_short_plan(k1, 7, 0.05, 1, seq, &nc), 0); /* one window: nothing */
+  assert_int_equal(zeus__robust_short_plan(k2, 7, 0.001, 2, seq, &nc), 0); /* one candidate */
+}
+
+/* Issue 37: every choice is reported with its contenders (limits within the measured noise) and
+ * the confidence reached. On the seeded noisy table (20 runs per cell): every wrong choice has a
+ * right limit among its contenders, and the choices reported at >= 0.95 are right in >= 95 %;
+ * noiseless replays report confidence 1 and no contender. */
+static void plo_report_names_the_contenders_of_every_wrong_choice(void **state) {
+  (void)state;
+  ZEUS_SKIP_WITHOUT_DATA();
+  char paths[16][1024];
+  size_t np = list_profiles(paths, 16);
+  int wrong = 0, wrong_covered = 0, sure = 0, sure_right = 0, runs = 0, with_cont = 0;
+  for (size_t i = 0; i < np; i++) {
+    for (int k = 0; k < 4; k++) {
+      zeus_selector s;
+      make_selector(k, &s);
+      zeus__plo_noise clean;
+      zeus__plo_noise_init(&clean);
+      zeus__plo_replay_result t, r;
+      assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &clean, 0, &t));
+      assert_true(t.confidence == 1.0);
+      assert_int_equal(t.ncontenders, 0);
+      zeus_selector js = s;
+      if (js.kind == ZEUS_SELECTOR_ZEUS_COST) js.world_size = t.ngpu;
+      for (uint64_t seed = 1; seed <= RUNS; seed++) {
+        zeus__plo_noise nz;
+        zeus__plo_noise_issue30(&nz);
+        nz.seed = seed;
+        assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 0, &r));
+        assert_true(r.confidence >= 0 && r.confidence <= 1);
+        bool ok;
+        assert_zeus_ok(zeus__plo_judge(&js, t.meas, t.n, r.chosen_w, &ok, NULL));
+        runs++;
+        with_cont += r.ncontenders > 0;
+        for (size_t c = 0; c < r.ncontenders; c++) assert_true(r.contenders_w[c] != r.chosen_w);
+        if (r.confidence >= 0.95) {
+          sure++;
+          sure_right += ok;
+        }
+        if (ok) continue;
+        wrong++;
+        for (size_t c = 0; c < r.ncontenders; c++) {
+          bool right;
+          assert_zeus_ok(zeus__plo_judge(&js, t.meas, t.n, r.contenders_w[c], &right, NULL));
+          if (right) {
+            wrong_covered++;
+            break;
+          }
+        }
+      }
+    }
+  }
+  print_message("report: %d runs, %d with contenders; %d wrong, %d of them with a right limit among the contenders; "
+                "%d reported at >= 0.95, %d of them right\n", runs, with_cont, wrong, wrong_covered, sure, sure_right);
+  assert_int_equal(runs, 480);
+  assert_true(wrong > 0);
+  assert_int_equal(wrong_covered, wrong);
+  assert_true(sure_right * 100 >= 95 * sure);
+  assert_true(sure >= 300);
+}
+
+/* The report's arithmetic on made-up keys: a contender within two standard errors of a difference;
+ * the confidence the product of P(key_c <= 1.01 key_j). */
+static void plo_report_arithmetic(void **state) {
+  (void)state;
+  const double key[3] = {100, 101, 110}, sd[3] = {1, 1, 1};
+  bool cont[3];
+  double conf = zeus__robust_decide_min(key, sd, 3, 0, 0.01, 2.0, cont, NULL);
+  /* 101 - 100 = 1 <= 2 sqrt(2): a contender; 10 > 2.83: not. P: phi((102.01 - 100) / sqrt 2) x ~1. */
+  assert_false(cont[0]);
+  assert_true(cont[1]);
+  assert_false(cont[2]);
+  double p1 = 0.5 * erfc(-(1.01 * 101 - 100) / sqrt(2.0) / sqrt(2.0));
+  double p2 = 0.5 * erfc(-(1.01 * 110 - 100) / sqrt(2.0) / sqrt(2.0));
+  assert_near(conf, p1 * p2, 1e-12);
+  const double zero[3] = {0, 0, 0};
+  assert_near(zeus__robust_decide_min(key, zero, 3, 0, 0.01, 2.0, cont, NULL), 1.0, 0);
+  assert_false(cont[1]);
+  /* MaxSlowdown(1.1): c = 1 (ratio 1.05), limit 2 (ratio 1.11, 5 % less energy) might qualify. */
+  const double ratio[3] = {1.0, 1.05, 1.11}, rsd[3] = {0, 0.01, 0.01}, energy[3] = {100, 90, 85};
+  conf = zeus__robust_decide_slowdown(ratio, rsd, energy, 3, 1, 1.1, 2.0, cont, NULL);
+  assert_false(cont[0]);
+  assert_false(cont[1]);
+  assert_true(cont[2]);
+  double q1 = 0.5 * erfc(-(1.1 * 1.005 - 1.05) / 0.01 / sqrt(2.0));
+  double q2 = 0.5 * erfc(-(1.11 - 1.1) / 0.01 / sqrt(2.0));
+  assert_near(conf, q1 * q2, 1e-12);
+}
+
+/* The profile file's "decision" is written only where steps were noisy, loads back, and a
+ * malformed one is refused naming it. */
+static void plo_profile_decision_round_trips_and_is_checked(void **state) {
+  (void)state;
+  scratch s;
+  scratch_init(&s);
+  const zeus_plo_measurement m[] = {{300, 100, 2.0}, {250, 90, 2.1}, {200, 85, 2.3}};
+  unsigned cw[] = {250};
+  zeus__plo_choice ch = {.decided = true, .optimal_w = 200, .confidence = 0.875, .contenders_w = cw, .ncontenders = 1};
+  assert_zeus_ok(zeus__plo_profile_save_info(s.profile, m, NULL, 3, &ch));
+  zeus_plo_measurement *back;
+  size_t n;
+  zeus__plo_choice got;
+  assert_zeus_ok(zeus__plo_profile_load_choice(s.profile, &back, &n, &got));
+  free(back);
+  assert_true(got.decided);
+  assert_int_equal(got.optimal_w, 200);
+  assert_near(got.confidence, 0.875, 0);
+  assert_int_equal(got.ncontenders, 1);
+  assert_int_equal(got.contenders_w[0], 250);
+  free(got.contenders_w);
+  free(got.among_w);
+  static const char *const bad[] = {
+      "[1]",
+      "{\"optimal_power_limit_w\": 200, \"contenders_w\": [250], \"confidence\": 1.5}",
+      "{\"optimal_power_limit_w\": 200, \"contenders_w\": [237], \"confidence\": 0.5}",
+      "{\"optimal_power_limit_w\": 199, \"contenders_w\": [], \"confidence\": 0.5}",
+      "{\"optimal_power_limit_w\": 200, \"contenders_w\": 250, \"confidence\": 0.5}",
+      "{\"contenders_w\": [], \"confidence\": 0.5}",
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    FILE *fp = fopen(s.profile, "w");
+    assert_non_null(fp);
+    fprintf(fp,
+            "{\"measurements\": [{\"power_limit\": 300, \"energy\": 100, \"time\": 2.0}, "
+            "{\"power_limit\": 250, \"energy\": 90, \"time\": 2.1}, {\"power_limit\": 200, \"energy\": 85, "
+            "\"time\": 2.3}], \"decision\": %s}\n",
+            bad[i]);
+    fclose(fp);
+    assert_zeus_err(zeus_plo_profile_load(s.profile, &back, &n), ZEUS_EPARSE, "'decision' must be");
+  }
+  scratch_free(&s);
+}
+
+/* The confidence mode (issue 37) at 0.95 with a cap of 12x the original's steps
+ * (max_profile_steps): every cell right in >= 19 of 20 seeded runs (the default profiling has five
+ * cells below, three of them below the fixed-allocation oracle's 95 %). */
+static void plo_confidence_mode_is_right_in_every_cell_at_095(void **state) {
+  (void)state;
+  ZEUS_SKIP_WITHOUT_DATA();
+  char paths[16][1024];
+  size_t np = list_profiles(paths, 16);
+  assert_int_equal(np, 6);
+  int total = 0;
+  double worst = 0;
+  for (size_t i = 0; i < np; i++) {
+    for (int k = 0; k < 4; k++) {
+      zeus_selector s;
+      make_selector(k, &s);
+      zeus__plo_noise nz;
+      zeus__plo_noise_issue30(&nz);
+      nz.seed = 1;
+      nz.confidence = 0.95;
+      long orig = nz.wait_steps + 1 + 9 * (nz.warmup_steps + nz.profile_steps);
+      nz.max_profile_steps = 12 * orig;
+      nz.steps_per_epoch = nz.max_profile_steps + 1;
+      int right;
+      double ratio;
+      assert_zeus_ok(zeus__plo_robustness(paths[i], &s, &nz, 0, RUNS, &right, &ratio));
+      print_message("%-34s %-17s %4d/%d  steps <= %.2fx\n", strrchr(paths[i], '/') + 1, sel_names[k], right, RUNS, ratio);
+      assert_true(right >= 19);
+      assert_true(ratio <= 12.0);
+      total += right;
+      worst = fmax(worst, ratio);
+    }
+  }
+  print_message("confidence 0.95, cap 12x: %d/480 right, steps at most %.2fx the original's\n", total, worst);
+  assert_true(total >= 477);
+}
+
+/* At the cap (the default: the end of the first epoch) an unsettled choice takes the higher of the
+ * contenders: never below the selector's choice on the measurements, and reported below the
+ * target; a settled one at or above it. Noiseless steps: the original's steps and choice. */
+static void plo_confidence_mode_takes_the_safer_limit_at_the_cap(void **state) {
+  (void)state;
+  ZEUS_SKIP_WITHOUT_DATA();
+  char paths[16][1024];
+  size_t np = list_profiles(paths, 16);
+  scratch sc;
+  scratch_init(&sc);
+  int capped = 0, raised = 0, reloaded = 0;
+  for (size_t i = 0; i < np; i++) {
+    for (int k = 0; k < 4; k++) {
+      zeus_selector s;
+      make_selector(k, &s);
+      zeus__plo_noise nz;
+      zeus__plo_noise_init(&nz);
+      nz.confidence = 0.95;
+      zeus__plo_replay_result a, b;
+      assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 0, &a));
+      assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 1, &b));
+      assert_int_equal(a.chosen_w, b.chosen_w);
+      assert_int_equal(a.steps, a.original_steps);
+      for (uint64_t seed = 1; seed <= 5; seed++) {
+        zeus__plo_noise_issue30(&nz);
+        nz.seed = seed;
+        nz.confidence = 0.95;
+        nz.profile_path = sc.profile;
+        unlink(sc.profile);
+        assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 0, &a));
+        /* The saved profile, loaded with the same selector, makes the live run's choice and
+         * tells its report again, a choice at the cap too. */
+        zeus__plo_replay_result loaded;
+        assert_zeus_ok(zeus__plo_noisy_replay(paths[i], &s, &nz, 0, &loaded));
+        assert_int_equal(loaded.steps, 0);
+        assert_int_equal(loaded.chosen_w, a.chosen_w);
+        assert_near(loaded.confidence, a.confidence, 1e-6);
+        reloaded++;
+        assert_true(a.steps <= 3 * a.original_steps); /* the first epoch: 3x in the replay */
+        zeus_selector js = s;
+        if (js.kind == ZEUS_SELECTOR_ZEUS_COST) js.world_size = a.ngpu;
+        unsigned w;
+        assert_zeus_ok(zeus_selector_select(&js, a.meas, a.n, &w));
+        if (a.confidence >= 0.95 * 0.999) {
+          assert_int_equal(a.chosen_w, w);
+          continue;
+        }
+        capped++;
+        assert_true(a.chosen_w >= w);
+        raised += a.chosen_w > w;
+      }
+    }
+  }
+  print_message("at the cap: %d runs unsettled, %d of them raised to a higher contender; %d reloaded alike\n",
+                capped, raised, reloaded);
+  assert_true(capped > 0);
+  assert_true(raised > 0);
+  scratch_free(&sc);
+}
+
+/* The mode's options: out of range refused naming them; ZEUS_PLO_CONFIDENCE read at open. */
+static void plo_confidence_options_are_checked(void **state) {
+  (void)state;
+  scratch s;
+  scratch_init(&s);
+  char csv[700];
+  snprintf(csv, sizeof csv, "%s/three.csv", s.dir);
+  FILE *fp = fopen(csv, "w");
+  assert_non_null(fp);
+  fprintf(fp, "start_time,window_name,elapsed_time,gpu0_energy\n0,__GlobalPowerLimitOptimizer_300,10,3000\n"
+              "1,__GlobalPowerLimitOptimizer_275,11,2900\n2,__GlobalPowerLimitOptimizer_250,12,2950\n");
+  fclose(fp);
+  zeus_selector sel;
+  zeus_selector_energy(&sel);
+  zeus__plo_noise nz;
+  zeus__plo_noise_init(&nz);
+  zeus__plo_replay_result r;
+  nz.confidence = 1.0;
+  assert_zeus_err(zeus__plo_noisy_replay(csv, &sel, &nz, 0, &r), ZEUS_EINVAL, "confidence 1");
+  nz.confidence = -0.5;
+  assert_zeus_err(zeus__plo_noisy_replay(csv, &sel, &nz, 0, &r), ZEUS_EINVAL, "confidence -0.5");
+  nz.confidence = 0.9;
+  nz.max_profile_steps = -1;
+  assert_zeus_err(zeus__plo_noisy_replay(csv, &sel, &nz, 0, &r), ZEUS_EINVAL, "max_profile_steps -1");
+  nz.max_profile_steps = 0;
+  nz.confidence = 0;
+  setenv("ZEUS_PLO_CONFIDENCE", "2", 1);
+  int rc = zeus__plo_noisy_replay(csv, &sel, &nz, 0, &r);
+  bool named = strstr(zeus_errmsg(), "ZEUS_PLO_CONFIDENCE") != NULL;
+  setenv("ZEUS_PLO_CONFIDENCE", "0.95", 1);
+  /* Through the environment the mode acts: 5 % jitter on two limits 1.7 % apart measures more. */
+  zeus__plo_noise_issue30(&nz);
+  nz.seed = 2;
+  zeus__plo_replay_result withenv;
+  int rc2 = zeus__plo_noisy_replay(csv, &sel, &nz, 0, &withenv);
+  unsetenv("ZEUS_PLO_CONFIDENCE");
+  assert_true(rc != ZEUS_OK); /* out of range: refused, naming the variable */
+  assert_true(named);
+  assert_zeus_ok(rc2);
+  assert_false(isnan(withenv.confidence));
+  zeus__plo_replay_result plain;
+  assert_zeus_ok(zeus__plo_noisy_replay(csv, &sel, &nz, 0, &plain));
+  assert_true(withenv.steps > plain.steps);
+  scratch_free(&s);
+}
+
 /* The judge of a choice, on a made-up profile. */
 static void plo_judge_follows_issue_30s_rule(void **state) {
   (void)state;
@@ -371,6 +741,14 @@ int main(int argc, char **argv) {
       cmocka_unit_test(plo_profile_with_a_malformed_choice_is_refused),
       cmocka_unit_test(plo_loaded_profile_makes_the_live_runs_choice),
       cmocka_unit_test(plo_judge_follows_issue_30s_rule),
+      cmocka_unit_test(plo_few_limits_remeasure_what_decides),
+      cmocka_unit_test(plo_report_names_the_contenders_of_every_wrong_choice),
+      cmocka_unit_test(plo_report_arithmetic),
+      cmocka_unit_test(plo_confidence_mode_is_right_in_every_cell_at_095),
+      cmocka_unit_test(plo_confidence_mode_takes_the_safer_limit_at_the_cap),
+      cmocka_unit_test(plo_confidence_options_are_checked),
+      cmocka_unit_test(plo_profile_decision_round_trips_and_is_checked),
+      cmocka_unit_test(plo_short_plan_takes_the_first_windows_limit_when_it_can_decide),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -142,14 +142,23 @@ class Profiling(_AtLimitFor):
 
 
 class Done(_Model):
-    """Every limit is measured and ``optimal_power_limit`` (mW) is applied."""
+    """Every limit is measured and ``optimal_power_limit`` (mW) is applied.
 
-    __slots__ = ("optimal_power_limit",)
-    _fields = __slots__
+    (not in the original) ``contenders``: the limits (mW) the choice could not tell apart from it
+    (within the measured noise), ``confidence``: the confidence it reached that it is within the
+    selector's tolerance of the best (None when unknown: ``ZEUS_PLO_PROFILING=original``, a
+    profile file without a recorded decision). Neither takes part in equality or the repr, which
+    stay the original's.
+    """
+
+    __slots__ = ("optimal_power_limit", "contenders", "confidence")
+    _fields = ("optimal_power_limit",)
     name = "DONE"
 
-    def __init__(self, *, optimal_power_limit: int) -> None:
+    def __init__(self, *, optimal_power_limit: int, contenders=(), confidence=None) -> None:
         self.optimal_power_limit = _positive_int("Done", "optimal_power_limit", optimal_power_limit)
+        self.contenders = [_positive_int("Done", "contenders", c) for c in contenders]
+        self.confidence = None if confidence is None else _number("Done", "confidence", confidence)
 
 
 def _to_c(measurements) -> "tuple":
@@ -393,6 +402,13 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         pl_step: the stride between power limits, W (> 0); kept in mW in ``self.pl_step``.
         profile_path: an existing file: load it and apply its optimum at once, profiling
             nothing; a missing file: profile, then write it (atomically); None: no file.
+        confidence: (not in the original; keyword only) the confidence mode, in (0, 1), e.g.
+            0.95: after the sweep the limits that could still be the best are measured again in
+            interleaved rounds until the choice is within the selector's tolerance at this
+            confidence, or the cap comes (then the higher of the contenders is chosen). None: off
+            unless ZEUS_PLO_CONFIDENCE is set.
+        max_profile_steps: (keyword only) the confidence mode's cap in steps since construction;
+            None or 0: the end of the epoch in which the sweep ends.
 
     Raises:
         ValueError: a parameter out of range, GPUs whose power-limit ranges differ, a malformed
@@ -410,6 +426,9 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         profile_steps: int = 40,
         pl_step: int = 25,
         profile_path: str | Path | None = None,
+        *,
+        confidence: float | None = None,
+        max_profile_steps: int | None = None,
     ) -> None:
         self._h = c_void_p()  # first, so that close() works whatever fails below
         self._done = False
@@ -432,6 +451,17 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
                 raise ValueError(f"GlobalPowerLimitOptimizer: {name} {v} is out of range (expected 0..{_LONG_MAX})")
         if pl_step * 1000 >= 2**32:
             raise ValueError(f"GlobalPowerLimitOptimizer: pl_step {pl_step} W is out of range (expected < 4294967 W)")
+        # (not in the original) The confidence mode (issue 37; docs/plo.md).
+        if confidence is not None:
+            confidence = _number("GlobalPowerLimitOptimizer", "confidence", confidence)
+            if not 0 < confidence < 1:
+                raise ValueError(f"GlobalPowerLimitOptimizer: confidence {confidence} is outside the allowed range "
+                                 "(0, 1)")
+        if max_profile_steps is not None:
+            max_profile_steps = _int_arg("max_profile_steps", max_profile_steps)
+            if not 0 <= max_profile_steps <= _LONG_MAX:
+                raise ValueError(f"GlobalPowerLimitOptimizer: max_profile_steps {max_profile_steps} is outside the "
+                                 f"allowed range [0, {_LONG_MAX}]")
         if optimum_selector is not None and not isinstance(optimum_selector, OptimumSelector):
             raise TypeError("GlobalPowerLimitOptimizer: optimum_selector must be an OptimumSelector, got "
                             f"{type(optimum_selector).__name__}")
@@ -455,6 +485,11 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         o.warmup_steps = warmup_steps
         o.profile_steps = profile_steps
         o.pl_step_w = pl_step
+        if confidence is not None:
+            o.confidence = confidence
+        if max_profile_steps is not None:
+            o.max_profile_steps = max_profile_steps
+        self.confidence_target = confidence
         if self.profile_path is not None:
             self._path_bytes = _lib.fs_bytes(self.profile_path)
             o.profile_path = self._path_bytes
@@ -554,7 +589,8 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         h = self._handle()
         st = L.zeus_plo_get_state(h)
         if st == _DONE:
-            return Done._trusted(optimal_power_limit=L.zeus_plo_optimal_power_limit_w(h) * 1000)
+            return Done._trusted(optimal_power_limit=L.zeus_plo_optimal_power_limit_w(h) * 1000,
+                                 contenders=self.contenders, confidence=self.confidence)
         steps = int(L.zeus_plo_steps_left(h))
         if st == _lib.ZEUS_PLO_READY:
             nxt = L.zeus_plo_next_power_limit_w(h) or L.zeus_plo_current_power_limit_w(h)
@@ -585,6 +621,27 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         Done, else None."""
         w = self._lib.zeus_plo_optimal_power_limit_w(self._handle())
         return w * 1000 if w else None
+
+    @property
+    def contenders(self) -> List[int]:
+        """(not in the original) Once Done, the limits in mW that the choice could not tell apart
+        from it: within the measured noise (two standard errors of a difference, from the step
+        spread and the energy counter's tick error). Empty before Done or when unknown."""
+        if not _lib.has("zeus_plo_contenders"):
+            return []
+        ptr = POINTER(c_uint)()
+        n = self._lib.zeus_plo_contenders(self._handle(), byref(ptr))
+        return [ptr[i] * 1000 for i in range(n)]
+
+    @property
+    def confidence(self) -> Optional[float]:
+        """(not in the original) Once Done, the confidence the choice reached that it is within
+        the selector's tolerance of the best (1 % of the cost, energy or time; MaxSlowdownConstraint:
+        the factor + 0.5 %); 1.0 for noiseless measurements; None before Done or when unknown."""
+        if not _lib.has("zeus_plo_confidence"):
+            return None
+        c = self._lib.zeus_plo_confidence(self._handle())
+        return None if math.isnan(c) else float(c)
 
     @property
     def measurements(self) -> List[PowerLimitMeasurement]:
@@ -688,6 +745,9 @@ class HFGlobalPowerLimitOptimizer:
         profile_steps: int = 40,
         pl_step: int = 25,
         profile_path: str | Path | None = None,
+        *,
+        confidence: float | None = None,
+        max_profile_steps: int | None = None,
     ) -> None:
         self.optimizer = GlobalPowerLimitOptimizer(
             monitor=monitor,
@@ -697,6 +757,8 @@ class HFGlobalPowerLimitOptimizer:
             profile_steps=profile_steps,
             pl_step=pl_step,
             profile_path=profile_path,
+            confidence=confidence,
+            max_profile_steps=max_profile_steps,
         )
 
     def on_train_begin(self, args, state, control, model=None, **kwargs) -> None:
