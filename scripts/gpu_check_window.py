@@ -19,7 +19,8 @@ The run lasts until it has seen two whole phase cycles (at least 16 s, at most 6
 --quick, which says how much of a cycle it covered). Meanwhile windows of 50 ms to 2 s (to 1 s
 with --quick) are opened and closed on a sampled ZeusMonitor, overlapping, their starts spread
 over the run so that they fall at every phase. Each window's truth is the counter's mean power
-between its first and last tick of the run times the window's length (a steady load is assumed:
+over the run (the slope of a line through its ticks, leaving out the least certain) times the
+window's length (a steady load is assumed:
 a load that varies makes every figure look worse). Beside the sampled source, the raw counter
 difference over the same window (what a window that reads the counter at its ends gets: the
 values the counter thread had read by then), reported, never checked.
@@ -245,15 +246,26 @@ def main():
     checks = {}
     if poll.error:
         doc["error"] = poll.error
-    # The reference: the counter's mean power between its first and last tick (or read).
-    ref_pts = poll.counter_ticks if counter and not counter["continuous"] else [(t, e, 0) for t, e in poll.reads]
+    # The reference: the counter's mean power over the run, the slope of a line through its ticks
+    # (through its reads for a counter that moves at every read), leaving out the points whose
+    # time is least certain (a poll thread preempted mid-read: up to tens of ms on a loaded machine).
+    if counter and not counter["continuous"]:
+        pts = poll.counter_ticks
+    else:
+        pts = [(t, e, c / 2) for (t, e), c in zip(poll.reads, poll.read_cost)]
+    if pts:
+        hw = sorted(h for _, _, h in pts)[len(pts) // 2]
+        pts = [x for x in pts if x[2] <= 1.5 * hw + 1e-4]
     enough = counter is not None and (counter["continuous"] or counter["ticks"] >= 10)
     checks["counter_ticks"] = enough
     p_ref = None
-    if len(ref_pts) >= 2 and ref_pts[-1][0] > ref_pts[0][0]:
-        p_ref = (ref_pts[-1][1] - ref_pts[0][1]) / (ref_pts[-1][0] - ref_pts[0][0])
-    doc["reference"] = {"seconds": ref_pts[-1][0] - ref_pts[0][0] if len(ref_pts) >= 2 else None,
-                        "mean_power_w": p_ref if enough else None}
+    if len(pts) >= 2 and pts[-1][0] > pts[0][0]:
+        n = len(pts)
+        mt, me = sum(t for t, _, _ in pts) / n, sum(e for _, e, _ in pts) / n
+        stt = sum((t - mt) ** 2 for t, _, _ in pts)
+        p_ref = sum((t - mt) * (e - me) for t, e, _ in pts) / stt if stt > 0 else None
+    doc["reference"] = {"seconds": pts[-1][0] - pts[0][0] if len(pts) >= 2 else None,
+                        "mean_power_w": p_ref if enough else None, "points": len(pts)}
     # Phase and drift.
     ph = None
     res_s = max(read_gap or 0, 0.0006) / 2
