@@ -199,7 +199,8 @@ elif jcheck "$tmp/run/report.json" "[s for s in d['steps'] if s['step'] == 'pfo'
   pass "gpu-check: the Perseus client applied the 75 % plan from zeus pfo-server and saved energy"
 else fail "gpu-check pfo: $(cat "$tmp/run/pfo.log")"; fi
 for want in "## Summary" "## What it found" "Zeus Simulated GPU" "## Readings against each other" "## Settings changed, read back and restored" \
-            "## Clock change latency" "## Window accuracy" "## Settings after the run" "## Power-limit optimizer on real work" "a clean sweep" "PASSED"; do
+            "## Clock change latency" "## Window accuracy" "The energy counter moves at every read" "## Settings after the run" \
+            "## Power-limit optimizer on real work" "a clean sweep" "optimizer steps a run" "PASSED"; do
   if grep -qF -- "$want" "$tmp/run/report.md"; then pass "report.md has '$want'"; else fail "report.md lacks '$want'"; fi
 done
 [ "$(limits)" = "300000 300000 " ] && pass "gpu-check: the fake GPUs' state is back at 300 W" || fail "state after gpu-check: $(cat "$tmp/state")"
