@@ -160,6 +160,37 @@ def phases(power_ticks, counter_ticks):
     return out
 
 
+def phase_model(ct, pt, tc, tp, span, res_s):
+    """The power's phase after the counter's tick from the two sensors' tick times and periods:
+    the phase at the first power tick (s), its drift per tick (tp - tc), the phase cycle, how many
+    cycles `span` seconds hold, whether the drift is resolvable at all in that span, whether the
+    power ticks with the counter, and how well the model places the power ticks (fit_ok: median
+    distance <= max(5 ms, 3 x res_s)). None without a power tick after a counter tick."""
+    pairs = phases(pt, ct)
+    if not pairs:
+        return None
+    drift = tp - tc  # how much later each power tick falls after its counter tick
+    # The phase at the start: each power tick's phase carried back to the first by the drift
+    # (modulo the counter period), then their circular mean.
+    t0 = pairs[0][0]
+    ang = [2 * math.pi * ((p - drift * (t - t0) / tp) % tc) / tc for t, p in pairs]
+    cx, cy = sum(math.cos(a) for a in ang), sum(math.sin(a) for a in ang)
+    start_phase = (math.atan2(cy, cx) % (2 * math.pi)) * tc / (2 * math.pi)
+    dev = []
+    for t, p in pairs:
+        want = (start_phase + drift * (t - t0) / tp) % tc
+        d = abs(p - want)
+        dev.append(min(d, tc - d))
+    fit_err = statistics.median(dev)
+    cycle = tc * tp / abs(drift) if abs(drift) > 1e-9 else None
+    resolvable = abs(drift) * (span / tp) > 2 * res_s + 0.002
+    return {"phase_s": start_phase, "phase_ms": 1000 * start_phase, "drift_s_per_tick": drift,
+            "drift_ms_per_tick": 1000 * drift, "power_period_s": tp, "cycle_s": cycle if resolvable else None,
+            "cycles_covered": span / cycle if cycle and resolvable else 0.0, "drift_resolvable": resolvable,
+            "fit_median_error_s": fit_err, "resolution_s": res_s, "fit_ok": fit_err <= max(0.005, 3 * res_s),
+            "power_at_ticks": (not resolvable) and min(start_phase, tc - start_phase) <= max(0.005, 3 * res_s)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpu", type=int, default=0, help="the GPU to measure (default 0)")
@@ -270,32 +301,11 @@ def main():
     ph = None
     res_s = max(read_gap or 0, 0.0006) / 2
     if counter and power and not counter["continuous"] and not power["continuous"]:
-        tc, tp = counter["period_s"], power["period_s"]
-        pairs = phases(pt, ct)
-        drift = tp - tc  # how much later each power tick falls after its counter tick
-        # The phase at the start: each power tick's phase carried back to the first by the drift
-        # (modulo the counter period), then their circular mean.
-        if pairs:
-            t0 = pairs[0][0]
-            ang = [2 * math.pi * ((p - drift * (t - t0) / tp) % tc) / tc for t, p in pairs]
-            cx, cy = sum(math.cos(a) for a in ang), sum(math.sin(a) for a in ang)
-            start_phase = (math.atan2(cy, cx) % (2 * math.pi)) * tc / (2 * math.pi)
-            dev = []
-            for t, p in pairs:
-                want = (start_phase + drift * (t - t0) / tp) % tc
-                d = abs(p - want)
-                dev.append(min(d, tc - d))
-            fit_err = statistics.median(dev)
-            cycle = tc * tp / abs(drift) if abs(drift) > 1e-9 else None
-            resolvable = abs(drift) * (span / tp) > 2 * res_s + 0.002
-            ph = {"phase_s": start_phase, "phase_ms": 1000 * start_phase, "drift_s_per_tick": drift,
-                  "drift_ms_per_tick": 1000 * drift, "power_period_s": tp, "cycle_s": cycle if resolvable else None,
-                  "cycles_covered": span / cycle if cycle and resolvable else 0.0, "drift_resolvable": resolvable,
-                  "fit_median_error_s": fit_err, "resolution_s": res_s,
-                  "power_at_ticks": (not resolvable) and min(start_phase, tc - start_phase) <= max(0.005, 3 * res_s)}
-            checks["phase_fit"] = fit_err <= max(0.005, 3 * res_s)
+        ph = phase_model(ct, pt, counter["period_s"], power["period_s"], span, res_s)
+        if ph:
+            checks["phase_fit"] = ph["fit_ok"]
             if not args.quick:
-                checks["phase_cycles"] = (not resolvable) or ph["cycles_covered"] >= 2
+                checks["phase_cycles"] = (not ph["drift_resolvable"]) or ph["cycles_covered"] >= 2
     doc["phase"] = ph
     vals = [p for _, p, _ in poll.power_ticks]
     if len(vals) >= 5 and statistics.mean(vals) > 0:

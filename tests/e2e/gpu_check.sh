@@ -236,6 +236,28 @@ else fail "window-accuracy on the virtual clock: exit $rc: $(cat "$tmp/win-virt.
 if jcheck "$tmp/win.json" "abs(d['counter']['period_s'] - 0.0999) < 0.003 and d['phase']['power_at_ticks'] and d['checks']['phase_fit'] and d['checks']['counter_ticks'] and d['checks']['sampled_1000ms']"; then
   pass "window-accuracy on h100: counter period 99.9 ms found, power ticks with it, every window length checked"
 else fail "window-accuracy h100 clocks: $(head -c 1500 "$tmp/win.json")"; fi
+# The phase figures from tick times like the H200's (counter every 100.0 ms, power every 101.6 ms:
+# a cycle of 6.35 s), with the read resolution of its 2.3 ms counter reads: found within 0.05 ms
+# per tick and 2 ms; a drift 0.5 ms per tick wrong, or power ticks that are no clock, fail phase_fit.
+if PYTHONPATH="$SRC/scripts" ${PYTHON:-$PY} - <<'PYEOF'
+import random, sys
+import gpu_check_window as w
+r = random.Random(35)
+ct = [0.0123 + 0.1 * k + r.uniform(-0.00115, 0.00115) for k in range(160)]
+pt = [0.045 + 0.1016 * k + r.uniform(-0.0003, 0.0003) for k in range(157)]
+c, p = w.period_fit(ct, 0.0023), w.period_fit(pt, 0.0006)
+ph = w.phase_model(ct, pt, c["period_s"], p["period_s"], 16.0, 0.00115)
+ok = (abs(ph["drift_ms_per_tick"] - 1.6) < 0.05 and abs(ph["phase_ms"] - 32.7) < 2 and abs(ph["cycle_s"] - 6.35) < 0.2
+      and ph["cycles_covered"] >= 2 and ph["fit_ok"] and not ph["power_at_ticks"])
+bad = w.phase_model(ct, pt, c["period_s"], p["period_s"] + 0.0005, 16.0, 0.00115)
+pt2 = sorted(0.1016 * k + r.uniform(0, 0.1) for k in range(157))
+p2 = w.period_fit(pt2, 0.0006)
+noclock = w.phase_model(ct, pt2, c["period_s"], p2["period_s"], 16.0, 0.00115)
+print(ph, bad["fit_ok"], noclock["fit_ok"])
+sys.exit(0 if ok and not bad["fit_ok"] and not noclock["fit_ok"] else 1)
+PYEOF
+then pass "window-accuracy's phase and drift from H200-like ticks (1.6 ms per tick, 6.35 s cycle); a wrong drift fails phase_fit"
+else fail "window-accuracy phase model on synthetic H200 ticks"; fi
 # A GPU whose power reads 20 % low: the sampled source's sub-tick energy is off, and its checks fail.
 touch "$tmp/busy"
 PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h100 FAKE_NVML_LIE=power_scaled:0.8 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_window.py" \
