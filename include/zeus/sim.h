@@ -27,8 +27,10 @@
  *   ZEUS_SIM_HARDWARE        how the GPUs' sensors and actuators behave: "ideal" (default: every
  *                            reading current and free, every setting at once), "h100" (measured
  *                            on an H100, ../shared/gpu/H100.md: readings move on a ~100 ms tick,
- *                            a counter read costs 3.3 ms, a clock lock takes 8 ms, ...), or the path
- *                            of a JSON file with the fields of zeus_sim_hardware
+ *                            a counter read costs 3.3 ms, a clock lock takes 8 ms, ...), "h200"
+ *                            (../shared/gpu/H200.md: the counter on a 100.0 ms clock, the power on
+ *                            its own ~101.6 ms one, 2.3 ms counter reads, 200-700 W, 345-1980 MHz),
+ *                            or the path of a JSON file with the fields of zeus_sim_hardware
  *   ZEUS_SIM_COUNTER_PERIOD_MS  the sensor tick period (zeus_sim_hardware.tick_s), overriding the
  *                            profile's; with the ideal profile only the energy counter ticks
  *                            (default 0: the profile's)
@@ -72,11 +74,16 @@ typedef struct zeus_sim_table_row {
 /* How a GPU's sensors and actuators behave (ZEUS_SIM_HARDWARE). All zero is the ideal GPU: every
  * reading is current and costs nothing, every setting takes effect when called.
  *
- * Sensor tick: readings are refreshed at ticks, tick_s apart (each interval drawn uniformly within
- * tick_s +- tick_jitter_s), the first at a phase drawn per GPU in (0, tick_s]. The energy counter
- * then shows the exact energy at its last tick; with power_at_ticks the instant power (the power at
- * the tick, times 1 + a uniform draw within +-power_noise), the average power (the mean over the
- * second before the tick) and the SM clock read-back also keep their values of the last tick.
+ * Sensor clocks: the energy counter is refreshed at ticks, tick_s apart (each interval drawn
+ * uniformly within tick_s +- tick_jitter_s), the first at a phase drawn per GPU in (0, tick_s]; it
+ * then shows the exact energy at its last tick. With power_at_ticks the instant power (the power at
+ * its tick, times 1 + a uniform draw within +-power_noise), the average power (the mean over the
+ * second before its tick) and the SM clock read-back keep their values of their last tick too: by
+ * default the counter's, or, as on an H200 (../shared/gpu/H200.md), ticks of a clock of their own,
+ * power_tick_s apart (+- power_tick_jitter_s), the first power_phase_s after the counter's first.
+ * Two periods that differ make the phase between the clocks drift by their difference every tick
+ * (H200: 100.0 against ~101.6 ms, a whole period every ~6 s). power_phase_s alone (power_tick_s 0)
+ * keeps the counter's period at that phase (each clock jittering on its own).
  * Read costs: each call takes that long on the caller's thread after taking its value (wall
  * clock: a real wait, spun below 200 us; virtual clock: the node's clock moves on, every GPU idling
  * or working as before). Actuation: a locked-clock change returns after clock_lock_call_s and takes
@@ -84,12 +91,17 @@ typedef struct zeus_sim_table_row {
  * power_limit_call_s and takes effect power_limit_down_effect_s (lower limit) or
  * power_limit_up_effect_s (higher) after the call started. The getters show the setting at once;
  * the work (and the power drawn) follows at the effect time. A piece of work keeps the operating
- * point it started at. The ground truth (zeus_sim_true_energy) is always exact. */
+ * point it started at. The ground truth (zeus_sim_true_energy) is always exact.
+ * Measured limits, clocks and powers (gpu): a nonzero field replaces the GPU model's (a table
+ * model keeps its own limits and working powers), so that a profile stands for one GPU whole. */
 typedef struct zeus_sim_hardware {
-  char name[32];                    /* "ideal", "h100", or the file the profile came from */
-  double tick_s;                    /* sensor tick period; 0: readings always current */
+  char name[32];                    /* "ideal", "h100", "h200", or the file the profile came from */
+  double tick_s;                    /* energy counter tick period; 0: readings always current */
   double tick_jitter_s;             /* each tick interval within tick_s +- this */
   bool power_at_ticks;              /* power, average power and SM clock read-back refresh at ticks */
+  double power_tick_s;              /* ... at ticks of their own clock, this far apart; 0: the counter's */
+  double power_tick_jitter_s;       /* each power tick interval within power_tick_s +- this */
+  double power_phase_s;             /* the first power tick this long after the counter's first */
   double power_noise;               /* relative noise of an instant power reading (+-) */
   double energy_read_s;             /* cost of one energy counter read */
   double power_read_s;              /* instant power */
@@ -102,11 +114,14 @@ typedef struct zeus_sim_hardware {
   double power_limit_down_effect_s; /* a lower limit takes effect this long after the call started */
   double power_limit_up_effect_s;   /* a higher one this long */
   unsigned seed;                    /* tick phases, jitter and noise (0: a fixed default) */
+  zeus_sim_dvfs gpu;                /* measured limits, clocks and powers; zero fields: the model's */
 } zeus_sim_hardware;
 
-/* The named profile (`ideal` or `h100`) or, for a name containing '/' or ending in .json, the
- * profile in that JSON file ({"tick_s": 0.1, ...}, the fields above; absent ones are 0 or, with
- * "base": "h100", that profile's). Errors name the profile or the file and field. */
+/* The named profile (`ideal`, `h100` or `h200`) or, for a name containing '/' or ending in .json,
+ * the profile in that JSON file ({"tick_s": 0.1, ...}, the fields above, the gpu ones flat:
+ * "max_power_limit_w": 700, ...; absent ones are 0 or, with "base": "h200", that profile's), such
+ * as the hardware-model.json that gpu-check writes of a real GPU. Errors name the profile or the
+ * file and field. */
 ZEUS_EXTERN int zeus_sim_hardware_profile(const char *name_or_path, zeus_sim_hardware *out /* out */);
 
 typedef struct zeus_sim_gpu_config {
@@ -197,6 +212,11 @@ typedef struct zeus_sim_tick {
  * where time moves only with the work and nothing can poll. 0 for a GPU without ticks. */
 ZEUS_EXTERN size_t zeus_sim_gpu_ticks_since(zeus_sim_node *n, unsigned gpu, double after_s, zeus_sim_tick *out,
                                             size_t max);
+/* The same for the power readings' ticks, on their own clock (power_tick_s, power_phase_s): power_w
+ * the reading from then on, counter_j the counter as it read then. Where the power shares the
+ * counter's clock or does not tick, the counter's ticks (as zeus_sim_gpu_ticks_since). */
+ZEUS_EXTERN size_t zeus_sim_gpu_power_ticks_since(zeus_sim_node *n, unsigned gpu, double after_s,
+                                                  zeus_sim_tick *out, size_t max);
 /* The SM clock a unit of work would run at now, and its working power in W. */
 ZEUS_EXTERN int zeus_sim_operating_point(zeus_sim_node *n, unsigned gpu, unsigned *clock_mhz /* out */,
                                          double *power_w /* out */);

@@ -1,4 +1,4 @@
-/* A backend's own record of a GPU's energy-counter ticks, for a tick follower that cannot poll
+/* A backend's own record of a GPU's energy-counter and power-reading ticks, for a tick follower that cannot poll
  * (monitor/sampler.c's virtual mode). Only the simulated GPU on the virtual clock keeps one: there
  * time moves only with the simulated work, so nothing can find the ticks by polling. */
 #ifndef ZEUS_DEVICE_COUNTER_TICKS_H
@@ -19,4 +19,15 @@ typedef struct zeus__counter_tick {
  * counter does not tick. */
 int zeus__gpu_counter_ticks_since(zeus_devices *d, unsigned gpu, double after_s, zeus__counter_tick *out, size_t max,
                                   size_t *n);
+/* The same for the power readings' ticks (instant power on a clock of its own; the counter's ticks
+ * where the power shares the counter's clock or does not tick): power_w the reading from then on,
+ * counter_j the counter as it read then. */
+int zeus__gpu_power_ticks_since(zeus_devices *d, unsigned gpu, double after_s, zeus__counter_tick *out, size_t max,
+                                size_t *n);
+/* What one read of the energy counter and of the instant power costs on GPU gpu, in s, where the
+ * backend keeps a record of the ticks (for a follower that replays its reads); ZEUS_ENOTSUP
+ * elsewhere. */
+int zeus__gpu_sensor_read_costs(zeus_devices *d, unsigned gpu, double *counter_s, double *power_s);
+/* The most ticks either call returns at once (the simulated GPU's record of each clock). */
+#define ZEUS__SENSOR_TICKS_MAX 256
 #endif

@@ -549,12 +549,14 @@ zeus_sim_node *zeus_devices_sim_node(zeus_devices *d) {
   return d && d->be->sim_node ? d->be->sim_node(d->st) : NULL;
 }
 
-int zeus__gpu_counter_ticks_since(zeus_devices *d, unsigned gpu, double after_s, zeus__counter_tick *out, size_t max,
-                                  size_t *n) {
+/* The simulated GPU's record of one of its sensor clocks (power: the power readings'), as
+ * device/counter_ticks.h says. */
+static int sim_ticks_since(zeus_devices *d, unsigned gpu, bool power, double after_s, zeus__counter_tick *out,
+                           size_t max, size_t *n) {
   *n = 0;
   zeus_sim_node *node = zeus_devices_sim_node(d);
   if (!node || zeus_sim_node_clock(node) != ZEUS_SIM_CLOCK_VIRTUAL)
-    return zeus__error(ZEUS_ENOTSUP, "the %s backend keeps no record of its counter's ticks", zeus_devices_backend(d));
+    return zeus__error(ZEUS_ENOTSUP, "the %s backend keeps no record of its sensors' ticks", zeus_devices_backend(d));
   unsigned phys;
   int rc = resolve(d, gpu, &phys);
   if (rc) return rc;
@@ -562,10 +564,35 @@ int zeus__gpu_counter_ticks_since(zeus_devices *d, unsigned gpu, double after_s,
   if ((rc = zeus_sim_gpu_hardware(node, phys, &hw))) return rc;
   if (!(hw.tick_s > 0)) /* a counter that moves continuously: nothing to follow */
     return zeus__error(ZEUS_ENOTSUP, "simulated GPU %u's energy counter does not tick", gpu);
-  zeus_sim_tick tk[64];
-  size_t k = zeus_sim_gpu_ticks_since(node, phys, after_s, tk, max < 64 ? max : 64);
+  zeus_sim_tick tk[ZEUS__SENSOR_TICKS_MAX];
+  if (max > ZEUS__SENSOR_TICKS_MAX) max = ZEUS__SENSOR_TICKS_MAX;
+  size_t k = power ? zeus_sim_gpu_power_ticks_since(node, phys, after_s, tk, max)
+                   : zeus_sim_gpu_ticks_since(node, phys, after_s, tk, max);
   for (size_t i = 0; i < k; i++) out[i] = (zeus__counter_tick){tk[i].t_s, tk[i].counter_j, tk[i].power_w};
   *n = k;
+  return ZEUS_OK;
+}
+
+int zeus__gpu_counter_ticks_since(zeus_devices *d, unsigned gpu, double after_s, zeus__counter_tick *out, size_t max,
+                                  size_t *n) {
+  return sim_ticks_since(d, gpu, false, after_s, out, max, n);
+}
+
+int zeus__gpu_power_ticks_since(zeus_devices *d, unsigned gpu, double after_s, zeus__counter_tick *out, size_t max,
+                                size_t *n) {
+  return sim_ticks_since(d, gpu, true, after_s, out, max, n);
+}
+
+int zeus__gpu_sensor_read_costs(zeus_devices *d, unsigned gpu, double *counter_s, double *power_s) {
+  zeus_sim_node *node = zeus_devices_sim_node(d);
+  if (!node || zeus_sim_node_clock(node) != ZEUS_SIM_CLOCK_VIRTUAL)
+    return zeus__error(ZEUS_ENOTSUP, "the %s backend keeps no record of its sensors' ticks", zeus_devices_backend(d));
+  unsigned phys;
+  int rc = resolve(d, gpu, &phys);
+  zeus_sim_hardware hw;
+  if (rc || (rc = zeus_sim_gpu_hardware(node, phys, &hw))) return rc;
+  *counter_s = hw.energy_read_s;
+  *power_s = hw.power_read_s;
   return ZEUS_OK;
 }
 

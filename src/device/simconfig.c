@@ -240,6 +240,43 @@ static const zeus_sim_hardware hw_h100 = {
     .power_limit_up_effect_s = 0.038,
 };
 
+/* Measured on one H200 (141 GB), driver 580.159.04, 2026-12-04: ../shared/gpu/H200.md and the
+ * gpu-check report beside it (2026-12-04-H200-gpu-check.md). Sensors: the counter's 100.0 ms
+ * period and the power's 101.3-101.9 ms (101.6 taken), the phase 75 ms at the start of the
+ * drift's record ("75 -> 23 ms over 3 s"); the drift of 1.3-2 ms a tick is the periods'
+ * difference with +-0.3 ms jitter on each clock (assumed: the jitter itself was not measured
+ * apart from the 2.3 ms reads). Read costs: the probe's medians (counter 2.3 ms, power 0.3 us,
+ * clocks 0.5 us, limit 85 us). Actuation, measured through the work: a clock lock's call 12.4 ms
+ * (clock-latency, 20 changes) and effect 8.0 ms; a power limit's call 16 ms (the mean of 24.1 ms
+ * down and 8.0 ms up: the model has one figure), effect 10.5 ms down and 36 ms up. Limits and
+ * clocks: 200-700 W (default 700), 345-1980 MHz in 15 MHz steps (110), memory 3201 MHz (2201
+ * also exists; memory locks are not supported there). Powers: idle 130 W (the probe, before the
+ * load); 440 W at the highest clock (the load's 433-443 W in gpus check), split as 150 W static and
+ * 290 W dynamic (assumed: no sweep of power against clock was made). Power noise as the H100's. */
+static const zeus_sim_hardware hw_h200 = {
+    .name = "h200",
+    .tick_s = 0.1000,
+    .tick_jitter_s = 0.0003,
+    .power_at_ticks = true,
+    .power_tick_s = 0.1016,
+    .power_tick_jitter_s = 0.0003,
+    .power_phase_s = 0.075,
+    .power_noise = 0.002,
+    .energy_read_s = 2.3e-3,
+    .power_read_s = 0.3e-6,
+    .average_power_read_s = 0.3e-6,
+    .clock_read_s = 0.5e-6,
+    .power_limit_read_s = 85e-6,
+    .clock_lock_call_s = 12.4e-3,
+    .clock_lock_effect_s = 8.0e-3,
+    .power_limit_call_s = 16e-3,
+    .power_limit_down_effect_s = 0.0105,
+    .power_limit_up_effect_s = 0.036,
+    .gpu = {.max_clock_mhz = 1980, .min_clock_mhz = 345, .clock_step_mhz = 15, .mem_clock_mhz = 3201,
+            .min_power_limit_w = 200, .max_power_limit_w = 700, .default_power_limit_w = 700,
+            .idle_power_w = 130, .static_power_w = 150, .dynamic_power_w = 290},
+};
+
 #define HW_D(f) {#f, offsetof(zeus_sim_hardware, f)}
 static const struct {
   const char *key;
@@ -249,9 +286,22 @@ static const struct {
     HW_D(energy_read_s), HW_D(power_read_s),           HW_D(average_power_read_s),
     HW_D(clock_read_s),  HW_D(power_limit_read_s),     HW_D(clock_lock_call_s),
     HW_D(clock_lock_effect_s), HW_D(power_limit_call_s), HW_D(power_limit_down_effect_s),
-    HW_D(power_limit_up_effect_s),
+    HW_D(power_limit_up_effect_s), HW_D(power_tick_s), HW_D(power_tick_jitter_s), HW_D(power_phase_s),
 };
 #undef HW_D
+/* The measured limits, clocks and powers, flat in a profile's object. */
+#define HW_G(f, u) {#f, offsetof(zeus_sim_dvfs, f), u}
+static const struct {
+  const char *key;
+  size_t off;
+  bool is_uint;
+} hw_gpu_fields[] = {
+    HW_G(min_power_limit_w, false), HW_G(max_power_limit_w, false), HW_G(default_power_limit_w, false),
+    HW_G(min_clock_mhz, true),      HW_G(max_clock_mhz, true),      HW_G(clock_step_mhz, true),
+    HW_G(mem_clock_mhz, true),      HW_G(idle_power_w, false),      HW_G(static_power_w, false),
+    HW_G(dynamic_power_w, false),
+};
+#undef HW_G
 
 static int hw_named(const char *name, zeus_sim_hardware *out) {
   if (strcmp(name, "ideal") == 0) {
@@ -262,8 +312,12 @@ static int hw_named(const char *name, zeus_sim_hardware *out) {
     *out = hw_h100;
     return ZEUS_OK;
   }
-  return zeus__error(ZEUS_EINVAL, "unknown simulated hardware profile '%s' (expected ideal, h100, or the path of a "
-                     "JSON profile)", name);
+  if (strcmp(name, "h200") == 0) {
+    *out = hw_h200;
+    return ZEUS_OK;
+  }
+  return zeus__error(ZEUS_EINVAL, "unknown simulated hardware profile '%s' (expected ideal, h100, h200, or the path "
+                     "of a JSON profile)", name);
 }
 
 /* A profile object: {"base": "h100", "<field>": number, "power_at_ticks": bool, "seed": n}. */
@@ -307,6 +361,21 @@ static int hw_from_json(const char *ctx, json_t *o, zeus_sim_hardware *out) {
         return zeus__error(ZEUS_EPARSE, "%s: field '%s' must be a number of seconds >= 0 (power_noise: a fraction)",
                            ctx, key);
       *(double *)((char *)&h + hw_fields[k].off) = json_number_value(v);
+    }
+    for (size_t k = 0; k < ZEUS__ARRAY_LEN(hw_gpu_fields) && !known; k++) {
+      if (strcmp(key, hw_gpu_fields[k].key) != 0) continue;
+      known = true;
+      double x = json_is_number(v) ? json_number_value(v) : -1;
+      char *dst = (char *)&h.gpu + hw_gpu_fields[k].off;
+      if (hw_gpu_fields[k].is_uint) {
+        if (!(x >= 0 && x <= 100000 && x == floor(x)))
+          return zeus__error(ZEUS_EPARSE, "%s: field '%s' must be a whole number of MHz in [0, 100000]", ctx, key);
+        *(unsigned *)dst = (unsigned)x;
+      } else {
+        if (!(x >= 0 && x <= 100000))
+          return zeus__error(ZEUS_EPARSE, "%s: field '%s' must be a number of W in [0, 100000]", ctx, key);
+        *(double *)dst = x;
+      }
     }
     if (!known) return zeus__error(ZEUS_EPARSE, "%s: unknown field '%s'", ctx, key);
   }
@@ -380,10 +449,14 @@ int zeus_sim_config_from_env(zeus_sim_config **out) {
   for (unsigned i = 0; i < cfg->num_gpus; i++) {
     if (hwname) cfg->gpus[i].hw = hw;
     if (!counter) cfg->gpus[i].no_energy_counter = true;
-    if (period_ms && cfg->gpus[i].hw.tick_s > 0) { /* the jitter scales with the period */
+    if (period_ms && cfg->gpus[i].hw.tick_s > 0) { /* the jitter, phase and power clock scale with it */
       zeus_sim_hardware *h = &cfg->gpus[i].hw;
-      h->tick_jitter_s *= period_ms / 1000.0 / h->tick_s;
+      double f = period_ms / 1000.0 / h->tick_s;
+      h->tick_jitter_s *= f;
       h->tick_s = period_ms / 1000.0;
+      h->power_tick_s *= f;
+      h->power_tick_jitter_s *= f;
+      h->power_phase_s *= f;
     }
     else if (period_ms) cfg->gpus[i].counter_period_s = period_ms / 1000.0;
     if (variation > 0) cfg->gpus[i].time_scale = (cfg->gpus[i].time_scale > 0 ? cfg->gpus[i].time_scale : 1) * (1 + variation * i);

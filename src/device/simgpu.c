@@ -22,7 +22,7 @@
 #define SIM_CK_SPACING 0.01
 #define SIM_AVG_WINDOW_S 1.0
 
-#define SIM_TICK_RING 64 /* ticks a GPU remembers: 6.4 s at 100 ms */
+#define SIM_TICK_RING 256 /* ticks a GPU remembers, of each clock: 25.6 s at 100 ms */
 
 typedef struct simgpu {
   zeus_sim_dvfs p; /* defaults applied */
@@ -33,12 +33,16 @@ typedef struct simgpu {
   bool has_counter;
   zeus_sim_hardware hw;
   bool power_ticks;   /* readings other than the counter refresh at ticks */
+  bool power_clock;   /* ... on a clock of their own (hw.power_tick_s), not the counter's */
   uint64_t rng;       /* tick jitter and power noise */
-  uint64_t ntick;     /* ticks so far */
-  double next_tick;   /* time of the next tick; 0: no ticks */
+  uint64_t ntick;     /* counter ticks so far */
+  double next_tick;   /* time of the next counter tick; 0: no ticks */
   double last_tick;   /* -1 before the first */
-  double tick_power_w, tick_avg_w; /* readings frozen at the last tick */
-  zeus_sim_tick ticks[SIM_TICK_RING]; /* the last ticks, for a virtual-clock follower */
+  uint64_t nptick;    /* power ticks so far (power_clock) */
+  double next_ptick;  /* time of the next power tick (power_clock) */
+  double tick_power_w, tick_avg_w; /* readings frozen at the last (power) tick */
+  zeus_sim_tick ticks[SIM_TICK_RING];  /* the last counter ticks, for a virtual-clock follower */
+  zeus_sim_tick pticks[SIM_TICK_RING]; /* the last power ticks (power_clock) */
   unsigned tick_clock_mhz;
   /* settings that have been called but not yet taken effect; at < 0: none */
   double pend_limit_at, pend_lock_at;
@@ -170,15 +174,17 @@ static double draw(uint64_t *s) {
   return (double)(z >> 11) / 9007199254740992.0;
 }
 
-static double next_interval(simgpu *g) {
-  double j = g->hw.tick_jitter_s;
-  return g->hw.tick_s + (j > 0 ? j * (2 * draw(&g->rng) - 1) : 0);
+static double next_interval(simgpu *g, double period, double jitter) {
+  return period + (jitter > 0 ? jitter * (2 * draw(&g->rng) - 1) : 0);
 }
 
 static int check_hw(const zeus_sim_hardware *h, unsigned i) {
   const struct { const char *name; double v, max; } f[] = {
       {"tick_s", h->tick_s, 10},
       {"tick_jitter_s", h->tick_jitter_s, 10},
+      {"power_tick_s", h->power_tick_s, 10},
+      {"power_tick_jitter_s", h->power_tick_jitter_s, 10},
+      {"power_phase_s", h->power_phase_s, 10},
       {"power_noise", h->power_noise, 0.5},
       {"energy_read_s", h->energy_read_s, 1},
       {"power_read_s", h->power_read_s, 1},
@@ -198,6 +204,16 @@ static int check_hw(const zeus_sim_hardware *h, unsigned i) {
   if (h->tick_s > 0 && h->tick_jitter_s >= h->tick_s / 2)
     return zeus__error(ZEUS_EINVAL, "simulated GPU %u: hardware tick_jitter_s %g must be below half of tick_s %g", i,
                        h->tick_jitter_s, h->tick_s);
+  if (h->power_tick_s > 0 && h->power_tick_jitter_s >= h->power_tick_s / 2)
+    return zeus__error(ZEUS_EINVAL,
+                       "simulated GPU %u: hardware power_tick_jitter_s %g must be below half of power_tick_s %g", i,
+                       h->power_tick_jitter_s, h->power_tick_s);
+  if (h->power_tick_s > 0 && !(h->tick_s > 0 && h->power_at_ticks))
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: hardware power_tick_s needs tick_s and power_at_ticks (the power "
+                       "readings tick on a clock of their own beside the counter's)", i);
+  if (h->power_phase_s > 0 && h->power_phase_s >= (h->power_tick_s > 0 ? h->power_tick_s : h->tick_s))
+    return zeus__error(ZEUS_EINVAL, "simulated GPU %u: hardware power_phase_s %g must be below the power's tick period",
+                       i, h->power_phase_s);
   return ZEUS_OK;
 }
 
@@ -207,9 +223,26 @@ static int cmp_row_desc(const void *a, const void *b) {
   return (x < y) - (x > y);
 }
 
+/* The limits, clocks and powers a hardware profile measured (nonzero fields) over the GPU model's;
+ * a table model keeps its own limits and working powers. */
+static void apply_measured(zeus_sim_dvfs *p, const zeus_sim_dvfs *m, bool table) {
+  if (m->max_clock_mhz) p->max_clock_mhz = m->max_clock_mhz;
+  if (m->min_clock_mhz) p->min_clock_mhz = m->min_clock_mhz;
+  if (m->clock_step_mhz) p->clock_step_mhz = m->clock_step_mhz;
+  if (m->mem_clock_mhz) p->mem_clock_mhz = m->mem_clock_mhz;
+  if (m->idle_power_w > 0) p->idle_power_w = m->idle_power_w;
+  if (table) return;
+  if (m->min_power_limit_w > 0) p->min_power_limit_w = m->min_power_limit_w;
+  if (m->max_power_limit_w > 0) p->max_power_limit_w = m->max_power_limit_w;
+  if (m->default_power_limit_w > 0) p->default_power_limit_w = m->default_power_limit_w;
+  if (m->static_power_w > 0) p->static_power_w = m->static_power_w;
+  if (m->dynamic_power_w > 0) p->dynamic_power_w = m->dynamic_power_w;
+}
+
 static int init_gpu(simgpu *g, const zeus_sim_gpu_config *c, unsigned i) {
   memset(g, 0, sizeof *g);
   g->p = c ? c->dvfs : (zeus_sim_dvfs){0};
+  if (c) apply_measured(&g->p, &c->hw.gpu, c->model == ZEUS_SIM_TABLE);
   dvfs_defaults(&g->p);
   zeus_sim_gpu_config tmp = {0};
   if (c) tmp = *c;
@@ -230,6 +263,17 @@ static int init_gpu(simgpu *g, const zeus_sim_gpu_config *c, unsigned i) {
   g->rng = (g->hw.seed ? g->hw.seed : 0x5a1a5eedull) * 0x100000001B3ull + i;
   if (g->hw.tick_s > 0 && !g->next_tick) g->next_tick = g->hw.tick_s * (1 - draw(&g->rng)); /* (0, tick] */
   g->last_tick = -1;
+  if (g->power_ticks && g->hw.power_tick_s > 0) { /* the power's own clock, power_phase_s after the counter's */
+    g->power_clock = true;
+    g->next_ptick = g->next_tick + g->hw.power_phase_s;
+    while (g->next_ptick - g->hw.power_tick_s > 0) g->next_ptick -= g->hw.power_tick_s;
+  } else if (g->power_ticks && g->hw.power_phase_s > 0) { /* one period, a fixed phase apart */
+    g->power_clock = true;
+    g->hw.power_tick_s = g->hw.tick_s;
+    g->hw.power_tick_jitter_s = g->hw.tick_jitter_s;
+    g->next_ptick = g->next_tick + g->hw.power_phase_s;
+    while (g->next_ptick - g->hw.power_tick_s > 0) g->next_ptick -= g->hw.power_tick_s;
+  }
   g->pend_limit_at = g->pend_lock_at = -1;
   g->time_scale = tmp.time_scale > 0 ? tmp.time_scale : 1.0;
   for (unsigned f = g->p.max_clock_mhz;; f -= g->p.clock_step_mhz) {
@@ -310,21 +354,29 @@ static double average_power_at(simgpu *g, double t);
 /* The power drawn at t == t_last. */
 static double power_now(const simgpu *g, double t) { return g->busy_until > t ? g->busy_power : rest_power(g); }
 
-/* A sensor tick at t == t_last: the readings take their values of now. */
+/* The power readings' tick at t == t_last: instant and average power and the SM clock read-back
+ * take their values of now. */
+static void power_tick(simgpu *g, double t) {
+  double noise = g->hw.power_noise > 0 ? g->hw.power_noise * (2 * draw(&g->rng) - 1) : 0;
+  g->tick_power_w = power_now(g, t) * (1 + noise);
+  g->tick_avg_w = average_power_at(g, t);
+  double tu, p;
+  operating_point(g, &g->tick_clock_mhz, &tu, &p);
+  if (!g->power_clock) return;
+  g->nptick++;
+  g->pticks[(g->nptick - 1) % SIM_TICK_RING] = (zeus_sim_tick){t, g->counter_j, g->tick_power_w};
+  g->next_ptick = t + next_interval(g, g->hw.power_tick_s, g->hw.power_tick_jitter_s);
+}
+
+/* The energy counter's tick at t == t_last (and the power readings' too, where they share it). */
 static void tick(simgpu *g, double t) {
   g->counter_j = g->energy_j;
   g->last_tick = t;
   g->ntick++;
-  if (g->power_ticks) {
-    double noise = g->hw.power_noise > 0 ? g->hw.power_noise * (2 * draw(&g->rng) - 1) : 0;
-    g->tick_power_w = power_now(g, t) * (1 + noise);
-    g->tick_avg_w = average_power_at(g, t);
-    double tu, p;
-    operating_point(g, &g->tick_clock_mhz, &tu, &p);
-  }
+  if (g->power_ticks && !g->power_clock) power_tick(g, t);
   g->ticks[(g->ntick - 1) % SIM_TICK_RING] =
       (zeus_sim_tick){t, g->counter_j, g->power_ticks ? g->tick_power_w : power_now(g, t)};
-  g->next_tick = t + next_interval(g);
+  g->next_tick = t + next_interval(g, g->hw.tick_s, g->hw.tick_jitter_s);
 }
 
 /* Advances g to t, stopping at every event on the way in time order: a setting taking effect,
@@ -336,6 +388,7 @@ static void advance(simgpu *g, double t) {
     if (g->pend_lock_at >= 0 && g->pend_lock_at < ev) ev = g->pend_lock_at, which = 1;
     if (g->pend_limit_at >= 0 && g->pend_limit_at < ev) ev = g->pend_limit_at, which = 2;
     if (g->next_tick > 0 && g->next_tick < ev) ev = g->next_tick, which = 3;
+    if (g->power_clock && g->next_ptick < ev) ev = g->next_ptick, which = 4;
     if (ev > t) break;
     move_to(g, ev);
     if (which == 1) {
@@ -345,8 +398,10 @@ static void advance(simgpu *g, double t) {
     } else if (which == 2) {
       g->limit_mw = g->pend_limit_mw;
       g->pend_limit_at = -1;
-    } else {
+    } else if (which == 3) {
       tick(g, ev);
+    } else {
+      power_tick(g, ev);
     }
   }
   move_to(g, t);
@@ -641,15 +696,33 @@ int zeus_sim_gpu_last_tick(zeus_sim_node *n, unsigned gpu, double *t) {
   return ZEUS_OK;
 }
 
+/* The entries of a tick ring newer than after_s, oldest first, at most max of the newest. */
+static size_t ring_since(const zeus_sim_tick *ring, uint64_t count, double after_s, zeus_sim_tick *out, size_t max) {
+  size_t have = count < SIM_TICK_RING ? (size_t)count : SIM_TICK_RING, k = 0;
+  while (k < have && ring[(count - 1 - k) % SIM_TICK_RING].t_s > after_s) k++;
+  if (k > max) k = max;
+  for (size_t i = 0; i < k; i++) out[i] = ring[(count - k + i) % SIM_TICK_RING];
+  return k;
+}
+
 size_t zeus_sim_gpu_ticks_since(zeus_sim_node *n, unsigned gpu, double after_s, zeus_sim_tick *out, size_t max) {
   if (!n || gpu >= n->n || !out) return 0;
   pthread_mutex_lock(&n->mu);
   simgpu *g = &n->g[gpu];
   advance(g, sim_now_locked(n));
-  size_t have = g->ntick < SIM_TICK_RING ? (size_t)g->ntick : SIM_TICK_RING, k = 0;
-  while (k < have && g->ticks[(g->ntick - 1 - k) % SIM_TICK_RING].t_s > after_s) k++; /* newer than after_s */
-  if (k > max) k = max;
-  for (size_t i = 0; i < k; i++) out[i] = g->ticks[(g->ntick - k + i) % SIM_TICK_RING];
+  size_t k = ring_since(g->ticks, g->ntick, after_s, out, max);
+  pthread_mutex_unlock(&n->mu);
+  return k;
+}
+
+size_t zeus_sim_gpu_power_ticks_since(zeus_sim_node *n, unsigned gpu, double after_s, zeus_sim_tick *out,
+                                      size_t max) {
+  if (!n || gpu >= n->n || !out) return 0;
+  pthread_mutex_lock(&n->mu);
+  simgpu *g = &n->g[gpu];
+  advance(g, sim_now_locked(n));
+  size_t k = g->power_clock ? ring_since(g->pticks, g->nptick, after_s, out, max)
+                            : ring_since(g->ticks, g->ntick, after_s, out, max);
   pthread_mutex_unlock(&n->mu);
   return k;
 }

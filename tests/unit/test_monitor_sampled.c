@@ -19,15 +19,21 @@ typedef struct fixture {
   zeus_sim_node *node;
 } fixture;
 
-static void fx_open(fixture *f, unsigned n) {
+/* GPUs with a hardware profile (power_phase_s >= 0 sets the power tick's phase) at full load. */
+static void fx_open_hw(fixture *f, unsigned n, const char *hw, double power_phase_s) {
   memset(f, 0, sizeof *f);
-  for (unsigned i = 0; i < n; i++) assert_zeus_ok(zeus_sim_hardware_profile("h100", &f->gpus[i].hw));
+  for (unsigned i = 0; i < n; i++) {
+    assert_zeus_ok(zeus_sim_hardware_profile(hw, &f->gpus[i].hw));
+    if (power_phase_s >= 0) f->gpus[i].hw.power_phase_s = power_phase_s;
+  }
   f->cfg = (zeus_sim_config){.num_gpus = n, .gpus = f->gpus, .clock = ZEUS_SIM_CLOCK_WALL};
   zeus_devices_opts o = {.backend = "sim", .sim = &f->cfg, .all_devices = true};
   assert_zeus_ok(zeus_devices_open(&f->dev, &o));
   f->node = zeus_devices_sim_node(f->dev);
   for (unsigned i = 0; i < n; i++) assert_zeus_ok(zeus_sim_gpu_set_load(f->node, i, true));
 }
+
+static void fx_open(fixture *f, unsigned n) { fx_open_hw(f, n, "h100", -1); }
 
 static zeus_monitor *mon_open(fixture *f, zeus_energy_source src) {
   zeus_monitor_opts o;
@@ -148,6 +154,30 @@ static void h100_sampled_windows_meet_the_targets_and_raw_does_not(void **state)
   zeus_devices_close(f.dev);
 }
 
+/* The H200's two sensor clocks on the wall clock, with the follower threads (issue 35): the power
+ * ticks every ~101.6 ms, the counter every 100.0 ms, their phase sliding a whole period every ~6 s;
+ * from two starting phases, 200 and 500 ms windows over ~5 s each (most of a phase cycle) are
+ * within 0.5 % median and 2 % worst. The sampler that read the counter when the power ticked
+ * attributed its value to the power's tick: tens of % off while the two were apart. */
+static void h200_sampled_windows_follow_the_counters_own_clock(void **state) {
+  (void)state;
+  for (int o = 0; o < 2; o++) {
+    fixture f;
+    fx_open_hw(&f, 1, "h200", 0.05 * o);
+    zeus_monitor *m = mon_open(&f, ZEUS_ENERGY_SAMPLED);
+    sleep_s(0.6); /* the periods are learnt */
+    double err[16], cost;
+    double med200 = run_windows(&f, m, 12, 0.2, err, &cost), worst200 = err[11];
+    double med500 = run_windows(&f, m, 6, 0.5, err, &cost), worst500 = err[5];
+    print_message("h200, power phase %.0f ms at the start: 200 ms median %.3f %% worst %.3f %%; 500 ms %.3f %% / "
+                  "%.3f %%\n", 50.0 * o, 100 * med200, 100 * worst200, 100 * med500, 100 * worst500);
+    assert_true(med200 <= 0.005 && worst200 <= 0.02);
+    assert_true(med500 <= 0.005 && worst500 <= 0.02);
+    zeus_monitor_close(m);
+    zeus_devices_close(f.dev);
+  }
+}
+
 /* A step from idle to full power inside the window (at a random point of its first 40 %): error
  * within 5 % for windows of 200 ms and more. */
 static void h100_sampled_windows_follow_a_step_in_the_load(void **state) {
@@ -242,8 +272,9 @@ static void sampled_needs_a_real_clock_and_the_env_chooses(void **state) {
 
 /* The virtual clock's sampled source (used by the power-limit optimizer's noisy replays): windows
  * of 0.42-0.5 s on a counter ticking every 100 ms (the table model's counter alone, and the h100
- * model) are within 0.1 % of the truth, where the raw counter's difference is off by up to a tick
- * (more than 5 % in some window); the reads cost the work's clock nothing. */
+ * model) are within 1 % of the truth (the followers' reads replayed: what they find on a real GPU),
+ * where the raw counter's difference is off by up to a tick (more than 5 % in some window); the
+ * reads cost the work's clock nothing. */
 static void sampled_on_the_virtual_clock_follows_the_simulated_ticks(void **state) {
   (void)state;
   for (int hw = 0; hw < 2; hw++) {
@@ -309,7 +340,7 @@ static void sampled_on_the_virtual_clock_follows_the_simulated_ticks(void **stat
     print_message("%s: worst window error raw %.2f %%, sampled %.4f %%\n", hw ? "h100" : "100 ms counter",
                   100 * worst[0], 100 * worst[1]);
     assert_true(worst[0] > 0.05);
-    assert_true(worst[1] < 0.001);
+    assert_true(worst[1] < 0.01);
   }
 }
 
@@ -346,6 +377,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(h100_sampled_windows_meet_the_targets_and_raw_does_not),
       cmocka_unit_test(h100_sampled_windows_follow_a_step_in_the_load),
+      cmocka_unit_test(h200_sampled_windows_follow_the_counters_own_clock),
       cmocka_unit_test(sampled_needs_a_real_clock_and_the_env_chooses),
       cmocka_unit_test(sampled_on_the_virtual_clock_follows_the_simulated_ticks),
       cmocka_unit_test(h100_long_sampled_window_agrees_with_the_counter),

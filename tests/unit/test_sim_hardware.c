@@ -68,7 +68,67 @@ static void h100_profile_has_the_measured_figures_and_ideal_is_all_zero(void **s
   assert_zeus_ok(zeus_sim_hardware_profile("ideal", &h));
   assert_string_equal(h.name, "ideal");
   assert_true(h.tick_s == 0 && h.energy_read_s == 0 && h.clock_lock_effect_s == 0 && !h.power_at_ticks);
-  assert_zeus_err(zeus_sim_hardware_profile("h200", &h), ZEUS_EINVAL, "'h200'");
+  /* the H200 (../shared/gpu/H200.md): the power on a clock of its own beside the counter's */
+  assert_zeus_ok(zeus_sim_hardware_profile("h200", &h));
+  assert_string_equal(h.name, "h200");
+  assert_near(h.tick_s, 0.1, 1e-12);
+  assert_true(h.power_tick_s >= 0.1013 && h.power_tick_s <= 0.1019);
+  assert_near(h.energy_read_s, 2.3e-3, 1e-12);
+  assert_true(h.gpu.min_power_limit_w == 200 && h.gpu.max_power_limit_w == 700 && h.gpu.min_clock_mhz == 345 &&
+              h.gpu.max_clock_mhz == 1980);
+  assert_zeus_err(zeus_sim_hardware_profile("h300", &h), ZEUS_EINVAL, "'h300'");
+}
+
+/* A measured GPU as a file (gpu-check's hardware-model.json): its two clocks, limits and clocks
+ * reach the simulated GPU and the readings; the power's clock ticks apart from the counter's. */
+static void a_measured_model_file_sets_the_clocks_limits_and_power_tick(void **state) {
+  (void)state;
+  char dir[512], path[600];
+  zeus_test_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/hardware-model.json", dir);
+  zeus_test_write_file(path, "{\"name\": \"NVIDIA H200\", \"tick_s\": 0.1, \"tick_jitter_s\": 0.0002, "
+                             "\"power_at_ticks\": true, \"power_tick_s\": 0.1016, \"power_phase_s\": 0.03, "
+                             "\"energy_read_s\": 0.0023, \"min_power_limit_w\": 200, \"max_power_limit_w\": 700, "
+                             "\"default_power_limit_w\": 650, \"min_clock_mhz\": 345, \"max_clock_mhz\": 1980, "
+                             "\"clock_step_mhz\": 15, \"mem_clock_mhz\": 3201, \"idle_power_w\": 130}");
+  unset_sim_env();
+  setenv("ZEUS_SIM_HARDWARE", path, 1);
+  zeus_sim_node *n = NULL;
+  assert_zeus_ok(zeus_sim_node_open(&n, NULL));
+  zeus_sim_hardware h;
+  assert_zeus_ok(zeus_sim_gpu_hardware(n, 0, &h));
+  assert_string_equal(h.name, "NVIDIA H200");
+  unsigned lo, hi, def, sm, mem;
+  assert_zeus_ok(zeus_sim_gpu_power_limit_constraints(n, 0, &lo, &hi, &def));
+  assert_true(lo == 200000 && hi == 700000 && def == 650000);
+  assert_zeus_ok(zeus_sim_gpu_current_clocks(n, 0, &sm, &mem));
+  assert_true(mem == 3201);
+  unsigned clocks[512];
+  size_t nc = 512;
+  assert_zeus_ok(zeus_sim_gpu_graphics_clocks(n, 0, 3201, clocks, &nc));
+  assert_true(nc == 110 && clocks[0] == 1980 && clocks[nc - 1] == 345);
+  /* the two clocks: over 3 s the power ticks ~29.5 times, the counter 30, never at one instant
+   * for long (their phase drifts 1.6 ms a tick) */
+  assert_zeus_ok(zeus_sim_idle(n, 3.0));
+  zeus_sim_tick c[64], p[64];
+  size_t ncnt = zeus_sim_gpu_ticks_since(n, 0, 0, c, 64), npow = zeus_sim_gpu_power_ticks_since(n, 0, 0, p, 64);
+  assert_true(ncnt >= 29 && ncnt <= 31 && npow >= 28 && npow <= 30);
+  size_t j = 0; /* the first power tick after the counter's first */
+  while (j < npow && p[j].t_s <= c[0].t_s) j++;
+  assert_true(j < npow);
+  assert_near(p[j].t_s - c[0].t_s, 0.03, 1e-9);
+  assert_near((p[npow - 1].t_s - p[0].t_s) / (double)(npow - 1), 0.1016, 1e-9); /* no jitter given */
+  double phase_last = p[j + 20].t_s - c[20].t_s;
+  assert_near(phase_last - 0.03, 20 * 0.0016, 0.0015); /* drifted ~1.6 ms a tick */
+  zeus_sim_node_close(n);
+  /* the second clock needs the first, and a phase within its period */
+  zeus_test_write_file(path, "{\"power_tick_s\": 0.1}");
+  assert_zeus_err(zeus_sim_node_open(&n, NULL), ZEUS_EINVAL, "power_tick_s");
+  zeus_test_write_file(path, "{\"tick_s\": 0.1, \"power_at_ticks\": true, \"power_phase_s\": 0.2}");
+  assert_zeus_err(zeus_sim_node_open(&n, NULL), ZEUS_EINVAL, "power_phase_s");
+  zeus_test_write_file(path, "{\"max_clock_mhz\": 1980.5}");
+  assert_zeus_err(zeus_sim_node_open(&n, NULL), ZEUS_EPARSE, "max_clock_mhz");
+  unset_sim_env();
 }
 
 static void a_profile_file_starts_from_a_base_and_names_bad_fields(void **state) {
@@ -315,6 +375,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(h100_profile_has_the_measured_figures_and_ideal_is_all_zero),
       cmocka_unit_test(a_profile_file_starts_from_a_base_and_names_bad_fields),
+      cmocka_unit_test(a_measured_model_file_sets_the_clocks_limits_and_power_tick),
       cmocka_unit_test(h100_readings_move_only_at_ticks_with_jitter),
       cmocka_unit_test(h100_reads_cost_their_measured_time),
       cmocka_unit_test(h100_raw_counter_windows_err_and_the_tick_phase_correction_does_not),
