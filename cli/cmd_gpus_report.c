@@ -352,7 +352,7 @@ static void md_window(FILE *f, const json_t *d) {
               num(get(d, "span_s"), "%.1f", 1, c, sizeof c));
     else
       fprintf(f, ": the phase did not move in %s s%s.\n\n", num(get(d, "span_s"), "%.1f", 1, a, sizeof a),
-              json_is_true(get(ph, "power_at_ticks")) ? " (power ticks with the counter)" : "");
+              json_is_true(get(ph, "power_with_counter")) ? " (power ticks with the counter)" : "");
   } else {
     fprintf(f, "No phase between the counter and the power to measure (the power %s) in %s s.\n\n",
             !json_is_object(pw) ? "showed no tick" : json_is_true(get(pw, "continuous")) ? "moves at every read" : "or the counter has no tick",

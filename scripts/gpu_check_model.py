@@ -14,10 +14,11 @@ is left out (the loader takes its default):
   idle_power_w                           probe: the instant power read before the load started
   tick_s, tick_jitter_s                  window-accuracy: the counter's period and jitter (else
                                          check: the counter's update period, without jitter)
-  power_tick_s, power_tick_jitter_s, power_phase_s, power_at_ticks, power_noise
-                                         window-accuracy: the instant power's period, jitter, its
-                                         phase after a counter tick at the start, whether it ticks
-                                         with the counter, its spread under the steady load
+  power_at_ticks, power_tick_s, power_tick_jitter_s, power_phase_s, power_noise
+                                         window-accuracy: whether the power readings tick at all,
+                                         and where they tick on a clock of their own: its period,
+                                         jitter, its phase after a counter tick at the start; the
+                                         readings' spread under the steady load
   clock_lock_call_s                      clock-latency: the median call time
   clock_lock_effect_s, power_limit_call_s, power_limit_down_effect_s, power_limit_up_effect_s
                                          actuation-latency: call times and effects seen in the work
@@ -82,16 +83,19 @@ def main():
             m["tick_s"] = period
     p = win.get("power") if win else None
     ph = win.get("phase") if win else None
-    if ph:
-        m["power_at_ticks"] = bool(ph["power_at_ticks"])
-        if not ph["power_at_ticks"]:
+    # power_at_ticks: the power readings hold their value between ticks (the loader's sense); on
+    # a clock of their own (power_tick_s, power_tick_jitter_s, power_phase_s) unless they tick
+    # with the counter. A power that never changed (an idle ideal GPU) tells nothing: left out.
+    if p and p.get("continuous") is True:
+        m["power_at_ticks"] = False
+    elif p and p.get("continuous") is False:
+        m["power_at_ticks"] = True
+        if ph and not ph["power_with_counter"]:
             m["power_tick_s"] = ph["power_period_s"]
-            m["power_tick_jitter_s"] = p["jitter_s"] if p else 0.0
+            m["power_tick_jitter_s"] = p["jitter_s"]
             m["power_phase_s"] = ph["phase_s"]
-    elif p and p.get("continuous") is False and c and c.get("continuous") is not False:
-        m["power_tick_s"], m["power_tick_jitter_s"] = p["period_s"], p["jitter_s"]
-    if win and win.get("power_noise") is not None and ph and m.get("power_at_ticks") is not None:
-        m["power_noise"] = win["power_noise"]
+        if win.get("power_noise") is not None:
+            m["power_noise"] = win["power_noise"]
     lat = load(args.dir, "clock-latency")
     lg = lat and next((x for x in lat.get("gpus", []) if x.get("index") == args.gpu), None)
     if lg and lg.get("median_call_s") is not None:

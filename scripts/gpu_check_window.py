@@ -188,7 +188,7 @@ def phase_model(ct, pt, tc, tp, span, res_s):
             "drift_ms_per_tick": 1000 * drift, "power_period_s": tp, "cycle_s": cycle if resolvable else None,
             "cycles_covered": span / cycle if cycle and resolvable else 0.0, "drift_resolvable": resolvable,
             "fit_median_error_s": fit_err, "resolution_s": res_s, "fit_ok": fit_err <= max(0.005, 3 * res_s),
-            "power_at_ticks": (not resolvable) and min(start_phase, tc - start_phase) <= max(0.005, 3 * res_s)}
+            "power_with_counter": (not resolvable) and min(start_phase, tc - start_phase) <= max(0.005, 3 * res_s)}
 
 
 def main():

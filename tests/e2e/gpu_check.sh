@@ -233,7 +233,7 @@ if [ "$rc" = 77 ] && grep -q "does not move with real time" "$tmp/win-virt.err";
   pass "window-accuracy on the virtual clock is skipped (77) with its reason"
 else fail "window-accuracy on the virtual clock: exit $rc: $(cat "$tmp/win-virt.err")"; fi
 # The h100 run above: the two clocks tick together there, and the counter's period is found.
-if jcheck "$tmp/win.json" "abs(d['counter']['period_s'] - 0.0999) < 0.003 and d['phase']['power_at_ticks'] and d['checks']['phase_fit'] and d['checks']['counter_ticks'] and d['checks']['sampled_1000ms']"; then
+if jcheck "$tmp/win.json" "abs(d['counter']['period_s'] - 0.0999) < 0.003 and d['phase']['power_with_counter'] and d['checks']['phase_fit'] and d['checks']['counter_ticks'] and d['checks']['sampled_1000ms']"; then
   pass "window-accuracy on h100: counter period 99.9 ms found, power ticks with it, every window length checked"
 else fail "window-accuracy h100 clocks: $(head -c 1500 "$tmp/win.json")"; fi
 # The phase figures from tick times like the H200's (counter every 100.0 ms, power every 101.6 ms:
@@ -248,7 +248,7 @@ pt = [0.045 + 0.1016 * k + r.uniform(-0.0003, 0.0003) for k in range(157)]
 c, p = w.period_fit(ct, 0.0023), w.period_fit(pt, 0.0006)
 ph = w.phase_model(ct, pt, c["period_s"], p["period_s"], 16.0, 0.00115)
 ok = (abs(ph["drift_ms_per_tick"] - 1.6) < 0.05 and abs(ph["phase_ms"] - 32.7) < 2 and abs(ph["cycle_s"] - 6.35) < 0.2
-      and ph["cycles_covered"] >= 2 and ph["fit_ok"] and not ph["power_at_ticks"])
+      and ph["cycles_covered"] >= 2 and ph["fit_ok"] and not ph["power_with_counter"])
 bad = w.phase_model(ct, pt, c["period_s"], p["period_s"] + 0.0005, 16.0, 0.00115)
 pt2 = sorted(0.1016 * k + r.uniform(0, 0.1) for k in range(157))
 p2 = w.period_fit(pt2, 0.0006)
@@ -328,25 +328,52 @@ if jcheck "$tmp/nvcc-run/hardware-model.json" "abs(d['tick_s'] - 0.0999) < 0.003
 else fail "hardware-model.json: $(cat "$tmp/nvcc-run/hardware-model.json" 2>/dev/null) $(cat "$tmp/nvcc-run/hardware-model.log" 2>/dev/null)"; fi
 ZEUS_GPU_BACKEND=sim ZEUS_SIM_HARDWARE=$tmp/nvcc-run/hardware-model.json "$ZEUS" gpus probe --calls 2 --json >"$tmp/model-probe.json" 2>"$tmp/model-probe.err"
 rc=$?
-if [ "$rc" = 0 ] && jcheck "$tmp/model-probe.json" "d['ok']"; then
+if [ "$rc" = 0 ] && jcheck "$tmp/model-probe.json" "d['ok'] and d['gpus'][0]['power_limit_max_w'] == 300"; then
   pass "ZEUS_SIM_HARDWARE=<gpu-check's hardware-model.json> loads: zeus gpus probe runs on it"
 elif grep -q "unknown field" "$tmp/model-probe.err"; then
   echo "SKIP: ZEUS_SIM_HARDWARE=hardware-model.json: this build's loader does not know the model's keys yet ($(tail -n 1 "$tmp/model-probe.err")); the loader for them is issue 35 item 1 on main"
 else fail "ZEUS_SIM_HARDWARE=hardware-model.json: exit $rc: $(cat "$tmp/model-probe.err")"; fi
-# h200 (two clocks whose phase drifts): the phase and its drift are found, when this build has the profile.
+# h200 (two clocks whose phase drifts): the phase and its drift are found, gpu-check passes on it,
+# and the model it writes loads and gives back the H200's clocks, limits and phase.
 if ZEUS_GPU_BACKEND=sim ZEUS_SIM_HARDWARE=h200 "$ZEUS" gpus >/dev/null 2>&1; then
   touch "$tmp/busy"
   PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h200 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_window.py" --gpu 1 --quick \
     >"$tmp/win-h200.json" 2>"$tmp/win-h200.err"
   rc=$?
   rm -f "$tmp/busy"
-  if jcheck "$tmp/win-h200.json" "d['phase'] is not None and not d['phase']['power_at_ticks'] and 1.0 <= abs(d['phase']['drift_ms_per_tick']) <= 2.5 and d['checks']['phase_fit']"; then
-    pass "window-accuracy on h200: the power's own clock found, drifting 1-2.5 ms per tick (exit $rc)"
+  if [ "$rc" = 0 ] && jcheck "$tmp/win-h200.json" "d['phase'] is not None and not d['phase']['power_with_counter'] and 1.0 <= d['phase']['drift_ms_per_tick'] <= 2.5 and abs(d['phase']['power_period_s'] - 0.1016) < 0.0005 and abs(d['counter']['period_s'] - 0.1) < 0.0005 and d['checks']['phase_fit']"; then
+    pass "window-accuracy on h200: counter 100.0 ms, power 101.6 ms, the phase drifting 1-2.5 ms per tick, every check passed"
   else fail "window-accuracy h200: exit $rc: $(cat "$tmp/win-h200.err")"; fi
+  rm -f "$tmp/state"
+  ZEUS_SIM_HARDWARE=h200 bash "$GC" --zeus "$ZEUS" --out "$tmp/h200-run" --quick >"$tmp/h200-run.out" 2>&1
+  rc=$?
+  if [ "$rc" = 0 ] && jcheck "$tmp/h200-run/report.json" "d['ok'] and [s['status'] for s in d['steps']].count('failed') == 0"; then
+    pass "gpu-check --quick passes on the fake NVML with the h200 profile"
+  else fail "gpu-check on h200: exit $rc: $(cat "$tmp/h200-run.out")"; fi
+  m=$tmp/h200-run/hardware-model.json
+  if jcheck "$m" "d['min_power_limit_w'] == 200 and d['max_power_limit_w'] == 700 and d['max_clock_mhz'] == 1980 and d['min_clock_mhz'] == 345 and d['power_at_ticks'] is True and abs(d['power_tick_s'] - 0.1016) < 0.0005 and abs(d['tick_s'] - 0.1) < 0.0005 and 0 <= d['power_phase_s'] < 0.1 and 0.0015 < d['energy_read_s'] < 0.0035"; then
+    pass "hardware-model.json on h200: limits, clocks, the counter's and the power's clocks, the counter read cost"
+  else fail "hardware-model.json on h200: $(cat "$m" "$tmp/h200-run/hardware-model.log" 2>/dev/null)"; fi
+  ZEUS_GPU_BACKEND=sim ZEUS_SIM_HARDWARE=$m "$ZEUS" gpus probe --calls 2 --json >"$tmp/h200-model-probe.json" 2>"$tmp/h200-model-probe.err"
+  rc=$?
+  if [ "$rc" = 0 ] && jcheck "$tmp/h200-model-probe.json" "d['ok'] and d['gpus'][0]['power_limit_min_w'] == 200 and d['gpus'][0]['power_limit_max_w'] == 700 and d['gpus'][0]['graphics_clocks_mhz'][0] == 1980"; then
+    pass "ZEUS_SIM_HARDWARE=<the h200 run's hardware-model.json>: zeus gpus probe shows 200-700 W and 1980 MHz"
+  else fail "probe on the h200 model: exit $rc: $(cat "$tmp/h200-model-probe.err") $(head -c 600 "$tmp/h200-model-probe.json")"; fi
+  # Measured again on the model: the same clocks (its phase within 5 ms, its drift within 0.3 ms a tick).
+  touch "$tmp/busy"
+  PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=$m ${PYTHON:-$PY} "$SRC/scripts/gpu_check_window.py" --gpu 1 --quick \
+    >"$tmp/win-model.json" 2>"$tmp/win-model.err"
+  rc=$?
+  rm -f "$tmp/busy"
+  if [ "$rc" = 0 ] && "$PY" -c "
+import json, sys
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))['phase']
+sys.exit(0 if abs(b['drift_s_per_tick'] - (a['power_tick_s'] - a['tick_s'])) < 0.0003 and min(abs(b['phase_s'] - a['power_phase_s']), 0.1 - abs(b['phase_s'] - a['power_phase_s'])) < 0.005 else 1)" "$m" "$tmp/win-model.json"; then
+    pass "the h200 model measured again gives back its phase and drift"
+  else fail "window-accuracy on the h200 model: exit $rc: $(cat "$tmp/win-model.err")"; fi
 else
-  echo "SKIP: window-accuracy on h200: this build has no ZEUS_SIM_HARDWARE=h200 profile yet (issue 35 item 1, on main)"
+  echo "SKIP: h200 and its model: this build has no ZEUS_SIM_HARDWARE=h200 profile (issue 35 item 1, on main)"
 fi
-
 # zeus gpus report: a bad manifest is a usage error naming the line.
 printf 'probe\tmaybe\t-\tx\n' >"$tmp/bad.tsv"
 expect_err_has "report: a bad manifest line is named" "line 1: expected" "$ZEUS" gpus report "$tmp/bad.tsv"
