@@ -195,6 +195,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpu", type=int, default=0, help="the GPU to measure (default 0)")
     ap.add_argument("--quick", action="store_true", help="4 s instead of two phase cycles (at least 16 s)")
+    ap.add_argument("--min-s", type=float, default=None, help="the shortest run (default 16 s; 4 s with --quick)")
+    ap.add_argument("--max-s", type=float, default=None,
+                    help="the longest run (default 60 s; 4 s with --quick): a cap shorter than two phase cycles fails "
+                         "phase_cycles (the tests use it)")
     args = ap.parse_args()
     try:
         from zeusc.device import get_gpus
@@ -222,6 +226,11 @@ def main():
 
     lengths = [0.05, 0.1, 0.2, 0.5, 1.0] + ([] if args.quick else [2.0])
     min_s, max_s = (4.0, 4.0) if args.quick else (16.0, 60.0)
+    if args.min_s is not None:
+        min_s = args.min_s
+    if args.max_s is not None:
+        max_s = args.max_s
+    min_s = min(min_s, max_s)
     poll = Poller(gpu)
     poll.start()
     rng = random.Random(35)
@@ -251,7 +260,7 @@ def main():
                     open_w.append((b + L, name, L, b))
                     # Starts every ~L/2 (at least 60 ms), jittered, so they land at every phase.
                     nxt[L] = b + max(0.06, L / 2) + rng.uniform(0, 0.05)
-            if not args.quick and not extended and now - start > 5.0:
+            if not args.quick and not extended and now - start > min(5.0, 0.8 * max_s):
                 # Two whole phase cycles from the first 5 s of ticks, within [16, 60] s.
                 extended = True
                 c = period_fit([t for t, _, _ in poll.counter_ticks], statistics.median(poll.read_cost or [1e-3]))

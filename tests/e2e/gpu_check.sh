@@ -267,6 +267,15 @@ rm -f "$tmp/busy"
 if [ "$rc" = 1 ] && jcheck "$tmp/win-lie.json" "not d['ok'] and not d['checks']['sampled_50ms'] and not d['checks']['sampled_100ms']"; then
   pass "window-accuracy: power reading 20 % low (FAKE_NVML_LIE=power_scaled:0.8) fails the sampled checks"
 else fail "window-accuracy with power_scaled: exit $rc: $(cat "$tmp/win-lie.err")"; fi
+# A counter that never moves: no reference, and every window check fails with counter_ticks.
+touch "$tmp/busy"
+PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h100 FAKE_NVML_LIE=counter_frozen ${PYTHON:-$PY} "$SRC/scripts/gpu_check_window.py" \
+  --gpu 1 --quick >"$tmp/win-frozen.json" 2>"$tmp/win-frozen.err"
+rc=$?
+rm -f "$tmp/busy"
+if [ "$rc" = 1 ] && jcheck "$tmp/win-frozen.json" "not d['checks']['counter_ticks'] and d['reference']['mean_power_w'] is None and not d['checks']['sampled_1000ms']"; then
+  pass "window-accuracy: a frozen counter (FAKE_NVML_LIE=counter_frozen) fails counter_ticks, no reference"
+else fail "window-accuracy with counter_frozen: exit $rc: $(cat "$tmp/win-frozen.err")"; fi
 # check: a counter that skips a tick's energy disagrees with integrated power.
 touch "$tmp/busy"
 FAKE_NVML_LIE=counter_skips_tick ZEUS_SIM_HARDWARE=h100 "$ZEUS" gpus check --gpus 0 --duration-s 1.5 --json >"$tmp/check-lie.json"
@@ -314,6 +323,15 @@ if jcheck "$tmp/run/report.json" "[s for s in d['steps'] if s['step'] == 'pfo'][
   if [ "$rc" = 1 ] && jcheck "$tmp/pfo-lie.json" "not d['checks']['energy_agrees_with_counter']" && grep -q "not measured" "$tmp/pfo-lie.err"; then
     pass "pfo: a counter that skips ticks (FAKE_NVML_LIE=counter_skips_tick) fails energy_agrees_with_counter, 'not measured'"
   else fail "pfo with counter_skips_tick: exit $rc: $(tail -n 3 "$tmp/pfo-lie.err")"; fi
+  # A counter whose gain drifts up (1 + 0.5 / s): the plan, measured later, reads more than the
+  # maximum clock: an energy saved below 0 that the clocks do not allow.
+  PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h100 FAKE_NVML_LIE=counter_gains:0.5 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_pfo.py" \
+    --zeus "$ZEUS" --gpu 0 --quick >"$tmp/pfo-gain.json" 2>"$tmp/pfo-gain.err"
+  rc=$?
+  if [ "$rc" = 1 ] && jcheck "$tmp/pfo-gain.json" "not d['checks']['energy_saved_within_clocks'] and d['energy_saved_pct'] < 0 and d['checks']['energy_agrees_with_counter']" &&
+     ! grep -q "every check passed" "$tmp/pfo-gain.err"; then
+    pass "pfo: a counter that gains (FAKE_NVML_LIE=counter_gains:0.5) gives an energy saved below 0, and energy_saved_within_clocks fails"
+  else fail "pfo with counter_gains: exit $rc: $(tail -n 3 "$tmp/pfo-gain.err")"; fi
   PYTHONPATH="$SRC/python" ZEUS_SIM_COUNTER_PERIOD_MS=2000 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_pfo.py" \
     --zeus "$ZEUS" --gpu 0 --quick >"$tmp/pfo-slow.json" 2>"$tmp/pfo-slow.err"
   rc=$?
@@ -344,6 +362,15 @@ if ZEUS_GPU_BACKEND=sim ZEUS_SIM_HARDWARE=h200 "$ZEUS" gpus >/dev/null 2>&1; the
   if [ "$rc" = 0 ] && jcheck "$tmp/win-h200.json" "d['phase'] is not None and not d['phase']['power_with_counter'] and 1.0 <= d['phase']['drift_ms_per_tick'] <= 2.5 and abs(d['phase']['power_period_s'] - 0.1016) < 0.0005 and abs(d['counter']['period_s'] - 0.1) < 0.0005 and d['checks']['phase_fit']"; then
     pass "window-accuracy on h200: counter 100.0 ms, power 101.6 ms, the phase drifting 1-2.5 ms per tick, every check passed"
   else fail "window-accuracy h200: exit $rc: $(cat "$tmp/win-h200.err")"; fi
+  # Cut short of two phase cycles (6 s against a ~6.5 s cycle), a full run fails phase_cycles.
+  touch "$tmp/busy"
+  PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h200 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_window.py" --gpu 1 --min-s 6 --max-s 6 \
+    >"$tmp/win-short.json" 2>"$tmp/win-short.err"
+  rc=$?
+  rm -f "$tmp/busy"
+  if [ "$rc" = 1 ] && jcheck "$tmp/win-short.json" "d['checks']['phase_cycles'] is False and d['phase']['cycles_covered'] < 2 and d['checks']['phase_fit']"; then
+    pass "window-accuracy on h200 cut to 6 s: fewer than two phase cycles fails phase_cycles"
+  else fail "window-accuracy h200 6 s: exit $rc: $(cat "$tmp/win-short.err")"; fi
   rm -f "$tmp/state"
   ZEUS_SIM_HARDWARE=h200 bash "$GC" --zeus "$ZEUS" --out "$tmp/h200-run" --quick >"$tmp/h200-run.out" 2>&1
   rc=$?

@@ -76,7 +76,10 @@
  *       counter_frozen      the energy counter never moves from its first reading;
  *       clock_frozen        the SM clock read back never moves from its first reading (locks
  *                           still act on the work and the power);
- *       power_scaled:<f>    instant and average power read <f> times what is drawn (0 < f <= 10).
+ *       power_scaled:<f>    instant and average power read <f> times what is drawn (0 < f <= 10);
+ *       counter_gains:<f>   the energy counter gains: each increment is shown 1 + <f> x (seconds
+ *                           since Init) times its size (0 < f <= 10), a counter whose calibration
+ *                           drifts, so a later measurement reads more than an earlier one.
  * ZEUS_SIM_HARDWARE=h100 (or a profile file, see zeus/sim.h) gives every GPU the measured
  * hardware's behaviour through the engine: readings that move on a ~100 ms tick, calls that cost
  * their measured time (the energy counter 3.3 ms), settings that take effect late.
@@ -208,6 +211,9 @@ static struct { const char *fn; unsigned long calls; } g_funcs[FAKE_MAX_FUNCS];
 /* FAKE_NVML_LIE: what the GPUs lie about, and the per-GPU state of the lies. */
 static bool g_lie_skip, g_lie_counter_frozen, g_lie_clock_frozen;
 static double g_lie_power = 1.0;                  /* power_scaled factor */
+static double g_lie_gain;                         /* counter_gains: per second; 0: off */
+static double g_lie_t0;                           /* node time at Init (counter_gains) */
+static double g_lie_shown[ZEUS_MAX_GPUS];         /* counter_gains: the counter shown (mJ) */
 static uint64_t g_lie_raw[ZEUS_MAX_GPUS];         /* the engine's counter at the last read */
 static uint64_t g_lie_lost[ZEUS_MAX_GPUS];        /* energy hidden so far (mJ) */
 static unsigned long g_lie_changes[ZEUS_MAX_GPUS];/* changes of the engine's counter seen */
@@ -346,7 +352,9 @@ static bool parse_inject(const char *value) {
 static bool parse_lie(const char *value) {
   g_lie_skip = g_lie_counter_frozen = g_lie_clock_frozen = false;
   g_lie_power = 1.0;
+  g_lie_gain = 0;
   for (unsigned i = 0; i < ZEUS_MAX_GPUS; i++) {
+    g_lie_shown[i] = 0;
     g_lie_raw[i] = g_lie_lost[i] = 0;
     g_lie_changes[i] = 0;
     g_lie_seen[i] = false;
@@ -363,6 +371,14 @@ static bool parse_lie(const char *value) {
       g_lie_counter_frozen = true;
     } else if (strcmp(lie, "clock_frozen") == 0) {
       g_lie_clock_frozen = true;
+    } else if (strncmp(lie, "counter_gains:", 14) == 0) {
+      char *end;
+      double f = strtod(lie + 14, &end);
+      if (*end || !(f > 0) || f > 10) {
+        fprintf(stderr, "fake NVML: FAKE_NVML_LIE counter_gains '%s' is not a number in (0, 10] per second\n", lie + 14);
+        return false;
+      }
+      g_lie_gain = f;
     } else if (strncmp(lie, "power_scaled:", 13) == 0) {
       char *end;
       double f = strtod(lie + 13, &end);
@@ -372,8 +388,8 @@ static bool parse_lie(const char *value) {
       }
       g_lie_power = f;
     } else {
-      fprintf(stderr, "fake NVML: FAKE_NVML_LIE '%s' is not counter_skips_tick, counter_frozen, clock_frozen or "
-              "power_scaled:<factor>\n", lie);
+      fprintf(stderr, "fake NVML: FAKE_NVML_LIE '%s' is not counter_skips_tick, counter_frozen, counter_gains:<f>, "
+              "clock_frozen or power_scaled:<factor>\n", lie);
       return false;
     }
   }
@@ -381,13 +397,22 @@ static bool parse_lie(const char *value) {
 }
 
 /* The energy counter as the lying GPU shows it (FAKE_NVML_LIE), from the engine's reading. */
-static uint64_t lie_counter(unsigned gpu, uint64_t raw) {
+static uint64_t lie_counter(unsigned gpu, uint64_t raw, double now) {
   pthread_mutex_lock(&g_mu);
-  if (g_lie_counter_frozen) {
+  /* Two threads may read the engine in one order and get here in the other: a reading older than
+   * the last one seen adds nothing (and is shown as the last one). */
+  if (g_lie_seen[gpu] && raw < g_lie_raw[gpu]) raw = g_lie_raw[gpu];
+  if (g_lie_gain > 0) {
+    if (g_lie_seen[gpu]) g_lie_shown[gpu] += (double)(raw - g_lie_raw[gpu]) * (1 + g_lie_gain * (now - g_lie_t0));
+    else g_lie_shown[gpu] = (double)raw;
+    g_lie_raw[gpu] = raw;
+    g_lie_seen[gpu] = true;
+    raw = (uint64_t)llround(g_lie_shown[gpu]);
+  } else if (g_lie_counter_frozen) {
     if (!g_lie_seen[gpu]) g_lie_raw[gpu] = raw, g_lie_seen[gpu] = true;
     raw = g_lie_raw[gpu];
   } else if (g_lie_skip) {
-    if (g_lie_seen[gpu] && raw != g_lie_raw[gpu] && ++g_lie_changes[gpu] % 5 == 0)
+    if (g_lie_seen[gpu] && raw > g_lie_raw[gpu] && ++g_lie_changes[gpu] % 5 == 0)
       g_lie_lost[gpu] += raw - g_lie_raw[gpu];
     g_lie_raw[gpu] = raw;
     g_lie_seen[gpu] = true;
@@ -603,6 +628,7 @@ static nvmlReturn_t do_init(void) {
       goto out;
     }
     g_node = n;
+    g_lie_t0 = zeus_sim_now(n);
     g_count = zeus_sim_node_gpu_count(n);
     g_busy = false;
     g_nfuncs = 0;
@@ -903,7 +929,7 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t dev, unsigned long
   if (!counter) return NVML_ERROR_NOT_SUPPORTED;
   uint64_t v;
   if ((r = engine(zeus_sim_gpu_total_energy(node, gpu, &v)))) return r;
-  *mj = (unsigned long long)lie_counter(gpu, v);
+  *mj = (unsigned long long)lie_counter(gpu, v, zeus_sim_now(node));
   return NVML_SUCCESS;
 }
 
