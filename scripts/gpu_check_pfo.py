@@ -15,7 +15,8 @@ iteration; the energy saved and the slowdown of the plan against the maximum; th
 controller put in place; per instruction kind, the planned clock against the achieved time and
 energy, and the fraction of instruction time at the planned clock (the controller's accounting,
 which counts a lock from its call's start plus the lock latency: docs/perseus-latency.md). Prints one JSON document; exits 0 when every check passed, 1 when one failed, 77 (reason on
-stderr) when it cannot run: no zeusc with the Perseus client, no CUDA-enabled torch.
+stderr) when it cannot run: no zeusc with the Perseus client, no CUDA-enabled torch, or GPUs whose
+clock does not move with real time (the fake NVML on its virtual clock).
 
 Sized by time and checked against the counter (issue 35): the counter's tick is measured first
 (gpu_check_plo.counter_tick) and an iteration's time from two plain iterations; each round then
@@ -44,7 +45,7 @@ import tempfile
 import threading
 import time
 
-from gpu_check_plo import counter_tick
+from gpu_check_plo import clock_moves_with_real_time, counter_tick
 
 
 def skip(why):
@@ -218,6 +219,10 @@ def main():
         skip(f"{args.zeus} has no pfo-server command (built without the Perseus server component)")
     from zeusc.device import get_gpus
     gpu = get_gpus().gpus[args.gpu]
+    real, rate = clock_moves_with_real_time(get_gpus().devices)
+    if not real:
+        skip(f"the GPUs' clock does not move with real time (it moved {rate:.3f} s per second: the fake NVML on its "
+             "virtual clock; ZEUS_SIM_CLOCK=wall runs this step): work done in real time would measure nothing real")
     what, work, done = make_work(args.gpu, args.quick)
     m = 4
     order = []

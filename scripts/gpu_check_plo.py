@@ -32,7 +32,8 @@ percentage points) and slowdown_meaningful (<= 0.05): a figure its measurement c
 fails, it is never reported as passed.
 
 Prints one JSON document on stdout; exits 0 when every check passed, 1 when
-one failed, 77 (with the reason on stderr) when it cannot run: no zeusc, no CUDA-enabled torch.
+one failed, 77 (with the reason on stderr) when it cannot run: no zeusc, no CUDA-enabled torch, or
+GPUs whose clock does not move with real time (the fake NVML on its virtual clock).
 
 ZEUS_GPU_CHECK_PLO_ETA (or --eta) sets the ZeusCost selector's eta knob (default 0.5).
 
@@ -99,6 +100,15 @@ def make_work(gpus, quick):
     return f"torch {torch.__version__}: 8 fp16 {n}x{n} matrix products per GPU per step", step, lambda: None
 
 
+def clock_moves_with_real_time(devices):
+    """Whether the GPUs' clock (libzeus's device set) moves with real time: not the fake NVML's
+    virtual clock, on which work done in real time (sleeping, or kernels elsewhere) is not seen."""
+    n0, r0 = devices.now(), time.perf_counter()
+    time.sleep(0.05)
+    rate = (devices.now() - n0) / (time.perf_counter() - r0)
+    return 0.5 < rate < 2, rate
+
+
 def counter_tick(gpu, budget_s):
     """The energy counter's period: the median time between its changes while polled for up to
     budget_s (back to back), 0 when it changes at (almost) every read; budget_s when it changed
@@ -142,6 +152,10 @@ def main():
     except Exception as e:  # noqa: BLE001
         skip(f"no GPU through zeusc ({e})")
     gpus = [int(x) for x in args.gpus.split(",") if x] if args.gpus else list(range(count))
+    real, rate = clock_moves_with_real_time(devs.devices)
+    if not real:
+        skip(f"the GPUs' clock does not move with real time (it moved {rate:.3f} s per second: the fake NVML on its "
+             "virtual clock; ZEUS_SIM_CLOCK=wall runs this step): work done in real time would measure nothing real")
     what, step, done = make_work(gpus, args.quick)
     tick_s = counter_tick(devs.gpus[gpus[0]], 2.5)
     window_s = min(4.0 if args.quick else 10.0, max(2.0, 40 * tick_s))

@@ -232,6 +232,20 @@ rc=$?
 if [ "$rc" = 77 ] && grep -q "does not move with real time" "$tmp/win-virt.err"; then
   pass "window-accuracy on the virtual clock is skipped (77) with its reason"
 else fail "window-accuracy on the virtual clock: exit $rc: $(cat "$tmp/win-virt.err")"; fi
+# plo and pfo work in real time too: on the virtual clock they are skipped with the reason (before,
+# pfo "passed" there with an energy saved measured from nothing).
+PYTHONPATH="$SRC/python" ZEUS_SIM_CLOCK=virtual ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" --gpus 0 --quick \
+  >/dev/null 2>"$tmp/plo-virt.err"
+rc1=$?
+rc2=77
+if zeus_has pfo-server; then
+  PYTHONPATH="$SRC/python" ZEUS_SIM_CLOCK=virtual ${PYTHON:-$PY} "$SRC/scripts/gpu_check_pfo.py" --zeus "$ZEUS" --gpu 0 --quick \
+    >/dev/null 2>"$tmp/pfo-virt.err"
+  rc2=$?
+fi
+if [ "$rc1" = 77 ] && [ "$rc2" = 77 ] && grep -q "does not move with real time" "$tmp/plo-virt.err"; then
+  pass "plo and pfo on the virtual clock are skipped (77) with the reason"
+else fail "plo/pfo on the virtual clock: exits $rc1/$rc2: $(cat "$tmp/plo-virt.err" "$tmp/pfo-virt.err" 2>/dev/null | tail -n 4)"; fi
 # The h100 run above: the two clocks tick together there, and the counter's period is found.
 if jcheck "$tmp/win.json" "abs(d['counter']['period_s'] - 0.0999) < 0.003 and d['phase']['power_with_counter'] and d['checks']['phase_fit'] and d['checks']['counter_ticks'] and d['checks']['sampled_1000ms']"; then
   pass "window-accuracy on h100: counter period 99.9 ms found, power ticks with it, every window length checked"
