@@ -178,8 +178,8 @@ def run_job(PFO, url, gpu, order, work, rounds, per_round, counter=None):
                 work[name]()
                 opt.on_instruction_end(name)
                 seen.add(opt.current_frequency)
+            ends.append(time.perf_counter())  # before on_step_end: a round's last one talks to the server
             opt.on_step_end()
-            ends.append(time.perf_counter())
         r = opt.last_round
         last = slice((rounds - 1) * per_round, rounds * per_round)
         span = (begins[last][0], ends[last][-1])
