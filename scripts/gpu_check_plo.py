@@ -26,6 +26,9 @@ moves at every read; the time polled when it moved less than 3 times). Uncertain
 energy is taken as known to one counter tick's share of it (tick / window length: what the counter
 alone guarantees) and its time to 2 ms (its two ends); the energy saved and the slowdown carry the
 combined uncertainty of their two windows (energy_saved_uncertainty_pct, slowdown_uncertainty).
+These cover the measurement only: the work itself running faster or slower between the two
+windows (another process on the CPU or the GPU) is not in them (on a loaded 2-core test machine
+the fake work's 50-step windows varied by up to 20 %).
 Checks: optimizer_done and second_run_done (within the plan's margin), optimum_applied, restored,
 energy_measured (both windows drew energy), energy_saved_meaningful (its uncertainty <= 5
 percentage points) and slowdown_meaningful (<= 0.05): a figure its measurement cannot support
