@@ -37,6 +37,15 @@ static const cli_opt server_opts[] = {
      1024, 16777216, .seen = &max_body_given},
     {"idle-timeout", 0, CLI_OPT_DOUBLE, &o.idle_timeout_s, "S", "close a connection idle this long",
      "60", 1, 86400},
+    {"max-connections-per-client", 0, CLI_OPT_INT, &o.max_connections_per_client, "N",
+     "connections one client holds at once, counted before any header is read (a client: the uid\n"
+     "of a loopback connection, any address of 127.0.0.0/8, else the address); more get 503, and\n"
+     "the last 1/16 of --max-connections is kept for clients that hold none",
+     "64", 1, 1000000},
+    {"request-timeout", 0, CLI_OPT_DOUBLE, &o.request_timeout_s, "S",
+     "a whole request (headers and body) must arrive within S seconds of the connection's opening\n"
+     "or its previous reply, or the connection is closed: a client that trickles its headers in\n"
+     "keeps no slot", "10", 0.1, 3600},
     {0},
 };
 
@@ -45,7 +54,8 @@ static const cli_command server_cmd = {
     .usage =
         "zeus bso-server [--host ADDR] [--port N] [--database URL] [--log-level LEVEL]\n"
         "                [--token-file FILE | --token TOKEN] [--threads N]\n"
-        "                [--max-connections N] [--max-body BYTES] [--idle-timeout S]",
+        "                [--max-connections N] [--max-body BYTES] [--idle-timeout S]\n"
+        "                [--max-connections-per-client N] [--request-timeout S]",
     .about =
         "Serves the batch-size optimizer to recurring training jobs that run on whichever node a\n"
         "cluster scheduler gives them, with the original Zeus server's routes and JSON bodies:\n"

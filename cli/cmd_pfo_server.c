@@ -52,6 +52,11 @@ static const cli_opt server_opts[] = {
      "60", 1, 86400},
     {"max-jobs", 0, CLI_OPT_INT, &srv_opts.max_jobs, "N", "jobs held at once (more: 503)", "1024",
      1, 1000000},
+    {"max-jobs-per-client", 0, CLI_OPT_INT, &srv_opts.max_jobs_per_client, "N",
+     "jobs one client holds at once (more: 503 naming it); a client is the uid of a loopback\n"
+     "connection (any address of 127.0.0.0/8), else the address", "a quarter of --max-jobs", 1, 1000000},
+    {"reserved-jobs", 0, CLI_OPT_INT, &srv_opts.reserved_jobs, "N",
+     "the last N slots of --max-jobs only for clients that hold no job", "--max-jobs / 16", 1, 1000000},
     {"max-job-memory", 0, CLI_OPT_LONG, &max_job_memory, "BYTES",
      "estimated memory one job may hold: its ranks, schedules and the round's results (more: 413)",
      "268435456", 1048576, 1099511627776.0, .seen = &max_job_memory_given},
@@ -74,7 +79,8 @@ static const cli_command server_cmd = {
         "                [--log-level LEVEL] [--dump-data] [--dump-dir DIR]\n"
         "                [--max-job-idle-time S] [--token-file FILE | --token TOKEN]\n"
         "                [--require-rank-tokens] [--max-connections N] [--idle-timeout S]\n"
-        "                [--max-jobs N] [--max-job-memory BYTES] [--max-memory BYTES]\n"
+        "                [--max-jobs N] [--max-jobs-per-client N] [--reserved-jobs N]\n"
+        "                [--max-job-memory BYTES] [--max-memory BYTES]\n"
         "                [--max-body BYTES] [--threads N] [--solver-threads N]",
     .about =
         "Serves per-instruction GPU frequency schedules to the ranks of pipeline-parallel\n"
@@ -110,7 +116,8 @@ static const cli_command server_cmd = {
         "  ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS, ZEUS_PFO_LOG_LEVEL, ZEUS_PFO_DUMP_DATA,\n"
         "  ZEUS_PFO_DUMP_DIR, ZEUS_PFO_MAX_JOB_IDLE_TIME, ZEUS_PFO_TOKEN, ZEUS_PFO_TOKEN_FILE,\n"
         "  ZEUS_PFO_REQUIRE_RANK_TOKENS, ZEUS_PFO_MAX_CONNECTIONS, ZEUS_PFO_IDLE_TIMEOUT,\n"
-        "  ZEUS_PFO_MAX_JOBS, ZEUS_PFO_MAX_JOB_MEMORY, ZEUS_PFO_MAX_MEMORY: as the options above\n"
+        "  ZEUS_PFO_MAX_JOBS, ZEUS_PFO_MAX_JOBS_PER_CLIENT, ZEUS_PFO_RESERVED_JOBS,\n"
+        "  ZEUS_PFO_MAX_JOB_MEMORY, ZEUS_PFO_MAX_MEMORY: as the options above\n"
         "  (a token variable set but empty is refused).\n"
         "  (ZEUS_GPU_BACKEND does not matter: the server touches no GPU.)\n"
         "\n"

@@ -29,6 +29,13 @@ typedef struct zeus_bso_server_opts {
   int max_connections;    /* default 1024 */
   size_t max_body_bytes;  /* default 65536; larger bodies get 413 */
   double idle_timeout_s;  /* default 60 */
+  /* Connections one client holds at once (a client: the uid of a loopback connection, any address
+   * of 127.0.0.0/8, else the address): default 64; more are answered 503 before any header is
+   * read, and the last max_connections / 16 slots are kept for clients that hold none. */
+  int max_connections_per_client;
+  /* A whole request (headers and body) must arrive within this of the connection's opening or its
+   * previous reply, or the connection is closed (a trickling client keeps no slot): default 10. */
+  double request_timeout_s;
 } zeus_bso_server_opts;
 
 typedef struct zeus_bso_server zeus_bso_server;

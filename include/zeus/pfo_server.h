@@ -74,6 +74,10 @@ typedef struct zeus_pfo_server_opts {
                                 their parse (default 256 MiB); more get 503 (clients retry) */
   int solver_threads;        /* threads that solve frontiers for the Perseus scheduler, 1..16;
                               * default 1 (never an HTTP thread) */
+  int max_jobs_per_client;   /* jobs one client holds at once (default: a quarter of max_jobs); a
+                                client is a uid from loopback (all of 127.0.0.0/8), else an address */
+  int reserved_jobs;         /* the last slots of max_jobs, only for clients that hold no job
+                                (default max_jobs / 16), so that one user cannot lock others out */
 } zeus_pfo_server_opts;
 
 typedef struct zeus_pfo_server zeus_pfo_server;

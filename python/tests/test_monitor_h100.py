@@ -11,14 +11,26 @@ import pytest
 from zeusc.monitor import ZeusMonitor
 
 
-@pytest.fixture
-def h100(sim_env, monkeypatch):
+def _loaded_gpu(sim_env, monkeypatch, hardware):
     from zeusc.device import Devices
     monkeypatch.delenv("ZEUS_MONITOR_ENERGY", raising=False)
-    sim_env(gpus=1, clock="wall", hardware="h100")
+    sim_env(gpus=1, clock="wall", hardware=hardware)
     dev = Devices(backend="sim", all_devices=True)
     node = dev.sim_node()
-    node.set_load(0, True)  # a steady full load: 290 W
+    node.set_load(0, True)  # a steady full load: 290 W (h200: 440 W)
+    return dev, node
+
+
+@pytest.fixture
+def h100(sim_env, monkeypatch):
+    dev, node = _loaded_gpu(sim_env, monkeypatch, "h100")
+    yield dev, node
+    dev.close()
+
+
+@pytest.fixture
+def h200(sim_env, monkeypatch):
+    dev, node = _loaded_gpu(sim_env, monkeypatch, "h200")
     yield dev, node
     dev.close()
 
@@ -38,6 +50,31 @@ def _windows(monitor, node, n, length):
         want = (e1 - e0) / (n1 - n0) * m.time
         errs.append(abs(m.gpu_energy[0] - want) / want)
     return sorted(errs)
+
+
+def test_h200_two_clocks_pair_cost_and_200ms_windows(h200):
+    """Issue 35: on the H200 the power ticks on its own ~101.6 ms clock beside the counter's
+    100.0 ms; through zeusc a pair still costs microseconds and 200 ms windows, across the phase
+    the clocks slide through, are within 0.5 % median and 2 % worst."""
+    dev, node = h200
+    mon = ZeusMonitor(cpu_indices=[], devices=dev)
+    assert mon.energy_sources == {0: "sampled"}
+    time.sleep(0.6)
+    pairs = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # back-to-back pairs are empty windows
+        for _ in range(300):
+            c0 = time.perf_counter()
+            mon.begin_window("p", sync_execution=False)
+            mon.end_window("p", sync_execution=False)
+            pairs.append(time.perf_counter() - c0)
+    pair = statistics.median(pairs)
+    errs = _windows(mon, node, 16, 0.2)
+    print(f"zeusc sampled on h200: pair {pair * 1e6:.2f} us; 200 ms windows median {statistics.median(errs):.3%} "
+          f"worst {errs[-1]:.3%}")
+    assert pair <= 15e-6
+    assert statistics.median(errs) <= 0.005 and errs[-1] <= 0.02
+    mon.close()
 
 
 def test_sampled_windows_cost_microseconds_and_meet_the_error_targets(h100):

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "bso_server/bso_server_internal.h"
+#include "http/guard.h"
 #include "core/core.h"
 #include "core/json.h"
 #include "zeus/bso_server.h"
@@ -28,6 +29,7 @@
 
 struct zeus_bso_server {
   struct MHD_Daemon *d;
+  zeus__http_guard *guard; /* per-client bound, reserve and request deadline (src/http) */
   char *url;
   char *token;
   size_t body_max;
@@ -167,6 +169,24 @@ static void run(zeus_bso_server *s, bso_req *q, bso_reply *r) {
   pool_give(s, slot, rc == BSO_DB_DOWN);
 }
 
+/* The connection's record in the guard (MHD's socket context). */
+static void guard_busy(zeus_bso_server *s, struct MHD_Connection *c, bool busy) {
+  const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  if (sc && sc->socket_context) zeus__http_guard_busy(s->guard, sc->socket_context, busy);
+}
+
+static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_context,
+                        enum MHD_ConnectionNotificationCode code) {
+  zeus_bso_server *s = cls;
+  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    zeus__http_guard_release(s->guard, *socket_context);
+    *socket_context = NULL;
+    return;
+  }
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  *socket_context = ci ? zeus__http_guard_admit(s->guard, ci->connect_fd) : NULL;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
   (void)version;
@@ -204,6 +224,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     return MHD_YES;
   }
+  guard_busy(s, c, true); /* the whole request is here: its deadline is met */
   if (q->method_status == 404) return send_json(c, 404, detail("Not Found"));
   if (q->method_status == 405) return send_json(c, 405, detail("Method Not Allowed"));
   bso_req rq = {.route = q->route};
@@ -227,7 +248,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-  (void)cls, (void)c, (void)toe;
+  (void)toe;
+  guard_busy(cls, c, false); /* the next request's deadline starts */
   req *q = *con_cls;
   if (!q) return;
   zeus__buf_free(&q->body);
@@ -246,6 +268,8 @@ int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts
   if (o.max_connections <= 0) o.max_connections = DEFAULT_CONNECTIONS;
   if (!o.max_body_bytes) o.max_body_bytes = DEFAULT_BODY;
   if (o.idle_timeout_s <= 0) o.idle_timeout_s = 60;
+  if (o.max_connections_per_client <= 0) o.max_connections_per_client = 64;
+  if (o.request_timeout_s <= 0) o.request_timeout_s = 10;
   if (o.token && !*o.token)
     return zeus__error(ZEUS_EINVAL, "the token is empty, which would turn authentication off; give no token for none");
   if (o.token && o.token_file && *o.token_file)
@@ -291,8 +315,17 @@ int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts
               "listening on %s, which is not a loopback address, without a token: anyone who can "
               "reach this port can register, read and delete jobs; give --token-file",
               o.host);
+  zeus__http_guard_opts go = {.server = "bso-server", .max_connections = (unsigned)o.max_connections,
+                              .max_per_client = (unsigned)o.max_connections_per_client,
+                              .request_timeout_s = o.request_timeout_s};
+  if ((rc = zeus__http_guard_open(&s->guard, &go))) {
+    freeaddrinfo(ai);
+    zeus_bso_server_close(s);
+    return rc;
+  }
   unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
   s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                          MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
                           MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_CONNECTION_LIMIT,
                           (unsigned)o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
                           (unsigned)(o.idle_timeout_s + 0.999), MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
@@ -317,6 +350,7 @@ int zeus_bso_server_port(const zeus_bso_server *s) { return s ? s->port : -1; }
 void zeus_bso_server_close(zeus_bso_server *s) {
   if (!s) return;
   if (s->d) MHD_stop_daemon(s->d);
+  zeus__http_guard_close(s->guard);
   for (int i = 0; s->pool && i < s->npool; i++)
     if (s->pool[i]) s->pool[i]->ops->close(s->pool[i]);
   free(s->pool);

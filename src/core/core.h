@@ -88,6 +88,24 @@ char *zeus__strdup(const char *s);
  */
 int zeus__grow(void *arrayp, size_t *cap, size_t need, size_t size, const char *what);
 
+/* ---- fork ----
+ * A child of fork() has copies of its parent's locks and conditions but none of its threads: an
+ * object that started threads notes the generation when it did, and where it differs later it is
+ * in a child (its threads are gone; its lock may be held and its condition waited on by them, so
+ * neither may be used, destroyed or joined). The first call registers the handler. */
+unsigned zeus__fork_generation(void);
+
+/* ---- peers ----
+ * Per-client limits count a local user as one client however it connects: on a Unix socket the
+ * peer's uid (SO_PEERCRED); over TCP from loopback (all of 127.0.0.0/8 and ::1) the uid that owns
+ * the connecting socket, asked of the kernel (sock_diag, else /proc/net/tcp). */
+#include <sys/types.h>
+/* The uid of the process at the other end of loopback TCP connection fd; false where it is not
+ * loopback TCP or cannot be told. */
+bool zeus__loopback_peer_uid(int fd, uid_t *uid);
+/* Who a connection counts against: "uid N" (true, *uid set when not NULL) or "address A". */
+bool zeus__peer_who(int fd, char *who, size_t len, uid_t *uid);
+
 /* ---- timed waits ----
  * Every timed wait measures CLOCK_MONOTONIC, so that a wall-clock jump (NTP, an administrator)
  * neither cuts a wait short nor stretches it. */

@@ -76,7 +76,7 @@ typedef struct zeus__lease {
   unsigned id;                 /* public: "L<id>" */
   zeus__lease_kind kind;
   char token[33];              /* the secret of an explicit lease ("" otherwise) */
-  pid_t pid;                   /* the process behind it (0 over TCP) */
+  pid_t pid;                   /* the process behind it (0 over TCP; -1 over loopback TCP from uid) */
   unsigned long long start;    /* its start time (/proc/<pid>/stat field 22), against pid reuse */
   uid_t uid;
   int pidfd;                   /* -1 when none */
@@ -123,8 +123,9 @@ pthread_mutex_t *zeus__leases_mutex(zeus__leases *L);
  * (ZEUS_EBUSY set) or when the process cannot be proved alive (ZEUS_EPERM: it exited; its lease
  * would never end). */
 zeus__lease *zeus__leases_peer(zeus__leases *L, pid_t pid, uid_t uid);
-/* An explicit lease (TTL; for a Unix peer also bound to its process). ttl_s 0: no expiry. With the
- * lock held. */
+/* An explicit lease (TTL; for a Unix peer (pid > 0) also bound to its process; pid -1: a loopback
+ * TCP client whose uid the kernel told, counted as that uid; 0: another TCP client, counted by its
+ * token's subject or its address). ttl_s 0: no expiry. With the lock held. */
 zeus__lease *zeus__leases_create(zeus__leases *L, pid_t pid, uid_t uid, const char *user, const char *addr,
                                  unsigned ttl_s);
 /* The lease whose secret is `token` (constant-time comparison), or NULL. With the lock held. */
@@ -281,7 +282,8 @@ typedef struct zeus__dwrite {
 typedef struct zeus__dconn {
   int fd;
   bool uds, root;
-  uid_t uid;          /* a Unix peer's */
+  uid_t uid;          /* a Unix peer's; a loopback TCP peer's where the kernel told it (uid_known) */
+  bool uid_known;     /* TCP: uid is the connecting process's (/proc/net/tcp{,6}) */
   char host[64];      /* a TCP peer's address, without the port */
   bool busy;          /* a whole request arrived and its reply is not done */
   bool stream;        /* that reply is a power stream */
@@ -339,7 +341,8 @@ typedef struct zeus__dreq {
   struct { char *name, *value; bool used; } p[ZEUS__DMAX_PARAMS];
   const char *param_error; /* set while collecting parameters */
   pid_t pid; /* Unix peer */
-  uid_t uid;
+  uid_t uid;     /* Unix peer; a loopback TCP peer's when tcp_uid */
+  bool tcp_uid;  /* a loopback TCP peer whose uid the kernel told: it counts as that uid */
   char addr[64]; /* TCP peer */
   bool authed;
   zeus__jwt_claims claims;

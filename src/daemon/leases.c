@@ -138,7 +138,10 @@ void zeus__lease_describe(const zeus__lease *l, char *buf, size_t len) {
                (unsigned long)l->uid);
       break;
     default:
-      if (l->pid)
+      if (l->pid < 0)
+        snprintf(buf, len, "L%u: lease of uid %lu over TCP (%s%s%s)", l->id, (unsigned long)l->uid,
+                 l->addr[0] ? l->addr : "loopback", l->user[0] ? ", user " : "", l->user);
+      else if (l->pid)
         snprintf(buf, len, "L%u: lease of pid %ld (%s, uid %lu%s%s)", l->id, (long)l->pid, l->comm[0] ? l->comm : "?",
                  (unsigned long)l->uid, l->user[0] ? ", user " : "", l->user);
       else
@@ -248,6 +251,8 @@ void zeus__lease_owner(const zeus__lease *l, char *buf, size_t len) {
     snprintf(buf, len, "uid %lu", (unsigned long)l->uid);
   } else if (l->user[0]) {
     snprintf(buf, len, "user '%s'", l->user);
+  } else if (l->pid < 0) { /* loopback TCP from a uid the kernel told: its aliases are one client */
+    snprintf(buf, len, "uid %lu", (unsigned long)l->uid);
   } else {
     /* The host without its port: every connection of one address is one client. Addresses are
      * "127.0.0.1:5", "127.0.0.1", "[::1]:5" or "[::1]". */
@@ -414,7 +419,10 @@ zeus__lease *zeus__leases_create(zeus__leases *L, pid_t pid, uid_t uid, const ch
     zeus__error(ZEUS_EPERM, "%s", saved);
     return NULL;
   }
-  if (pid <= 0) l->uid = uid;
+  if (pid <= 0) {
+    l->uid = uid;
+    l->pid = pid < 0 ? -1 : 0; /* -1: loopback TCP from that uid (zeus__lease_owner) */
+  }
   snprintf(l->user, sizeof l->user, "%s", user ? user : "");
   snprintf(l->addr, sizeof l->addr, "%s", addr ? addr : "");
   l->ttl_s = ttl_s;

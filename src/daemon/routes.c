@@ -263,10 +263,11 @@ static zeus__lease *holder(zeus__dreq *q, int *mhd) {
     l = zeus__leases_peer(d->L, q->pid, q->uid);
   } else if (d->o.tcp_anonymous_ttl_s) {
     /* One lease per client, renewed by every request from it: a token's subject, or without a
-     * token the address (so two users never share one lease). */
+     * token the connecting uid on loopback (every alias of loopback is that one user), else the
+     * address (so two users never share one lease). */
     char host[64], owner[192];
     snprintf(host, sizeof host, "%s", q->addr);
-    zeus__lease probe = {.kind = ZEUS__LEASE_TTL};
+    zeus__lease probe = {.kind = ZEUS__LEASE_TTL, .pid = q->tcp_uid ? -1 : 0, .uid = q->uid};
     snprintf(probe.user, sizeof probe.user, "%s", q->authed ? q->claims.sub : "");
     snprintf(probe.addr, sizeof probe.addr, "%s", host);
     zeus__lease_owner(&probe, owner, sizeof owner);
@@ -277,8 +278,8 @@ static zeus__lease *holder(zeus__dreq *q, int *mhd) {
     if (found) {
       zeus__leases_renew(d->L, found);
       l = found;
-    } else if ((l = zeus__leases_create(d->L, 0, 0, q->authed ? q->claims.sub : NULL, host,
-                                        d->o.tcp_anonymous_ttl_s))) {
+    } else if ((l = zeus__leases_create(d->L, q->tcp_uid ? -1 : 0, q->tcp_uid ? q->uid : 0,
+                                        q->authed ? q->claims.sub : NULL, host, d->o.tcp_anonymous_ttl_s))) {
       l->implicit = true;
     }
   } else {
@@ -624,8 +625,8 @@ static int h_leases(zeus__dreq *q) {
           "parameter 'ttl_s': a TCP lease needs a time to live > 0 (nothing else tells when a TCP "
           "client is gone)");
     zeus__leases_lock(d->L);
-    zeus__lease *l = zeus__leases_create(d->L, q->uds ? q->pid : 0, q->uid, q->authed ? q->claims.sub : NULL,
-                                         q->uds ? NULL : q->addr, ttl);
+    zeus__lease *l = zeus__leases_create(d->L, q->uds ? q->pid : q->tcp_uid ? -1 : 0, q->uid,
+                                         q->authed ? q->claims.sub : NULL, q->uds ? NULL : q->addr, ttl);
     if (!l) {
       int code = zeus_errcode();
       zeus__leases_unlock(d->L);

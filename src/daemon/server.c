@@ -318,6 +318,10 @@ static void identify(zeus__dreq *q) {
     port = ntohs(in6->sin6_port);
   }
   snprintf(q->addr, sizeof q->addr, sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
+  if (q->conn && q->conn->uid_known) {
+    q->uid = q->conn->uid;
+    q->tcp_uid = true;
+  }
 }
 
 /* ---- connections: per-client limits and the request deadline ----
@@ -343,6 +347,21 @@ static void conn_cut(zeus_daemon *d, zeus__dconn *k, const char *status_line, co
   shutdown(k->fd, SHUT_RDWR);
   k->cut = true;
 }
+
+/* Who a connection counts against: a uid (a Unix peer, or a loopback TCP peer whose uid the kernel
+ * told: aliases of loopback and both listeners count as one), else the TCP peer's address. */
+static bool same_client(const zeus__dconn *a, const zeus__dconn *b) {
+  bool ua = a->uds || a->uid_known, ub = b->uds || b->uid_known;
+  if (ua != ub) return false;
+  return ua ? a->uid == b->uid : strcmp(a->host, b->host) == 0;
+}
+
+static void conn_who(const zeus__dconn *k, char *who, size_t len) {
+  if (k->uds || k->uid_known) snprintf(who, len, "uid %lu", (unsigned long)k->uid);
+  else snprintf(who, len, "address %s", k->host);
+}
+
+static bool is_loopback(const struct sockaddr *sa);
 
 static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_context,
                         enum MHD_ConnectionNotificationCode code) {
@@ -381,17 +400,19 @@ static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_conte
                                                   k->host, sizeof k->host);
     else if (sa && sa->sa_family == AF_INET6)
       inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, k->host, sizeof k->host);
+    if (sa && is_loopback(sa) && zeus__loopback_peer_uid(k->fd, &k->uid)) k->uid_known = true;
+    zeus__log(ZEUS_LOG_DEBUG, "daemon", "TCP connection from %s: %s uid %lu", k->host,
+              k->uid_known ? "the kernel names" : "no", k->uid_known ? (unsigned long)k->uid : 0ul);
   }
   pthread_mutex_lock(&d->cmu);
   unsigned total = 0, mine = 0;
   for (zeus__dconn *o = d->conns; o; o = o->next) {
-    if (o->cut || o->uds != k->uds) continue;
-    total++;
-    if (k->uds ? o->uid == k->uid : strcmp(o->host, k->host) == 0) mine++;
+    if (o->cut) continue;
+    if (o->uds == k->uds) total++;
+    if (same_client(o, k)) mine++;
   }
   char msg[256] = "", who[96];
-  if (k->uds) snprintf(who, sizeof who, "uid %lu", (unsigned long)k->uid);
-  else snprintf(who, sizeof who, "address %s", k->host);
+  conn_who(k, who, sizeof who);
   if (!k->root) {
     if (mine >= d->o.max_connections_per_client)
       snprintf(msg, sizeof msg, "%s holds %u connections, the most one client may hold (--max-connections-per-client)",
@@ -436,15 +457,13 @@ bool zeus__dstream_admit(zeus__dreq *q, int *mhd) {
   pthread_mutex_lock(&d->cmu);
   unsigned mine = 0;
   for (zeus__dconn *o = d->conns; o; o = o->next)
-    if (!o->cut && o->stream && o->uds == k->uds && (k->uds ? o->uid == k->uid : strcmp(o->host, k->host) == 0))
-      mine++;
+    if (!o->cut && o->stream && same_client(o, k)) mine++;
   bool ok = k->root || mine < d->o.max_streams_per_client;
   if (ok) k->stream = true;
   pthread_mutex_unlock(&d->cmu);
   if (!ok) {
     char who[96];
-    if (k->uds) snprintf(who, sizeof who, "uid %lu", (unsigned long)k->uid);
-    else snprintf(who, sizeof who, "address %s", k->host);
+    conn_who(k, who, sizeof who);
     *mhd = zeus__dreply_error(q, 503, "%s holds %u power streams, the most one client may hold "
                               "(--max-streams-per-client); close one first", who, mine);
   }

@@ -67,6 +67,7 @@ struct zeus_monitor {
   /* polling thread */
   pthread_t thread;
   bool thread_running, stop;
+  unsigned fork_gen; /* zeus__fork_generation() when the threads started */
   pthread_cond_t cv;
   double interval;
 };
@@ -139,6 +140,24 @@ static void *poll_main(void *arg) {
   }
   pthread_mutex_unlock(&m->mu);
   return NULL;
+}
+
+/* Locks the monitor. In a process forked since the monitor opened, its threads stayed in the parent
+ * (and may hold its lock or wait on its condition there): it first starts again with a new lock,
+ * condition and polling thread; the sampler restarts itself at its next query. */
+static void monitor_lock(zeus_monitor *m) {
+  unsigned gen = zeus__fork_generation();
+  if (gen != m->fork_gen) {
+    m->fork_gen = gen;
+    pthread_mutex_init(&m->mu, NULL);
+    if (zeus__cond_init(&m->cv) != ZEUS_OK) m->thread_running = false;
+    m->stop = false;
+    if (m->thread_running && pthread_create(&m->thread, NULL, poll_main, m) != 0) {
+      m->thread_running = false;
+      zeus__log(ZEUS_LOG_WARN, "monitor", "cannot restart the power-polling thread in a forked process");
+    }
+  }
+  pthread_mutex_lock(&m->mu);
 }
 
 static int write_header(zeus_monitor *m) {
@@ -238,6 +257,7 @@ int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
   if (o.poll_interval_s < 0 || o.poll_interval_s > 60)
     return zeus__error(ZEUS_EINVAL, "monitor: poll_interval_s %g is outside [0, 60]", o.poll_interval_s);
   zeus_monitor *m = calloc(1, sizeof *m);
+  if (m) m->fork_gen = zeus__fork_generation();
   if (!m) return zeus__oom("opening a monitor");
   m->dev = dev;
   m->approx = o.approx_instant_energy;
@@ -292,7 +312,7 @@ int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
   }
   if ((rc = choose_sources(m, &o))) goto fail;
   if (m->npolled) {
-    pthread_mutex_lock(&m->mu);
+    monitor_lock(m);
     double t = zeus_devices_now(dev);
     for (unsigned k = 0; k < m->ngpu; k++)
       if (m->is_polled[k] && (rc = sample(m, k, t))) break;
@@ -316,8 +336,10 @@ fail:
 
 void zeus_monitor_close(zeus_monitor *m) {
   if (!m) return;
+  monitor_lock(m); /* in a forked child: its own lock, condition and thread first */
+  pthread_mutex_unlock(&m->mu);
   if (m->thread_running) {
-    pthread_mutex_lock(&m->mu);
+    monitor_lock(m);
     m->stop = true;
     pthread_cond_signal(&m->cv);
     pthread_mutex_unlock(&m->mu);
@@ -338,7 +360,7 @@ int zeus_monitor_begin_window(zeus_monitor *m, const char *key, bool restart) {
     return zeus__error(ZEUS_EINVAL, "begin_window: a monitor and a non-empty window name are required");
   uint64_t h = hash_key(key);
   int rc = ZEUS_OK;
-  pthread_mutex_lock(&m->mu);
+  monitor_lock(m);
   window *w = find(m, key, h);
   if (w && !restart) {
     rc = zeus__error(ZEUS_EEXIST, "window '%s' is already open: end it first, or begin it with restart", key);
@@ -411,7 +433,7 @@ int zeus_monitor_end_window_detail(zeus_monitor *m, const char *key, bool cancel
   if (!m || !key) return zeus__error(ZEUS_EINVAL, "end_window: a monitor and a window name are required");
   uint64_t h = hash_key(key);
   int rc = ZEUS_OK;
-  pthread_mutex_lock(&m->mu);
+  monitor_lock(m);
   window *w = find(m, key, h);
   if (!w) {
     zeus__buf names = {0};
@@ -508,7 +530,7 @@ out:
 
 bool zeus_monitor_is_open(zeus_monitor *m, const char *key) {
   if (!m || !key) return false;
-  pthread_mutex_lock(&m->mu);
+  monitor_lock(m);
   bool open = find(m, key, hash_key(key)) != NULL;
   pthread_mutex_unlock(&m->mu);
   return open;
@@ -529,7 +551,7 @@ int zeus_monitor_gpu_energy_now(zeus_monitor *m, unsigned k, double *joules) {
     return zeus__error(ZEUS_EINVAL, "zeus_monitor_gpu_energy_now: a monitor, an entry below %u and out are required",
                        m ? m->ngpu : 0);
   int rc = ZEUS_OK;
-  pthread_mutex_lock(&m->mu);
+  monitor_lock(m);
   double t = zeus_devices_now(m->dev);
   if (m->is_sampled[k]) {
     zeus__sampler_energy e;
@@ -549,7 +571,7 @@ zeus_devices *zeus_monitor_devices(const zeus_monitor *m) { return m ? m->dev : 
 
 int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement *out) {
   if (!m || !key || !out) return zeus__error(ZEUS_EINVAL, "zeus_monitor_window_state: m, key and out are required");
-  pthread_mutex_lock(&m->mu);
+  monitor_lock(m);
   window *w = find(m, key, hash_key(key));
   if (!w) {
     pthread_mutex_unlock(&m->mu);
@@ -579,7 +601,7 @@ int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement
 
 size_t zeus_monitor_num_windows(zeus_monitor *m) {
   if (!m) return 0;
-  pthread_mutex_lock(&m->mu);
+  monitor_lock(m);
   size_t n = m->nwin;
   pthread_mutex_unlock(&m->mu);
   return n;
@@ -587,7 +609,7 @@ size_t zeus_monitor_num_windows(zeus_monitor *m) {
 
 int zeus_monitor_window_key(zeus_monitor *m, size_t i, char *buf, size_t len) {
   if (!m || !buf || len == 0) return zeus__error(ZEUS_EINVAL, "zeus_monitor_window_key: m and a buffer are required");
-  pthread_mutex_lock(&m->mu);
+  monitor_lock(m);
   int rc = ZEUS_OK;
   if (i >= m->nwin) {
     rc = zeus__error(ZEUS_ENOENT, "window #%zu is not open (%zu open)", i, m->nwin);
@@ -602,7 +624,7 @@ int zeus_monitor_window_key(zeus_monitor *m, size_t i, char *buf, size_t len) {
 
 void zeus_monitor_reset_windows(zeus_monitor *m) {
   if (!m) return;
-  pthread_mutex_lock(&m->mu);
+  monitor_lock(m);
   for (size_t i = 0; i < m->nwin; i++) free(m->win[i].key);
   m->nwin = 0;
   pthread_mutex_unlock(&m->mu);

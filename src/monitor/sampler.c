@@ -27,6 +27,7 @@
  * counter after it. */
 typedef struct ctick {
   double t, lo, hi, c_j;
+  double jump_j; /* how far this tick moved the offset when it reset it (0: it did not) */
 } ctick;
 
 /* A change of the instant power reading: when (+- unc), the reading from then on, and the integral
@@ -81,6 +82,7 @@ struct zeus__sampler {
   bool stop;
   unsigned n;
   bool virt; /* virtual mode (the backend keeps its ticks' record; no threads) */
+  unsigned fork_gen; /* zeus__fork_generation() when the threads started */
   gpu_follower g[ZEUS_MAX_GPUS];
 };
 
@@ -158,7 +160,7 @@ static void push_power(gpu_follower *f, double t, double unc, double p_w) {
  * take milliseconds and the power ticks on another clock, kept within the interval it was seen
  * in. Called with s->mu held. */
 static void push_tick(gpu_follower *f, double lo, double hi, double c) {
-  double alo = c - pi_at(f, hi), ahi = c - pi_at(f, lo), m = 0.5 * (alo + ahi);
+  double alo = c - pi_at(f, hi), ahi = c - pi_at(f, lo), m = 0.5 * (alo + ahi), jump = 0;
   if (f->na == 0) {
     f->a = m;
     f->a_dev = 0.25 * (ahi - alo);
@@ -167,7 +169,8 @@ static void push_tick(gpu_follower *f, double lo, double hi, double c) {
     double weight = w > good ? (good / w) * (good / w) : 1;
     double alpha = (f->na < LEARN ? 1.0 / (f->na + 1) : ALPHA) * weight;
     if (fabs(m - f->a) > 0.5 * (ahi - alo) && weight >= 0.5) { /* outside what this tick allows: it moved */
-      f->a = m;                                                  /* (a load changed between power ticks) */
+      jump = m - f->a;                                           /* (a load changed between power ticks) */
+      f->a = m;
       f->na = 0;
     } else {
       f->a_dev += ALPHA * (fabs(m - f->a) - f->a_dev);
@@ -181,7 +184,7 @@ static void push_tick(gpu_follower *f, double lo, double hi, double c) {
     if (t <= last->t) t = fmin(last->t + 1e-6, hi);
     f->cperiod = add_interval(f->civ, &f->nci, t - last->t);
   }
-  f->c[f->chead] = (ctick){t, lo, hi, c};
+  f->c[f->chead] = (ctick){t, lo, hi, c, jump};
   f->chead = (f->chead + 1) % CRING;
   if (f->cn < CRING) f->cn++;
   f->ticks++;
@@ -328,6 +331,46 @@ static void follower_start(gpu_follower *f, double t, double c, unsigned mw) {
   push_power(f, t, 0, f->p_init);
 }
 
+/* Reads entry k's counter and power once and starts its followers (none in virtual mode). */
+static int start_entry(zeus__sampler *s, unsigned k) {
+  gpu_follower *f = &s->g[k];
+  uint64_t mj;
+  unsigned mw;
+  double t = zeus_devices_now(s->dev);
+  int rc;
+  if ((rc = zeus_gpu_total_energy(s->dev, f->gpu, &mj)) || (rc = zeus_gpu_instant_power(s->dev, f->gpu, &mw)))
+    return zeus__error_ctx(rc, "monitor: starting the energy sampler of GPU %u", f->gpu);
+  follower_start(f, t, mj / 1000.0, mw);
+  if (s->virt) {
+    f->cursor_c = f->cursor_p = t;
+    return zeus__gpu_sensor_read_costs(s->dev, f->gpu, &f->cost_c, &f->cost_p);
+  }
+  for (int j = 0; j < 2; j++) {
+    s->roles[k][j] = (role){f, j == 0};
+    if (pthread_create(&f->thread[j], NULL, follow, &s->roles[k][j]) != 0)
+      return zeus__error(ZEUS_EINTERNAL, "monitor: cannot start the energy sampler of GPU %u", f->gpu);
+    f->running[j] = true;
+    f->have_cpu_clock[j] = pthread_getcpuclockid(f->thread[j], &f->cpu_clock[j]) == 0;
+  }
+  return ZEUS_OK;
+}
+
+/* In a process forked since the sampler started, its threads stayed in the parent (and may hold its
+ * lock or wait on its condition there): a new lock and condition, and new followers that start
+ * from a fresh read, as at open. */
+static int restart_if_forked(zeus__sampler *s) {
+  unsigned gen = zeus__fork_generation();
+  if (gen == s->fork_gen) return ZEUS_OK;
+  s->fork_gen = gen;
+  pthread_mutex_init(&s->mu, NULL);
+  int rc = zeus__cond_init(&s->cv);
+  s->stop = false;
+  for (unsigned k = 0; k < s->n; k++) s->g[k].running[0] = s->g[k].running[1] = false;
+  for (unsigned k = 0; k < s->n && !rc; k++) rc = start_entry(s, k);
+  if (rc) s->n = 0; /* every later query says so */
+  return rc ? zeus__error_ctx(rc, "monitor: restarting the energy sampler in a forked process") : ZEUS_OK;
+}
+
 int zeus__sampler_open(zeus__sampler **out, zeus_devices *dev, const unsigned *gpus, unsigned n) {
   bool virt = false;
   if (!clock_is_real(dev) && !(virt = ticks_recorded(dev, gpus, n < ZEUS_MAX_GPUS ? n : ZEUS_MAX_GPUS)))
@@ -345,34 +388,12 @@ int zeus__sampler_open(zeus__sampler **out, zeus_devices *dev, const unsigned *g
     free(s);
     return rc;
   }
-  for (unsigned k = 0; k < n; k++) {
-    gpu_follower *f = &s->g[k];
-    f->s = s;
-    f->gpu = gpus[k];
-    uint64_t mj;
-    unsigned mw;
-    double t = zeus_devices_now(dev);
-    if ((rc = zeus_gpu_total_energy(dev, gpus[k], &mj)) || (rc = zeus_gpu_instant_power(dev, gpus[k], &mw))) {
-      zeus__error_ctx(rc, "monitor: starting the energy sampler of GPU %u", gpus[k]);
-      break;
-    }
-    follower_start(f, t, mj / 1000.0, mw);
+  s->fork_gen = zeus__fork_generation();
+  for (unsigned k = 0; k < n && !rc; k++) {
+    s->g[k].s = s;
+    s->g[k].gpu = gpus[k];
     s->n = k + 1;
-    if (virt) {
-      if ((rc = zeus__gpu_sensor_read_costs(dev, gpus[k], &f->cost_c, &f->cost_p))) break;
-      f->cursor_c = f->cursor_p = t;
-      continue;
-    }
-    for (int j = 0; j < 2 && !rc; j++) {
-      s->roles[k][j] = (role){f, j == 0};
-      if (pthread_create(&f->thread[j], NULL, follow, &s->roles[k][j]) != 0) {
-        rc = zeus__error(ZEUS_EINTERNAL, "monitor: cannot start the energy sampler of GPU %u", gpus[k]);
-        break;
-      }
-      f->running[j] = true;
-      f->have_cpu_clock[j] = pthread_getcpuclockid(f->thread[j], &f->cpu_clock[j]) == 0;
-    }
-    if (rc) break;
+    rc = start_entry(s, k);
   }
   if (rc) {
     zeus__sampler_close(s);
@@ -384,6 +405,12 @@ int zeus__sampler_open(zeus__sampler **out, zeus_devices *dev, const unsigned *g
 
 void zeus__sampler_close(zeus__sampler *s) {
   if (!s) return;
+  if (zeus__fork_generation() != s->fork_gen) { /* a forked child that never queried: nothing of its own */
+    s->fork_gen = zeus__fork_generation();
+    pthread_mutex_init(&s->mu, NULL);
+    zeus__cond_init(&s->cv);
+    for (unsigned k = 0; k < ZEUS_MAX_GPUS; k++) s->g[k].running[0] = s->g[k].running[1] = false;
+  }
   pthread_mutex_lock(&s->mu);
   s->stop = true;
   pthread_cond_broadcast(&s->cv);
@@ -479,11 +506,27 @@ static void estimate(const gpu_follower *f, double t, zeus__sampler_energy *out)
     frac = fmin(fmax(frac, 0), 1);
     out->raw_j = at->c_j;
     out->energy_j = at->c_j + dc * frac;
-    double p_lo = pstep_at(f, at->t)->p_w, p_hi = pstep_at(f, after->t)->p_w;
-    out->bound_j = u_j + fabs(p_hi - p_lo) * 0.1 * (after->t - at->t) / fmax(f->pperiod, 0.01);
+    double span = after->t - at->t, pa = pstep_at(f, at->t)->p_w, pb = pstep_at(f, after->t)->p_w;
+    const pstep *nx = pstep_at(f, after->t + fmax(f->pperiod, 0.01)); /* a reading that came after */
+    if (nx->t > after->t && fabs(nx->p_w - pa) > fabs(pb - pa)) pb = nx->p_w;
+    out->bound_j = u_j + fabs(pb - pa) * 0.1 * span / fmax(f->pperiod, 0.01);
+    if (span > 0 && fabs(pb - pa) > 0.02 * fmax(pa, pb)) {
+      /* the load moved: one step at s with pa before and pb after draws the counter's dc */
+      double s_at = at->t + (dc - pb * span) / (pa - pb);
+      if (s_at > at->t && s_at < after->t)
+        out->energy_j = at->c_j + (t <= s_at ? pa * (t - at->t) : pa * (s_at - at->t) + pb * (t - s_at));
+    }
   } else { /* after the last known tick: the readings since */
     out->raw_j = at->c_j;
     out->energy_j = at->c_j + pi_at(f, t) - pi_at(f, at->t);
+    /* the load changed before this tick and the power readings had not shown it yet (the tick
+     * moved the offset): the first reading after the tick that moved the same way is the load's
+     * since the tick */
+    const pstep *nx = pstep_at(f, fmin(t, at->t + fmax(f->pperiod, 0.01)));
+    if (at->jump_j != 0 && nx->t > at->t && nx->t <= t) {
+      double before = pstep_at(f, at->t)->p_w, extra = (nx->p_w - before) * (nx->t - at->t);
+      if ((extra > 0) == (at->jump_j > 0)) out->energy_j += extra;
+    }
     const pstep *prev = f->pn > 1 ? &f->p[(f->phead + PRING - 2) % PRING] : newest;
     double since = fmax(t - at->t, 0);
     out->bound_j = u_j + fmin(fabs(newest->p_w - prev->p_w), 0.2 * newest->p_w) * fmin(since, 0.1);
@@ -491,6 +534,8 @@ static void estimate(const gpu_follower *f, double t, zeus__sampler_energy *out)
 }
 
 int zeus__sampler_energy_at(zeus__sampler *s, unsigned k, double t, zeus__sampler_energy *out) {
+  int rc = restart_if_forked(s);
+  if (rc) return rc;
   if (k >= s->n) return zeus__error(ZEUS_EINVAL, "energy sampler: no entry %u", k);
   gpu_follower *f = &s->g[k];
   pthread_mutex_lock(&s->mu);

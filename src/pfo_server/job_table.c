@@ -61,6 +61,7 @@ typedef struct job {
   char **sjson; /* serialised schedule of the round, index = rank */
   size_t *slen;
   double last_active;
+  char owner[64];       /* the client that registered it ("" : nobody) */
   size_t bytes;         /* estimated memory charged to the job, all of it */
   size_t results_bytes; /* of which the round's results */
   size_t sched_bytes;   /* of which the round's schedules */
@@ -362,6 +363,9 @@ int zeus__job_table_open(zeus__job_table **out, const zeus__job_table_opts *opts
   r->o.dump_dir = r->dump_dir;
   if (r->o.max_job_idle_time_s <= 0) r->o.max_job_idle_time_s = 7 * 24 * 3600.0;
   if (!r->o.max_jobs) r->o.max_jobs = ZEUS__PFO_DEFAULT_MAX_JOBS;
+  if (!r->o.max_jobs_per_client) r->o.max_jobs_per_client = r->o.max_jobs / 4 ? r->o.max_jobs / 4 : 1;
+  if (!r->o.reserved_jobs) r->o.reserved_jobs = r->o.max_jobs / 16;
+  if (r->o.reserved_jobs >= r->o.max_jobs) r->o.reserved_jobs = r->o.max_jobs - 1;
   if (!r->o.max_job_bytes) r->o.max_job_bytes = ZEUS__PFO_DEFAULT_MAX_JOB_BYTES;
   if (!r->o.max_total_bytes) r->o.max_total_bytes = ZEUS__PFO_DEFAULT_MAX_TOTAL_BYTES;
   r->nbucket = 64;
@@ -436,6 +440,20 @@ void zeus__job_table_close(zeus__job_table *r) {
 /* ---- POST /register_job ---- */
 
 int zeus__job_table_register_job(zeus__job_table *r, const char *body, size_t len, zeus__reply *reply) {
+  return zeus__job_table_register_job_for(r, NULL, body, len, reply);
+}
+
+/* How many jobs `owner` holds. Called with r->mu held. */
+static size_t jobs_of(const zeus__job_table *r, const char *owner) {
+  size_t n = 0;
+  for (size_t b = 0; b < r->nbucket; b++)
+    for (const job *j = r->bucket[b]; j; j = j->next)
+      if (strcmp(j->owner, owner) == 0) n++;
+  return n;
+}
+
+int zeus__job_table_register_job_for(zeus__job_table *r, const char *owner, const char *body, size_t len,
+                                     zeus__reply *reply) {
   zeus_pfo_job_info info;
   int rc = zeus_pfo_job_info_from_json(body, len, "JobInfo", &info);
   if (rc) return reply_zeus_error(reply, rc);
@@ -491,8 +509,10 @@ int zeus__job_table_register_job(zeus__job_table *r, const char *body, size_t le
   j->dump.path = j->dir;
   size_t fixed = job_fixed_bytes(w, id.len);
 
+  if (owner) snprintf(j->owner, sizeof j->owner, "%s", owner);
   pthread_mutex_lock(&r->mu);
   int status = 0;
+  size_t mine = 0;
   if (r->closing) {
     status = zeus__reply_error(reply, 503, "the server is shutting down");
   } else if (r->njobs >= r->o.max_jobs) {
@@ -501,6 +521,14 @@ int zeus__job_table_register_job(zeus__job_table *r, const char *body, size_t le
                           r->o.max_job_idle_time_s,
                           r->o.max_job_idle_time_s < ZEUS__PFO_PENDING_JOB_IDLE_S ? r->o.max_job_idle_time_s
                                                                                  : ZEUS__PFO_PENDING_JOB_IDLE_S);
+  } else if (owner && (mine = jobs_of(r, owner)) >= r->o.max_jobs_per_client) {
+    status = reply_errorf(reply, 503, "%s holds %zu jobs, the most one client may hold (max_jobs_per_client, "
+                          "--max-jobs-per-client); a job is removed once idle for %.0f s", owner, mine,
+                          r->o.max_job_idle_time_s);
+  } else if (owner && mine && r->njobs + r->o.reserved_jobs >= r->o.max_jobs) {
+    status = reply_errorf(reply, 503, "the server holds %zu jobs; the last %zu of its %zu are kept for clients "
+                          "that hold none (reserved_jobs, --reserved-jobs), and %s holds %zu", r->njobs,
+                          r->o.reserved_jobs, r->o.max_jobs, owner, mine);
   } else if (find_job(r, j->id)) { /* 130 random bits never collide; refuse rather than merge */
     status = zeus__reply_error(reply, 500, "job id collision; register again");
   } else {

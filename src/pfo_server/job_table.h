@@ -66,6 +66,9 @@ typedef struct zeus__job_table_opts {
   /* Parse results with jansson only, as before the tree-free reader (for bench_pfo_server's
    * baseline column; the answers are the same either way). */
   bool tree_results;
+  size_t max_jobs_per_client; /* jobs one client (zeus__job_table_register_job_for's owner) holds;
+                                 0: a quarter of max_jobs */
+  size_t reserved_jobs;   /* the last slots, only for a client that holds no job; 0: max_jobs / 16 */
 } zeus__job_table_opts;
 
 /* Opens the table. With dump_data, or a scheduler that writes files, the dump folder is opened
@@ -79,6 +82,11 @@ void zeus__job_table_close(zeus__job_table *t);
  * error status with {"detail": message}); the return value is the HTTP status. `rank_token` is
  * the request's rank credential (NULL: none). */
 int zeus__job_table_register_job(zeus__job_table *t, const char *body, size_t len, zeus__reply *reply);
+/* The same for a client (owner: "uid 1000", "address 10.0.0.7"; NULL: counted against nobody):
+ * at most max_jobs_per_client jobs each, and the last reserved_jobs slots only for a client that
+ * holds none, so that one local user cannot take the table (503 naming the owner and the flag). */
+int zeus__job_table_register_job_for(zeus__job_table *t, const char *owner, const char *body, size_t len,
+                                     zeus__reply *reply);
 int zeus__job_table_register_rank(zeus__job_table *t, const char *job_id, const char *rank_token, const char *body,
                                   size_t len, zeus__reply *reply);
 /* Either answers now (returns the status, reply filled) or parks `waiter` and returns 0; the

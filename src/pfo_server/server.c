@@ -559,7 +559,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       json_decref(o);
       return b ? send_reply(q, c, 200, b, strlen(b), NULL, false, NULL) : MHD_NO;
     }
-    case R_JOB: zeus__job_table_register_job(s->jobs, body, len, &rep); break;
+    case R_JOB: { /* counted against the client: its uid from loopback, else its address */
+      const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+      char who[96];
+      if (ci) zeus__peer_who(ci->connect_fd, who, sizeof who, NULL);
+      zeus__job_table_register_job_for(s->jobs, ci ? who : NULL, body, len, &rep);
+      break;
+    }
     case R_RANK: zeus__job_table_register_rank(s->jobs, q->job_id, token, body, len, &rep); break;
     case R_RESULT: zeus__job_table_post_result(s->jobs, q->job_id, token, body, len, &rep); break;
     case R_LEAVE: zeus__job_table_leave(s->jobs, q->job_id, token, body, len, &rep); break;
@@ -838,6 +844,14 @@ int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *o) {
     if (zeus__parse_long(v, 1, 1000000, name, &t)) return zeus_errcode();
     o->max_jobs = (int)t;
   }
+  if ((v = zeus__pfo_env("MAX_JOBS_PER_CLIENT", name, sizeof name))) {
+    if (zeus__parse_long(v, 1, 1000000, name, &t)) return zeus_errcode();
+    o->max_jobs_per_client = (int)t;
+  }
+  if ((v = zeus__pfo_env("RESERVED_JOBS", name, sizeof name))) {
+    if (zeus__parse_long(v, 0, 1000000, name, &t)) return zeus_errcode();
+    o->reserved_jobs = (int)t;
+  }
   if ((v = zeus__pfo_env("MAX_JOB_MEMORY", name, sizeof name))) {
     if (zeus__parse_long(v, 1L << 20, 1L << 40, name, &t)) return zeus_errcode();
     o->max_job_memory_bytes = (size_t)t;
@@ -880,6 +894,9 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   if (o.max_connections <= 0) o.max_connections = PFO_DEFAULT_MAX_CONNECTIONS;
   if (o.max_connections < 16) return zeus__error(ZEUS_EINVAL, "max_connections %d is below 16", o.max_connections);
   if (o.max_jobs < 0) return zeus__error(ZEUS_EINVAL, "max_jobs %d is negative", o.max_jobs);
+  if (o.max_jobs_per_client < 0 || o.reserved_jobs < 0)
+    return zeus__error(ZEUS_EINVAL, "max_jobs_per_client %d and reserved_jobs %d must not be negative",
+                       o.max_jobs_per_client, o.reserved_jobs);
   if (o.threads <= 0) {
     /* One HTTP thread per online CPU, at most 8: the server is CPU-bound on parsing and JSON. */
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -947,7 +964,8 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   zeus__job_table_opts ro = {o.scheduler, o.scheduler_args, o.dump_data, o.dump_dir,
                              (double)o.max_job_idle_time_s, on_complete, on_park,
                              (size_t)o.max_jobs, o.max_job_memory_bytes, o.max_memory_bytes,
-                             o.require_rank_tokens, o.solver_threads, baseline};
+                             o.require_rank_tokens, o.solver_threads, baseline,
+                             (size_t)o.max_jobs_per_client, (size_t)o.reserved_jobs};
   rc = zeus__job_table_open(&s->jobs, &ro);
   if (rc) { zeus_pfo_server_close(s); return rc; }
 

@@ -99,6 +99,30 @@ grep -q "^deadholder 403 .*pid [0-9]* has exited\|^deadholder 403 .*(pid [0-9]*)
 echo "ok - a change on a connection whose process exited: 403 saying so; GPU 0 stays free for others"
 kill -TERM "$DAEMON"; wait "$DAEMON" 2>/dev/null
 
+# ---- 7. over TCP, aliases of loopback are one user (issue 36, finding 8): before, one user made
+# 960 leases from 15 addresses of 127.0.0.0/8 and held all 256 TCP connections from 10, counted
+# per address; counted by the connecting uid (/proc/net/tcp), nobody stops at the per-client limits
+# and a second user on the Unix socket still changes a setting.
+start_daemon --mode both --tcp-bind-address 127.0.0.1:0 --socket-permissions 666 --request-timeout 3
+port=$(sed -n 's/.*TCP port \([0-9]*\)$/\1/p' "$DLOG" | tail -1)
+[ -n "$port" ] || die "no TCP port printed"
+attack aliasleases aliasleases "127.0.0.1:$port" 1100 15
+got=$(cat "$tmp/aliasleases.out")
+n=$(echo "$got" | awk '{print $2}')
+[ "$n" -le 64 ] || die "nobody made $n leases from 15 addresses (the per-client limit is 64): $got"
+echo "$got" | grep -q "503.*uid 65534 holds 64 leases" || die "the refusal does not name nobody's uid: $got"
+normal_client "TCP alias lease flood"
+echo "ok - lease flood from 15 loopback aliases: nobody stops at $n leases, counted as uid 65534; root and uid 1 are served"
+stop_attack
+attack aliasconns aliasconns "127.0.0.1:$port" 300 10
+got=$(cat "$tmp/aliasconns.out")
+n=$(echo "$got" | awk '{print $3}')
+[ "$n" -le 32 ] || die "nobody holds $n TCP connections from 10 aliases (the per-client limit is 32): $got"
+normal_client "TCP alias connection flood"
+echo "ok - connection flood from 10 loopback aliases: nobody holds $n of 300; root and uid 1 are served"
+stop_attack
+kill -TERM "$DAEMON"; wait "$DAEMON" 2>/dev/null
+
 # ---- 6. implicit TCP leases under tokens belong to the token's subject
 key=$tmp/signing.key
 head -c 32 /dev/urandom | base64 >"$key"

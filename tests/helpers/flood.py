@@ -14,11 +14,23 @@ killed, so that the test can play a normal client meanwhile.
                         it (override), renew, release, a read; exits 0, or 1 saying which failed
   deadholder SOCK GPU MW  connect, fork; the parent exits; the child sends the change on the
                         inherited connection and prints the reply's status and body, then exits
+  aliasleases HOST:PORT N A  POST /leases?ttl_s=600 up to N times, each on a connection from one
+                        of A aliases of loopback in turn (127.0.0.2, 127.0.0.3, ...)
+  aliasconns HOST:PORT N A   open N connections from A aliases of loopback and send nothing
 """
 import os
 import socket
 import sys
 import time
+
+
+def connect_from(where, k, aliases):
+    """A TCP connection to HOST:PORT from alias k % aliases of loopback (127.0.0.2 on)."""
+    host, port = where.rsplit(":", 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((f"127.0.0.{2 + k % aliases}", 0))
+    s.connect((host, int(port)))
+    return s
 
 
 def connect(where):
@@ -81,12 +93,29 @@ def leases(sock, n):
     hold()
 
 
-def conns(sock, n):
+def aliasleases(where, n, aliases):
+    made, last, per = 0, (0, ""), {}
+    for k in range(n):
+        try:
+            s = connect_from(where, k, aliases)
+            s.sendall(request("POST", "/leases?ttl_s=600"))
+            last = read_reply(s)
+            s.close()
+        except OSError as e:
+            last = (0, type(e).__name__)
+        if last[0] == 200:
+            made += 1
+            per[k % aliases] = per.get(k % aliases, 0) + 1
+    print(f"aliasleases {made} from {len(per)} addresses, last {last[0]} {last[1]}")
+    hold()
+
+
+def conns(sock, n, aliases=0):
     held = []
     refused = 0
-    for _ in range(n):
+    for k in range(n):
         try:
-            held.append(connect(sock))
+            held.append(connect_from(sock, k, aliases) if aliases else connect(sock))
         except OSError:
             refused += 1
     # Those the server answered at once (a limit) are not held: count the ones still open.
@@ -231,6 +260,10 @@ def main(argv):
         normal(args[0], args[1], args[2])
     elif cmd == "deadholder":
         deadholder(args[0], args[1], args[2])
+    elif cmd == "aliasleases":
+        aliasleases(args[0], int(args[1]), int(args[2]))
+    elif cmd == "aliasconns":
+        conns(args[0], int(args[1]), int(args[2]))
     else:
         sys.exit(f"unknown subcommand {cmd}")
 

@@ -7,8 +7,11 @@
 #include "test_util.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <zeus.h>
 
@@ -178,12 +181,61 @@ static void h200_sampled_windows_follow_the_counters_own_clock(void **state) {
   }
 }
 
-/* A step from idle to full power inside the window (at a random point of its first 40 %): error
- * within 5 % for windows of 200 ms and more. */
-static void h100_sampled_windows_follow_a_step_in_the_load(void **state) {
+/* Waits up to `limit_s` for child pid; its exit status, or -1 (killed) when it did not exit. */
+static int wait_child(pid_t pid, double limit_s) {
+  for (double waited = 0; waited < limit_s; waited += 0.02) {
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    sleep_s(0.02);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  return -1;
+}
+
+/* Issue 36, finding 9: a process forked after a monitor started its sampler (and a power-polling
+ * thread) gets a working monitor in the child: a window measures, and closing it returns; the
+ * parent's monitor goes on. Before, the child hung in the sampler's close (pthread_cond_destroy
+ * waiting for the parent's threads), 5 runs of 5. */
+static void a_forked_child_gets_a_working_monitor_and_exits(void **state) {
   (void)state;
   fixture f;
-  fx_open(&f, 1);
+  fx_open_hw(&f, 2, "h100", -1);
+  zeus_monitor *m = mon_open(&f, ZEUS_ENERGY_SAMPLED);
+  sleep_s(0.3);
+  for (int variant = 0; variant < 2; variant++) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      int code = 0;
+      if (variant == 0) { /* measure in the child, then close */
+        zeus_measurement r;
+        if (zeus_monitor_begin_window(m, "child", false) != ZEUS_OK) code = 2;
+        sleep_s(0.3);
+        if (!code && zeus_monitor_end_window(m, "child", false, &r) != ZEUS_OK) code = 3;
+        if (!code && !(r.gpu_energy_j[0] > 0.25 * 290 * 0.2 && r.gpu_energy_j[0] < 290 * 0.5)) code = 4;
+      }
+      zeus_monitor_close(m); /* variant 1: close at once, as zeusc does at exit */
+      _exit(code);
+    }
+    int code = wait_child(pid, 10.0);
+    print_message("forked child (variant %d): exit %d\n", variant, code);
+    assert_int_equal(code, 0);
+  }
+  zeus_measurement r;
+  assert_zeus_ok(zeus_monitor_begin_window(m, "parent", false));
+  sleep_s(0.2);
+  assert_zeus_ok(zeus_monitor_end_window(m, "parent", false, &r));
+  assert_true(r.gpu_energy_j[0] > 290 * 0.15);
+  zeus_monitor_close(m);
+  zeus_devices_close(f.dev);
+}
+
+/* A step from idle to full power inside the window (at a random point of its first 40 %): error
+ * within 5 % for windows of 200 ms and more. */
+static void step_in_the_load(const char *hw) {
+  fixture f;
+  fx_open_hw(&f, 1, hw, -1);
   zeus_monitor *m = mon_open(&f, ZEUS_ENERGY_SAMPLED);
   assert_zeus_ok(zeus_sim_gpu_set_load(f.node, 0, false));
   sleep_s(0.5);
@@ -215,10 +267,21 @@ static void h100_sampled_windows_follow_a_step_in_the_load(void **state) {
                     r.gpu_energy_j[0], want);
     if (e > worst) worst = e;
   }
-  print_message("step load, 200-500 ms windows: worst %.2f %%\n", 100 * worst);
+  print_message("%s, step load, 200-500 ms windows: worst %.2f %%\n", hw, 100 * worst);
   assert_true(worst <= 0.05);
   zeus_monitor_close(m);
   zeus_devices_close(f.dev);
+}
+
+static void h100_sampled_windows_follow_a_step_in_the_load(void **state) {
+  (void)state;
+  step_in_the_load("h100");
+}
+
+/* The same on the H200, whose power readings tick on their own clock (idle 130 W to 440 W). */
+static void h200_sampled_windows_follow_a_step_in_the_load(void **state) {
+  (void)state;
+  step_in_the_load("h200");
 }
 
 /* The virtual clock does not move with real time: auto falls back to the raw counter (no thread
@@ -377,7 +440,9 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(h100_sampled_windows_meet_the_targets_and_raw_does_not),
       cmocka_unit_test(h100_sampled_windows_follow_a_step_in_the_load),
+      cmocka_unit_test(h200_sampled_windows_follow_a_step_in_the_load),
       cmocka_unit_test(h200_sampled_windows_follow_the_counters_own_clock),
+      cmocka_unit_test(a_forked_child_gets_a_working_monitor_and_exits),
       cmocka_unit_test(sampled_needs_a_real_clock_and_the_env_chooses),
       cmocka_unit_test(sampled_on_the_virtual_clock_follows_the_simulated_ticks),
       cmocka_unit_test(h100_long_sampled_window_agrees_with_the_counter),

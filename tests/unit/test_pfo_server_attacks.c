@@ -675,7 +675,7 @@ static char *big_rank(int rank) {
 static void job_memory_is_bounded_per_job_and_in_total(void **state) {
   (void)state;
   zeus_pfo_server_opts o = {.scheduler_args = "{}", .max_job_memory_bytes = 1 << 20, .max_memory_bytes = 2 << 20,
-                            .max_jobs = 4};
+                            .max_jobs = 4, .max_jobs_per_client = 4, .reserved_jobs = 0};
   zeus_pfo_server *s = start(&o);
   th_conn c = {.fd = -1, .port = g_port};
   char id[4][256], path[400], *resp;
@@ -954,7 +954,7 @@ static void reaping_many_large_jobs_does_not_hold_up_requests(void **state) {
  * machine the wall clock says how busy the others are; the wall bound only catches a hang. */
 static void closing_the_server_with_many_large_jobs_is_quick(void **state) {
   (void)state;
-  zeus_pfo_server_opts o = {.max_memory_bytes = (size_t)1 << 40, .max_jobs = 400};
+  zeus_pfo_server_opts o = {.max_memory_bytes = (size_t)1 << 40, .max_jobs = 400, .max_jobs_per_client = 400};
   zeus_pfo_server *s = start(&o);
   th_conn c = {.fd = -1, .port = g_port};
   for (int i = 0; i < 300; i++)
@@ -1076,8 +1076,100 @@ static void ambiguous_framing_is_refused_and_the_connection_closed(void **state)
   zeus_pfo_server_close(s);
 }
 
+/* Issue 36, finding 3: the job table counts jobs per client. One client stops at its share, the
+ * last slots are kept for clients that hold no job, and a newcomer still gets in when the others
+ * have filled all but the reserve. */
+static void jobs_per_client_are_bounded_and_the_reserve_is_for_newcomers(void **state) {
+  (void)state;
+  zeus__job_table *t;
+  zeus__job_table_opts o = {.scheduler = "AllMaxFrequency", .scheduler_args = "{\"num_microbatches\": 2}",
+                            .on_complete = ignore_reply, .max_job_idle_time_s = 100, .max_jobs = 16,
+                            .max_jobs_per_client = 4, .reserved_jobs = 4};
+  assert_zeus_ok(zeus__job_table_open(&t, &o));
+  const char *body = "{\"job_id\":\"\",\"pp_degree\":1,\"dp_degree\":1,\"tp_degree\":1,\"world_size\":1}";
+  zeus__reply rep = {0};
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(zeus__job_table_register_job_for(t, "uid 1000", body, strlen(body), &rep), 200);
+    free(rep.body);
+  }
+  assert_int_equal(zeus__job_table_register_job_for(t, "uid 1000", body, strlen(body), &rep), 503);
+  assert_non_null(strstr(rep.body, "uid 1000 holds 4 jobs"));
+  assert_non_null(strstr(rep.body, "--max-jobs-per-client"));
+  free(rep.body);
+  static const char *const others[] = {"uid 1001", "uid 1001", "uid 1001", "uid 1001",
+                                       "uid 1002", "uid 1002", "uid 1002", "address 10.0.0.7"};
+  for (size_t i = 0; i < 8; i++) {
+    assert_int_equal(zeus__job_table_register_job_for(t, others[i], body, strlen(body), &rep), 200);
+    free(rep.body);
+  }
+  /* 12 of 16: the last 4 are for clients that hold none (uid 1002 holds 3, below its share) */
+  assert_int_equal(zeus__job_table_register_job_for(t, "uid 1002", body, strlen(body), &rep), 503);
+  assert_non_null(strstr(rep.body, "--reserved-jobs"));
+  free(rep.body);
+  assert_int_equal(zeus__job_table_register_job_for(t, "uid 1003", body, strlen(body), &rep), 200);
+  free(rep.body);
+  assert_int_equal(zeus__job_table_njobs(t), 13);
+  zeus__job_table_close(t);
+}
+
+/* The same through the server: a second local user (nobody, as the attack was played) registers
+ * jobs over loopback from many addresses of 127.0.0.0/8 and stops at its share, and the first
+ * user still registers. Before, one user took all 1,024 slots in 0.5 s and every other user's
+ * registration was 503 for --max-job-idle-time (7 days). Needs root (to become nobody). */
+static void one_local_user_cannot_take_the_job_table(void **state) {
+  (void)state;
+  if (geteuid() != 0) {
+    print_message("SKIPPED: needs root to play a second local user\n");
+    skip();
+  }
+  zeus_pfo_server_opts o;
+  zeus_pfo_server_opts_init(&o);
+  o.scheduler = "AllMaxFrequency";
+  o.scheduler_args = "{\"num_microbatches\": 2}";
+  o.max_jobs = 64; /* per client a quarter: 16; reserved 4 */
+  o.dump_dir = g_dir;
+  zeus_pfo_server *s = start(&o);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) { /* the attacker: nobody, from 8 aliases of loopback, registers until refused */
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(90);
+    const char *body = "{\"job_id\": \"\", \"pp_degree\": 1, \"dp_degree\": 1, \"tp_degree\": 1, \"world_size\": 1}";
+    int made = 0;
+    for (int k = 0; k < 64; k++) {
+      th_conn c = {.fd = -1};
+      c.fd = socket(AF_INET, SOCK_STREAM, 0);
+      struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
+      from.sin_addr.s_addr = htonl(0x7f000002u + (uint32_t)(k % 8));
+      to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      c.port = g_port;
+      if (bind(c.fd, (struct sockaddr *)&from, sizeof from) != 0 ||
+          connect(c.fd, (struct sockaddr *)&to, sizeof to) != 0) _exit(91);
+      char *resp = NULL;
+      int st = th_request(&c, "POST", "/register_job", body, NULL, &resp);
+      if (st == 200) made++;
+      else if (st != 503 || !strstr(resp, "uid 65534 holds 16 jobs")) _exit(92);
+      free(resp);
+      th_close(&c);
+    }
+    _exit(made == 16 ? 0 : 93);
+  }
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  th_conn c;
+  assert_int_equal(th_connect(&c, g_port), 0);
+  char id[160];
+  register_job(&c, 1, id, sizeof id); /* root is served */
+  th_close(&c);
+  assert_int_equal(stats(s).jobs, 17);
+  zeus_pfo_server_close(s);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(jobs_per_client_are_bounded_and_the_reserve_is_for_newcomers),
+      cmocka_unit_test(one_local_user_cannot_take_the_job_table),
       cmocka_unit_test(job_ids_are_unguessable_and_a_near_guess_looks_unknown),
       cmocka_unit_test(forged_result_without_the_rank_credential_is_refused_and_the_round_goes_on),
       cmocka_unit_test(a_rank_that_leaves_is_reported_to_every_waiting_rank_at_once),
