@@ -308,9 +308,18 @@ static void md_plo(FILE *f, const json_t *d) {
           num(get(bl, "energy_j"), "%.2f", 1, b, sizeof b),
           num(get(op, "time_s"), "%.3f", 1, c, sizeof c),
           num(get(op, "energy_j"), "%.2f", 1, e, sizeof e));
-  fprintf(f, "Energy saved **%s %%**, slowdown **%s**.\n\n| check | result |\n|---|---|\n",
-          num(get(d, "energy_saved_pct"), "%.1f", 1, s1, sizeof s1),
-          num(get(d, "slowdown"), "%.3f", 1, s2, sizeof s2));
+  if (json_is_true(get(ck, "energy_saved_meaningful")))
+    fprintf(f, "Energy saved **%s +- %s %%**", num(get(d, "energy_saved_pct"), "%.1f", 1, s1, sizeof s1),
+            num(get(d, "energy_saved_uncertainty_pct"), "%.1f", 1, a, sizeof a));
+  else
+    fprintf(f, "Energy saved **not measured** (%s +- %s %%: its uncertainty makes it meaningless)",
+            num(get(d, "energy_saved_pct"), "%.1f", 1, s1, sizeof s1),
+            num(get(d, "energy_saved_uncertainty_pct"), "%.1f", 1, a, sizeof a));
+  fprintf(f, ", slowdown **%s +- %s** (baseline and optimum windows of %s s, counter tick %s ms, at most %s "
+          "optimizer steps a run).\n\n| check | result |\n|---|---|\n",
+          num(get(d, "slowdown"), "%.3f", 1, s2, sizeof s2),
+          num(get(d, "slowdown_uncertainty"), "%.3f", 1, b, sizeof b), num(get(d, "window_s"), "%.1f", 1, c, sizeof c),
+          num(get(d, "counter_tick_s"), "%.1f", 1000, e, sizeof e), num(get(d, "step_cap"), "%.0f", 1, a, sizeof a));
   const char *k;
   json_object_foreach((json_t *)ck, k, v) fprintf(f, "| %s | %s |\n", k, tri(v));
   fprintf(f, "\n");
@@ -320,12 +329,36 @@ static void md_window(FILE *f, const json_t *d) {
   char a[32], b[32], c[32], e[32], g[32];
   const json_t *ref = get(d, "reference");
   fprintf(f,
-          "## Window accuracy (window-accuracy)\n\nGPU %s under the load; reference: %s W mean power over "
-          "%s s between two counter ticks. Error of each window's energy against that power times its "
-          "length, the raw counter difference beside the sampled source (docs/real-gpus.md).\n\n"
-          "| window | raw: median | raw: worst | sampled: median | sampled: worst |\n|---|---|---|---|---|\n",
+          "## Window accuracy (window-accuracy)\n\nGPU %s under the load; reference: %s W, the counter's mean "
+          "power over %s s. Error of each window's energy against that power times its "
+          "length, the raw counter difference beside the sampled source (docs/real-gpus.md).\n\n",
           num(get(d, "gpu"), "%.0f", 1, a, sizeof a), num(get(ref, "mean_power_w"), "%.1f", 1, b, sizeof b),
           num(get(ref, "seconds"), "%.2f", 1, c, sizeof c));
+  const json_t *cn = get(d, "counter"), *pw = get(d, "power"), *ph = get(d, "phase");
+  if (json_is_true(get(cn, "continuous")))
+    fprintf(f, "The energy counter moves at every read (no tick). ");
+  else if (json_is_object(cn))
+    fprintf(f, "The energy counter ticks every %s ms (jitter +-%s ms, %s ticks). ",
+            num(get(cn, "period_s"), "%.2f", 1000, a, sizeof a), num(get(cn, "jitter_s"), "%.2f", 1000, b, sizeof b),
+            num(get(cn, "ticks"), "%.0f", 1, c, sizeof c));
+  if (json_is_object(ph)) {
+    fprintf(f, "The instant power ticks every %s ms, %s ms after a counter tick at the start, drifting %s ms per "
+            "tick",
+            num(get(ph, "power_period_s"), "%.2f", 1000, a, sizeof a), num(get(ph, "phase_s"), "%.1f", 1000, b, sizeof b),
+            num(get(ph, "drift_s_per_tick"), "%+.3f", 1000, c, sizeof c));
+    if (json_is_number(get(ph, "cycle_s")))
+      fprintf(f, ": a whole phase cycle every %s s, %s cycles seen in %s s.\n\n",
+              num(get(ph, "cycle_s"), "%.1f", 1, a, sizeof a), num(get(ph, "cycles_covered"), "%.1f", 1, b, sizeof b),
+              num(get(d, "span_s"), "%.1f", 1, c, sizeof c));
+    else
+      fprintf(f, ": the phase did not move in %s s%s.\n\n", num(get(d, "span_s"), "%.1f", 1, a, sizeof a),
+              json_is_true(get(ph, "power_with_counter")) ? " (power ticks with the counter)" : "");
+  } else {
+    fprintf(f, "No phase between the counter and the power to measure (the power %s) in %s s.\n\n",
+            !json_is_object(pw) ? "showed no tick" : json_is_true(get(pw, "continuous")) ? "moves at every read" : "or the counter has no tick",
+            num(get(d, "span_s"), "%.1f", 1, a, sizeof a));
+  }
+  fprintf(f, "| window | raw: median | raw: worst | sampled: median | sampled: worst |\n|---|---|---|---|---|\n");
   size_t i;
   const json_t *w;
   json_array_foreach(get(d, "windows"), i, w) {
@@ -383,9 +416,22 @@ static void md_pfo(FILE *f, const json_t *d) {
           num(get(d, "plan_mhz"), "%.0f", 1, a, sizeof a),
           num(get(pl, "iter_time_s"), "%.4f", 1, b, sizeof b),
           num(get(pl, "iter_energy_j"), "%.3f", 1, e, sizeof e));
-  fprintf(f, "Energy saved **%s %%**, slowdown **%s**.\n\n| check | result |\n|---|---|\n",
-          num(get(d, "energy_saved_pct"), "%.1f", 1, s1, sizeof s1),
-          num(get(d, "slowdown"), "%.3f", 1, s2, sizeof s2));
+  fprintf(f, "Each run's last round: %s s with %s counter ticks (AllMaxFrequency), %s s with %s (plan); the "
+          "client's energy against the counter: %s %% and %s %%.\n\n",
+          num(get(mx, "round_s"), "%.2f", 1, a, sizeof a), num(get(mx, "counter_ticks_in_round"), "%.0f", 1, b, sizeof b),
+          num(get(pl, "round_s"), "%.2f", 1, c, sizeof c), num(get(pl, "counter_ticks_in_round"), "%.0f", 1, e, sizeof e),
+          num(get(mx, "energy_vs_counter_pct"), "%+.1f", 1, s1, sizeof s1),
+          num(get(pl, "energy_vs_counter_pct"), "%+.1f", 1, s2, sizeof s2));
+  if (json_is_true(get(ck, "round_ticks")) && json_is_true(get(ck, "energy_saved_meaningful")) &&
+      json_is_true(get(ck, "energy_measured")))
+    fprintf(f, "Energy saved **%s +- %s %%** (at most %s %% at these clocks)",
+            num(get(d, "energy_saved_pct"), "%.1f", 1, s1, sizeof s1),
+            num(get(d, "energy_saved_uncertainty_pct"), "%.1f", 1, a, sizeof a),
+            num(get(d, "energy_saved_max_pct"), "%.1f", 1, b, sizeof b));
+  else
+    fprintf(f, "Energy saved **not measured** (too few counter ticks in a round, no energy, or an uncertainty above "
+            "5 points)");
+  fprintf(f, ", slowdown **%s**.\n\n| check | result |\n|---|---|\n", num(get(d, "slowdown"), "%.3f", 1, s2, sizeof s2));
   const char *k;
   const json_t *v;
   json_object_foreach((json_t *)ck, k, v) fprintf(f, "| %s | %s |\n", k, tri(v));

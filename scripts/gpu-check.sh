@@ -31,6 +31,8 @@ DIR/report.md and DIR/report.json. Steps, each reported as passed, failed or ski
                   zeus pfo-server (scripts/gpu_check_pfo.py): every instruction at the highest
                   clock, then a plan at 75 % of it; energy saved and slowdown measured
   gpus-after      zeus gpus --json again: every power limit must be back as it was
+Then DIR/hardware-model.json: the hardware model measured (read costs, sensor periods and phase,
+actuation latencies, limits and clocks), which ZEUS_SIM_HARDWARE=FILE loads (gpu_check_model.py).
 Changing settings needs root or CAP_SYS_ADMIN. Every zeus command puts back what it changed,
 on SIGINT and SIGTERM too; this script forwards both to the step that runs and stops the load.
 
@@ -246,6 +248,13 @@ if "$zeus" gpus --json >"$out/gpus-after.json" 2>"$out/gpus-after.log"; then
   record gpus-after passed "$out/gpus-after.json" "GPUs and settings after the run"
 else
   record gpus-after failed - "zeus gpus failed: $(tail -n 1 "$out/gpus-after.log")"
+fi
+
+# The hardware model this run measured, for ZEUS_SIM_HARDWARE=FILE (scripts/gpu_check_model.py).
+if "$PYTHON" "$here/gpu_check_model.py" "$out" --gpu "$first_gpu" >/dev/null 2>"$out/hardware-model.log"; then
+  echo "gpu-check: $(tail -n 1 "$out/hardware-model.log" | sed 's/^gpu_check_model: //')"
+else
+  echo "gpu-check: no hardware model written: $(tail -n 1 "$out/hardware-model.log")"
 fi
 
 "$zeus" gpus report "$manifest" -o "$out/report.md" --json-out "$out/report.json"

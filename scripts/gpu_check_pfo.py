@@ -15,7 +15,22 @@ iteration; the energy saved and the slowdown of the plan against the maximum; th
 controller put in place; per instruction kind, the planned clock against the achieved time and
 energy, and the fraction of instruction time at the planned clock (the controller's accounting,
 which counts a lock from its call's start plus the lock latency: docs/perseus-latency.md). Prints one JSON document; exits 0 when every check passed, 1 when one failed, 77 (reason on
-stderr) when it cannot run: no zeusc with the Perseus client, no CUDA-enabled torch.
+stderr) when it cannot run: no zeusc with the Perseus client, no CUDA-enabled torch, or GPUs whose
+clock does not move with real time (the fake NVML on its virtual clock).
+
+Sized by time and checked against the counter (issue 35): the counter's tick is measured first
+(gpu_check_plo.counter_tick) and an iteration's time from two plain iterations; each round then
+has enough iterations to last max(1 s, 10 counter ticks) (at most 10 s; 4 s with --quick). A
+thread polls the energy counter through both runs; over the last round of each run, the counter's
+energy (interpolated between its ticks at the round's first step begin and last step end) is set
+beside the client's iterations x energy per iteration. Checks added: round_ticks (>= 10 counter
+ticks inside each run's last round, or a counter that moves at every read), energy_agrees_with_
+counter (within 5 %), energy_saved_within_clocks (the energy saved within [0, 100 (1 - (f_lo /
+f_max)^3)] % widened by its uncertainty: a lower clock cannot cost more energy for the same work
+when time does not grow, and dynamic power falls at most with the cube of the clock) and
+energy_saved_meaningful (its uncertainty <= 5 percentage points: each run's energy is as uncertain
+as its disagreement with the counter plus half a counter read at each end of the round). When the rounds hold too few ticks, the energies are "not measured" and the
+step fails.
 
 ZEUS_GPU_CHECK_PLO_WORK=fake:<busy file>:<seconds> (the tests, against the fake NVML) replaces
 the work with holding the busy file, <seconds> per forward and twice that per backward.
@@ -25,8 +40,12 @@ import json
 import os
 import subprocess
 import sys
+import math
 import tempfile
+import threading
 import time
+
+from gpu_check_plo import clock_moves_with_real_time, counter_tick
 
 
 def skip(why):
@@ -93,21 +112,77 @@ def stop_server(p):
         p.wait()
 
 
-def run_job(PFO, url, gpu, order, work, rounds, per_round):
+class CounterThread:
+    """Polls the energy counter back to back on a thread; keeps (time, J) of every change (a
+    tick, placed halfway between the two reads) and of the first read."""
+
+    def __init__(self, gpu):
+        self.gpu, self.ticks, self.stop, self.gaps = gpu, [], threading.Event(), []
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        prev = None
+        while not self.stop.is_set():
+            a = time.perf_counter()
+            e = self.gpu.get_total_energy_consumption() / 1000.0
+            mid = (a + time.perf_counter()) / 2
+            if prev is not None and len(self.gaps) < 10000:
+                self.gaps.append(mid - prev[0])
+            if prev is None:
+                self.ticks.append((mid, e))
+            elif e != prev[1]:
+                self.ticks.append(((prev[0] + mid) / 2, e))
+            prev = (mid, e)
+
+    def close(self, after=None, wait_s=0.0):
+        """Stops polling once a tick later than `after` is seen (or wait_s has passed)."""
+        end = time.perf_counter() + wait_s
+        while after is not None and time.perf_counter() < end and not (self.ticks and self.ticks[-1][0] > after):
+            time.sleep(0.005)
+        self.stop.set()
+        self.t.join()
+
+    def read_gap(self):
+        g = sorted(self.gaps)
+        return g[len(g) // 2] if g else 0.0
+
+    def energy(self, t0, t1):
+        """(counter energy between t0 and t1, interpolated between ticks; ticks inside) or (None, n)."""
+        tk = self.ticks
+
+        def at(t):
+            for k in range(len(tk) - 1):
+                if tk[k][0] <= t <= tk[k + 1][0]:
+                    (a, ea), (b, eb) = tk[k], tk[k + 1]
+                    return ea + (eb - ea) * (t - a) / (b - a) if b > a else ea
+            return None
+
+        inside = sum(1 for t, _ in tk[1:] if t0 <= t <= t1)
+        e0, e1 = at(t0), at(t1)
+        return (e1 - e0 if e0 is not None and e1 is not None else None), inside
+
+
+def run_job(PFO, url, gpu, order, work, rounds, per_round, counter=None):
     opt = PFO(rank=0, dp_rank=0, pp_rank=0, tp_rank=0, device_id=gpu, dp_degree=1, pp_degree=1, tp_degree=1,
               world_size=1, server_url=url, pipe_schedule=order, iters_per_round=per_round,
               schedule_timeout=60)
     seen = set()
+    begins, ends = [], []
     try:
         for _ in range(rounds * per_round):
+            begins.append(time.perf_counter())
             opt.on_step_begin()
             for name in order:
                 opt.on_instruction_begin(name)
                 work[name]()
                 opt.on_instruction_end(name)
                 seen.add(opt.current_frequency)
+            ends.append(time.perf_counter())  # before on_step_end: a round's last one talks to the server
             opt.on_step_end()
         r = opt.last_round
+        last = slice((rounds - 1) * per_round, rounds * per_round)
+        span = (begins[last][0], ends[last][-1])
         # The controller sets clocks from its own thread; what it put in place last, once settled.
         try:
             opt.wait_for_clock(timeout=10)
@@ -122,7 +197,7 @@ def run_job(PFO, url, gpu, order, work, rounds, per_round):
                              for c in opt.last_round_classes],
                 "schedule_mhz": sorted({f for _, f in opt.schedule}),
                 "clocks_set_mhz": sorted(seen), "highest_mhz": opt.frequencies[0], "detached": opt.detached,
-                "_frequencies": opt.frequencies}
+                "round_s": span[1] - span[0], "_span": span, "_frequencies": opt.frequencies}
     finally:
         opt.close()
 
@@ -142,15 +217,32 @@ def main():
     if subprocess.run([args.zeus, "pfo-server", "--help"], stdout=subprocess.DEVNULL,
                       stderr=subprocess.DEVNULL).returncode != 0:
         skip(f"{args.zeus} has no pfo-server command (built without the Perseus server component)")
+    from zeusc.device import get_gpus
+    gpu = get_gpus().gpus[args.gpu]
+    real, rate = clock_moves_with_real_time(get_gpus().devices)
+    if not real:
+        skip(f"the GPUs' clock does not move with real time (it moved {rate:.3f} s per second: the fake NVML on its "
+             "virtual clock; ZEUS_SIM_CLOCK=wall runs this step): work done in real time would measure nothing real")
     what, work, done = make_work(args.gpu, args.quick)
     m = 4
     order = []
     for _ in range(m):
         order += ["forward", "backward"]
-    rounds, per_round = (2, 2) if args.quick else (3, 5)
-    doc = {"work": what, "gpu": args.gpu, "microbatches": m, "rounds": rounds, "iters_per_round": per_round}
+    tick_s = counter_tick(gpu, 2.5)
+    for name in order:  # a first iteration (warm-up), then one timed
+        work[name]()
+    t0 = time.perf_counter()
+    for name in order:
+        work[name]()
+    iter_s = max(time.perf_counter() - t0, 1e-4)
+    round_s = min(4.0 if args.quick else 10.0, max(1.0, 10 * tick_s))
+    rounds = 2 if args.quick else 3
+    per_round = max(2, math.ceil(round_s / iter_s))
+    doc = {"work": what, "gpu": args.gpu, "microbatches": m, "rounds": rounds, "iters_per_round": per_round,
+           "counter_tick_s": tick_s, "iteration_s_measured": iter_s, "round_s_planned": per_round * iter_s}
     checks = {}
     tmp = tempfile.mkdtemp(prefix="gpu-check-pfo.")
+    counter = CounterThread(gpu)
     try:
         srv, url = start_server(args.zeus, "AllMaxFrequency", None, os.path.join(tmp, "dump"))
         try:
@@ -171,7 +263,23 @@ def main():
         finally:
             stop_server(srv)
     finally:
+        last_end = planned["_span"][1] if "planned" in locals() else None
+        counter.close(after=last_end, wait_s=3 * tick_s + 0.5)
         done()
+    # Each run's last round against the counter.
+    ticks_needed = 10
+    for run in (base, planned):
+        a, b = run.pop("_span")
+        e, inside = counter.energy(a, b)
+        run["counter_ticks_in_round"] = inside
+        run["counter_energy_j"] = e
+        claimed = run["iter_energy_j"] * run["iterations"]
+        run["client_energy_j"] = claimed
+        run["energy_vs_counter_pct"] = 100 * (claimed / e - 1) if e else None
+        # The counter is the reference: the client's figure is as uncertain as its disagreement with
+        # it, plus where the counter's ticks are known in time (half a read at each end of the round).
+        run["energy_uncertainty_pct"] = (abs(run["energy_vs_counter_pct"]) + 100 * counter.read_gap() / run["round_s"]
+                                         if run["energy_vs_counter_pct"] is not None and run["round_s"] > 0 else None)
     doc["all_max_frequency"] = base
     doc["plan_mhz"] = target
     doc["plan_mhz_per_kind"] = clock_of
@@ -190,6 +298,24 @@ def main():
                                    and all(kinds[k]["planned_mhz"] == clock_of[k] and kinds[k]["count"] > 0
                                            and kinds[k]["mean_time_s"] > 0 for k in kinds))
     checks["energy_measured"] = e0 > 0 and e1 > 0
+    continuous = tick_s == 0.0
+    checks["round_ticks"] = all(continuous or r["counter_ticks_in_round"] >= ticks_needed for r in (base, planned))
+    checks["energy_agrees_with_counter"] = all(r["energy_vs_counter_pct"] is not None and abs(r["energy_vs_counter_pct"]) <= 5
+                                               for r in (base, planned))
+    u = None
+    if e0 > 0 and base["energy_uncertainty_pct"] is not None and planned["energy_uncertainty_pct"] is not None:
+        u = (e1 / e0) * math.hypot(base["energy_uncertainty_pct"], planned["energy_uncertainty_pct"])
+    doc["energy_saved_uncertainty_pct"] = u
+    f_lo = min(target, target_b)
+    doc["energy_saved_max_pct"] = 100 * (1 - (f_lo / freqs[0]) ** 3)
+    saved = doc["energy_saved_pct"]
+    checks["energy_saved_within_clocks"] = (saved is not None and u is not None and
+                                            -u <= saved <= doc["energy_saved_max_pct"] + u)
+    checks["energy_saved_meaningful"] = u is not None and u <= 5.0
+    measured = checks["round_ticks"] and checks["energy_measured"] and checks["energy_saved_meaningful"]
+    if not measured:
+        doc["energy_saved_note"] = (f"not measured: the rounds held fewer than {ticks_needed} counter ticks, no "
+                                    "energy, or an uncertainty above 5 percentage points")
     checks["stayed_attached"] = not base["detached"] and not planned["detached"]
     doc["checks"] = checks
     doc["ok"] = all(checks.values())
@@ -200,8 +326,13 @@ def main():
         print(f"gpu_check_pfo: {c['instruction']} planned {c['planned_mhz']} MHz: {c['mean_time_s'] * 1e3:.2f} ms, "
               f"{c['mean_energy_j']:.3f} J, {fmt(c['planned_clock_fraction'] and 100 * c['planned_clock_fraction'], '.1f')} % of its time at the planned "
               f"clock", file=sys.stderr)
+    saved_txt = (f"{fmt(doc['energy_saved_pct'], '.1f')} +- {fmt(u, '.1f')} %" if measured else "not measured")
+    print(f"gpu_check_pfo: rounds of {per_round} iterations ({base['round_s']:.2f} s, "
+          f"{base['counter_ticks_in_round']} counter ticks); per iteration {fmt(e0, '.3f')} J at the highest clock, "
+          f"{fmt(e1, '.3f')} J at the plan (counter: {fmt(base['energy_vs_counter_pct'], '+.1f')} / "
+          f"{fmt(planned['energy_vs_counter_pct'], '+.1f')} %)", file=sys.stderr)
     print(f"gpu_check_pfo: forward at {target} MHz, backward at {target_b} MHz against {freqs[0]} MHz: energy saved "
-          f"{fmt(doc['energy_saved_pct'], '.1f')} %, slowdown {fmt(doc['slowdown'], '.3f')}; "
+          f"{saved_txt}, slowdown {fmt(doc['slowdown'], '.3f')}; "
           f"{'every check passed' if doc['ok'] else 'FAILED: ' + ', '.join(k for k, v in checks.items() if not v)}",
           file=sys.stderr)
     return 0 if doc["ok"] else 1

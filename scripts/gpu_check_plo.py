@@ -15,8 +15,28 @@ of the same work (each profiled limit set, 0.3 s to settle, one window of the sa
 its ZeusCost choice, reported beside the optimizer's. The optimizer runs twice on the same work
 (issue 30's acceptance): the report gives both choices, whether they agree, and how each compares
 with the sweep (its sweep cost over the sweep's best; "agrees" within one pl_step); a
-disagreement is reported, not failed (it measures the noise). Prints one JSON document on stdout; exits 0 when every check passed, 1 when
-one failed, 77 (with the reason on stderr) when it cannot run: no zeusc, no CUDA-enabled torch.
+disagreement is reported, not failed (it measures the noise).
+
+Sized by time and the plan (issue 35): the optimizer runs until it is done, within a margin of its
+own plan (2 x limits x (wait + warm-up + profile steps) + 100 steps; on an H200 21 limits of
+~700 steps needed ~17,000, past the fixed 10,000 of before); the baseline and the optimum windows
+each last max(2 s, 40 counter ticks) of steps (at most 10 s; 4 s with --quick). The counter's tick
+is measured first (polling the counter: the median time between its changes; 0 for a counter that
+moves at every read; the time polled when it moved less than 3 times). Uncertainty: a window's
+energy is taken as known to one counter tick's share of it (tick / window length: what the counter
+alone guarantees) and its time to 2 ms (its two ends); the energy saved and the slowdown carry the
+combined uncertainty of their two windows (energy_saved_uncertainty_pct, slowdown_uncertainty).
+These cover the measurement only: the work itself running faster or slower between the two
+windows (another process on the CPU or the GPU) is not in them (on a loaded 2-core test machine
+the fake work's 50-step windows varied by up to 20 %).
+Checks: optimizer_done and second_run_done (within the plan's margin), optimum_applied, restored,
+energy_measured (both windows drew energy), energy_saved_meaningful (its uncertainty <= 5
+percentage points) and slowdown_meaningful (<= 0.05): a figure its measurement cannot support
+fails, it is never reported as passed.
+
+Prints one JSON document on stdout; exits 0 when every check passed, 1 when
+one failed, 77 (with the reason on stderr) when it cannot run: no zeusc, no CUDA-enabled torch, or
+GPUs whose clock does not move with real time (the fake NVML on its virtual clock).
 
 ZEUS_GPU_CHECK_PLO_ETA (or --eta) sets the ZeusCost selector's eta knob (default 0.5).
 
@@ -83,6 +103,38 @@ def make_work(gpus, quick):
     return f"torch {torch.__version__}: 8 fp16 {n}x{n} matrix products per GPU per step", step, lambda: None
 
 
+def clock_moves_with_real_time(devices):
+    """Whether the GPUs' clock (libzeus's device set) moves with real time: not the fake NVML's
+    virtual clock, on which work done in real time (sleeping, or kernels elsewhere) is not seen."""
+    n0, r0 = devices.now(), time.perf_counter()
+    time.sleep(0.05)
+    rate = (devices.now() - n0) / (time.perf_counter() - r0)
+    return 0.5 < rate < 2, rate
+
+
+def counter_tick(gpu, budget_s):
+    """The energy counter's period: the median time between its changes while polled for up to
+    budget_s (back to back), 0 when it changes at (almost) every read; budget_s when it changed
+    fewer than 3 times (a tick at least that long, as far as this can tell)."""
+    changes, reads = [], []
+    e0 = gpu.get_total_energy_consumption()
+    end = time.perf_counter() + budget_s
+    while time.perf_counter() < end and len(changes) < 12:
+        a = time.perf_counter()
+        e = gpu.get_total_energy_consumption()
+        b = time.perf_counter()
+        reads.append(b - a)
+        if e != e0:
+            changes.append((a + b) / 2)
+            e0 = e
+    if len(changes) < 3:
+        return budget_s
+    gaps = sorted(y - x for x, y in zip(changes, changes[1:]))
+    gap = gaps[len(gaps) // 2]
+    read = sorted(reads)[len(reads) // 2]
+    return 0.0 if gap <= 2.5 * read else gap
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", default="", help="comma-separated GPU indices (default: every visible GPU)")
@@ -103,8 +155,13 @@ def main():
     except Exception as e:  # noqa: BLE001
         skip(f"no GPU through zeusc ({e})")
     gpus = [int(x) for x in args.gpus.split(",") if x] if args.gpus else list(range(count))
+    real, rate = clock_moves_with_real_time(devs.devices)
+    if not real:
+        skip(f"the GPUs' clock does not move with real time (it moved {rate:.3f} s per second: the fake NVML on its "
+             "virtual clock; ZEUS_SIM_CLOCK=wall runs this step): work done in real time would measure nothing real")
     what, step, done = make_work(gpus, args.quick)
-    window = 10 if args.quick else 50
+    tick_s = counter_tick(devs.gpus[gpus[0]], 2.5)
+    window_s = min(4.0 if args.quick else 10.0, max(2.0, 40 * tick_s))
     warmup, profile = (1, 3) if args.quick else (5, 20)
     min_window_s = 0.5 if args.quick else 1.0
     step()
@@ -113,13 +170,15 @@ def main():
         step()
     step_s = max((time.perf_counter() - t0) / 3, 1e-4)
     profile = max(profile, math.ceil(min_window_s / step_s))
+    window = max(10, math.ceil(window_s / step_s))
     warmup = max(warmup, math.ceil(0.2 / step_s))  # a lower limit takes ~100 ms to take effect
     before = {g: devs.gpus[g].get_power_management_limit() for g in gpus}
     lo, hi = devs.gpus[gpus[0]].get_power_management_limit_constraints()
     # Quick runs profile about four limits; full runs every 25 W, as the original does.
     pl_step = max(25, int(math.ceil((hi - lo) / 1000 / 3 / 25) * 25)) if args.quick else 25
     checks = {}
-    doc = {"work": what, "gpus": gpus, "eta_knob": args.eta, "steps_per_window": window, "warmup_steps": warmup,
+    doc = {"work": what, "gpus": gpus, "eta_knob": args.eta, "counter_tick_s": tick_s, "steps_per_window": window,
+           "window_s": window * step_s, "warmup_steps": warmup,
            "profile_steps": profile, "step_time_s": step_s, "profile_window_s": profile * step_s, "pl_step_w": pl_step,
            "power_limit_before_w": {str(g): before[g] / 1000 for g in gpus}}
     mon = ZeusMonitor(gpu_indices=gpus)
@@ -136,7 +195,10 @@ def main():
             plo = GlobalPowerLimitOptimizer(mon, ZeusCost(eta_knob=args.eta, world_size=len(gpus)), wait_steps=1,
                                             warmup_steps=warmup, profile_steps=profile, pl_step=pl_step)
             steps = 0
-            while not isinstance(plo.state, Done) and steps < 10000:
+            # The plan's own count of steps, with a margin: every limit's wait, warm-up and profile.
+            cap = 2 * len(plo.power_limits) * (1 + warmup + profile) + 100
+            doc["step_cap"] = cap
+            while not isinstance(plo.state, Done) and steps < cap:
                 plo.on_step_begin()
                 step()
                 plo.on_step_end()
@@ -202,6 +264,21 @@ def main():
     doc["energy_saved_pct"] = 100 * (1 - e1 / e0) if e0 > 0 else None
     doc["slowdown"] = opt.time / base.time if base.time > 0 else None
     checks["energy_measured"] = e0 > 0 and e1 > 0
+    # Uncertainty: one counter tick's share of each window's energy, 2 ms of each window's time.
+    ue = [tick_s / w.time if w.time > 0 else math.inf for w in (base, opt)]
+    ut = [0.002 / w.time if w.time > 0 else math.inf for w in (base, opt)]
+    doc["baseline"]["energy_uncertainty_pct"] = 100 * ue[0]
+    doc["at_optimum"]["energy_uncertainty_pct"] = 100 * ue[1]
+    ratio_e = e1 / e0 if e0 > 0 else None
+    doc["energy_saved_uncertainty_pct"] = (100 * ratio_e * math.hypot(ue[0], ue[1])
+                                           if ratio_e is not None and all(map(math.isfinite, ue)) else None)
+    doc["slowdown_uncertainty"] = (doc["slowdown"] * math.hypot(ut[0], ut[1])
+                                   if doc["slowdown"] is not None and all(map(math.isfinite, ut)) else None)
+    checks["energy_saved_meaningful"] = (checks["energy_measured"] and doc["energy_saved_uncertainty_pct"] is not None
+                                         and doc["energy_saved_uncertainty_pct"] <= 5.0)
+    checks["slowdown_meaningful"] = doc["slowdown_uncertainty"] is not None and doc["slowdown_uncertainty"] <= 0.05
+    if not checks["energy_saved_meaningful"]:
+        doc["energy_saved_note"] = "not measured: its uncertainty is above 5 percentage points (or no energy was measured)"
     doc["sweep"] = sweep
     best = min(sweep, key=lambda r: r["cost"]) if sweep else None
     doc["sweep_optimum_w"] = best["power_limit_w"] if best else None
@@ -226,10 +303,13 @@ def main():
         return "n/a" if v is None else format(v, f)
 
     r2 = runs[1]["optimal_power_limit_w"] if len(runs) > 1 else None
+    saved = (f"{fmt(doc['energy_saved_pct'], '.1f')} +- {fmt(doc['energy_saved_uncertainty_pct'], '.1f')} %"
+             if checks["energy_saved_meaningful"] else "not measured")
     print(f"gpu_check_plo: optimum {fmt(doc['optimal_power_limit_w'], '.1f')} W, second run "
           f"{fmt(r2, '.1f')} W ({'the same' if doc['runs_agree'] else 'they differ'}; a clean sweep: "
-          f"{fmt(doc['sweep_optimum_w'], '.1f')} W), energy saved "
-          f"{fmt(doc['energy_saved_pct'], '.1f')} %, slowdown {fmt(doc['slowdown'], '.3f')}; "
+          f"{fmt(doc['sweep_optimum_w'], '.1f')} W), energy saved {saved}, slowdown "
+          f"{fmt(doc['slowdown'], '.3f')} +- {fmt(doc['slowdown_uncertainty'], '.3f')} (windows of "
+          f"{doc['window_s']:.1f} s, counter tick {1000 * tick_s:.0f} ms); "
           f"{'every check passed' if doc['ok'] else 'FAILED: ' + ', '.join(k for k, v in checks.items() if not v)}",
           file=sys.stderr)
     return 0 if doc["ok"] else 1

@@ -67,6 +67,19 @@
  *   FAKE_NVML_COUNTS=<path>
  *       At the last Shutdown, appends "<function> <calls>" for every NVML function called since
  *       the first Init (Init and Shutdown included), with one write().
+ *   FAKE_NVML_LIE=<lie>[,<lie>...]
+ *       A GPU that lies, for proving that gpu-check's checks fail when a figure is wrong (every
+ *       GPU of the node lies alike; the ground truth, fakeNvmlTrueEnergy, stays true):
+ *       counter_skips_tick  every 5th change of the energy counter is not shown and its energy is
+ *                           lost (the counter stays where it was and later changes add only their
+ *                           own energy): the counter reads about 20 % below the energy drawn;
+ *       counter_frozen      the energy counter never moves from its first reading;
+ *       clock_frozen        the SM clock read back never moves from its first reading (locks
+ *                           still act on the work and the power);
+ *       power_scaled:<f>    instant and average power read <f> times what is drawn (0 < f <= 10);
+ *       counter_gains:<f>   the energy counter gains: each increment is shown 1 + <f> x (seconds
+ *                           since Init) times its size (0 < f <= 10), a counter whose calibration
+ *                           drifts, so a later measurement reads more than an earlier one.
  * ZEUS_SIM_HARDWARE=h100 (or a profile file, see zeus/sim.h) gives every GPU the measured
  * hardware's behaviour through the engine: readings that move on a ~100 ms tick, calls that cost
  * their measured time (the energy counter 3.3 ms), settings that take effect late.
@@ -195,6 +208,17 @@ static unsigned g_clk_prev[ZEUS_MAX_GPUS];  /* SM clock shown before the last lo
 static double g_clk_changed[ZEUS_MAX_GPUS]; /* node time of that change; -1: none */
 static char g_counts_path[1024];  /* FAKE_NVML_COUNTS, "" when off */
 static struct { const char *fn; unsigned long calls; } g_funcs[FAKE_MAX_FUNCS];
+/* FAKE_NVML_LIE: what the GPUs lie about, and the per-GPU state of the lies. */
+static bool g_lie_skip, g_lie_counter_frozen, g_lie_clock_frozen;
+static double g_lie_power = 1.0;                  /* power_scaled factor */
+static double g_lie_gain;                         /* counter_gains: per second; 0: off */
+static double g_lie_t0;                           /* node time at Init (counter_gains) */
+static double g_lie_shown[ZEUS_MAX_GPUS];         /* counter_gains: the counter shown (mJ) */
+static uint64_t g_lie_raw[ZEUS_MAX_GPUS];         /* the engine's counter at the last read */
+static uint64_t g_lie_lost[ZEUS_MAX_GPUS];        /* energy hidden so far (mJ) */
+static unsigned long g_lie_changes[ZEUS_MAX_GPUS];/* changes of the engine's counter seen */
+static bool g_lie_seen[ZEUS_MAX_GPUS];            /* a first counter reading was taken */
+static unsigned g_lie_clock[ZEUS_MAX_GPUS];       /* the first SM clock shown; 0: none yet */
 static unsigned g_nfuncs;
 
 /* Counts a call of `fn` (a string literal: __func__ or a name). Caller holds g_mu. */
@@ -322,6 +346,87 @@ static bool parse_inject(const char *value) {
     g_ninject++;
   }
   return true;
+}
+
+/* Parses FAKE_NVML_LIE. Returns false (with a line on stderr) when malformed. */
+static bool parse_lie(const char *value) {
+  g_lie_skip = g_lie_counter_frozen = g_lie_clock_frozen = false;
+  g_lie_power = 1.0;
+  g_lie_gain = 0;
+  for (unsigned i = 0; i < ZEUS_MAX_GPUS; i++) {
+    g_lie_shown[i] = 0;
+    g_lie_raw[i] = g_lie_lost[i] = 0;
+    g_lie_changes[i] = 0;
+    g_lie_seen[i] = false;
+    g_lie_clock[i] = 0;
+  }
+  if (!value || !*value) return true;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", value);
+  char *save = NULL;
+  for (char *lie = strtok_r(buf, ",", &save); lie; lie = strtok_r(NULL, ",", &save)) {
+    if (strcmp(lie, "counter_skips_tick") == 0) {
+      g_lie_skip = true;
+    } else if (strcmp(lie, "counter_frozen") == 0) {
+      g_lie_counter_frozen = true;
+    } else if (strcmp(lie, "clock_frozen") == 0) {
+      g_lie_clock_frozen = true;
+    } else if (strncmp(lie, "counter_gains:", 14) == 0) {
+      char *end;
+      double f = strtod(lie + 14, &end);
+      if (*end || !(f > 0) || f > 10) {
+        fprintf(stderr, "fake NVML: FAKE_NVML_LIE counter_gains '%s' is not a number in (0, 10] per second\n", lie + 14);
+        return false;
+      }
+      g_lie_gain = f;
+    } else if (strncmp(lie, "power_scaled:", 13) == 0) {
+      char *end;
+      double f = strtod(lie + 13, &end);
+      if (*end || !(f > 0) || f > 10) {
+        fprintf(stderr, "fake NVML: FAKE_NVML_LIE power_scaled factor '%s' is not a number in (0, 10]\n", lie + 13);
+        return false;
+      }
+      g_lie_power = f;
+    } else {
+      fprintf(stderr, "fake NVML: FAKE_NVML_LIE '%s' is not counter_skips_tick, counter_frozen, counter_gains:<f>, "
+              "clock_frozen or power_scaled:<factor>\n", lie);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* The energy counter as the lying GPU shows it (FAKE_NVML_LIE), from the engine's reading. */
+static uint64_t lie_counter(unsigned gpu, uint64_t raw, double now) {
+  pthread_mutex_lock(&g_mu);
+  /* Two threads may read the engine in one order and get here in the other: a reading older than
+   * the last one seen adds nothing (and is shown as the last one). */
+  if (g_lie_seen[gpu] && raw < g_lie_raw[gpu]) raw = g_lie_raw[gpu];
+  if (g_lie_gain > 0) {
+    if (g_lie_seen[gpu]) g_lie_shown[gpu] += (double)(raw - g_lie_raw[gpu]) * (1 + g_lie_gain * (now - g_lie_t0));
+    else g_lie_shown[gpu] = (double)raw;
+    g_lie_raw[gpu] = raw;
+    g_lie_seen[gpu] = true;
+    raw = (uint64_t)llround(g_lie_shown[gpu]);
+  } else if (g_lie_counter_frozen) {
+    if (!g_lie_seen[gpu]) g_lie_raw[gpu] = raw, g_lie_seen[gpu] = true;
+    raw = g_lie_raw[gpu];
+  } else if (g_lie_skip) {
+    if (g_lie_seen[gpu] && raw > g_lie_raw[gpu] && ++g_lie_changes[gpu] % 5 == 0)
+      g_lie_lost[gpu] += raw - g_lie_raw[gpu];
+    g_lie_raw[gpu] = raw;
+    g_lie_seen[gpu] = true;
+    raw -= g_lie_lost[gpu];
+  }
+  pthread_mutex_unlock(&g_mu);
+  return raw;
+}
+
+/* A power reading (mW) as the lying GPU shows it. */
+static unsigned lie_power(unsigned mw) {
+  if (g_lie_power == 1.0) return mw;
+  double v = mw * g_lie_power;
+  return v > 4e9 ? 4000000000u : (unsigned)llround(v);
 }
 
 /* The injected answer for this call, or SUCCESS to run it normally. Caller holds g_mu.
@@ -486,7 +591,7 @@ static nvmlReturn_t do_init(void) {
   pthread_mutex_lock(&g_mu);
   nvmlReturn_t r = NVML_SUCCESS;
   if (g_refs == 0) {
-    if (!parse_inject(getenv("FAKE_NVML_INJECT"))) {
+    if (!parse_inject(getenv("FAKE_NVML_INJECT")) || !parse_lie(getenv("FAKE_NVML_LIE"))) {
       r = NVML_ERROR_UNKNOWN;
       goto out;
     }
@@ -523,6 +628,7 @@ static nvmlReturn_t do_init(void) {
       goto out;
     }
     g_node = n;
+    g_lie_t0 = zeus_sim_now(n);
     g_count = zeus_sim_node_gpu_count(n);
     g_busy = false;
     g_nfuncs = 0;
@@ -823,14 +929,16 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t dev, unsigned long
   if (!counter) return NVML_ERROR_NOT_SUPPORTED;
   uint64_t v;
   if ((r = engine(zeus_sim_gpu_total_energy(node, gpu, &v)))) return r;
-  *mj = (unsigned long long)v;
+  *mj = (unsigned long long)lie_counter(gpu, v, zeus_sim_now(node));
   return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned *mw) {
   ENTER(dev);
   if (!mw) return NVML_ERROR_INVALID_ARGUMENT;
-  return engine(zeus_sim_gpu_instant_power(node, gpu, mw));
+  if ((r = engine(zeus_sim_gpu_instant_power(node, gpu, mw)))) return r;
+  *mw = lie_power(*mw);
+  return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFieldValue_t *values) {
@@ -848,6 +956,8 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFieldValu
       v->nvmlReturn = engine(zeus_sim_gpu_instant_power(node, gpu, &v->value.uiVal));
     else if (v->fieldId == NVML_FI_DEV_POWER_AVERAGE)
       v->nvmlReturn = engine(zeus_sim_gpu_average_power(node, gpu, &v->value.uiVal));
+    else continue;
+    if (v->nvmlReturn == NVML_SUCCESS) v->value.uiVal = lie_power(v->value.uiVal);
   }
   return NVML_SUCCESS;
 }
@@ -901,7 +1011,14 @@ static nvmlReturn_t shown_sm_clock(zeus_sim_node *node, unsigned gpu, unsigned *
     *mhz = prev;
     return NVML_SUCCESS;
   }
-  return engine(zeus_sim_gpu_current_clocks(node, gpu, mhz, NULL)); /* the read-back (a tick's, on h100) */
+  nvmlReturn_t r = engine(zeus_sim_gpu_current_clocks(node, gpu, mhz, NULL)); /* the read-back (a tick's, on h100) */
+  if (r == NVML_SUCCESS && g_lie_clock_frozen) { /* FAKE_NVML_LIE=clock_frozen */
+    pthread_mutex_lock(&g_mu);
+    if (!g_lie_clock[gpu]) g_lie_clock[gpu] = *mhz;
+    *mhz = g_lie_clock[gpu];
+    pthread_mutex_unlock(&g_mu);
+  }
+  return r;
 }
 
 /* Before a locked-clock change: remembers the clock shown now, so readings lag the change. */
