@@ -545,6 +545,22 @@ int zeus__sampler_energy_at(zeus__sampler *s, unsigned k, double t, zeus__sample
   return ZEUS_OK;
 }
 
+size_t zeus__sampler_ticks_since(zeus__sampler *s, unsigned k, double after_s, double *t, double *c_j, size_t max) {
+  if (restart_if_forked(s) || k >= s->n) return 0;
+  gpu_follower *f = &s->g[k];
+  pthread_mutex_lock(&s->mu);
+  if (s->virt) replay(s, f, zeus_devices_now(s->dev));
+  unsigned newer = 0; /* ticks after after_s, counted back from the newest */
+  while (newer < f->cn && cnewest(f, newer)->t > after_s) newer++;
+  size_t n = 0;
+  for (unsigned i = newer; i-- > 0 && n < max; n++) {
+    t[n] = cnewest(f, i)->t;
+    c_j[n] = cnewest(f, i)->c_j;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return n;
+}
+
 double zeus__sampler_cpu_s(zeus__sampler *s) {
   double sum = 0;
   for (unsigned k = 0; k < s->n; k++) {

@@ -43,6 +43,11 @@ int zeus__sampler_open(zeus__sampler **out, zeus_devices *dev, const unsigned *g
 void zeus__sampler_close(zeus__sampler *s);
 /* The energy of entry k at backend time t (the recent past or now). */
 int zeus__sampler_energy_at(zeus__sampler *s, unsigned k, double t, zeus__sampler_energy *out);
+/* Entry k's counter ticks placed after backend time after_s, oldest first, at most max: each tick's
+ * time on the counter's own clock (as above: not the power's) in t[] and the counter after it in
+ * c_j[]; their count. For a follower that fits energy to what ran between ticks (the Perseus
+ * client's fit.c). */
+size_t zeus__sampler_ticks_since(zeus__sampler *s, unsigned k, double after_s, double *t, double *c_j, size_t max);
 /* CPU time the sampler's threads have used, in s (for the cost figures). */
 double zeus__sampler_cpu_s(zeus__sampler *s);
 /* Ticks seen on entry k, and the tick period it measured (0 while unknown). */

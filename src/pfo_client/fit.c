@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "core/core.h"
+#include "monitor/sampler.h"
 #include "pfo_client/fit.h"
 #include "zeus/sim.h"
 
@@ -101,57 +102,26 @@ void zeus__pfo_follower_observe(zeus__pfo_follower *f) {
   pthread_mutex_unlock(&f->mu);
 }
 
-/* A counter slow to read whose GPU reports instant power cheaply, refreshed at the same ticks
- * (an H100: 3.3 ms against ~3 us): poll the power densely around the expected tick; a change of
- * its value marks the tick (to half a poll interval); then read the counter once, which shows
- * the energy at that tick until the next one, 100 ms later. */
-static void follow_power(zeus__pfo_follower *f) {
-  double prev_t = -1, last_tick = -1, period = 0, prev_e = NAN;
-  bool last_sure = false; /* last_tick is a sure tick time (else the earliest it can have been) */
-  unsigned prev_mw = 0;
+/* A counter slow to read whose GPU reports instant power cheaply (an H100: 3.3 ms against ~3 us;
+ * an H200: 2.3 ms against 0.3 us): the monitor's tick followers (monitor/sampler.c) find the
+ * counter's own ticks, on its own clock, which on an H200 is not the power's (a sampler of its own
+ * that took the counter's value at the power's tick misplaced it by up to a tick: the per-iteration
+ * energy was off by up to 80 %). This thread copies each new tick into the ring. */
+static bool follow_sampled(zeus__pfo_follower *f) {
+  zeus__sampler *s;
+  if (zeus__sampler_open(&s, f->d, &f->gpu, 1) != ZEUS_OK) return false;
+  double last = -INFINITY, t[64], e[64];
   while (!atomic_load(&f->stop)) {
-    unsigned mw;
-    double ta = zeus_devices_now(f->d);
-    if (zeus_gpu_instant_power(f->d, f->gpu, &mw)) {
-      sleep_s(0.01);
-      continue;
+    size_t n = zeus__sampler_ticks_since(s, 0, last, t, e, 64);
+    for (size_t i = 0; i < n; i++) {
+      push(f, t[i], e[i]);
+      atomic_fetch_add(&f->reads, 1);
     }
-    double tb = zeus_devices_now(f->d);
-    if (prev_t >= 0 && mw != prev_mw) {
-      /* The tick came after the previous poll started and before this one ended; when that is
-       * too vague (a long sleep, the thread preempted) the sample is left out (the intervals on
-       * either side then count as one, still exact). */
-      bool sure = tb - prev_t < 0.010; /* a row's error <= 5 % of a 100 ms tick, of either sign */
-      double tick = 0.5 * (prev_t + tb);
-      uint64_t mj;
-      if (!zeus_gpu_total_energy(f->d, f->gpu, &mj)) {
-        atomic_fetch_add(&f->reads, 1);
-        double e = (double)mj / 1000.0;
-        if (!sure) {
-          last_tick = prev_t; /* the earliest it can have been: the next wake-up comes early */
-          last_sure = false;
-          prev_e = e;
-        } else if (e != prev_e) {
-          push(f, tick, e);
-          prev_e = e;
-          if (last_tick >= 0 && last_sure) { /* the period from two sure ticks in a row only */
-            double p = tick - last_tick;
-            if (period == 0) period = p;
-            else if (p > 0.7 * period && p < 1.3 * period) period = 0.8 * period + 0.2 * p;
-          }
-          last_tick = tick;
-          last_sure = true;
-        }
-      }
-      ta = zeus_devices_now(f->d); /* the power as of after the read */
-      if (zeus_gpu_instant_power(f->d, f->gpu, &mw)) continue;
-    }
-    prev_t = ta;
-    prev_mw = mw;
-    double now = zeus_devices_now(f->d);
-    if (period > 0 && last_tick >= 0 && now < last_tick + period - 0.010) sleep_s(last_tick + period - 0.010 - now);
-    else sleep_s(0.0002);
+    if (n) last = t[n - 1];
+    sleep_s(0.02);
   }
+  zeus__sampler_close(s);
+  return true;
 }
 
 static void *follow(void *arg) {
@@ -167,10 +137,7 @@ static void *follow(void *arg) {
     double m1 = zeus_monotonic_s();
     int rp = zeus_gpu_instant_power(f->d, f->gpu, &mw);
     double m2 = zeus_monotonic_s();
-    if (!rc && !rp && m1 - m0 >= 200e-6 && m2 - m1 < 50e-6) {
-      follow_power(f);
-      return NULL;
-    }
+    if (!rc && !rp && m1 - m0 >= 200e-6 && m2 - m1 < 50e-6 && follow_sampled(f)) return NULL;
   }
   double prev_t = -1, prev_e = NAN, last_tick = -1, period = 0, cost = 0;
   bool prev_changed = false;

@@ -388,20 +388,15 @@ if ZEUS_GPU_BACKEND=sim ZEUS_SIM_HARDWARE=h200 "$ZEUS" gpus >/dev/null 2>&1; the
   rm -f "$tmp/state"
   ZEUS_SIM_HARDWARE=h200 bash "$GC" --zeus "$ZEUS" --out "$tmp/h200-run" --quick >"$tmp/h200-run.out" 2>&1
   rc=$?
-  # Every step passes on h200 but, sometimes, pfo: its energy_agrees_with_counter catches the
-  # Perseus client's fitted per-iteration energy off the counter when the clock changes at every
-  # instruction on h200 (seen -6 % to +80 % in the plan's run; within 2 % at one clock and on h100).
-  # The cause, as far as read: src/pfo_client/fit.c follow_power places each counter value at the
-  # instant power's tick (true on an H100, where both tick together; on h200 the power has a clock
-  # of its own). That is the check doing its job on a defect outside gpu-check: reported here, not
-  # failed, until the client follows the counter's own ticks; any other failure fails.
+  # Every step passes on h200, pfo included: its energy_agrees_with_counter caught the Perseus
+  # client's fitted per-iteration energy off the counter (-6 % to +80 %) while the client placed
+  # each counter value at the instant power's tick (another clock on an H200); the client now takes
+  # the counter's own ticks from the monitor's followers.
   if jcheck "$tmp/h200-run/report.json" "d['restored'] is True and all(s['status'] != 'failed' for s in d['steps'] if s['step'] != 'pfo')"; then
-    pass "gpu-check --quick on the fake NVML with the h200 profile: every step but pfo passed"
+    pass "gpu-check --quick on the fake NVML with the h200 profile: every step passed (pfo: next)"
   else fail "gpu-check on h200: exit $rc: $(cat "$tmp/h200-run.out")"; fi
   if jcheck "$tmp/h200-run/report.json" "[s for s in d['steps'] if s['step'] == 'pfo'][0]['status'] in ('passed', 'skipped')"; then
     pass "gpu-check on h200: pfo passed (or skipped without the Perseus components)"
-  elif jcheck "$tmp/h200-run/report.json" "(lambda r: {k for k, v in r['checks'].items() if not v} <= {'energy_agrees_with_counter', 'energy_saved_meaningful'} and not r['checks']['energy_agrees_with_counter'])([s for s in d['steps'] if s['step'] == 'pfo'][0]['result'])"; then
-    echo "KNOWN DEFECT (reported, not failed): pfo on h200: the Perseus client's energy per iteration is off the counter: $(grep 'per iteration' "$tmp/h200-run/pfo.log")"
   else fail "gpu-check on h200, pfo: $(tail -n 3 "$tmp/h200-run/pfo.log")"; fi
   m=$tmp/h200-run/hardware-model.json
   if jcheck "$m" "d['min_power_limit_w'] == 200 and d['max_power_limit_w'] == 700 and d['max_clock_mhz'] == 1980 and d['min_clock_mhz'] == 345 and d['power_at_ticks'] is True and abs(d['power_tick_s'] - 0.1016) < 0.0005 and abs(d['tick_s'] - 0.1) < 0.0005 and 0 <= d['power_phase_s'] < 0.1 and 0.0015 < d['energy_read_s'] < 0.0035"; then
