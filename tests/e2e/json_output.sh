@@ -51,7 +51,7 @@ SHAPES = {
                                                       {"name": S, "factor": R}]),
             "num_gpus": I, "power_limits_w": lst(R), "optimal_power_limit_w": R,
             "set_power_limit_calls": lst({"gpu": I, "power_limit_w": R}),
-            "measurements": lst(PLO_MEAS)},
+            "measurements": lst(PLO_MEAS), "confidence": R, "contenders_w": lst(R)},
     "simulate": {"trace_dir": S, "gpu": S, "options": SIM_OPTIONS, "workload": WORKLOAD,
                  "history": lst({"recurrence": I, "try": I, "batch_size": I, "power_limit_w": R,
                                  "epochs": I, "energy_j": R, "time_s": R, "cost_j": R,
@@ -82,7 +82,7 @@ SHAPES = {
 }
 UNITS = ("_w", "_j", "_s", "_mhz", "_pct")
 # Reals that carry no unit: weights, factors and metrics named for what they are.
-DIMENSIONLESS = {"eta", "beta", "factor", "target_metric", "learning_rate"}
+DIMENSIONLESS = {"eta", "beta", "factor", "target_metric", "learning_rate", "confidence"}  # a probability
 
 def kind(v):
     if v is None: return N

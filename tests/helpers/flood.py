@@ -17,6 +17,8 @@ killed, so that the test can play a normal client meanwhile.
   aliasleases HOST:PORT N A  POST /leases?ttl_s=600 up to N times, each on a connection from one
                         of A aliases of loopback in turn (127.0.0.2, 127.0.0.3, ...)
   aliasconns HOST:PORT N A   open N connections from A aliases of loopback and send nothing
+  aliasjobs HOST:PORT N A    POST /register_job (zeus pfo-server) N times from A aliases of loopback;
+                        prints "aliasjobs MADE last STATUS BODY" and exits
 """
 import os
 import socket
@@ -108,6 +110,25 @@ def aliasleases(where, n, aliases):
             per[k % aliases] = per.get(k % aliases, 0) + 1
     print(f"aliasleases {made} from {len(per)} addresses, last {last[0]} {last[1]}")
     hold()
+
+
+def aliasjobs(where, n, aliases):
+    body = b'{"job_id": "", "pp_degree": 1, "dp_degree": 1, "tp_degree": 1, "world_size": 1}'
+    made, last = 0, (0, "")
+    for k in range(n):
+        try:
+            s = connect_from(where, k, aliases)
+            s.sendall(b"POST /register_job HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            status, text = read_reply(s)
+            s.close()
+        except OSError as e:
+            status, text = 0, type(e).__name__
+        if status == 200:
+            made += 1
+        else:
+            last = (status, text)
+    print(f"aliasjobs {made} last {last[0]} {last[1]}")
 
 
 def conns(sock, n, aliases=0):
@@ -262,6 +283,8 @@ def main(argv):
         deadholder(args[0], args[1], args[2])
     elif cmd == "aliasleases":
         aliasleases(args[0], int(args[1]), int(args[2]))
+    elif cmd == "aliasjobs":
+        aliasjobs(args[0], int(args[1]), int(args[2]))
     elif cmd == "aliasconns":
         conns(args[0], int(args[1]), int(args[2]))
     else:

@@ -1129,34 +1129,49 @@ static void one_local_user_cannot_take_the_job_table(void **state) {
   o.max_jobs = 64; /* per client a quarter: 16; reserved 4 */
   o.dump_dir = g_dir;
   zeus_pfo_server *s = start(&o);
+  /* The attacker is a program of its own (tests/helpers/flood.py aliasjobs), started as nobody: a
+   * forked copy of this process could not allocate (the sanitizers' allocator may be locked by a
+   * server thread at the fork). */
+  const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : NULL;
+  if (!py) {
+    zeus_pfo_server_close(s);
+    print_message("SKIPPED: /usr/bin/python3 is needed for the attacker\n");
+    skip();
+  }
+  char where[64], flood[600];
+  snprintf(where, sizeof where, "127.0.0.1:%d", g_port);
+  snprintf(flood, sizeof flood, "%s/tests/helpers/flood.py", ZEUS_SOURCE_DIR);
+  int out[2];
+  assert_int_equal(pipe(out), 0);
   pid_t pid = fork();
   assert_true(pid >= 0);
-  if (pid == 0) { /* the attacker: nobody, from 8 aliases of loopback, registers until refused */
+  if (pid == 0) { /* only async-signal-safe calls until exec */
+    dup2(out[1], 1);
     if (setgid(65534) != 0 || setuid(65534) != 0) _exit(90);
-    const char *body = "{\"job_id\": \"\", \"pp_degree\": 1, \"dp_degree\": 1, \"tp_degree\": 1, \"world_size\": 1}";
-    int made = 0;
-    for (int k = 0; k < 64; k++) {
-      th_conn c = {.fd = -1};
-      c.fd = socket(AF_INET, SOCK_STREAM, 0);
-      struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
-      from.sin_addr.s_addr = htonl(0x7f000002u + (uint32_t)(k % 8));
-      to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      c.port = g_port;
-      if (bind(c.fd, (struct sockaddr *)&from, sizeof from) != 0 ||
-          connect(c.fd, (struct sockaddr *)&to, sizeof to) != 0) _exit(91);
-      char *resp = NULL;
-      int st = th_request(&c, "POST", "/register_job", body, NULL, &resp);
-      if (st == 200) made++;
-      else if (st != 503 || !strstr(resp, "uid 65534 holds 16 jobs")) _exit(92);
-      free(resp);
-      th_close(&c);
-    }
-    _exit(made == 16 ? 0 : 93);
+    int probe = open(flood, O_RDONLY | O_CLOEXEC);
+    if (probe < 0) _exit(77); /* nobody cannot read the source tree */
+    close(probe);
+    execl(py, py, flood, "aliasjobs", where, "64", "8", (char *)NULL);
+    _exit(91);
   }
+  close(out[1]);
+  char got[1024] = "";
+  size_t have = 0;
+  ssize_t r;
+  while (have + 1 < sizeof got && (r = read(out[0], got + have, sizeof got - 1 - have)) > 0) have += (size_t)r;
+  got[have] = '\0';
+  close(out[0]);
   int st;
   assert_int_equal(waitpid(pid, &st, 0), pid);
-  assert_true(WIFEXITED(st));
-  assert_int_equal(WEXITSTATUS(st), 0);
+  print_message("attacker (nobody, 8 aliases of loopback): %s", got);
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+    zeus_pfo_server_close(s);
+    print_message("SKIPPED: user nobody cannot read %s\n", flood);
+    skip();
+  }
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  assert_non_null(strstr(got, "aliasjobs 16 last 503"));
+  assert_non_null(strstr(got, "uid 65534 holds 16 jobs"));
   th_conn c;
   assert_int_equal(th_connect(&c, g_port), 0);
   char id[160];
