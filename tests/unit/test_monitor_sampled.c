@@ -199,6 +199,13 @@ static int wait_child(pid_t pid, double limit_s) {
  * waiting for the parent's threads), 5 runs of 5. */
 static void a_forked_child_gets_a_working_monitor_and_exits(void **state) {
   (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+  /* glibc's malloc is safe in the child of a threaded process (its fork handlers); GCC 12's ASan
+   * allocator is not: a child can deadlock on a lock another thread held at the fork (seen in
+   * test_pfo_server_attacks). The release build runs this test. */
+  print_message("SKIPPED: allocating in a forked child is not safe under AddressSanitizer\n");
+  skip();
+#endif
   fixture f;
   fx_open_hw(&f, 2, "h100", -1);
   zeus_monitor *m = mon_open(&f, ZEUS_ENERGY_SAMPLED);
