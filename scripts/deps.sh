@@ -4,7 +4,7 @@
 set -euo pipefail
 what=${1:-all}
 build_pkgs=(cmake make gcc pkg-config libjansson-dev libsqlite3-dev libcurl4-openssl-dev libmicrohttpd-dev libssl-dev libpq-dev)
-test_pkgs=(libcmocka-dev python3 python3-pytest python3-setuptools python3-wheel python3-venv python3-pip valgrind clang libclang-rt-14-dev librsvg2-bin prometheus prometheus-pushgateway curl postgresql ccache)
+test_pkgs=(libcmocka-dev python3 python3-pytest python3-setuptools python3-wheel python3-venv python3-pip valgrind clang libclang-rt-14-dev librsvg2-bin prometheus prometheus-pushgateway curl postgresql ccache sqlite3)
 opt_pkgs=(libopenmpi-dev openmpi-bin)
 # The fuzzer runtime must match the installed clang's major version (Debian 12: clang 14); the
 # list above names Debian 12's, and an installed clang of another version picks its own.

@@ -425,4 +425,13 @@ fi
 # zeus gpus report: a bad manifest is a usage error naming the line.
 printf 'probe\tmaybe\t-\tx\n' >"$tmp/bad.tsv"
 expect_err_has "report: a bad manifest line is named" "line 1: expected" "$ZEUS" gpus report "$tmp/bad.tsv"
+# make gpu-check against the fake NVML on its virtual clock (the fake's default): every step that
+# waits in real time is skipped with the reason, none fails, and the run passes (issue 35).
+rm -f "$tmp/state"
+ZEUS_SIM_CLOCK=virtual ZEUS_SIM_HARDWARE=h200 bash "$GC" --zeus "$ZEUS" --out "$tmp/virt" --quick >"$tmp/virt.out" 2>&1
+rc=$?
+if [ "$rc" = 0 ] && jcheck "$tmp/virt/report.json" "(lambda st: all(st[n] == 'skipped' for n in ('check', 'set-sm-clock', 'clock-latency', 'window-accuracy', 'plo', 'pfo')) and 'failed' not in st.values())({s['step']: s['status'] for s in d['steps']})" &&
+   grep -q "clock does not move with real time" "$tmp/virt.out"; then
+  pass "gpu-check on the fake's virtual clock: the real-time steps skipped with the reason, the run passes"
+else fail "gpu-check on the virtual clock: exit $rc: $(tail -n 20 "$tmp/virt.out")"; fi
 finish
