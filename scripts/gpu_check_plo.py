@@ -165,10 +165,14 @@ def main():
     warmup, profile = (1, 3) if args.quick else (5, 20)
     min_window_s = 0.5 if args.quick else 1.0
     step()
-    t0 = time.perf_counter()
-    for _ in range(3):
+    # The shortest of five steps: a window of window_s / step_s steps then lasts at least window_s
+    # (a step slowed by a busy machine would make it short).
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
         step()
-    step_s = max((time.perf_counter() - t0) / 3, 1e-4)
+        times.append(time.perf_counter() - t0)
+    step_s = max(min(times), 1e-4)
     profile = max(profile, math.ceil(min_window_s / step_s))
     window = max(10, math.ceil(window_s / step_s))
     warmup = max(warmup, math.ceil(0.2 / step_s))  # a lower limit takes ~100 ms to take effect

@@ -83,7 +83,7 @@ typedef struct zeus_sim_table_row {
  * power_tick_s apart (+- power_tick_jitter_s), the first power_phase_s after the counter's first.
  * Two periods that differ make the phase between the clocks drift by their difference every tick
  * (H200: 100.0 against ~101.6 ms, a whole period every ~6 s). power_phase_s alone (power_tick_s 0)
- * keeps the counter's period at that phase (each clock jittering on its own).
+ * is one clock at another phase: the power ticks that long after each counter tick.
  * Read costs: each call takes that long on the caller's thread after taking its value (wall
  * clock: a real wait, spun below 200 us; virtual clock: the node's clock moves on, every GPU idling
  * or working as before). Actuation: a locked-clock change returns after clock_lock_call_s and takes

@@ -34,6 +34,7 @@ typedef struct simgpu {
   zeus_sim_hardware hw;
   bool power_ticks;   /* readings other than the counter refresh at ticks */
   bool power_clock;   /* ... on a clock of their own (hw.power_tick_s), not the counter's */
+  bool power_locked;  /* ... power_phase_s after each counter tick (one clock, another phase) */
   uint64_t rng;       /* tick jitter and power noise */
   uint64_t ntick;     /* counter ticks so far */
   double next_tick;   /* time of the next counter tick; 0: no ticks */
@@ -267,12 +268,9 @@ static int init_gpu(simgpu *g, const zeus_sim_gpu_config *c, unsigned i) {
     g->power_clock = true;
     g->next_ptick = g->next_tick + g->hw.power_phase_s;
     while (g->next_ptick - g->hw.power_tick_s > 0) g->next_ptick -= g->hw.power_tick_s;
-  } else if (g->power_ticks && g->hw.power_phase_s > 0) { /* one period, a fixed phase apart */
-    g->power_clock = true;
-    g->hw.power_tick_s = g->hw.tick_s;
-    g->hw.power_tick_jitter_s = g->hw.tick_jitter_s;
+  } else if (g->power_ticks && g->hw.power_phase_s > 0) { /* one clock: a fixed phase after the counter's tick */
+    g->power_clock = g->power_locked = true;
     g->next_ptick = g->next_tick + g->hw.power_phase_s;
-    while (g->next_ptick - g->hw.power_tick_s > 0) g->next_ptick -= g->hw.power_tick_s;
   }
   g->pend_limit_at = g->pend_lock_at = -1;
   g->time_scale = tmp.time_scale > 0 ? tmp.time_scale : 1.0;
@@ -365,7 +363,8 @@ static void power_tick(simgpu *g, double t) {
   if (!g->power_clock) return;
   g->nptick++;
   g->pticks[(g->nptick - 1) % SIM_TICK_RING] = (zeus_sim_tick){t, g->counter_j, g->tick_power_w};
-  g->next_ptick = t + next_interval(g, g->hw.power_tick_s, g->hw.power_tick_jitter_s);
+  g->next_ptick = g->power_locked ? INFINITY /* the counter's next tick sets it */
+                                  : t + next_interval(g, g->hw.power_tick_s, g->hw.power_tick_jitter_s);
 }
 
 /* The energy counter's tick at t == t_last (and the power readings' too, where they share it). */
@@ -377,6 +376,7 @@ static void tick(simgpu *g, double t) {
   g->ticks[(g->ntick - 1) % SIM_TICK_RING] =
       (zeus_sim_tick){t, g->counter_j, g->power_ticks ? g->tick_power_w : power_now(g, t)};
   g->next_tick = t + next_interval(g, g->hw.tick_s, g->hw.tick_jitter_s);
+  if (g->power_locked) g->next_ptick = t + g->hw.power_phase_s;
 }
 
 /* Advances g to t, stopping at every event on the way in time order: a setting taking effect,

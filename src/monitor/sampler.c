@@ -61,6 +61,7 @@ typedef struct gpu_follower {
    * counter value to the instant it belongs to, its mean deviation, and how many ticks made it */
   double a, a_dev;
   unsigned na;
+  unsigned together; /* narrow counter ticks in a row with a power tick inside their interval */
   double t_init, c_init, p_init;
   /* virtual mode: each follower's replay time, and the reads' costs */
   double cursor_c, cursor_p, cost_c, cost_p;
@@ -179,6 +180,19 @@ static void push_tick(gpu_follower *f, double lo, double hi, double c) {
   }
   f->na++;
   double t = fmin(fmax(pi_inverse(f, c - f->a), lo), hi);
+  /* Where the power ticks with the counter (an H100: one clock), every counter tick seen in a
+   * narrow interval has a power tick inside it, known to a fraction of a ms: then that is the
+   * tick's time (at worst a fixed offset off, the same at every tick). Two clocks whose phase
+   * drifts (an H200, ~1.6 ms a tick) line up for a few ticks now and then, never 8 in a row. */
+  const pstep *inside = NULL;
+  bool narrow = hi - lo <= 2 * f->read_s + 0.002;
+  for (unsigned i = 0; narrow && i < f->pn; i++) {
+    const pstep *e = &f->p[(f->phead + PRING - 1 - i) % PRING];
+    if (e->t <= lo) break;
+    if (e->t <= hi && e->unc <= 0.001) inside = e;
+  }
+  if (narrow) f->together = inside ? f->together + 1 : 0;
+  if (inside && f->together >= 8) t = inside->t;
   if (f->cn) {
     const ctick *last = cnewest(f, 0);
     if (t <= last->t) t = fmin(last->t + 1e-6, hi);

@@ -81,14 +81,17 @@ static void plo_robust_choices_beat_the_original_under_noise_within_the_step_bud
 }
 
 /* The same on the `h100` hardware model (its own ~100 ms sensor tick with jitter, read costs,
- * power-limit effect delays): the totals as measured when this test was written. */
+ * power-limit effect delays): the totals as measured when this test was written. 455 when the
+ * sampled source read the simulated GPU's exact tick times on the virtual clock; 454 since it
+ * replays its followers' reads (issue 35: what a follower finds on a real GPU, to a fraction of a
+ * ms), one run of 480 on a margin below the noise. */
 static void plo_robust_beats_the_original_on_the_h100_model(void **state) {
   (void)state;
   ZEUS_SKIP_WITHOUT_DATA();
   int total[2];
   double worst_ratio;
   robustness_table("h100", NULL, total, &worst_ratio);
-  assert_true(total[0] >= 455);
+  assert_true(total[0] >= 454);
   assert_true(total[1] <= total[0] - 25);
   assert_true(worst_ratio <= 1.5);
 }
