@@ -28,10 +28,13 @@ alone guarantees) and its time to 2 ms (its two ends); the energy saved and the 
 combined uncertainty of their two windows (energy_saved_uncertainty_pct, slowdown_uncertainty).
 These cover the measurement only: the work itself running faster or slower between the two
 windows (another process on the CPU or the GPU) is not in them (on a loaded 2-core test machine
-the fake work's 50-step windows varied by up to 20 %).
+the fake work's 50-step windows varied by up to 20 %); slowdown_agrees_with_sweep catches that:
+the slowdown measured again on the sweep's windows (time at the optimum over time at the highest
+limit) must agree within 0.05 + 3 x their combined uncertainty (the work's own drift between
+windows minutes apart on a busy machine stays under 0.05).
 Checks: optimizer_done and second_run_done (within the plan's margin), optimum_applied, restored,
 energy_measured (both windows drew energy), energy_saved_meaningful (its uncertainty <= 5
-percentage points) and slowdown_meaningful (<= 0.05): a figure its measurement cannot support
+percentage points), slowdown_meaningful (<= 0.05) and slowdown_agrees_with_sweep: a figure its measurement cannot support
 fails, it is never reported as passed.
 
 Prints one JSON document on stdout; exits 0 when every check passed, 1 when
@@ -43,7 +46,9 @@ ZEUS_GPU_CHECK_PLO_ETA (or --eta) sets the ZeusCost selector's eta knob (default
 For the tests (against the fake NVML), ZEUS_GPU_CHECK_PLO_WORK=fake:<busy file>:<seconds>
 replaces the work with holding <busy file> (FAKE_NVML_BUSY_FILE: the fake GPU draws the working
 power of its knobs) for <seconds> per step; its time does not depend on the power limit, so its
-slowdown is 1 by construction.
+slowdown is 1 by construction. fake:<busy file>:<seconds>:<steps>:<factor> makes every step after
+the first <steps> <factor> times as long: work that slows down by itself between the baseline and
+the optimum, which the slowdown would wrongly put on the power limit.
 """
 import argparse
 import json
@@ -62,15 +67,24 @@ def make_work(gpus, quick):
     spec = os.environ.get("ZEUS_GPU_CHECK_PLO_WORK", "")
     if spec.startswith("fake:"):
         try:
-            _, busy, secs = spec.split(":", 2)
-            secs = float(secs)
+            parts = spec.split(":")
+            if len(parts) not in (3, 5):
+                raise ValueError(spec)
+            busy, secs = parts[1], float(parts[2])
+            slow_after, slow_by = (int(parts[3]), float(parts[4])) if len(parts) == 5 else (None, 1.0)
+            if secs <= 0 or slow_by <= 0:
+                raise ValueError(spec)
         except ValueError:
-            print(f"gpu_check_plo: ZEUS_GPU_CHECK_PLO_WORK '{spec}' is not fake:<file>:<seconds>", file=sys.stderr)
+            print(f"gpu_check_plo: ZEUS_GPU_CHECK_PLO_WORK '{spec}' is not fake:<file>:<seconds>[:<steps>:<factor>] "
+                  "(seconds and factor > 0)", file=sys.stderr)
             sys.exit(2)
         open(busy, "w").close()
+        steps_done = [0]
 
         def fake_step():
-            time.sleep(secs)
+            steps_done[0] += 1
+            slower = slow_after is not None and steps_done[0] > slow_after
+            time.sleep(secs * (slow_by if slower else 1.0))
 
         def fake_done():
             try:
@@ -284,6 +298,20 @@ def main():
     if not checks["energy_saved_meaningful"]:
         doc["energy_saved_note"] = "not measured: its uncertainty is above 5 percentage points (or no energy was measured)"
     doc["sweep"] = sweep
+    # The slowdown measured again on the sweep's windows (the optimum's time over the highest
+    # limit's, taken minutes later): the work itself running slower or faster between the baseline
+    # and the optimum windows (another tenant, a clock that drifts, thermals) is not in the
+    # slowdown's uncertainty, and shows up here as a disagreement.
+    t_of = {r["power_limit_w"]: r["time_s"] for r in sweep}
+    opt_w = doc.get("optimal_power_limit_w")
+    t_opt, t_max = t_of.get(opt_w), t_of.get(max_w)
+    doc["sweep_slowdown"] = t_opt / t_max if t_opt and t_max else None
+    doc["sweep_slowdown_uncertainty"] = (doc["sweep_slowdown"] * math.hypot(0.002 / t_opt, 0.002 / t_max)
+                                         if doc["sweep_slowdown"] is not None else None)
+    checks["slowdown_agrees_with_sweep"] = (
+        doc["slowdown"] is not None and doc["sweep_slowdown"] is not None and doc["slowdown_uncertainty"] is not None
+        and abs(doc["slowdown"] - doc["sweep_slowdown"])
+        <= 0.05 + 3 * math.hypot(doc["slowdown_uncertainty"], doc["sweep_slowdown_uncertainty"]))
     best = min(sweep, key=lambda r: r["cost"]) if sweep else None
     doc["sweep_optimum_w"] = best["power_limit_w"] if best else None
     doc["agrees_with_sweep"] = (best is not None and doc["optimal_power_limit_w"] is not None and
@@ -312,7 +340,8 @@ def main():
     print(f"gpu_check_plo: optimum {fmt(doc['optimal_power_limit_w'], '.1f')} W, second run "
           f"{fmt(r2, '.1f')} W ({'the same' if doc['runs_agree'] else 'they differ'}; a clean sweep: "
           f"{fmt(doc['sweep_optimum_w'], '.1f')} W), energy saved {saved}, slowdown "
-          f"{fmt(doc['slowdown'], '.3f')} +- {fmt(doc['slowdown_uncertainty'], '.3f')} (windows of "
+          f"{fmt(doc['slowdown'], '.3f')} +- {fmt(doc['slowdown_uncertainty'], '.3f')} (the sweep's: "
+          f"{fmt(doc['sweep_slowdown'], '.3f')}; windows of "
           f"{doc['window_s']:.1f} s, counter tick {1000 * tick_s:.0f} ms); "
           f"{'every check passed' if doc['ok'] else 'FAILED: ' + ', '.join(k for k, v in checks.items() if not v)}",
           file=sys.stderr)

@@ -310,7 +310,7 @@ if [ "$rc1" = 1 ] && [ "$rc2" = 1 ] && jcheck "$tmp/set-lie.json" "d['gpus'][0][
   pass "set-sm-clock and clock-latency: a frozen clock read-back (FAKE_NVML_LIE=clock_frozen) fails both"
 else fail "clock_frozen: exits $rc1/$rc2: $(head -c 600 "$tmp/set-lie.json") $(head -c 600 "$tmp/lat-lie.json")"; fi
 # plo: sized by the plan and by time; a frozen counter and a counter too slow for its windows fail.
-if jcheck "$tmp/run/report.json" "(lambda r: r['optimizer_steps'] < r['step_cap'] and r['baseline']['time_s'] >= 2 and r['at_optimum']['time_s'] >= 2 and r['energy_saved_uncertainty_pct'] is not None and r['checks']['energy_saved_meaningful'] and r['checks']['slowdown_meaningful'])([s for s in d['steps'] if s['step'] == 'plo'][0]['result'])"; then
+if jcheck "$tmp/run/report.json" "(lambda r: r['optimizer_steps'] < r['step_cap'] and r['baseline']['time_s'] >= 2 and r['at_optimum']['time_s'] >= 2 and r['energy_saved_uncertainty_pct'] is not None and r['checks']['energy_saved_meaningful'] and r['checks']['slowdown_meaningful'] and r['checks']['slowdown_agrees_with_sweep'])([s for s in d['steps'] if s['step'] == 'plo'][0]['result'])"; then
   pass "plo: done within the plan's step count, baseline and optimum windows >= 2 s, figures with their uncertainty"
 else fail "plo sizing: $(head -c 1500 "$tmp/run/plo.json")"; fi
 PYTHONPATH="$SRC/python" FAKE_NVML_LIE=counter_frozen ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" --gpus 0 --quick \
@@ -326,6 +326,17 @@ rc=$?
 if [ "$rc" = 1 ] && jcheck "$tmp/plo-slow.json" "d['checks']['energy_measured'] and not d['checks']['energy_saved_meaningful'] and d['energy_saved_uncertainty_pct'] > 5"; then
   pass "plo: a 2 s counter tick against 4 s windows makes energy saved meaningless, and the check fails"
 else fail "plo with a slow counter: exit $rc: $(tail -n 2 "$tmp/plo-slow.err")"; fi
+# Work that runs 1.5 times slower after its first 250 steps (the baseline window is over by then;
+# the optimum and the sweep come after): the slowdown puts that on the power limit, the sweep's
+# windows (all slow) do not, and slowdown_agrees_with_sweep fails.
+PYTHONPATH="$SRC/python" ZEUS_GPU_CHECK_PLO_WORK=fake:$tmp/busy:0.02:250:1.5 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" \
+  --gpus 0 --quick >"$tmp/plo-drift.json" 2>"$tmp/plo-drift.err"
+rc=$?
+rm -f "$tmp/busy"
+if [ "$rc" = 1 ] && jcheck "$tmp/plo-drift.json" "not d['checks']['slowdown_agrees_with_sweep'] and d['slowdown'] > 1.15 and abs(d['sweep_slowdown'] - 1) < 0.1" &&
+   grep -q "FAILED: .*slowdown_agrees_with_sweep" "$tmp/plo-drift.err"; then
+  pass "plo: work that slows down by itself after the baseline fails slowdown_agrees_with_sweep"
+else fail "plo with work that slows down: exit $rc: $(tail -n 2 "$tmp/plo-drift.err")"; fi
 # pfo: rounds of >= 1 s and >= 10 ticks, checked against the counter; a lying counter and a slow one fail.
 if jcheck "$tmp/run/report.json" "[s for s in d['steps'] if s['step'] == 'pfo'][0]['status'] == 'skipped' or (lambda r: r['all_max_frequency']['round_s'] >= 1 and r['checks']['round_ticks'] and r['checks']['energy_agrees_with_counter'] and r['checks']['energy_saved_within_clocks'] and abs(r['plan']['energy_vs_counter_pct']) <= 5)([s for s in d['steps'] if s['step'] == 'pfo'][0]['result'])"; then
   pass "pfo: rounds of >= 1 s, the client's energy within 5 % of the counter, energy saved within what the clocks allow"
@@ -334,8 +345,8 @@ if jcheck "$tmp/run/report.json" "[s for s in d['steps'] if s['step'] == 'pfo'][
   PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h100 FAKE_NVML_LIE=counter_skips_tick ${PYTHON:-$PY} "$SRC/scripts/gpu_check_pfo.py" \
     --zeus "$ZEUS" --gpu 0 --quick >"$tmp/pfo-lie.json" 2>"$tmp/pfo-lie.err"
   rc=$?
-  if [ "$rc" = 1 ] && jcheck "$tmp/pfo-lie.json" "not d['checks']['energy_agrees_with_counter']" && grep -q "not measured" "$tmp/pfo-lie.err"; then
-    pass "pfo: a counter that skips ticks (FAKE_NVML_LIE=counter_skips_tick) fails energy_agrees_with_counter, 'not measured'"
+  if [ "$rc" = 1 ] && jcheck "$tmp/pfo-lie.json" "not d['checks']['counter_ticks_complete'] and all(d[k]['counter_ticks_in_round'] < d[k]['counter_ticks_expected'] - 1.5 for k in ('all_max_frequency', 'plan'))" && grep -q "not measured" "$tmp/pfo-lie.err"; then
+    pass "pfo: a counter that skips ticks (FAKE_NVML_LIE=counter_skips_tick) fails counter_ticks_complete, 'not measured'"
   else fail "pfo with counter_skips_tick: exit $rc: $(tail -n 3 "$tmp/pfo-lie.err")"; fi
   # A counter whose gain drifts up (1 + 0.5 / s): the plan, measured later, reads more than the
   # maximum clock: an energy saved below 0 that the clocks do not allow.
