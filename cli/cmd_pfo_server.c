@@ -50,6 +50,21 @@ static const cli_opt server_opts[] = {
      "close a connection idle for S seconds between requests (a waiting schedule request is not\n"
      "idle; one whose client went away is dropped within a second)",
      "60", 1, 86400},
+    {"request-timeout", 0, CLI_OPT_DOUBLE, &srv_opts.request_timeout_s, "S",
+     "close a connection that has not sent a whole request (headers and body) within S seconds\n"
+     "of opening, or within --idle-timeout plus S of its previous reply: a request trickling in\n"
+     "a byte at a time no longer keeps its connection",
+     "10", 0.1, 86400},
+    {"max-slow-per-client", 0, CLI_OPT_INT, &srv_opts.max_slow_per_client, "N",
+     "connections one client may hold without a whole request after --slow-after although the\n"
+     "server has read all they sent; past N the newest are cut and new ones refused (503), before\n"
+     "any header is read, so that trickling connections cannot take the slots kept for\n"
+     "registration. A client as for --max-jobs-per-client; root is exempt. A rank sends its\n"
+     "request as it connects, so even an 8,192-rank job holds none",
+     "64", 1, 1000000},
+    {"slow-after", 0, CLI_OPT_DOUBLE, &srv_opts.slow_after_s, "S",
+     "a connection without a whole request after S seconds counts as slow (see\n"
+     "--max-slow-per-client)", "1", 0.1, 3600},
     {"max-jobs", 0, CLI_OPT_INT, &srv_opts.max_jobs, "N", "jobs held at once (more: 503)", "1024",
      1, 1000000},
     {"max-jobs-per-client", 0, CLI_OPT_INT, &srv_opts.max_jobs_per_client, "N",
@@ -79,6 +94,7 @@ static const cli_command server_cmd = {
         "                [--log-level LEVEL] [--dump-data] [--dump-dir DIR]\n"
         "                [--max-job-idle-time S] [--token-file FILE | --token TOKEN]\n"
         "                [--require-rank-tokens] [--max-connections N] [--idle-timeout S]\n"
+        "                [--request-timeout S] [--max-slow-per-client N] [--slow-after S]\n"
         "                [--max-jobs N] [--max-jobs-per-client N] [--reserved-jobs N]\n"
         "                [--max-job-memory BYTES] [--max-memory BYTES]\n"
         "                [--max-body BYTES] [--threads N] [--solver-threads N]",
@@ -116,6 +132,7 @@ static const cli_command server_cmd = {
         "  ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS, ZEUS_PFO_LOG_LEVEL, ZEUS_PFO_DUMP_DATA,\n"
         "  ZEUS_PFO_DUMP_DIR, ZEUS_PFO_MAX_JOB_IDLE_TIME, ZEUS_PFO_TOKEN, ZEUS_PFO_TOKEN_FILE,\n"
         "  ZEUS_PFO_REQUIRE_RANK_TOKENS, ZEUS_PFO_MAX_CONNECTIONS, ZEUS_PFO_IDLE_TIMEOUT,\n"
+        "  ZEUS_PFO_REQUEST_TIMEOUT, ZEUS_PFO_MAX_SLOW_PER_CLIENT, ZEUS_PFO_SLOW_AFTER,\n"
         "  ZEUS_PFO_MAX_JOBS, ZEUS_PFO_MAX_JOBS_PER_CLIENT, ZEUS_PFO_RESERVED_JOBS,\n"
         "  ZEUS_PFO_MAX_JOB_MEMORY, ZEUS_PFO_MAX_MEMORY: as the options above\n"
         "  (a token variable set but empty is refused).\n"

@@ -43,7 +43,8 @@ ZEUS_EXTERN int zeus_pfo_check_scheduler(const char *name, const char *args_json
  * a bound is refused with a status and a message naming it (docs/pfo-server.md, "Bounds"). At
  * open the server raises its soft descriptor limit (RLIMIT_NOFILE) to the hard one and keeps its
  * connections below it: from max_connections less a reserve on, a new connection gets 503 and is
- * closed, unless its request registers a job or a rank, or leaves a job. */
+ * closed, unless its request registers a job or a rank, or leaves a job. Connections whose request
+ * trickles in cannot hold that reserve: request_timeout_s and max_slow_per_client cut them. */
 typedef struct zeus_pfo_server_opts {
   const char *host;          /* default "127.0.0.1"; another address without a token: a warning */
   int port;                  /* default 7787; -1: any free port (see zeus_pfo_server_port) */
@@ -78,6 +79,15 @@ typedef struct zeus_pfo_server_opts {
                                 client is a uid from loopback (all of 127.0.0.0/8), else an address */
   int reserved_jobs;         /* the last slots of max_jobs, only for clients that hold no job
                                 (default max_jobs / 16), so that one user cannot lock others out */
+  double request_timeout_s;  /* a whole request (headers and body) must arrive within this of the
+                                connection's opening, or within idle_timeout_s plus this of the
+                                previous reply; else the connection is closed (default 10) */
+  int max_slow_per_client;   /* connections one client may hold that have no whole request after
+                                slow_after_s although the server has read all they sent (default
+                                64): past it the newest are cut and new ones refused (503), before
+                                any header is read; root is exempt; a client as for
+                                max_jobs_per_client */
+  double slow_after_s;       /* see max_slow_per_client (default 1) */
 } zeus_pfo_server_opts;
 
 typedef struct zeus_pfo_server zeus_pfo_server;
@@ -88,7 +98,9 @@ ZEUS_EXTERN void zeus_pfo_server_opts_init(zeus_pfo_server_opts *o /* out */);
 /* Fills `opts` from the environment: ZEUS_PFO_SCHEDULER, ZEUS_PFO_SCHEDULER_ARGS,
  * ZEUS_PFO_LOG_LEVEL, ZEUS_PFO_DUMP_DATA, ZEUS_PFO_DUMP_DIR, ZEUS_PFO_MAX_JOB_IDLE_TIME,
  * ZEUS_PFO_TOKEN, ZEUS_PFO_TOKEN_FILE, ZEUS_PFO_REQUIRE_RANK_TOKENS, ZEUS_PFO_MAX_CONNECTIONS,
- * ZEUS_PFO_IDLE_TIMEOUT, ZEUS_PFO_MAX_JOBS, ZEUS_PFO_MAX_JOB_MEMORY, ZEUS_PFO_MAX_MEMORY (each also
+ * ZEUS_PFO_IDLE_TIMEOUT, ZEUS_PFO_REQUEST_TIMEOUT, ZEUS_PFO_MAX_SLOW_PER_CLIENT, ZEUS_PFO_SLOW_AFTER,
+ * ZEUS_PFO_MAX_JOBS, ZEUS_PFO_MAX_JOBS_PER_CLIENT, ZEUS_PFO_RESERVED_JOBS, ZEUS_PFO_MAX_JOB_MEMORY,
+ * ZEUS_PFO_MAX_MEMORY (each also
  * read as PERSEUS_<NAME>; ZEUS_PFO_ wins). Unset variables leave the field as it is; a token
  * variable that is set but empty is ZEUS_EINVAL (it would silently disable authentication).
  * Strings point into the environment. ZEUS_EINVAL/ERANGE naming the variable. */

@@ -37,6 +37,7 @@
 
 #include <microhttpd.h>
 
+#include "http/guard.h"
 #include "metrics/metrics.h"
 #include "pfo_server/job_table.h"
 #include "pfo_server/server_internal.h"
@@ -55,6 +56,14 @@
 /* Before issue 28 (bench_pfo_server's baseline column, ZEUS__PFO_BENCH_BASELINE=1). */
 #define PFO_BASELINE_CONNECTION_MEMORY ((size_t)16 << 10)
 #define PFO_DEFAULT_IDLE_TIMEOUT_S 60.0
+/* Slow requests (issue 36): a whole request within this of the connection's opening (after a
+ * reply: within the idle timeout and this); a client's connections without a whole request after
+ * PFO_DEFAULT_SLOW_AFTER_S, past PFO_DEFAULT_MAX_SLOW_PER_CLIENT, are cut. A rank's client sends
+ * its request as soon as it connects, so even an 8,192-rank job on one uid holds none: a
+ * connection whose request the server has not read yet (a burst) does not count. */
+#define PFO_DEFAULT_REQUEST_TIMEOUT_S 10.0
+#define PFO_DEFAULT_MAX_SLOW_PER_CLIENT 64
+#define PFO_DEFAULT_SLOW_AFTER_S 1.0
 /* A JSON body may hold at most this many values (counted before parsing): a ProfilingResult at
  * its bound, with a list per iteration, fits; the parse of anything larger is never started. */
 #define PFO_MAX_JSON_VALUES (2 * (size_t)ZEUS_PFO_MAX_RESULT_VALUES + 65536)
@@ -93,6 +102,9 @@ struct zeus_pfo_server {
   unsigned conn_polite;   /* from this many on, new connections are only for registration */
   bool conn_by_fds;       /* conn_limit is the descriptor limit's, below max_connections */
   atomic_uint conns;      /* handed to libmicrohttpd by the acceptor and not closed yet */
+  /* Slow requests: deadlines and the per-client bound on slow connections (src/http/guard.c);
+   * each connection's record is its socket context, tagged 1 when it came past conn_polite. */
+  zeus__http_guard *guard;
   /* The acceptor thread (see acceptor_main) and its listening socket. */
   int listen_fd;
   int wake[2]; /* a byte in wake[1] stops the acceptor */
@@ -234,6 +246,16 @@ static int metrics_text(zeus_pfo_server *s, char **text, size_t *len) {
                        "Ranks holding a presence connection (GET /presence): its close before the rank leaves ends "
                        "the job for the others at once.");
   zeus__metrics_sample(&w, "zeus_pfo_present_ranks", NULL, NULL, 0, (double)atomic_load(&s->present));
+  unsigned long long refused = 0, timed_out = 0;
+  zeus__http_guard_stats(s->guard, NULL, &refused, &timed_out);
+  zeus__metrics_family(&w, "zeus_pfo_connections_refused_total", "counter",
+                       "Connections refused or cut before their request was read: a client's connections without a "
+                       "whole request past --max-slow-per-client.");
+  zeus__metrics_sample(&w, "zeus_pfo_connections_refused_total", NULL, NULL, 0, (double)refused);
+  zeus__metrics_family(&w, "zeus_pfo_connections_timed_out_total", "counter",
+                       "Connections closed because no whole request arrived within --request-timeout of their "
+                       "opening (after a reply: --idle-timeout and --request-timeout).");
+  zeus__metrics_sample(&w, "zeus_pfo_connections_timed_out_total", NULL, NULL, 0, (double)timed_out);
   zeus__metrics_family(&w, "zeus_pfo_dump_failures_total", "counter",
                        "Dump writes that failed (the rounds went on; GET /info has the last error).");
   zeus__metrics_sample(&w, "zeus_pfo_dump_failures_total", NULL, NULL, 0, (double)st.dump_failures);
@@ -353,7 +375,13 @@ static const char *ambiguous_framing(struct MHD_Connection *c) {
 /* Whether the connection was accepted past the polite limit (see on_connection). */
 static bool connection_over(struct MHD_Connection *c) {
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-  return ci && ci->socket_context != NULL;
+  return ci && zeus__http_guard_tag(ci->socket_context) != 0;
+}
+
+/* A whole request arrived (busy) or its reply is done: the guard's deadlines. */
+static void guard_busy(zeus_pfo_server *s, struct MHD_Connection *c, bool busy) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  if (ci && ci->socket_context) zeus__http_guard_busy(s->guard, ci->socket_context, busy);
 }
 
 /* Takes `n` bytes of the in-flight budget for request q, or returns false (nothing taken). */
@@ -516,6 +544,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return MHD_YES;
   }
   if (q->parked) return MHD_YES; /* spurious call while suspended */
+  guard_busy(s, c, true);        /* the whole request is here: its deadline is met */
 
   if (q->route == R_METRICS) {
     char *text = NULL;
@@ -591,9 +620,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-  (void)c;
   (void)toe;
   zeus_pfo_server *s = cls;
+  guard_busy(s, c, false); /* the next request's deadline starts */
   req *q = *con_cls;
   if (!q) return;
   list_remove(s, q);
@@ -613,18 +642,23 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
   *con_cls = NULL;
 }
 
-/* Counts closed connections (the acceptor counts them in), marks those accepted past the polite
+/* Counts closed connections (the acceptor counts them in), admits each to the guard (which may
+ * refuse it: a client at its bound of slow connections) and marks those accepted past the polite
  * limit, and turns on TCP keep-alive probes so that a peer host that vanished without closing is
  * noticed within half a minute. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
   zeus_pfo_server *s = cls;
   if (code != MHD_CONNECTION_NOTIFY_STARTED) {
+    zeus__http_guard_release(s->guard, *socket_context);
+    *socket_context = NULL;
     atomic_fetch_sub(&s->conns, 1);
     return;
   }
-  *socket_context = atomic_load(&s->conns) > s->conn_polite ? (void *)s : NULL;
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  zeus__http_conn *k = ci && ci->connect_fd >= 0 ? zeus__http_guard_admit(s->guard, ci->connect_fd) : NULL;
+  zeus__http_guard_set_tag(k, atomic_load(&s->conns) > s->conn_polite);
+  *socket_context = k;
   if (ci && ci->connect_fd >= 0) {
     int one = 1, idle = 10, intvl = 5, cnt = 3;
     setsockopt(ci->connect_fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
@@ -777,6 +811,9 @@ void zeus_pfo_server_opts_init(zeus_pfo_server_opts *o) {
   o->max_job_memory_bytes = ZEUS__PFO_DEFAULT_MAX_JOB_BYTES;
   o->max_memory_bytes = ZEUS__PFO_DEFAULT_MAX_TOTAL_BYTES;
   o->max_inflight_bytes = PFO_DEFAULT_INFLIGHT_MAX;
+  o->request_timeout_s = PFO_DEFAULT_REQUEST_TIMEOUT_S;
+  o->max_slow_per_client = PFO_DEFAULT_MAX_SLOW_PER_CLIENT;
+  o->slow_after_s = PFO_DEFAULT_SLOW_AFTER_S;
 }
 
 /* A token variable that is set but empty would turn authentication off without a word. */
@@ -840,6 +877,20 @@ int zeus_pfo_server_opts_from_env(zeus_pfo_server_opts *o) {
     if (zeus__parse_double(v, 1, 86400, name, &d)) return zeus_errcode();
     o->idle_timeout_s = d;
   }
+  if ((v = zeus__pfo_env("REQUEST_TIMEOUT", name, sizeof name))) {
+    double d;
+    if (zeus__parse_double(v, 0.1, 86400, name, &d)) return zeus_errcode();
+    o->request_timeout_s = d;
+  }
+  if ((v = zeus__pfo_env("MAX_SLOW_PER_CLIENT", name, sizeof name))) {
+    if (zeus__parse_long(v, 1, 1000000, name, &t)) return zeus_errcode();
+    o->max_slow_per_client = (int)t;
+  }
+  if ((v = zeus__pfo_env("SLOW_AFTER", name, sizeof name))) {
+    double d;
+    if (zeus__parse_double(v, 0.1, 3600, name, &d)) return zeus_errcode();
+    o->slow_after_s = d;
+  }
   if ((v = zeus__pfo_env("MAX_JOBS", name, sizeof name))) {
     if (zeus__parse_long(v, 1, 1000000, name, &t)) return zeus_errcode();
     o->max_jobs = (int)t;
@@ -891,6 +942,11 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   if (!o.max_inflight_bytes) o.max_inflight_bytes = PFO_DEFAULT_INFLIGHT_MAX;
   if (o.max_inflight_bytes < o.max_body_bytes) o.max_inflight_bytes = o.max_body_bytes;
   if (o.idle_timeout_s <= 0) o.idle_timeout_s = PFO_DEFAULT_IDLE_TIMEOUT_S;
+  if (o.request_timeout_s <= 0) o.request_timeout_s = PFO_DEFAULT_REQUEST_TIMEOUT_S;
+  if (o.slow_after_s <= 0) o.slow_after_s = PFO_DEFAULT_SLOW_AFTER_S;
+  if (o.max_slow_per_client < 0)
+    return zeus__error(ZEUS_EINVAL, "max_slow_per_client %d is negative", o.max_slow_per_client);
+  if (o.max_slow_per_client == 0) o.max_slow_per_client = PFO_DEFAULT_MAX_SLOW_PER_CLIENT;
   if (o.max_connections <= 0) o.max_connections = PFO_DEFAULT_MAX_CONNECTIONS;
   if (o.max_connections < 16) return zeus__error(ZEUS_EINVAL, "max_connections %d is below 16", o.max_connections);
   if (o.max_jobs < 0) return zeus__error(ZEUS_EINVAL, "max_jobs %d is negative", o.max_jobs);
@@ -980,8 +1036,10 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
                            o.require_rank_tokens, "version", zeus_version());
   size_t job_bytes = o.max_job_memory_bytes ? o.max_job_memory_bytes : ZEUS__PFO_DEFAULT_MAX_JOB_BYTES;
   size_t total_bytes = o.max_memory_bytes ? o.max_memory_bytes : ZEUS__PFO_DEFAULT_MAX_TOTAL_BYTES;
-  json_t *lim = json_pack("{sIsIsfsIsIsIsIsI}", "max_connections", (json_int_t)limit, "registration_reserve",
-                          (json_int_t)spare, "idle_timeout_s", o.idle_timeout_s, "max_jobs",
+  json_t *lim = json_pack("{sIsIsfsfsIsfsIsIsIsIsI}", "max_connections", (json_int_t)limit, "registration_reserve",
+                          (json_int_t)spare, "idle_timeout_s", o.idle_timeout_s, "request_timeout_s",
+                          o.request_timeout_s, "max_slow_per_client", (json_int_t)o.max_slow_per_client,
+                          "slow_after_s", o.slow_after_s, "max_jobs",
                           (json_int_t)(o.max_jobs ? o.max_jobs : ZEUS__PFO_DEFAULT_MAX_JOBS), "max_job_memory_bytes",
                           (json_int_t)job_bytes, "max_memory_bytes", (json_int_t)total_bytes,
                           "max_body_bytes", (json_int_t)o.max_body_bytes, "max_inflight_bytes",
@@ -1020,6 +1078,21 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
    * wake-up serves many, and the system time is the sockets' own. Connections come from the
    * acceptor thread (MHD_USE_NO_LISTEN_SOCKET, see acceptor_main); libmicrohttpd splits its limit
    * over its threads, so each gets the whole limit and the acceptor keeps the total. */
+  /* The guard: no per-client bound on connections as such (a job's ranks on one uid need
+   * thousands) and no reserve of its own (conn_polite keeps one for registration), but deadlines
+   * for whole requests and the per-client bound on slow connections, taken before any header is
+   * read, so that trickling connections cannot hold the slots that registration needs. */
+  zeus__http_guard_opts go = {.server = "pfo-server", .max_connections = limit, .max_per_client = limit,
+                              .no_reserve = true, .request_timeout_s = o.request_timeout_s,
+                              .max_slow_per_client = (unsigned)o.max_slow_per_client,
+                              .slow_after_s = o.slow_after_s,
+                              .keepalive_timeout_s = o.idle_timeout_s + o.request_timeout_s,
+                              .connections_option = "--max-connections", .timeout_option = "--request-timeout",
+                              .slow_option = "--max-slow-per-client"};
+  if ((rc = zeus__http_guard_open(&s->guard, &go))) {
+    zeus_pfo_server_close(s);
+    return rc;
+  }
   unsigned pool = (unsigned)(o.threads > 1 ? o.threads : 0);
   unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
   unsigned timeout = (unsigned)(o.idle_timeout_s + 0.999);
@@ -1091,7 +1164,8 @@ void zeus_pfo_server_close(zeus_pfo_server *s) {
     if (write(s->wake[1], &b, 1) != 1) zeus__log(ZEUS_LOG_WARN, "pfo", "cannot wake the acceptor thread");
     pthread_join(s->acceptor, NULL);
   }
-  if (s->d) MHD_stop_daemon(s->d);
+  if (s->d) MHD_stop_daemon(s->d); /* releases every connection's guard record */
+  zeus__http_guard_close(s->guard);
   if (s->listen_fd >= 0) close(s->listen_fd);
   if (s->wake[0] >= 0) close(s->wake[0]);
   if (s->wake[1] >= 0) close(s->wake[1]);
