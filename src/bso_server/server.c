@@ -18,6 +18,7 @@
 
 #include "bso_server/bso_server_internal.h"
 #include "http/guard.h"
+#include "metrics/metrics.h"
 #include "core/core.h"
 #include "core/json.h"
 #include "zeus/bso_server.h"
@@ -87,29 +88,27 @@ static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *b
 
 static json_t *detail(const char *msg) { return json_pack("{ss}", "detail", msg); }
 
-/* The guard's counters in the Prometheus text format (0.0.4). */
+/* The guard's counters in the Prometheus text format (src/metrics). */
 static enum MHD_Result send_metrics(zeus_bso_server *s, struct MHD_Connection *c) {
   unsigned open = 0;
   unsigned long long refused = 0, timed_out = 0;
   zeus__http_guard_stats(s->guard, &open, &refused, &timed_out);
-  char text[1024];
-  int n = snprintf(text, sizeof text,
-               "# HELP zeus_http_connections_open Connections the server holds now.\n"
-               "# TYPE zeus_http_connections_open gauge\n"
-               "zeus_http_connections_open{server=\"bso-server\"} %u\n"
-               "# HELP zeus_http_connections_refused_total Connections refused at opening: a client at "
-               "--max-connections-per-client, or the reserved slots.\n"
-               "# TYPE zeus_http_connections_refused_total counter\n"
-               "zeus_http_connections_refused_total{server=\"bso-server\"} %llu\n"
-               "# HELP zeus_http_requests_timed_out_total Connections cut because a whole request did not arrive "
-               "within --request-timeout.\n"
-               "# TYPE zeus_http_requests_timed_out_total counter\n"
-               "zeus_http_requests_timed_out_total{server=\"bso-server\"} %llu\n",
-               open, refused, timed_out);
-  if (n < 0 || (size_t)n >= sizeof text) return MHD_NO;
-  struct MHD_Response *r = MHD_create_response_from_buffer((size_t)n, text, MHD_RESPMEM_MUST_COPY);
+  zeus__metrics_writer w;
+  zeus__metrics_writer_init(&w);
+  zeus__metrics_family(&w, "zeus_bso_connections_open", "gauge", "Connections the server holds now.");
+  zeus__metrics_sample(&w, "zeus_bso_connections_open", NULL, NULL, 0, (double)open);
+  zeus__metrics_family(&w, "zeus_bso_connections_refused_total", "counter",
+                       "Connections refused at opening: a client at --max-connections-per-client, or the slots "
+                       "kept for clients that hold none.");
+  zeus__metrics_sample(&w, "zeus_bso_connections_refused_total", NULL, NULL, 0, (double)refused);
+  zeus__metrics_family(&w, "zeus_bso_connections_timed_out_total", "counter",
+                       "Connections cut because a whole request did not arrive within --request-timeout.");
+  zeus__metrics_sample(&w, "zeus_bso_connections_timed_out_total", NULL, NULL, 0, (double)timed_out);
+  struct MHD_Response *r =
+      w.rc ? NULL : MHD_create_response_from_buffer(w.buf.len, w.buf.data, MHD_RESPMEM_MUST_COPY);
+  zeus__metrics_writer_free(&w);
   if (!r) return MHD_NO;
-  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4");
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ZEUS__METRICS_CONTENT_TYPE);
   enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
   MHD_destroy_response(r);
   return rc;

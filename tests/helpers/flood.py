@@ -213,7 +213,8 @@ def trickles(where, n):
     print(f"trickles {len(held)}")
     sys.stdout.flush()
     line = 0
-    while True:
+    end = time.monotonic() + 120  # bounded: it stops by itself, even if nobody kills it
+    while held and time.monotonic() < end:
         for s in list(held):
             try:
                 s.sendall(b"GET /metrics HTTP/1.1\r\n" if line == 0 else b"X-Slow-%d: 1\r\n" % line)
