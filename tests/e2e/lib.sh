@@ -33,3 +33,23 @@ finish() {
   echo "$PASSED passed, $FAILED failed"
   [ "$FAILED" -eq 0 ]
 }
+# need_nobody_python: for tests that play a hostile second local user. Exits 77 (skipped, with
+# the reason) unless this runs as root with setpriv, curl and a user nobody that may run a
+# python3; sets PY (that python3), group (nobody's group) and FLOOD (tests/helpers/flood.py), and
+# defines as_user UID GID CMD... (CMD as that user, no capabilities). Start a background attacker
+# with setpriv itself (not as_user) so that its $! is the attacker and a kill reaches it.
+need_nobody_python() {
+  [ "$(id -u)" = 0 ] || { echo "SKIPPED: needs root to run the attacker as nobody"; exit 77; }
+  command -v setpriv >/dev/null || { echo "SKIPPED: setpriv (util-linux) is not installed"; exit 77; }
+  command -v curl >/dev/null || { echo "SKIPPED: curl is not installed"; exit 77; }
+  group=$(id -gn nobody 2>/dev/null) || { echo "SKIPPED: no user nobody"; exit 77; }
+  FLOOD=$(cd "$(dirname "$0")/../helpers" && pwd)/flood.py
+  PY=
+  local p
+  for p in /usr/bin/python3 /usr/local/bin/python3; do
+    [ -x "$p" ] && setpriv --reuid=nobody --regid="$group" --clear-groups --inh-caps=-all -- "$p" -c pass 2>/dev/null &&
+      { PY=$p; break; }
+  done
+  [ -n "$PY" ] || { echo "SKIPPED: no python3 that nobody may run"; exit 77; }
+}
+as_user() { local u=$1 g=$2; shift 2; setpriv --reuid="$u" --regid="$g" --clear-groups --inh-caps=-all -- "$@"; }

@@ -12,22 +12,11 @@
 # setpriv) and python3. Bounded: ~20 s (~40 s against a server that falls).
 set -u
 . "$(dirname "$0")/lib.sh"
-[ "$(id -u)" = 0 ] || { echo "SKIPPED: needs root to run the attacker as nobody"; exit 77; }
-command -v setpriv >/dev/null || { echo "SKIPPED: setpriv (util-linux) is not installed"; exit 77; }
-command -v curl >/dev/null || { echo "SKIPPED: curl is not installed"; exit 77; }
-group=$(id -gn nobody 2>/dev/null) || { echo "SKIPPED: no user nobody"; exit 77; }
-FLOOD=$(cd "$(dirname "$0")/../helpers" && pwd)/flood.py
-PY=
-for p in /usr/bin/python3 /usr/local/bin/python3; do
-  [ -x "$p" ] && setpriv --reuid=nobody --regid="$group" --clear-groups --inh-caps=-all -- "$p" -c pass 2>/dev/null &&
-    { PY=$p; break; }
-done
-[ -n "$PY" ] || { echo "SKIPPED: no python3 that nobody may run"; exit 77; }
+need_nobody_python
 tmp=$(mktemp -d)
 chmod 755 "$tmp"
 srv= att=
 trap '[ -n "$att" ] && kill "$att" 2>/dev/null; [ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT
-as_user() { local u=$1 g=$2; shift 2; setpriv --reuid="$u" --regid="$g" --clear-groups --inh-caps=-all -- "$@"; }
 
 ZEUS_PFO_REQUEST_TIMEOUT=3 "$ZEUS" pfo-server --port 0 --log-level debug --scheduler AllMaxFrequency \
   --scheduler-args '{"num_microbatches": 2}' --dump-dir "$tmp/dump" --max-connections 512 >"$tmp/out" 2>"$tmp/log" &
