@@ -713,6 +713,33 @@ static void gpu_stream_sends_one_event_per_gpu_when_its_power_changes(void **sta
   zeus_daemon_close(d);
 }
 
+/* A still stream sends only keepalive comments; they are what shows that its client went away, so
+ * its thread and stream slot come back within about a second, not when the power next changes. */
+static void gpu_stream_of_a_gone_client_ends_within_seconds_while_power_stands_still(void **state) {
+  (void)state;
+  zeus_daemon *d = start(0, false, false);
+  sse s;
+  unsigned mw, open = 0;
+  unsigned long long refused, timed_out;
+  sse_open(&s, "/gpu/stream_power?gpu_ids=0");
+  json_t *j = sse_next(&s, 5);
+  assert_int_equal(gpu_event(j, 0, &mw), 0);
+  json_decref(j);
+  zeus__daemon_conn_stats(d, &open, &refused, &timed_out);
+  assert_int_equal(open, 1);
+  sse_close(&s);
+  double t0 = mono_s();
+  while (mono_s() - t0 < 5) {
+    zeus__daemon_conn_stats(d, &open, &refused, &timed_out);
+    if (!open) break;
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+  if (open) fail_msg("the stream of a client that left is still open after %.1f s", mono_s() - t0);
+  assert_true(mono_s() - t0 < 3.5);
+  zeus_daemon_close(d);
+}
+
 static void gpu_stream_gpu_ids_choose_and_bad_ids_are_400_as_zeusd(void **state) {
   (void)state;
   zeus_daemon *d = start(0, false, false);
@@ -1208,6 +1235,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(status_codes_404_405_409_410_413),
       cmocka_unit_test(auth_matrix_of_tokens_and_scopes),
       cmocka_unit_test(gpu_stream_sends_one_event_per_gpu_when_its_power_changes),
+      cmocka_unit_test(gpu_stream_of_a_gone_client_ends_within_seconds_while_power_stands_still),
       cmocka_unit_test(gpu_stream_gpu_ids_choose_and_bad_ids_are_400_as_zeusd),
       cmocka_unit_test(cpu_stream_sends_one_event_per_package_in_mw),
       cmocka_unit_test(cpu_routes_read_rapl),
