@@ -50,9 +50,9 @@ static const cli_opt serve_opts[] = {
     {"no-state-file", 0, CLI_OPT_FLAG, &sv.no_state, NULL,
      "keep no state file (a crash then loses replaced values)"},
     {"gpu-power-poll-hz", 0, CLI_OPT_DOUBLE, &sv.gpu_hz, "HZ",
-     "GPU power samples per second of /gpu/stream_power", "20", 0.1, 1000},
+     "GPU power readings per second of /gpu/stream_power (an event when one changed)", "20", 0.1, 1000},
     {"cpu-power-poll-hz", 0, CLI_OPT_DOUBLE, &sv.cpu_hz, "HZ",
-     "CPU power samples per second (/cpu/get_power, stream)", "10", 0.1, 1000},
+     "CPU power readings per second (/cpu/get_power, /cpu/stream_power)", "10", 0.1, 1000},
     {"max-connections", 0, CLI_OPT_LONG, &sv.max_conn, "N",
      "connections served at once (one thread each)", "256", 1, 100000},
     {"connection-timeout", 0, CLI_OPT_LONG, &sv.conn_timeout, "S",
@@ -101,7 +101,10 @@ static const cli_command serve_cmd = {
         "/gpu/get_{cumulative_energy,power,power_limit,power_limit_constraints,persistence_mode},\n"
         "/gpu/stream_power; /cpu/get_cumulative_energy, /cpu/get_power, /cpu/stream_power), so\n"
         "the original Python package and libzeus (ZEUSD_SOCK_PATH / ZEUSD_HOST_PORT) use it\n"
-        "alike.\n"
+        "alike. The power streams follow zeusd's per-device format (ml-energy/zeus master,\n"
+        "c001bd84, 2026-06-09): one server-sent event per device whose reading changed,\n"
+        "data: {\"timestamp_ms\",\"gpu_id\",\"power_mw\"} or {\"timestamp_ms\",\"cpu_id\",\"cpu_mw\",\n"
+        "\"dram_mw\"}, chosen with ?gpu_ids= / ?cpu_ids= (comma-separated; absent: all).\n"
         "\n"
         "Unlike zeusd it gives changes back: every setting a client changes is recorded with the\n"
         "value it replaced; when the client process exits (Unix socket; SIGKILL included) or its\n"

@@ -61,7 +61,8 @@ typedef struct zeus_daemon_opts {
   /* Concurrent connections (0: 256), idle connection timeout in s (0: 30), largest request body
    * in bytes (0: 4096). */
   unsigned max_connections, connection_timeout_s, max_body_bytes;
-  /* Sampling rates of the SSE streams and of GET /cpu/get_power (0: 20 and 10 Hz, as zeusd). */
+  /* How often the SSE streams read each device (an event goes out when a reading changed, as in
+   * zeusd) and the period of GET /cpu/get_power (0: 20 and 10 Hz, as zeusd). */
   double gpu_poll_hz, cpu_poll_hz;
   /* Largest TTL a client may ask for its lease, in s (0: 3600). */
   unsigned max_lease_ttl_s;

@@ -41,14 +41,15 @@ class Uds(http.client.HTTPConnection):
         self.sock.connect(self.path)
 
 
-@pytest.fixture
-def daemon(tmp_path):
+def _serve(tmp_path, extra_env=None):
     fake = tu.fake_nvml_path()
     if not fake:
         pytest.skip("the fake NVML is not built; set ZEUSC_TEST_FAKE_NVML")
     sock = str(tmp_path / "zeusd.sock")
     log = tmp_path / "nvml.log"
-    env = dict(os.environ, ZEUS_NVML_LIBRARY=fake, ZEUS_SIM_GPUS="2", FAKE_NVML_LOG=str(log))
+    # FAKE_NVML_BUSY_FILE: every GPU is busy while that file exists (the stream tests make power move).
+    env = dict(os.environ, ZEUS_NVML_LIBRARY=fake, ZEUS_SIM_GPUS="2", FAKE_NVML_LOG=str(log),
+               FAKE_NVML_BUSY_FILE=str(tmp_path / "busy"), **(extra_env or {}))
     env.pop("ZEUS_GPU_BACKEND", None)
     errf = open(tmp_path / "daemon.err", "w")
     p = subprocess.Popen([_cli(), "daemon", "serve", "--socket-path", sock, "--no-state-file", "--log-level", "info"],
@@ -57,10 +58,32 @@ def daemon(tmp_path):
     while time.time() < deadline and "ready" not in (tmp_path / "daemon.err").read_text():
         assert p.poll() is None, (tmp_path / "daemon.err").read_text()
         time.sleep(0.05)
-    yield {"sock": sock, "log": log, "fake": fake, "proc": p, "err": tmp_path / "daemon.err"}
+    yield {"sock": sock, "log": log, "fake": fake, "proc": p, "err": tmp_path / "daemon.err",
+           "busy": tmp_path / "busy"}
     p.terminate()
     p.wait(10)
     errf.close()
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    yield from _serve(tmp_path)
+
+
+def _fake_rapl(root):
+    """Two CPU packages in a fake powercap tree: 0 with a DRAM zone, 1 without."""
+    for zone, energy, name in (("intel-rapl:0", 123456789, "package-0"), ("intel-rapl:0:0", 5555, "dram"),
+                               ("intel-rapl:1", 42000, "package-1")):
+        (root / zone).mkdir(parents=True)
+        (root / zone / "energy_uj").write_text(f"{energy}\n")
+        (root / zone / "name").write_text(name + "\n")
+        (root / zone / "max_energy_range_uj").write_text("262143328850\n")
+
+
+@pytest.fixture
+def daemon_rapl(tmp_path):
+    _fake_rapl(tmp_path / "powercap")
+    yield from _serve(tmp_path, {"ZEUS_RAPL_ROOT": str(tmp_path / "powercap")})
 
 
 def _req(sock, method, url, body=None, headers=None):
@@ -192,19 +215,111 @@ def test_original_zeusd_client_calls_work(daemon):
     assert st == 400 and "outside the allowed range" in body
 
 
-def test_power_streaming_client_parses_the_stream(daemon):
-    c = Uds(daemon["sock"])
-    c.request("GET", "/gpu/stream_power?gpu_ids=0")
-    r = c.getresponse()
-    assert r.status == 200 and r.getheader("Content-Type") == "text/event-stream"
-    buf, events = "", []
-    while len(events) < 3:
-        buf += r.read1(4096).decode()
-        while "\n\n" in buf:
-            event, buf = buf.split("\n\n", 1)
-            for line in event.strip().split("\n"):
-                if line.startswith("data: "):
-                    data = json.loads(line[6:])  # as PowerStreamingClient._process_gpu_event reads it
-                    events.append({int(k): float(v) / 1000.0 for k, v in data.get("power_mw", {}).items()})
-    c.close()
-    assert all(set(e) == {0} and e[0] > 0 for e in events), events
+class OriginalStreamParser:
+    """The stream read as the original's PowerStreamingClient reads it (ml-energy/zeus master at
+    75a8b939, zeus/monitor/power_streaming.py): the text is cut at blank lines; in each event, every
+    line that starts with "data: " is JSON; a GPU event needs gpu_id, power_mw and timestamp_ms, a
+    CPU event cpu_id, cpu_mw and timestamp_ms (dram_mw may be null); powers become W, times s. An
+    event the original would log as malformed or invalid is kept in `malformed`."""
+
+    def __init__(self, sock, path):
+        self.conn = Uds(sock)
+        self.conn.request("GET", path)
+        self.resp = self.conn.getresponse()
+        self.buf = ""
+        self.gpu = {}  # id -> [(timestamp_s, W)]
+        self.cpu = {}  # id -> [(timestamp_s, cpu W, dram W or None)]
+        self.malformed = []
+        self.events = 0
+
+    def close(self):
+        self.conn.close()
+
+    def _take(self, data):
+        if "gpu_id" in data or "cpu_id" not in data:
+            ids = (data.get("gpu_id"), data.get("power_mw"), data.get("timestamp_ms"))
+            if None in ids:
+                self.malformed.append(data)
+                return
+            self.gpu.setdefault(int(ids[0]), []).append((float(ids[2]) / 1000.0, float(ids[1]) / 1000.0))
+        else:
+            ids = (data.get("cpu_id"), data.get("cpu_mw"), data.get("timestamp_ms"))
+            if None in ids:
+                self.malformed.append(data)
+                return
+            dram = data.get("dram_mw")
+            self.cpu.setdefault(int(ids[0]), []).append(
+                (float(ids[2]) / 1000.0, float(ids[1]) / 1000.0, None if dram is None else float(dram) / 1000.0))
+
+    def until(self, done, timeout=10.0):
+        """Reads events until done(self) holds; fails after timeout seconds."""
+        deadline = time.time() + timeout
+        while not done(self):
+            assert time.time() < deadline, (self.gpu, self.cpu, self.malformed)
+            self.buf += self.resp.read1(4096).decode()
+            while "\n\n" in self.buf:
+                event, self.buf = self.buf.split("\n\n", 1)
+                for line in event.strip().split("\n"):
+                    if line.startswith("data: "):
+                        self.events += 1
+                        try:
+                            self._take(json.loads(line[len("data: "):]))
+                        except (ValueError, TypeError):
+                            self.malformed.append(line)
+
+
+def test_power_streaming_client_parses_the_per_gpu_stream(daemon):
+    s = daemon["sock"]
+    _, body = _req(s, "GET", "/gpu/get_power")
+    idle = {int(k): v / 1000.0 for k, v in json.loads(body)["power_mw"].items()}
+    t0 = time.time()
+    st = OriginalStreamParser(s, "/gpu/stream_power")
+    assert st.resp.status == 200 and st.resp.getheader("Content-Type") == "text/event-stream"
+    # Each GPU's reading first, one event each.
+    st.until(lambda p: set(p.gpu) == {0, 1})
+    assert {g: v[-1][1] for g, v in st.gpu.items()} == idle and st.events == 2
+    # Busy GPUs draw more; then GPU 1 at 150 W draws at most that, GPU 0 (300 W) more.
+    daemon["busy"].write_text("")
+    st.until(lambda p: all(v[-1][1] > idle[g] for g, v in p.gpu.items()))
+    assert _req(s, "POST", "/gpu/set_power_limit?gpu_ids=1&power_limit_mw=150000&block=true")[0] == 200
+    st.until(lambda p: p.gpu[1][-1][1] <= 150.0)
+    st.until(lambda p: p.gpu[0][-1][1] > 150.0)
+    daemon["busy"].unlink()
+    st.until(lambda p: all(v[-1][1] == idle[g] for g, v in p.gpu.items()))
+    st.close()
+    assert not st.malformed, st.malformed
+    for g, v in st.gpu.items():
+        times = [t for t, _ in v]
+        assert times == sorted(times) and t0 - 0.01 <= times[0] and times[-1] <= time.time() + 0.01, (g, v)
+        # An event only when the reading changed, as zeusd sends them.
+        assert all(a[1] != b[1] for a, b in zip(v, v[1:])), (g, v)
+
+
+def test_stream_gpu_ids_choose_and_unknown_ids_are_400_as_zeusd(daemon):
+    s = daemon["sock"]
+    st = OriginalStreamParser(s, "/gpu/stream_power?gpu_ids=1")
+    st.until(lambda p: 1 in p.gpu)
+    daemon["busy"].write_text("")  # both GPUs change; this stream carries GPU 1 alone
+    st.until(lambda p: len(p.gpu[1]) >= 2)
+    st.close()
+    assert set(st.gpu) == {1} and not st.malformed
+    st, body = _req(s, "GET", "/gpu/stream_power?gpu_ids=0,3")
+    assert (st, json.loads(body)) == (400, {"error": "Unknown GPU indices: [3]. Available: [0, 1]"})
+    st, body = _req(s, "GET", "/gpu/stream_power?gpu_ids=")
+    assert (st, json.loads(body)) == (400, {"error": "gpu_ids must contain at least one GPU index"})
+
+
+def test_power_streaming_client_parses_the_per_cpu_stream(daemon_rapl, tmp_path):
+    st = OriginalStreamParser(daemon_rapl["sock"], "/cpu/stream_power")
+    st.until(lambda p: set(p.cpu) == {0, 1})
+    assert [v[-1][1:] for _, v in sorted(st.cpu.items())] == [(0.0, 0.0), (0.0, None)]
+    # Package 0 draws 1 J at once (written in place: the daemon keeps the file open); its power
+    # shows, then 0 W again once the counter stands still.
+    with open(tmp_path / "powercap" / "intel-rapl:0" / "energy_uj", "r+") as f:
+        f.write("124456789\n")
+    st.until(lambda p: any(r[1] > 0 for r in p.cpu[0]) and p.cpu[0][-1][1] == 0.0)
+    st.close()
+    assert not st.malformed, st.malformed
+    peak = max(r[1] for r in st.cpu[0])
+    assert 1.0 <= peak <= 200.0, st.cpu[0]  # 1 J over a period of 5 ms to 1 s (10 Hz: about 10 W)
+    assert len(st.cpu[1]) == 1, st.cpu[1]  # package 1 stood still: its first reading only

@@ -10,6 +10,7 @@
  * Who holds a change: the lease named by an X-Zeus-Lease header; else, on the Unix socket, the
  * peer process; else (TCP, a client of the original zeusd) the anonymous holder, or a per-address
  * lease when the daemon was started with a TTL for such changes. */
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -519,65 +520,212 @@ static int h_cpu(zeus__dreq *q) {
   return reply_result(q, &e, json_pack("{s:I,s:o}", "timestamp_ms", (json_int_t)unix_ms(), "power_mw", out));
 }
 
-/* ---- power streams (server-sent events) ---- */
+/* ---- power streams (server-sent events) ----
+ *
+ * zeusd's per-device streams (ml-energy/zeus master since c001bd84, "Split power streaming by
+ * device ID"): one event per device and reading, `data: {"timestamp_ms":N,"gpu_id":N,"power_mw":N}`
+ * or `data: {"timestamp_ms":N,"cpu_id":N,"cpu_mw":N,"dram_mw":N|null}`, each followed by a blank
+ * line. Each device is read once per period; as zeusd, an event goes out when a device's reading
+ * differs from the last one sent (the first always goes out: GPUs at once, CPUs one period later,
+ * when two counter readings give a power). zeusd's pollers are shared by all subscribers, so a
+ * late subscriber of a device whose power stands still hears nothing; ours are per stream, so every
+ * stream starts with each device's reading. Ours too: after a second with nothing to send, an SSE
+ * comment line (": keepalive"), which SSE parsers skip; without it a client that went away from a
+ * device whose power stands still would hold its thread and stream slot until the power changed. */
+
+#define STREAM_KEEPALIVE_S 1.0
+#define STREAM_EVENT_MAX 160 /* the longest event below, with room to spare */
 
 typedef struct stream {
   zeus_daemon *d;
   bool cpu, started;
-  unsigned ids[ZEUS_MAX_GPUS], n;
-  double period, next;
+  unsigned ids[ZEUS_MAX_GPUS], n; /* device positions, ascending by id */
+  double period, next, last_out;  /* monotonic s */
+  bool sent[ZEUS_MAX_GPUS];       /* a reading of ids[k] went out */
+  /* The last reading sent: package (or GPU) and DRAM power, DRAM absent. */
+  unsigned long long last_mw[ZEUS_MAX_GPUS], last_dram_mw[ZEUS_MAX_GPUS];
+  bool last_dram_null[ZEUS_MAX_GPUS];
   cpu_sample prev[ZEUS_MAX_CPUS];
+  /* One tick's events, handed to MHD in as many calls as its buffer needs (bounded: one event per
+   * device). */
+  char out[ZEUS_MAX_GPUS * STREAM_EVENT_MAX];
+  size_t len, off;
 } stream;
+
+/* Appends one event for position k (ids[k]) if its reading changed; returns bytes added. */
+static size_t stream_sample(stream *s, unsigned k) {
+  zeus_daemon *d = s->d;
+  char *o = s->out + s->len;
+  size_t room = sizeof s->out - s->len;
+  int w = 0;
+  if (s->cpu) {
+    cpu_sample now = {.pkg_max = s->prev[k].pkg_max, .dram_max = s->prev[k].dram_max};
+    cpu_read(d, s->ids[k], &now);
+    cpu_sample before = s->prev[k];
+    if (now.ok || !before.ok) s->prev[k] = now; /* a failed reading keeps the last good one */
+    if (!s->started || !now.ok || !before.ok) return 0;
+    double dt = now.t - before.t;
+    unsigned long long mw = delta_mw(before.pkg_uj, now.pkg_uj, before.pkg_max, dt);
+    bool dram = before.dram && now.dram;
+    unsigned long long dmw = dram ? delta_mw(before.dram_uj, now.dram_uj, before.dram_max, dt) : 0;
+    if (s->sent[k] && s->last_mw[k] == mw && s->last_dram_null[k] == !dram && (!dram || s->last_dram_mw[k] == dmw))
+      return 0;
+    s->sent[k] = true;
+    s->last_mw[k] = mw;
+    s->last_dram_mw[k] = dmw;
+    s->last_dram_null[k] = !dram;
+    char dtext[24] = "null";
+    if (dram) snprintf(dtext, sizeof dtext, "%llu", dmw);
+    w = snprintf(o, room, "data: {\"timestamp_ms\":%lld,\"cpu_id\":%u,\"cpu_mw\":%llu,\"dram_mw\":%s}\n\n", unix_ms(),
+                 d->cpus[s->ids[k]].pkg, mw, dtext);
+  } else {
+    unsigned mw;
+    if (zeus_gpu_power(d->dev, s->ids[k], ZEUS_POWER_INSTANT, &mw) != ZEUS_OK) return 0; /* zeusd skips it too */
+    if (s->sent[k] && s->last_mw[k] == mw) return 0;
+    s->sent[k] = true;
+    s->last_mw[k] = mw;
+    w = snprintf(o, room, "data: {\"timestamp_ms\":%lld,\"gpu_id\":%u,\"power_mw\":%u}\n\n", unix_ms(), s->ids[k], mw);
+  }
+  if (w < 0 || (size_t)w >= room) return 0; /* cannot happen: room for every device's event */
+  s->len += (size_t)w;
+  return (size_t)w;
+}
 
 static long stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
   (void)pos;
   stream *s = cls;
   zeus_daemon *d = s->d;
-  if (s->started) {
-    /* Sleep to the next sample in short slices, so a stopping daemon ends the stream quickly. */
-    for (;;) {
-      if (atomic_load(&d->stopping)) return MHD_CONTENT_READER_END_OF_STREAM;
-      double wait = s->next - mono_now();
-      if (wait <= 0) break;
-      if (wait > 0.05) wait = 0.05;
-      struct timespec ts = {0, (long)(wait * 1e9)};
-      nanosleep(&ts, NULL);
+  while (s->off >= s->len) {
+    s->off = s->len = 0;
+    if (s->started) {
+      /* Sleep to the next sample in short slices, so a stopping daemon ends the stream quickly. */
+      for (;;) {
+        if (atomic_load(&d->stopping)) return MHD_CONTENT_READER_END_OF_STREAM;
+        double wait = s->next - mono_now();
+        if (wait <= 0) break;
+        if (wait > 0.05) wait = 0.05;
+        struct timespec ts = {0, (long)(wait * 1e9)};
+        nanosleep(&ts, NULL);
+      }
+    }
+    if (atomic_load(&d->stopping)) return MHD_CONTENT_READER_END_OF_STREAM;
+    for (unsigned k = 0; k < s->n; k++) stream_sample(s, k);
+    double now = mono_now();
+    s->next = s->started && s->next + s->period > now ? s->next + s->period : now + s->period;
+    if (!s->started) s->last_out = now;
+    s->started = true;
+    if (!s->len && now - s->last_out >= STREAM_KEEPALIVE_S)
+      s->len = (size_t)snprintf(s->out, sizeof s->out, ": keepalive\n\n");
+  }
+  size_t k = s->len - s->off < max ? s->len - s->off : max;
+  if (!k) return 0;
+  memcpy(buf, s->out + s->off, k);
+  s->off += k;
+  s->last_out = mono_now();
+  return (long)k;
+}
+
+static int ids_cmp(const void *a, const void *b) {
+  unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* zeusd's `gpu_ids` / `cpu_ids` of a stream: absent, every device; otherwise comma-separated
+ * indices, each trimmed, duplicates dropped, sorted. Errors are 400 {"error"} in zeusd's words:
+ * "gpu_ids must contain at least one GPU index", "gpu_ids contains an empty GPU index", "Invalid
+ * GPU index: x", "Unknown GPU indices: [7, 9]. Available: [0, 1]". For CPUs an index is the
+ * RAPL package number, as on our other CPU routes (zeusd numbers its packages 0.. in the same
+ * order). */
+static bool stream_ids(zeus__dreq *q, bool cpu, stream *s, int *mhd) {
+  zeus_daemon *d = q->d;
+  const char *name = cpu ? "cpu_ids" : "gpu_ids", *kind = cpu ? "CPU" : "GPU";
+  unsigned ndev = cpu ? d->ncpus : d->ngpus;
+  bool want[ZEUS_MAX_GPUS] = {false};
+  const char *v = zeus__dparam(q, name);
+  unsigned long long unknown[64];
+  unsigned nunknown = 0;
+  bool more_unknown = false;
+  if (!v) {
+    for (unsigned i = 0; i < ndev; i++) want[i] = true;
+  } else {
+    const char *p = v;
+    while (*p && isspace((unsigned char)*p)) p++;
+    if (!*p) {
+      *mhd = zeus__dreply_error(q, 400, "%s must contain at least one %s index", name, kind);
+      return false;
+    }
+    for (p = v;;) {
+      const char *comma = strchr(p, ','), *e = comma ? comma : p + strlen(p);
+      while (p < e && isspace((unsigned char)*p)) p++;
+      while (e > p && isspace((unsigned char)e[-1])) e--;
+      if (p == e) {
+        *mhd = zeus__dreply_error(q, 400, "%s contains an empty %s index", name, kind);
+        return false;
+      }
+      /* As Rust parses a usize: an optional '+', then decimal digits, no overflow. */
+      const char *digits = *p == '+' ? p + 1 : p;
+      unsigned long long x = 0;
+      bool ok = digits < e;
+      for (const char *c = digits; ok && c < e; c++) {
+        if (*c < '0' || *c > '9' || x > (UINT64_MAX - (unsigned)(*c - '0')) / 10)
+          ok = false;
+        else
+          x = x * 10 + (unsigned)(*c - '0');
+      }
+      if (!ok) {
+        *mhd = zeus__dreply_error(q, 400, "Invalid %s index: %.*s", kind, (int)(e - p > 40 ? 40 : e - p), p);
+        return false;
+      }
+      unsigned pos = (unsigned)-1;
+      if (cpu) {
+        for (unsigned i = 0; i < d->ncpus; i++)
+          if (d->cpus[i].pkg == x) pos = i;
+      } else if (x < ndev) {
+        pos = (unsigned)x;
+      }
+      if (pos != (unsigned)-1) {
+        want[pos] = true;
+      } else {
+        bool seen = false;
+        for (unsigned i = 0; i < nunknown; i++) seen = seen || unknown[i] == x;
+        if (!seen && nunknown < sizeof unknown / sizeof *unknown)
+          unknown[nunknown++] = x;
+        else if (!seen)
+          more_unknown = true;
+      }
+      if (!comma) break;
+      p = comma + 1;
     }
   }
-  if (atomic_load(&d->stopping)) return MHD_CONTENT_READER_END_OF_STREAM;
-  json_t *power = json_object();
-  char key[16];
-  for (unsigned k = 0; k < s->n; k++) {
-    if (s->cpu) {
-      cpu_sample now = {.pkg_max = s->prev[k].pkg_max, .dram_max = s->prev[k].dram_max};
-      cpu_read(d, s->ids[k], &now);
-      snprintf(key, sizeof key, "%u", d->cpus[s->ids[k]].pkg);
-      if (s->started && now.ok && s->prev[k].ok) json_object_set_new(power, key, cpu_power_json(&s->prev[k], &now));
-      s->prev[k] = now;
-    } else {
-      unsigned mw;
-      snprintf(key, sizeof key, "%u", s->ids[k]);
-      if (zeus_gpu_power(d->dev, s->ids[k], ZEUS_POWER_INSTANT, &mw) == ZEUS_OK)
-        json_object_set_new(power, key, json_integer(mw));
+  /* Every device in id order (GPU ids are positions; CPU packages are listed in order of their
+   * number, but sort anyway). */
+  unsigned long long avail[ZEUS_MAX_GPUS];
+  unsigned order[ZEUS_MAX_GPUS];
+  for (unsigned i = 0; i < ndev; i++) avail[i] = cpu ? d->cpus[i].pkg : i;
+  for (unsigned i = 0; i < ndev; i++) order[i] = i;
+  for (unsigned i = 1; i < ndev; i++)
+    for (unsigned j = i; j > 0 && avail[order[j]] < avail[order[j - 1]]; j--) {
+      unsigned t = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = t;
     }
+  if (nunknown) {
+    char u[600], a[600];
+    size_t uo = 0, ao = 0;
+    qsort(unknown, nunknown, sizeof *unknown, ids_cmp);
+    for (unsigned i = 0; i < nunknown && uo < sizeof u; i++)
+      uo += (size_t)snprintf(u + uo, sizeof u - uo, "%s%llu", i ? ", " : "", unknown[i]);
+    if (more_unknown && uo < sizeof u) snprintf(u + uo, sizeof u - uo, ", ...");
+    a[0] = '\0';
+    for (unsigned i = 0; i < ndev && ao < sizeof a; i++)
+      ao += (size_t)snprintf(a + ao, sizeof a - ao, "%s%llu", i ? ", " : "", avail[order[i]]);
+    *mhd = zeus__dreply_error(q, 400, "Unknown %s indices: [%s]. Available: [%s]", kind, u, a);
+    return false;
   }
-  bool first_cpu = s->cpu && !s->started;
-  double now = mono_now();
-  s->next = s->started && s->next + s->period > now ? s->next + s->period : now + s->period;
-  s->started = true;
-  if (first_cpu) {
-    /* CPU power needs two readings: the first event comes one period later. */
-    json_decref(power);
-    return stream_read(cls, pos, buf, max);
-  }
-  json_t *ev = json_pack("{s:I,s:o}", "timestamp_ms", (json_int_t)unix_ms(), "power_mw", power);
-  char *text = zeus_json_dumps(ev, JSON_COMPACT);
-  json_decref(ev);
-  if (!text) return MHD_CONTENT_READER_END_WITH_ERROR;
-  int len = snprintf(buf, max, "data: %s\n\n", text);
-  zeus_free(text);
-  if (len < 0 || (size_t)len >= max) return MHD_CONTENT_READER_END_WITH_ERROR;
-  return len;
+  s->n = 0;
+  for (unsigned i = 0; i < ndev; i++)
+    if (want[order[i]]) s->ids[s->n++] = order[i];
+  return true;
 }
 
 static int h_stream(zeus__dreq *q) {
@@ -591,7 +739,7 @@ static int h_stream(zeus__dreq *q) {
   s->d = d;
   s->cpu = cpu;
   s->period = 1.0 / (cpu ? d->o.cpu_poll_hz : d->o.gpu_poll_hz);
-  if (!param_ids(q, cpu, false, s->ids, &s->n, &mhd) || !zeus__dstream_admit(q, &mhd)) {
+  if (!stream_ids(q, cpu, s, &mhd) || !zeus__dstream_admit(q, &mhd)) {
     free(s);
     return mhd;
   }

@@ -556,58 +556,302 @@ static void auth_matrix_of_tokens_and_scopes(void **state) {
   zeus_daemon_close(d);
 }
 
-/* Reads `n` server-sent events from a stream; returns their data lines joined by '\n'. */
-static char *read_events(const char *target, int n) {
-  int fd = connect_to(g_sock, 0);
-  char req[256];
-  int len = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", target);
-  assert_true(write(fd, req, (size_t)len) == len);
-  char *buf = calloc(1, 65536);
-  size_t got = 0;
-  int events = 0;
-  double deadline = time(NULL) + 10;
-  while (events < n && time(NULL) < deadline) {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, 1000) <= 0) continue;
-    ssize_t k = read(fd, buf + got, 65535 - got);
-    if (k <= 0) break;
-    got += (size_t)k;
-    events = 0;
-    for (char *s = buf; (s = strstr(s, "data: ")); s++) events++;
-  }
-  close(fd);
-  assert_true(events >= n);
-  assert_non_null(strstr(buf, "Content-Type: text/event-stream"));
-  return buf;
+/* ---- power streams: zeusd's per-device SSE events ---- */
+
+static long long wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void streams_send_power_events(void **state) {
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A stream read the way an SSE client reads one: events end at a blank line; "data: " lines carry
+ * the JSON; lines starting with ':' are comments. HTTP/1.0, so the body is the bare event text. */
+typedef struct sse {
+  int fd;
+  char buf[1 << 16];
+  size_t len;
+  unsigned comments;
+} sse;
+
+static void sse_open(sse *s, const char *target) {
+  memset(s, 0, sizeof *s);
+  s->fd = connect_to(g_sock, 0);
+  assert_true(s->fd >= 0);
+  char req[256];
+  int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", target);
+  assert_true(write(s->fd, req, (size_t)n) == n);
+  double deadline = mono_s() + 10;
+  char *end = NULL;
+  while (!(end = strstr(s->buf, "\r\n\r\n")) && mono_s() < deadline) {
+    struct pollfd p = {.fd = s->fd, .events = POLLIN};
+    if (poll(&p, 1, 200) <= 0) continue;
+    ssize_t k = read(s->fd, s->buf + s->len, sizeof s->buf - 1 - s->len);
+    if (k <= 0) break;
+    s->len += (size_t)k;
+    s->buf[s->len] = '\0';
+  }
+  if (!end) fail_msg("no reply headers from %s: '%s'", target, s->buf);
+  int status = 0;
+  sscanf(s->buf, "HTTP/1.%*d %d", &status);
+  if (status != 200) fail_msg("%s: HTTP %d: %s", target, status, s->buf);
+  assert_non_null(strstr(s->buf, "Content-Type: text/event-stream"));
+  size_t head = (size_t)(end + 4 - s->buf);
+  memmove(s->buf, s->buf + head, s->len - head + 1);
+  s->len -= head;
+}
+
+/* The next data event's JSON, or NULL when none came within timeout_s. Fails on anything that is
+ * not one "data: " line or comment lines, ended by a blank line. */
+static json_t *sse_next(sse *s, double timeout_s) {
+  double deadline = mono_s() + timeout_s;
+  for (;;) {
+    char *end;
+    while ((end = strstr(s->buf, "\n\n"))) {
+      *end = '\0';
+      json_t *j = NULL;
+      for (char *line = s->buf, *nl; line; line = nl) {
+        nl = strchr(line, '\n');
+        if (nl) *nl++ = '\0';
+        if (line[0] == ':') {
+          s->comments++;
+        } else if (strncmp(line, "data: ", 6) == 0 && !j) {
+          json_error_t e;
+          if (!(j = json_loads(line + 6, 0, &e))) fail_msg("event data is not JSON: '%s'", line);
+        } else {
+          fail_msg("unexpected line in an SSE event: '%s'", line);
+        }
+      }
+      size_t used = (size_t)(end + 2 - s->buf);
+      memmove(s->buf, s->buf + used, s->len - used + 1);
+      s->len -= used;
+      if (j) return j;
+    }
+    double left = deadline - mono_s();
+    if (left <= 0) return NULL;
+    struct pollfd p = {.fd = s->fd, .events = POLLIN};
+    if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) continue;
+    ssize_t k = read(s->fd, s->buf + s->len, sizeof s->buf - 1 - s->len);
+    if (k <= 0) fail_msg("the stream ended");
+    s->len += (size_t)k;
+    s->buf[s->len] = '\0';
+  }
+}
+
+static void sse_close(sse *s) { close(s->fd); }
+
+/* Checks a GPU event's shape (exactly zeusd's three integer keys) and its time; returns gpu_id. */
+static long long gpu_event(json_t *j, long long since_ms, unsigned *mw) {
+  if (!j) fail_msg("no GPU event within the time allowed");
+  assert_int_equal(json_object_size(j), 3);
+  long long ts = json_int_at(j, "timestamp_ms", NULL), id = json_int_at(j, "gpu_id", NULL);
+  long long p = json_int_at(j, "power_mw", NULL);
+  if (ts < since_ms - 5 || ts > wall_ms() + 5) fail_msg("timestamp_ms %lld outside [%lld, now]", ts, since_ms);
+  assert_true(p > 0 && p < 10000000);
+  *mw = (unsigned)p;
+  return id;
+}
+
+static void gpu_stream_sends_one_event_per_gpu_when_its_power_changes(void **state) {
   (void)state;
   zeus_daemon *d = start(0, false, false);
-  char *ev = read_events("/gpu/stream_power?gpu_ids=1", 3);
-  char *data = strstr(ev, "data: ");
-  json_error_t e;
-  json_t *j = json_loadb(data + 6, strcspn(data + 6, "\n"), 0, &e);
-  assert_non_null(j);
-  assert_true(json_integer_value(json_object_get(json_object_get(j, "power_mw"), "1")) > 0);
-  assert_null(json_object_get(json_object_get(j, "power_mw"), "0"));
+  unsigned idle0, idle1, mw;
+  assert_zeus_ok(zeus_gpu_power(d->dev, 0, ZEUS_POWER_INSTANT, &idle0));
+  assert_zeus_ok(zeus_gpu_power(d->dev, 1, ZEUS_POWER_INSTANT, &idle1));
+  long long t0 = wall_ms();
+  sse s;
+  sse_open(&s, "/gpu/stream_power");
+  /* Every GPU's reading first, one event each, in id order. */
+  json_t *j = sse_next(&s, 5);
+  assert_int_equal(gpu_event(j, t0, &mw), 0);
+  assert_int_equal(mw, idle0);
+  long long ts0 = json_int_at(j, "timestamp_ms", NULL);
   json_decref(j);
-  free(ev);
-  ev = read_events("/cpu/stream_power", 2);
-  data = strstr(ev, "data: ");
-  j = json_loadb(data + 6, strcspn(data + 6, "\n"), 0, &e);
-  json_t *p0 = json_object_get(json_object_get(j, "power_mw"), "0"),
-         *p1 = json_object_get(json_object_get(j, "power_mw"), "1");
-  assert_true(json_is_integer(json_object_get(p0, "cpu_mw")));
-  assert_true(json_is_integer(json_object_get(p0, "dram_mw")));
-  assert_true(json_is_null(json_object_get(p1, "dram_mw")));
+  j = sse_next(&s, 5);
+  assert_int_equal(gpu_event(j, t0, &mw), 1);
+  assert_int_equal(mw, idle1);
+  assert_true(json_int_at(j, "timestamp_ms", NULL) >= ts0);
   json_decref(j);
-  free(ev);
-  resp r;
-  uds("GET", "/gpu/stream_power?gpu_ids=9", &r);
-  EXPECT(r, 400, "GPU index 9 does not exist");
-  resp_free(&r);
+  /* Idle power stands still: no event for 1.5 s (75 samples at 50 Hz), only keepalive comments. */
+  assert_null(sse_next(&s, 1.5));
+  assert_true(s.comments >= 1);
+  /* GPU 1 busy: its events come, with its new power; GPU 0 stays quiet. */
+  zeus_sim_node *node = zeus_devices_sim_node(d->dev);
+  assert_non_null(node);
+  long long t1 = wall_ms();
+  assert_zeus_ok(zeus_sim_gpu_set_load(node, 1, true));
+  unsigned busy_events = 0;
+  long long last_ts = t1;
+  while ((j = sse_next(&s, busy_events ? 0.5 : 5))) {
+    assert_int_equal(gpu_event(j, t1, &mw), 1);
+    assert_true(mw > idle1);
+    long long ts = json_int_at(j, "timestamp_ms", NULL);
+    assert_true(ts >= last_ts);
+    last_ts = ts;
+    json_decref(j);
+    if (++busy_events == 3) break;
+  }
+  assert_true(busy_events >= 1);
+  /* Back to idle: GPU 1's idle power again. */
+  long long t2 = wall_ms();
+  assert_zeus_ok(zeus_sim_gpu_set_load(node, 1, false));
+  bool back = false;
+  double deadline = mono_s() + 5;
+  while (!back && mono_s() < deadline && (j = sse_next(&s, 5))) {
+    long long id = gpu_event(j, t1, &mw);
+    assert_int_equal(id, 1);
+    back = mw == idle1 && json_int_at(j, "timestamp_ms", NULL) >= t2 - 5;
+    json_decref(j);
+  }
+  assert_true(back);
+  sse_close(&s);
   zeus_daemon_close(d);
+}
+
+/* A still stream sends only keepalive comments; they are what shows that its client went away, so
+ * its thread and stream slot come back within about a second, not when the power next changes. */
+static void gpu_stream_of_a_gone_client_ends_within_seconds_while_power_stands_still(void **state) {
+  (void)state;
+  zeus_daemon *d = start(0, false, false);
+  sse s;
+  unsigned mw, open = 0;
+  unsigned long long refused, timed_out;
+  sse_open(&s, "/gpu/stream_power?gpu_ids=0");
+  json_t *j = sse_next(&s, 5);
+  assert_int_equal(gpu_event(j, 0, &mw), 0);
+  json_decref(j);
+  zeus__daemon_conn_stats(d, &open, &refused, &timed_out);
+  assert_int_equal(open, 1);
+  sse_close(&s);
+  double t0 = mono_s();
+  while (mono_s() - t0 < 5) {
+    zeus__daemon_conn_stats(d, &open, &refused, &timed_out);
+    if (!open) break;
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
+  if (open) fail_msg("the stream of a client that left is still open after %.1f s", mono_s() - t0);
+  assert_true(mono_s() - t0 < 3.5);
+  zeus_daemon_close(d);
+}
+
+static void gpu_stream_gpu_ids_choose_and_bad_ids_are_400_as_zeusd(void **state) {
+  (void)state;
+  zeus_daemon *d = start(0, false, false);
+  sse s;
+  unsigned mw;
+  long long t0 = wall_ms();
+  /* Duplicates and spaces are taken as zeusd takes them (" 1 ,1" is GPU 1). */
+  sse_open(&s, "/gpu/stream_power?gpu_ids=%201%20,1");
+  json_t *j = sse_next(&s, 5);
+  assert_int_equal(gpu_event(j, t0, &mw), 1);
+  json_decref(j);
+  zeus_sim_node *node = zeus_devices_sim_node(d->dev);
+  assert_zeus_ok(zeus_sim_gpu_set_load(node, 0, true)); /* GPU 0 changes; this stream does not carry it */
+  assert_null(sse_next(&s, 1.0));
+  assert_zeus_ok(zeus_sim_gpu_set_load(node, 0, false));
+  sse_close(&s);
+  static const struct {
+    const char *target, *error;
+  } bad[] = {
+      {"/gpu/stream_power?gpu_ids=9", "Unknown GPU indices: [9]. Available: [0, 1]"},
+      {"/gpu/stream_power?gpu_ids=7,0,12,7", "Unknown GPU indices: [7, 12]. Available: [0, 1]"},
+      {"/gpu/stream_power?gpu_ids=", "gpu_ids must contain at least one GPU index"},
+      {"/gpu/stream_power?gpu_ids=0,,1", "gpu_ids contains an empty GPU index"},
+      {"/gpu/stream_power?gpu_ids=0,x1", "Invalid GPU index: x1"},
+      {"/gpu/stream_power?gpu_ids=-1", "Invalid GPU index: -1"},
+      {"/cpu/stream_power?cpu_ids=0,5", "Unknown CPU indices: [5]. Available: [0, 1]"},
+      {"/cpu/stream_power?cpu_ids=,", "cpu_ids contains an empty CPU index"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    resp r;
+    uds("GET", bad[i].target, &r);
+    if (r.status != 400) fail_msg("%s: HTTP %d, expected 400: %s", bad[i].target, r.status, r.body);
+    assert_int_equal(json_object_size(r.json), 1);
+    const char *msg = json_string_value(json_object_get(r.json, "error"));
+    if (!msg || strcmp(msg, bad[i].error) != 0)
+      fail_msg("%s: '%s', expected '%s'", bad[i].target, r.body, bad[i].error);
+    resp_free(&r);
+  }
+  zeus_daemon_close(d);
+}
+
+/* Writes a RAPL counter in place, the same width (the daemon holds the file open and preads it). */
+static void rapl_set(const char *zone, const char *value) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s/energy_uj", g_rapl, zone);
+  int fd = open(p, O_WRONLY);
+  assert_true(fd >= 0);
+  assert_true(pwrite(fd, value, strlen(value), 0) == (ssize_t)strlen(value));
+  close(fd);
+}
+
+/* Checks a CPU event's shape (zeusd's four keys) and time; returns cpu_id. */
+static long long cpu_event(json_t *j, long long since_ms, long long *cpu_mw, long long *dram_mw /* -1: null */) {
+  if (!j) fail_msg("no CPU event within the time allowed");
+  assert_int_equal(json_object_size(j), 4);
+  long long ts = json_int_at(j, "timestamp_ms", NULL), id = json_int_at(j, "cpu_id", NULL);
+  if (ts < since_ms - 5 || ts > wall_ms() + 5) fail_msg("timestamp_ms %lld outside [%lld, now]", ts, since_ms);
+  *cpu_mw = json_int_at(j, "cpu_mw", NULL);
+  json_t *dr = json_object_get(j, "dram_mw");
+  if (!json_is_null(dr) && !json_is_integer(dr)) fail_msg("dram_mw is neither an integer nor null");
+  *dram_mw = json_is_null(dr) ? -1 : json_integer_value(dr);
+  return id;
+}
+
+static void cpu_stream_sends_one_event_per_package_in_mw(void **state) {
+  (void)state;
+  zeus_daemon *d = start(0, false, false);
+  long long t0 = wall_ms(), cmw, dmw;
+  sse s;
+  sse_open(&s, "/cpu/stream_power");
+  /* One period later (two counter readings make a power), each package once: the counters stand
+   * still, so 0 mW; package 1 has no DRAM zone: null. */
+  json_t *j = sse_next(&s, 5);
+  assert_int_equal(cpu_event(j, t0, &cmw, &dmw), 0);
+  assert_int_equal(cmw, 0);
+  assert_int_equal(dmw, 0);
+  json_decref(j);
+  j = sse_next(&s, 5);
+  assert_int_equal(cpu_event(j, t0, &cmw, &dmw), 1);
+  assert_int_equal(cmw, 0);
+  assert_int_equal(dmw, -1);
+  json_decref(j);
+  assert_null(sse_next(&s, 0.5));
+  /* Package 0 draws 1 J (and its DRAM 1 mJ) at once: over one 20 ms period that is about
+   * 50 000 mW (1 mW DRAM per ms of the period); then it stands still again, and 0 mW goes out. */
+  long long t1 = wall_ms();
+  rapl_set("intel-rapl:0", "124456789\n");
+  rapl_set("intel-rapl:0:0", "6555\n");
+  bool pkg_seen = false, dram_seen = false, zero_again = false;
+  double deadline = mono_s() + 5;
+  while (!zero_again && mono_s() < deadline && (j = sse_next(&s, 5))) {
+    long long id = cpu_event(j, t1, &cmw, &dmw);
+    json_decref(j);
+    assert_int_equal(id, 0); /* package 1 stands still: nothing more from it */
+    /* 1 J over a period between 5 ms and 1 s: mW, not W or uW. */
+    if (cmw) assert_true(cmw >= 1000 && cmw <= 200000);
+    if (dmw > 0) assert_true(dmw >= 1 && dmw <= 200);
+    pkg_seen = pkg_seen || cmw > 0;
+    dram_seen = dram_seen || dmw > 0;
+    zero_again = pkg_seen && dram_seen && cmw == 0 && dmw == 0;
+  }
+  assert_true(pkg_seen && dram_seen && zero_again);
+  sse_close(&s);
+  /* cpu_ids chooses: package 1 alone. */
+  sse_open(&s, "/cpu/stream_power?cpu_ids=1");
+  j = sse_next(&s, 5);
+  assert_int_equal(cpu_event(j, t1, &cmw, &dmw), 1);
+  json_decref(j);
+  sse_close(&s);
+  zeus_daemon_close(d);
+  rapl_set("intel-rapl:0", "123456789\n"); /* as the other tests expect them */
+  rapl_set("intel-rapl:0:0", "5555\n");
 }
 
 static void cpu_routes_read_rapl(void **state) {
@@ -990,7 +1234,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(bad_input_is_400_naming_the_parameter),
       cmocka_unit_test(status_codes_404_405_409_410_413),
       cmocka_unit_test(auth_matrix_of_tokens_and_scopes),
-      cmocka_unit_test(streams_send_power_events),
+      cmocka_unit_test(gpu_stream_sends_one_event_per_gpu_when_its_power_changes),
+      cmocka_unit_test(gpu_stream_of_a_gone_client_ends_within_seconds_while_power_stands_still),
+      cmocka_unit_test(gpu_stream_gpu_ids_choose_and_bad_ids_are_400_as_zeusd),
+      cmocka_unit_test(cpu_stream_sends_one_event_per_package_in_mw),
       cmocka_unit_test(cpu_routes_read_rapl),
       cmocka_unit_test(legacy_path_form_and_nonblocking_writes_apply),
       cmocka_unit_test(tcp_lease_lapses_and_is_given_back_within_a_second),
