@@ -8,7 +8,9 @@ tmp=$(mktemp -d)
 srv=
 trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"' EXIT
 
-"$ZEUS" pfo-server --help | grep -q ZEUS_PFO_MAX_JOB_IDLE_TIME
+# (not piped into grep -q: its early exit can SIGPIPE zeus mid-help, which pipefail fails)
+"$ZEUS" pfo-server --help >"$tmp/help"
+grep -q ZEUS_PFO_MAX_JOB_IDLE_TIME "$tmp/help"
 if ZEUS_PFO_SCHEDULER=Nope "$ZEUS" pfo-server --port 0 2>"$tmp/err"; then echo "bad scheduler accepted"; exit 1; fi
 grep -q "unknown scheduler 'Nope'" "$tmp/err"
 if PERSEUS_SCHEDULER_ARGS='{"bogus":1}' "$ZEUS" pfo-server --scheduler AllMaxFrequency --port 0 2>"$tmp/err"; then
