@@ -7,6 +7,12 @@
  *                                   (env BENCH_ROUNDS)
  *   env BENCH_THREADS               server HTTP threads (default: the server's, online CPUs up to 8)
  *   env BENCH_BASELINE=0            skip the baseline runs
+ *   env BENCH_IDLE=0                skip the idle table (issue 36): W = 1,024 and 8,192 ranks
+ *                                   registering one after another, each keeping its connection
+ *                                   open, then 200 GET /info with them open; the server's poll
+ *                                   loop beside libmicrohttpd's epoll mode (ZEUS__PFO_BENCH_EPOLL=1:
+ *                                   measured only, not served; it loses requests resumed after a
+ *                                   long poll)
  *   env BENCH_TASKS=1               also print each server thread's CPU seconds (registration
  *                                   included) and the load client's CPU per round
  *
@@ -322,6 +328,126 @@ static int run(int W, int R, int threads, bool baseline, figures *fig) {
   return 0;
 }
 
+/* One request on an open keep-alive connection; its answer read whole into resp. */
+static int http_keep(int fd, const char *req, char *resp, size_t cap) {
+  if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) return -1;
+  size_t n = 0;
+  ssize_t r;
+  while (n < cap - 1 && (r = read(fd, resp + n, cap - 1 - n)) > 0) {
+    n += (size_t)r;
+    resp[n] = '\0';
+    char *h = strstr(resp, "\r\n\r\n");
+    const char *cl = strcasestr(resp, "Content-Length:");
+    if (h && cl && (size_t)(h + 4 - resp) + strtoul(cl + 15, NULL, 10) <= n) return 0;
+  }
+  return -1;
+}
+
+static int connect_port(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+typedef struct {
+  double reg_s, p50_ms, p99_ms;
+} idle_figures;
+
+/* Issue 36's cost: W ranks register one after another, each on its own connection that stays
+ * open (kept alive, idle: as ranks hold theirs between rounds); then 200 GET /info one after
+ * another with the W idle connections open. epoll_loop: libmicrohttpd's epoll mode
+ * (ZEUS__PFO_BENCH_EPOLL=1, measured only), else the server as it is (poll). */
+static int idle_run(int W, int threads, bool epoll_loop, idle_figures *fig) {
+  int pfd[2];
+  if (pipe(pfd)) return 1;
+  pid_t child = fork();
+  if (child == 0) {
+    close(pfd[0]);
+    if (epoll_loop) setenv("ZEUS__PFO_BENCH_EPOLL", "1", 1);
+    zeus_pfo_server *s;
+    zeus_pfo_server_opts o = {.port = -1, .scheduler = "AllMaxFrequency",
+                              .scheduler_args = "{\"num_microbatches\": 8}", .threads = threads,
+                              .max_connections = 2 * W + 256, .idle_timeout_s = 600};
+    if (zeus_pfo_server_open(&s, &o)) { fprintf(stderr, "server: %s\n", zeus_errmsg()); _exit(1); }
+    int port = zeus_pfo_server_port(s);
+    if (write(pfd[1], &port, sizeof port) != sizeof port) _exit(1);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    int sig;
+    sigwait(&set, &sig);
+    zeus_pfo_server_close(s);
+    _exit(0);
+  }
+  close(pfd[1]);
+  int port = 0;
+  if (read(pfd[0], &port, sizeof port) != sizeof port) { fprintf(stderr, "server did not start\n"); return 1; }
+  close(pfd[0]);
+  char req[1024], resp[4096], job[256], body[256];
+  int pp = W >= 8 ? 8 : 1, dp = W / pp;
+  snprintf(body, sizeof body, "{\"job_id\":\"\",\"pp_degree\":%d,\"dp_degree\":%d,\"tp_degree\":1,\"world_size\":%d}",
+           pp, dp, W);
+  snprintf(req, sizeof req,
+           "POST /register_job HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s",
+           strlen(body), body);
+  http_once(port, req, resp, sizeof resp);
+  char *q = strstr(resp, "\r\n\r\n\"");
+  int rc = 1;
+  int *fds = calloc((size_t)W, sizeof *fds);
+  double *lat = calloc(200, sizeof *lat);
+  int open_n = 0;
+  if (!q || !fds || !lat) { fprintf(stderr, "register_job failed: %s\n", resp); goto out; }
+  snprintf(job, sizeof job, "%s", q + 5);
+  *strchr(job, '"') = '\0';
+  double t0 = now_s();
+  for (int r = 0; r < W; r++) {
+    snprintf(body, sizeof body,
+             "{\"rank\":%d,\"dp_rank\":%d,\"pp_rank\":%d,\"tp_rank\":0,\"available_frequencies\":[1410,1200,1000]}", r,
+             r % dp, r / dp);
+    snprintf(req, sizeof req, "POST /register_rank/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s", job,
+             strlen(body), body);
+    int fd = connect_port(port);
+    if (fd < 0 || http_keep(fd, req, resp, sizeof resp) || strncmp(resp, "HTTP/1.1 200", 12) != 0) {
+      fprintf(stderr, "register_rank %d failed: %s\n", r, fd < 0 ? "no connection" : resp);
+      if (fd >= 0) close(fd);
+      goto out;
+    }
+    fds[open_n++] = fd;
+  }
+  fig->reg_s = now_s() - t0;
+  int fd = connect_port(port);
+  if (fd < 0) goto out;
+  for (int i = 0; i < 200; i++) {
+    double a = now_s();
+    if (http_keep(fd, "GET /info HTTP/1.1\r\nHost: x\r\n\r\n", resp, sizeof resp)) {
+      fprintf(stderr, "GET /info failed\n");
+      close(fd);
+      goto out;
+    }
+    lat[i] = 1e3 * (now_s() - a);
+  }
+  close(fd);
+  qsort(lat, 200, sizeof *lat, cmp_d);
+  fig->p50_ms = lat[100];
+  fig->p99_ms = lat[198];
+  rc = 0;
+  printf("idle %s: %d ranks registered one after another, each keeping its connection: %.2f s; then GET /info "
+         "with %d idle connections: p50 %.3f ms, p99 %.3f ms\n",
+         epoll_loop ? "epoll (measured, not served)" : "poll (served)", W, fig->reg_s, W, fig->p50_ms, fig->p99_ms);
+out:
+  for (int i = 0; i < open_n; i++) close(fds[i]);
+  free(fds);
+  free(lat);
+  kill(child, SIGTERM);
+  waitpid(child, NULL, 0);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -352,6 +478,25 @@ int main(int argc, char **argv) {
     if (with_base) ok_base[i] = run(ws[i], r, threads, true, &base[i]) == 0;
     ok_now[i] = run(ws[i], r, threads, false, &now[i]) == 0;
     rc |= !ok_now[i] || (with_base && !ok_base[i]);
+  }
+  /* Issue 36: sequential registration and a request's latency with the ranks' idle connections
+   * open, the poll loop served beside libmicrohttpd's epoll mode (BENCH_IDLE=0 skips it). */
+  if (!getenv("BENCH_IDLE") || strcmp(getenv("BENCH_IDLE"), "0") != 0) {
+    int iw[2] = {1024, 8192};
+    idle_figures ib[2] = {{0}}, in[2] = {{0}};
+    bool okb[2], okn[2];
+    for (int i = 0; i < 2; i++) {
+      okb[i] = idle_run(iw[i], threads, false, &ib[i]) == 0;
+      okn[i] = idle_run(iw[i], threads, true, &in[i]) == 0;
+      rc |= !okb[i] || !okn[i];
+    }
+    printf("\n| ranks (idle connections) | registering one after another (poll, served -> epoll, not served) | GET /info p50 | p99 |\n"
+           "|---|---|---|---|\n");
+    for (int i = 0; i < 2; i++) {
+      if (!okb[i] || !okn[i]) { printf("| %d | failed |\n", iw[i]); continue; }
+      printf("| %d | %.2f -> %.2f s | %.3f -> %.3f ms | %.3f -> %.3f ms |\n", iw[i], ib[i].reg_s, in[i].reg_s,
+             ib[i].p50_ms, in[i].p50_ms, ib[i].p99_ms, in[i].p99_ms);
+    }
   }
   printf("\n| ranks | rounds/s (baseline -> now) | round latency p50 | p99 | server CPU per round | registering | "
          "server peak RSS |\n|---|---|---|---|---|---|---|\n");

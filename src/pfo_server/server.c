@@ -989,6 +989,10 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   /* Bench only (bench_pfo_server's baseline column): the server as it was before issue 28. */
   const char *base_env = getenv("ZEUS__PFO_BENCH_BASELINE");
   bool baseline = base_env && !strcmp(base_env, "1");
+  /* Bench only (bench_pfo_server's idle table): libmicrohttpd's epoll mode, measured beside the
+   * poll loop served (see the flags below for why it is not served). */
+  const char *epoll_env = getenv("ZEUS__PFO_BENCH_EPOLL");
+  bool epoll_loop = !baseline && epoll_env && !strcmp(epoll_env, "1");
 
   zeus_pfo_server *s = calloc(1, sizeof *s);
   if (!s) { free(token); return zeus__oom("creating the server"); }
@@ -1094,7 +1098,15 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
     return rc;
   }
   unsigned pool = (unsigned)(o.threads > 1 ? o.threads : 0);
-  unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+  /* Issue 36 measured the price of poll (bench_pfo_server's idle table, 2 cores): with 8,192
+   * idle keep-alive connections a request waits ~1.05 ms (epoll: 0.03 ms), and 8,192 ranks
+   * registering one after another, each keeping its connection, take 9.7 s (36 s on a loaded
+   * machine; epoll: 1.06 s). epoll
+   * still loses the request after a resumed long poll (reproduced again on 2026-12-04: 1,023 of
+   * 1,024 ranks' results unanswered in the second round), so poll stays until the event loop
+   * is replaced. */
+  unsigned flags = (epoll_loop ? MHD_USE_EPOLL_INTERNAL_THREAD : MHD_USE_POLL_INTERNAL_THREAD) | MHD_ALLOW_SUSPEND_RESUME |
+                   MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
   unsigned timeout = (unsigned)(o.idle_timeout_s + 0.999);
   s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s,
                           MHD_OPTION_NOTIFY_COMPLETED, completed, s,

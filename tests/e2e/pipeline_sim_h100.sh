@@ -43,9 +43,10 @@ stop_server
 
 start_server --scheduler Perseus --scheduler-args '{"warmup_iters": 0}'
 # --pace: the job's iterations take no real time, while the server solves Perseus' frontier on a
-# thread in real time; 50 ms per iteration leaves it ~3 s before the rounds measured below (a
-# loaded machine took over 1 s at 20 ms), 300 ms in the sanitizer build (a ~10 times slower solve).
-pace=0.05
+# thread in real time; 100 ms per iteration leaves it ~7 s before the rounds measured below (a
+# loaded machine took over 1 s at 20 ms, and at 50 ms a fresh-machine run beside an 8,192-rank
+# bench deployed nothing by round 70), 300 ms in the sanitizer build (a ~10 times slower solve).
+pace=0.1
 [ "${ZEUS_SANITIZED:-OFF}" = ON ] && pace=0.3
 if run "$tmp/perseus.json" --iterations 100 --straggler 1:1.2@75-95 --pace "$pace"; then pass "Perseus on the h100 profile runs"
 else fail "Perseus on the h100 profile: $(tail -3 "$tmp/sim.err")"; fi
