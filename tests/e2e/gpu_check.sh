@@ -317,40 +317,35 @@ if jcheck "$tmp/run/report.json" "(lambda r: len(r['confidence_runs']) == 2 and 
    grep -q "confidence mode 0.95, run 2: " "$tmp/run/plo.log" 2>/dev/null; then
   pass "plo: twice more in the confidence mode (0.95), each choice with its confidence and contenders"
 else fail "plo confidence runs: $(head -c 1500 "$tmp/run/plo.json")"; fi
-PYTHONPATH="$SRC/python" FAKE_NVML_LIE=counter_frozen ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" --gpus 0 --quick --confidence 0 \
-  >"$tmp/plo-lie.json" 2>"$tmp/plo-lie.err"
-rc=$?
-if [ "$rc" = 1 ] && jcheck "$tmp/plo-lie.json" "not d['checks']['energy_measured'] and not d['checks']['energy_saved_meaningful']" &&
-   grep -q "energy saved not measured" "$tmp/plo-lie.err"; then
-  pass "plo: a frozen counter (FAKE_NVML_LIE=counter_frozen) fails energy_measured and says 'not measured'"
-else fail "plo with counter_frozen: exit $rc: $(tail -n 2 "$tmp/plo-lie.err")"; fi
-PYTHONPATH="$SRC/python" ZEUS_SIM_COUNTER_PERIOD_MS=2000 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" --gpus 0 --quick --confidence 0 \
-  >"$tmp/plo-slow.json" 2>"$tmp/plo-slow.err"
-rc=$?
-if [ "$rc" = 1 ] && jcheck "$tmp/plo-slow.json" "d['checks']['energy_measured'] and not d['checks']['energy_saved_meaningful'] and d['energy_saved_uncertainty_pct'] > 5"; then
-  pass "plo: a 2 s counter tick against 4 s windows makes energy saved meaningless, and the check fails"
-else fail "plo with a slow counter: exit $rc: $(tail -n 2 "$tmp/plo-slow.err")"; fi
+# plo_fails NAME CHECK-EXPR TEXT [VAR=VALUE ...]: gpu_check_plo.py --quick (no confidence runs)
+# with those variables exits 1, its JSON meets CHECK-EXPR and its stderr has TEXT.
+plo_fails() {
+  local name=$1 expr=$2 text=$3 out=$tmp/plo-fails
+  shift 3
+  env "$@" PYTHONPATH="$SRC/python" ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" --gpus 0 --quick --confidence 0 \
+    >"$out.json" 2>"$out.err"
+  local rc=$?
+  rm -f "$tmp/busy"
+  if [ "$rc" = 1 ] && jcheck "$out.json" "$expr" && grep -q -- "$text" "$out.err"; then pass "$name"
+  else fail "$name: exit $rc: $(tail -n 2 "$out.err")"; fi
+}
+plo_fails "plo: a frozen counter (FAKE_NVML_LIE=counter_frozen) fails energy_measured and says 'not measured'" \
+  "not d['checks']['energy_measured'] and not d['checks']['energy_saved_meaningful']" "energy saved not measured" \
+  FAKE_NVML_LIE=counter_frozen
+plo_fails "plo: a 2 s counter tick against 4 s windows makes energy saved meaningless, and the check fails" \
+  "d['checks']['energy_measured'] and not d['checks']['energy_saved_meaningful'] and d['energy_saved_uncertainty_pct'] > 5" \
+  "energy saved not measured" ZEUS_SIM_COUNTER_PERIOD_MS=2000
 # Work that runs 1.5 times slower after its first 250 steps (the baseline window is over by then;
 # the optimum and the sweep come after): the slowdown puts that on the power limit, the sweep's
 # windows (all slow) do not, and slowdown_agrees_with_sweep fails.
-PYTHONPATH="$SRC/python" ZEUS_GPU_CHECK_PLO_WORK=fake:$tmp/busy:0.02:250:1.5 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" \
-  --gpus 0 --quick --confidence 0 >"$tmp/plo-drift.json" 2>"$tmp/plo-drift.err"
-rc=$?
-rm -f "$tmp/busy"
-if [ "$rc" = 1 ] && jcheck "$tmp/plo-drift.json" "not d['checks']['slowdown_agrees_with_sweep'] and d['slowdown'] > 1.15 and abs(d['sweep_slowdown'] - 1) < 0.1" &&
-   grep -q "FAILED: .*slowdown_agrees_with_sweep" "$tmp/plo-drift.err"; then
-  pass "plo: work that slows down by itself after the baseline fails slowdown_agrees_with_sweep"
-else fail "plo with work that slows down: exit $rc: $(tail -n 2 "$tmp/plo-drift.err")"; fi
+plo_fails "plo: work that slows down by itself after the baseline fails slowdown_agrees_with_sweep" \
+  "not d['checks']['slowdown_agrees_with_sweep'] and d['slowdown'] > 1.15 and abs(d['sweep_slowdown'] - 1) < 0.1" \
+  "FAILED: .*slowdown_agrees_with_sweep" ZEUS_GPU_CHECK_PLO_WORK="fake:$tmp/busy:0.02:250:1.5"
 # One step of the baseline window (the 40th of the run) stalls for 3 s: the window's time no
 # longer measures the work's speed, its step times' spread says so, and slowdown_meaningful fails.
-PYTHONPATH="$SRC/python" ZEUS_GPU_CHECK_PLO_WORK=fake:$tmp/busy:0.02:40-40:150 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" \
-  --gpus 0 --quick --confidence 0 >"$tmp/plo-stall.json" 2>"$tmp/plo-stall.err"
-rc=$?
-rm -f "$tmp/busy"
-if [ "$rc" = 1 ] && jcheck "$tmp/plo-stall.json" "not d['checks']['slowdown_meaningful'] and d['slowdown_uncertainty'] > 0.05 and d['baseline']['step_time_sem_pct'] > 10" &&
-   grep -q "slowdown not measured" "$tmp/plo-stall.err"; then
-  pass "plo: a 3 s stall in the baseline window fails slowdown_meaningful, 'slowdown not measured'"
-else fail "plo with a stalled step: exit $rc: $(tail -n 2 "$tmp/plo-stall.err")"; fi
+plo_fails "plo: a 3 s stall in the baseline window fails slowdown_meaningful, 'slowdown not measured'" \
+  "not d['checks']['slowdown_meaningful'] and d['slowdown_uncertainty'] > 0.05 and d['baseline']['step_time_sem_pct'] > 10" \
+  "slowdown not measured" ZEUS_GPU_CHECK_PLO_WORK="fake:$tmp/busy:0.02:40-40:150"
 # pfo: rounds of >= 1 s and >= 10 ticks, checked against the counter; a lying counter and a slow one fail.
 if jcheck "$tmp/run/report.json" "[s for s in d['steps'] if s['step'] == 'pfo'][0]['status'] == 'skipped' or (lambda r: r['all_max_frequency']['round_s'] >= 1 and r['checks']['round_ticks'] and r['checks']['energy_agrees_with_counter'] and r['checks']['energy_saved_within_clocks'] and abs(r['plan']['energy_vs_counter_pct']) <= 5)([s for s in d['steps'] if s['step'] == 'pfo'][0]['result'])"; then
   pass "pfo: rounds of >= 1 s, the client's energy within 5 % of the counter, energy saved within what the clocks allow"
