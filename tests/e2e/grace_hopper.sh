@@ -57,4 +57,18 @@ if "$ZEUS" monitor power --interval-ms 100 --duration-s 0.35 --domains instant,a
   pass "monitor power names module<i>_ columns with the module's power"
 else fail "monitor power names module<i>_ columns with the module's power"; cat "$tmp/power.csv"; fi
 
+# zeus gpus check: the module's counter agrees with its integrated power; the GPU's power limit
+# is not held against the module's power.
+if "$ZEUS" gpus check --duration-s 1 --json >"$tmp/check.json" 2>/dev/null && python3 - "$tmp/check.json" <<'EOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for g in doc["gpus"]:
+    assert g["power_scope"] == "module", g
+    assert g["checks"] == {"counter_monotonic": True, "energy_agrees": True, "power_within_limit": None}, g
+    assert abs(g["power"]["instant_mean_w"] - 130) < 1, g
+assert doc["ok"] is True, doc
+EOF
+then pass "gpus check on GH200: module scope, energy agrees, no GPU-limit check"
+else fail "gpus check on GH200: module scope, energy agrees, no GPU-limit check"; cat "$tmp/check.json"; fi
+
 finish
