@@ -198,7 +198,8 @@ static void nvml_gh200_module_power_and_energy_match_the_engine_truth(void **sta
   fake_unload(&f);
 }
 
-/* The monitor measures a window on the module: its energy is the module's truth over the window. */
+/* The monitor measures a window on the module: its energy is the module's truth over the window,
+ * and its log file names the column as the module's. */
 static void monitor_measures_module_energy_on_gh200(void **state) {
   (void)state;
   zeus_devices *d = open_nvml("gh200", 1);
@@ -206,7 +207,10 @@ static void monitor_measures_module_energy_on_gh200(void **state) {
   fake_load(&f);
   assert_int_equal(f.Idle(0.5), NVML_SUCCESS);
   static const unsigned none[1];
-  zeus_monitor_opts o = {.devices = d, .cpu_indices = none, .num_cpu_indices = 0};
+  char dir[512], log[600];
+  zeus_test_tmpdir(dir, sizeof dir);
+  snprintf(log, sizeof log, "%s/windows.csv", dir);
+  zeus_monitor_opts o = {.devices = d, .cpu_indices = none, .num_cpu_indices = 0, .log_file = log};
   zeus_monitor *m = NULL;
   assert_zeus_ok(zeus_monitor_open(&m, &o));
   assert_zeus_ok(zeus_monitor_begin_window(m, "step", false));
@@ -221,6 +225,14 @@ static void monitor_measures_module_energy_on_gh200(void **state) {
   assert_near(e1 - e0, 580 + 30 + 300, 2);
   assert_near(r.gpu_energy_j[0], e1 - e0, 0.03 * (e1 - e0));
   zeus_monitor_close(m);
+  FILE *fp = fopen(log, "r");
+  assert_non_null(fp);
+  char header[256] = "";
+  assert_non_null(fgets(header, sizeof header, fp));
+  fclose(fp);
+  assert_string_equal(header, "start_time,window_name,elapsed_time,module0_energy\n");
+  unlink(log);
+  rmdir(dir);
   zeus_devices_close(d);
   fake_unload(&f);
 }
