@@ -64,7 +64,9 @@ static const cli_command list_cmd = {
     .more =
         "JSON: {\"backend\", \"gpu_error\" (why no GPU, or null), \"gpus\": [{\"index\",\n"
         "\"name\", \"uuid\", \"power_limit_w\", \"power_limit_min_w\", \"power_limit_max_w\",\n"
-        "\"power_limit_default_w\", \"graphics_clocks_mhz\": [...], \"total_energy_supported\"}],\n"
+        "\"power_limit_default_w\", \"graphics_clocks_mhz\": [...], \"total_energy_supported\",\n"
+        "\"power_scope\": \"gpu\" or \"module\" (a Grace Hopper superchip: power and energy are the\n"
+        "module's, CPU + memory + GPU)}],\n"
         "\"cpu_error\" (why no CPU package, or null), \"cpus\": [{\"index\", \"zone\", \"name\",\n"
         "\"energy_path\", \"dram\", \"dram_energy_path\"}]}.\n"
         "\n"
@@ -93,6 +95,7 @@ static const cli_command reset_cmd = {
 typedef struct gpu_info {
   char name[ZEUS_NAME_LEN], uuid[ZEUS_NAME_LEN];
   bool have_limits, have_current, have_counter, counter;
+  zeus_power_scope scope; /* what power and energy readings cover (module on Grace Hopper) */
   unsigned min_mw, max_mw, def_mw, cur_mw;
   unsigned clocks[1024];
   size_t nclocks;
@@ -106,6 +109,7 @@ static void collect(zeus_devices *d, unsigned i, gpu_info *g) {
       zeus_gpu_power_limit_constraints(d, i, &g->min_mw, &g->max_mw, &g->def_mw) == ZEUS_OK;
   g->have_current = zeus_gpu_get_power_limit(d, i, &g->cur_mw) == ZEUS_OK;
   g->have_counter = zeus_gpu_energy_counter_supported(d, i, &g->counter) == ZEUS_OK;
+  if (zeus_gpu_power_scope(d, i, &g->scope)) g->scope = ZEUS_POWER_SCOPE_GPU;
   unsigned mem[64];
   size_t nmem = 64;
   if (zeus_gpu_supported_memory_clocks(d, i, mem, &nmem) == ZEUS_OK && nmem > 0) {
@@ -123,11 +127,12 @@ static json_t *gpu_json(unsigned i, const gpu_info *g) {
   for (size_t k = 0; clocks && k < g->nclocks; k++)
     json_array_append_new(clocks, json_real(g->clocks[k]));
   return json_pack(
-      "{s:i,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o}", "index", (int)i, "name", g->name, "uuid", g->uuid,
+      "{s:i,s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:s}", "index", (int)i, "name", g->name, "uuid", g->uuid,
       "power_limit_w", watts(g->have_current, g->cur_mw), "power_limit_min_w",
       watts(g->have_limits, g->min_mw), "power_limit_max_w", watts(g->have_limits, g->max_mw),
       "power_limit_default_w", watts(g->have_limits, g->def_mw), "graphics_clocks_mhz", clocks,
-      "total_energy_supported", g->have_counter ? json_boolean(g->counter) : json_null());
+      "total_energy_supported", g->have_counter ? json_boolean(g->counter) : json_null(), "power_scope",
+      zeus_power_scope_name(g->scope));
 }
 
 static void gpu_text(unsigned i, const gpu_info *g) {
@@ -144,6 +149,10 @@ static void gpu_text(unsigned i, const gpu_info *g) {
   printf("  energy counter: %s\n", !g->have_counter ? "n/a"
                                    : g->counter     ? "yes"
                                                     : "no (power is polled)");
+  if (g->scope == ZEUS_POWER_SCOPE_MODULE)
+    printf("  power scope:    module (NVML refuses GPU-scope power here, as on Grace Hopper: power and\n"
+           "                  energy are the whole superchip module's, CPU + memory + GPU)\n");
+  else printf("  power scope:    gpu\n");
 }
 
 /* The CPU packages as the original's environment check shows them: each package's counter and

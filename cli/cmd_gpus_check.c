@@ -60,7 +60,9 @@ static const cli_command check_cmd = {
         "\"instant_mean_w\", \"instant_min_w\", \"instant_max_w\", \"average_max_w\",\n"
         "\"zero_readings\"}, \"agreement_pct\" (counter against power, signed), \"checks\":\n"
         "{\"counter_monotonic\", \"energy_agrees\", \"power_within_limit\"} (true, false, or null\n"
-        "when not possible), \"ok\"}], \"ok\"}.\n"
+        "when not possible), \"ok\", \"power_scope\": \"gpu\" or \"module\" (a Grace Hopper\n"
+        "superchip: power and the counter are the module's, CPU + memory + GPU, and\n"
+        "power_within_limit is null: the GPU's limit does not bound them)}], \"ok\"}.\n"
         "\n"
         "Examples:\n"
         "  zeus gpus check --duration-s 10\n"
@@ -81,6 +83,7 @@ typedef struct gpu_series {
   unsigned index;
   bool counter; /* the GPU has an energy counter */
   bool average; /* it reads a 1 s average */
+  bool module;  /* its power is the superchip module's (Grace Hopper): no GPU limit bounds it */
   sample *s;
   size_t n, cap;
   double avg_max_w;
@@ -146,7 +149,8 @@ static json_t *analyse(const gpu_series *g, bool *ok) {
   json_t *monotonic = g->counter ? json_boolean(decreases == 0) : json_null();
   json_t *agrees = g->counter ? json_boolean(have_span && fabs(agree) <= tolerance_pct)
                               : json_null();
-  json_t *within = g->have_limit && !isnan(judged_max)
+  /* A module's power (CPU + memory + GPU) is not bounded by the GPU's limit: not checked. */
+  json_t *within = g->have_limit && !g->module && !isnan(judged_max)
                        ? json_boolean(judged_max <= limit_w * (1 + tol))
                        : json_null();
   *ok = !json_is_false(monotonic) && !json_is_false(agrees) && !json_is_false(within) &&
@@ -162,12 +166,13 @@ static json_t *analyse(const gpu_series *g, bool *ok) {
       cli_json_real_or_null(g->average ? g->avg_max_w : NAN), "zero_readings", (json_int_t)zeros);
   json_t *checks = json_pack("{s:o,s:o,s:o}", "counter_monotonic", monotonic, "energy_agrees",
                              agrees, "power_within_limit", within);
-  return json_pack("{s:I,s:I,s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:b}", "index", (json_int_t)g->index,
+  return json_pack("{s:I,s:I,s:o,s:b,s:o,s:o,s:o,s:o,s:o,s:b,s:s}", "index", (json_int_t)g->index,
                    "samples", (json_int_t)n, "power_limit_w",
                    g->have_limit ? json_real(limit_w) : json_null(), "power_limit_changed",
                    g->limit_changed, "counter", counter, "power", power, "agreement_pct",
                    cli_json_real_or_null(agree), "checks", checks, "error",
-                   g->error[0] ? json_string(g->error) : json_null(), "ok", *ok);
+                   g->error[0] ? json_string(g->error) : json_null(), "ok", *ok, "power_scope",
+                   g->module ? "module" : "gpu");
 }
 
 static const char *tri(const json_t *v) {
@@ -197,6 +202,8 @@ static void text_gpu(const json_t *j) {
   } else {
     printf("  energy counter:       not supported\n");
   }
+  if (strcmp(json_string_value(json_object_get(j, "power_scope")), "module") == 0)
+    printf("  power scope:          module (CPU + memory + GPU of the superchip)\n");
   printf("  instant power:        %.1f W mean, %.1f-%.1f W\n",
          json_real_value(json_object_get(p, "instant_mean_w")),
          json_real_value(json_object_get(p, "instant_min_w")),
@@ -231,6 +238,8 @@ int cmd_gpus_check(int argc, char **argv) {
     unsigned mw;
     g->average = zeus_gpu_power(d, g->index, ZEUS_POWER_AVERAGE, &mw) == ZEUS_OK;
     g->have_limit = zeus_gpu_get_power_limit(d, g->index, &g->limit_mw) == ZEUS_OK;
+    zeus_power_scope scope = ZEUS_POWER_SCOPE_GPU;
+    g->module = zeus_gpu_power_scope(d, g->index, &scope) == ZEUS_OK && scope == ZEUS_POWER_SCOPE_MODULE;
     g->avg_max_w = NAN;
   }
   cli_catch_stop_signals();

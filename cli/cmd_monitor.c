@@ -93,7 +93,9 @@ static const cli_command energy_cmd = {
     .more =
         "JSON report: {\"command\": [argv...], \"exit_code\", \"time_s\", \"gpu_energy_j\":\n"
         "{\"<index>\": J}, \"cpu_energy_j\": {\"<index>\": J}, \"dram_energy_j\": {\"<index>\":\n"
-        "J} (packages with a DRAM zone), \"total_energy_j\"}.\n"
+        "J} (packages with a DRAM zone), \"total_energy_j\"}, and \"module_energy_j\":\n"
+        "{\"<index>\": J} for GPUs whose power NVML gives only for their superchip module\n"
+        "(Grace Hopper: CPU + memory + GPU), which are then not in gpu_energy_j.\n"
         "\n"
         "Examples:\n"
         "  zeus monitor energy -- python train.py --epochs 1\n"
@@ -121,15 +123,33 @@ static json_t *energy_map(unsigned n, const unsigned *idx, const double *j, cons
   return o;
 }
 
-static bool write_json(FILE *out, int argc, char **argv, int exit_code, const zeus_measurement *r) {
+/* Which measured GPUs are superchip modules whose power and energy NVML gives only for the whole
+ * module (Grace Hopper): module[k] for r->gpu_indices[k]. Returns whether any is. */
+static bool module_gpus(zeus_devices *d, const zeus_measurement *r, bool *module) {
+  bool any = false;
+  for (unsigned k = 0; k < r->num_gpus; k++) {
+    zeus_power_scope sc = ZEUS_POWER_SCOPE_GPU;
+    module[k] = d && zeus_gpu_power_scope(d, r->gpu_indices[k], &sc) == ZEUS_OK && sc == ZEUS_POWER_SCOPE_MODULE;
+    any = any || module[k];
+  }
+  return any;
+}
+
+static bool write_json(FILE *out, int argc, char **argv, int exit_code, const zeus_measurement *r, zeus_devices *d) {
   json_t *cmd = json_array();
   for (int i = 0; cmd && i < argc; i++) json_array_append_new(cmd, json_string(argv[i]));
+  /* A module's energy is "module_energy_j", never "gpu_energy_j" (which then leaves it out). */
+  bool module[ZEUS_MAX_GPUS] = {false}, not_module[ZEUS_MAX_GPUS];
+  bool any_module = module_gpus(d, r, module);
+  for (unsigned k = 0; k < r->num_gpus; k++) not_module[k] = !module[k];
   json_t *doc = json_pack(
       "{s:o,s:i,s:f,s:o,s:o,s:o,s:f}", "command", cmd, "exit_code", exit_code, "time_s", r->time_s,
-      "gpu_energy_j", energy_map(r->num_gpus, r->gpu_indices, r->gpu_energy_j, NULL),
+      "gpu_energy_j", energy_map(r->num_gpus, r->gpu_indices, r->gpu_energy_j, not_module),
       "cpu_energy_j", energy_map(r->num_cpus, r->cpu_indices, r->cpu_energy_j, NULL),
       "dram_energy_j", energy_map(r->num_cpus, r->cpu_indices, r->dram_energy_j, r->dram_valid),
       "total_energy_j", r->total_energy_j);
+  if (doc && any_module)
+    json_object_set_new(doc, "module_energy_j", energy_map(r->num_gpus, r->gpu_indices, r->gpu_energy_j, module));
   char *s = zeus_json_dumps(doc, JSON_INDENT(2));
   json_decref(doc);
   if (!s) return false;
@@ -138,11 +158,17 @@ static bool write_json(FILE *out, int argc, char **argv, int exit_code, const ze
   return true;
 }
 
-static void write_text(FILE *out, const char *cmd0, int exit_code, const zeus_measurement *r) {
+static void write_text(FILE *out, const char *cmd0, int exit_code, const zeus_measurement *r, zeus_devices *d) {
+  bool module[ZEUS_MAX_GPUS] = {false};
+  module_gpus(d, r, module);
   fprintf(out, "zeus monitor energy: '%s' exited with code %d\n", cmd0, exit_code);
   fprintf(out, "  time:    %.3f s\n", r->time_s);
   for (unsigned k = 0; k < r->num_gpus; k++)
-    fprintf(out, "  GPU %u:   %.3f J\n", r->gpu_indices[k], r->gpu_energy_j[k]);
+    if (module[k])
+      fprintf(out, "  module of GPU %u:   %.3f J (the whole superchip: CPU + memory + GPU)\n", r->gpu_indices[k],
+              r->gpu_energy_j[k]);
+    else
+      fprintf(out, "  GPU %u:   %.3f J\n", r->gpu_indices[k], r->gpu_energy_j[k]);
   for (unsigned k = 0; k < r->num_cpus; k++)
     fprintf(out, "  CPU %u:   %.3f J\n", r->cpu_indices[k], r->cpu_energy_j[k]);
   for (unsigned k = 0; k < r->num_cpus; k++)
@@ -330,8 +356,8 @@ static int run_energy(int argc, char **argv) {
   }
   FILE *out = rf.f ? rf.f : json_output ? stdout : stderr;
   bool ok = true;
-  if (json_output) ok = write_json(out, argc, argv, exit_code, &r);
-  else write_text(out, argv[0], exit_code, &r);
+  if (json_output) ok = write_json(out, argc, argv, exit_code, &r, zeus_monitor_devices(m));
+  else write_text(out, argv[0], exit_code, &r, zeus_monitor_devices(m));
   if (!ok) cli_error(cmd, true, "cannot write the JSON report");
   if (rf.f) {
     if (!ok) cli_report_discard(&rf);
@@ -435,7 +461,8 @@ static const cli_command power_cmd = {
         "                   [[--] CMD [ARGS...]]",
     .about =
         "Samples the GPUs' power every interval and prints one CSV row per sample: the time,\n"
-        "then one column per GPU and power domain (gpu<i>_power_w, ...), then temperatures with\n"
+        "then one column per GPU and power domain (gpu<i>_power_w, ...; module<i>_power_w where\n"
+        "NVML gives only the superchip module's power, as on Grace Hopper), then temperatures with\n"
         "--temperature. Without CMD it samples until the duration ends or SIGINT (Ctrl-C). With\n"
         "CMD it runs CMD and samples while it runs (the last row is taken when CMD ends), then\n"
         "exits with CMD's exit code (128+N when CMD was killed by signal N; 127 when CMD cannot "
@@ -472,6 +499,12 @@ static void on_child(int sig) {
 /* Sleeps until `deadline` on the backend's clock, or until SIGINT, SIGTERM or SIGCHLD arrives.
  * Those signals are blocked outside this wait (ppoll unblocks them atomically), so a signal that
  * came before the wait ends it at once instead of being missed. */
+/* Whether a GPU's power is its superchip module's (Grace Hopper). */
+static bool is_module(zeus_devices *d, unsigned gpu) {
+  zeus_power_scope sc = ZEUS_POWER_SCOPE_GPU;
+  return zeus_gpu_power_scope(d, gpu, &sc) == ZEUS_OK && sc == ZEUS_POWER_SCOPE_MODULE;
+}
+
 static void sleep_until(zeus_devices *d, double deadline, const sigset_t *wait_mask) {
   double left = deadline - zeus_devices_now(d);
   if (left <= 0 || stop_flag || term_flag || child_flag) return;
@@ -581,6 +614,8 @@ static int run_power(int argc, char **argv) {
   for (size_t c = 0; c < ncols; c++) {
     if (cols[c].domain < 0)
       fprintf(out, ",gpu%u_temperature_c", cols[c].gpu);
+    else if (cols[c].domain != 2 && is_module(d, cols[c].gpu)) /* the module's power: module<i>_... */
+      fprintf(out, ",module%u_%s", cols[c].gpu, domain_columns[cols[c].domain]);
     else
       fprintf(out, ",gpu%u_%s", cols[c].gpu, domain_columns[cols[c].domain]);
   }

@@ -125,7 +125,8 @@ ZEUS_EXTERN int zeus_gpu_total_energy(zeus_devices *d, unsigned gpu, uint64_t *m
 /* Which power a reading means (NVML's field values; see docs/monitor.md or shared NVML notes). */
 typedef enum zeus_power_domain {
   /* The GPU's power now: NVML field POWER_INSTANT, or nvmlDeviceGetPowerUsage where the field is
-   * missing (on Ampere other than GA100 and later that call is a 1 s average). */
+   * missing (on Ampere other than GA100 and later that call is a 1 s average). Where NVML refuses
+   * the GPU scope (Grace Hopper), the module's: see zeus_gpu_power_scope. */
   ZEUS_POWER_INSTANT = 0,
   /* Averaged over the GPU's own window, about 1 s: NVML field POWER_AVERAGE. */
   ZEUS_POWER_AVERAGE = 1,
@@ -138,6 +139,21 @@ typedef enum zeus_power_domain {
 ZEUS_EXTERN int zeus_gpu_power(zeus_devices *d, unsigned gpu, zeus_power_domain domain, unsigned *mw /* out */);
 /* zeus_gpu_power(d, gpu, ZEUS_POWER_INSTANT, mw). */
 ZEUS_EXTERN int zeus_gpu_instant_power(zeus_devices *d, unsigned gpu, unsigned *mw /* out */);
+
+/* What a GPU's power and energy readings cover. On a Grace Hopper superchip (GH200) NVML refuses
+ * GPU-scope power and answers for the whole module instead (the Grace CPU, its memory and the
+ * GPU together), and its energy counter counts the module too (docs/grace-hopper.md). */
+typedef enum zeus_power_scope {
+  ZEUS_POWER_SCOPE_GPU = 0,    /* the GPU and its board (every discrete GPU) */
+  ZEUS_POWER_SCOPE_MODULE = 1, /* the whole superchip module: CPU + memory + GPU */
+} zeus_power_scope;
+
+/* The scope of the GPU's power and energy readings. Backends that cannot say report
+ * ZEUS_POWER_SCOPE_GPU. On NVML the first call may probe the power fields (once per GPU) and logs
+ * one warning when it falls back to the module scope. Errors: those of resolving `gpu`. */
+ZEUS_EXTERN int zeus_gpu_power_scope(zeus_devices *d, unsigned gpu, zeus_power_scope *out /* out */);
+/* "gpu" or "module" (the word the JSON reports carry as "power_scope"); "unknown" otherwise. Static. */
+ZEUS_EXTERN const char *zeus_power_scope_name(zeus_power_scope scope);
 
 /* GPU die temperature in degrees Celsius. */
 ZEUS_EXTERN int zeus_gpu_temperature(zeus_devices *d, unsigned gpu, unsigned *celsius /* out */);

@@ -64,6 +64,7 @@ typedef struct zeus_monitor_opts {
    * period), report instant power x time instead of 0 J. */
   bool approx_instant_energy;
   /* Append one CSV row per ended window: start_time,window_name,elapsed_time,gpu<i>_energy...
+   * (module<i>_energy for a GPU whose energy is its superchip module's: zeus_gpu_power_scope)
    * (then cpu<i>_energy... when CPUs are measured). The header is written to a new or empty
    * file. */
   const char *log_file;

@@ -95,7 +95,7 @@ typedef struct zeus_sim_table_row {
  * Measured limits, clocks and powers (gpu): a nonzero field replaces the GPU model's (a table
  * model keeps its own limits and working powers), so that a profile stands for one GPU whole. */
 typedef struct zeus_sim_hardware {
-  char name[32];                    /* "ideal", "h100", "h200", or the file the profile came from */
+  char name[32];                    /* "ideal", "h100", "h200", "gh200", or the file the profile came from */
   double tick_s;                    /* energy counter tick period; 0: readings always current */
   double tick_jitter_s;             /* each tick interval within tick_s +- this */
   bool power_at_ticks;              /* power, average power and SM clock read-back refresh at ticks */
@@ -114,10 +114,17 @@ typedef struct zeus_sim_hardware {
   double power_limit_down_effect_s; /* a lower limit takes effect this long after the call started */
   double power_limit_up_effect_s;   /* a higher one this long */
   unsigned seed;                    /* tick phases, jitter and noise (0: a fixed default) */
+  /* A superchip module (Grace Hopper): the power of the rest of the module (CPU and its memory),
+   * drawn all the time on top of the GPU's, so every power and energy reading and the ground truth
+   * are the module's (docs/grace-hopper.md). 0: a discrete GPU. */
+  double module_other_w;
+  /* The fake NVML refuses GPU-scope power (NOT_SUPPORTED) and answers only the module scope, as
+   * NVML does on GH200; the "sim" backend reports its power scope as the module. */
+  bool module_power_only;
   zeus_sim_dvfs gpu;                /* measured limits, clocks and powers; zero fields: the model's */
 } zeus_sim_hardware;
 
-/* The named profile (`ideal`, `h100` or `h200`) or, for a name containing '/' or ending in .json,
+/* The named profile (`ideal`, `h100`, `h200` or `gh200`) or, for a name containing '/' or ending in .json,
  * the profile in that JSON file ({"tick_s": 0.1, ...}, the fields above, the gpu ones flat:
  * "max_power_limit_w": 700, ...; absent ones are 0 or, with "base": "h200", that profile's), such
  * as the hardware-model.json that gpu-check writes of a real GPU. Errors name the profile or the

@@ -444,3 +444,30 @@ def test_sim_clock_around_sleep(sim_env, clock):
         assert m.total_energy == pytest.approx(30.0 * m.time, rel=0.05)  # the default idle power, 30 W
     else:
         assert m.time == 0.0 and m.total_energy == 0.0
+
+
+def test_fake_gh200_windows_are_the_module_energy_and_the_scope_says_module(fake, monkeypatch):
+    # ZEUS_SIM_HARDWARE=gh200: NVML refuses GPU-scope power; energy and power are the module's
+    # (the GPU's plus the profile's 100 W for the Grace CPU and its memory: docs/grace-hopper.md).
+    monkeypatch.setenv("ZEUS_SIM_GPUS", "1")
+    monkeypatch.setenv("ZEUS_SIM_HARDWARE", "gh200")
+    with fake.devices(all_devices=True) as dev:
+        assert dev.power_scope(0) == "module"
+        mon = ZeusMonitor(devices=dev, cpu_indices=[])
+        fake.idle(0.5)
+        e0 = fake.true_energy(0)
+        mon.begin_window("gh200")
+        fake.work(0, 40)  # 2 s at 290 W on the GPU, 100 W for the rest of the module
+        fake.idle(1.0)
+        m = mon.end_window("gh200")
+        truth = fake.true_energy(0) - e0
+        assert truth == pytest.approx(580 + 30 + 300, abs=2)
+        assert m.gpu_energy[0] == pytest.approx(truth, rel=0.03)
+        mon.close()
+
+
+def test_fake_h100_scope_stays_gpu(fake, monkeypatch):
+    monkeypatch.setenv("ZEUS_SIM_GPUS", "1")
+    monkeypatch.setenv("ZEUS_SIM_HARDWARE", "h100")
+    with fake.devices(all_devices=True) as dev:
+        assert dev.power_scope(0) == "gpu"

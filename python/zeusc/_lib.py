@@ -398,6 +398,8 @@ _REQUIRED = {
     "zeus_gpu_total_energy": (c_int, [_VP, c_uint, _P(c_uint64)]),
     "zeus_gpu_instant_power": (c_int, [_VP, c_uint, _P(c_uint)]),
     "zeus_gpu_power": (c_int, [_VP, c_uint, c_int, _P(c_uint)]),
+    "zeus_gpu_power_scope": (c_int, [_VP, c_uint, _P(c_int)]),
+    "zeus_power_scope_name": (c_char_p, [c_int]),
     "zeus_gpu_temperature": (c_int, [_VP, c_uint, _P(c_uint)]),
     "zeus_gpu_current_clocks": (c_int, [_VP, c_uint, _P(c_uint), _P(c_uint)]),
     "zeus_gpu_architecture": (c_int, [_VP, c_uint, _P(c_uint)]),

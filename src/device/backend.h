@@ -30,6 +30,8 @@ typedef struct zeus__gpu_backend {
   int (*set_persistence_mode)(void *st, unsigned i, bool enabled);
   int (*total_energy)(void *st, unsigned i, uint64_t *mj);
   int (*power)(void *st, unsigned i, zeus_power_domain domain, unsigned *mw);
+  /* What power and energy readings cover; NULL: the GPU (ZEUS_POWER_SCOPE_GPU). */
+  int (*power_scope)(void *st, unsigned i, zeus_power_scope *out);
   int (*temperature)(void *st, unsigned i, unsigned *celsius);
   int (*current_clocks)(void *st, unsigned i, unsigned *sm_mhz, unsigned *mem_mhz);
   int (*architecture)(void *st, unsigned i, unsigned *arch);

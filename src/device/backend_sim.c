@@ -58,6 +58,15 @@ static int w_power(void *st, unsigned i, zeus_power_domain domain, unsigned *mw)
   }
 }
 
+/* A simulated superchip module (the gh200 profile) reports the module's power. */
+static int w_scope(void *st, unsigned i, zeus_power_scope *out) {
+  zeus_sim_hardware hw;
+  int rc = zeus_sim_gpu_hardware(st, i, &hw);
+  if (rc) return rc;
+  *out = hw.module_power_only ? ZEUS_POWER_SCOPE_MODULE : ZEUS_POWER_SCOPE_GPU;
+  return ZEUS_OK;
+}
+
 /* A made-up bus per GPU, so that simulated GPUs look like lspci's. */
 static int w_pci(void *st, unsigned i, char *buf, size_t len) {
   if (i >= zeus_sim_node_gpu_count(st)) return zeus__error(ZEUS_ENOENT, "simulated GPU %u does not exist", i);
@@ -87,6 +96,7 @@ const zeus__gpu_backend zeus__backend_sim = {
     .set_persistence_mode = w_set_pm,
     .total_energy = w_energy,
     .power = w_power,
+    .power_scope = w_scope,
     .temperature = w_temperature,
     .current_clocks = w_clocks,
     .architecture = w_arch,

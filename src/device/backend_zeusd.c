@@ -348,11 +348,21 @@ LOCAL_ONLY(zd_driver, driver_version, "the driver version", (void *st, char *b, 
 LOCAL_ONLY(zd_library, library_version, "the library version", (void *st, char *b, size_t l), (s->lst, b, l))
 #undef LOCAL_ONLY
 
+/* The local NVML's scope where readings come from it ("nvml+zeusd"); the daemon's API does not
+ * say, so a daemon alone reports the GPU scope (docs/grace-hopper.md: left to do). */
+static int zd_power_scope(void *st, unsigned i, zeus_power_scope *out) {
+  zd_state *s = st;
+  *out = ZEUS_POWER_SCOPE_GPU;
+  if (s->local && s->local->power_scope) return s->local->power_scope(s->lst, i, out);
+  return ZEUS_OK;
+}
+
 #define ZD_SLOTS                                        \
   .open = zd_open, .close = zd_close, .count = zd_count, .now = zd_now, .name_of = zd_name, .uuid = zd_uuid, \
   .energy_counter_supported = zd_counter, .power_limit_constraints = zd_constraints, .get_power_limit = zd_get_pl, \
   .set_power_limit = zd_set_pl, .get_persistence_mode = zd_get_pm, .set_persistence_mode = zd_set_pm,          \
   .total_energy = zd_energy, .power = zd_power, .temperature = zd_temperature, .current_clocks = zd_clocks,    \
+  .power_scope = zd_power_scope,                                                                               \
   .architecture = zd_arch, .pci_address = zd_pci, .driver_version = zd_driver, .library_version = zd_library,  \
   .memory_clocks = zd_mem_clocks, .graphics_clocks = zd_gr_clocks, .set_locked_clocks = zd_lock,               \
   .reset_locked_clocks = zd_unlock, .set_memory_locked_clocks = zd_mem_lock,                                   \

@@ -304,6 +304,22 @@ int zeus_gpu_power(zeus_devices *d, unsigned gpu, zeus_power_domain domain, unsi
                        (int)domain);
   CALL(d, gpu, power, "reading the power draw", domain, mw);
 }
+int zeus_gpu_power_scope(zeus_devices *d, unsigned gpu, zeus_power_scope *out) {
+  if (!out) return zeus__error(ZEUS_EINVAL, "no place for the power scope");
+  unsigned phys;
+  int rc = resolve(d, gpu, &phys);
+  if (rc) return rc;
+  *out = ZEUS_POWER_SCOPE_GPU;
+  if (!d->be->power_scope) return ZEUS_OK;
+  return note(d, gpu, d->be->power_scope(d->st, phys, out));
+}
+const char *zeus_power_scope_name(zeus_power_scope scope) {
+  switch (scope) {
+    case ZEUS_POWER_SCOPE_GPU: return "gpu";
+    case ZEUS_POWER_SCOPE_MODULE: return "module";
+  }
+  return "unknown";
+}
 int zeus_gpu_instant_power(zeus_devices *d, unsigned gpu, unsigned *mw) {
   return zeus_gpu_power(d, gpu, ZEUS_POWER_INSTANT, mw);
 }

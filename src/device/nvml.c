@@ -50,6 +50,12 @@ typedef struct nvml_state {
   /* Set once a GPU answers NOT_SUPPORTED for the POWER_INSTANT field, so later instant readings
    * go straight to GetPowerUsage (written and read relaxed: a stale false costs one call). */
   bool no_instant_field[ZEUS_MAX_GPUS];
+  /* The scope each power field answers in, found by the first reading as the original does
+   * (zeus/device/gpu/nvidia.py, _resolve_power_field_scope): the GPU scope first, and where NVML
+   * refuses it (Grace Hopper), the module scope. 0: not found yet, else NVML_POWER_SCOPE_* + 1.
+   * Relaxed atomics: two first readings at once both probe, and agree. */
+  unsigned char instant_scope[ZEUS_MAX_GPUS], average_scope[ZEUS_MAX_GPUS];
+  bool told_module[ZEUS_MAX_GPUS]; /* the fallback was logged (once per GPU) */
 } nvml_state;
 
 static const char *ret_name(nvmlReturn_t r) {
@@ -311,10 +317,12 @@ static int nv_power_usage(void *st, unsigned i, unsigned *mw) {
 }
 
 /* One power field through GetFieldValues. NOT_SUPPORTED, from the call or for the field, is
- * ZEUS_ENOTSUP; *field_unsupported then tells the caller it may fall back. */
-static int nv_power_field(nvml_state *s, unsigned i, unsigned field, unsigned scope, unsigned *mw,
-                          bool *field_unsupported, const char *what) {
+ * ZEUS_ENOTSUP; *field_unsupported then tells the caller it may fall back. *refused (may be NULL)
+ * says that the call answered but refused this field in this scope (its own nvmlReturn). */
+static int nv_power_field_ex(nvml_state *s, unsigned i, unsigned field, unsigned scope, unsigned *mw,
+                             bool *field_unsupported, bool *refused, const char *what) {
   *field_unsupported = false;
+  if (refused) *refused = false;
   if (!s->dev[i]) return nv_fail(s, s->dev_err[i], i, what);
   if (!s->GetFieldValues) {
     *field_unsupported = true;
@@ -325,7 +333,10 @@ static int nv_power_field(nvml_state *s, unsigned i, unsigned field, unsigned sc
   v.fieldId = field;
   v.scopeId = scope;
   nvmlReturn_t r = s->GetFieldValues(s->dev[i], 1, &v);
-  if (r == NVML_SUCCESS) r = v.nvmlReturn;
+  if (r == NVML_SUCCESS) {
+    r = v.nvmlReturn;
+    if (refused) *refused = r != NVML_SUCCESS;
+  }
   if (r == NVML_ERROR_NOT_SUPPORTED) *field_unsupported = true;
   if (r) return nv_fail(s, r, i, what);
   switch (v.valueType) {
@@ -340,6 +351,47 @@ static int nv_power_field(nvml_state *s, unsigned i, unsigned field, unsigned sc
   return ZEUS_OK;
 }
 
+static int nv_power_field(nvml_state *s, unsigned i, unsigned field, unsigned scope, unsigned *mw,
+                          bool *field_unsupported, const char *what) {
+  return nv_power_field_ex(s, i, field, scope, mw, field_unsupported, NULL, what);
+}
+
+/* A power field in the scope it answers in (*slot, found on the first call): the GPU scope, or,
+ * where NVML refuses it, the module scope (GPU + CPU + memory of a Grace Hopper superchip), saying
+ * so once in the log. When the module scope fails too, the GPU scope's error stands (and
+ * *field_unsupported says whether the field is missing, for the GetPowerUsage fallback). */
+static int nv_power_scoped(nvml_state *s, unsigned i, unsigned field, unsigned char *slot, unsigned *mw,
+                           bool *field_unsupported, const char *what) {
+  unsigned char sc = __atomic_load_n(slot, __ATOMIC_RELAXED);
+  if (sc) return nv_power_field(s, i, field, sc - 1u, mw, field_unsupported, what);
+  bool refused;
+  int rc = nv_power_field_ex(s, i, field, NVML_POWER_SCOPE_GPU, mw, field_unsupported, &refused, what);
+  if (rc == ZEUS_OK) {
+    __atomic_store_n(slot, (unsigned char)(NVML_POWER_SCOPE_GPU + 1), __ATOMIC_RELAXED);
+    return ZEUS_OK;
+  }
+  /* As the original: only a field the call answered and refused in the GPU scope (its own
+   * nvmlReturn, whatever the code) sends us to the module scope; a failed call is an error. */
+  if (!refused || rc == ZEUS_EGPULOST) return rc;
+  zeus__saved_error saved;
+  zeus__error_save(&saved);
+  bool gpu_unsupported = *field_unsupported, module_unsupported;
+  char mwhat[96];
+  snprintf(mwhat, sizeof mwhat, "%s (module scope)", what);
+  if (nv_power_field(s, i, field, NVML_POWER_SCOPE_MODULE, mw, &module_unsupported, mwhat) != ZEUS_OK) {
+    *field_unsupported = gpu_unsupported;
+    return zeus__error_restore(&saved);
+  }
+  __atomic_store_n(slot, (unsigned char)(NVML_POWER_SCOPE_MODULE + 1), __ATOMIC_RELAXED);
+  if (!__atomic_exchange_n(&s->told_module[i], true, __ATOMIC_RELAXED))
+    zeus__log(ZEUS_LOG_WARN, "device",
+              "GPU %u: NVML refuses GPU-scope power (field %u); reporting module-scope power and energy instead: "
+              "the whole superchip module (CPU + memory + GPU), as on Grace Hopper",
+              i, field);
+  *field_unsupported = false;
+  return ZEUS_OK;
+}
+
 /* Instant power is field POWER_INSTANT where the driver has it (GetPowerUsage averages over a
  * second on Ampere other than GA100 and later), else GetPowerUsage (instantaneous on GA100 and
  * older, which is where the field is missing). */
@@ -350,21 +402,38 @@ static int nv_power(void *st, unsigned i, zeus_power_domain domain, unsigned *mw
   switch (domain) {
     case ZEUS_POWER_INSTANT:
       if (__atomic_load_n(&s->no_instant_field[i], __ATOMIC_RELAXED)) return nv_power_usage(st, i, mw);
-      rc = nv_power_field(s, i, NVML_FI_DEV_POWER_INSTANT, NVML_POWER_SCOPE_GPU, mw, &unsupported,
-                          "reading the instant power");
+      rc = nv_power_scoped(s, i, NVML_FI_DEV_POWER_INSTANT, &s->instant_scope[i], mw, &unsupported,
+                           "reading the instant power");
       if (rc && unsupported) {
         __atomic_store_n(&s->no_instant_field[i], true, __ATOMIC_RELAXED);
         return nv_power_usage(st, i, mw);
       }
       return rc;
     case ZEUS_POWER_AVERAGE:
-      return nv_power_field(s, i, NVML_FI_DEV_POWER_AVERAGE, NVML_POWER_SCOPE_GPU, mw, &unsupported,
-                            "reading the average power");
+      return nv_power_scoped(s, i, NVML_FI_DEV_POWER_AVERAGE, &s->average_scope[i], mw, &unsupported,
+                             "reading the average power");
     case ZEUS_POWER_MEMORY_AVERAGE:
       return nv_power_field(s, i, NVML_FI_DEV_POWER_AVERAGE, NVML_POWER_SCOPE_MEMORY, mw, &unsupported,
                             "reading the memory's average power");
   }
   return zeus__error(ZEUS_EINVAL, "GPU %u: unknown power domain %d", i, (int)domain);
+}
+
+/* The scope of the GPU's power (and of its energy counter, which on Grace Hopper counts the
+ * module too: the original's PR #172). Found by one instant reading when none was made yet; a GPU
+ * whose power cannot be read at all is reported as GPU scope, unless it is lost. */
+static int nv_power_scope(void *st, unsigned i, zeus_power_scope *out) {
+  nvml_state *s = st;
+  *out = ZEUS_POWER_SCOPE_GPU;
+  if (!__atomic_load_n(&s->instant_scope[i], __ATOMIC_RELAXED) &&
+      !__atomic_load_n(&s->no_instant_field[i], __ATOMIC_RELAXED)) {
+    unsigned mw;
+    int rc = nv_power(st, i, ZEUS_POWER_INSTANT, &mw);
+    if (rc == ZEUS_EGPULOST) return rc;
+  }
+  if (__atomic_load_n(&s->instant_scope[i], __ATOMIC_RELAXED) == NVML_POWER_SCOPE_MODULE + 1)
+    *out = ZEUS_POWER_SCOPE_MODULE;
+  return ZEUS_OK;
 }
 
 static int nv_temperature(void *st, unsigned i, unsigned *celsius) {
@@ -505,6 +574,7 @@ const zeus__gpu_backend zeus__backend_nvml = {
     .set_persistence_mode = nv_set_pm,
     .total_energy = nv_energy,
     .power = nv_power,
+    .power_scope = nv_power_scope,
     .temperature = nv_temperature,
     .current_clocks = nv_current_clocks,
     .architecture = nv_architecture,

@@ -277,6 +277,38 @@ static const zeus_sim_hardware hw_h200 = {
             .idle_power_w = 130, .static_power_w = 150, .dynamic_power_w = 290},
 };
 
+/* A GH200 Grace Hopper superchip (docs/grace-hopper.md): no GH200 was measured here. Its GPU is a
+ * Hopper GH100 (an H100 with 96 GB HBM3), so its sensors, read costs and actuation are the
+ * measured H100's above (assumed: the same tick and costs on the superchip). NVML refuses its
+ * GPU-scope power and answers the module scope, and its energy counter counts the module (the
+ * original's PR #172 and zeus/device/gpu/nvidia.py, _resolve_power_field_scope). The module adds
+ * the Grace CPU and its LPDDR5X to the GPU: NVIDIA gives the module a programmable 450-1000 W TDP
+ * (CPU + GPU + memory, GH200 datasheet) and a Grace CPU Superchip of two Grace CPUs with their
+ * memory 500 W (GTC 2022), so one Grace with its memory up to ~250 W. During GPU training the
+ * Grace mostly waits on the GPU: the rest of the module is modelled as a constant 100 W
+ * (assumed: no GH200 was measured). GPU limits: 100-900 W, default 900 W (assumed: the GPU's
+ * share of the 1000 W module, less the CPU's floor). */
+static const zeus_sim_hardware hw_gh200 = {
+    .name = "gh200",
+    .tick_s = 0.0999,
+    .tick_jitter_s = 0.003,
+    .power_at_ticks = true,
+    .power_noise = 0.002,
+    .energy_read_s = 3.3e-3,
+    .power_read_s = 3.3e-6,
+    .average_power_read_s = 3.4e-6,
+    .clock_read_s = 1.2e-6,
+    .power_limit_read_s = 142e-6,
+    .clock_lock_call_s = 11.4e-3,
+    .clock_lock_effect_s = 8.1e-3,
+    .power_limit_call_s = 8.6e-3,
+    .power_limit_down_effect_s = 0.100,
+    .power_limit_up_effect_s = 0.038,
+    .module_other_w = 100,
+    .module_power_only = true,
+    .gpu = {.min_power_limit_w = 100, .max_power_limit_w = 900, .default_power_limit_w = 900},
+};
+
 #define HW_D(f) {#f, offsetof(zeus_sim_hardware, f)}
 static const struct {
   const char *key;
@@ -286,7 +318,7 @@ static const struct {
     HW_D(energy_read_s), HW_D(power_read_s),           HW_D(average_power_read_s),
     HW_D(clock_read_s),  HW_D(power_limit_read_s),     HW_D(clock_lock_call_s),
     HW_D(clock_lock_effect_s), HW_D(power_limit_call_s), HW_D(power_limit_down_effect_s),
-    HW_D(power_limit_up_effect_s), HW_D(power_tick_s), HW_D(power_tick_jitter_s), HW_D(power_phase_s),
+    HW_D(power_limit_up_effect_s), HW_D(power_tick_s), HW_D(power_tick_jitter_s), HW_D(power_phase_s), HW_D(module_other_w),
 };
 #undef HW_D
 /* The measured limits, clocks and powers, flat in a profile's object. */
@@ -316,7 +348,11 @@ static int hw_named(const char *name, zeus_sim_hardware *out) {
     *out = hw_h200;
     return ZEUS_OK;
   }
-  return zeus__error(ZEUS_EINVAL, "unknown simulated hardware profile '%s' (expected ideal, h100, h200, or the path "
+  if (strcmp(name, "gh200") == 0) {
+    *out = hw_gh200;
+    return ZEUS_OK;
+  }
+  return zeus__error(ZEUS_EINVAL, "unknown simulated hardware profile '%s' (expected ideal, h100, h200, gh200, or the path "
                      "of a JSON profile)", name);
 }
 
@@ -345,6 +381,11 @@ static int hw_from_json(const char *ctx, json_t *o, zeus_sim_hardware *out) {
     if (strcmp(key, "power_at_ticks") == 0) {
       if (!json_is_boolean(v)) return zeus__error(ZEUS_EPARSE, "%s: field 'power_at_ticks' must be true or false", ctx);
       h.power_at_ticks = json_is_true(v);
+      continue;
+    }
+    if (strcmp(key, "module_power_only") == 0) {
+      if (!json_is_boolean(v)) return zeus__error(ZEUS_EPARSE, "%s: field 'module_power_only' must be true or false", ctx);
+      h.module_power_only = json_is_true(v);
       continue;
     }
     if (strcmp(key, "seed") == 0) {

@@ -197,6 +197,7 @@ static int check_hw(const zeus_sim_hardware *h, unsigned i) {
       {"power_limit_call_s", h->power_limit_call_s, 10},
       {"power_limit_down_effect_s", h->power_limit_down_effect_s, 10},
       {"power_limit_up_effect_s", h->power_limit_up_effect_s, 10},
+      {"module_other_w", h->module_other_w, 10000},
   };
   for (size_t k = 0; k < ZEUS__ARRAY_LEN(f); k++)
     if (!(f[k].v >= 0 && f[k].v <= f[k].max))
@@ -301,7 +302,7 @@ static int init_gpu(simgpu *g, const zeus_sim_gpu_config *c, unsigned i) {
   }
   g->limit_mw = g->set_limit_mw = g->default_mw;
   checkpoint(g, 0, 0);
-  g->tick_power_w = g->tick_avg_w = g->p.idle_power_w; /* the readings before the first tick */
+  g->tick_power_w = g->tick_avg_w = g->p.idle_power_w + g->hw.module_other_w; /* the readings before the first tick */
   {
     double tu, p;
     operating_point(g, &g->tick_clock_mhz, &tu, &p);
@@ -319,12 +320,15 @@ static double sim_now_locked(const zeus_sim_node *n) {
 
 static double rest_power(const simgpu *g);
 
-/* Energy of g at time t >= t_last, from its bookkeeping. */
+/* Energy of g at time t >= t_last, from its bookkeeping; on a superchip module (hw.module_other_w)
+ * the rest of the module's constant draw is part of it, so the counter and the ground truth count
+ * the module as GH200's counter does. */
 static double energy_at(const simgpu *g, double t) {
   double e = g->energy_j;
   if (g->busy_until > g->t_last) e += g->busy_power * (fmin(t, g->busy_until) - g->t_last);
   double idle_from = fmax(g->t_last, g->busy_until);
   if (t > idle_from) e += rest_power(g) * (t - idle_from);
+  if (t > g->t_last) e += g->hw.module_other_w * (t - g->t_last);
   return e;
 }
 
@@ -349,8 +353,10 @@ static void move_to(simgpu *g, double t) {
 
 static double average_power_at(simgpu *g, double t);
 
-/* The power drawn at t == t_last. */
-static double power_now(const simgpu *g, double t) { return g->busy_until > t ? g->busy_power : rest_power(g); }
+/* The power drawn at t == t_last (the module's on a superchip). */
+static double power_now(const simgpu *g, double t) {
+  return (g->busy_until > t ? g->busy_power : rest_power(g)) + g->hw.module_other_w;
+}
 
 /* The power readings' tick at t == t_last: instant and average power and the SM clock read-back
  * take their values of now. */
@@ -895,7 +901,7 @@ int zeus_sim_gpu_temperature(zeus_sim_node *n, unsigned gpu, unsigned *celsius) 
   SIM_GPU(n, gpu);
   simgpu *g = &n->g[gpu];
   pthread_mutex_lock(&n->mu);
-  double p = average_power_locked(n, g);
+  double p = average_power_locked(n, g) - g->hw.module_other_w; /* the GPU's own share heats its die */
   pthread_mutex_unlock(&n->mu);
   double span = g->max_mw / 1000.0 - g->p.idle_power_w;
   double c = 35.0 + (span > 0 ? 50.0 * (p - g->p.idle_power_w) / span : 0);

@@ -26,6 +26,9 @@
 typedef struct gpu_state {
   char index[16], uuid[ZEUS_NAME_LEN], name[ZEUS_NAME_LEN];
   bool has_counter;
+  /* Power and energy are the superchip module's (Grace Hopper: NVML refuses GPU-scope power):
+   * they go out as zeus_module_* series, never as zeus_gpu_* ones. */
+  bool module;
   zeus__metrics_counter energy_mj; /* the counter's readings, or the integral of power */
   bool have_power;
   unsigned last_mw;
@@ -201,18 +204,25 @@ static void write_locks(zeus_exporter *e, zeus__metrics_writer *w, const reading
 
 #define GPU_LABELS(g) {{"gpu", (g)->index}, {"uuid", (g)->uuid}, {"name", (g)->name}}
 
-/* One family over every GPU that has the reading: `have` and `val` name fields of reading. */
-#define GPU_FAMILY(w, e, r, fam, type, help, have, val)                  \
+/* One family over every GPU that has the reading and whose power scope is `mod` (true: the
+ * module's, false: the GPU's): `have` and `val` name fields of reading. */
+#define SCOPED_FAMILY(w, e, r, mod, fam, type, help, have, val)          \
   do {                                                                   \
     bool any_ = false;                                                   \
-    for (unsigned i_ = 0; i_ < (e)->ngpu; i_++) any_ = any_ || (r)[i_].have; \
+    for (unsigned i_ = 0; i_ < (e)->ngpu; i_++) any_ = any_ || ((r)[i_].have && (e)->g[i_].module == (mod)); \
     if (!any_) break;                                                    \
     zeus__metrics_family((w), (fam), (type), (help));                    \
     for (unsigned i_ = 0; i_ < (e)->ngpu; i_++) {                        \
-      if (!(r)[i_].have) continue;                                       \
+      if (!(r)[i_].have || (e)->g[i_].module != (mod)) continue;        \
       zeus__metrics_label l_[] = GPU_LABELS(&(e)->g[i_]);                \
       zeus__metrics_sample((w), (fam), NULL, l_, 3, (r)[i_].val);        \
     }                                                                    \
+  } while (0)
+/* Readings that are the GPU's whatever the power scope (limits, clocks, temperature). */
+#define GPU_FAMILY(w, e, r, fam, type, help, have, val)                  \
+  do {                                                                   \
+    SCOPED_FAMILY(w, e, r, false, fam, type, help, have, val);           \
+    SCOPED_FAMILY(w, e, r, true, fam, type, help, have, val);            \
   } while (0)
 
 static void write_all(zeus_exporter *e, zeus__metrics_writer *w, const reading *r, double took_s) {
@@ -223,16 +233,27 @@ static void write_all(zeus_exporter *e, zeus__metrics_writer *w, const reading *
     for (unsigned i = 0; i < e->ngpu; i++) {
       gpu_state *g = &e->g[i];
       zeus__metrics_label l[] = {{"gpu", g->index}, {"uuid", g->uuid}, {"name", g->name},
-                                 {"energy_source", g->has_counter ? "counter" : "power"}};
-      zeus__metrics_sample(w, "zeus_gpu_info", NULL, l, 4, 1);
+                                 {"energy_source", g->has_counter ? "counter" : "power"},
+                                 {"power_scope", g->module ? "module" : "gpu"}};
+      zeus__metrics_sample(w, "zeus_gpu_info", NULL, l, 5, 1);
     }
   }
-  GPU_FAMILY(w, e, r, "zeus_gpu_energy_joules_total", "counter",
-             "Energy the GPU used, in joules: its energy counter, or its power integrated since the exporter "
-             "started; never decreases.", energy, energy_j);
-  GPU_FAMILY(w, e, r, "zeus_gpu_power_watts", "gauge", "The GPU's power draw now, in watts.", power, power_w);
-  GPU_FAMILY(w, e, r, "zeus_gpu_power_average_watts", "gauge",
-             "The GPU's power draw averaged over its own window (about 1 s), in watts.", avg, avg_w);
+  SCOPED_FAMILY(w, e, r, false, "zeus_gpu_energy_joules_total", "counter",
+                "Energy the GPU used, in joules: its energy counter, or its power integrated since the exporter "
+                "started; never decreases.", energy, energy_j);
+  SCOPED_FAMILY(w, e, r, false, "zeus_gpu_power_watts", "gauge", "The GPU's power draw now, in watts.", power,
+                power_w);
+  SCOPED_FAMILY(w, e, r, false, "zeus_gpu_power_average_watts", "gauge",
+                "The GPU's power draw averaged over its own window (about 1 s), in watts.", avg, avg_w);
+  /* Where NVML gives only the module's power (Grace Hopper), the same readings under the module's name. */
+  SCOPED_FAMILY(w, e, r, true, "zeus_module_energy_joules_total", "counter",
+                "Energy the superchip module of the GPU (CPU + memory + GPU, e.g. a Grace Hopper) used, in "
+                "joules; never decreases.", energy, energy_j);
+  SCOPED_FAMILY(w, e, r, true, "zeus_module_power_watts", "gauge",
+                "The superchip module's power draw now (CPU + memory + GPU), in watts.", power, power_w);
+  SCOPED_FAMILY(w, e, r, true, "zeus_module_power_average_watts", "gauge",
+                "The superchip module's power draw averaged over its own window (about 1 s), in watts.", avg,
+                avg_w);
   GPU_FAMILY(w, e, r, "zeus_gpu_memory_power_average_watts", "gauge",
              "The GPU memory's average power draw, in watts.", mem_avg, mem_avg_w);
   GPU_FAMILY(w, e, r, "zeus_gpu_power_limit_watts", "gauge", "The GPU's power limit now, in watts.", limit,
@@ -534,6 +555,8 @@ int zeus_exporter_open(zeus_exporter **out, const zeus_exporter_opts *opts) {
     if (zeus_gpu_name(d, i, g->name, sizeof g->name)) g->name[0] = '\0';
     bool has = false;
     g->has_counter = zeus_gpu_energy_counter_supported(d, i, &has) == ZEUS_OK && has;
+    zeus_power_scope scope = ZEUS_POWER_SCOPE_GPU;
+    g->module = zeus_gpu_power_scope(d, i, &scope) == ZEUS_OK && scope == ZEUS_POWER_SCOPE_MODULE;
   }
   if (!o.no_cpus) {
     unsigned n = zeus_cpu_count();

@@ -163,7 +163,12 @@ static void monitor_lock(zeus_monitor *m) {
 static int write_header(zeus_monitor *m) {
   zeus__buf b = {0};
   int rc = zeus__buf_puts(&b, "start_time,window_name,elapsed_time");
-  for (unsigned k = 0; !rc && k < m->ngpu; k++) rc = zeus__buf_printf(&b, ",gpu%u_energy", m->gpu[k]);
+  for (unsigned k = 0; !rc && k < m->ngpu; k++) {
+    /* A superchip module's energy (Grace Hopper: CPU + memory + GPU) is named as the module's. */
+    zeus_power_scope sc = ZEUS_POWER_SCOPE_GPU;
+    bool module = zeus_gpu_power_scope(m->dev, m->gpu[k], &sc) == ZEUS_OK && sc == ZEUS_POWER_SCOPE_MODULE;
+    rc = zeus__buf_printf(&b, module ? ",module%u_energy" : ",gpu%u_energy", m->gpu[k]);
+  }
   for (unsigned c = 0; !rc && c < m->ncpu; c++) rc = zeus__buf_printf(&b, ",cpu%u_energy", m->cpu[c]);
   if (!rc) rc = zeus__buf_puts(&b, "\n");
   if (!rc) {

@@ -32,7 +32,8 @@ g = doc["gpus"]
 assert len(g) == 2, g
 for i, d in enumerate(g):
     assert set(d) == {"index", "name", "uuid", "power_limit_w", "power_limit_min_w", "power_limit_max_w",
-                      "power_limit_default_w", "graphics_clocks_mhz", "total_energy_supported"}, d.keys()
+                      "power_limit_default_w", "graphics_clocks_mhz", "total_energy_supported",
+                      "power_scope"}, d.keys()
     assert d["index"] == i and d["uuid"].startswith("GPU-")
     assert d["power_limit_min_w"] == 100.0 and d["power_limit_max_w"] == 300.0 == d["power_limit_w"], d
     c = d["graphics_clocks_mhz"]

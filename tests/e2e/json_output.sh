@@ -41,7 +41,7 @@ SHAPES = {
              "gpus": lst({"index": I, "name": S, "uuid": S, "power_limit_w": opt(R),
                           "power_limit_min_w": opt(R), "power_limit_max_w": opt(R),
                           "power_limit_default_w": opt(R), "graphics_clocks_mhz": lst(R),
-                          "total_energy_supported": opt(B)}),
+                          "total_energy_supported": opt(B), "power_scope": S}),
              "cpu_error": opt(S),
              "cpus": lst({"index": I, "zone": I, "name": S, "energy_path": S, "dram": B,
                           "dram_energy_path": opt(S)})},

@@ -16,6 +16,14 @@
  *   - GetFieldValues answers POWER_INSTANT (186) and POWER_AVERAGE (185, the engine's mean over
  *     the last second) in the GPU scope as UNSIGNED_INT mW, and NOT_SUPPORTED per field for any
  *     other field or scope (memory and module power: the simulated GPU has neither);
+ *   - a Grace Hopper module (ZEUS_SIM_HARDWARE=gh200, or a profile with "module_power_only":
+ *     true) turns the scopes round: the GPU scope of both power fields answers NOT_SUPPORTED per
+ *     field (the call itself SUCCESS, as NVML's header says a per-field failure is reported) and
+ *     so does GetPowerUsage, while the module scope (NVML_POWER_SCOPE_MODULE, 1) answers the
+ *     engine's power, which on such a profile is the module's (GPU + the CPU and memory's
+ *     module_other_w). The energy counter works and counts the module. Which code real GH200
+ *     NVML gives for the refused GPU scope, and whether GetPowerUsage is refused too, is
+ *     assumed: see docs/grace-hopper.md;
  *   - GetPciInfo_v3 puts GPU i on bus i + 1 of domain 0;
  *   - GetTemperature (sensor GPU only) follows the engine's thermal model; GetClockInfo's memory
  *     clock honours a memory-clock lock;
@@ -933,9 +941,16 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t dev, unsigned long
   return NVML_SUCCESS;
 }
 
+/* Whether GPU `gpu` is a superchip module whose GPU-scope power NVML refuses (gh200). */
+static bool module_only(zeus_sim_node *node, unsigned gpu) {
+  zeus_sim_hardware hw;
+  return zeus_sim_gpu_hardware(node, gpu, &hw) == ZEUS_OK && hw.module_power_only;
+}
+
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned *mw) {
   ENTER(dev);
   if (!mw) return NVML_ERROR_INVALID_ARGUMENT;
+  if (module_only(node, gpu)) return NVML_ERROR_NOT_SUPPORTED;
   if ((r = engine(zeus_sim_gpu_instant_power(node, gpu, mw)))) return r;
   *mw = lie_power(*mw);
   return NVML_SUCCESS;
@@ -945,13 +960,14 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFieldValu
   ENTER(dev);
   if (count <= 0 || !values) return NVML_ERROR_INVALID_ARGUMENT;
   long long now_us = (long long)llround(zeus_sim_now(node) * 1e6);
+  unsigned answered = module_only(node, gpu) ? NVML_POWER_SCOPE_MODULE : NVML_POWER_SCOPE_GPU;
   for (int k = 0; k < count; k++) {
     nvmlFieldValue_t *v = &values[k];
     v->timestamp = now_us;
     v->latencyUsec = 0;
     v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
     v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
-    if (v->scopeId != NVML_POWER_SCOPE_GPU) continue;
+    if (v->scopeId != answered) continue;
     if (v->fieldId == NVML_FI_DEV_POWER_INSTANT)
       v->nvmlReturn = engine(zeus_sim_gpu_instant_power(node, gpu, &v->value.uiVal));
     else if (v->fieldId == NVML_FI_DEV_POWER_AVERAGE)

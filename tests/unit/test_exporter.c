@@ -198,7 +198,7 @@ static void exporter_energy_counter_matches_sim_truth(void **state) {
   assert_near(sample_value(text, "zeus_gpu_sm_clock_hertz{gpu=\"0\""), 1740e6, 0);
   assert_near(sample_value(text, "zeus_gpu_power_watts{gpu=\"0\""), 30, 0); /* idle again */
   assert_non_null(strstr(text, "zeus_gpu_info{gpu=\"1\",uuid=\"GPU-5a1a0000-0000-4000-8000-000000000001\","
-                               "name=\"Zeus Simulated GPU (DVFS)\",energy_source=\"counter\"} 1\n"));
+                               "name=\"Zeus Simulated GPU (DVFS)\",energy_source=\"counter\",power_scope=\"gpu\"} 1\n"));
   assert_non_null(strstr(text, "# TYPE zeus_gpu_energy_joules_total counter\n"));
   assert_null(strstr(text, "zeus_cpu_energy_joules_total")); /* no_cpus */
   zeus_free(text);

@@ -16,7 +16,7 @@ Units follow the C library: power in mW, energy in J (mJ where the name says so)
 from __future__ import annotations
 
 import ctypes
-from ctypes import byref, c_bool, c_double, c_uint, c_uint64, c_void_p
+from ctypes import byref, c_bool, c_double, c_int, c_uint, c_uint64, c_void_p
 
 from .. import _lib
 from .._closeable import Closeable, call_guarded, guard_methods
@@ -190,6 +190,13 @@ class Devices(Closeable):
         v = c_uint()
         _chk(_lib.lib().zeus_gpu_instant_power(self._handle(), self._gpu(gpu), byref(v)))
         return v.value
+
+    def power_scope(self, gpu: int) -> str:
+        """What the GPU's power and energy readings cover: "gpu", or "module" where NVML gives only
+        the superchip module's (Grace Hopper: CPU + memory + GPU; docs/grace-hopper.md)."""
+        v = c_int()
+        _chk(_lib.lib().zeus_gpu_power_scope(self._handle(), self._gpu(gpu), byref(v)))
+        return _lib.lib().zeus_power_scope_name(v.value).decode()
 
     def restore(self) -> None:
         """Puts back every setting changed through this handle (zeus_devices_restore)."""
