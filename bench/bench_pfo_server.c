@@ -142,27 +142,24 @@ static long vm_hwm_kib(pid_t pid) {
   return v;
 }
 
-typedef struct {
-  double rounds_s, p50, p99, cpu_ms, reg_s, rss_mib;
-} figures;
-
-static int run(int W, int R, int threads, bool baseline, figures *fig) {
-  if (W < 1 || W > 1000000 || R < 1) return 1;
-  int pp = W >= 8 ? 8 : 1, dp = W / pp, nmb = 8;
+/* Starts the server (AllMaxFrequency, 8 microbatches) in a forked child with `bench_env`=1 set
+ * there when not NULL and at most max_conn connections (0: its default); *port: its port. The
+ * child waits for SIGTERM (blocked by main, taken with sigwait). The child's pid, or -1. */
+static pid_t server_child(int threads, int max_conn, const char *bench_env, int *port) {
   int pfd[2];
-  if (pipe(pfd)) return 1;
+  if (pipe(pfd)) return -1;
   pid_t child = fork();
   if (child == 0) {
     close(pfd[0]);
-    if (baseline) setenv("ZEUS__PFO_BENCH_BASELINE", "1", 1);
+    if (bench_env) setenv(bench_env, "1", 1);
     zeus_pfo_server *s;
     zeus_pfo_server_opts o = {.port = -1, .scheduler = "AllMaxFrequency",
                               .scheduler_args = "{\"num_microbatches\": 8}", .threads = threads,
-                              .max_connections = baseline ? 19000 : 0,
+                              .max_connections = max_conn,
                               .idle_timeout_s = 600 /* so that it also runs under valgrind */};
     if (zeus_pfo_server_open(&s, &o)) { fprintf(stderr, "server: %s\n", zeus_errmsg()); _exit(1); }
-    int port = zeus_pfo_server_port(s);
-    if (write(pfd[1], &port, sizeof port) != sizeof port) _exit(1);
+    int p = zeus_pfo_server_port(s);
+    if (write(pfd[1], &p, sizeof p) != sizeof p) _exit(1);
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -172,9 +169,26 @@ static int run(int W, int R, int threads, bool baseline, figures *fig) {
     _exit(0);
   }
   close(pfd[1]);
-  int port = 0;
-  if (read(pfd[0], &port, sizeof port) != sizeof port) { fprintf(stderr, "server did not start\n"); return 1; }
+  bool ok = child > 0 && read(pfd[0], port, sizeof *port) == sizeof *port;
   close(pfd[0]);
+  if (!ok) {
+    fprintf(stderr, "server did not start\n");
+    if (child > 0) waitpid(child, NULL, 0);
+    return -1;
+  }
+  return child;
+}
+
+typedef struct {
+  double rounds_s, p50, p99, cpu_ms, reg_s, rss_mib;
+} figures;
+
+static int run(int W, int R, int threads, bool baseline, figures *fig) {
+  if (W < 1 || W > 1000000 || R < 1) return 1;
+  int pp = W >= 8 ? 8 : 1, dp = W / pp, nmb = 8;
+  int port = 0;
+  pid_t child = server_child(threads, baseline ? 19000 : 0, baseline ? "ZEUS__PFO_BENCH_BASELINE" : NULL, &port);
+  if (child < 0) return 1;
 
   char req[1024], resp[4096], job[256];
   char body[256];
@@ -363,31 +377,9 @@ typedef struct {
  * another with the W idle connections open. epoll_loop: libmicrohttpd's epoll mode
  * (ZEUS__PFO_BENCH_EPOLL=1, measured only), else the server as it is (poll). */
 static int idle_run(int W, int threads, bool epoll_loop, idle_figures *fig) {
-  int pfd[2];
-  if (pipe(pfd)) return 1;
-  pid_t child = fork();
-  if (child == 0) {
-    close(pfd[0]);
-    if (epoll_loop) setenv("ZEUS__PFO_BENCH_EPOLL", "1", 1);
-    zeus_pfo_server *s;
-    zeus_pfo_server_opts o = {.port = -1, .scheduler = "AllMaxFrequency",
-                              .scheduler_args = "{\"num_microbatches\": 8}", .threads = threads,
-                              .max_connections = 2 * W + 256, .idle_timeout_s = 600};
-    if (zeus_pfo_server_open(&s, &o)) { fprintf(stderr, "server: %s\n", zeus_errmsg()); _exit(1); }
-    int port = zeus_pfo_server_port(s);
-    if (write(pfd[1], &port, sizeof port) != sizeof port) _exit(1);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    int sig;
-    sigwait(&set, &sig);
-    zeus_pfo_server_close(s);
-    _exit(0);
-  }
-  close(pfd[1]);
   int port = 0;
-  if (read(pfd[0], &port, sizeof port) != sizeof port) { fprintf(stderr, "server did not start\n"); return 1; }
-  close(pfd[0]);
+  pid_t child = server_child(threads, 2 * W + 256, epoll_loop ? "ZEUS__PFO_BENCH_EPOLL" : NULL, &port);
+  if (child < 0) return 1;
   char req[1024], resp[4096], job[256], body[256];
   int pp = W >= 8 ? 8 : 1, dp = W / pp;
   snprintf(body, sizeof body, "{\"job_id\":\"\",\"pp_degree\":%d,\"dp_degree\":%d,\"tp_degree\":1,\"world_size\":%d}",
