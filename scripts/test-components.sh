@@ -37,7 +37,13 @@ for c in $names; do
   if [ "$tests" != none ]; then
     # shellcheck disable=SC2086
     if ! (cd "$dir" && ctest -j "$jobs" --output-on-failure $tests >../"${c,,}-off.test.log" 2>&1); then
-      echo "   tests FAILED: see $root/${c,,}-off.test.log"; failed+=("$c (tests)"); continue
+      echo "   tests FAILED: see $root/${c,,}-off.test.log"
+      # the failures and their output here too: CI and fresh machines keep only this stream
+      grep -E 'tests passed|\*\*\*(Failed|Timeout|Exception)' "$root/${c,,}-off.test.log" | sed 's/^/   /'
+      sed -n '/The following tests FAILED/,$p' "$root/${c,,}-off.test.log" | sed 's/^/   /'
+      awk '/\*\*\*(Failed|Timeout|Exception)/ { show = 40 } show-- > 0' "$root/${c,,}-off.test.log" | head -120 |
+        sed 's/^/   | /'
+      failed+=("$c (tests)"); continue
     fi
     echo "   $(grep -E 'tests passed' "$root/${c,,}-off.test.log")"
   fi
