@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include <zeus.h>
+#include <zeus/config.h>
 
 #include "device/nvml_types.h"
 
@@ -237,6 +238,7 @@ static void monitor_measures_module_energy_on_gh200(void **state) {
   fake_unload(&f);
 }
 
+#if ZEUS_HAVE_EXPORTER /* an optional component (cmake/components.cmake) */
 /* The value of the sample whose line starts with `prefix`, or NAN. */
 static double sample_value(const char *text, const char *prefix) {
   size_t n = strlen(prefix);
@@ -280,6 +282,7 @@ static void exporter_names_module_power_and_energy_as_the_module_on_gh200(void *
   zeus_devices_close(d);
   fake_unload(&f);
 }
+#endif
 
 /* The "sim" backend with the gh200 profile says module scope too, and its power is the module's. */
 static void sim_gh200_profile_reports_module_scope_and_module_power(void **state) {
@@ -316,7 +319,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(nvml_h100_keeps_gpu_scope_without_a_fallback_line),
       cmocka_unit_test(nvml_gh200_module_power_and_energy_match_the_engine_truth),
       cmocka_unit_test(monitor_measures_module_energy_on_gh200),
+#if ZEUS_HAVE_EXPORTER /* an optional component (cmake/components.cmake) */
       cmocka_unit_test(exporter_names_module_power_and_energy_as_the_module_on_gh200),
+#endif
       cmocka_unit_test(sim_gh200_profile_reports_module_scope_and_module_power),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
