@@ -47,6 +47,24 @@ if grep -Eq '^  Jetson total rail \(board input\): +0\.[56][0-9]{2} J \(not in t
   pass "monitor energy's text lists the Jetson rails"
 else fail "monitor energy's text lists the Jetson rails"; cat "$tmp/text.err"; fi
 
+# zeus gpus lists the rails with their power, files and strategy, and a Jetson without NVML is
+# something to measure (exit 0).
+if ZEUS_JETSON_ROOT="$tmp/sys" "$ZEUS" gpus --json >"$tmp/gpus.json" 2>/dev/null && python3 - "$tmp/gpus.json" "$hw" <<'PY'
+import json, sys
+doc, hw = json.load(open(sys.argv[1])), sys.argv[2]
+soc = doc["soc"]
+assert soc["kind"] == "jetson" and soc["error"] is None, soc
+r = {x["rail"]: x for x in soc["rails"]}
+assert set(r) == {"cpu", "gpu", "total"}, soc
+assert r["total"] == {"rail": "total", "label": "VDD_IN", "direct": True, "power_path": hw + "/power1_input",
+                      "voltage_path": None, "current_path": None, "power_w": 3.0}, r["total"]
+assert r["cpu"]["direct"] is False and r["cpu"]["current_path"] == hw + "/curr2_input", r["cpu"]
+assert r["cpu"]["power_w"] == 1.0 and r["gpu"]["power_w"] == 2.0, soc
+PY
+then pass "gpus --json lists the Jetson's rails"
+else fail "gpus --json lists the Jetson's rails"; cat "$tmp/gpus.json"; fi
+expect_out_has "gpus lists the rails in words" "^  total VDD_IN: 3.000 W \\(" env ZEUS_JETSON_ROOT="$tmp/sys" "$ZEUS" gpus
+
 # A rail file that is no number: the monitor says which, and measures without the rails.
 printf 'n/a\n' >"$hw/power1_input"
 expect_err_has "an unreadable rail is named in a warning" "$hw/power1_input' holds 'n/a': expected a decimal number" \
@@ -56,5 +74,7 @@ expect_err_has "an unreadable rail is named in a warning" "$hw/power1_input' hol
 if [ "$(uname -m)" != aarch64 ] || [ ! -e /etc/nv_tegra_release ]; then
   if "$ZEUS" monitor energy --json -- true 2>/dev/null | python3 -c 'import json,sys; assert "soc_energy_j" not in json.load(sys.stdin)'
   then pass "no soc_energy_j off a Jetson"; else fail "no soc_energy_j off a Jetson"; fi
+  if "$ZEUS" gpus --json 2>/dev/null | python3 -c 'import json,sys; assert json.load(sys.stdin)["soc"] is None'
+  then pass "gpus --json says soc null off a Jetson"; else fail "gpus --json says soc null off a Jetson"; fi
 fi
 finish
