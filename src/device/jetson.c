@@ -204,12 +204,12 @@ static int try_rail(zeus_soc *s, const char *dir, const char *label, const char 
   return ZEUS_OK;
 }
 
-static int only_dirs(const struct dirent *e) { return e->d_name[0] != '.'; }
+static int not_hidden(const struct dirent *e) { return e->d_name[0] != '.'; }
 
 /* Rails in one folder: in<N>_label and rail_name_<N> files, in name order. */
 static int scan_folder(zeus_soc *s, const char *dir) {
   struct dirent **list;
-  int n = scandir(dir, &list, only_dirs, alphasort);
+  int n = scandir(dir, &list, not_hidden, alphasort);
   if (n < 0) return ZEUS_OK; /* not a folder */
   int rc = ZEUS_OK;
   for (int i = 0; i < n; i++) {
@@ -240,18 +240,18 @@ static int scan_folder(zeus_soc *s, const char *dir) {
 /* <driver>/<device>/<sub> and <driver>/<device>/<sub>/hwmon*, in name order. */
 static int scan_driver(zeus_soc *s, const char *driver) {
   struct dirent **devs;
-  int nd = scandir(driver, &devs, only_dirs, alphasort), rc = ZEUS_OK;
+  int nd = scandir(driver, &devs, not_hidden, alphasort), rc = ZEUS_OK;
   for (int i = 0; i < nd; i++) {
     char dev[1024];
     snprintf(dev, sizeof dev, "%s/%s", driver, devs[i]->d_name);
     struct dirent **subs;
-    int ns = rc ? -1 : scandir(dev, &subs, only_dirs, alphasort);
+    int ns = rc ? -1 : scandir(dev, &subs, not_hidden, alphasort);
     for (int j = 0; j < ns; j++) {
       char sub[1024];
       snprintf(sub, sizeof sub, "%s/%s", dev, subs[j]->d_name);
       if (!rc) rc = scan_folder(s, sub);
       struct dirent **hw;
-      int nh = rc ? -1 : scandir(sub, &hw, only_dirs, alphasort);
+      int nh = rc ? -1 : scandir(sub, &hw, not_hidden, alphasort);
       for (int h = 0; h < nh; h++) {
         if (!rc && strncmp(hw[h]->d_name, "hwmon", 5) == 0) {
           char hp[1024];
