@@ -157,10 +157,14 @@ static void jetson_new_hwmon_layout_reads_labels_and_both_strategies(void **stat
   put(dir, "in3_label", "VIN_SYS_5V0\n"); /* "_in"? no: "vin_sys": neither; "sys" is not "system" */
   put(dir, "in3_input", "5000\n");
   put(dir, "curr3_input", "100\n");
-  /* a second chip: the total rail, without its current file (skipped), then a full one */
-  char dir2[1024];
-  snprintf(dir2, sizeof dir2, "%s/bus/i2c/drivers/ina3221/1-0041/hwmon/hwmon4", root);
+  /* a second chip, its device folder a link as in real sysfs (drivers/ina3221/1-0041 ->
+   * devices/...): the total rail, without its current file (skipped), then a full one */
+  char dev[1024], link[1024], dir2[1100];
+  snprintf(dev, sizeof dev, "%s/devices/platform/i2c/1-0041", root);
+  snprintf(dir2, sizeof dir2, "%s/hwmon/hwmon4", dev);
   mkdirs(dir2);
+  snprintf(link, sizeof link, "%s/bus/i2c/drivers/ina3221/1-0041", root);
+  assert_int_equal(symlink(dev, link), 0);
   put(dir2, "in1_label", "VDD_IN\n");
   put(dir2, "in1_input", "5000\n");
   zeus_soc *s;
