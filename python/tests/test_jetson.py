@@ -117,8 +117,10 @@ def test_zeus_monitor_reports_soc_energy_while_the_power_changes(board):
         truth = 4000 * (t1 - t0) + 8000 * (t2 - t1)  # mJ
         assert isinstance(m.soc_energy, JetsonMeasurement)
         assert m.soc_energy.gpu_energy_mj is None
-        # ends-only readings would give 4 W or 8 W x 0.6 s: 2400 or 4800 mJ against ~3600
-        assert m.soc_energy.total_energy_mj == pytest.approx(truth, rel=0.03)
+        # ends-only readings would give 4 W or 8 W x 0.6 s: 2400 or 4800 mJ against ~3600. The
+        # step between two samples costs at most 2 W x their gap (10 ms; 5 % allows a 90 ms
+        # stall of the polling thread on a busy machine)
+        assert m.soc_energy.total_energy_mj == pytest.approx(truth, rel=0.05)
         assert m.soc_energy.cpu_energy_mj == pytest.approx(1500 * m.time, rel=0.03)
         assert m.total_energy == 0  # the GPUs' only, as the original
         mon.begin_window("c", sync_execution=False)
