@@ -1,0 +1,177 @@
+"""zeusc.profile (the original's zeus.profile: thermally stable profiling) on a simulated GPU on
+the wall clock: how many times the workload runs in each phase, energy per iteration against the
+simulator's ground truth, the sweeps' shapes and verdicts, and the die cooling down between trials."""
+from __future__ import annotations
+
+import math
+import statistics
+
+import pytest
+
+from zeusc import profile
+from zeusc.device import Devices
+from zeusc.monitor import ZeusMonitor
+
+UNITS = 0.1  # one iteration: 5 ms of full work on the simulated GPU
+
+
+@pytest.fixture
+def gpu(sim_env):
+    sim_env(gpus=1, clock="wall")
+    d = Devices(backend="sim", all_devices=True)
+    mon = ZeusMonitor(devices=d, gpu_indices=[0], cpu_indices=[])
+    node = d.sim_node()
+    calls = []
+
+    def step():
+        calls.append(node.work(0, UNITS))
+
+    yield mon, node, step, calls
+    mon.close()
+    d.close()
+
+
+def test_measure_energy_per_iteration_is_the_ground_truth(gpu):
+    mon, node, step, calls = gpu
+    e0 = node.true_energy(0)
+    node.work(0, UNITS * 20)
+    truth = (node.true_energy(0) - e0) / 20  # J per iteration, back to back
+    r = profile.measure(step, mon, measurement_duration=0.2, cooldown_duration=0.0, num_warmup_iterations=2,
+                        num_calibration_iterations=5)
+    assert isinstance(r, profile.TrialResult)
+    # Calibration (2 + 5), warm-up (2), then the measured iterations.
+    assert len(calls) == 2 + 5 + 2 + r.iterations
+    assert 0.2 / 0.0055 <= r.iterations <= math.ceil(0.2 / 0.005)
+    assert r.energy_per_iter == pytest.approx(truth, rel=0.05)
+    assert r.total_energy == pytest.approx(r.energy_per_iter * r.iterations)
+    assert r.time_per_iter == pytest.approx(0.005, rel=0.1)
+    assert r.total_time == pytest.approx(r.time_per_iter * r.iterations)
+    assert 25 <= r.temperature_before <= 95 and 25 <= r.temperature_after <= 95
+
+
+def test_warmup_settle_duration_sets_the_warmup_iterations(gpu):
+    mon, _, step, calls = gpu
+    r = profile.measure(step, mon, measurement_duration=0.05, cooldown_duration=0.0, num_warmup_iterations=3,
+                        num_calibration_iterations=4, warmup_settle_duration=0.1)
+    warmup = len(calls) - 3 - 4 - r.iterations
+    assert 0.1 / 0.0055 <= warmup <= 0.1 / 0.0045 + 1  # about 0.1 s of iterations, not 3
+    with pytest.raises(ValueError, match="warmup_settle_duration must be non-negative"):
+        profile.measure(step, mon, 0.05, 0.0, warmup_settle_duration=-1)
+
+
+def test_measurement_sweep_runs_what_the_original_runs(gpu):
+    mon, _, step, calls = gpu
+    rep = profile.profile_measurement_duration(step, mon, measurement_duration_search_range=[0.02, 0.04],
+                                               cooldown_duration=0.0, num_trials=3, num_warmup_trials=1,
+                                               num_warmup_iterations=2, iteration_duration=0.01,
+                                               trial_stddev_threshold=1e9)
+    # No calibration (iteration_duration given); 1 warm-up trial of the longest duration (4
+    # iterations, no warm-up iterations); then 3 trials x (2 + 2) and 3 trials x (2 + 4).
+    assert len(calls) == 4 + 3 * (2 + 2) + 3 * (2 + 4)
+    assert rep.sweep_param == ("measurement_duration", [0.02, 0.04])
+    assert rep.fixed_param == ("cooldown_duration", 0.0)
+    assert [e.measurement_duration for e in rep.entries] == [0.02, 0.04]
+    assert [e.cooldown_duration for e in rep.entries] == [0.0, 0.0]
+    for e, n in zip(rep.entries, (2, 4)):
+        assert len(e.trials) == 3 and all(t.iterations == n for t in e.trials)
+        per_iter = [t.energy_per_iter for t in e.trials]
+        assert e.energy_mean == pytest.approx(statistics.mean(per_iter))
+        assert e.energy_std == pytest.approx(statistics.stdev(per_iter))
+        assert e.avg_total_energy == pytest.approx(statistics.mean(t.total_energy for t in e.trials))
+        assert e.is_valid
+        assert "[VALID]" in str(e) and "measurement=0.0 s" in str(e)
+    text = str(rep)
+    assert text.splitlines()[0] == "Sweep measurement_duration (fixed cooldown_duration=0.0 s):"
+    assert len(text.splitlines()) == 3
+    # The verdict is the threshold against the spread: with none allowed, nothing is valid.
+    rep0 = profile.profile_measurement_duration(step, mon, [0.02], cooldown_duration=0.0, num_trials=2,
+                                                num_warmup_trials=0, num_warmup_iterations=0,
+                                                iteration_duration=0.01, trial_stddev_threshold=0.0)
+    assert not rep0.entries[0].is_valid and "[INVALID]" in str(rep0)
+
+
+def test_cooldown_lets_the_die_cool(gpu):
+    """The simulated die's temperature follows the last second's mean power: a trial after 1.1 s
+    of idling starts at idle temperature, one right after another trial starts hot."""
+    mon, _, step, _ = gpu
+    rep = profile.profile_cooldown_duration(step, mon, cooldown_duration_search_range=[0.0, 1.1],
+                                            measurement_duration=0.6, num_trials=2, num_warmup_trials=1,
+                                            num_warmup_iterations=0, iteration_duration=0.005)
+    assert rep.sweep_param == ("cooldown_duration", [0.0, 1.1])
+    assert rep.fixed_param == ("measurement_duration", 0.6)
+    hot, cooled = rep.entries
+    assert cooled.avg_temperature_before == pytest.approx(35, abs=1)  # idle
+    assert hot.avg_temperature_before > cooled.avg_temperature_before + 10
+    assert cooled.avg_temperature_after > cooled.avg_temperature_before + 10
+
+
+def test_profile_parameters_fixes_each_at_the_other_ranges_maximum(gpu):
+    mon, _, step, calls = gpu
+    m, c = profile.profile_parameters(step, mon, measurement_duration_search_range=[0.01, 0.02],
+                                      cooldown_duration_search_range=[0.0, 0.05], num_trials=2, num_warmup_trials=1,
+                                      num_warmup_iterations=1, num_calibration_iterations=3)
+    assert m.fixed_param == ("cooldown_duration", 0.05)
+    assert c.fixed_param == ("measurement_duration", 0.02)
+    assert [e.cooldown_duration for e in c.entries] == [0.0, 0.05]
+    assert [e.measurement_duration for e in m.entries] == [0.01, 0.02]
+    # Calibrated once (1 + 3 calls); warm-up trials only before the first sweep.
+    n_m = sum(t.iterations + 1 for e in m.entries for t in e.trials)
+    n_c = sum(t.iterations + 1 for e in c.entries for t in e.trials)
+    warmup_trial = len(calls) - (1 + 3) - n_m - n_c
+    longest = max(t.iterations for t in m.entries[1].trials)
+    assert warmup_trial == longest
+
+
+def test_bad_arguments_and_a_failing_workload(gpu):
+    mon, node, step, _ = gpu
+    with pytest.raises(ValueError, match="seconds >= 0"):
+        profile.profile_cooldown_duration(step, mon, [-1.0], iteration_duration=0.01)
+    with pytest.raises(ValueError, match="num_trials"):
+        profile.profile_measurement_duration(step, mon, [0.01], num_trials=0, iteration_duration=0.01)
+    with pytest.raises(ValueError, match="iteration_duration must be seconds > 0"):
+        profile.profile_measurement_duration(step, mon, [0.01], cooldown_duration=0.0, num_warmup_trials=0,
+                                             iteration_duration=0.0)
+
+    n = [0]
+
+    def flaky():
+        n[0] += 1
+        if n[0] == 3:
+            raise RuntimeError("out of memory")
+        node.work(0, UNITS)
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        profile.profile_measurement_duration(flaky, mon, [0.05], cooldown_duration=0.0, num_warmup_trials=0, num_trials=1,
+                                             num_warmup_iterations=0, iteration_duration=0.005)
+    # The window the failure interrupted was cancelled, so the next profile runs.
+    r = profile.measure(step, mon, 0.02, 0.0, num_warmup_iterations=0, num_calibration_iterations=2)
+    assert r.iterations >= 3
+
+
+def test_the_originals_signatures_and_defaults():
+    import inspect
+
+    def sig(f):
+        return [(p.name, p.default) for p in inspect.signature(f).parameters.values()]
+
+    E = inspect.Parameter.empty
+    common = [("num_trials", 10), ("num_warmup_trials", 2), ("trial_stddev_threshold", 0.01),
+              ("num_warmup_iterations", 10), ("num_calibration_iterations", 100)]
+    assert sig(profile.profile_measurement_duration) == [
+        ("target_function", E), ("zeus_monitor", E), ("measurement_duration_search_range", None),
+        ("cooldown_duration", 10.0)] + common + [("iteration_duration", None)]
+    assert sig(profile.profile_cooldown_duration) == [
+        ("target_function", E), ("zeus_monitor", E), ("cooldown_duration_search_range", None),
+        ("measurement_duration", 10.0)] + common + [("iteration_duration", None)]
+    assert sig(profile.profile_parameters) == [
+        ("target_function", E), ("zeus_monitor", E), ("measurement_duration_search_range", None),
+        ("cooldown_duration_search_range", None)] + common
+    assert sig(profile.measure) == [
+        ("target_function", E), ("zeus_monitor", E), ("measurement_duration", E), ("cooldown_duration", E),
+        ("num_warmup_iterations", 10), ("num_calibration_iterations", 100), ("warmup_settle_duration", None)]
+    assert [f for f in profile.SweepResult.__dataclass_fields__] == [
+        "measurement_duration", "cooldown_duration", "trials", "energy_mean", "energy_std", "avg_temperature_before",
+        "avg_temperature_after", "avg_total_time", "avg_total_energy", "is_valid"]
+    assert [f for f in profile.TrialResult.__dataclass_fields__] == [
+        "energy_per_iter", "time_per_iter", "total_energy", "total_time", "iterations", "temperature_before",
+        "temperature_after"]
