@@ -32,6 +32,28 @@ else fail "the fallback is logged once per GPU ($n lines)"; cat "$tmp/gpus.err";
 expect_out_has "gpus says power scope module in words" "power scope: +module" "$ZEUS" gpus
 ZEUS_SIM_HARDWARE=h100 expect_out_has "an H100 keeps power scope gpu" "power scope: +gpu" "$ZEUS" gpus
 
+# zeus gpus probe: the module's instant and average power and its counter under module_ keys, read
+# at the idle module's 130 W (the GPU's 30 W and the profile's 100 W); the memory's stays power_w.
+if "$ZEUS" gpus probe --gpus 1 --calls 3 --json >"$tmp/probe.json" 2>/dev/null && python3 - "$tmp/probe.json" <<'EOF'
+import json, sys
+g = json.load(open(sys.argv[1]))["gpus"][0]
+v = {c["call"]: c["value"] for c in g["calls"]}
+assert g["power_scope"] == "module", g
+assert v["power_instant"] == {"module_power_w": 130.0} and v["power_average"] == {"module_power_w": 130.0}, v
+assert list(v["total_energy"]) == ["module_energy_j"], v
+assert v["power_limit"] == {"power_limit_w": 900.0}, v
+EOF
+then pass "gpus probe names the module's power and energy (module_power_w 130 W)"
+else fail "gpus probe names the module's power and energy"; cat "$tmp/probe.json"; fi
+if ZEUS_SIM_HARDWARE=h100 "$ZEUS" gpus probe --gpus 0 --calls 2 --json 2>/dev/null | python3 -c '
+import json, sys
+g = json.load(sys.stdin)["gpus"][0]
+v = {c["call"]: c["value"] for c in g["calls"]}
+sys.exit(0 if g["power_scope"] == "gpu" and v["power_instant"] == {"power_w": 30.0} and list(v["total_energy"]) == ["energy_j"] else 1)'; then
+  pass "an H100's probe keeps power_w and energy_j"
+else fail "an H100's probe keeps power_w and energy_j"; fi
+expect_out_has "gpus probe says power scope module in words" "power scope: module" "$ZEUS" gpus probe --calls 1
+
 # zeus monitor energy: the module's energy under module_energy_j, about 130 W x the time.
 if "$ZEUS" monitor energy --json -- sleep 0.5 >"$tmp/energy.json" 2>/dev/null && python3 - "$tmp/energy.json" <<'EOF'
 import json, sys

@@ -58,6 +58,14 @@ else fail "gpu-check's check step on gh200"; fi
 if [ "$(grep -Ec '^\| [01] \| [0-9]+ \|.*\| pass \| pass \| n/a \|$' "$tmp/run/report.md")" = 2 ]; then
   pass "the report leaves within-limit n/a for the modules"
 else fail "the report's check table on gh200"; grep -A6 "gpus check" "$tmp/run/report.md"; fi
+if grep -q "^Module scope (the whole superchip: CPU + memory + GPU) on GPU 0, GPU 1: " "$tmp/run/report.md"; then
+  pass "the report says that GPUs 0 and 1 are measured as modules"
+else fail "the report's module note"; grep -A10 "gpus check" "$tmp/run/report.md"; fi
+
+# zeus gpus probe names the module's readings (module_power_w, module_energy_j) for each GPU.
+if step probe "all(g['power_scope'] == 'module' and {c['call']: c['value'] for c in g['calls']}['power_instant'].keys() == {'module_power_w'} and {c['call']: c['value'] for c in g['calls']}['total_energy'].keys() == {'module_energy_j'} for g in r['gpus']) and len(r['gpus']) == 2"; then
+  pass "gpu-check's probe step names module power and energy"
+else fail "gpu-check's probe step on gh200"; fi
 
 # The power-limit optimizer's profile measured the module: 390 W a GPU while busy at every limit
 # (the GPU's 290 W is below each limit tried, and the Grace's 100 W does not depend on it).
