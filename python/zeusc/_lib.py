@@ -78,6 +78,7 @@ class MeasurementC(Structure):
         ("dram_energy_j", c_double * ZEUS_MAX_CPUS),
         ("total_energy_j", c_double),
         ("start_time_s", c_double),
+        ("gpu_power_scope", c_int * ZEUS_MAX_GPUS),  # zeus_power_scope: 0 GPU, 1 module
     ]
 
 
