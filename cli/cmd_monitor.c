@@ -41,7 +41,8 @@ static const cli_opt energy_opts[] = {
     {"pushgateway", 0, CLI_OPT_STRING, &push_url, "URL",
      "also push the window to the Prometheus Pushgateway at URL (http://HOST:PORT) as the\n"
      "histograms of zeus/metric.h (energy_monitor_gpu_energy_joules, ...,\n"
-     "energy_monitor_window_duration_seconds) after the report is written; a bad URL, job or\n"
+     "energy_monitor_window_duration_seconds; a Grace Hopper module's energy as\n"
+     "energy_monitor_module_energy_joules) after the report is written; a bad URL, job or\n"
      "label is refused before CMD starts; a failed push is reported and exits 1 when CMD\n"
      "succeeded. The gateway keeps the last push per job\n"
      "and labels: runs that must all stay visible need labels of their own (run=...)",
