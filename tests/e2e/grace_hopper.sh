@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end: the zeus CLI on a Grace Hopper superchip as the fake NVML plays it
 # (ZEUS_SIM_HARDWARE=gh200: GPU-scope power refused, module scope answered). zeus gpus says the
-# scope, the fallback is logged once per GPU, and zeus monitor energy/power name the module's
-# energy and power as the module's, with the module's figures (the idle GPU's 30 W and the
-# profile's 100 W for the CPU and its memory).
+# scope, the fallback is logged once per GPU, and zeus gpus probe, zeus monitor energy (its report
+# and its push to a Pushgateway) and zeus monitor power name the module's energy and power as the
+# module's, with the module's figures (the idle GPU's 30 W and the profile's 100 W for the CPU and
+# its memory).
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -71,6 +72,46 @@ else fail "monitor energy --json reports module_energy_j at the module's power";
 ZEUS_SIM_HARDWARE=h100 expect_out_has "an H100's energy stays gpu_energy_j" '"gpu_energy_j": \{$' \
   "$ZEUS" monitor energy --json -- sleep 0.1
 expect_err_has "monitor energy's text names the module" "module of GPU 0:" "$ZEUS" monitor energy -- sleep 0.1
+
+# zeus monitor energy --pushgateway: the window's histogram under the module's name, as sent to a
+# gateway (a stand-in that keeps what is POSTed); only where this build has the push component.
+if "$ZEUS" monitor energy --help 2>/dev/null | grep -q -- "--pushgateway"; then
+  python3 - "$tmp/pushed" "$tmp/port" <<'EOF' &
+import http.server, sys
+class Gateway(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with open(sys.argv[1], "ab") as f:
+            f.write(body)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", 0), Gateway)
+with open(sys.argv[2] + ".tmp", "w") as f:
+    f.write(str(server.server_address[1]))
+import os
+os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+server.serve_forever()
+EOF
+  gw=$!
+  for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+  if "$ZEUS" monitor energy --json --pushgateway "http://127.0.0.1:$(cat "$tmp/port")" --push-job gh -- sleep 0.3 \
+       >"$tmp/push.json" 2>"$tmp/push.err" && python3 - "$tmp/pushed" "$tmp/push.json" <<'EOF'
+import json, re, sys
+text = open(sys.argv[1]).read()
+doc = json.load(open(sys.argv[2]))
+assert "energy_monitor_gpu_energy_joules" not in text, text
+for i in ("0", "1"):
+    m = re.search(r'^energy_monitor_module_energy_joules_sum\{window="[^"]*",index="%s"\} (\S+)$' % i, text, re.M)
+    assert m and abs(float(m.group(1)) - doc["module_energy_j"][i]) < 1e-6, (i, text, doc)
+EOF
+  then pass "monitor energy --pushgateway pushes energy_monitor_module_energy_joules, equal to the report"
+  else fail "monitor energy --pushgateway on GH200"; cat "$tmp/push.err" "$tmp/pushed" 2>/dev/null | head -30; fi
+  kill "$gw" 2>/dev/null; wait "$gw" 2>/dev/null
+else skip_part "zeus monitor energy --pushgateway"; fi
 
 # zeus monitor power: module<i>_ columns at the module's power.
 if "$ZEUS" monitor power --interval-ms 100 --duration-s 0.35 --domains instant,average >"$tmp/power.csv" 2>/dev/null &&
