@@ -45,13 +45,16 @@ static const cli_command probe_cmd = {
         "\"architecture\",\n"
         "\"architecture_name\", \"power_limit_w\", \"power_limit_min_w\", \"power_limit_max_w\",\n"
         "\"power_limit_default_w\", \"persistence_mode\", \"energy_counter\", \"sm_clock_mhz\",\n"
-        "\"memory_clock_mhz\", \"memory_clocks_mhz\", \"graphics_clocks_mhz\", \"calls\":\n"
+        "\"memory_clock_mhz\", \"memory_clocks_mhz\", \"graphics_clocks_mhz\", \"power_scope\" (\"gpu\",\n"
+        "or \"module\" on a Grace Hopper superchip, whose readings cover CPU + memory + GPU), \"calls\":\n"
         "[CALL...]}], \"ok\"}; CALL is {\"call\", \"function\", \"status\" (ok, not_supported,\n"
         "error, inconsistent), \"supported\", \"error\" (the first failure's message, or null),\n"
         "\"calls\", \"failures\", \"median_latency_s\", \"max_latency_s\", \"value\" (an object "
         "whose\n"
         "keys carry units, from the first successful call; null when none), \"consistent\"}.\n"
-        "A value a GPU cannot report is null.\n"
+        "A value a GPU cannot report is null. Where power_scope is \"module\", the values of\n"
+        "total_energy, power_instant and power_average are named module_energy_j and\n"
+        "module_power_w instead of energy_j and power_w.\n"
         "\n"
         "Examples:\n"
         "  zeus gpus probe\n"
@@ -67,6 +70,7 @@ typedef struct pv {
   unsigned u[3];
   uint64_t u64;
   bool b;
+  bool module; /* a power or energy reading that covers the superchip module (Grace Hopper) */
   char s[ZEUS_NAME_LEN];
   unsigned list[MAX_LIST];
   size_t nlist;
@@ -78,6 +82,7 @@ typedef struct probe_ctx {
   zeus_devices *d;
   unsigned gpu;
   unsigned mem_mhz; /* highest memory clock, 0 when unknown */
+  bool module;      /* the GPU's power and energy readings are its module's (zeus_gpu_power_scope) */
 } probe_ctx;
 
 typedef struct probe_call {
@@ -101,11 +106,18 @@ static int c_limit(probe_ctx *c, pv *v) { return zeus_gpu_get_power_limit(c->d, 
 static int c_persistence(probe_ctx *c, pv *v) {
   return zeus_gpu_get_persistence_mode(c->d, c->gpu, &v->b);
 }
-static int c_energy(probe_ctx *c, pv *v) { return zeus_gpu_total_energy(c->d, c->gpu, &v->u64); }
+/* The counter and the instant and average power cover the module where the GPU's do (the memory's
+ * average power stays the memory's). */
+static int c_energy(probe_ctx *c, pv *v) {
+  v->module = c->module;
+  return zeus_gpu_total_energy(c->d, c->gpu, &v->u64);
+}
 static int c_instant(probe_ctx *c, pv *v) {
+  v->module = c->module;
   return zeus_gpu_power(c->d, c->gpu, ZEUS_POWER_INSTANT, &v->u[0]);
 }
 static int c_average(probe_ctx *c, pv *v) {
+  v->module = c->module;
   return zeus_gpu_power(c->d, c->gpu, ZEUS_POWER_AVERAGE, &v->u[0]);
 }
 static int c_mem_average(probe_ctx *c, pv *v) {
@@ -156,8 +168,12 @@ static json_t *j_limit(const pv *v) {
   return json_pack("{s:f}", "power_limit_w", v->u[0] / 1000.0);
 }
 static json_t *j_enabled(const pv *v) { return json_pack("{s:b}", "enabled", v->b); }
-static json_t *j_energy(const pv *v) { return json_pack("{s:f}", "energy_j", v->u64 / 1000.0); }
-static json_t *j_power(const pv *v) { return json_pack("{s:f}", "power_w", v->u[0] / 1000.0); }
+static json_t *j_energy(const pv *v) {
+  return json_pack("{s:f}", v->module ? "module_energy_j" : "energy_j", v->u64 / 1000.0);
+}
+static json_t *j_power(const pv *v) {
+  return json_pack("{s:f}", v->module ? "module_power_w" : "power_w", v->u[0] / 1000.0);
+}
 static json_t *j_temperature(const pv *v) {
   return json_pack("{s:f}", "temperature_c", (double)v->u[0]);
 }
@@ -290,7 +306,7 @@ static const call_result *find(const call_result *rs, const char *name) {
 }
 
 /* The GPU's summary from the first values of its calls. */
-static json_t *gpu_summary(unsigned index, const call_result *rs) {
+static json_t *gpu_summary(unsigned index, const call_result *rs, const char *scope) {
   const call_result *r;
   json_t *g = json_pack("{s:I}", "index", (json_int_t)index);
   r = find(rs, "name");
@@ -319,6 +335,7 @@ static json_t *gpu_summary(unsigned index, const call_result *rs) {
   json_object_set_new(g, "memory_clocks_mhz", r ? mhz_list(&r->first) : json_array());
   r = find(rs, "supported_graphics_clocks");
   json_object_set_new(g, "graphics_clocks_mhz", r ? mhz_list(&r->first) : json_array());
+  json_object_set_new(g, "power_scope", scope ? json_string(scope) : json_null());
   return g;
 }
 
@@ -402,6 +419,13 @@ int cmd_gpus_probe(int argc, char **argv) {
   for (size_t gi = 0; gi < ngpus; gi++) {
     ctx.gpu = gpus[gi];
     ctx.mem_mhz = 0;
+    /* Resolved before the calls, so that each power and energy value is named for what it
+     * covers from the first call on (on NVML this may probe the power fields and log the
+     * fallback to the module scope once). */
+    zeus_power_scope sc = ZEUS_POWER_SCOPE_GPU;
+    bool have_scope = zeus_gpu_power_scope(d, gpus[gi], &sc) == ZEUS_OK;
+    ctx.module = have_scope && sc == ZEUS_POWER_SCOPE_MODULE;
+    const char *scope = have_scope ? zeus_power_scope_name(sc) : NULL;
     for (size_t k = 0; k < NGPU_CALLS; k++) {
       run_call(&ctx, &gpu_calls[k], n, lat, scratch, &res[k]);
       if (gpu_calls[k].call == c_mem_clocks && res[k].have_value && res[k].first.nlist > 0)
@@ -409,7 +433,7 @@ int cmd_gpus_probe(int argc, char **argv) {
       bad |= result_bad(&res[k]);
     }
     if (json_output) {
-      json_t *g = gpu_summary(gpus[gi], res);
+      json_t *g = gpu_summary(gpus[gi], res, scope);
       json_t *calls = json_array();
       for (size_t k = 0; k < NGPU_CALLS; k++) json_array_append_new(calls, result_json(&res[k], n));
       json_object_set_new(g, "calls", calls);
@@ -431,6 +455,9 @@ int cmd_gpus_probe(int argc, char **argv) {
                gr->first.list[gr->first.nlist - 1], gr->first.list[0], gr->first.nlist,
                gr->first.u[0]);
       if (cc) printf("  now: SM %u MHz, memory %u MHz\n", cc->first.u[0], cc->first.u[1]);
+      if (ctx.module)
+        printf("  power scope: module (power and energy are the whole superchip's: CPU + memory + "
+               "GPU; docs/grace-hopper.md)\n");
       printf("  %-27s %-13s %10s %10s  %s\n", "call", "status", "median", "worst", "value");
       for (size_t k = 0; k < NGPU_CALLS; k++) text_call(&res[k]);
     }

@@ -197,6 +197,19 @@ static void md_check(FILE *f, const json_t *d) {
             tri(get(ck, "energy_agrees")), tri(get(ck, "power_within_limit")));
   }
   fprintf(f, "\n");
+  /* A Grace Hopper module's readings cover CPU + memory + GPU: said under the table, which keeps
+   * its columns for every GPU. */
+  bool any = false;
+  json_array_foreach(get(d, "gpus"), i, g) {
+    const json_t *sc = get(g, "power_scope");
+    if (!json_is_string(sc) || strcmp(json_string_value(sc), "module") != 0) continue;
+    fprintf(f, "%s %lld", any ? ", GPU" : "Module scope (the whole superchip: CPU + memory + GPU) on GPU",
+            (long long)json_integer_value(get(g, "index")));
+    any = true;
+  }
+  if (any)
+    fprintf(f, ": the counter and the power above are the module's, and the GPU's power limit does "
+               "not bound them (within limit n/a; docs/grace-hopper.md).\n\n");
 }
 
 /* A setting's value under its unit's key ("read_back" -> "read_back_w" or "read_back_mhz"). */

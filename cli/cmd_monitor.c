@@ -43,7 +43,8 @@ static const cli_opt energy_opts[] = {
     {"pushgateway", 0, CLI_OPT_STRING, &push_url, "URL",
      "also push the window to the Prometheus Pushgateway at URL (http://HOST:PORT) as the\n"
      "histograms of zeus/metric.h (energy_monitor_gpu_energy_joules, ...,\n"
-     "energy_monitor_window_duration_seconds) after the report is written; a bad URL, job or\n"
+     "energy_monitor_window_duration_seconds; a Grace Hopper module's energy as\n"
+     "energy_monitor_module_energy_joules) after the report is written; a bad URL, job or\n"
      "label is refused before CMD starts; a failed push is reported and exits 1 when CMD\n"
      "succeeded. The gateway keeps the last push per job\n"
      "and labels: runs that must all stay visible need labels of their own (run=...)",
@@ -129,23 +130,23 @@ static json_t *energy_map(unsigned n, const unsigned *idx, const double *j, cons
 }
 
 /* Which measured GPUs are superchip modules whose power and energy NVML gives only for the whole
- * module (Grace Hopper): module[k] for r->gpu_indices[k]. Returns whether any is. */
-static bool module_gpus(zeus_devices *d, const zeus_measurement *r, bool *module) {
+ * module (Grace Hopper), as the measurement says: module[k] for r->gpu_indices[k]. Returns whether
+ * any is. */
+static bool module_gpus(const zeus_measurement *r, bool *module) {
   bool any = false;
   for (unsigned k = 0; k < r->num_gpus; k++) {
-    zeus_power_scope sc = ZEUS_POWER_SCOPE_GPU;
-    module[k] = d && zeus_gpu_power_scope(d, r->gpu_indices[k], &sc) == ZEUS_OK && sc == ZEUS_POWER_SCOPE_MODULE;
+    module[k] = r->gpu_power_scope[k] == ZEUS_POWER_SCOPE_MODULE;
     any = any || module[k];
   }
   return any;
 }
 
-static bool write_json(FILE *out, int argc, char **argv, int exit_code, const zeus_measurement *r, zeus_devices *d) {
+static bool write_json(FILE *out, int argc, char **argv, int exit_code, const zeus_measurement *r) {
   json_t *cmd = json_array();
   for (int i = 0; cmd && i < argc; i++) json_array_append_new(cmd, json_string(argv[i]));
   /* A module's energy is "module_energy_j", never "gpu_energy_j" (which then leaves it out). */
-  bool module[ZEUS_MAX_GPUS] = {false}, not_module[ZEUS_MAX_GPUS];
-  bool any_module = module_gpus(d, r, module);
+  bool module[ZEUS_MAX_GPUS] = {false}, not_module[ZEUS_MAX_GPUS] = {false};
+  bool any_module = module_gpus(r, module);
   for (unsigned k = 0; k < r->num_gpus; k++) not_module[k] = !module[k];
   json_t *doc = json_pack(
       "{s:o,s:i,s:f,s:o,s:o,s:o,s:f}", "command", cmd, "exit_code", exit_code, "time_s", r->time_s,
@@ -170,9 +171,9 @@ static bool write_json(FILE *out, int argc, char **argv, int exit_code, const ze
   return true;
 }
 
-static void write_text(FILE *out, const char *cmd0, int exit_code, const zeus_measurement *r, zeus_devices *d) {
+static void write_text(FILE *out, const char *cmd0, int exit_code, const zeus_measurement *r) {
   bool module[ZEUS_MAX_GPUS] = {false};
-  module_gpus(d, r, module);
+  module_gpus(r, module);
   fprintf(out, "zeus monitor energy: '%s' exited with code %d\n", cmd0, exit_code);
   fprintf(out, "  time:    %.3f s\n", r->time_s);
   for (unsigned k = 0; k < r->num_gpus; k++)
@@ -373,8 +374,8 @@ static int run_energy(int argc, char **argv) {
   }
   FILE *out = rf.f ? rf.f : json_output ? stdout : stderr;
   bool ok = true;
-  if (json_output) ok = write_json(out, argc, argv, exit_code, &r, zeus_monitor_devices(m));
-  else write_text(out, argv[0], exit_code, &r, zeus_monitor_devices(m));
+  if (json_output) ok = write_json(out, argc, argv, exit_code, &r);
+  else write_text(out, argv[0], exit_code, &r);
   if (!ok) cli_error(cmd, true, "cannot write the JSON report");
   if (rf.f) {
     if (!ok) cli_report_discard(&rf);

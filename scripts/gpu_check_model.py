@@ -12,6 +12,7 @@ is left out (the loader takes its default):
   min/max/default_power_limit_w          probe: the power-limit constraints
   min/max_clock_mhz, clock_step_mhz, mem_clock_mhz   probe: the supported clocks
   idle_power_w                           probe: the instant power read before the load started
+                                         (not where it is a superchip module's: module_power_w)
   tick_s, tick_jitter_s                  window-accuracy: the counter's period and jitter (else
                                          check: the counter's update period, without jitter)
   power_at_ticks, power_tick_s, power_tick_jitter_s, power_phase_s, power_noise
@@ -68,6 +69,8 @@ def main():
                 m["clock_step_mhz"] = steps[len(steps) // 2]
         if g.get("memory_clocks_mhz"):
             m["mem_clock_mhz"] = max(g["memory_clocks_mhz"])
+        # A Grace Hopper module's power (module_power_w) is CPU + memory + GPU, not the GPU's idle
+        # power: left out (the loader's default), as the other keys no step measured.
         pw = calls.get("power_instant", {}).get("value") or {}
         if pw.get("power_w") is not None:
             m["idle_power_w"] = pw["power_w"]

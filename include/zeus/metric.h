@@ -22,6 +22,12 @@
  *     end_window, sets power_monitor_gpu_power_watts {window, index} to each GPU's instant power
  *     and pushes.
  *
+ * A GPU whose energy and power cover its Grace Hopper superchip module (CPU + memory + GPU:
+ * zeus_gpu_power_scope, zeus_measurement's gpu_power_scope) goes into the same families named for
+ * the module instead: energy_monitor_module_energy_joules (with the GPU buckets),
+ * energy_monitor_module_energy_joules_total and power_monitor_module_power_watts, same labels. A
+ * family without a series is not pushed, so discrete GPUs push exactly the names above.
+ *
  * The metric names are the original's, except that the counters end in _total and the duration
  * histogram is ours (the original pushes no time). Values accumulate in the handle for as long as
  * it is open (a histogram counts every window of that name since open); each push sends all of

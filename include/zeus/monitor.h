@@ -121,6 +121,12 @@ struct zeus_measurement {
   bool soc_valid;
   bool soc_rail_valid[ZEUS_SOC_NUM_RAILS];
   double soc_energy_j[ZEUS_SOC_NUM_RAILS];
+  /* What entry k's gpu_energy_j covers (zeus_gpu_power_scope, told once at zeus_monitor_open):
+   * ZEUS_POWER_SCOPE_GPU (0) for every discrete GPU; ZEUS_POWER_SCOPE_MODULE where the energy is
+   * a Grace Hopper superchip module's (its Grace CPU, memory and GPU together), which the CLI
+   * reports as module_energy_j. Entries past num_gpus are unspecified. Appended last, so the
+   * fields above keep their offsets. */
+  zeus_power_scope gpu_power_scope[ZEUS_MAX_GPUS];
 };
 
 /* Fills *o with the defaults: every visible GPU, every readable CPU package, polling every

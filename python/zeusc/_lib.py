@@ -86,6 +86,7 @@ class MeasurementC(Structure):
         ("soc_valid", c_bool),
         ("soc_rail_valid", c_bool * ZEUS_SOC_NUM_RAILS),
         ("soc_energy_j", c_double * ZEUS_SOC_NUM_RAILS),
+        ("gpu_power_scope", c_int * ZEUS_MAX_GPUS),  # zeus_power_scope: 0 GPU, 1 module
     ]
 
 

@@ -49,7 +49,9 @@ typedef struct window {
   struct window *next;
 } window;
 
-enum { F_GPU, F_CPU, F_DRAM, F_TIME, NUM_F };
+/* F_MODULE: the GPUs whose energy and power are their Grace Hopper module's (zeus_gpu_power_scope),
+ * named as the module's; empty (and so not pushed) on every discrete GPU. */
+enum { F_GPU, F_MODULE, F_CPU, F_DRAM, F_TIME, NUM_F };
 
 struct zeus_metric {
   zeus_metric_kind kind;
@@ -335,8 +337,8 @@ static int record_locked(zeus_metric *m, const char *name, const zeus_measuremen
   int rc = ZEUS_OK;
   for (unsigned k = 0; !rc && k < r->num_gpus; k++) {
     snprintf(idx, sizeof idx, "%u", r->gpu_indices[k]);
-    rc = hist ? observe(&m->f[F_GPU], name, idx, r->gpu_energy_j[k])
-              : add(&m->f[F_GPU], name, idx, r->gpu_energy_j[k], false);
+    family *f = &m->f[r->gpu_power_scope[k] == ZEUS_POWER_SCOPE_MODULE ? F_MODULE : F_GPU];
+    rc = hist ? observe(f, name, idx, r->gpu_energy_j[k]) : add(f, name, idx, r->gpu_energy_j[k], false);
   }
   for (unsigned k = 0; !rc && k < r->num_cpus; k++) {
     snprintf(idx, sizeof idx, "%u", r->cpu_indices[k]);
@@ -377,8 +379,10 @@ static int tick(zeus_metric *m, window *w, bool last) {
         rc = rc ? rc : r;
         continue;
       }
+      zeus_power_scope sc = ZEUS_POWER_SCOPE_GPU;
+      bool module = zeus_gpu_power_scope(d, gpu, &sc) == ZEUS_OK && sc == ZEUS_POWER_SCOPE_MODULE;
       pthread_mutex_lock(&m->mu);
-      r = add(&m->f[F_GPU], w->name, idx, mw / 1000.0, true);
+      r = add(&m->f[module ? F_MODULE : F_GPU], w->name, idx, mw / 1000.0, true);
       pthread_mutex_unlock(&m->mu);
       if (r) rc = rc ? rc : r;
     }
@@ -621,6 +625,10 @@ int zeus_metric_open(zeus_metric **out, zeus_metric_kind kind, const zeus_metric
         rc = set_family(&m->f[F_GPU], "energy_monitor_gpu_energy_joules", "GPU energy of each measurement window",
                         T_HISTOGRAM, true, o->gpu_buckets_j, o->num_gpu_buckets, def_gpu, 5, "GPU energy");
         if (!rc)
+          rc = set_family(&m->f[F_MODULE], "energy_monitor_module_energy_joules",
+                          "Superchip module energy (CPU + memory + GPU) of each measurement window", T_HISTOGRAM,
+                          true, o->gpu_buckets_j, o->num_gpu_buckets, def_gpu, 5, "GPU energy");
+        if (!rc)
           rc = set_family(&m->f[F_CPU], "energy_monitor_cpu_energy_joules",
                           "CPU package energy of each measurement window", T_HISTOGRAM, true, o->cpu_buckets_j,
                           o->num_cpu_buckets, def_cpu, 5, "CPU energy");
@@ -635,6 +643,9 @@ int zeus_metric_open(zeus_metric **out, zeus_metric_kind kind, const zeus_metric
       case ZEUS_METRIC_ENERGY_COUNTER:
         set_family(&m->f[F_GPU], "energy_monitor_gpu_energy_joules_total", "GPU energy used during open windows",
                    T_COUNTER, true, NULL, 0, NULL, 0, NULL);
+        set_family(&m->f[F_MODULE], "energy_monitor_module_energy_joules_total",
+                   "Superchip module energy (CPU + memory + GPU) used during open windows", T_COUNTER, true, NULL, 0,
+                   NULL, 0, NULL);
         set_family(&m->f[F_CPU], "energy_monitor_cpu_energy_joules_total",
                    "CPU package energy used during open windows", T_COUNTER, true, NULL, 0, NULL, 0, NULL);
         set_family(&m->f[F_DRAM], "energy_monitor_dram_energy_joules_total", "DRAM energy used during open windows",
@@ -643,6 +654,9 @@ int zeus_metric_open(zeus_metric **out, zeus_metric_kind kind, const zeus_metric
       case ZEUS_METRIC_POWER_GAUGE:
         set_family(&m->f[F_GPU], "power_monitor_gpu_power_watts", "GPU instant power during open windows", T_GAUGE,
                    true, NULL, 0, NULL, 0, NULL);
+        set_family(&m->f[F_MODULE], "power_monitor_module_power_watts",
+                   "Superchip module instant power (CPU + memory + GPU) during open windows", T_GAUGE, true, NULL, 0,
+                   NULL, 0, NULL);
         break;
     }
   }

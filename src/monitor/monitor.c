@@ -49,6 +49,7 @@ struct zeus_monitor {
   zeus_devices *dev;
   pthread_mutex_t mu;
   unsigned ngpu, gpu[ZEUS_MAX_GPUS];
+  zeus_power_scope scope[ZEUS_MAX_GPUS]; /* what entry k's energy covers, resolved at open */
   bool is_polled[ZEUS_MAX_GPUS];
   bool is_sampled[ZEUS_MAX_GPUS];
   unsigned sampled_k[ZEUS_MAX_GPUS]; /* entry k's index in the sampler */
@@ -194,8 +195,7 @@ static int write_header(zeus_monitor *m) {
   int rc = zeus__buf_puts(&b, "start_time,window_name,elapsed_time");
   for (unsigned k = 0; !rc && k < m->ngpu; k++) {
     /* A superchip module's energy (Grace Hopper: CPU + memory + GPU) is named as the module's. */
-    zeus_power_scope sc = ZEUS_POWER_SCOPE_GPU;
-    bool module = zeus_gpu_power_scope(m->dev, m->gpu[k], &sc) == ZEUS_OK && sc == ZEUS_POWER_SCOPE_MODULE;
+    bool module = m->scope[k] == ZEUS_POWER_SCOPE_MODULE;
     rc = zeus__buf_printf(&b, module ? ",module%u_energy" : ",gpu%u_energy", m->gpu[k]);
   }
   for (unsigned c = 0; !rc && c < m->ncpu; c++) rc = zeus__buf_printf(&b, ",cpu%u_energy", m->cpu[c]);
@@ -317,6 +317,10 @@ int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
     if ((rc = zeus_gpu_energy_counter_supported(dev, m->gpu[k], &counter))) goto fail;
     m->is_polled[k] = !counter || o.force_power_polling;
     if (m->is_polled[k]) m->npolled++;
+    /* Once here, for the log's header and every measurement. A GPU whose scope cannot be told
+     * (a lost GPU fails later, at its first reading) counts as the GPU's own. */
+    zeus_power_scope sc = ZEUS_POWER_SCOPE_GPU;
+    m->scope[k] = zeus_gpu_power_scope(dev, m->gpu[k], &sc) == ZEUS_OK ? sc : ZEUS_POWER_SCOPE_GPU;
   }
   bool want_cpus = !o.cpu_indices || o.num_cpu_indices > 0;
   if (want_cpus && (rc = zeus__rapl_open(&m->rapl))) goto fail;
@@ -543,6 +547,7 @@ int zeus_monitor_end_window_detail(zeus_monitor *m, const char *key, bool cancel
         }
       }
       r.gpu_indices[k] = m->gpu[k];
+      r.gpu_power_scope[k] = m->scope[k];
       r.gpu_energy_j[k] = e;
       d.corrected_energy_j[k] = e;
       total_uj += llround(e * 1e3) * 1000;
@@ -653,6 +658,7 @@ int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement
   r.num_cpus = m->ncpu;
   for (unsigned k = 0; k < m->ngpu; k++) {
     r.gpu_indices[k] = m->gpu[k];
+    r.gpu_power_scope[k] = m->scope[k];
     r.gpu_energy_j[k] = m->is_polled[k] || m->is_sampled[k] ? w->at0.gpu_j[k]
                                                              : zeus_joules_from_mj((int64_t)w->at0.gpu_mj[k]);
   }

@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 #include <math.h>
+#include <time.h>
 
 #include <zeus.h>
 #include <zeus/config.h>
@@ -220,8 +221,13 @@ static void monitor_measures_module_energy_on_gh200(void **state) {
   assert_int_equal(f.Idle(1.0), NVML_SUCCESS);
   double e1 = f.TrueEnergy(0);
   zeus_measurement r;
+  memset(&r, 0xff, sizeof r); /* every scope entry written by the monitor, none left over */
+  assert_zeus_ok(zeus_monitor_window_state(m, "step", &r));
+  assert_int_equal(r.gpu_power_scope[0], ZEUS_POWER_SCOPE_MODULE);
+  memset(&r, 0xff, sizeof r);
   assert_zeus_ok(zeus_monitor_end_window(m, "step", false, &r));
   assert_int_equal(r.num_gpus, 1);
+  assert_int_equal(r.gpu_power_scope[0], ZEUS_POWER_SCOPE_MODULE); /* the measurement says so */
   /* 580 J of GPU work, 30 J of GPU idle, 300 J of the rest of the module */
   assert_near(e1 - e0, 580 + 30 + 300, 2);
   assert_near(r.gpu_energy_j[0], e1 - e0, 0.03 * (e1 - e0));
@@ -237,6 +243,96 @@ static void monitor_measures_module_energy_on_gh200(void **state) {
   zeus_devices_close(d);
   fake_unload(&f);
 }
+
+/* On an ordinary GPU (the fake's H100) a measurement's entries say the GPU scope, as before. */
+static void monitor_measurement_keeps_gpu_scope_on_h100(void **state) {
+  (void)state;
+  zeus_devices *d = open_nvml("h100", 2);
+  fake f;
+  fake_load(&f);
+  static const unsigned none[1];
+  zeus_monitor_opts o = {.devices = d, .cpu_indices = none, .num_cpu_indices = 0};
+  zeus_monitor *m = NULL;
+  assert_zeus_ok(zeus_monitor_open(&m, &o));
+  assert_zeus_ok(zeus_monitor_begin_window(m, "step", false));
+  assert_int_equal(f.RunWork(0, 20), NVML_SUCCESS);
+  assert_int_equal(f.Idle(0.5), NVML_SUCCESS);
+  zeus_measurement r;
+  memset(&r, 0xff, sizeof r);
+  assert_zeus_ok(zeus_monitor_end_window(m, "step", false, &r));
+  assert_int_equal(r.num_gpus, 2);
+  assert_int_equal(r.gpu_power_scope[0], ZEUS_POWER_SCOPE_GPU);
+  assert_int_equal(r.gpu_power_scope[1], ZEUS_POWER_SCOPE_GPU);
+  assert_true(r.gpu_energy_j[0] > 200); /* the work measured on GPU 0 (20 x 0.05 s at ~290 W) */
+  zeus_monitor_close(m);
+  zeus_devices_close(d);
+  fake_unload(&f);
+}
+
+#if ZEUS_HAVE_METRICS_PUSH /* an optional component (cmake/components.cmake) */
+/* The pushed window metrics name a module's energy and power as the module's: the histogram's
+ * energy_monitor_module_energy_joules (with the window's energy) and the gauge's
+ * power_monitor_module_power_watts, never the gpu families. Nothing listens at the URL: the
+ * push fails after the window was recorded, and the text is what it would have sent. */
+static void metric_push_names_module_energy_and_power_on_gh200(void **state) {
+  (void)state;
+  zeus_devices *d = open_nvml("gh200", 1);
+  fake f;
+  fake_load(&f);
+  static const unsigned none[1];
+  zeus_monitor_opts mo = {.devices = d, .cpu_indices = none, .num_cpu_indices = 0};
+  zeus_monitor *mon = NULL;
+  assert_zeus_ok(zeus_monitor_open(&mon, &mo));
+  zeus_metric_opts o;
+  zeus_metric_opts_init(&o);
+  o.url = "http://127.0.0.1:1";
+  o.job = "test";
+  o.monitor = mon;
+  o.timeout_s = 2;
+  zeus_metric *h = NULL;
+  assert_zeus_ok(zeus_metric_open(&h, ZEUS_METRIC_ENERGY_HISTOGRAM, &o));
+  assert_zeus_ok(zeus_monitor_begin_window(mon, "w", false));
+  assert_int_equal(f.RunWork(0, 40), NVML_SUCCESS);
+  assert_int_equal(f.Idle(1.0), NVML_SUCCESS);
+  zeus_measurement r;
+  assert_zeus_ok(zeus_monitor_end_window(mon, "w", false, &r));
+  assert_near(r.gpu_energy_j[0], 910, 0.03 * 910); /* 580 J work, 30 J GPU idle, 300 J the rest */
+  assert_int_equal(zeus_metric_record(h, "step", &r), ZEUS_ENET);
+  char *t = NULL;
+  assert_zeus_ok(zeus_metric_text(h, &t));
+  if (!strstr(t, "# TYPE energy_monitor_module_energy_joules histogram\n") ||
+      !strstr(t, "energy_monitor_module_energy_joules_count{window=\"step\",index=\"0\"} 1\n") ||
+      strstr(t, "energy_monitor_gpu_energy_joules"))
+    fail_msg("the histogram's text:\n%s", t);
+  const char *sum = strstr(t, "energy_monitor_module_energy_joules_sum{window=\"step\",index=\"0\"} ");
+  assert_non_null(sum);
+  assert_near(strtod(strchr(sum, '}') + 1, NULL), r.gpu_energy_j[0], 1e-9);
+  zeus_free(t);
+  zeus_metric_close(h);
+
+  /* The gauge: set at its thread's first tick, soon after begin (the module idles at 130 W). */
+  assert_zeus_ok(zeus_metric_open(&h, ZEUS_METRIC_POWER_GAUGE, &o));
+  assert_zeus_ok(zeus_metric_begin_window(h, "g"));
+  const char *g = NULL;
+  for (int i = 0; i < 500 && !g; i++) { /* at most 5 s */
+    assert_zeus_ok(zeus_metric_text(h, &t));
+    g = strstr(t, "power_monitor_module_power_watts{window=\"g\",index=\"0\"} ");
+    if (!g) {
+      zeus_free(t);
+      struct timespec ts = {0, 10 * 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  if (!g || strstr(t, "power_monitor_gpu_power_watts")) fail_msg("the gauge's text:\n%s", g ? t : "(no series)");
+  assert_near(strtod(strchr(g, '}') + 1, NULL), GH200_IDLE_MODULE_W, 0.3);
+  zeus_free(t);
+  assert_zeus_ok(zeus_metric_end_window(h, "g"));
+  zeus_metric_close(h);
+  zeus_monitor_close(mon);
+  zeus_devices_close(d);
+  fake_unload(&f);
+}
+#endif
 
 #if ZEUS_HAVE_EXPORTER /* an optional component (cmake/components.cmake) */
 /* The value of the sample whose line starts with `prefix`, or NAN. */
@@ -319,6 +415,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(nvml_h100_keeps_gpu_scope_without_a_fallback_line),
       cmocka_unit_test(nvml_gh200_module_power_and_energy_match_the_engine_truth),
       cmocka_unit_test(monitor_measures_module_energy_on_gh200),
+      cmocka_unit_test(monitor_measurement_keeps_gpu_scope_on_h100),
+#if ZEUS_HAVE_METRICS_PUSH
+      cmocka_unit_test(metric_push_names_module_energy_and_power_on_gh200),
+#endif
 #if ZEUS_HAVE_EXPORTER /* an optional component (cmake/components.cmake) */
       cmocka_unit_test(exporter_names_module_power_and_energy_as_the_module_on_gh200),
 #endif
