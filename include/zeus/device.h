@@ -46,7 +46,8 @@ struct zeus_sim_config;
 
 /* Zero-initialised (or NULL) means defaults. */
 typedef struct zeus_devices_opts {
-  /* "nvml", "sim", "none"; NULL: ZEUS_GPU_BACKEND, else nvml if it loads, else none. */
+  /* "nvml", "amdsmi", "sim", "none", "zeusd"; NULL: ZEUS_GPU_BACKEND, else nvml if it loads, else amdsmi
+   * (ZEUS_AMDSMI_LIBRARY, else "libamd_smi.so") if it loads and lists GPUs, else none. */
   const char *backend;
   /* Path or name of the NVML library; NULL: ZEUS_NVML_LIBRARY, else "libnvidia-ml.so.1". */
   const char *nvml_library;
