@@ -1,0 +1,413 @@
+/* The "amdsmi" backend against the fake libamd_smi.so (tests/fake_amdsmi), which runs the
+ * simulated-GPU engine behind amdsmi's C ABI. Each test sets the ZEUS_SIM_* / FAKE_AMDSMI_*
+ * environment before opening the devices (the fake reads it at its first amdsmi_init) and reaches
+ * the fake's helpers and amdsmi functions with dlopen of the same path, which returns the
+ * instance the backend uses. */
+#include "test_util.h"
+
+#include <dlfcn.h>
+#include <math.h>
+
+#include <zeus.h>
+
+#include "device/amdsmi_types.h"
+
+typedef struct fake {
+  void *lib;
+  int (*RunWork)(unsigned, double);
+  int (*Idle)(double);
+  double (*TrueEnergy)(unsigned);
+  amdsmi_status_t (*get_temp_metric)(amdsmi_processor_handle, amdsmi_temperature_type_t, amdsmi_temperature_metric_t,
+                                     int64_t *);
+  amdsmi_status_t (*get_energy_count)(amdsmi_processor_handle, uint64_t *, float *, uint64_t *);
+  amdsmi_status_t (*get_socket_handles)(uint32_t *, amdsmi_socket_handle *);
+} fake;
+
+static void *need_sym(void *lib, const char *name) {
+  void *p = dlsym(lib, name);
+  if (!p) fail_msg("the fake amdsmi lacks %s", name);
+  return p;
+}
+
+/* Loads the fake after the backend has initialised it (the same instance). */
+static void fake_load(fake *f) {
+  memset(f, 0, sizeof *f);
+  f->lib = dlopen(FAKE_AMDSMI_PATH, RTLD_NOW | RTLD_LOCAL);
+  if (!f->lib) fail_msg("dlopen %s: %s", FAKE_AMDSMI_PATH, dlerror());
+  *(void **)&f->RunWork = need_sym(f->lib, "fakeAmdsmiRunWork");
+  *(void **)&f->Idle = need_sym(f->lib, "fakeAmdsmiIdle");
+  *(void **)&f->TrueEnergy = need_sym(f->lib, "fakeAmdsmiTrueEnergy");
+  *(void **)&f->get_temp_metric = need_sym(f->lib, "amdsmi_get_temp_metric");
+  *(void **)&f->get_energy_count = need_sym(f->lib, "amdsmi_get_energy_count");
+  *(void **)&f->get_socket_handles = need_sym(f->lib, "amdsmi_get_socket_handles");
+}
+
+static void fake_unload(fake *f) {
+  if (f->lib) dlclose(f->lib);
+  f->lib = NULL;
+}
+
+/* The fake's processor handle of GPU i (one per socket). */
+static amdsmi_processor_handle fake_handle(fake *f, unsigned i) {
+  amdsmi_socket_handle s[8];
+  uint32_t n = 8;
+  assert_int_equal(f->get_socket_handles(&n, s), AMDSMI_STATUS_SUCCESS);
+  assert_true(i < n);
+  return s[i];
+}
+
+static void reset_env(void) {
+  static const char *const vars[] = {
+      "ZEUS_SIM_GPUS",       "ZEUS_SIM_MODEL_FILE",    "ZEUS_SIM_CLOCK",        "ZEUS_SIM_ENERGY_COUNTER",
+      "ZEUS_SIM_HARDWARE",   "ZEUS_SIM_VARIATION",     "FAKE_AMDSMI_LOG",       "FAKE_AMDSMI_INJECT",
+      "FAKE_AMDSMI_INIT_ERROR", "FAKE_AMDSMI_POWER_NA", "FAKE_AMDSMI_RESOLUTION_UJ", "FAKE_AMDSMI_STATE",
+      "CUDA_VISIBLE_DEVICES", "ZEUS_GPU_BACKEND",      "ZEUS_NVML_LIBRARY",     "ZEUS_AMDSMI_LIBRARY",
+      "ZEUSD_SOCK_PATH",     "ZEUSD_HOST_PORT",
+  };
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+  setenv("ZEUS_AMDSMI_LIBRARY", FAKE_AMDSMI_PATH, 1);
+}
+
+static zeus_devices *open_amdsmi(void) {
+  zeus_devices_opts o = {0};
+  o.backend = "amdsmi";
+  zeus_devices *d = NULL;
+  assert_zeus_ok(zeus_devices_open(&d, &o));
+  assert_string_equal(zeus_devices_backend(d), "amdsmi");
+  return d;
+}
+
+typedef struct scratch {
+  char dir[512];
+  char log[600];
+} scratch;
+
+static void scratch_init(scratch *s) {
+  zeus_test_tmpdir(s->dir, sizeof s->dir);
+  snprintf(s->log, sizeof s->log, "%s/amdsmi.log", s->dir);
+  setenv("FAKE_AMDSMI_LOG", s->log, 1);
+}
+
+static void scratch_free(scratch *s) {
+  unlink(s->log);
+  rmdir(s->dir);
+}
+
+static void assert_log(const scratch *s, const char *expected) {
+  char got[8192] = "";
+  FILE *f = fopen(s->log, "r");
+  if (f) {
+    size_t n = fread(got, 1, sizeof got - 1, f);
+    got[n] = '\0';
+    fclose(f);
+  }
+  if (strcmp(got, expected) != 0) {
+    print_error("setter log:\n%s---- expected:\n%s----\n", got, expected);
+    fail();
+  }
+}
+
+/* ---- identity ---- */
+
+static void amdsmi_lists_mi300x_gpus_with_names_uuids_and_pci_addresses(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_SIM_GPUS", "2", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  zeus_devices *d = open_amdsmi();
+  assert_int_equal(zeus_gpu_count(d), 2);
+  for (unsigned i = 0; i < 2; i++) {
+    char name[ZEUS_NAME_LEN], uuid[ZEUS_NAME_LEN], pci[32], want[64];
+    assert_zeus_ok(zeus_gpu_name(d, i, name, sizeof name));
+    assert_string_equal(name, "AMD Instinct MI300X");
+    assert_zeus_ok(zeus_gpu_uuid(d, i, uuid, sizeof uuid));
+    snprintf(want, sizeof want, "5a1a0000-0000-4000-8000-%012x", i);
+    assert_string_equal(uuid, want);
+    assert_zeus_ok(zeus_gpu_pci_address(d, i, pci, sizeof pci));
+    snprintf(want, sizeof want, "0000:%02x:00.0", i + 1);
+    assert_string_equal(pci, want);
+  }
+  bool on = true;
+  assert_zeus_err(zeus_gpu_get_persistence_mode(d, 0, &on), ZEUS_ENOTSUP, "persistence");
+  zeus_devices_close(d);
+}
+
+/* ---- power caps: uW in amdsmi, mW here ---- */
+
+static void amdsmi_power_caps_are_microwatts_converted_to_milliwatts_and_restored(void **state) {
+  (void)state;
+  reset_env();
+  scratch s;
+  scratch_init(&s);
+  setenv("ZEUS_SIM_GPUS", "1", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  zeus_devices *d = open_amdsmi();
+  unsigned lo = 0, hi = 0, def = 0, mw = 0;
+  assert_zeus_ok(zeus_gpu_power_limit_constraints(d, 0, &lo, &hi, &def));
+  assert_int_equal(lo, 400000);
+  assert_int_equal(hi, 750000);
+  assert_int_equal(def, 750000);
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 600000));
+  assert_zeus_ok(zeus_gpu_get_power_limit(d, 0, &mw));
+  assert_int_equal(mw, 600000);
+  /* Outside the range amdsmi gave: refused before any call. */
+  assert_zeus_err(zeus_gpu_set_power_limit(d, 0, 300000), ZEUS_ERANGE, "[400000, 750000] mW");
+  zeus_devices_close(d); /* restores 750 W */
+  assert_log(&s,
+             "amdsmi_set_power_cap 0 0 600000000 -> 0\n"
+             "amdsmi_set_power_cap 0 0 750000000 -> 0\n");
+  scratch_free(&s);
+}
+
+/* ---- energy: ticks x resolution ---- */
+
+static void amdsmi_energy_is_counter_ticks_times_resolution_in_millijoules(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_SIM_GPUS", "1", 1);
+  zeus_devices *d = open_amdsmi();
+  fake f;
+  fake_load(&f);
+  bool supported = false;
+  assert_zeus_ok(zeus_gpu_energy_counter_supported(d, 0, &supported));
+  assert_true(supported);
+  uint64_t e0, e1;
+  assert_zeus_ok(zeus_gpu_total_energy(d, 0, &e0));
+  double t0 = f.TrueEnergy(0);
+  assert_int_equal(f.RunWork(0, 20), 0);
+  assert_zeus_ok(zeus_gpu_total_energy(d, 0, &e1));
+  double truth_mj = (f.TrueEnergy(0) - t0) * 1e3;
+  assert_true(truth_mj > 1000); /* 20 units of work draw joules, not nothing */
+  /* Each reading floors to a tick (15.259 uJ) and then to a mJ: within 1 mJ of the truth. */
+  assert_near((double)(e1 - e0), truth_mj, 1.0 + 0.05);
+  /* The conversion itself: the backend's mJ is the raw ticks times the resolution over 1000. */
+  uint64_t ticks = 0, ts = 0, mj = 0;
+  float res = 0;
+  assert_int_equal(f.get_energy_count(fake_handle(&f, 0), &ticks, &res, &ts), AMDSMI_STATUS_SUCCESS);
+  assert_near(res, 15.259, 1e-4);
+  assert_zeus_ok(zeus_gpu_total_energy(d, 0, &mj));
+  assert_int_equal(mj, (uint64_t)((double)ticks * (double)res / 1e3));
+  fake_unload(&f);
+  zeus_devices_close(d);
+}
+
+static void amdsmi_energy_follows_a_coarse_counter_resolution(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_SIM_GPUS", "1", 1);
+  setenv("FAKE_AMDSMI_RESOLUTION_UJ", "250000", 1); /* a quarter joule a tick */
+  zeus_devices *d = open_amdsmi();
+  fake f;
+  fake_load(&f);
+  assert_int_equal(f.RunWork(0, 10), 0);
+  uint64_t mj;
+  assert_zeus_ok(zeus_gpu_total_energy(d, 0, &mj));
+  double truth_mj = f.TrueEnergy(0) * 1e3;
+  assert_int_equal(mj % 250, 0);
+  assert_true((double)mj <= truth_mj && (double)mj > truth_mj - 250);
+  fake_unload(&f);
+  zeus_devices_close(d);
+}
+
+/* ---- power and temperature ---- */
+
+static void amdsmi_power_is_socket_watts_times_1000_and_na_is_unsupported(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_SIM_GPUS", "1", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  zeus_devices *d = open_amdsmi();
+  unsigned now = 0, avg = 0;
+  assert_zeus_ok(zeus_gpu_power(d, 0, ZEUS_POWER_INSTANT, &now));
+  assert_zeus_ok(zeus_gpu_power(d, 0, ZEUS_POWER_AVERAGE, &avg));
+  /* The idle MI300X draws 190 W; amdsmi reports whole watts. */
+  assert_int_equal(now % 1000, 0);
+  assert_true(now >= 188000 && now <= 192000);
+  assert_int_equal(avg, 190000);
+  assert_zeus_err(zeus_gpu_power(d, 0, ZEUS_POWER_MEMORY_AVERAGE, &avg), ZEUS_ENOTSUP, "memory power");
+  zeus_devices_close(d);
+
+  setenv("FAKE_AMDSMI_POWER_NA", "current", 1);
+  d = open_amdsmi();
+  assert_zeus_err(zeus_gpu_power(d, 0, ZEUS_POWER_INSTANT, &now), ZEUS_ENOTSUP, "current_socket_power");
+  assert_zeus_ok(zeus_gpu_power(d, 0, ZEUS_POWER_AVERAGE, &avg));
+  assert_int_equal(avg, 190000);
+  zeus_devices_close(d);
+}
+
+static void amdsmi_temperature_is_the_hotspot_in_degrees(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_SIM_GPUS", "1", 1);
+  zeus_devices *d = open_amdsmi();
+  fake f;
+  fake_load(&f);
+  int64_t raw = 0;
+  assert_int_equal(f.get_temp_metric(fake_handle(&f, 0), AMDSMI_TEMPERATURE_TYPE_HOTSPOT, AMDSMI_TEMP_CURRENT, &raw),
+                   AMDSMI_STATUS_SUCCESS);
+  unsigned c = 0;
+  assert_zeus_ok(zeus_gpu_temperature(d, 0, &c));
+  assert_true(raw >= 1000);
+  assert_int_equal(c, (unsigned)(raw / 1000));
+  fake_unload(&f);
+  zeus_devices_close(d);
+}
+
+/* ---- clocks ---- */
+
+static void amdsmi_clock_lists_are_the_max_and_min_of_each_domain(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_SIM_GPUS", "1", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  zeus_devices *d = open_amdsmi();
+  unsigned mhz[8];
+  size_t n = 8;
+  assert_zeus_ok(zeus_gpu_supported_memory_clocks(d, 0, mhz, &n));
+  assert_int_equal(n, 1);
+  assert_int_equal(mhz[0], 1300);
+  n = 8;
+  assert_zeus_ok(zeus_gpu_supported_graphics_clocks(d, 0, 1300, mhz, &n));
+  assert_int_equal(n, 2);
+  assert_int_equal(mhz[0], 2100);
+  assert_int_equal(mhz[1], 500);
+  n = 1;
+  assert_zeus_err(zeus_gpu_supported_graphics_clocks(d, 0, 1300, mhz, &n), ZEUS_ERANGE, "2 entries");
+  assert_int_equal(n, 2);
+  zeus_devices_close(d);
+}
+
+/* AMD resets clocks only all together (performance level auto): resetting the GFX lock puts the
+ * memory lock this handle set back, and closing resets both. */
+static void amdsmi_clock_locks_set_read_back_and_reset_through_the_perf_level(void **state) {
+  (void)state;
+  reset_env();
+  scratch s;
+  scratch_init(&s);
+  setenv("ZEUS_SIM_GPUS", "1", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  zeus_devices *d = open_amdsmi();
+  fake f;
+  fake_load(&f);
+  unsigned sm = 0, mem = 0;
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 1000, 1200));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(d, 0, 900, 900));
+  assert_int_equal(f.RunWork(0, 2), 0); /* the read-back moves at the sensor's ticks */
+  assert_zeus_ok(zeus_gpu_current_clocks(d, 0, &sm, &mem));
+  assert_true(sm >= 1000 && sm <= 1200);
+  assert_int_equal(mem, 900);
+  assert_zeus_ok(zeus_gpu_reset_locked_clocks(d, 0));
+  assert_int_equal(f.RunWork(0, 2), 0);
+  assert_zeus_ok(zeus_gpu_current_clocks(d, 0, &sm, &mem));
+  assert_int_equal(sm, 2100);
+  assert_int_equal(mem, 900); /* still locked */
+  assert_zeus_err(zeus_gpu_set_locked_clocks(d, 0, 1200, 1000), ZEUS_EINVAL, "min <= max");
+  zeus_devices_close(d);
+  assert_log(&s,
+             "amdsmi_set_gpu_clk_range 0 1000 1200 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 0 900 900 4 -> 0\n"
+             "amdsmi_set_gpu_perf_level 0 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 0 900 900 4 -> 0\n"
+             "amdsmi_set_gpu_perf_level 0 0 -> 0\n");
+  fake_unload(&f);
+  scratch_free(&s);
+}
+
+/* ---- errors ---- */
+
+static void amdsmi_missing_required_function_fails_the_backend_by_name(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_AMDSMI_LIBRARY", FAKE_AMDSMI_MISSING_PATH, 1);
+  zeus_devices_opts o = {0};
+  o.backend = "amdsmi";
+  zeus_devices *d = NULL;
+  assert_zeus_err(zeus_devices_open(&d, &o), ZEUS_ENOLIB, "amdsmi_get_gpu_device_uuid");
+  setenv("ZEUS_AMDSMI_LIBRARY", "/nonexistent/libamd_smi.so", 1);
+  assert_zeus_err(zeus_devices_open(&d, &o), ZEUS_ENOLIB, "cannot load the amdsmi library");
+}
+
+static void amdsmi_missing_optional_functions_are_unsupported_naming_the_call(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_AMDSMI_LIBRARY", FAKE_AMDSMI_PARTIAL_PATH, 1);
+  setenv("ZEUS_SIM_GPUS", "1", 1);
+  zeus_devices *d = open_amdsmi();
+  bool supported = true;
+  assert_zeus_ok(zeus_gpu_energy_counter_supported(d, 0, &supported));
+  assert_false(supported);
+  uint64_t mj;
+  assert_zeus_err(zeus_gpu_total_energy(d, 0, &mj), ZEUS_ENOTSUP, "amdsmi_get_energy_count");
+  assert_zeus_err(zeus_gpu_set_power_limit(d, 0, 200000), ZEUS_ENOTSUP, "amdsmi_set_power_cap");
+  assert_zeus_err(zeus_gpu_set_locked_clocks(d, 0, 500, 900), ZEUS_ENOTSUP, "amdsmi_set_gpu_clk_range");
+  unsigned mw;
+  assert_zeus_ok(zeus_gpu_get_power_limit(d, 0, &mw)); /* the readings it has still work */
+  zeus_devices_close(d);
+}
+
+static void amdsmi_failed_calls_name_the_status_and_the_call(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_SIM_GPUS", "2", 1);
+  setenv("FAKE_AMDSMI_INJECT", "amdsmi_set_power_cap:NO_PERM:1;amdsmi_get_power_info:NOT_SUPPORTED", 1);
+  zeus_devices *d = open_amdsmi();
+  unsigned lo, hi, mw;
+  assert_zeus_ok(zeus_gpu_power_limit_constraints(d, 1, &lo, &hi, NULL));
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, lo));
+  assert_zeus_err(zeus_gpu_set_power_limit(d, 1, lo), ZEUS_EPERM, "AMDSMI_STATUS_NO_PERM");
+  assert_zeus_err(zeus_gpu_set_power_limit(d, 1, lo), ZEUS_EPERM, "(amdsmi_set_power_cap): this operation needs root");
+  assert_zeus_err(zeus_gpu_power(d, 0, ZEUS_POWER_INSTANT, &mw), ZEUS_ENOTSUP, "amdsmi_get_power_info");
+  zeus_devices_close(d);
+
+  unsetenv("FAKE_AMDSMI_INJECT");
+  setenv("FAKE_AMDSMI_INIT_ERROR", "DRIVER_NOT_LOADED", 1);
+  zeus_devices_opts o = {0};
+  o.backend = "amdsmi";
+  assert_zeus_err(zeus_devices_open(&d, &o), ZEUS_ENOLIB, "AMDSMI_STATUS_DRIVER_NOT_LOADED");
+}
+
+/* ---- selection ---- */
+
+static void amdsmi_is_chosen_by_itself_after_nvml_when_it_lists_gpus(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_SIM_GPUS", "3", 1);
+  setenv("ZEUS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+  zeus_devices_opts o = {0};
+  o.daemon = "";
+  zeus_devices *d = NULL;
+  assert_zeus_ok(zeus_devices_open(&d, &o));
+  assert_string_equal(zeus_devices_backend(d), "amdsmi");
+  assert_int_equal(zeus_gpu_count(d), 3);
+  zeus_devices_close(d);
+  /* NVML first: where it loads, it is used. */
+  setenv("ZEUS_NVML_LIBRARY", FAKE_NVML_PATH, 1);
+  assert_zeus_ok(zeus_devices_open(&d, &o));
+  assert_string_equal(zeus_devices_backend(d), "nvml");
+  zeus_devices_close(d);
+  /* Neither: none. */
+  setenv("ZEUS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+  setenv("ZEUS_AMDSMI_LIBRARY", "/nonexistent/libamd_smi.so", 1);
+  assert_zeus_ok(zeus_devices_open(&d, &o));
+  assert_string_equal(zeus_devices_backend(d), "none");
+  zeus_devices_close(d);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(amdsmi_lists_mi300x_gpus_with_names_uuids_and_pci_addresses),
+      cmocka_unit_test(amdsmi_power_caps_are_microwatts_converted_to_milliwatts_and_restored),
+      cmocka_unit_test(amdsmi_energy_is_counter_ticks_times_resolution_in_millijoules),
+      cmocka_unit_test(amdsmi_energy_follows_a_coarse_counter_resolution),
+      cmocka_unit_test(amdsmi_power_is_socket_watts_times_1000_and_na_is_unsupported),
+      cmocka_unit_test(amdsmi_temperature_is_the_hotspot_in_degrees),
+      cmocka_unit_test(amdsmi_clock_lists_are_the_max_and_min_of_each_domain),
+      cmocka_unit_test(amdsmi_clock_locks_set_read_back_and_reset_through_the_perf_level),
+      cmocka_unit_test(amdsmi_missing_required_function_fails_the_backend_by_name),
+      cmocka_unit_test(amdsmi_missing_optional_functions_are_unsupported_naming_the_call),
+      cmocka_unit_test(amdsmi_failed_calls_name_the_status_and_the_call),
+      cmocka_unit_test(amdsmi_is_chosen_by_itself_after_nvml_when_it_lists_gpus),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
