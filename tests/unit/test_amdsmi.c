@@ -62,7 +62,7 @@ static void reset_env(void) {
       "ZEUS_SIM_HARDWARE",   "ZEUS_SIM_VARIATION",     "FAKE_AMDSMI_LOG",       "FAKE_AMDSMI_INJECT",
       "FAKE_AMDSMI_INIT_ERROR", "FAKE_AMDSMI_POWER_NA", "FAKE_AMDSMI_RESOLUTION_UJ", "FAKE_AMDSMI_STATE",
       "CUDA_VISIBLE_DEVICES", "ZEUS_GPU_BACKEND",      "ZEUS_NVML_LIBRARY",     "ZEUS_AMDSMI_LIBRARY",
-      "ZEUSD_SOCK_PATH",     "ZEUSD_HOST_PORT",
+      "ZEUSD_SOCK_PATH",     "ZEUSD_HOST_PORT",       "ZEUS_PLO_PROFILING",
   };
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
   setenv("ZEUS_AMDSMI_LIBRARY", FAKE_AMDSMI_PATH, 1);
@@ -366,6 +366,121 @@ static void amdsmi_failed_calls_name_the_status_and_the_call(void **state) {
   assert_zeus_err(zeus_devices_open(&d, &o), ZEUS_ENOLIB, "AMDSMI_STATUS_DRIVER_NOT_LOADED");
 }
 
+/* ---- the monitor and the power-limit optimizer on the fake amdsmi ---- */
+
+static zeus_monitor *open_monitor(zeus_devices *d) {
+  static const unsigned no_cpu[1];
+  zeus_monitor_opts mo = {.devices = d, .cpu_indices = no_cpu, .num_cpu_indices = 0};
+  zeus_monitor *m = NULL;
+  assert_zeus_ok(zeus_monitor_open(&m, &mo));
+  return m;
+}
+
+/* A window around work on two MI300X measures the engine's ground truth: the counter's 10 ms
+ * ticks over windows of seconds leave well under 1 % of error. */
+static void amdsmi_monitor_windows_measure_the_true_energy_on_mi300x(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_SIM_GPUS", "2", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  setenv("ZEUS_SIM_CLOCK", "virtual", 1);
+  zeus_devices *d = open_amdsmi();
+  fake f;
+  fake_load(&f);
+  zeus_monitor *m = open_monitor(d);
+  double t0[2] = {f.TrueEnergy(0), f.TrueEnergy(1)};
+  assert_zeus_ok(zeus_monitor_begin_window(m, "train", false));
+  assert_int_equal(f.RunWork(0, 40), 0);
+  assert_int_equal(f.Idle(1.0), 0);
+  zeus_measurement out;
+  assert_zeus_ok(zeus_monitor_end_window(m, "train", false, &out));
+  assert_int_equal(out.num_gpus, 2);
+  for (unsigned g = 0; g < 2; g++) {
+    double truth = f.TrueEnergy(g) - t0[g];
+    assert_true(truth > 100);
+    assert_near(out.gpu_energy_j[g], truth, truth * 0.01);
+  }
+  /* GPU 0 worked, GPU 1 idled at 190 W the whole window. */
+  assert_true(out.gpu_energy_j[0] > out.gpu_energy_j[1] * 1.2);
+  assert_near(out.gpu_energy_j[1] / out.time_s, 190.0, 190.0 * 0.02);
+  zeus_monitor_close(m);
+  fake_unload(&f);
+  zeus_devices_close(d);
+}
+
+/* The optimizer sweeps the MI300X's caps from 750 W down to 400 W in 25 W strides through
+ * amdsmi_set_power_cap (microwatts), applies its choice, and the GPU gets 750 W back at close. */
+static void amdsmi_power_limit_optimizer_sweeps_the_caps_and_applies_its_choice(void **state) {
+  (void)state;
+  reset_env();
+  scratch s;
+  scratch_init(&s);
+  setenv("ZEUS_SIM_GPUS", "1", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  setenv("ZEUS_SIM_CLOCK", "virtual", 1);
+  setenv("ZEUS_PLO_PROFILING", "original", 1);
+  zeus_devices *d = open_amdsmi();
+  fake f;
+  fake_load(&f);
+  zeus_monitor *m = open_monitor(d);
+  zeus_selector sel;
+  assert_zeus_ok(zeus_selector_energy(&sel));
+  zeus_plo_opts o;
+  zeus_plo_opts_init(&o);
+  o.selector = &sel;
+  o.warmup_steps = 2;
+  o.profile_steps = 5;
+  o.no_signal_handlers = true;
+  zeus_plo *p = NULL;
+  assert_zeus_ok(zeus_plo_open(&p, m, &o));
+  for (int epoch = 0; epoch < 5 && zeus_plo_get_state(p) != ZEUS_PLO_DONE; epoch++) {
+    assert_zeus_ok(zeus_plo_on_epoch_begin(p));
+    for (int step = 0; step < 200; step++) {
+      assert_zeus_ok(zeus_plo_on_step_begin(p));
+      assert_int_equal(f.RunWork(0, 1), 0);
+      assert_zeus_ok(zeus_plo_on_step_end(p));
+    }
+    assert_zeus_ok(zeus_plo_on_epoch_end(p));
+  }
+  assert_int_equal(zeus_plo_get_state(p), ZEUS_PLO_DONE);
+  const unsigned *limits = NULL;
+  size_t n = zeus_plo_power_limits(p, &limits);
+  assert_int_equal(n, 15);
+  assert_int_equal(limits[0], 750);
+  assert_int_equal(limits[14], 400);
+  unsigned best = zeus_plo_optimal_power_limit_w(p);
+  assert_true(best >= 400 && best < 750);
+  unsigned mw = 0;
+  assert_zeus_ok(zeus_gpu_get_power_limit(d, 0, &mw));
+  assert_int_equal(mw, best * 1000);
+  /* Every cap in the sweep went through amdsmi in microwatts. */
+  FILE *fp = fopen(s.log, "r");
+  assert_non_null(fp);
+  char line[256];
+  bool seen[15] = {0};
+  unsigned long long last = 0;
+  while (fgets(line, sizeof line, fp)) {
+    unsigned long long uw;
+    unsigned gpu, sensor, code;
+    if (sscanf(line, "amdsmi_set_power_cap %u %u %llu -> %u", &gpu, &sensor, &uw, &code) != 4) continue;
+    assert_int_equal(code, 0);
+    assert_int_equal(uw % 25000000ull, 0);
+    if (uw >= 400000000ull && uw <= 750000000ull) seen[(uw - 400000000ull) / 25000000ull] = true;
+    last = uw;
+  }
+  fclose(fp);
+  for (unsigned k = 0; k < 14; k++) assert_true(seen[k]); /* 400..725 W; 750 W is where it starts */
+  assert_int_equal(last, (unsigned long long)best * 1000000ull);
+  zeus_plo_close(p);
+  assert_zeus_ok(zeus_gpu_get_power_limit(d, 0, &mw));
+  assert_int_equal(mw, 750000);
+  zeus_monitor_close(m);
+  fake_unload(&f);
+  zeus_devices_close(d);
+  unsetenv("ZEUS_PLO_PROFILING");
+  scratch_free(&s);
+}
+
 /* ---- selection ---- */
 
 static void amdsmi_is_chosen_by_itself_after_nvml_when_it_lists_gpus(void **state) {
@@ -407,6 +522,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(amdsmi_missing_required_function_fails_the_backend_by_name),
       cmocka_unit_test(amdsmi_missing_optional_functions_are_unsupported_naming_the_call),
       cmocka_unit_test(amdsmi_failed_calls_name_the_status_and_the_call),
+      cmocka_unit_test(amdsmi_monitor_windows_measure_the_true_energy_on_mi300x),
+      cmocka_unit_test(amdsmi_power_limit_optimizer_sweeps_the_caps_and_applies_its_choice),
       cmocka_unit_test(amdsmi_is_chosen_by_itself_after_nvml_when_it_lists_gpus),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
