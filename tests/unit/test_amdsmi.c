@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include <zeus.h>
+#include <zeus/config.h>
 
 #include "device/amdsmi_types.h"
 
@@ -481,6 +482,43 @@ static void amdsmi_power_limit_optimizer_sweeps_the_caps_and_applies_its_choice(
   scratch_free(&s);
 }
 
+#if ZEUS_HAVE_PFO_CLIENT
+/* The Perseus client's frequency controller on the fake amdsmi: it locks the GFX and memory
+ * clocks at their highest (memory first), moves the GFX lock to a wish among the clocks amdsmi lists (its range's
+ * ends, as the original lists them), and puts both back through the performance level at close. */
+static void amdsmi_perseus_controller_locks_gfx_clocks_and_puts_them_back(void **state) {
+  (void)state;
+  reset_env();
+  scratch s;
+  scratch_init(&s);
+  setenv("ZEUS_SIM_GPUS", "1", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  setenv("ZEUS_SIM_CLOCK", "virtual", 1);
+  zeus_devices *d = open_amdsmi();
+  zeus_pfo_controller *c;
+  zeus_pfo_controller_opts co = {.no_signal_handlers = true};
+  assert_zeus_ok(zeus_pfo_controller_open(&c, d, 0, &co));
+  const unsigned *f;
+  assert_int_equal(zeus_pfo_controller_frequencies(c, &f), 2);
+  assert_int_equal(f[0], 2100);
+  assert_int_equal(f[1], 500);
+  assert_zeus_ok(zeus_pfo_controller_set_frequency(c, 500));
+  assert_zeus_ok(zeus_pfo_controller_wait(c, 10));
+  assert_int_equal(zeus_pfo_controller_current_mhz(c), 500);
+  assert_zeus_err(zeus_pfo_controller_set_frequency(c, 1200), ZEUS_EINVAL, "1200 MHz is not a supported SM clock");
+  zeus_pfo_controller_close(c);
+  zeus_devices_close(d);
+  assert_log(&s,
+             "amdsmi_set_gpu_clk_range 0 1300 1300 4 -> 0\n"
+             "amdsmi_set_gpu_clk_range 0 2100 2100 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 0 500 500 0 -> 0\n"
+             "amdsmi_set_gpu_perf_level 0 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 0 1300 1300 4 -> 0\n"
+             "amdsmi_set_gpu_perf_level 0 0 -> 0\n");
+  scratch_free(&s);
+}
+#endif
+
 /* ---- selection ---- */
 
 static void amdsmi_is_chosen_by_itself_after_nvml_when_it_lists_gpus(void **state) {
@@ -524,6 +562,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(amdsmi_failed_calls_name_the_status_and_the_call),
       cmocka_unit_test(amdsmi_monitor_windows_measure_the_true_energy_on_mi300x),
       cmocka_unit_test(amdsmi_power_limit_optimizer_sweeps_the_caps_and_applies_its_choice),
+#if ZEUS_HAVE_PFO_CLIENT
+      cmocka_unit_test(amdsmi_perseus_controller_locks_gfx_clocks_and_puts_them_back),
+#endif
       cmocka_unit_test(amdsmi_is_chosen_by_itself_after_nvml_when_it_lists_gpus),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
