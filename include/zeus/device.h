@@ -88,7 +88,8 @@ ZEUS_EXTERN const char *zeus_devices_backend(const zeus_devices *d);
 
 /* Why no NVIDIA GPU is there: when the backend was chosen automatically (no opts->backend, no
  * ZEUS_GPU_BACKEND) and NVML could not be loaded, the load error ("cannot load the NVML library
- * 'libnvidia-ml.so.1': ..."), owned by the handle; NULL when nvml was used or not tried. */
+ * 'libnvidia-ml.so.1': ..."), then, where the amdsmi backend was tried after it and gave no GPU,
+ * "; no AMD GPU: " and why; owned by the handle; NULL when nvml was used or not tried. */
 ZEUS_EXTERN const char *zeus_devices_nvml_error(const zeus_devices *d);
 
 /* Seconds on the backend's own monotonic clock (the simulated clock for "sim"). Every

@@ -195,8 +195,10 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
         rc = zeus__error(ZEUS_ENOLIB, "amdsmi lists no GPUs");
       }
       if (rc != ZEUS_OK) {
-        zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA GPUs: %s; no AMD GPUs: %s; using the 'none' backend",
-                  d->nvml_error, zeus_errmsg());
+        /* Why neither vendor library gave GPUs (zeus_devices_nvml_error, what zeus gpus prints). */
+        size_t used = strlen(d->nvml_error);
+        snprintf(d->nvml_error + used, sizeof d->nvml_error - used, "; no AMD GPU: %s", zeus_errmsg());
+        zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA GPUs: %s; using the 'none' backend", d->nvml_error);
         d->be = &zeus__backend_none;
         d->st = NULL;
         rc = d->be->open(&d->st, opts);
