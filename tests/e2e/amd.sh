@@ -3,7 +3,7 @@
 # (ZEUS_GPU_BACKEND=amdsmi, ZEUS_SIM_HARDWARE=mi300x): zeus gpus lists them, zeus monitor energy
 # measures their idle 190 W, gpus check/probe/set work through amdsmi (caps in microwatts, clock
 # ranges, resets through the performance level, all logged by the fake), the exporter reports
-# them, and the backend is chosen by itself where NVML does not load.
+# them, the zeus daemon serves them, and the backend is chosen by itself where NVML does not load.
 set -u
 . "$(dirname "$0")/lib.sh"
 
@@ -110,6 +110,26 @@ if zeus_has exporter; then
     pass "exporter --once reports the MI300X"
   else fail "exporter --once reports the MI300X"; head -30 "$tmp/metrics.txt"; fi
 else skip_part "zeus exporter"; fi
+
+# The zeus daemon serving the MI300X: a client without privilege sets them through it.
+if zeus_has daemon; then
+  mkdir -p "$tmp/run"
+  : >"$FAKE_AMDSMI_LOG"
+  "$ZEUS" daemon serve --log-level info --socket-path "$tmp/run/zeusd.sock" --state-file "$tmp/run/state.json" \
+    2>"$tmp/daemon.log" &
+  daemon=$!
+  for _ in $(seq 100); do grep -q "serve: ready" "$tmp/daemon.log" && break; sleep 0.05; done
+  if grep -q "serving 2 GPUs (amdsmi)" "$tmp/daemon.log"; then pass "the daemon serves the amdsmi GPUs"
+  else fail "the daemon serves the amdsmi GPUs"; cat "$tmp/daemon.log"; fi
+  expect_ok "gpus set through the daemon" env -u ZEUS_GPU_BACKEND ZEUSD_SOCK_PATH="$tmp/run/zeusd.sock" \
+    "$ZEUS" gpus set --gpus 1 --power-limit 450 --hold-s 0.2
+  kill "$daemon" 2>/dev/null
+  wait "$daemon" 2>/dev/null
+  want='amdsmi_set_power_cap 1 0 450000000 -> 0
+amdsmi_set_power_cap 1 0 750000000 -> 0'
+  if [ "$(cat "$FAKE_AMDSMI_LOG")" = "$want" ]; then pass "the daemon set the cap through amdsmi and put it back"
+  else fail "the daemon set the cap through amdsmi and put it back"; cat "$FAKE_AMDSMI_LOG"; fi
+else skip_part "zeus daemon"; fi
 
 # Chosen by itself: NVML does not load here, amdsmi does and lists GPUs.
 ZEUS_GPU_BACKEND= ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 \
