@@ -33,15 +33,16 @@
  *   FAKE_AMDSMI_LOG=<path>      one line per setter call, failed ones too:
  *                               "<function> <gpu|?> <args> -> <status>", one write() each
  *                               (amdsmi_set_power_cap 0 0 600000000 -> 0).
- *   FAKE_AMDSMI_INJECT=<fn>:<status>[:<gpu>[:<after>]][;...]   as FAKE_NVML_INJECT: after
+ *   FAKE_AMDSMI_INJECT=<fn>:<status>[:<gpu>[:<after>]][;...]   as FAKE_NVML_INJECT (the same
+ *                               parser, tests/fake_common/fake_common.h): after
  *                               <after> matching calls, every matching call answers <status> (a
  *                               number or a name with or without AMDSMI_STATUS_: NO_PERM,
  *                               NOT_SUPPORTED...); * matches every device call. Injected failures
  *                               never reach the engine.
  *   FAKE_AMDSMI_INIT_ERROR=<status>   amdsmi_init fails with it.
  *   FAKE_AMDSMI_STATE=<path>    the knobs outlive the process, in the fake NVML's state format
- *                               ("gpu <i> power_limit_mw <mW> persistence 0 sm_lock <min> <max>
- *                               mem_lock <min> <max>"), read at init, written after each setter.
+ *                               (tests/fake_common/fake_common.h), read at init, written after
+ *                               each setter.
  *   FAKE_AMDSMI_BUSY_FILE=<path> while it exists every GPU is busy (zeus_sim_gpu_set_load).
  *   FAKE_AMDSMI_POWER_NA=current|average|both   those power_info fields read 0xFFFF (N/A).
  *   FAKE_AMDSMI_RESOLUTION_UJ=<uJ>  the counter's resolution (0 < uJ <= 1e6).
@@ -68,6 +69,7 @@
 
 #include "core/core.h"
 #include "device/amdsmi_types.h"
+#include "fake_common/fake_common.h"
 #include "zeus/sim.h"
 
 #define FAKE_API __attribute__((visibility("default")))
@@ -115,21 +117,13 @@ typedef struct fake_dev {
   unsigned index;
 } fake_dev;
 
-typedef struct inject_spec {
-  char fn[64];
-  amdsmi_status_t code;
-  int gpu; /* -1: every GPU */
-  unsigned after, seen;
-  bool fired;
-} inject_spec;
-
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned g_refs;
 static zeus_sim_node *g_node;
 static unsigned g_count;
 static fake_dev g_devs[ZEUS_MAX_GPUS];
 static unsigned long g_calls[ZEUS_MAX_GPUS];
-static inject_spec g_inject[FAKE_MAX_INJECT];
+static fake_inject g_inject[FAKE_MAX_INJECT];
 static unsigned g_ninject;
 static char g_log_path[1024], g_state_path[1024], g_busy_path[1024];
 static bool g_busy, g_na_current, g_na_average;
@@ -185,67 +179,22 @@ amdsmi_status_t amdsmi_status_code_to_string(amdsmi_status_t status, const char 
 
 /* ---- controls ---- */
 
-static bool parse_inject(const char *value) {
-  g_ninject = 0;
-  if (!value || !*value) return true;
-  char buf[2048];
-  snprintf(buf, sizeof buf, "%s", value);
-  char *save = NULL;
-  for (char *spec = strtok_r(buf, ";", &save); spec; spec = strtok_r(NULL, ";", &save)) {
-    if (g_ninject == FAKE_MAX_INJECT) {
-      fprintf(stderr, "fake amdsmi: FAKE_AMDSMI_INJECT has more than %d specs\n", FAKE_MAX_INJECT);
-      return false;
-    }
-    inject_spec *s = &g_inject[g_ninject];
-    memset(s, 0, sizeof *s);
-    s->gpu = -1;
-    char *field[4] = {0};
-    int nf = 0;
-    for (char *p = spec; nf < 4;) {
-      field[nf++] = p;
-      char *colon = strchr(p, ':');
-      if (!colon) break;
-      *colon = '\0';
-      p = colon + 1;
-    }
-    char *end;
-    if (nf < 2 || !*field[0] || strlen(field[0]) >= sizeof s->fn || !parse_code(field[1], &s->code)) {
-      fprintf(stderr, "fake amdsmi: FAKE_AMDSMI_INJECT spec '%s' is not <function>:<status>[:<gpu>[:<after>]]\n", spec);
-      return false;
-    }
-    snprintf(s->fn, sizeof s->fn, "%s", field[0]);
-    if (nf >= 3 && *field[2] && strcmp(field[2], "*") != 0) {
-      long g = strtol(field[2], &end, 10);
-      if (*end || g < 0 || g >= ZEUS_MAX_GPUS) {
-        fprintf(stderr, "fake amdsmi: FAKE_AMDSMI_INJECT gpu '%s' is not an index or *\n", field[2]);
-        return false;
-      }
-      s->gpu = (int)g;
-    }
-    if (nf >= 4 && *field[3]) {
-      long a = strtol(field[3], &end, 10);
-      if (*end || a < 0) {
-        fprintf(stderr, "fake amdsmi: FAKE_AMDSMI_INJECT after-count '%s' is not a number >= 0\n", field[3]);
-        return false;
-      }
-      s->after = (unsigned)a;
-    }
-    g_ninject++;
-  }
+static bool parse_code_ll(const char *text, long long *out) {
+  amdsmi_status_t r;
+  if (!parse_code(text, &r)) return false;
+  *out = r;
   return true;
+}
+
+static bool parse_inject(const char *value) {
+  return fake_parse_inject("fake amdsmi", "FAKE_AMDSMI_INJECT", value, g_inject, FAKE_MAX_INJECT, &g_ninject,
+                           parse_code_ll);
 }
 
 /* The injected answer for a call, or SUCCESS. Caller holds g_mu. */
 static amdsmi_status_t injected(const char *fn, int gpu) {
-  for (unsigned k = 0; k < g_ninject; k++) {
-    inject_spec *s = &g_inject[k];
-    if (strcmp(s->fn, "*") == 0 ? gpu < 0 : strcmp(s->fn, fn) != 0) continue;
-    if (s->gpu >= 0 && s->gpu != gpu) continue;
-    if (!s->fired && s->seen++ < s->after) continue;
-    s->fired = true;
-    return s->code;
-  }
-  return AMDSMI_STATUS_SUCCESS;
+  long long code;
+  return fake_inject_fire(g_inject, g_ninject, fn, gpu, &code) ? (amdsmi_status_t)code : AMDSMI_STATUS_SUCCESS;
 }
 
 static void log_setter(const char *fn, int gpu, const char *args, amdsmi_status_t r) {
@@ -253,51 +202,12 @@ static void log_setter(const char *fn, int gpu, const char *args, amdsmi_status_
   pthread_mutex_lock(&g_mu);
   memcpy(path, g_log_path, sizeof path);
   pthread_mutex_unlock(&g_mu);
-  if (!path[0]) return;
-  char line[256], gpustr[16];
-  if (gpu >= 0) snprintf(gpustr, sizeof gpustr, "%d", gpu);
-  else snprintf(gpustr, sizeof gpustr, "?");
-  int n = snprintf(line, sizeof line, "%s %s %s -> %u\n", fn, gpustr, args, (unsigned)r);
-  if (n <= 0) return;
-  if ((size_t)n >= sizeof line) n = (int)sizeof line - 1;
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    fprintf(stderr, "fake amdsmi: cannot open FAKE_AMDSMI_LOG '%s'\n", path);
-    return;
-  }
-  ssize_t w = write(fd, line, (size_t)n);
-  (void)w;
-  close(fd);
+  fake_log_setter("fake amdsmi", "FAKE_AMDSMI_LOG", path, fn, gpu, args, (long long)r);
 }
 
-/* The fake NVML's state format, so a test can read either. False (stderr) when malformed. */
+/* The fake NVML's state format (fake_common.h), so a test can read either. */
 static bool state_load(zeus_sim_node *n) {
-  if (!g_state_path[0]) return true;
-  FILE *f = fopen(g_state_path, "re");
-  if (!f) return true;
-  char line[256];
-  int lineno = 0;
-  bool ok = true;
-  while (ok && fgets(line, sizeof line, f)) {
-    lineno++;
-    unsigned gpu, mw, pm, lo, hi, mlo, mhi;
-    if (line[0] == '\n' || line[0] == '#') continue;
-    if (sscanf(line, "gpu %u power_limit_mw %u persistence %u sm_lock %u %u mem_lock %u %u", &gpu, &mw, &pm, &lo, &hi,
-               &mlo, &mhi) != 7) {
-      fprintf(stderr, "fake amdsmi: FAKE_AMDSMI_STATE '%s' line %d is malformed\n", g_state_path, lineno);
-      ok = false;
-      break;
-    }
-    if (gpu >= zeus_sim_node_gpu_count(n)) continue;
-    if (zeus_sim_gpu_set_power_limit(n, gpu, mw) ||
-        (hi ? zeus_sim_gpu_set_locked_clocks(n, gpu, lo, hi) : zeus_sim_gpu_reset_locked_clocks(n, gpu)) ||
-        (mhi ? zeus_sim_gpu_set_memory_locked_clocks(n, gpu, mlo, mhi) : zeus_sim_gpu_reset_memory_locked_clocks(n, gpu))) {
-      fprintf(stderr, "fake amdsmi: FAKE_AMDSMI_STATE '%s' line %d: %s\n", g_state_path, lineno, zeus_errmsg());
-      ok = false;
-    }
-  }
-  fclose(f);
-  return ok;
+  return fake_state_load("fake amdsmi", "FAKE_AMDSMI_STATE", g_state_path, n);
 }
 
 static void state_save(void) {
@@ -307,41 +217,10 @@ static void state_save(void) {
   zeus_sim_node *n = g_node;
   unsigned count = g_count;
   pthread_mutex_unlock(&g_mu);
-  if (!path[0] || !n) return;
-  char text[ZEUS_MAX_GPUS * 128];
-  size_t len = 0;
-  for (unsigned i = 0; i < count && len < sizeof text; i++) {
-    unsigned mw = 0, lo = 0, hi = 0, mlo = 0, mhi = 0;
-    zeus_sim_gpu_get_power_limit(n, i, &mw);
-    zeus_sim_gpu_get_locked_clocks(n, i, &lo, &hi, &mlo, &mhi);
-    int k = snprintf(text + len, sizeof text - len,
-                     "gpu %u power_limit_mw %u persistence 0 sm_lock %u %u mem_lock %u %u\n", i, mw, lo, hi, mlo, mhi);
-    if (k < 0) return;
-    len += (size_t)k;
-  }
-  if (len > sizeof text) len = sizeof text;
-  char tmp[sizeof path + 32];
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) {
-    fprintf(stderr, "fake amdsmi: cannot write FAKE_AMDSMI_STATE beside '%s'\n", path);
-    return;
-  }
-  bool ok = write(fd, text, len) == (ssize_t)len;
-  ok = close(fd) == 0 && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    fprintf(stderr, "fake amdsmi: cannot write FAKE_AMDSMI_STATE '%s'\n", path);
-    unlink(tmp);
-  }
+  fake_state_save("fake amdsmi", "FAKE_AMDSMI_STATE", path, n, count);
 }
 
-static void busy_poll_locked(void) {
-  if (!g_busy_path[0] || !g_node) return;
-  bool busy = access(g_busy_path, F_OK) == 0;
-  if (busy == g_busy) return;
-  for (unsigned i = 0; i < g_count; i++) zeus_sim_gpu_set_load(g_node, i, busy);
-  g_busy = busy;
-}
+static void busy_poll_locked(void) { fake_busy_poll(g_busy_path, g_node, g_count, &g_busy); }
 
 static void copy_env(char *dst, size_t len, const char *name) {
   const char *v = getenv(name);
