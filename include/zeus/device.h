@@ -71,8 +71,8 @@ typedef struct zeus_devices_opts {
 ZEUS_EXTERN void zeus_devices_opts_init(zeus_devices_opts *o /* out */);
 
 /* Opens the GPUs of one backend. opts may be NULL (all defaults). Errors: ZEUS_EINVAL for a
- * bad setting or option (named), ZEUS_ENOLIB when "nvml" was asked for explicitly and cannot be
- * loaded, ZEUS_ENOTSUP for MIG entries in CUDA_VISIBLE_DEVICES, ZEUS_ENOMEM. */
+ * bad setting or option (named), ZEUS_ENOLIB when "nvml" or "amdsmi" was asked for explicitly and
+ * cannot be loaded or initialised, ZEUS_ENOTSUP for MIG entries in CUDA_VISIBLE_DEVICES, ZEUS_ENOMEM. */
 ZEUS_EXTERN int zeus_devices_open(zeus_devices **out /* out */, const zeus_devices_opts *opts);
 
 /* Restores changed settings (unless keep_settings_on_close) and releases the handle. */
