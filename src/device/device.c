@@ -131,6 +131,9 @@ static int map_visible(zeus_devices *d, const zeus_devices_opts *opts) {
   const char *value = NULL;
   if (!opts || !opts->all_devices) {
     value = opts && opts->visible_devices ? opts->visible_devices : getenv("CUDA_VISIBLE_DEVICES");
+    /* AMD GPUs: HIP_VISIBLE_DEVICES first, as HIP and the original (zeus/device/gpu/amd.py) read it. */
+    const char *hip = getenv("HIP_VISIBLE_DEVICES");
+    if (!(opts && opts->visible_devices) && d->be == &zeus__backend_amdsmi && hip) value = hip;
   }
   char uuidbuf[ZEUS_MAX_GPUS][ZEUS_NAME_LEN];
   const char *uuids[ZEUS_MAX_GPUS];

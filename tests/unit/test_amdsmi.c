@@ -62,7 +62,7 @@ static void reset_env(void) {
       "ZEUS_SIM_GPUS",       "ZEUS_SIM_MODEL_FILE",    "ZEUS_SIM_CLOCK",        "ZEUS_SIM_ENERGY_COUNTER",
       "ZEUS_SIM_HARDWARE",   "ZEUS_SIM_VARIATION",     "FAKE_AMDSMI_LOG",       "FAKE_AMDSMI_INJECT",
       "FAKE_AMDSMI_INIT_ERROR", "FAKE_AMDSMI_POWER_NA", "FAKE_AMDSMI_RESOLUTION_UJ", "FAKE_AMDSMI_STATE",
-      "CUDA_VISIBLE_DEVICES", "ZEUS_GPU_BACKEND",      "ZEUS_NVML_LIBRARY",     "ZEUS_AMDSMI_LIBRARY",
+      "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZEUS_GPU_BACKEND",      "ZEUS_NVML_LIBRARY",     "ZEUS_AMDSMI_LIBRARY",
       "ZEUSD_SOCK_PATH",     "ZEUSD_HOST_PORT",       "ZEUS_PLO_PROFILING",
   };
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
@@ -130,6 +130,28 @@ static void amdsmi_lists_mi300x_gpus_with_names_uuids_and_pci_addresses(void **s
   }
   bool on = true;
   assert_zeus_err(zeus_gpu_get_persistence_mode(d, 0, &on), ZEUS_ENOTSUP, "persistence");
+  zeus_devices_close(d);
+}
+
+/* HIP_VISIBLE_DEVICES first (HIP's own variable, as the original reads it), else
+ * CUDA_VISIBLE_DEVICES; indices then count the visible GPUs only. */
+static void amdsmi_visible_devices_follow_hip_then_cuda(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_SIM_GPUS", "3", 1);
+  setenv("CUDA_VISIBLE_DEVICES", "0,1", 1);
+  setenv("HIP_VISIBLE_DEVICES", "2", 1);
+  zeus_devices *d = open_amdsmi();
+  char uuid[ZEUS_NAME_LEN];
+  assert_int_equal(zeus_gpu_count(d), 1);
+  assert_zeus_ok(zeus_gpu_uuid(d, 0, uuid, sizeof uuid));
+  assert_string_equal(uuid, "5a1a0000-0000-4000-8000-000000000002");
+  zeus_devices_close(d);
+  unsetenv("HIP_VISIBLE_DEVICES");
+  d = open_amdsmi();
+  assert_int_equal(zeus_gpu_count(d), 2);
+  assert_zeus_ok(zeus_gpu_uuid(d, 1, uuid, sizeof uuid));
+  assert_string_equal(uuid, "5a1a0000-0000-4000-8000-000000000001");
   zeus_devices_close(d);
 }
 
@@ -550,6 +572,7 @@ int main(int argc, char **argv) {
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(amdsmi_lists_mi300x_gpus_with_names_uuids_and_pci_addresses),
+      cmocka_unit_test(amdsmi_visible_devices_follow_hip_then_cuda),
       cmocka_unit_test(amdsmi_power_caps_are_microwatts_converted_to_milliwatts_and_restored),
       cmocka_unit_test(amdsmi_energy_is_counter_ticks_times_resolution_in_millijoules),
       cmocka_unit_test(amdsmi_energy_follows_a_coarse_counter_resolution),

@@ -77,7 +77,7 @@ class AMDGPU(GPU):
 
 class AMDGPUs(GPUs):
     """The AMD GPUs of this machine (the original's ``AMDGPUs``), indices honouring
-    ``CUDA_VISIBLE_DEVICES``.
+    ``HIP_VISIBLE_DEVICES``, else ``CUDA_VISIBLE_DEVICES``.
 
     Args:
         ensure_homogeneous: raise ``ZeusGPUHeterogeneousError`` when the GPUs are of different
