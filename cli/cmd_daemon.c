@@ -13,7 +13,7 @@ static const char *const MODES[] = {"uds", "tcp", "both", NULL};
 
 static struct {
   int mode;
-  const char *socket_path, *socket_perm, *tcp_addr, *enable, *key_path, *state_path;
+  const char *socket_path, *socket_perm, *tcp_addr, *enable, *key_path, *state_path, *overrides;
   long socket_uid, socket_gid, num_workers, max_conn, conn_timeout, max_ttl, anon_ttl;
   long max_leases, leases_per_client, reserved_leases, conn_per_client, reserved_conn, streams_per_client,
       request_timeout;
@@ -44,6 +44,9 @@ static const cli_opt serve_opts[] = {
      "API groups: gpu-control, gpu-read, cpu-read (comma-separated)", "all three"},
     {"signing-key-path", 0, CLI_OPT_STRING, &sv.key_path, "FILE",
      "require JWT bearer tokens signed (HS256) with this key file's bytes", "no authentication"},
+    {"gpu-command-overrides", 0, CLI_OPT_STRING, &sv.overrides, "FILE",
+     "[gpu-control] run these commands (zeusd's TOML file) instead of\nNVML for the GPU writes it names; then no root is needed",
+     "none"},
     {"state-file", 0, CLI_OPT_STRING, &sv.state_path, "FILE",
      "where replaced values are recorded, to give them back after a crash",
      "/run/zeusd/state.json"},
@@ -114,7 +117,10 @@ static const cli_command serve_cmd = {
         "outright replays --state-file at its next start (see docs/daemon.md).\n"
         "\n"
         "gpu-control needs root or CAP_SYS_ADMIN and cpu-read root or CAP_DAC_READ_SEARCH: the\n"
-        "daemon refuses to start a group it cannot serve, saying which.",
+        "daemon refuses to start a group it cannot serve, saying which. Where root is never\n"
+        "granted, --gpu-command-overrides FILE (zeusd's format) sends the GPU writes it names to\n"
+        "external commands (a sudoers entry for nvidia-smi, say), run without a shell, each with\n"
+        "a timeout; gives-back go through them too (docs/daemon.md, \"Command overrides\").",
     .opts = serve_opts,
     .more =
         "Examples:\n"
@@ -123,7 +129,9 @@ static const cli_command serve_cmd = {
         "       --socket-gid $(getent group gpu | cut -d: -f3)\n"
         "  sudo zeus daemon serve --mode tcp --tcp-bind-address 127.0.0.1:4938 \\\n"
         "       --signing-key-path /etc/zeusd/signing.key\n"
-        "  ZEUSD_SOCK_PATH=/run/zeusd/zeusd.sock python train.py   # the optimizers use it\n\n"
+        "  ZEUSD_SOCK_PATH=/run/zeusd/zeusd.sock python train.py   # the optimizers use it\n"
+        "  zeus daemon serve --enable gpu-read,gpu-control \\\n"
+        "       --gpu-command-overrides /etc/zeusd/overrides.toml   # without root\n\n"
         "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, ZEUS_SIM_*, ZEUS_RAPL_ROOT (which\n"
         "devices), ZEUS_LOG_LEVEL. The daemon itself never uses ZEUSD_SOCK_PATH or\n"
         "ZEUSD_HOST_PORT.\n",
@@ -246,6 +254,7 @@ static int serve(int argc, char **argv) {
   o.tcp_address = sv.mode != 0 ? sv.tcp_addr : NULL;
   o.allow_unauthenticated_tcp = sv.allow_unauth_tcp;
   o.signing_key_path = sv.key_path;
+  o.gpu_command_overrides = sv.overrides;
   o.state_path = sv.no_state ? NULL : sv.state_path;
   o.max_connections = (unsigned)sv.max_conn;
   o.connection_timeout_s = (unsigned)sv.conn_timeout;

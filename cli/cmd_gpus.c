@@ -31,11 +31,12 @@ static const cli_opt reset_opts[] = {
     {0},
 };
 
-#define ENVIRONMENT                                                                     \
-  "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, ZEUS_AMDSMI_LIBRARY,\n"                   \
-  "CUDA_VISIBLE_DEVICES, ZEUS_SIM_*, ZEUS_RAPL_ROOT (where the RAPL zones are, default\n"      \
-  "/sys/class/powercap), ZEUSD_SOCK_PATH, ZEUSD_HOST_PORT, ZEUSD_TOKEN (a zeus daemon),\n"     \
-  "ZEUS_LOG_LEVEL (see 'zeus --help').\n"
+#define ENVIRONMENT                                                                          \
+  "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, ZEUS_AMDSMI_LIBRARY,\n"                    \
+  "CUDA_VISIBLE_DEVICES, ZEUS_SIM_*, ZEUS_RAPL_ROOT (where the RAPL zones are, default\n"       \
+  "/sys/class/powercap), ZEUS_JETSON_ROOT (the folder standing for /sys where a Jetson's\n"     \
+  "rails are: docs/jetson.md), ZEUSD_SOCK_PATH, ZEUSD_HOST_PORT, ZEUSD_TOKEN (a zeus\n"         \
+  "daemon), ZEUS_LOG_LEVEL (see 'zeus --help').\n"
 
 static const cli_command list_cmd = {
     .name = "gpus",
@@ -45,7 +46,8 @@ static const cli_command list_cmd = {
         "List what zeus can measure: the visible GPUs (index, name, UUID, power-limit range and\n"
         "current value, supported SM clocks at the highest memory clock, whether the GPU has a\n"
         "total-energy counter) and the CPU packages and DRAM zones readable through RAPL, with\n"
-        "the files they are read from. A value a GPU cannot report shows as n/a (null in JSON).\n"
+        "the files they are read from, and on an NVIDIA Jetson its power rails and their power.\n"
+        "A value a GPU cannot report shows as n/a (null in JSON).\n"
         "\n"
         "GPUs come from the first backend that works: NVIDIA's NVML, else AMD's amdsmi\n"
         "(libamd_smi.so, docs/amd.md), or the one ZEUS_GPU_BACKEND names (nvml, amdsmi, sim,\n"
@@ -71,7 +73,10 @@ static const cli_command list_cmd = {
         "\"power_scope\": \"gpu\" or \"module\" (a Grace Hopper superchip: power and energy are the\n"
         "module's, CPU + memory + GPU)}],\n"
         "\"cpu_error\" (why no CPU package, or null), \"cpus\": [{\"index\", \"zone\", \"name\",\n"
-        "\"energy_path\", \"dram\", \"dram_energy_path\"}]}.\n"
+        "\"energy_path\", \"dram\", \"dram_energy_path\"}],\n"
+        "\"soc\": null, or on an NVIDIA Jetson {\"kind\": \"jetson\", \"error\", \"rails\": [{\"rail\"\n"
+        "(cpu, gpu, total), \"label\", \"direct\", \"power_path\", \"voltage_path\",\n"
+        "\"current_path\", \"power_w\"}]} (docs/jetson.md)}.\n"
         "\n"
         "Examples:\n"
         "  zeus gpus\n"
@@ -186,6 +191,45 @@ static json_t *cpus_json(bool text, char *why, size_t whylen) {
   return arr;
 }
 
+/* A Jetson's power rails (zeus/soc.h): JSON null off a Jetson; else {"kind", "error", "rails":
+ * [{"rail", "label", "direct", "power_path", "voltage_path", "current_path", "power_w"}]}.
+ * *have says whether a rail can be read. */
+static json_t *soc_json(bool text, bool *have) {
+  *have = false;
+  if (!zeus_soc_jetson_available()) return json_null();
+  zeus_soc *s = NULL;
+  json_t *rails = json_array();
+  const char *err = NULL;
+  if (text) printf("\nNVIDIA Jetson power rails (under %s):\n", zeus_soc_jetson_root());
+  if (zeus_soc_open(&s) != ZEUS_OK) {
+    err = zeus_errmsg();
+    if (text) printf("  none: %s\n", err);
+  }
+  for (int k = 0; s && k < ZEUS_SOC_NUM_RAILS; k++) {
+    zeus_soc_rail_desc rd;
+    double mw = 0;
+    if (zeus_soc_rail_info(s, (zeus_soc_rail)k, &rd) != ZEUS_OK || !rd.present) continue;
+    bool ok = zeus_soc_power(s, (zeus_soc_rail)k, &mw) == ZEUS_OK;
+    *have = true;
+    const char *name = zeus_soc_rail_name((zeus_soc_rail)k);
+    if (text) {
+      printf("  %-5s %s: ", name, rd.label);
+      if (ok) printf("%.3f W", mw / 1000.0);
+      else printf("n/a (%s)", zeus_errmsg());
+      if (rd.direct) printf(" (%s)\n", rd.power_path);
+      else printf(" (%s x %s)\n", rd.voltage_path, rd.current_path);
+    }
+    json_array_append_new(rails, json_pack("{s:s,s:s,s:b,s:o,s:o,s:o,s:o}", "rail", name, "label", rd.label, "direct",
+                                           rd.direct, "power_path", rd.direct ? json_string(rd.power_path) : json_null(),
+                                           "voltage_path", rd.direct ? json_null() : json_string(rd.voltage_path),
+                                           "current_path", rd.direct ? json_null() : json_string(rd.current_path),
+                                           "power_w", ok ? json_real(mw / 1000.0) : json_null()));
+  }
+  json_t *o = json_pack("{s:s,s:o,s:o}", "kind", "jetson", "error", err ? json_string(err) : json_null(), "rails", rails);
+  zeus_soc_close(s);
+  return o;
+}
+
 static int list_gpus(zeus_devices *d, bool as_json) {
   unsigned n = zeus_gpu_count(d);
   const char *nvml_error = zeus_devices_nvml_error(d);
@@ -193,6 +237,7 @@ static int list_gpus(zeus_devices *d, bool as_json) {
   if (!g) return CLI_EXIT_FAIL;
   char why_cpu[1024];
   int status = CLI_EXIT_OK;
+  bool have_soc = false;
   if (as_json) {
     json_t *gpus = json_array();
     for (unsigned i = 0; i < n; i++) {
@@ -204,6 +249,7 @@ static int list_gpus(zeus_devices *d, bool as_json) {
         json_pack("{s:s,s:o,s:o,s:o,s:o}", "backend", zeus_devices_backend(d), "gpu_error",
                   nvml_error && n == 0 ? json_string(nvml_error) : json_null(), "gpus", gpus,
                   "cpu_error", why_cpu[0] ? json_string(why_cpu) : json_null(), "cpus", cpus);
+    if (doc) json_object_set_new(doc, "soc", soc_json(false, &have_soc));
     zeus_json_round_by_unit(doc); /* each number at its resolution (docs/output.md) */
     char *s = zeus_json_dumps(doc, JSON_INDENT(2));
     if (s) printf("%s\n", s);
@@ -220,8 +266,9 @@ static int list_gpus(zeus_devices *d, bool as_json) {
       gpu_text(i, g);
     }
     json_decref(cpus_json(true, why_cpu, sizeof why_cpu));
+    json_decref(soc_json(true, &have_soc));
   }
-  if (n == 0 && nvml_error) {
+  if (n == 0 && nvml_error && !have_soc) { /* a Jetson's rails are something to measure */
     cli_error("gpus", false, "no GPU found: %s (ZEUS_GPU_BACKEND=sim selects simulated GPUs)",
               nvml_error);
     status = CLI_EXIT_FAIL;

@@ -19,7 +19,9 @@
   "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, CUDA_VISIBLE_DEVICES, ZEUS_SIM_* (the\n" \
   "simulated GPU follows the wall clock here and draws idle power; simulated GPUs belong to\n" \
   "one process, so a program's own simulated work is not seen here: docs/sim.md),\n" \
-  "ZEUS_RAPL_ROOT (where the RAPL zones are, default /sys/class/powercap), ZEUS_LOG_LEVEL.\n"
+  "ZEUS_RAPL_ROOT (where the RAPL zones are, default /sys/class/powercap), ZEUS_JETSON_ROOT\n" \
+  "(the folder standing for /sys where a Jetson's power rails are; setting it makes any machine\n" \
+  "a Jetson: docs/jetson.md), ZEUS_LOG_LEVEL.\n"
 
 static cli_index_list gpu_list;
 static bool json_output;
@@ -83,7 +85,9 @@ static const cli_command energy_cmd = {
     .about =
         "Runs CMD, then reports its elapsed time and the energy each GPU, each CPU package and\n"
         "each DRAM zone (RAPL, where readable) used meanwhile, and the total of GPUs and CPU\n"
-        "packages (DRAM is part of no total: it is listed apart). Exits with CMD's exit code\n"
+        "packages (DRAM is part of no total: it is listed apart). On an NVIDIA Jetson it also\n"
+        "reports the energy of the board's CPU, GPU and total (input) power rails, integrated from\n"
+        "their power (docs/jetson.md); they are part of no total either. Exits with CMD's exit code\n"
         "(128+N when CMD was killed by signal N; 127 when CMD cannot be started).\n"
         "\n"
         "Standard output belongs to CMD: the text report goes to standard error, or to FILE with\n"
@@ -95,7 +99,8 @@ static const cli_command energy_cmd = {
         "{\"<index>\": J}, \"cpu_energy_j\": {\"<index>\": J}, \"dram_energy_j\": {\"<index>\":\n"
         "J} (packages with a DRAM zone), \"total_energy_j\"}, and \"module_energy_j\":\n"
         "{\"<index>\": J} for GPUs whose power NVML gives only for their superchip module\n"
-        "(Grace Hopper: CPU + memory + GPU), which are then not in gpu_energy_j.\n"
+        "(Grace Hopper: CPU + memory + GPU), which are then not in gpu_energy_j. On a Jetson:\n"
+        "\"soc_energy_j\": {\"cpu\": J, \"gpu\": J, \"total\": J} (the rails the board has).\n"
         "\n"
         "Examples:\n"
         "  zeus monitor energy -- python train.py --epochs 1\n"
@@ -150,6 +155,13 @@ static bool write_json(FILE *out, int argc, char **argv, int exit_code, const ze
       "total_energy_j", r->total_energy_j);
   if (doc && any_module)
     json_object_set_new(doc, "module_energy_j", energy_map(r->num_gpus, r->gpu_indices, r->gpu_energy_j, module));
+  if (doc && r->soc_valid) { /* a Jetson's rails, by the names the original gives them */
+    json_t *soc = json_object();
+    for (int x = 0; soc && x < ZEUS_SOC_NUM_RAILS; x++)
+      if (r->soc_rail_valid[x])
+        json_object_set_new(soc, zeus_soc_rail_name((zeus_soc_rail)x), json_real(r->soc_energy_j[x]));
+    json_object_set_new(doc, "soc_energy_j", soc);
+  }
   char *s = zeus_json_dumps(doc, JSON_INDENT(2));
   json_decref(doc);
   if (!s) return false;
@@ -175,7 +187,12 @@ static void write_text(FILE *out, const char *cmd0, int exit_code, const zeus_me
     if (r->dram_valid[k])
       fprintf(out, "  DRAM %u:  %.3f J (not in the total)\n", r->cpu_indices[k],
               r->dram_energy_j[k]);
-  if (r->num_gpus == 0 && r->num_cpus == 0)
+  static const char *const rail_text[ZEUS_SOC_NUM_RAILS] = {"Jetson CPU rail", "Jetson GPU rail",
+                                                            "Jetson total rail (board input)"};
+  for (int x = 0; r->soc_valid && x < ZEUS_SOC_NUM_RAILS; x++)
+    if (r->soc_rail_valid[x])
+      fprintf(out, "  %s:   %.3f J (not in the total)\n", rail_text[x], r->soc_energy_j[x]);
+  if (r->num_gpus == 0 && r->num_cpus == 0 && !r->soc_valid)
     fprintf(out, "  (no GPU or CPU package to measure: see 'zeus gpus')\n");
   fprintf(out, "  total:   %.3f J\n", r->total_energy_j);
 }

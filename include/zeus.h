@@ -45,6 +45,7 @@
 #include "zeus/pipeline.h"
 /* one header per module */
 #include "zeus/device.h"
+#include "zeus/soc.h"
 #include "zeus/sim.h"
 #include "zeus/monitor.h"
 #include "zeus/power_monitor.h"

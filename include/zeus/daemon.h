@@ -88,6 +88,13 @@ typedef struct zeus_daemon_opts {
   const zeus_devices_opts *devices;
   /* Skip the privilege check of the root-only groups (tests; a simulated GPU needs none anyway). */
   bool skip_privilege_check;
+  /* zeusd's --gpu-command-overrides: a TOML file mapping GPU writes (set_power_limit,
+   * set_gpu_locked_clocks, ...) to external commands run instead of NVML, leases' give-backs
+   * included (docs/daemon.md, "Command overrides"). Checked at open: a regular file owned by root or
+   * by us, not world-writable, every operation, placeholder and pattern known. With at least one
+   * operation overridden, gpu-control no longer needs root. NULL: none. Ignored (with a warning)
+   * when gpu-control is not served. */
+  const char *gpu_command_overrides;
 } zeus_daemon_opts;
 
 /* Zero-initialises `o` and sets the fields whose default is not zero (socket_uid, socket_gid). */

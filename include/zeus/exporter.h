@@ -5,8 +5,10 @@
  * GPU's energy counter, or integrated from its power where it has none; never decreasing, across
  * a counter reset too), power now and averaged, power limit and its range, SM and memory clocks,
  * temperature; and for every readable RAPL CPU package (labels cpu, name) the package and DRAM
- * energy in joules (wrap-around of the RAPL counters handled). docs/metrics.md lists every series
- * and the dcgm-exporter fields they correspond to.
+ * energy in joules (wrap-around of the RAPL counters handled); on an NVIDIA Jetson (zeus/soc.h),
+ * for each power rail (labels rail = cpu, gpu or total, label = the rail's own name) its energy
+ * integrated from its power and its power now. docs/metrics.md lists every series and the
+ * dcgm-exporter fields they correspond to.
  *
  * A background thread samples every sample_interval_s to integrate power and to catch each RAPL
  * wrap-around; a scrape reads the devices again, so values are current to the scrape.

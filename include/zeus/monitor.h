@@ -1,7 +1,7 @@
 /* zeus/monitor.h: time and energy of named measurement windows.
  *
  * A monitor measures a set of GPUs (and CPU packages through RAPL where the machine exposes
- * them). Windows are named; many may be open at once and they may overlap or nest.
+ * them, and on an NVIDIA Jetson its power rails: zeus/soc.h). Windows are named; many may be open at once and they may overlap or nest.
  *
  *   zeus_monitor *m;
  *   zeus_monitor_open(&m, NULL);                  // every visible GPU, CPUs if readable
@@ -31,6 +31,7 @@
 
 #include "zeus/common.h"
 #include "zeus/device.h"
+#include "zeus/soc.h"
 
 ZEUS_BEGIN_DECLS
 
@@ -85,6 +86,9 @@ typedef struct zeus_monitor_opts {
    * ZEUS_MONITOR_ENERGY=auto|raw|sampled from the environment when set. SAMPLED on a clock that
    * does not move with real time (the virtual simulated clock) is ZEUS_EINVAL. */
   zeus_energy_source energy_source;
+  /* Do not measure a Jetson's power rails (zeus/soc.h), which a monitor otherwise measures by
+   * itself on a Jetson (and only there). */
+  bool no_soc;
 } zeus_monitor_opts;
 
 /* Per GPU of a window, how its energy was found (zeus_monitor_end_window_detail). */
@@ -110,6 +114,13 @@ struct zeus_measurement {
   double dram_energy_j[ZEUS_MAX_CPUS];
   double total_energy_j;                   /* every GPU + every CPU package (DRAM not included) */
   double start_time_s;                     /* when the window began, on the backend's clock */
+  /* A Jetson's power rails (zeus/soc.h), the original's soc_energy (JetsonMeasurement): the
+   * integral of each rail's sampled power on the monotonic clock, indexed by zeus_soc_rail (cpu,
+   * gpu, total). soc_valid: an SoC was measured; soc_rail_valid[r]: the board has rail r. Not in
+   * total_energy_j (the total rail is the board's own total). */
+  bool soc_valid;
+  bool soc_rail_valid[ZEUS_SOC_NUM_RAILS];
+  double soc_energy_j[ZEUS_SOC_NUM_RAILS];
 };
 
 /* Fills *o with the defaults: every visible GPU, every readable CPU package, polling every
@@ -153,7 +164,8 @@ ZEUS_EXTERN bool zeus_monitor_is_open(zeus_monitor *m, const char *key);
 /* The readings window `key` began with: start_time_s (backend clock), time_s (elapsed since, no
  * device read), gpu_energy_j[k] (GPU k's energy reading at the start in J: its counter, or the
  * integral of sampled power for a polled GPU, both from an arbitrary origin), cpu_energy_j and
- * dram_energy_j likewise (dram_valid says which packages have a DRAM zone); total_energy_j is 0.
+ * dram_energy_j likewise (dram_valid says which packages have a DRAM zone), soc_energy_j the
+ * SoC rails' integrals likewise; total_energy_j is 0.
  * ZEUS_ENOENT when no such window is open. */
 ZEUS_EXTERN int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement *out /* out */);
 
@@ -174,6 +186,12 @@ ZEUS_EXTERN unsigned zeus_monitor_num_cpus(const zeus_monitor *m);
 ZEUS_EXTERN bool zeus_monitor_gpu_polled(const zeus_monitor *m, unsigned k);
 /* The device set the monitor reads (borrowed). */
 ZEUS_EXTERN zeus_devices *zeus_monitor_devices(const zeus_monitor *m);
+/* The SoC whose rails the monitor measures (borrowed), or NULL (no Jetson, or opts->no_soc). */
+ZEUS_EXTERN zeus_soc *zeus_monitor_soc(const zeus_monitor *m);
+/* Rail `rail`'s energy now in J from an arbitrary origin (the integral of its sampled power,
+ * sampled again now), for a running total outside windows (the exporter's counter).
+ * ZEUS_ENOTSUP when the monitor measures no such rail; the errors of zeus_soc_power. */
+ZEUS_EXTERN int zeus_monitor_soc_energy_now(zeus_monitor *m, zeus_soc_rail rail, double *joules /* out */);
 
 ZEUS_END_DECLS
 #endif

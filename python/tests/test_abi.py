@@ -30,6 +30,7 @@ STRUCTS = {
     "zeus_power_monitor_stats": _lib.PowerMonitorStatsC,
     "zeus_job_opts": _lib.JobOpts,
     "zeus_job_info": _lib.JobInfo,
+    "zeus_soc_rail_desc": _lib.SocRailDescC,
 }
 if os.path.exists(os.path.join(tu.REPO, "include", "zeus", "pfo_client.h")):
     STRUCTS["zeus_pfo_optimizer_opts"] = _lib.PfoOptimizerOpts
@@ -37,7 +38,8 @@ if os.path.exists(os.path.join(tu.REPO, "include", "zeus", "pfo_client.h")):
     STRUCTS["zeus_pfo_class_stats"] = _lib.PfoClassStats
 if os.path.exists(os.path.join(tu.REPO, "include", "zeus", "metric.h")):
     STRUCTS["zeus_metric_opts"] = _lib.MetricOpts
-CONSTANTS = ["ZEUS_MAX_GPUS", "ZEUS_MAX_CPUS", "ZEUS_NAME_LEN", "ZEUS_OK", "ZEUS_EINVAL", "ZEUS_EIO",
+CONSTANTS = ["ZEUS_MAX_GPUS", "ZEUS_MAX_CPUS", "ZEUS_NAME_LEN", "ZEUS_SOC_RAIL_CPU", "ZEUS_SOC_RAIL_GPU",
+             "ZEUS_SOC_RAIL_TOTAL", "ZEUS_SOC_NUM_RAILS", "ZEUS_OK", "ZEUS_EINVAL", "ZEUS_EIO",
              "ZEUS_EINTERNAL", "ZEUS_REDUCE_SUM", "ZEUS_REDUCE_MAX", "ZEUS_SELECTOR_ENERGY", "ZEUS_SELECTOR_TIME",
              "ZEUS_SELECTOR_ZEUS_COST", "ZEUS_SELECTOR_MAX_SLOWDOWN", "ZEUS_SELECTOR_CUSTOM", "ZEUS_PLO_READY",
              "ZEUS_PLO_WARMUP", "ZEUS_PLO_PROFILING", "ZEUS_PLO_DONE", "ZEUS_POWER_INSTANT", "ZEUS_POWER_AVERAGE",

@@ -23,7 +23,7 @@ import glob
 import logging
 import os
 import threading
-from ctypes import (CFUNCTYPE, POINTER, Structure, byref, c_bool, c_char_p, c_double, c_int,
+from ctypes import (CFUNCTYPE, POINTER, Structure, byref, c_bool, c_char, c_char_p, c_double, c_int,
                     c_long, c_size_t, c_uint, c_uint64, c_ulong, c_void_p)
 
 from . import exceptions as _exc
@@ -35,6 +35,11 @@ ENV_LIBRARY = "ZEUSC_LIBRARY"
 ZEUS_MAX_GPUS = 64
 ZEUS_MAX_CPUS = 16
 ZEUS_NAME_LEN = 96
+#: zeus_soc_rail (zeus/soc.h): the Jetson rails, in the order of the original's JetsonMeasurement.
+ZEUS_SOC_RAIL_CPU = 0
+ZEUS_SOC_RAIL_GPU = 1
+ZEUS_SOC_RAIL_TOTAL = 2
+ZEUS_SOC_NUM_RAILS = 3
 
 ZEUS_OK = 0
 ZEUS_EINVAL = -1
@@ -78,6 +83,9 @@ class MeasurementC(Structure):
         ("dram_energy_j", c_double * ZEUS_MAX_CPUS),
         ("total_energy_j", c_double),
         ("start_time_s", c_double),
+        ("soc_valid", c_bool),
+        ("soc_rail_valid", c_bool * ZEUS_SOC_NUM_RAILS),
+        ("soc_energy_j", c_double * ZEUS_SOC_NUM_RAILS),
     ]
 
 
@@ -100,6 +108,19 @@ class MonitorOpts(Structure):
         ("end_hook", END_HOOK_FN),
         ("end_hook_ctx", c_void_p),
         ("energy_source", c_int),
+        ("no_soc", c_bool),
+    ]
+
+
+class SocRailDescC(Structure):
+    """zeus_soc_rail_desc (zeus/soc.h)."""
+    _fields_ = [
+        ("present", c_bool),
+        ("direct", c_bool),
+        ("label", c_char * 64),
+        ("power_path", c_char * 512),
+        ("voltage_path", c_char * 512),
+        ("current_path", c_char * 512),
     ]
 
 
@@ -430,6 +451,18 @@ _REQUIRED = {
     "zeus_monitor_sampler_cpu_s": (c_double, [_VP]),
     "zeus_monitor_gpu_energy_now": (c_int, [_VP, c_uint, _P(c_double)]),
     "zeus_monitor_devices": (_VP, [_VP]),
+    "zeus_monitor_soc": (_VP, [_VP]),
+    "zeus_monitor_soc_energy_now": (c_int, [_VP, c_int, _P(c_double)]),
+    # SoC rails (zeus/soc.h)
+    "zeus_soc_rail_name": (c_char_p, [c_int]),
+    "zeus_soc_jetson_available": (c_bool, []),
+    "zeus_soc_jetson_root": (c_char_p, []),
+    "zeus_soc_open": (c_int, [_P(_VP)]),
+    "zeus_soc_close": (None, [_VP]),
+    "zeus_soc_kind": (c_char_p, [_VP]),
+    "zeus_soc_has_rail": (c_bool, [_VP, c_int]),
+    "zeus_soc_rail_info": (c_int, [_VP, c_int, _P(SocRailDescC)]),
+    "zeus_soc_power": (c_int, [_VP, c_int, _P(c_double)]),
     "zeus_monitor_window_state": (c_int, [_VP, c_char_p, _P(MeasurementC)]),
     "zeus_monitor_num_windows": (c_size_t, [_VP]),
     "zeus_monitor_window_key": (c_int, [_VP, c_size_t, c_char_p, c_size_t]),

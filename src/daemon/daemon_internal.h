@@ -326,6 +326,7 @@ struct zeus_daemon {
   pthread_mutex_t cmu; /* conns */
   zeus__dconn *conns;
   atomic_ullong refused, timed_out; /* connections refused by a limit, closed by the deadline */
+  struct zeus__overrides *overrides; /* --gpu-command-overrides (overrides.c); NULL: none */
 };
 
 /* One request. */
@@ -373,5 +374,48 @@ void zeus__daemon_wake(zeus_daemon *d);
 void zeus__daemon_sync(zeus_daemon *d);
 /* HTTP status of a device error code. */
 int zeus__dstatus_of(int zeus_code);
+
+/* ---- GPU command overrides (overrides.c; zeusd's --gpu-command-overrides) ---- */
+
+/* The operations a file may override, in zeusd's order (its table names). */
+typedef enum zeus__gpu_op {
+  ZEUS__OP_SET_PERSISTENCE = 0,
+  ZEUS__OP_SET_POWER_LIMIT,
+  ZEUS__OP_SET_GPU_LOCK,
+  ZEUS__OP_RESET_GPU_LOCK,
+  ZEUS__OP_SET_MEM_LOCK,
+  ZEUS__OP_RESET_MEM_LOCK,
+  ZEUS__OP_RESET_LOCKS, /* reset_locked_clocks: both locks */
+  ZEUS__OP_COUNT
+} zeus__gpu_op;
+
+typedef struct zeus__overrides zeus__overrides;
+
+/* What the placeholders stand for in one run. */
+typedef struct zeus__override_values {
+  unsigned gpu;
+  bool enabled;
+  unsigned power_limit_mw, min_clock_mhz, max_clock_mhz;
+} zeus__override_values;
+
+/* Reads and checks a file: a regular file (not a symlink) owned by root or by us, not writable
+ * by others (group-writable: a warning), at most 64 KiB; every table a known operation, every
+ * command splittable with only its operation's placeholders, error_pattern a valid POSIX ERE,
+ * timeout_s > 0. ZEUS_EPARSE / ZEUS_EPERM / ZEUS_ENOENT naming the file, line and operation. */
+int zeus__overrides_load(const char *path, zeus__overrides **out /* out */);
+/* The same from text (`what` names it in messages); exposed for tests. */
+int zeus__overrides_parse(const char *text, size_t len, const char *what, zeus__overrides **out /* out */);
+void zeus__overrides_free(zeus__overrides *o);
+bool zeus__overrides_has(const zeus__overrides *o, zeus__gpu_op op);
+/* How many operations are overridden; their names, comma-separated, in zeusd's order. */
+unsigned zeus__overrides_count(const zeus__overrides *o);
+void zeus__overrides_names(const zeus__overrides *o, char *buf, size_t len);
+const char *zeus__gpu_op_name(zeus__gpu_op op);
+/* Runs the operation's commands in order (no shell; placeholders substituted; each killed with
+ * its process group after timeout_s), stopping at the first failure (earlier commands are not
+ * rolled back). ZEUS_ENOENT (no message) when `op` is not overridden; ZEUS_EDEVICE or
+ * ZEUS_ETIMEDOUT with the command line, what happened and its stdout and stderr (2 KiB of each)
+ * when a command fails, exits non-zero, times out or prints what error_pattern matches. */
+int zeus__overrides_run(const zeus__overrides *o, zeus__gpu_op op, const zeus__override_values *v);
 
 #endif

@@ -568,7 +568,27 @@ static int dev_read(void *ctx, unsigned gpu, zeus__setting s, zeus__dval *out) {
   }
 }
 
+/* A write through --gpu-command-overrides when the file names its operation: a lock's reset uses
+ * its own operation, else reset_locked_clocks (which resets both). ZEUS_ENOENT: not overridden. */
+static int dev_write_override(zeus_daemon *d, unsigned gpu, zeus__setting s, const zeus__dval *v) {
+  if (!d->overrides) return ZEUS_ENOENT;
+  zeus__override_values x = {.gpu = gpu, .enabled = v->on, .power_limit_mw = v->a, .min_clock_mhz = v->a,
+                             .max_clock_mhz = v->b};
+  zeus__gpu_op op;
+  switch (s) {
+    case ZEUS__SET_POWER_LIMIT: op = ZEUS__OP_SET_POWER_LIMIT; break;
+    case ZEUS__SET_PERSISTENCE: op = ZEUS__OP_SET_PERSISTENCE; break;
+    case ZEUS__SET_GPU_LOCK: op = v->on ? ZEUS__OP_SET_GPU_LOCK : ZEUS__OP_RESET_GPU_LOCK; break;
+    default: op = v->on ? ZEUS__OP_SET_MEM_LOCK : ZEUS__OP_RESET_MEM_LOCK; break;
+  }
+  if (!v->on && s != ZEUS__SET_POWER_LIMIT && s != ZEUS__SET_PERSISTENCE && !zeus__overrides_has(d->overrides, op))
+    op = ZEUS__OP_RESET_LOCKS;
+  return zeus__overrides_run(d->overrides, op, &x);
+}
+
 static int dev_write_now(zeus_daemon *d, unsigned gpu, zeus__setting s, const zeus__dval *v) {
+  int rc = dev_write_override(d, gpu, s, v);
+  if (rc != ZEUS_ENOENT) return rc;
   switch (s) {
     case ZEUS__SET_POWER_LIMIT: return zeus_gpu_set_power_limit(d->dev, gpu, v->a);
     case ZEUS__SET_PERSISTENCE: return zeus_gpu_set_persistence_mode(d->dev, gpu, v->on);
@@ -831,7 +851,16 @@ static bool has_cap(int cap) {
 
 static int check_privileges(zeus_daemon *d) {
   if (d->o.skip_privilege_check || geteuid() == 0) return ZEUS_OK;
-  if ((d->o.groups & ZEUS_DAEMON_GPU_CONTROL) && !d->sim && !has_cap(CAP_SYS_ADMIN_))
+  if ((d->o.groups & ZEUS_DAEMON_GPU_CONTROL) && !d->sim && zeus__overrides_count(d->overrides) &&
+      !has_cap(CAP_SYS_ADMIN_)) {
+    /* As zeusd: the commands carry the privilege; what they do not cover goes to NVML and may fail. */
+    char names[256];
+    zeus__overrides_names(d->overrides, names, sizeof names);
+    zeus__log(ZEUS_LOG_INFO, "daemon", "gpu-control without root: command overrides cover %s", names);
+    if (zeus__overrides_count(d->overrides) < ZEUS__OP_COUNT)
+      zeus__log(ZEUS_LOG_WARN, "daemon",
+                "GPU control operations without a command override use NVML and may fail for lack of privilege");
+  } else if ((d->o.groups & ZEUS_DAEMON_GPU_CONTROL) && !d->sim && !has_cap(CAP_SYS_ADMIN_))
     return zeus__error(ZEUS_EPERM,
                        "API group gpu-control needs root or CAP_SYS_ADMIN (NVML's power-limit, clock and "
                        "persistence setters); run the daemon as root, give it CAP_SYS_ADMIN, or leave the group "
@@ -940,6 +969,12 @@ int zeus_daemon_open(zeus_daemon **out, const zeus_daemon_opts *opts) {
       (opts->state_path && !d->state_path))
     rc = zeus__oom("starting the daemon");
   if (!rc && opts->signing_key_path) rc = zeus__daemon_read_key(opts->signing_key_path, &d->key, &d->keylen);
+  if (!rc && opts->gpu_command_overrides) {
+    if (!(d->o.groups & ZEUS_DAEMON_GPU_CONTROL))
+      zeus__log(ZEUS_LOG_WARN, "daemon", "GPU command overrides are ignored: the gpu-control API group is not enabled");
+    else
+      rc = zeus__overrides_load(opts->gpu_command_overrides, &d->overrides);
+  }
   if (!rc) rc = open_devices(d);
   if (!rc) rc = check_privileges(d);
   if (!rc) {
@@ -1001,7 +1036,8 @@ void zeus_daemon_close(zeus_daemon *d) {
   if (d->reaper_started) pthread_join(d->reaper, NULL);
   if (d->worker_started) pthread_join(d->worker, NULL);
   d->worker_started = false;
-  zeus__leases_close(d->L, "the daemon stopped");
+  zeus__leases_close(d->L, "the daemon stopped"); /* gives back through the overrides too */
+  zeus__overrides_free(d->overrides);
   if (d->wake_fd >= 0) close(d->wake_fd);
   zeus_devices_close(d->dev);
   zeus__rapl_close(d->rapl);

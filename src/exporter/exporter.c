@@ -20,6 +20,7 @@
 #include "zeus/exporter.h"
 #include "zeus/format.h"
 #include "zeus/monitor.h"
+#include "zeus/soc.h"
 
 #define EXPORTER_DEFAULT_PORT 9401
 
@@ -44,8 +45,19 @@ typedef struct cpu_state {
   unsigned long read_errors;
 } cpu_state;
 
+/* A Jetson rail (zeus/soc.h): power only, integrated like a GPU without a counter. */
+typedef struct soc_rail_state {
+  char label[64];
+  zeus__metrics_counter energy_mj;
+  bool have_power;
+  double last_mw, last_t;
+  unsigned long read_errors;
+} soc_rail_state;
+
 struct zeus_exporter {
   zeus_devices *d;
+  zeus_soc *soc; /* a Jetson's rails, or NULL */
+  soc_rail_state rail[ZEUS_SOC_NUM_RAILS];
   unsigned ngpu, ncpu;
   gpu_state *g;
   cpu_state c[ZEUS_MAX_CPUS];
@@ -132,9 +144,27 @@ static void update_cpu(cpu_state *c, unsigned i) {
   if (c->has_dram && has_dram) zeus__metrics_counter_update(&c->dram_mj, dram, c->dram_wrap_mj);
 }
 
+/* A Jetson rail: the trapezoid rule over its samples on the monotonic clock; starts at zero. */
+static void update_soc_rail(zeus_exporter *e, int k) {
+  soc_rail_state *s = &e->rail[k];
+  double mw, t = mono_s();
+  if (zeus_soc_power(e->soc, (zeus_soc_rail)k, &mw) != ZEUS_OK) {
+    s->read_errors++;
+    s->have_power = false;
+    return;
+  }
+  s->energy_mj.have_last = 1;
+  if (s->have_power && t > s->last_t) s->energy_mj.total += (s->last_mw + mw) / 2.0 * (t - s->last_t);
+  s->have_power = true;
+  s->last_mw = mw;
+  s->last_t = t;
+}
+
 static void update_all(zeus_exporter *e) {
   for (unsigned i = 0; i < e->ngpu; i++) update_gpu(e, &e->g[i], i);
   for (unsigned i = 0; i < e->ncpu; i++) update_cpu(&e->c[i], i);
+  for (int k = 0; k < ZEUS_SOC_NUM_RAILS; k++)
+    if (zeus_soc_has_rail(e->soc, (zeus_soc_rail)k)) update_soc_rail(e, k);
 }
 
 static void *sampler_main(void *arg) {
@@ -295,6 +325,26 @@ static void write_all(zeus_exporter *e, zeus__metrics_writer *w, const reading *
       zeus__metrics_label l[] = {{"cpu", e->c[i].index}, {"name", e->c[i].name}};
       if (e->c[i].has_dram && e->c[i].dram_mj.have_last)
         zeus__metrics_sample(w, "zeus_cpu_dram_energy_joules_total", NULL, l, 2, e->c[i].dram_mj.total / 1000.0);
+    }
+  }
+  if (e->soc) { /* a Jetson's rails: energy integrated from their power, and the power last read */
+    static const char *const fam[3] = {"zeus_soc_energy_joules_total", "zeus_soc_power_watts",
+                                       "zeus_soc_read_errors_total"};
+    static const char *const type[3] = {"counter", "gauge", "counter"};
+    static const char *const help[3] = {
+        "Energy of an SoC power rail (NVIDIA Jetson: cpu, gpu, or total: the board's input), in joules, "
+        "integrated from its power since the exporter started; never decreases.",
+        "An SoC power rail's power at the last reading, in watts.",
+        "Readings of an SoC power rail that failed (a file that is missing or holds no number)."};
+    for (int f = 0; f < 3; f++) {
+      zeus__metrics_family(w, fam[f], type[f], help[f]);
+      for (int k = 0; k < ZEUS_SOC_NUM_RAILS; k++) {
+        soc_rail_state *s = &e->rail[k];
+        if (!zeus_soc_has_rail(e->soc, (zeus_soc_rail)k) || (f == 1 && !s->have_power)) continue;
+        zeus__metrics_label l[] = {{"rail", zeus_soc_rail_name((zeus_soc_rail)k)}, {"label", s->label}};
+        double v = f == 0 ? s->energy_mj.total / 1000.0 : f == 1 ? s->last_mw / 1000.0 : (double)s->read_errors;
+        zeus__metrics_sample(w, fam[f], NULL, l, 2, v);
+      }
     }
   }
   zeus__metrics_family(w, "zeus_exporter_gpus", "gauge", "GPUs the exporter reads.");
@@ -589,6 +639,20 @@ int zeus_exporter_open(zeus_exporter **out, const zeus_exporter_opts *opts) {
       }
     }
   }
+  /* A Jetson's rails, by themselves there and never elsewhere; unreadable rails are left out with
+   * a warning that says why. */
+  if (zeus_soc_jetson_available()) {
+    if (zeus_soc_open(&e->soc) != ZEUS_OK) {
+      zeus__log(ZEUS_LOG_WARN, "exporter", "this is a Jetson, but its power rails are not exported: %s",
+                zeus_errmsg());
+      e->soc = NULL;
+    }
+    for (int k = 0; e->soc && k < ZEUS_SOC_NUM_RAILS; k++) {
+      zeus_soc_rail_desc rd;
+      if (zeus_soc_rail_info(e->soc, (zeus_soc_rail)k, &rd) == ZEUS_OK)
+        snprintf(e->rail[k].label, sizeof e->rail[k].label, "%s", rd.label);
+    }
+  }
   if (o.token && *o.token && !(e->token = zeus__strdup(o.token))) {
     zeus_exporter_close(e);
     return zeus__oom("opening the exporter");
@@ -625,6 +689,7 @@ void zeus_exporter_close(zeus_exporter *e) {
     pthread_join(e->sampler, NULL);
   }
   zeus_monitor_close(e->mon);
+  zeus_soc_close(e->soc);
   free(e->g);
   free(e->token);
   pthread_mutex_destroy(&e->mu);

@@ -18,6 +18,7 @@
 #include "monitor/sampler.h"
 #include "zeus/format.h"
 #include "zeus/monitor.h"
+#include "zeus/soc.h"
 
 typedef struct polled {
   bool have;      /* a sample was taken */
@@ -34,6 +35,7 @@ typedef struct readings {
                                   counter at the last tick, gpu_bound: the estimate's error bound) */
   double gpu_bound[ZEUS_MAX_GPUS];
   uint64_t cpu_uj[ZEUS_MAX_CPUS], dram_uj[ZEUS_MAX_CPUS];
+  double soc_j[ZEUS_SOC_NUM_RAILS]; /* the SoC rails' integrals */
 } readings;
 
 typedef struct window {
@@ -57,6 +59,8 @@ struct zeus_monitor {
   unsigned ncpu, cpu[ZEUS_MAX_CPUS];
   bool has_dram[ZEUS_MAX_CPUS];
   uint64_t cpu_range_uj[ZEUS_MAX_CPUS], dram_range_uj[ZEUS_MAX_CPUS];
+  zeus_soc *soc;                        /* a Jetson's rails, or NULL */
+  polled soc_poll[ZEUS_SOC_NUM_RAILS];  /* their integrals, on the monotonic clock */
   bool approx;
   bool quiet_short;
   int (*end_hook)(void *ctx, const char *key, zeus_measurement *m);
@@ -84,19 +88,38 @@ static window *find(zeus_monitor *m, const char *key, uint64_t h) {
   return NULL;
 }
 
-/* Samples power of polled GPU k and extends its integral. Called with m->mu held. */
-static int sample(zeus_monitor *m, unsigned k, double t) {
-  unsigned mw;
-  int rc = zeus_gpu_instant_power(m->dev, m->gpu[k], &mw);
-  if (rc) return rc;
-  polled *p = &m->poll[k];
-  double w = mw / 1000.0;
+/* Extends an integral of power with a sample of w watts at time t (trapezoids). */
+static void integrate(polled *p, double t, double w) {
   if (p->have && t > p->t) p->e_j += 0.5 * (p->p_w + w) * (t - p->t);
   if (!p->have || t >= p->t) {
     p->t = t;
     p->have = true;
   }
   p->p_w = w;
+}
+
+/* Samples power of polled GPU k and extends its integral. Called with m->mu held. */
+static int sample(zeus_monitor *m, unsigned k, double t) {
+  unsigned mw;
+  int rc = zeus_gpu_instant_power(m->dev, m->gpu[k], &mw);
+  if (rc) return rc;
+  integrate(&m->poll[k], t, mw / 1000.0);
+  return ZEUS_OK;
+}
+
+/* Samples every SoC rail at the monotonic time now and extends their integrals. Rails have no
+ * energy counter: like a GPU without one, their energy is the integral of sampled power. All
+ * rails are read before any integral moves, so that a failed read leaves them all as they were.
+ * Called with m->mu held. */
+static int sample_soc(zeus_monitor *m) {
+  double t = zeus_monotonic_s(), mw[ZEUS_SOC_NUM_RAILS] = {0};
+  for (int r = 0; r < ZEUS_SOC_NUM_RAILS; r++) {
+    if (!zeus_soc_has_rail(m->soc, (zeus_soc_rail)r)) continue;
+    int rc = zeus_soc_power(m->soc, (zeus_soc_rail)r, &mw[r]);
+    if (rc) return rc;
+  }
+  for (int r = 0; r < ZEUS_SOC_NUM_RAILS; r++)
+    if (zeus_soc_has_rail(m->soc, (zeus_soc_rail)r)) integrate(&m->soc_poll[r], t, mw[r] / 1000.0);
   return ZEUS_OK;
 }
 
@@ -122,6 +145,10 @@ static int read_all(zeus_monitor *m, double t, readings *out) {
     if ((rc = zeus__rapl_read(m->rapl, m->cpu[c], &out->cpu_uj[c], &dr))) return rc;
     out->dram_uj[c] = dr;
   }
+  if (m->soc) {
+    if ((rc = sample_soc(m))) return rc;
+    for (int r = 0; r < ZEUS_SOC_NUM_RAILS; r++) out->soc_j[r] = m->soc_poll[r].e_j;
+  }
   return ZEUS_OK;
 }
 
@@ -134,6 +161,8 @@ static void *poll_main(void *arg) {
       if (m->is_polled[k] && sample(m, k, t) != ZEUS_OK)
         zeus__log(ZEUS_LOG_WARN, "monitor", "power sample of GPU %u failed: %s", m->gpu[k], zeus_errmsg());
     }
+    if (m->soc && sample_soc(m) != ZEUS_OK)
+      zeus__log(ZEUS_LOG_WARN, "monitor", "power sample of the Jetson rails failed: %s", zeus_errmsg());
     struct timespec until = zeus__deadline_in(m->interval);
     while (!m->stop && zeus__cond_wait_until(&m->cv, &m->mu, &until) != ETIMEDOUT) {
     }
@@ -316,11 +345,21 @@ int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
     if (ftell(m->log) == 0 && (rc = write_header(m))) goto fail;
   }
   if ((rc = choose_sources(m, &o))) goto fail;
-  if (m->npolled) {
+  /* A Jetson's rails, measured by themselves there and never elsewhere. A board whose rails
+   * cannot be read is measured without them (a warning says why). */
+  if (!o.no_soc && zeus_soc_jetson_available()) {
+    if (zeus_soc_open(&m->soc) != ZEUS_OK) {
+      zeus__log(ZEUS_LOG_WARN, "monitor", "this is a Jetson, but its power rails are not measured: %s",
+                zeus_errmsg());
+      m->soc = NULL;
+    }
+  }
+  if (m->npolled || m->soc) {
     monitor_lock(m);
     double t = zeus_devices_now(dev);
     for (unsigned k = 0; k < m->ngpu; k++)
       if (m->is_polled[k] && (rc = sample(m, k, t))) break;
+    if (!rc && m->soc) rc = sample_soc(m);
     pthread_mutex_unlock(&m->mu);
     if (rc) goto fail;
     if (pthread_create(&m->thread, NULL, poll_main, m) != 0) {
@@ -330,8 +369,9 @@ int zeus_monitor_open(zeus_monitor **out, const zeus_monitor_opts *opts) {
     m->thread_running = true;
   }
   if (want_cpus && m->ncpu == 0) zeus__log(ZEUS_LOG_DEBUG, "monitor", "no CPU package: %s", zeus__rapl_why(m->rapl));
-  zeus__log(ZEUS_LOG_DEBUG, "monitor", "monitoring %u GPU(s) (%u by power polling every %g s) and %u CPU package(s)",
-            m->ngpu, m->npolled, m->interval, m->ncpu);
+  zeus__log(ZEUS_LOG_DEBUG, "monitor",
+            "monitoring %u GPU(s) (%u by power polling every %g s), %u CPU package(s)%s", m->ngpu, m->npolled,
+            m->interval, m->ncpu, m->soc ? " and the Jetson's power rails" : "");
   *out = m;
   return ZEUS_OK;
 fail:
@@ -354,6 +394,7 @@ void zeus_monitor_close(zeus_monitor *m) {
   for (size_t i = 0; i < m->nwin; i++) free(m->win[i].key);
   free(m->win);
   zeus__rapl_close(m->rapl);
+  zeus_soc_close(m->soc);
   if (m->log) fclose(m->log);
   pthread_cond_destroy(&m->cv);
   pthread_mutex_destroy(&m->mu);
@@ -515,6 +556,13 @@ int zeus_monitor_end_window_detail(zeus_monitor *m, const char *key, bool cancel
       total_uj += llround(r.cpu_energy_j[c] * 1e6);
     }
     r.total_energy_j = zeus_joules_from_uj(total_uj);
+    /* SoC rails: integrals of sampled power like a polled GPU's, rounded to the mJ. Not in the
+     * total: the total rail already holds the CPU and GPU rails. */
+    r.soc_valid = m->soc != NULL;
+    for (int x = 0; x < ZEUS_SOC_NUM_RAILS; x++) {
+      r.soc_rail_valid[x] = zeus_soc_has_rail(m->soc, (zeus_soc_rail)x);
+      r.soc_energy_j[x] = r.soc_rail_valid[x] ? zeus_round_decimals(now.soc_j[x] - w->at0.soc_j[x], 3) : 0;
+    }
     if (m->end_hook) {
       int hrc = m->end_hook(m->end_hook_ctx, key, &r);
       if (hrc < 0) {
@@ -573,6 +621,21 @@ int zeus_monitor_gpu_energy_now(zeus_monitor *m, unsigned k, double *joules) {
 
 double zeus_monitor_sampler_cpu_s(const zeus_monitor *m) { return m && m->sampler ? zeus__sampler_cpu_s(m->sampler) : 0; }
 zeus_devices *zeus_monitor_devices(const zeus_monitor *m) { return m ? m->dev : NULL; }
+zeus_soc *zeus_monitor_soc(const zeus_monitor *m) { return m ? m->soc : NULL; }
+
+int zeus_monitor_soc_energy_now(zeus_monitor *m, zeus_soc_rail rail, double *joules) {
+  if (!m || !joules || (unsigned)rail >= ZEUS_SOC_NUM_RAILS)
+    return zeus__error(ZEUS_EINVAL, "zeus_monitor_soc_energy_now: a monitor, a rail 0..%d and out are required",
+                       ZEUS_SOC_NUM_RAILS - 1);
+  if (!zeus_soc_has_rail(m->soc, rail))
+    return zeus__error(ZEUS_ENOTSUP, "the monitor measures no %s rail of an SoC%s", zeus_soc_rail_name(rail),
+                       m->soc ? "" : " (no Jetson here)");
+  monitor_lock(m);
+  int rc = sample_soc(m);
+  if (!rc) *joules = m->soc_poll[rail].e_j;
+  pthread_mutex_unlock(&m->mu);
+  return rc;
+}
 
 int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement *out) {
   if (!m || !key || !out) return zeus__error(ZEUS_EINVAL, "zeus_monitor_window_state: m, key and out are required");
@@ -598,6 +661,11 @@ int zeus_monitor_window_state(zeus_monitor *m, const char *key, zeus_measurement
     r.cpu_energy_j[c] = zeus_joules_from_uj((int64_t)w->at0.cpu_uj[c]);
     r.dram_valid[c] = m->has_dram[c];
     r.dram_energy_j[c] = m->has_dram[c] ? zeus_joules_from_uj((int64_t)w->at0.dram_uj[c]) : 0;
+  }
+  r.soc_valid = m->soc != NULL;
+  for (int x = 0; x < ZEUS_SOC_NUM_RAILS; x++) {
+    r.soc_rail_valid[x] = zeus_soc_has_rail(m->soc, (zeus_soc_rail)x);
+    r.soc_energy_j[x] = r.soc_rail_valid[x] ? w->at0.soc_j[x] : 0;
   }
   pthread_mutex_unlock(&m->mu);
   *out = r;

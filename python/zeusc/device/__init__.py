@@ -5,7 +5,8 @@ The original's entry points:
 - :func:`get_gpus` (``zeusc.device.gpu``): the process's GPUs with the original's per-index
   methods (``get_power_management_limit_constraints(i)``, ``get_total_energy_consumption(i)``...);
 - :func:`get_cpus` (``zeusc.device.cpu``): the readable RAPL packages;
-- :func:`get_soc` (``zeusc.device.soc``): raises ``ZeusSoCInitError`` (libzeus measures no SoC).
+- :func:`get_soc` (``zeusc.device.soc``): the NVIDIA Jetson's power rails (``zeusc.device.soc.jetson``),
+  or ``ZeusSoCInitError`` where there is no SoC.
 
 Not in the original: :class:`Devices`, a device set of a chosen backend (``nvml``, ``sim``,
 ``none``) that a :class:`~zeusc.monitor.ZeusMonitor` can be given instead of the process's

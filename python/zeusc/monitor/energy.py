@@ -42,7 +42,10 @@ class Measurement:
         cpu_energy: CPU package index -> package energy in J; None when no CPU is measured.
         dram_energy: CPU package index -> DRAM energy in J, for packages that have a DRAM zone;
             None when none has.
-        soc_energy: the SoC's parts' energy; always None (libzeus measures no SoC).
+        soc_energy: on an NVIDIA Jetson, its rails' energy as a
+            :class:`~zeusc.device.soc.jetson.JetsonMeasurement` (cpu_energy_mj, gpu_energy_mj,
+            total_energy_mj: mJ, as the original's; None for a rail the board lacks); None
+            elsewhere.
     """
 
     time: float
@@ -245,6 +248,8 @@ class ZeusMonitor(Closeable):
             devices._depend(self)
             self._deps_owner = devices
 
+        #: Whether the monitor measures an SoC's rails (a Jetson), as the original's attribute.
+        self.soc_is_present: bool = bool(L.zeus_monitor_soc(self._h))
         n = L.zeus_monitor_num_gpus(self._h)
         #: The GPU indices measured (visible indices).
         self.gpu_indices: List[int] = [L.zeus_monitor_gpu_index(self._h, k) for k in range(n)]
@@ -308,11 +313,24 @@ class ZeusMonitor(Closeable):
 
     @cached_property
     def soc(self):
-        """The SoC: always EmptySoC (libzeus measures no SoC)."""
-        from ..device.soc import EmptySoC
+        """The SoC (``zeusc.device.soc.get_soc()``: a Jetson) where the monitor measures one, else
+        EmptySoC. The windows' soc_energy comes from the monitor itself, not from this object."""
+        from ..device.soc import EmptySoC, ZeusSoCInitError, get_soc
+        if self.soc_is_present:
+            try:
+                return get_soc()
+            except ZeusSoCInitError:
+                pass
         return EmptySoC()
 
-    soc_is_present = False
+    def _soc_energy(self, r, cancel: bool = False):
+        if not self.soc_is_present:
+            return None
+        from ..device.soc.jetson import JetsonMeasurement
+        m = JetsonMeasurement._from_c(r)
+        if cancel:
+            m.zero_all_fields()
+        return m
 
     @property
     def measurement_states(self) -> Mapping:
@@ -400,7 +418,8 @@ class ZeusMonitor(Closeable):
         if rc:
             self._end_failed(rc, key)
         if cancel:
-            return Measurement(0.0, {g: 0.0 for g in self.gpu_indices}, {c: 0.0 for c in self.cpu_indices})
+            return Measurement(0.0, {g: 0.0 for g in self.gpu_indices}, {c: 0.0 for c in self.cpu_indices},
+                               soc_energy=self._soc_energy(r, cancel=True))
         # The C measurement lists exactly the monitor's GPUs, in the order of self.gpu_indices.
         energies = self._unpack_gpu(r, _GPU_OFF)
         gpu = dict(zip(self.gpu_indices, energies))
@@ -415,8 +434,8 @@ class ZeusMonitor(Closeable):
             valid = r.dram_valid[:nc]
             dram_e = r.dram_energy_j[:nc]
             dram = {idx[k]: dram_e[k] for k in range(nc) if valid[k]}
-            return Measurement(r.time_s, gpu, cpu, dram or None)
-        return Measurement(r.time_s, gpu)
+            return Measurement(r.time_s, gpu, cpu, dram or None, self._soc_energy(r))
+        return Measurement(r.time_s, gpu, soc_energy=self._soc_energy(r))
 
     def end_window_detail(self, key: str, sync_execution: bool = True):
         """(not in the original) Ends window `key` as end_window and also returns, per GPU, how
@@ -446,8 +465,9 @@ class ZeusMonitor(Closeable):
         nc = r.num_cpus
         if nc:
             idx = r.cpu_indices[:nc]
-            return Measurement(r.time_s, gpu, dict(zip(idx, r.cpu_energy_j[:nc]))), detail
-        return Measurement(r.time_s, gpu), detail
+            return Measurement(r.time_s, gpu, dict(zip(idx, r.cpu_energy_j[:nc])),
+                               soc_energy=self._soc_energy(r)), detail
+        return Measurement(r.time_s, gpu, soc_energy=self._soc_energy(r)), detail
 
     def sampler_cpu_s(self) -> float:
         """(not in the original) CPU seconds the monitor's tick followers have used (0 without)."""
