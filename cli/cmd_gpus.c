@@ -32,10 +32,11 @@ static const cli_opt reset_opts[] = {
 };
 
 #define ENVIRONMENT                                                                          \
-  "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, CUDA_VISIBLE_DEVICES, ZEUS_SIM_*,\n" \
-  "ZEUS_RAPL_ROOT (where the RAPL zones are, default /sys/class/powercap), ZEUS_JETSON_ROOT\n" \
-  "(the folder standing for /sys where a Jetson's rails are: docs/jetson.md), ZEUSD_SOCK_PATH,\n" \
-  "ZEUSD_HOST_PORT, ZEUSD_TOKEN (a zeus daemon), ZEUS_LOG_LEVEL (see 'zeus --help').\n"
+  "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, ZEUS_AMDSMI_LIBRARY,\n"                    \
+  "CUDA_VISIBLE_DEVICES, ZEUS_SIM_*, ZEUS_RAPL_ROOT (where the RAPL zones are, default\n"       \
+  "/sys/class/powercap), ZEUS_JETSON_ROOT (the folder standing for /sys where a Jetson's\n"     \
+  "rails are: docs/jetson.md), ZEUSD_SOCK_PATH, ZEUSD_HOST_PORT, ZEUSD_TOKEN (a zeus\n"         \
+  "daemon), ZEUS_LOG_LEVEL (see 'zeus --help').\n"
 
 static const cli_command list_cmd = {
     .name = "gpus",
@@ -48,8 +49,10 @@ static const cli_command list_cmd = {
         "the files they are read from, and on an NVIDIA Jetson its power rails and their power.\n"
         "A value a GPU cannot report shows as n/a (null in JSON).\n"
         "\n"
-        "When no GPU is found because NVML did not load, it says why and exits with 1; set\n"
-        "ZEUS_GPU_BACKEND=sim to try zeus on simulated GPUs.\n"
+        "GPUs come from the first backend that works: NVIDIA's NVML, else AMD's amdsmi\n"
+        "(libamd_smi.so, docs/amd.md), or the one ZEUS_GPU_BACKEND names (nvml, amdsmi, sim,\n"
+        "none, zeusd). When no GPU is found because neither library loaded, it says why and\n"
+        "exits with 1; set ZEUS_GPU_BACKEND=sim to try zeus on simulated GPUs.\n"
         "\n"
         "Subcommands (see 'zeus gpus <subcommand> --help'):\n"
         "  probe          call every reading N times: supported, value, median and worst latency\n"

@@ -46,7 +46,8 @@ struct zeus_sim_config;
 
 /* Zero-initialised (or NULL) means defaults. */
 typedef struct zeus_devices_opts {
-  /* "nvml", "sim", "none"; NULL: ZEUS_GPU_BACKEND, else nvml if it loads, else none. */
+  /* "nvml", "amdsmi", "sim", "none", "zeusd"; NULL: ZEUS_GPU_BACKEND, else nvml if it loads, else amdsmi
+   * (ZEUS_AMDSMI_LIBRARY, else "libamd_smi.so") if it loads and lists GPUs, else none. */
   const char *backend;
   /* Path or name of the NVML library; NULL: ZEUS_NVML_LIBRARY, else "libnvidia-ml.so.1". */
   const char *nvml_library;
@@ -70,8 +71,8 @@ typedef struct zeus_devices_opts {
 ZEUS_EXTERN void zeus_devices_opts_init(zeus_devices_opts *o /* out */);
 
 /* Opens the GPUs of one backend. opts may be NULL (all defaults). Errors: ZEUS_EINVAL for a
- * bad setting or option (named), ZEUS_ENOLIB when "nvml" was asked for explicitly and cannot be
- * loaded, ZEUS_ENOTSUP for MIG entries in CUDA_VISIBLE_DEVICES, ZEUS_ENOMEM. */
+ * bad setting or option (named), ZEUS_ENOLIB when "nvml" or "amdsmi" was asked for explicitly and
+ * cannot be loaded or initialised, ZEUS_ENOTSUP for MIG entries in CUDA_VISIBLE_DEVICES, ZEUS_ENOMEM. */
 ZEUS_EXTERN int zeus_devices_open(zeus_devices **out /* out */, const zeus_devices_opts *opts);
 
 /* Restores changed settings (unless keep_settings_on_close) and releases the handle. */
@@ -87,7 +88,8 @@ ZEUS_EXTERN const char *zeus_devices_backend(const zeus_devices *d);
 
 /* Why no NVIDIA GPU is there: when the backend was chosen automatically (no opts->backend, no
  * ZEUS_GPU_BACKEND) and NVML could not be loaded, the load error ("cannot load the NVML library
- * 'libnvidia-ml.so.1': ..."), owned by the handle; NULL when nvml was used or not tried. */
+ * 'libnvidia-ml.so.1': ..."), then, where the amdsmi backend was tried after it and gave no GPU,
+ * "; no AMD GPU: " and why; owned by the handle; NULL when nvml was used or not tried. */
 ZEUS_EXTERN const char *zeus_devices_nvml_error(const zeus_devices *d);
 
 /* Seconds on the backend's own monotonic clock (the simulated clock for "sim"). Every

@@ -95,7 +95,7 @@ typedef struct zeus_sim_table_row {
  * Measured limits, clocks and powers (gpu): a nonzero field replaces the GPU model's (a table
  * model keeps its own limits and working powers), so that a profile stands for one GPU whole. */
 typedef struct zeus_sim_hardware {
-  char name[32];                    /* "ideal", "h100", "h200", "gh200", or the file the profile came from */
+  char name[32];                    /* "ideal", "h100", "h200", "gh200", "mi300x", or the file the profile came from */
   double tick_s;                    /* energy counter tick period; 0: readings always current */
   double tick_jitter_s;             /* each tick interval within tick_s +- this */
   bool power_at_ticks;              /* power, average power and SM clock read-back refresh at ticks */
@@ -124,7 +124,7 @@ typedef struct zeus_sim_hardware {
   zeus_sim_dvfs gpu;                /* measured limits, clocks and powers; zero fields: the model's */
 } zeus_sim_hardware;
 
-/* The named profile (`ideal`, `h100`, `h200` or `gh200`) or, for a name containing '/' or ending in .json,
+/* The named profile (`ideal`, `h100`, `h200`, `gh200` or `mi300x`) or, for a name containing '/' or ending in .json,
  * the profile in that JSON file ({"tick_s": 0.1, ...}, the fields above, the gpu ones flat:
  * "max_power_limit_w": 700, ...; absent ones are 0 or, with "base": "h200", that profile's), such
  * as the hardware-model.json that gpu-check writes of a real GPU. Errors name the profile or the

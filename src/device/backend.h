@@ -56,6 +56,8 @@ typedef struct zeus__gpu_backend {
 } zeus__gpu_backend;
 
 extern const zeus__gpu_backend zeus__backend_nvml;
+/* AMD GPUs through ROCm's libamd_smi.so (src/device/amdsmi.c). */
+extern const zeus__gpu_backend zeus__backend_amdsmi;
 extern const zeus__gpu_backend zeus__backend_sim;
 extern const zeus__gpu_backend zeus__backend_none;
 /* Through a zeus daemon (src/device/backend_zeusd.c): "zeusd" reads everything from the daemon;

@@ -131,6 +131,9 @@ static int map_visible(zeus_devices *d, const zeus_devices_opts *opts) {
   const char *value = NULL;
   if (!opts || !opts->all_devices) {
     value = opts && opts->visible_devices ? opts->visible_devices : getenv("CUDA_VISIBLE_DEVICES");
+    /* AMD GPUs: HIP_VISIBLE_DEVICES first, as HIP and the original (zeus/device/gpu/amd.py) read it. */
+    const char *hip = getenv("HIP_VISIBLE_DEVICES");
+    if (!(opts && opts->visible_devices) && d->be == &zeus__backend_amdsmi && hip) value = hip;
   }
   char uuidbuf[ZEUS_MAX_GPUS][ZEUS_NAME_LEN];
   const char *uuids[ZEUS_MAX_GPUS];
@@ -159,7 +162,7 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
   const char *name = opts && opts->backend ? opts->backend : zeus__env_str("ZEUS_GPU_BACKEND");
   const zeus__gpu_backend *be = NULL;
   if (name && !(be = find_backend(name)))
-    return zeus__error(ZEUS_EINVAL, "%s '%s' is not a GPU backend (expected nvml, sim, none or zeusd)",
+    return zeus__error(ZEUS_EINVAL, "%s '%s' is not a GPU backend (expected nvml, amdsmi, sim, none or zeusd)",
                        opts && opts->backend ? "backend" : "ZEUS_GPU_BACKEND", name);
   bool daemon = zeus__zeusd_configured(opts ? opts->daemon : NULL);
   zeus_devices *d = calloc(1, sizeof *d);
@@ -185,10 +188,25 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
       rc = d->be->open(&d->st, opts);
     } else if (rc == ZEUS_ENOLIB) {
       snprintf(d->nvml_error, sizeof d->nvml_error, "%s", zeus_errmsg());
-      zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA GPUs: %s; using the 'none' backend", zeus_errmsg());
-      d->be = &zeus__backend_none;
+      /* NVML first; then amdsmi where it loads and lists GPUs; else none. */
+      d->be = &zeus__backend_amdsmi;
+      d->st = NULL;
       rc = d->be->open(&d->st, opts);
-      fell_back = true;
+      if (rc == ZEUS_OK && d->be->count(d->st) == 0) {
+        d->be->close(d->st);
+        d->st = NULL;
+        rc = zeus__error(ZEUS_ENOLIB, "amdsmi lists no GPUs");
+      }
+      if (rc != ZEUS_OK) {
+        /* Why neither vendor library gave GPUs (zeus_devices_nvml_error, what zeus gpus prints). */
+        size_t used = strlen(d->nvml_error);
+        snprintf(d->nvml_error + used, sizeof d->nvml_error - used, "; no AMD GPU: %s", zeus_errmsg());
+        zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA GPUs: %s; using the 'none' backend", d->nvml_error);
+        d->be = &zeus__backend_none;
+        d->st = NULL;
+        rc = d->be->open(&d->st, opts);
+        fell_back = true;
+      }
     }
   }
   if (!rc) rc = map_visible(d, opts);

@@ -309,6 +309,40 @@ static const zeus_sim_hardware hw_gh200 = {
     .gpu = {.min_power_limit_w = 100, .max_power_limit_w = 900, .default_power_limit_w = 900},
 };
 
+/* An AMD Instinct MI300X (docs/amd.md), for the fake amdsmi: none was measured here. Published
+ * figures: 750 W total board power and a 2100 MHz peak engine clock (AMD Instinct MI300X data
+ * sheet); a 750 W power cap and about 190 W of socket power while idle (rocm-smi on an MI300X in
+ * ROCm/legacy-rocm-build issue #5231, 2025). The memory clock of 1300 MHz is derived from the
+ * data sheet's 5.3 TB/s over an 8192-bit HBM3 bus (5.2 Gb/s a pin, amd-smi's MCLK being a quarter
+ * of it): an estimate. Estimates, not published: the lowest cap of 400 W (amdgpu takes the floor
+ * from the board's firmware; issue #5231 could not go below 750 W on one system), the lowest GFX
+ * clock of 500 MHz in 25 MHz steps (amdsmi reports only the range), the split of the load's power
+ * into 200 W static and 550 W dynamic at the highest clock, the 10 ms sensor tick and every read
+ * cost and actuation delay (sysfs reads of the SMU's metrics table: tenths of a millisecond; a
+ * power cap or clock range written through sysfs: about 10 ms, taking effect 20-50 ms later). The
+ * counter's resolution (15.259 uJ, 1/65536 J, as amdsmi_get_energy_count reports on MI200/MI300)
+ * belongs to the fake amdsmi, not to this profile. */
+static const zeus_sim_hardware hw_mi300x = {
+    .name = "mi300x",
+    .tick_s = 0.010,
+    .tick_jitter_s = 0.0005,
+    .power_at_ticks = true,
+    .power_noise = 0.005,
+    .energy_read_s = 0.3e-3,
+    .power_read_s = 0.3e-3,
+    .average_power_read_s = 0.3e-3,
+    .clock_read_s = 0.1e-3,
+    .power_limit_read_s = 0.1e-3,
+    .clock_lock_call_s = 10e-3,
+    .clock_lock_effect_s = 20e-3,
+    .power_limit_call_s = 10e-3,
+    .power_limit_down_effect_s = 0.050,
+    .power_limit_up_effect_s = 0.050,
+    .gpu = {.max_clock_mhz = 2100, .min_clock_mhz = 500, .clock_step_mhz = 25, .mem_clock_mhz = 1300,
+            .min_power_limit_w = 400, .max_power_limit_w = 750, .default_power_limit_w = 750,
+            .idle_power_w = 190, .static_power_w = 200, .dynamic_power_w = 550},
+};
+
 #define HW_D(f) {#f, offsetof(zeus_sim_hardware, f)}
 static const struct {
   const char *key;
@@ -352,7 +386,11 @@ static int hw_named(const char *name, zeus_sim_hardware *out) {
     *out = hw_gh200;
     return ZEUS_OK;
   }
-  return zeus__error(ZEUS_EINVAL, "unknown simulated hardware profile '%s' (expected ideal, h100, h200, gh200, or the path "
+  if (strcmp(name, "mi300x") == 0) {
+    *out = hw_mi300x;
+    return ZEUS_OK;
+  }
+  return zeus__error(ZEUS_EINVAL, "unknown simulated hardware profile '%s' (expected ideal, h100, h200, gh200, mi300x, or the path "
                      "of a JSON profile)", name);
 }
 

@@ -122,6 +122,7 @@
 
 #include "core/core.h"
 #include "device/nvml_types.h"
+#include "fake_common/fake_common.h"
 #include "zeus/sim.h"
 
 #define FAKE_API __attribute__((visibility("default")))
@@ -189,15 +190,6 @@ typedef struct fake_dev {
   unsigned index;
 } fake_dev;
 
-typedef struct inject_spec {
-  char fn[64];     /* exported name, or "*" */
-  nvmlReturn_t code;
-  int gpu;         /* -1: every GPU */
-  unsigned after;  /* matching calls let through before firing */
-  unsigned seen;   /* matching calls so far */
-  bool fired;
-} inject_spec;
-
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static unsigned g_refs;           /* Init reference count */
 static zeus_sim_node *g_node;     /* non-NULL while g_refs > 0 */
@@ -206,7 +198,7 @@ static fake_dev g_devs[ZEUS_MAX_GPUS];
 static bool g_lost[ZEUS_MAX_GPUS];
 static unsigned long g_calls[ZEUS_MAX_GPUS];
 static char g_log_path[1024];     /* "" when not logging */
-static inject_spec g_inject[FAKE_MAX_INJECT];
+static fake_inject g_inject[FAKE_MAX_INJECT];
 static unsigned g_ninject;
 static char g_state_path[1024];   /* FAKE_NVML_STATE, "" when off */
 static char g_busy_path[1024];    /* FAKE_NVML_BUSY_FILE, "" when off */
@@ -302,58 +294,18 @@ const char *nvmlErrorString(nvmlReturn_t r) {
 
 /* ---- test controls ---- */
 
+/* parse_code for fake_parse_inject. */
+static bool parse_code_ll(const char *text, long long *out) {
+  nvmlReturn_t r;
+  if (!parse_code(text, &r)) return false;
+  *out = r;
+  return true;
+}
+
 /* Parses FAKE_NVML_INJECT into g_inject. Returns false (with a line on stderr) when malformed. */
 static bool parse_inject(const char *value) {
-  g_ninject = 0;
-  if (!value || !*value) return true;
-  char buf[2048];
-  snprintf(buf, sizeof buf, "%s", value);
-  char *save = NULL;
-  for (char *spec = strtok_r(buf, ";", &save); spec; spec = strtok_r(NULL, ";", &save)) {
-    if (g_ninject == FAKE_MAX_INJECT) {
-      fprintf(stderr, "fake NVML: FAKE_NVML_INJECT has more than %d specs\n", FAKE_MAX_INJECT);
-      return false;
-    }
-    inject_spec *s = &g_inject[g_ninject];
-    memset(s, 0, sizeof *s);
-    s->gpu = -1;
-    char *field[4] = {0};
-    int nf = 0;
-    for (char *p = spec; nf < 4;) {
-      field[nf++] = p;
-      char *colon = strchr(p, ':');
-      if (!colon) break;
-      *colon = '\0';
-      p = colon + 1;
-    }
-    if (nf < 2 || !*field[0] || strlen(field[0]) >= sizeof s->fn || !parse_code(field[1], &s->code)) {
-      fprintf(stderr,
-              "fake NVML: FAKE_NVML_INJECT spec '%s' is not <function>:<code>[:<gpu>[:<after>]] with a known "
-              "code\n",
-              spec);
-      return false;
-    }
-    snprintf(s->fn, sizeof s->fn, "%s", field[0]);
-    char *end;
-    if (nf >= 3 && strcmp(field[2], "*") != 0 && *field[2]) {
-      long g = strtol(field[2], &end, 10);
-      if (*end || g < 0 || g >= ZEUS_MAX_GPUS) {
-        fprintf(stderr, "fake NVML: FAKE_NVML_INJECT gpu '%s' is not an index or *\n", field[2]);
-        return false;
-      }
-      s->gpu = (int)g;
-    }
-    if (nf >= 4 && *field[3]) {
-      long a = strtol(field[3], &end, 10);
-      if (*end || a < 0) {
-        fprintf(stderr, "fake NVML: FAKE_NVML_INJECT after-count '%s' is not a number >= 0\n", field[3]);
-        return false;
-      }
-      s->after = (unsigned)a;
-    }
-    g_ninject++;
-  }
-  return true;
+  return fake_parse_inject("fake NVML", "FAKE_NVML_INJECT", value, g_inject, FAKE_MAX_INJECT, &g_ninject,
+                           parse_code_ll);
 }
 
 /* Parses FAKE_NVML_LIE. Returns false (with a line on stderr) when malformed. */
@@ -441,16 +393,10 @@ static unsigned lie_power(unsigned mw) {
  * gpu < 0 for functions without a device. */
 static nvmlReturn_t injected(const char *fn, int gpu) {
   if (gpu >= 0 && g_lost[gpu]) return NVML_ERROR_GPU_IS_LOST;
-  for (unsigned k = 0; k < g_ninject; k++) {
-    inject_spec *s = &g_inject[k];
-    if (strcmp(s->fn, "*") == 0 ? gpu < 0 : strcmp(s->fn, fn) != 0) continue;
-    if (s->gpu >= 0 && s->gpu != gpu) continue;
-    if (!s->fired && s->seen++ < s->after) continue;
-    s->fired = true;
-    if (gpu >= 0 && (s->code == NVML_ERROR_GPU_IS_LOST || s->code == NVML_ERROR_RESET_REQUIRED)) g_lost[gpu] = true;
-    return s->code;
-  }
-  return NVML_SUCCESS;
+  long long code;
+  if (!fake_inject_fire(g_inject, g_ninject, fn, gpu, &code)) return NVML_SUCCESS;
+  if (gpu >= 0 && (code == NVML_ERROR_GPU_IS_LOST || code == NVML_ERROR_RESET_REQUIRED)) g_lost[gpu] = true;
+  return (nvmlReturn_t)code;
 }
 
 /* Appends "<fn> <gpu> <args> -> <code>" to FAKE_NVML_LOG with one write(). */
@@ -459,62 +405,13 @@ static void log_setter(const char *fn, int gpu, const char *args, nvmlReturn_t r
   pthread_mutex_lock(&g_mu);
   memcpy(path, g_log_path, sizeof path);
   pthread_mutex_unlock(&g_mu);
-  if (!path[0]) return;
-  char line[256];
-  char gpustr[16];
-  if (gpu >= 0) snprintf(gpustr, sizeof gpustr, "%d", gpu);
-  else snprintf(gpustr, sizeof gpustr, "?");
-  int n = snprintf(line, sizeof line, "%s %s%s%s -> %d\n", fn, gpustr, args[0] ? " " : "", args, r);
-  if (n <= 0) return;
-  if ((size_t)n >= sizeof line) n = (int)sizeof line - 1;
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    fprintf(stderr, "fake NVML: cannot open FAKE_NVML_LOG '%s'\n", path);
-    return;
-  }
-  ssize_t w = write(fd, line, (size_t)n);
-  (void)w;
-  close(fd);
+  fake_log_setter("fake NVML", "FAKE_NVML_LOG", path, fn, gpu, args, r);
 }
 
 /* ---- settings that outlive the process (FAKE_NVML_STATE) ---- */
 
 /* Applies the state file, if any, to a new node. False (with a line on stderr) when malformed. */
-static bool state_load(zeus_sim_node *n) {
-  if (!g_state_path[0]) return true;
-  int fd = open(g_state_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return true; /* no file yet: defaults */
-  FILE *f = fdopen(fd, "r");
-  if (!f) {
-    close(fd);
-    return true;
-  }
-  char line[256];
-  int lineno = 0;
-  bool ok = true;
-  while (ok && fgets(line, sizeof line, f)) {
-    lineno++;
-    unsigned gpu, mw, pm, lo, hi, mlo, mhi;
-    if (line[0] == '\n' || line[0] == '#') continue;
-    if (sscanf(line, "gpu %u power_limit_mw %u persistence %u sm_lock %u %u mem_lock %u %u", &gpu, &mw, &pm, &lo,
-               &hi, &mlo, &mhi) != 7) {
-      fprintf(stderr, "fake NVML: FAKE_NVML_STATE '%s' line %d is not 'gpu <i> power_limit_mw <mW> persistence "
-              "<0|1> sm_lock <min> <max> mem_lock <min> <max>'\n", g_state_path, lineno);
-      ok = false;
-      break;
-    }
-    if (gpu >= zeus_sim_node_gpu_count(n)) continue; /* written by a node with more GPUs */
-    if (zeus_sim_gpu_set_power_limit(n, gpu, mw) || zeus_sim_gpu_set_persistence_mode(n, gpu, pm != 0) ||
-        (hi ? zeus_sim_gpu_set_locked_clocks(n, gpu, lo, hi) : zeus_sim_gpu_reset_locked_clocks(n, gpu)) ||
-        (mhi ? zeus_sim_gpu_set_memory_locked_clocks(n, gpu, mlo, mhi)
-             : zeus_sim_gpu_reset_memory_locked_clocks(n, gpu))) {
-      fprintf(stderr, "fake NVML: FAKE_NVML_STATE '%s' line %d: %s\n", g_state_path, lineno, zeus_errmsg());
-      ok = false;
-    }
-  }
-  fclose(f);
-  return ok;
-}
+static bool state_load(zeus_sim_node *n) { return fake_state_load("fake NVML", "FAKE_NVML_STATE", g_state_path, n); }
 
 /* Writes every GPU's knobs to the state file (temporary file, rename). */
 static void state_save(void) {
@@ -524,44 +421,11 @@ static void state_save(void) {
   zeus_sim_node *n = g_node;
   unsigned count = g_count;
   pthread_mutex_unlock(&g_mu);
-  if (!path[0] || !n) return;
-  char text[ZEUS_MAX_GPUS * 128];
-  size_t len = 0;
-  for (unsigned i = 0; i < count && len < sizeof text; i++) {
-    unsigned mw = 0, lo = 0, hi = 0, mlo = 0, mhi = 0;
-    bool pm = false;
-    zeus_sim_gpu_get_power_limit(n, i, &mw);
-    zeus_sim_gpu_get_persistence_mode(n, i, &pm);
-    zeus_sim_gpu_get_locked_clocks(n, i, &lo, &hi, &mlo, &mhi);
-    int k = snprintf(text + len, sizeof text - len, "gpu %u power_limit_mw %u persistence %d sm_lock %u %u mem_lock %u %u\n",
-                     i, mw, pm ? 1 : 0, lo, hi, mlo, mhi);
-    if (k < 0) return;
-    len += (size_t)k;
-  }
-  if (len > sizeof text) len = sizeof text;
-  char tmp[sizeof path + 32];
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) {
-    fprintf(stderr, "fake NVML: cannot write FAKE_NVML_STATE beside '%s'\n", path);
-    return;
-  }
-  bool ok = write(fd, text, len) == (ssize_t)len;
-  ok = close(fd) == 0 && ok;
-  if (!ok || rename(tmp, path) != 0) {
-    fprintf(stderr, "fake NVML: cannot write FAKE_NVML_STATE '%s'\n", path);
-    unlink(tmp);
-  }
+  fake_state_save("fake NVML", "FAKE_NVML_STATE", path, n, count);
 }
 
 /* Marks every GPU busy while FAKE_NVML_BUSY_FILE exists. Caller holds g_mu; g_node is set. */
-static void busy_poll_locked(void) {
-  if (!g_busy_path[0] || !g_node) return;
-  bool busy = access(g_busy_path, F_OK) == 0;
-  if (busy == g_busy) return;
-  for (unsigned i = 0; i < g_count; i++) zeus_sim_gpu_set_load(g_node, i, busy);
-  g_busy = busy;
-}
+static void busy_poll_locked(void) { fake_busy_poll(g_busy_path, g_node, g_count, &g_busy); }
 
 /* Appends the per-function call counts to FAKE_NVML_COUNTS. Caller holds g_mu. */
 static void write_counts_locked(void) {

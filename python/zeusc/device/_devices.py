@@ -38,8 +38,9 @@ class Devices(Closeable):
     """A set of GPUs from one backend (zeus_devices_open).
 
     Args:
-        backend: "nvml", "sim", "none" or "zeusd"; None: ZEUS_GPU_BACKEND, else nvml when it loads,
-            else zeusd when a daemon is configured, else none.
+        backend: "nvml", "amdsmi", "sim", "none" or "zeusd"; None: ZEUS_GPU_BACKEND, else nvml when
+            it loads, else zeusd when a daemon is configured, else amdsmi when it loads and lists
+            GPUs, else none.
         nvml_library: the NVML library to load; None: ZEUS_NVML_LIBRARY, else libnvidia-ml.so.1.
         visible_devices: a CUDA_VISIBLE_DEVICES value to apply; None: the environment's.
         all_devices: ignore CUDA_VISIBLE_DEVICES.

@@ -21,8 +21,8 @@ import warnings
 from ctypes import byref, c_bool, c_size_t, c_uint, c_uint64
 from typing import List, Optional, Sequence, Tuple
 
-from .. import _lib
-from ..exceptions import ZeusError
+from ... import _lib
+from ...exceptions import ZeusError
 
 # ---- exceptions (the original's names) ------------------------------------------------------------
 
@@ -379,7 +379,7 @@ class LibzeusGPUs(GPUs):
     simulated GPUs. What :func:`get_gpus` returns."""
 
     def __init__(self, devices=None, ensure_homogeneous: bool = False) -> None:
-        from ._devices import Devices
+        from .._devices import Devices
         self.devices = devices if devices is not None else Devices.default()
         n = _lib.lib().zeus_gpu_count(self.devices._handle())
         self._gpus = [GPU(i, self.devices) for i in range(n)]
@@ -435,7 +435,7 @@ def get_gpus(ensure_homogeneous: bool = False) -> GPUs:
     global _gpus
     with _lock:
         if _gpus is None:
-            from ._devices import Devices
+            from .._devices import Devices
             try:
                 dev = Devices.default()
             except ZeusError as e:

@@ -1,0 +1,119 @@
+"""AMD GPUs (the original's ``zeus.device.gpu.amd``), over libzeus's ``amdsmi`` backend.
+
+libzeus loads ROCm's ``libamd_smi.so`` itself (``ZEUS_AMDSMI_LIBRARY`` names another file), so no
+``amdsmi`` Python package is needed. :class:`AMDGPUs` is the original's manager object: per-index
+methods as :class:`zeusc.device.gpu.GPUs` has them, in the original's units (mW, mJ, MHz,
+degrees Celsius), with the original's conversions done in C (power caps from microwatts, the energy
+counter as ticks times its resolution, socket power from watts; see docs/amd.md). :func:`get_gpus`
+chooses AMD GPUs by itself where NVML does not load and amdsmi lists GPUs.
+
+Differences from the original: the Python ``amdsmi`` package is not imported (``amdsmi`` is not a
+name of this module); ``ZeusdAMDGPU`` (settings through a zeus daemon) is not provided; the energy
+counter is not checked against power when the GPUs are opened; MI250 odd chiplets are not detected.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Optional, Sequence
+
+from ... import _lib
+from ...exceptions import ZeusError
+from . import GPU, GPUs, ZeusGPUInitError, ZeusGPUNotSupportedError
+
+
+@functools.lru_cache(maxsize=1)
+def amdsmi_is_available() -> bool:
+    """Whether libzeus's amdsmi backend loads the library and lists at least one GPU (cached, as
+    the original's)."""
+    from .._devices import Devices
+    try:
+        dev = Devices(backend="amdsmi", daemon="")
+    except ZeusError:
+        return False
+    try:
+        return _lib.lib().zeus_gpu_count(dev._handle()) > 0
+    finally:
+        dev.close()
+
+
+_shared: Optional[object] = None
+
+
+def _amd_devices():
+    """The amdsmi device set shared by :class:`AMDGPU` objects made without one."""
+    global _shared
+    if _shared is None:
+        from .._devices import Devices
+        try:
+            _shared = Devices(backend="amdsmi", daemon="")
+        except ZeusError as e:
+            raise ZeusGPUInitError(f"amdsmi is not available: {e}") from e
+    return _shared
+
+
+class AMDGPU(GPU):
+    """One AMD GPU by visible index (the original's ``AMDGPU``)."""
+
+    def __init__(self, gpu_index: int, devices=None) -> None:
+        super().__init__(gpu_index, devices if devices is not None else _amd_devices())
+
+    def set_persistence_mode(self, enabled: bool, block: bool = True) -> None:
+        """AMD GPUs have no persistence mode."""
+        raise ZeusGPUNotSupportedError("Persistence mode is not supported on AMD GPUs.")
+
+    def get_persistence_mode(self) -> bool:
+        """AMD GPUs have no persistence mode."""
+        raise ZeusGPUNotSupportedError("Persistence mode is not supported on AMD GPUs.")
+
+    def reset_locked_clocks(self, block: bool = True) -> None:
+        """Frees the GFX and memory clocks together (AMD resets every domain at once)."""
+        self.reset_gpu_locked_clocks(block)
+        self.reset_memory_locked_clocks(block)
+
+    def get_average_memory_power_usage(self) -> int:
+        """amdsmi reports no memory power."""
+        raise ZeusGPUNotSupportedError("Average memory power usage is not supported on AMD GPUs.")
+
+
+class AMDGPUs(GPUs):
+    """The AMD GPUs of this machine (the original's ``AMDGPUs``), indices honouring
+    ``HIP_VISIBLE_DEVICES``, else ``CUDA_VISIBLE_DEVICES``.
+
+    Args:
+        ensure_homogeneous: raise ``ZeusGPUHeterogeneousError`` when the GPUs are of different
+            models.
+        devices: (not in the original) a ``zeusc.device.Devices(backend="amdsmi")`` to use; None
+            opens one.
+
+    Raises:
+        ZeusGPUInitError: the amdsmi library does not load or initialise (the message says why).
+    """
+
+    def __init__(self, ensure_homogeneous: bool = False, devices=None) -> None:
+        if devices is None:
+            from .._devices import Devices
+            try:
+                devices = Devices(backend="amdsmi", daemon="")
+            except ZeusError as e:
+                raise ZeusGPUInitError(f"amdsmi is not available: {e}") from e
+        self.devices = devices
+        n = _lib.lib().zeus_gpu_count(devices._handle())
+        self._gpus = [AMDGPU(i, devices) for i in range(n)]
+        if ensure_homogeneous:
+            self._ensure_homogeneous()
+
+    def reset_locked_clocks(self, gpu_index: int, block: bool = True) -> None:
+        """Frees GPU ``gpu_index``'s GFX and memory clocks together."""
+        self._gpus[gpu_index].reset_locked_clocks(block)
+
+    @property
+    def gpus(self) -> Sequence[AMDGPU]:
+        """The AMD GPUs tracked."""
+        return self._gpus
+
+    def close(self) -> None:
+        """(not in the original) Puts back changed settings and releases the device set."""
+        self.devices.close()
+
+
+__all__ = ["amdsmi_is_available", "AMDGPU", "AMDGPUs"]

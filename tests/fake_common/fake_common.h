@@ -1,0 +1,205 @@
+/* tests/fake_common/fake_common.h: what the fake vendor libraries (tests/fake_nvml,
+ * tests/fake_amdsmi) share, header-only so each fake compiles its own copy: fault-injection specs,
+ * the setter log, the state file that keeps the knobs between processes, and the busy file.
+ * Status codes are carried as long long so that NVML's int codes and amdsmi's 32-bit unsigned ones
+ * both fit. `who` ("fake NVML") and `var` (the environment variable) name the fake and the setting
+ * in messages on stderr. None of these functions locks: the callers hold their own mutex where the
+ * state they pass is shared. */
+#ifndef ZEUS_TEST_FAKE_COMMON_H
+#define ZEUS_TEST_FAKE_COMMON_H
+
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "zeus/sim.h"
+
+/* One spec of <VAR>_INJECT: <function>:<code>[:<gpu>[:<after>]]. */
+typedef struct fake_inject {
+  char fn[64];      /* exported name, or "*" for every device function */
+  long long code;
+  int gpu;          /* -1: every GPU */
+  unsigned after;   /* matching calls let through before firing */
+  unsigned seen;    /* matching calls so far */
+  bool fired;
+} fake_inject;
+
+/* Parses `value` (specs separated by ';') into specs[0..cap), *n the count. parse_code reads a
+ * code given as a number or a name. False, with a line on stderr, when malformed. */
+static inline bool fake_parse_inject(const char *who, const char *var, const char *value, fake_inject *specs,
+                                     unsigned cap, unsigned *n, bool (*parse_code)(const char *, long long *)) {
+  *n = 0;
+  if (!value || !*value) return true;
+  char buf[2048];
+  snprintf(buf, sizeof buf, "%s", value);
+  char *save = NULL;
+  for (char *spec = strtok_r(buf, ";", &save); spec; spec = strtok_r(NULL, ";", &save)) {
+    if (*n == cap) {
+      fprintf(stderr, "%s: %s has more than %u specs\n", who, var, cap);
+      return false;
+    }
+    fake_inject *s = &specs[*n];
+    memset(s, 0, sizeof *s);
+    s->gpu = -1;
+    char *field[4] = {0};
+    int nf = 0;
+    for (char *p = spec; nf < 4;) {
+      field[nf++] = p;
+      char *colon = strchr(p, ':');
+      if (!colon) break;
+      *colon = '\0';
+      p = colon + 1;
+    }
+    if (nf < 2 || !*field[0] || strlen(field[0]) >= sizeof s->fn || !parse_code(field[1], &s->code)) {
+      fprintf(stderr, "%s: %s spec '%s' is not <function>:<code>[:<gpu>[:<after>]] with a known code\n", who, var,
+              spec);
+      return false;
+    }
+    snprintf(s->fn, sizeof s->fn, "%s", field[0]);
+    char *end;
+    if (nf >= 3 && *field[2] && strcmp(field[2], "*") != 0) {
+      long g = strtol(field[2], &end, 10);
+      if (*end || g < 0 || g >= ZEUS_MAX_GPUS) {
+        fprintf(stderr, "%s: %s gpu '%s' is not an index or *\n", who, var, field[2]);
+        return false;
+      }
+      s->gpu = (int)g;
+    }
+    if (nf >= 4 && *field[3]) {
+      long a = strtol(field[3], &end, 10);
+      if (*end || a < 0) {
+        fprintf(stderr, "%s: %s after-count '%s' is not a number >= 0\n", who, var, field[3]);
+        return false;
+      }
+      s->after = (unsigned)a;
+    }
+    (*n)++;
+  }
+  return true;
+}
+
+/* Whether a spec fires for this call of `fn` on `gpu` (< 0: a function without a device; "*"
+ * matches only device functions); its code in *code. Once fired, a spec answers every later
+ * matching call. */
+static inline bool fake_inject_fire(fake_inject *specs, unsigned n, const char *fn, int gpu, long long *code) {
+  for (unsigned k = 0; k < n; k++) {
+    fake_inject *s = &specs[k];
+    if (strcmp(s->fn, "*") == 0 ? gpu < 0 : strcmp(s->fn, fn) != 0) continue;
+    if (s->gpu >= 0 && s->gpu != gpu) continue;
+    if (!s->fired && s->seen++ < s->after) continue;
+    s->fired = true;
+    *code = s->code;
+    return true;
+  }
+  return false;
+}
+
+/* Appends "<fn> <gpu|?>[ <args>] -> <code>" to the setter log `path` ("" when off) with one
+ * write(), so that several processes may share the file. */
+static inline void fake_log_setter(const char *who, const char *var, const char *path, const char *fn, int gpu,
+                                   const char *args, long long code) {
+  if (!path[0]) return;
+  char line[256], gpustr[16];
+  if (gpu >= 0) snprintf(gpustr, sizeof gpustr, "%d", gpu);
+  else snprintf(gpustr, sizeof gpustr, "?");
+  int n = snprintf(line, sizeof line, "%s %s%s%s -> %lld\n", fn, gpustr, args[0] ? " " : "", args, code);
+  if (n <= 0) return;
+  if ((size_t)n >= sizeof line) n = (int)sizeof line - 1;
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    fprintf(stderr, "%s: cannot open %s '%s'\n", who, var, path);
+    return;
+  }
+  ssize_t w = write(fd, line, (size_t)n);
+  (void)w;
+  close(fd);
+}
+
+/* Applies the state file `path` ("" when off) to a new node: one line per GPU, "gpu <i>
+ * power_limit_mw <mW> persistence <0|1> sm_lock <min> <max> mem_lock <min> <max>" (0 0: not
+ * locked). A missing file is the GPUs' defaults. False (with a line on stderr) when malformed. */
+static inline bool fake_state_load(const char *who, const char *var, const char *path, zeus_sim_node *n) {
+  if (!path[0]) return true;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return true; /* no file yet: defaults */
+  FILE *f = fdopen(fd, "r");
+  if (!f) {
+    close(fd);
+    return true;
+  }
+  char line[256];
+  int lineno = 0;
+  bool ok = true;
+  while (ok && fgets(line, sizeof line, f)) {
+    lineno++;
+    unsigned gpu, mw, pm, lo, hi, mlo, mhi;
+    if (line[0] == '\n' || line[0] == '#') continue;
+    if (sscanf(line, "gpu %u power_limit_mw %u persistence %u sm_lock %u %u mem_lock %u %u", &gpu, &mw, &pm, &lo, &hi,
+               &mlo, &mhi) != 7) {
+      fprintf(stderr, "%s: %s '%s' line %d is not 'gpu <i> power_limit_mw <mW> persistence <0|1> sm_lock <min> "
+              "<max> mem_lock <min> <max>'\n", who, var, path, lineno);
+      ok = false;
+      break;
+    }
+    if (gpu >= zeus_sim_node_gpu_count(n)) continue; /* written by a node with more GPUs */
+    if (zeus_sim_gpu_set_power_limit(n, gpu, mw) || zeus_sim_gpu_set_persistence_mode(n, gpu, pm != 0) ||
+        (hi ? zeus_sim_gpu_set_locked_clocks(n, gpu, lo, hi) : zeus_sim_gpu_reset_locked_clocks(n, gpu)) ||
+        (mhi ? zeus_sim_gpu_set_memory_locked_clocks(n, gpu, mlo, mhi)
+             : zeus_sim_gpu_reset_memory_locked_clocks(n, gpu))) {
+      fprintf(stderr, "%s: %s '%s' line %d: %s\n", who, var, path, lineno, zeus_errmsg());
+      ok = false;
+    }
+  }
+  fclose(f);
+  return ok;
+}
+
+/* Writes the knobs of GPUs 0..count-1 to the state file `path` ("" when off): a temporary file,
+ * then rename. */
+static inline void fake_state_save(const char *who, const char *var, const char *path, zeus_sim_node *n,
+                                   unsigned count) {
+  if (!path[0] || !n) return;
+  char text[ZEUS_MAX_GPUS * 128];
+  size_t len = 0;
+  for (unsigned i = 0; i < count && len < sizeof text; i++) {
+    unsigned mw = 0, lo = 0, hi = 0, mlo = 0, mhi = 0;
+    bool pm = false;
+    zeus_sim_gpu_get_power_limit(n, i, &mw);
+    zeus_sim_gpu_get_persistence_mode(n, i, &pm);
+    zeus_sim_gpu_get_locked_clocks(n, i, &lo, &hi, &mlo, &mhi);
+    int k = snprintf(text + len, sizeof text - len,
+                     "gpu %u power_limit_mw %u persistence %d sm_lock %u %u mem_lock %u %u\n", i, mw, pm ? 1 : 0, lo,
+                     hi, mlo, mhi);
+    if (k < 0) return;
+    len += (size_t)k;
+  }
+  if (len > sizeof text) len = sizeof text;
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    fprintf(stderr, "%s: cannot write %s beside '%s'\n", who, var, path);
+    return;
+  }
+  bool ok = write(fd, text, len) == (ssize_t)len;
+  ok = close(fd) == 0 && ok;
+  if (!ok || rename(tmp, path) != 0) {
+    fprintf(stderr, "%s: cannot write %s '%s'\n", who, var, path);
+    unlink(tmp);
+  }
+}
+
+/* Marks GPUs 0..count-1 busy while the file `path` ("" when off) exists; *busy is what they are
+ * marked now. */
+static inline void fake_busy_poll(const char *path, zeus_sim_node *n, unsigned count, bool *busy) {
+  if (!path[0] || !n) return;
+  bool now = access(path, F_OK) == 0;
+  if (now == *busy) return;
+  for (unsigned i = 0; i < count; i++) zeus_sim_gpu_set_load(n, i, now);
+  *busy = now;
+}
+
+#endif
