@@ -1,6 +1,8 @@
 /* --carbon and --price of 'zeus monitor energy' (cli/grid_util.h). */
 #include "grid_util.h"
 
+#include <zeus/config.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

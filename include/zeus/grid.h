@@ -112,6 +112,20 @@ ZEUS_EXTERN int zeus_grid_fetch(zeus_grid *g);
 ZEUS_EXTERN int zeus_grid_rate(zeus_grid *g, double unix_time_s, double *per_kwh /* out */,
                                double *fetched_unix_s /* out */);
 
+/* OpenEI: the tables of the last successful fetch: the first tier's rate of each period (at most
+ * `cap` written to rates, their number in *num_periods) and the weekday and weekend schedules
+ * (period numbers by month and hour; either may be NULL). ZEUS_ESTATE when nothing was fetched,
+ * ZEUS_EINVAL for an ElectricityMaps provider. */
+ZEUS_EXTERN int zeus_grid_openei_tables(zeus_grid *g, double *rates /* out */, size_t cap,
+                                        size_t *num_periods /* out */, int weekday[12][24] /* out */,
+                                        int weekend[12][24] /* out */);
+
+/* OpenEI: the rate's fields as the last successful fetch found them, as one JSON object
+ * {"energy_rate_structure": [...], "energy_weekday_schedule": [...], "energy_weekend_schedule":
+ * [...]} (the original's get_current_electricity_prices) in *json (free with zeus_free).
+ * ZEUS_ESTATE when nothing was fetched, ZEUS_EINVAL for an ElectricityMaps provider. */
+ZEUS_EXTERN int zeus_grid_openei_json(zeus_grid *g, char **json /* out */);
+
 typedef struct zeus_grid_monitor_opts {
   zeus_grid *grid;        /* borrowed; required; must outlive the monitor */
   zeus_monitor *monitor;  /* borrowed; NULL: one of its own on gpu_indices and cpu_indices */

@@ -35,6 +35,7 @@ struct zeus_grid {
   double *rates;
   size_t nrates;
   int weekday[12][24], weekend[12][24];
+  json_t *tables; /* as found: {"energy_rate_structure", "energy_weekday_schedule", ...} */
 };
 
 static const char *const names[] = {"ElectricityMaps", "OpenEI"};
@@ -115,6 +116,7 @@ void zeus_grid_close(zeus_grid *g) {
   free(g->sector);
   free(g->currency);
   free(g->rates);
+  json_decref(g->tables);
   pthread_mutex_destroy(&g->mu);
   pthread_mutex_destroy(&g->fetch_mu);
   free(g);
@@ -432,6 +434,10 @@ static int fetch_openei(zeus_grid *g) {
   int wdays[12][24], wends[12][24];
   if (!rc) rc = read_schedule(wd, "energyweekdayschedule", np, wdays, g->label);
   if (!rc) rc = read_schedule(we, "energyweekendschedule", np, wends, g->label);
+  json_t *tables = rc ? NULL
+                      : json_pack("{s:O,s:O,s:O}", "energy_rate_structure", st, "energy_weekday_schedule", wd,
+                                  "energy_weekend_schedule", we);
+  if (!rc && !tables) rc = zeus__oom("keeping rate tables");
   json_decref(doc);
   if (rc) {
     free(rates);
@@ -443,6 +449,8 @@ static int fetch_openei(zeus_grid *g) {
   g->nrates = np;
   memcpy(g->weekday, wdays, sizeof wdays);
   memcpy(g->weekend, wends, sizeof wends);
+  json_decref(g->tables);
+  g->tables = tables;
   g->have = true;
   g->fetched_at = unix_now();
   pthread_mutex_unlock(&g->mu);
@@ -476,6 +484,40 @@ int zeus_grid_rate(zeus_grid *g, double t, double *per_kwh, double *fetched) {
     *per_kwh = g->rates[p];
   }
   if (!rc && fetched) *fetched = g->fetched_at;
+  pthread_mutex_unlock(&g->mu);
+  return rc;
+}
+
+int zeus_grid_openei_tables(zeus_grid *g, double *rates, size_t cap, size_t *num_periods, int weekday[12][24],
+                            int weekend[12][24]) {
+  if (!g || !num_periods) return zeus__error(ZEUS_EINVAL, "zeus_grid_openei_tables: NULL argument");
+  if (g->provider != ZEUS_GRID_OPENEI)
+    return zeus__error(ZEUS_EINVAL, "%s has no rate tables (only OpenEI has)", names[g->provider]);
+  pthread_mutex_lock(&g->mu);
+  int rc = ZEUS_OK;
+  if (!g->have) {
+    rc = zeus__error(ZEUS_ESTATE, "OpenEI at %s: nothing fetched yet", g->url);
+  } else {
+    *num_periods = g->nrates;
+    for (size_t i = 0; rates && i < g->nrates && i < cap; i++) rates[i] = g->rates[i];
+    if (weekday) memcpy(weekday, g->weekday, sizeof g->weekday);
+    if (weekend) memcpy(weekend, g->weekend, sizeof g->weekend);
+  }
+  pthread_mutex_unlock(&g->mu);
+  return rc;
+}
+
+int zeus_grid_openei_json(zeus_grid *g, char **out) {
+  if (!g || !out) return zeus__error(ZEUS_EINVAL, "zeus_grid_openei_json: NULL argument");
+  *out = NULL;
+  if (g->provider != ZEUS_GRID_OPENEI)
+    return zeus__error(ZEUS_EINVAL, "%s has no rate tables (only OpenEI has)", names[g->provider]);
+  pthread_mutex_lock(&g->mu);
+  int rc = ZEUS_OK;
+  if (!g->have || !g->tables)
+    rc = zeus__error(ZEUS_ESTATE, "OpenEI at %s: nothing fetched yet", g->url);
+  else if (!(*out = json_dumps(g->tables, JSON_COMPACT)))
+    rc = zeus__oom("writing rate tables");
   pthread_mutex_unlock(&g->mu);
   return rc;
 }
