@@ -453,3 +453,37 @@ def test_cli_provider_failure_keeps_energy_and_exits_1(server, carbon):
     p = subprocess.run([_cli(), "monitor", "energy", "--carbon", "paris", "--", "true"], env=env,
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "expected latlon:LAT,LON" in p.stderr
+
+
+# ---- the ctypes mirrors of zeus/grid.h's structs -------------------------------------------------
+
+
+def test_struct_layouts_match_the_header(carbon, tmp_path):
+    import ctypes
+    import shutil
+    from zeusc.monitor import _grid
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler to check the struct layouts with")
+    structs = {"zeus_grid_opts": _grid.GridOpts, "zeus_grid_monitor_opts": _grid.GridMonitorOpts,
+               "zeus_grid_measurement": _grid.GridMeasurementC}
+    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <zeus.h>", "int main(void) {"]
+    for cname, py in structs.items():
+        lines.append(f'  printf("{cname} sizeof %zu\\n", sizeof({cname}));')
+        for fname, _ in py._fields_:
+            lines.append(f'  printf("{cname} {fname} %zu\\n", offsetof({cname}, {fname}));')
+    lines += ["  return 0;", "}"]
+    src = tmp_path / "layout.c"
+    src.write_text("\n".join(lines) + "\n")
+    exe = tmp_path / "layout"
+    subprocess.run([cc, "-std=c11", "-I", os.path.join(tu.REPO, "include"), "-I",
+                    os.path.join(tu.REPO, "build", "include"), str(src), "-o", str(exe)], check=True,
+                   capture_output=True, text=True)
+    table = {}
+    for line in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines():
+        a, b, v = line.split()
+        table[(a, b)] = int(v)
+    for cname, py in structs.items():
+        assert ctypes.sizeof(py) == table[(cname, "sizeof")], cname
+        for fname, _ in py._fields_:
+            assert getattr(py, fname).offset == table[(cname, fname)], (cname, fname)
