@@ -58,7 +58,7 @@ static bool factor_locked(zeus_grid_monitor *gm, double now, double *f, int *cod
   }
   if (now - fetched > gm->max_age) {
     *code = gm->last_rc ? gm->last_rc : ZEUS_ESTATE;
-    snprintf(msg, len, "the last factor from %s was fetched %.0f s ago, more than the %g s it holds for%s%s",
+    snprintf(msg, len, "the last factor from %s was fetched %.1f s ago, more than the %g s it holds for%s%s",
              zeus_grid_url(gm->g), now - fetched, gm->max_age, gm->last_rc ? "; the last request: " : "",
              gm->last_rc ? gm->last_err : "");
     return false;
