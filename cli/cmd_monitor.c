@@ -413,7 +413,7 @@ static int run_energy(int argc, char **argv) {
   bool pushed = !ph || push_window_now(ph, argv[0], &r);
   /* A grams or cost figure that could not be measured is in the report; the exit says so too. */
   bool grid_ok = cli_grid_ok(grid);
-  if (!grid_ok) cli_error(cmd, false, "the report lacks a carbon or cost figure: see its *_error");
+  if (!grid_ok) cli_error(cmd, false, "the report lacks a carbon or cost figure: its provider failed (the reason is in the report)");
   cli_grid_close(grid);
   zeus_monitor_close(m);
   if (!ok || !pushed || !grid_ok) return exit_code ? exit_code : CLI_EXIT_FAIL;

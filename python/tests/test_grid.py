@@ -445,7 +445,7 @@ def test_cli_provider_failure_keeps_energy_and_exits_1(server, carbon):
     assert doc["total_energy_j"] > 1
     assert doc["carbon_emission_g"] is None
     assert "answered HTTP 500: upstream failed (*****************)" in doc["carbon_emission_error"]
-    assert "lacks a carbon or cost figure" in p.stderr
+    assert "lacks a carbon or cost figure: its provider failed" in p.stderr
     # bad options are refused before CMD runs
     p = subprocess.run([_cli(), "monitor", "energy", "--price", "latlon:1,2", "--", "true"], env=env,
                        capture_output=True, text=True, timeout=60)
