@@ -699,6 +699,45 @@ static void overlapping_windows_each_get_their_own_grams(void **state) {
   server_stop(&s);
 }
 
+/* Without a monitor of the caller's the grid monitor opens its own on the GPUs asked for (here the
+ * process's default simulated GPU, on its virtual clock: no energy passes, so 0 g, and valid). */
+static void grid_monitor_opens_its_own_monitor_on_the_gpus_asked_for(void **state) {
+  (void)state;
+  setenv("ZEUS_GPU_BACKEND", "sim", 1);
+  server s;
+  server_start(&s);
+  zeus_grid *g = em_open(&s, 2);
+  zeus_grid_monitor_opts o;
+  zeus_grid_monitor_opts_init(&o);
+  o.grid = g;
+  o.poll_interval_s = 0.05;
+  const unsigned gpus[] = {0}, none[1] = {0};
+  o.gpu_indices = gpus;
+  o.num_gpu_indices = 1;
+  o.cpu_indices = none;
+  zeus_grid_monitor *gm;
+  assert_zeus_ok(zeus_grid_monitor_open(&gm, &o));
+  assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "w"));
+  sleep_s(0.1);
+  zeus_grid_measurement r;
+  assert_zeus_ok(zeus_grid_monitor_end_window(gm, "w", &r));
+  assert_true(r.valid);
+  assert_int_equal(r.energy.num_gpus, 1);
+  assert_int_equal(r.energy.num_cpus, 0);
+  assert_true(r.gpu[0] == r.energy.gpu_energy_j[0] * 100 / 3.6e6);
+  zeus_grid_monitor_close(gm);
+  o.gpu_indices = (const unsigned[]){7};
+  assert_zeus_err(zeus_grid_monitor_open(&gm, &o), ZEUS_ENOENT, "7");
+  o.gpu_indices = gpus;
+  o.poll_interval_s = -1;
+  assert_zeus_err(zeus_grid_monitor_open(&gm, &o), ZEUS_EINVAL, "poll interval -1 s");
+  o.poll_interval_s = 0;
+  o.grid = NULL;
+  assert_zeus_err(zeus_grid_monitor_open(&gm, &o), ZEUS_EINVAL, "no provider");
+  zeus_grid_close(g);
+  server_stop(&s);
+}
+
 int main(int argc, char **argv) {
   /* no CPU packages: the figures are the simulated GPUs' */
   const struct CMUnitTest tests[] = {
@@ -712,6 +751,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(window_without_any_factor_has_energy_and_an_error),
       cmocka_unit_test(provider_that_goes_away_is_followed_within_max_age_only),
       cmocka_unit_test(overlapping_windows_each_get_their_own_grams),
+      cmocka_unit_test(grid_monitor_opens_its_own_monitor_on_the_gpus_asked_for),
   };
   setenv("ZEUS_RAPL_ROOT", "/nonexistent-rapl-root", 1);
   if (argc > 1) cmocka_set_test_filter(argv[1]);
