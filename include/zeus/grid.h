@@ -98,6 +98,9 @@ ZEUS_EXTERN int zeus_grid_open(zeus_grid **out /* out */, const zeus_grid_opts *
 ZEUS_EXTERN void zeus_grid_close(zeus_grid *g);
 /* "gCO2eq/kWh" or "<currency>/kWh" (borrowed, valid until close). */
 ZEUS_EXTERN const char *zeus_grid_unit(const zeus_grid *g);
+/* Which service it asks, and (OpenEI) the rates' currency ("" for ElectricityMaps; borrowed). */
+ZEUS_EXTERN zeus_grid_provider zeus_grid_kind(const zeus_grid *g);
+ZEUS_EXTERN const char *zeus_grid_currency(const zeus_grid *g);
 /* The base URL requests go to (borrowed, valid until close; no key in it). */
 ZEUS_EXTERN const char *zeus_grid_url(const zeus_grid *g);
 /* Asks the service once and keeps what it answered (the latest intensity, or the rate's tables).

@@ -194,6 +194,10 @@ int zeus_grid_open(zeus_grid **out, const zeus_grid_opts *o) {
 
 const char *zeus_grid_unit(const zeus_grid *g) { return g ? g->unit : ""; }
 const char *zeus_grid_url(const zeus_grid *g) { return g ? g->url : ""; }
+zeus_grid_provider zeus_grid_kind(const zeus_grid *g) { return g ? g->provider : ZEUS_GRID_ELECTRICITYMAPS; }
+const char *zeus_grid_currency(const zeus_grid *g) {
+  return g && g->provider == ZEUS_GRID_OPENEI ? g->currency : "";
+}
 
 /* ---- HTTP ---- */
 

@@ -15,6 +15,7 @@
 #include "test_util.h"
 
 #include <zeus.h>
+#include <zeus/config.h>
 
 #define KEY "SECRET-KEY-7f3a9c"
 
@@ -738,6 +739,65 @@ static void grid_monitor_opens_its_own_monitor_on_the_gpus_asked_for(void **stat
   server_stop(&s);
 }
 
+#if ZEUS_HAVE_EXPORTER
+/* The exporter serves the factors its providers last fetched: nothing before a fetch, the
+ * intensity and the price (in the label's currency) after, and their age. */
+static void exporter_serves_the_last_fetched_intensity_and_price(void **state) {
+  (void)state;
+  server s;
+  server_start(&s);
+  server_set(&s, 321, 0.125);
+  s.rate_peak = 0.125;
+  zeus_grid *g[2] = {em_open(&s, 2), openei_open(&s)};
+  fixture f;
+  fx_open(&f, 1);
+  zeus_exporter_opts o;
+  zeus_exporter_opts_init(&o);
+  o.devices = f.dev;
+  o.no_http = true;
+  o.no_cpus = true;
+  o.grids = g;
+  o.num_grids = 2;
+  zeus_exporter *e;
+  assert_zeus_ok(zeus_exporter_open(&e, &o));
+  char *text;
+  assert_zeus_ok(zeus_exporter_render(e, &text, NULL));
+  assert_null(strstr(text, "zeus_grid_"));
+  zeus_free(text);
+  assert_zeus_ok(zeus_grid_fetch(g[0]));
+  assert_zeus_ok(zeus_grid_fetch(g[1]));
+  assert_zeus_ok(zeus_exporter_render(e, &text, NULL));
+  char want[256];
+  snprintf(want, sizeof want, "zeus_grid_carbon_intensity_grams_per_kilowatt_hour{url=\"http://127.0.0.1:%d\"} 321\n",
+           s.port);
+  print_message("%s", strstr(text, "# HELP zeus_grid_") ? strstr(text, "# HELP zeus_grid_") : text);
+  assert_non_null(strstr(text, want));
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  if (tm.tm_mon != 0) { /* January has its own period (0.5) in the server's schedule */
+    snprintf(want, sizeof want,
+             "zeus_grid_price_per_kilowatt_hour{url=\"http://127.0.0.1:%d\",currency=\"USD\"} 0.125\n", s.port);
+    assert_non_null(strstr(text, want));
+  }
+  assert_non_null(strstr(text, "# TYPE zeus_grid_fetch_age_seconds gauge"));
+  snprintf(want, sizeof want, "zeus_grid_fetch_age_seconds{url=\"http://127.0.0.1:%d\",provider=\"OpenEI\"} ", s.port);
+  assert_non_null(strstr(text, want));
+  assert_true(strtod(strstr(text, want) + strlen(want), NULL) < 5);
+  assert_null(strstr(text, KEY));
+  zeus_free(text);
+  zeus_exporter_close(e);
+  zeus_grid *bad[1] = {NULL};
+  o.grids = bad;
+  o.num_grids = 1;
+  assert_zeus_err(zeus_exporter_open(&e, &o), ZEUS_EINVAL, "grid provider 0 is NULL");
+  zeus_grid_close(g[0]);
+  zeus_grid_close(g[1]);
+  fx_close(&f);
+  server_stop(&s);
+}
+#endif
+
 int main(int argc, char **argv) {
   /* no CPU packages: the figures are the simulated GPUs' */
   const struct CMUnitTest tests[] = {
@@ -752,6 +812,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(provider_that_goes_away_is_followed_within_max_age_only),
       cmocka_unit_test(overlapping_windows_each_get_their_own_grams),
       cmocka_unit_test(grid_monitor_opens_its_own_monitor_on_the_gpus_asked_for),
+#if ZEUS_HAVE_EXPORTER
+      cmocka_unit_test(exporter_serves_the_last_fetched_intensity_and_price),
+#endif
   };
   setenv("ZEUS_RAPL_ROOT", "/nonexistent-rapl-root", 1);
   if (argc > 1) cmocka_set_test_filter(argv[1]);
