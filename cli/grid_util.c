@@ -4,7 +4,9 @@
 #include <zeus/config.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 const char *cli_grid_carbon, *cli_grid_price, *cli_grid_price_label, *cli_grid_price_sector,
@@ -53,13 +55,44 @@ void cli_grid_close(cli_grid *g) {
   free(g);
 }
 
-bool cli_grid_begin(const char *cmd, zeus_monitor *m, cli_grid **out) {
-  *out = NULL;
-  if (!cli_grid_wanted()) return true;
+/* Opens the provider of kind k from the options; false after an error message. */
+static bool open_provider(const char *cmd, int k, zeus_grid **out) {
+  const char *opt = k == CARBON ? "--carbon" : "--price";
+  zeus_grid_opts o;
+  zeus_grid_opts_init(&o);
+  if (!parse_place(cmd, opt, k == CARBON ? cli_grid_carbon : cli_grid_price, &o.lat, &o.lon)) return false;
+  if (k == CARBON) {
+    o.provider = ZEUS_GRID_ELECTRICITYMAPS;
+    o.url = cli_grid_em_url;
+    o.estimate = cli_grid_estimate;
+    if (cli_grid_emission_factor) o.emission_factor_type = cli_grid_emission_factor;
+  } else {
+    o.provider = ZEUS_GRID_OPENEI;
+    o.url = cli_grid_openei_url;
+    o.label = cli_grid_price_label;
+    if (cli_grid_price_sector) o.sector = cli_grid_price_sector;
+    o.radius = (unsigned)cli_grid_price_radius;
+    o.currency = cli_grid_price_currency;
+  }
+  if (zeus_grid_open(out, &o) != ZEUS_OK) {
+    cli_error(cmd, true, "%s", opt);
+    return false;
+  }
+  return true;
+}
+
+static bool check_price_label(const char *cmd) {
   if (cli_grid_price && !cli_grid_price_label) {
     cli_error(cmd, false, "--price needs --price-label LABEL (the OpenEI rate's label)");
     return false;
   }
+  return true;
+}
+
+bool cli_grid_begin(const char *cmd, zeus_monitor *m, cli_grid **out) {
+  *out = NULL;
+  if (!cli_grid_wanted()) return true;
+  if (!check_price_label(cmd)) return false;
   cli_grid *g = calloc(1, sizeof *g);
   if (!g) {
     cli_error(cmd, false, "out of memory");
@@ -67,30 +100,9 @@ bool cli_grid_begin(const char *cmd, zeus_monitor *m, cli_grid **out) {
   }
   snprintf(g->currency, sizeof g->currency, "%s", cli_grid_price_currency ? cli_grid_price_currency : "USD");
   for (int k = 0; k < NUM_KINDS; k++) {
-    const char *spec = k == CARBON ? cli_grid_carbon : cli_grid_price;
     const char *opt = k == CARBON ? "--carbon" : "--price";
-    if (!spec) continue;
-    zeus_grid_opts o;
-    zeus_grid_opts_init(&o);
-    if (!parse_place(cmd, opt, spec, &o.lat, &o.lon)) {
-      cli_grid_close(g);
-      return false;
-    }
-    if (k == CARBON) {
-      o.provider = ZEUS_GRID_ELECTRICITYMAPS;
-      o.url = cli_grid_em_url;
-      o.estimate = cli_grid_estimate;
-      if (cli_grid_emission_factor) o.emission_factor_type = cli_grid_emission_factor;
-    } else {
-      o.provider = ZEUS_GRID_OPENEI;
-      o.url = cli_grid_openei_url;
-      o.label = cli_grid_price_label;
-      if (cli_grid_price_sector) o.sector = cli_grid_price_sector;
-      o.radius = (unsigned)cli_grid_price_radius;
-      o.currency = g->currency;
-    }
-    if (zeus_grid_open(&g->g[k], &o) != ZEUS_OK) {
-      cli_error(cmd, true, "%s", opt);
+    if (!(k == CARBON ? cli_grid_carbon : cli_grid_price)) continue;
+    if (!open_provider(cmd, k, &g->g[k])) {
       cli_grid_close(g);
       return false;
     }
@@ -187,6 +199,83 @@ void cli_grid_text(const cli_grid *g, FILE *out) {
   }
 }
 
+struct cli_grid_fetcher {
+  zeus_grid *g[NUM_KINDS];
+  pthread_t thread;
+  bool started, stop;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+};
+
+/* Fetches every provider, then waits --grid-poll seconds (or for stop). zeus_grid_fetch logs
+ * nothing itself; a failure is logged here, without the key (the library's message has none). */
+static void fetch_all(cli_grid_fetcher *f) {
+  for (int k = 0; k < NUM_KINDS; k++)
+    if (f->g[k] && zeus_grid_fetch(f->g[k]) != ZEUS_OK) cli_error("exporter", true, "cannot fetch");
+}
+
+static void *fetch_main(void *arg) {
+  cli_grid_fetcher *f = arg;
+  pthread_mutex_lock(&f->mu);
+  while (!f->stop) {
+    pthread_mutex_unlock(&f->mu);
+    fetch_all(f);
+    pthread_mutex_lock(&f->mu);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    double until = (double)dl.tv_sec + dl.tv_nsec / 1e9 + cli_grid_poll_s;
+    dl.tv_sec = (time_t)until;
+    dl.tv_nsec = (long)((until - (double)dl.tv_sec) * 1e9);
+    while (!f->stop && pthread_cond_timedwait(&f->cv, &f->mu, &dl) == 0) {
+    }
+  }
+  pthread_mutex_unlock(&f->mu);
+  return NULL;
+}
+
+bool cli_grid_fetch_start(const char *cmd, bool once, zeus_grid **out, size_t *out_n, cli_grid_fetcher **fp) {
+  *fp = NULL;
+  *out_n = 0;
+  if (!cli_grid_wanted()) return true;
+  if (!check_price_label(cmd)) return false;
+  cli_grid_fetcher *f = calloc(1, sizeof *f);
+  if (!f) {
+    cli_error(cmd, false, "out of memory");
+    return false;
+  }
+  pthread_mutex_init(&f->mu, NULL);
+  pthread_cond_init(&f->cv, NULL);
+  for (int k = 0; k < NUM_KINDS; k++) {
+    if (!(k == CARBON ? cli_grid_carbon : cli_grid_price)) continue;
+    if (!open_provider(cmd, k, &f->g[k])) {
+      cli_grid_fetch_stop(f);
+      return false;
+    }
+    out[(*out_n)++] = f->g[k];
+  }
+  if (once)
+    fetch_all(f);
+  else
+    f->started = pthread_create(&f->thread, NULL, fetch_main, f) == 0;
+  *fp = f;
+  return true;
+}
+
+void cli_grid_fetch_stop(cli_grid_fetcher *f) {
+  if (!f) return;
+  if (f->started) {
+    pthread_mutex_lock(&f->mu);
+    f->stop = true;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    pthread_join(f->thread, NULL);
+  }
+  for (int k = 0; k < NUM_KINDS; k++) zeus_grid_close(f->g[k]);
+  pthread_mutex_destroy(&f->mu);
+  pthread_cond_destroy(&f->cv);
+  free(f);
+}
+
 #else /* !ZEUS_HAVE_GRID */
 
 struct cli_grid {
@@ -215,5 +304,20 @@ bool cli_grid_ok(const cli_grid *g) {
   return true;
 }
 void cli_grid_close(cli_grid *g) { (void)g; }
+
+struct cli_grid_fetcher {
+  int unused;
+};
+bool cli_grid_fetch_start(const char *cmd, bool once, struct zeus_grid **out, size_t *out_n, cli_grid_fetcher **f) {
+  (void)once;
+  (void)out;
+  *out_n = 0;
+  *f = NULL;
+  if (!cli_grid_wanted()) return true;
+  cli_error(cmd, false, "%s: this zeus was built without ZEUS_WITH_GRID (libcurl)",
+            cli_grid_carbon ? "--carbon" : "--price");
+  return false;
+}
+void cli_grid_fetch_stop(cli_grid_fetcher *f) { (void)f; }
 
 #endif

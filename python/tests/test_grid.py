@@ -487,3 +487,30 @@ def test_struct_layouts_match_the_header(carbon, tmp_path):
         assert ctypes.sizeof(py) == table[(cname, "sizeof")], cname
         for fname, _ in py._fields_:
             assert getattr(py, fname).offset == table[(cname, fname)], (cname, fname)
+
+
+def test_cli_exporter_serves_intensity_and_price(server, carbon):
+    if subprocess.run([_cli(), "exporter", "--help"], capture_output=True).returncode != 0:
+        pytest.skip("this zeus has no exporter (ZEUS_WITH_EXPORTER=OFF)")
+    env = _env(dict(WALL, ZEUS_ELECTRICITYMAPS_URL=server.url, ZEUS_OPENEI_URL=server.url,
+                    ZEUS_ELECTRICITYMAPS_API_KEY=KEY, ZEUS_OPENEI_API_KEY=KEY))
+    with server.lock:
+        server.intensity[("False", "lifecycle")] = 412.5
+        server.rate = 0.0875
+    p = subprocess.run([_cli(), "exporter", "--once", "--carbon", "latlon:42.2776,-83.7409", "--carbon-estimate",
+                        "--carbon-emission-factor", "lifecycle", "--price", "latlon:42.2776,-83.7409",
+                        "--price-label", LABEL, "--price-currency", "EUR"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert f'zeus_grid_carbon_intensity_grams_per_kilowatt_hour{{url="{server.url}"}} 412.5\n' in p.stdout
+    assert f'zeus_grid_price_per_kilowatt_hour{{url="{server.url}",currency="EUR"}} 0.0875\n' in p.stdout
+    assert KEY not in p.stdout and KEY not in p.stderr
+    # a provider that fails: no sample, the reason on stderr, never the key
+    with server.lock:
+        server.status, server.raw = 500, f"upstream failed ({KEY})"
+    p = subprocess.run([_cli(), "exporter", "--once", "--carbon", "latlon:42.2776,-83.7409"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "zeus_grid_carbon_intensity" not in p.stdout and "zeus_gpu_power_watts" in p.stdout
+    assert "answered HTTP 500" in p.stderr
+    assert KEY not in p.stdout and KEY not in p.stderr
