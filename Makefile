@@ -54,7 +54,7 @@ test-asan: deps
 # SQLite or libcrypto. Part of `make check` (and so of CI, .ci/run) because any change can break it
 # (a module that starts to call into a component), and a developer should see that before pushing.
 MIN_FLAGS = -DZEUS_WITH_PFO_SERVER=OFF -DZEUS_WITH_PFO_CLIENT=OFF -DZEUS_WITH_RUN=OFF -DZEUS_WITH_EXPORTER=OFF \
-            -DZEUS_WITH_METRICS_PUSH=OFF -DZEUS_WITH_DAEMON=OFF -DZEUS_WITH_BSO_SERVER=OFF \
+            -DZEUS_WITH_METRICS_PUSH=OFF -DZEUS_WITH_GRID=OFF -DZEUS_WITH_DAEMON=OFF -DZEUS_WITH_BSO_SERVER=OFF \
             -DZEUS_WITH_BSO_PG=OFF -DZEUS_BENCH=OFF
 test-minimal: deps
 	cmake -S . -B $(MIN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(MIN_FLAGS) $(CMAKE_FLAGS)

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "grid_util.h"
 
 static const char *host_opt = "127.0.0.1";
 static int port_opt = 9401;
@@ -37,12 +38,14 @@ static const cli_opt exporter_opts[] = {
      "simulated GPUs only (ZEUS_GPU_BACKEND=sim): keep these visible GPUs busy with simulated work while "
      "serving, so that a dashboard or a test sees working power; the others idle",
      NULL, .parse = cli_opt_index_list},
+    CLI_GRID_EXPORTER_OPTS,
     {0},
 };
 
 static const cli_command exporter_cmd = {
     .name = "exporter",
-    .usage = "zeus exporter [--host ADDR] [--port N] [--interval S] [--no-cpus] [--once] [--sim-work LIST]",
+    .usage = "zeus exporter [--host ADDR] [--port N] [--interval S] [--no-cpus] [--once] [--sim-work LIST]\n"
+             "              [--carbon latlon:LAT,LON] [--price latlon:LAT,LON --price-label LABEL]",
     .about =
         "Serve the readings of every visible GPU and RAPL CPU package to Prometheus: GET /metrics\n"
         "answers in the Prometheus text format with, per GPU (labels gpu, uuid, name), the energy\n"
@@ -69,7 +72,9 @@ static const cli_command exporter_cmd = {
         "\n"
         "Environment: ZEUS_EXPORTER_TOKEN (a bearer token every scrape must send; Prometheus:\n"
         "authorization: {credentials: ...}), ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY,\n"
-        "CUDA_VISIBLE_DEVICES, ZEUS_SIM_*, ZEUS_RAPL_ROOT, ZEUS_LOG_LEVEL (see 'zeus --help').\n",
+        "CUDA_VISIBLE_DEVICES, ZEUS_SIM_*, ZEUS_RAPL_ROOT, ZEUS_LOG_LEVEL (see 'zeus --help');\n"
+        "with --carbon/--price: ZEUS_ELECTRICITYMAPS_URL, ZEUS_ELECTRICITYMAPS_API_KEY(_FILE),\n"
+        "ZEUS_OPENEI_URL, ZEUS_OPENEI_API_KEY(_FILE) (keys are never printed).\n",
     .args = CLI_ARGS_NONE,
 };
 
@@ -127,7 +132,14 @@ int cmd_exporter(int argc, char **argv) {
   const char *token = getenv("ZEUS_EXPORTER_TOKEN");
   o.token = token && *token ? token : NULL;
 
-  cli_serve_block_signals();
+  cli_serve_block_signals(); /* before any thread starts, the grid fetcher's included */
+  struct zeus_grid *grids[2];
+  cli_grid_fetcher *fetcher = NULL;
+  if (!cli_grid_fetch_start(cmd, once_opt, grids, &o.num_grids, &fetcher)) {
+    zeus_devices_close(d);
+    return CLI_EXIT_USAGE;
+  }
+  o.grids = grids;
   zeus_exporter *e;
   rc = zeus_exporter_open(&e, &o);
   pthread_t worker_thread;
@@ -136,6 +148,7 @@ int cmd_exporter(int argc, char **argv) {
     worker_started = pthread_create(&worker_thread, NULL, sim_work_main, &worker) == 0;
   if (rc) {
     cli_error(cmd, true, "cannot start");
+    cli_grid_fetch_stop(fetcher);
     zeus_devices_close(d);
     return CLI_EXIT_FAIL;
   }
@@ -161,6 +174,7 @@ int cmd_exporter(int argc, char **argv) {
     pthread_join(worker_thread, NULL);
   }
   zeus_exporter_close(e);
+  cli_grid_fetch_stop(fetcher);
   zeus_devices_close(d);
   return status;
 }

@@ -14,6 +14,7 @@
 #include <zeus/config.h>
 
 #include "cli.h"
+#include "grid_util.h"
 
 #define ENVIRONMENT                                                                              \
   "Environment: ZEUS_GPU_BACKEND, ZEUS_NVML_LIBRARY, CUDA_VISIBLE_DEVICES, ZEUS_SIM_* (the\n" \
@@ -54,6 +55,7 @@ static const cli_opt energy_opts[] = {
     {"push-labels", 0, CLI_OPT_STRING, &push_labels, "K=V,...",
      "grouping labels added to every series (instance=node3,rank=0)", "none"},
     {"push-window", 0, CLI_OPT_STRING, &push_window, "NAME", "the window label", "CMD's file name"},
+    CLI_GRID_OPTS,
     {0},
 };
 
@@ -82,7 +84,8 @@ static const cli_command energy_cmd = {
     .usage =
         "zeus monitor energy [--gpus LIST] [--json] [-o FILE]\n"
         "                    [--pushgateway URL [--push-job NAME] [--push-labels K=V,...]\n"
-        "                    [--push-window NAME]] [--] CMD [ARGS...]",
+        "                    [--push-window NAME]] [--carbon latlon:LAT,LON]\n"
+        "                    [--price latlon:LAT,LON --price-label LABEL] [--] CMD [ARGS...]",
     .about =
         "Runs CMD, then reports its elapsed time and the energy each GPU, each CPU package and\n"
         "each DRAM zone (RAPL, where readable) used meanwhile, and the total of GPUs and CPU\n"
@@ -102,13 +105,23 @@ static const cli_command energy_cmd = {
         "{\"<index>\": J} for GPUs whose power NVML gives only for their superchip module\n"
         "(Grace Hopper: CPU + memory + GPU), which are then not in gpu_energy_j. On a Jetson:\n"
         "\"soc_energy_j\": {\"cpu\": J, \"gpu\": J, \"total\": J} (the rails the board has).\n"
+        "With --carbon: \"carbon_emission_g\" (GPUs + CPU packages, g CO2eq), \"gpu_carbon_emission_g\",\n"
+        "\"cpu_carbon_emission_g\", \"dram_carbon_emission_g\": {\"<index>\": g}, \"carbon_intensity_url\".\n"
+        "With --price: \"energy_cost\", \"gpu_energy_cost\", \"cpu_energy_cost\", \"dram_energy_cost\" in\n"
+        "\"energy_cost_currency\", \"energy_price_url\". A figure the provider could not give is null,\n"
+        "with \"carbon_emission_error\" or \"energy_cost_error\" saying why, and the exit code is 1\n"
+        "when CMD succeeded; the energy is reported all the same.\n"
         "\n"
         "Examples:\n"
         "  zeus monitor energy -- python train.py --epochs 1\n"
         "  zeus monitor energy --gpus 0,1 --json -- ./my_benchmark | jq .total_energy_j\n"
         "  zeus monitor energy -o energy.txt -- make -j8\n"
         "  zeus monitor energy --pushgateway http://127.0.0.1:9091 --push-job train \\\n"
-        "      --push-labels instance=node3 --push-window epoch -- python train.py\n\n" ENVIRONMENT,
+        "      --push-labels instance=node3 --push-window epoch -- python train.py\n"
+        "  ZEUS_ELECTRICITYMAPS_API_KEY_FILE=~/.em-key zeus monitor energy --json \\\n"
+        "      --carbon latlon:42.2776,-83.7409 -- python train.py | jq .carbon_emission_g\n\n" ENVIRONMENT
+        "Carbon and cost: ZEUS_ELECTRICITYMAPS_URL, ZEUS_ELECTRICITYMAPS_API_KEY(_FILE),\n"
+        "ZEUS_OPENEI_URL, ZEUS_OPENEI_API_KEY(_FILE) (keys are never printed).\n",
     .args = CLI_ARGS_COMMAND,
 };
 
@@ -141,7 +154,8 @@ static bool module_gpus(const zeus_measurement *r, bool *module) {
   return any;
 }
 
-static bool write_json(FILE *out, int argc, char **argv, int exit_code, const zeus_measurement *r) {
+static bool write_json(FILE *out, int argc, char **argv, int exit_code, const zeus_measurement *r,
+                       const cli_grid *grid) {
   json_t *cmd = json_array();
   for (int i = 0; cmd && i < argc; i++) json_array_append_new(cmd, json_string(argv[i]));
   /* A module's energy is "module_energy_j", never "gpu_energy_j" (which then leaves it out). */
@@ -163,6 +177,7 @@ static bool write_json(FILE *out, int argc, char **argv, int exit_code, const ze
         json_object_set_new(soc, zeus_soc_rail_name((zeus_soc_rail)x), json_real(r->soc_energy_j[x]));
     json_object_set_new(doc, "soc_energy_j", soc);
   }
+  cli_grid_json(grid, doc);
   char *s = zeus_json_dumps(doc, JSON_INDENT(2));
   json_decref(doc);
   if (!s) return false;
@@ -349,8 +364,15 @@ static int run_energy(int argc, char **argv) {
     zeus_monitor_close(m);
     return CLI_EXIT_USAGE;
   }
+  cli_grid *grid = NULL;
+  if (!cli_grid_begin(cmd, m, &grid)) {
+    push_close(ph);
+    zeus_monitor_close(m);
+    return CLI_EXIT_USAGE;
+  }
   cli_report rf = {0};
   if (out_path && !cli_report_open(cmd, &rf, out_path)) {
+    cli_grid_close(grid);
     push_close(ph);
     zeus_monitor_close(m);
     return CLI_EXIT_FAIL;
@@ -358,6 +380,7 @@ static int run_energy(int argc, char **argv) {
   if (zeus_monitor_begin_window(m, "zeus.monitor.energy", false) != ZEUS_OK) {
     cli_error(cmd, true, "cannot begin measuring");
     cli_report_discard(&rf);
+    cli_grid_close(grid);
     push_close(ph);
     zeus_monitor_close(m);
     return CLI_EXIT_FAIL;
@@ -365,17 +388,22 @@ static int run_energy(int argc, char **argv) {
   /* Standard output is CMD's, except under --json without -o, where it is the report's. */
   int exit_code = run_child(argv, json_output && !out_path);
   zeus_measurement r;
+  cli_grid_end(grid);
   if (zeus_monitor_end_window(m, "zeus.monitor.energy", false, &r) != ZEUS_OK) {
     cli_error(cmd, true, "cannot finish measuring");
     cli_report_discard(&rf);
+    cli_grid_close(grid);
     push_close(ph);
     zeus_monitor_close(m);
     return exit_code ? exit_code : CLI_EXIT_FAIL;
   }
   FILE *out = rf.f ? rf.f : json_output ? stdout : stderr;
   bool ok = true;
-  if (json_output) ok = write_json(out, argc, argv, exit_code, &r);
-  else write_text(out, argv[0], exit_code, &r);
+  if (json_output) ok = write_json(out, argc, argv, exit_code, &r, grid);
+  else {
+    write_text(out, argv[0], exit_code, &r);
+    cli_grid_text(grid, out);
+  }
   if (!ok) cli_error(cmd, true, "cannot write the JSON report");
   if (rf.f) {
     if (!ok) cli_report_discard(&rf);
@@ -384,8 +412,12 @@ static int run_energy(int argc, char **argv) {
   fflush(out);
   /* The report first: a slow or dead gateway does not hold it back. */
   bool pushed = !ph || push_window_now(ph, argv[0], &r);
+  /* A grams or cost figure that could not be measured is in the report; the exit says so too. */
+  bool grid_ok = cli_grid_ok(grid);
+  if (!grid_ok) cli_error(cmd, false, "the report lacks a carbon or cost figure: its provider failed (the reason is in the report)");
+  cli_grid_close(grid);
   zeus_monitor_close(m);
-  if (!ok || !pushed) return exit_code ? exit_code : CLI_EXIT_FAIL;
+  if (!ok || !pushed || !grid_ok) return exit_code ? exit_code : CLI_EXIT_FAIL;
   return exit_code;
 }
 

@@ -191,6 +191,12 @@ zeus_component(METRICS_PUSH
   PKGS libcurl
   USED_BY tests/unit/test_metric*.c tests/e2e/pushgateway.sh python/tests/test_metric.py)
 
+zeus_component(GRID
+  DOC "measurement windows in grams of CO2 and in money (ElectricityMaps, OpenEI): zeus/grid.h"
+  SOURCES src/grid
+  PKGS libcurl
+  USED_BY tests/unit/test_grid*.c tests/e2e/grid_*.sh python/tests/test_grid*.py)
+
 # A library still linked by a component that was built (two components may share one) is not
 # "left out".
 separate_arguments(zeus_left_pkgs UNIX_COMMAND "${ZEUS_PKGS_LEFT_OUT}")

@@ -50,6 +50,7 @@
 #include "zeus/monitor.h"
 #include "zeus/power_monitor.h"
 #include "zeus/metric.h"
+#include "zeus/grid.h"
 #include "zeus/frontier.h"
 #include "zeus/pfo.h"
 #include "zeus/pfo_server.h"

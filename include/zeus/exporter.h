@@ -41,6 +41,15 @@ typedef struct zeus_exporter_opts {
   /* A request's headers must have arrived within this many seconds of the connection opening
    * or of its previous reply (0: 5); slower connections are closed. */
   double request_timeout_s;
+  /* Grid providers (zeus/grid.h, component ZEUS_WITH_GRID; borrowed, they must outlive the
+   * exporter) whose last fetched factor every scrape serves: ElectricityMaps as
+   * zeus_grid_carbon_intensity_grams_per_kilowatt_hour, OpenEI as zeus_grid_price_per_kilowatt_hour
+   * {currency} (the rate at the scrape's hour), each labelled {url} and with
+   * zeus_grid_fetch_age_seconds {url, provider}. The exporter does not ask the services: the caller fetches
+   * (zeus exporter --carbon/--price runs a thread). A provider with nothing fetched yet has no
+   * sample. ZEUS_EINVAL when given to a libzeus without ZEUS_WITH_GRID. */
+  struct zeus_grid *const *grids;
+  size_t num_grids;
 } zeus_exporter_opts;
 
 typedef struct zeus_exporter zeus_exporter;

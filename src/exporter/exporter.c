@@ -21,6 +21,10 @@
 #include "zeus/format.h"
 #include "zeus/monitor.h"
 #include "zeus/soc.h"
+#include "zeus/config.h"
+#if ZEUS_HAVE_GRID
+#include "zeus/grid.h"
+#endif
 
 #define EXPORTER_DEFAULT_PORT 9401
 
@@ -79,6 +83,8 @@ struct zeus_exporter {
   struct econn *conns;
   unsigned max_conns;
   double request_timeout_s;
+  struct zeus_grid **grids; /* borrowed providers whose factors are served (zeus/grid.h) */
+  size_t ngrids;
 };
 
 /* A connection as the slot policy sees it. */
@@ -255,6 +261,36 @@ static void write_locks(zeus_exporter *e, zeus__metrics_writer *w, const reading
     SCOPED_FAMILY(w, e, r, true, fam, type, help, have, val);            \
   } while (0)
 
+#if ZEUS_HAVE_GRID
+/* The grid's carbon intensity and price as their providers last fetched them (zeus/grid.h). */
+static void write_grids(zeus_exporter *e, zeus__metrics_writer *w) {
+  static const char *const fam[3] = {"zeus_grid_carbon_intensity_grams_per_kilowatt_hour",
+                                     "zeus_grid_price_per_kilowatt_hour", "zeus_grid_fetch_age_seconds"};
+  static const char *const help[3] = {
+      "The grid's carbon intensity (ElectricityMaps) as last fetched, in grams of CO2eq per kWh.",
+      "The electricity price (an OpenEI utility rate) at this hour, per kWh, in the label's currency.",
+      "How long ago each provider's factor was fetched, in seconds."};
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  double now = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+  for (int f = 0; f < 3; f++) {
+    bool declared = false;
+    for (size_t i = 0; i < e->ngrids; i++) {
+      zeus_grid *g = e->grids[i];
+      bool price = zeus_grid_kind(g) == ZEUS_GRID_OPENEI;
+      if (f < 2 && price != (f == 1)) continue;
+      double v, at;
+      if (zeus_grid_rate(g, now, &v, &at) != ZEUS_OK) continue;
+      if (!declared) zeus__metrics_family(w, fam[f], "gauge", help[f]);
+      declared = true;
+      zeus__metrics_label l[2] = {{"url", zeus_grid_url(g)}, {"currency", zeus_grid_currency(g)}};
+      if (f == 2) l[1] = (zeus__metrics_label){"provider", price ? "OpenEI" : "ElectricityMaps"};
+      zeus__metrics_sample(w, fam[f], NULL, l, f == 0 ? 1 : 2, f == 2 ? now - at : v);
+    }
+  }
+}
+#endif
+
 static void write_all(zeus_exporter *e, zeus__metrics_writer *w, const reading *r, double took_s) {
   if (e->ngpu) {
     zeus__metrics_family(w, "zeus_gpu_info", "gauge",
@@ -347,6 +383,9 @@ static void write_all(zeus_exporter *e, zeus__metrics_writer *w, const reading *
       }
     }
   }
+#if ZEUS_HAVE_GRID
+  write_grids(e, w);
+#endif
   zeus__metrics_family(w, "zeus_exporter_gpus", "gauge", "GPUs the exporter reads.");
   zeus__metrics_sample(w, "zeus_exporter_gpus", NULL, NULL, 0, e->ngpu);
   zeus__metrics_family(w, "zeus_exporter_cpus", "gauge", "CPU packages (RAPL) the exporter reads.");
@@ -575,6 +614,10 @@ int zeus_exporter_open(zeus_exporter **out, const zeus_exporter_opts *opts) {
   if (o.port < -1 || o.port > 65535) return zeus__error(ZEUS_EINVAL, "port %d is outside 1..65535", o.port);
   if (!(o.sample_interval_s >= 0.001 && o.sample_interval_s <= 10))
     return zeus__error(ZEUS_EINVAL, "sample interval %g s is outside [0.001, 10] s", o.sample_interval_s);
+  if (o.num_grids && !ZEUS_HAVE_GRID)
+    return zeus__error(ZEUS_EINVAL, "grid providers given, but this libzeus was built without ZEUS_WITH_GRID");
+  for (size_t i = 0; i < o.num_grids; i++)
+    if (!o.grids || !o.grids[i]) return zeus__error(ZEUS_EINVAL, "grid provider %zu is NULL", i);
   int rc;
   zeus_devices *d = o.devices;
   if (!d && (rc = zeus_devices_default(&d))) return rc;
@@ -586,10 +629,19 @@ int zeus_exporter_open(zeus_exporter **out, const zeus_exporter_opts *opts) {
   e->interval_s = o.sample_interval_s;
   e->max_conns = o.max_connections;
   e->request_timeout_s = o.request_timeout_s;
+  if (o.num_grids) {
+    if (!(e->grids = calloc(o.num_grids, sizeof *e->grids))) {
+      free(e);
+      return zeus__oom("opening the exporter");
+    }
+    memcpy(e->grids, o.grids, o.num_grids * sizeof *e->grids);
+    e->ngrids = o.num_grids;
+  }
   pthread_mutex_init(&e->cmu, NULL);
   pthread_mutex_init(&e->mu, NULL);
   if (zeus__cond_init(&e->cv)) {
     pthread_mutex_destroy(&e->mu);
+    free(e->grids);
     free(e);
     return zeus_errcode();
   }
@@ -692,6 +744,7 @@ void zeus_exporter_close(zeus_exporter *e) {
   zeus_soc_close(e->soc);
   free(e->g);
   free(e->token);
+  free(e->grids);
   pthread_mutex_destroy(&e->mu);
   pthread_mutex_destroy(&e->cmu);
   pthread_cond_destroy(&e->cv);

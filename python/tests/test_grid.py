@@ -1,0 +1,516 @@
+"""zeusc.monitor.carbon and zeusc.monitor.price (the original's CarbonEmissionMonitor over
+ElectrictyMapsClient and EnergyCostMonitor over OpenEIClient), and `zeus monitor energy --carbon
+--price`, against a local HTTP server that speaks ElectricityMaps' and OpenEI's routes and JSON.
+
+The original's own tests of these modules (ml-energy/zeus tests/monitor/test_carbon.py and
+test_price.py) patch requests.get; their provider cases are ported here as the same requests
+and answers served by the local server (test_get_current_carbon_intensity,
+test_get_current_carbon_intensity_no_response, test_get_prices,
+test_get_prices_invalid_lat_lon_no_response, test_get_prices_invalid_label_no_response). Their
+window tests (test_single_window_one_hour, ..._one_day, test_multiple_windows_one_hour,
+..._one_day, in both files) drive the private _polling_process with the private Op.NEXTITER and a
+patched ZeusMonitor and datetime: they test internals zeusc does not have (the work is libzeus's
+thread), so the window tests here check the same results (energy x intensity or price per part
+of a window, per GPU) on simulated GPUs with values that change during the window.
+
+Windows run in a fresh interpreter whose simulated GPUs follow the wall clock (the session's
+default GPUs are on a virtual clock); the grams and cost are checked against plain ZeusMonitor
+windows on either side of the change, times the values the server gave.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+import zeusc_testutil as tu
+
+KEY = "SECRET-KEY-5d0c1e"
+LABEL = "539f6d3bec4f024411ecb311"
+WALL = {"ZEUS_GPU_BACKEND": "sim", "ZEUS_SIM_CLOCK": "wall", "ZEUS_SIM_GPUS": "2",
+        "ZEUS_RAPL_ROOT": "/nonexistent-rapl-root", "ZEUS_LOG_LEVEL": "debug",
+        "ZEUS_ELECTRICITYMAPS_API_KEY": None, "ZEUS_OPENEI_API_KEY": None}
+
+NO_MEASUREMENT = r'{"error":"No recent data for zone \"US-MIDW-MISO\""}'
+
+
+def em_answer(value: float, factor: str) -> str:
+    return json.dumps({"zone": "US-MIDW-MISO", "carbonIntensity": value, "datetime": "2024-09-27T00:00:00.000Z",
+                       "updatedAt": "2024-09-27T00:43:50.277Z", "createdAt": "2024-09-24T00:46:38.741Z",
+                       "emissionFactorType": factor, "isEstimated": True, "estimationMethod": "TIME_SLICER_AVERAGE"})
+
+
+def flat(p: int) -> list:
+    return [[p] * 24 for _ in range(12)]
+
+
+def openei_answer(rate: float, label: str = LABEL) -> str:
+    """An answer shaped as OpenEI's utility_rates (version 7, detail=full): items of rates, one
+    with our label, its first tier with a rate and an adjustment."""
+    return json.dumps({"items": [
+        {"label": "5e6d0000000000000000aaaa", "uri": "https://apps.openei.org/IURDB/rate/view/x",
+         "utility": "Other Utility", "name": "Other", "sector": "Commercial"},
+        {"label": label, "uri": "https://apps.openei.org/IURDB/rate/view/" + label, "utility": "DTE Electric Company",
+         "name": "Residential Electric Service Rate (D1)", "sector": "Residential", "startdate": 1433142000,
+         "energyratestructure": [[{"rate": rate, "adj": 0.029681}]],
+         "energyweekdayschedule": flat(0), "energyweekendschedule": flat(0), "fixedchargefirstmeter": 7.5}]})
+
+
+class Server:
+    """ElectricityMaps' /v3/carbon-intensity/latest and OpenEI's /utility_rates; /control sets
+    the answers (for the windows' interpreter)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.intensity = {("False", "direct"): 506.0, ("False", "lifecycle"): 466.0}
+        self.rate = 0.1056
+        self.status = 200
+        self.raw = None
+        self.delay = 0.0
+        self.requests = []
+        srv = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                u = urllib.parse.urlsplit(self.path)
+                q = dict(urllib.parse.parse_qsl(u.query))
+                with srv.lock:
+                    srv.requests.append((u.path, u.query, self.headers.get("auth-token")))
+                    if u.path == "/control":
+                        if "intensity" in q:
+                            srv.intensity[("False", "direct")] = float(q["intensity"])
+                        if "rate" in q:
+                            srv.rate = float(q["rate"])
+                        if "status" in q:
+                            srv.status = int(q["status"])
+                        if "raw" in q:
+                            srv.raw = q["raw"] or None
+                        code, body = 200, "{}"
+                    elif srv.raw is not None:
+                        code, body = srv.status, srv.raw
+                    elif u.path == "/v3/carbon-intensity/latest":
+                        v = srv.intensity.get((q.get("disableEstimations"), q.get("emissionFactorType")))
+                        code, body = srv.status, NO_MEASUREMENT if v is None else em_answer(v, q["emissionFactorType"])
+                    elif u.path == "/utility_rates":
+                        if float(q["lat"]) == 38 and float(q["lon"]) == -78:
+                            code, body = 200, json.dumps({"items": []})
+                        else:
+                            code, body = srv.status, openei_answer(srv.rate)
+                    else:
+                        code, body = 404, '{"error":"no such route"}'
+                    delay = srv.delay
+                if delay:
+                    time.sleep(delay)
+                data = body.encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                try:
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client gave up (a timeout)
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """The provider goes away (idempotent)."""
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
+
+
+@pytest.fixture
+def server():
+    s = Server()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def carbon():
+    pytest.importorskip("zeusc")
+    from zeusc.monitor import _grid
+    try:
+        _grid.lib()
+    except Exception as e:  # ZeusUnavailableError: a libzeus without ZEUS_WITH_GRID
+        pytest.skip(str(e))
+    from zeusc.monitor import carbon as c
+    return c
+
+
+@pytest.fixture
+def price(carbon):
+    from zeusc.monitor import price as p
+    return p
+
+
+# ---- the original's provider tests, on the local server ------------------------------------------
+
+
+def test_get_current_carbon_intensity(server, carbon):
+    latlong = (42.2776, -83.7409)
+    provider = carbon.ElectrictyMapsClient(latlong, estimate=True, emission_factor_type="lifecycle", url=server.url)
+    assert provider.get_current_carbon_intensity() == 466
+    provider.emission_factor_type = "direct"
+    assert provider.get_current_carbon_intensity() == 506
+    assert server.requests[-1][1] == "lat=42.2776&lon=-83.7409&disableEstimations=False&emissionFactorType=direct"
+    assert provider.update_period.total_seconds() == 3600 and provider.history_length == 24
+
+
+def test_get_current_carbon_intensity_no_response(server, carbon):
+    provider = carbon.ElectrictyMapsClient((42.2776, -83.7409), url=server.url)
+    with pytest.raises(carbon.ZeusCarbonIntensityNotFoundError, match="No recent data for zone"):
+        provider.get_current_carbon_intensity()
+    assert server.requests[-1][1].endswith("disableEstimations=True&emissionFactorType=direct")
+
+
+def test_get_prices(server, price):
+    client = price.OpenEIClient((42.2776, -83.7409), LABEL, url=server.url, api_key=KEY)
+    prices = client.get_current_electricity_prices()
+    assert prices["energy_rate_structure"] == [[{"rate": 0.1056, "adj": 0.029681}]]
+    assert prices["energy_weekday_schedule"] == flat(0)
+    assert prices["energy_weekend_schedule"] == flat(0)
+    path, query, _ = server.requests[-1]
+    assert path == "/utility_rates"
+    assert query == (f"version=latest&format=json&api_key={KEY}&lat=42.2776&lon=-83.7409&radius=0"
+                     "&detail=full&sector=Residential")
+    assert client.search_json({"a": [{"label": "x", "v": 1}, {"label": "y"}]}, "label", "x", "v") == [1]
+    assert KEY not in repr(client)
+
+
+def test_get_prices_invalid_lat_lon_no_response(server, price):
+    with pytest.raises(price.ZeusElectricityPriceNotFoundError):
+        price.OpenEIClient([-100, -100], LABEL, url=server.url, api_key=KEY).get_current_electricity_prices()
+    # a real place without rates: the answer has no label at all
+    with pytest.raises(price.ZeusElectricityPriceNotFoundError, match="no rates found for lat, lon 38, -78"):
+        price.OpenEIClient((38, -78), LABEL, url=server.url, api_key=KEY).get_current_electricity_prices()
+
+
+def test_get_prices_invalid_label_no_response(server, price):
+    client = price.OpenEIClient((42.2776, -83.7409), "invalid", url=server.url, api_key=KEY)
+    with pytest.raises(price.ZeusElectricityPriceNotFoundError, match="label 'invalid'"):
+        client.get_current_electricity_prices()
+
+
+# ---- names, URLs, keys, failures -----------------------------------------------------------------
+
+
+def test_names_alias_and_url_from_environment(server, carbon, price, monkeypatch):
+    assert carbon.ElectricityMapsClient is carbon.ElectrictyMapsClient
+    for name in ("CarbonEmissionMonitor", "CarbonEmissionMeasurement", "CarbonIntensityProvider",
+                 "ZeusCarbonIntensityHTTPError", "ZeusCarbonIntensityNotFoundError"):
+        assert hasattr(carbon, name)
+    for name in ("EnergyCostMonitor", "EnergyCostMeasurement", "ElectricityPriceProvider", "OpenEIClient",
+                 "ZeusElectricityPriceHTTPError", "ZeusElectricityPriceNotFoundError", "get_time_info"):
+        assert hasattr(price, name)
+    monkeypatch.setenv("ZEUS_ELECTRICITYMAPS_URL", server.url + "/")
+    c = carbon.ElectricityMapsClient((1.5, 2.25), estimate=True)
+    assert c.url == server.url
+    assert c.get_current_carbon_intensity() == 506
+    assert server.requests[-1][1] == "lat=1.5&lon=2.25&disableEstimations=False&emissionFactorType=direct"
+    monkeypatch.delenv("ZEUS_ELECTRICITYMAPS_URL")
+    assert carbon.ElectricityMapsClient((1.5, 2.25)).url == "https://api.electricitymap.org"
+    with pytest.raises(NotImplementedError, match="latest intensity"):
+        c.get_recent_carbon_intensity()
+
+
+def test_key_from_a_file_is_sent_and_never_shown(server, carbon, price, tmp_path, monkeypatch, caplog):
+    f = tmp_path / "key"
+    f.write_text(KEY + "\n")
+    monkeypatch.setenv("ZEUS_ELECTRICITYMAPS_API_KEY_FILE", str(f))
+    c = carbon.ElectrictyMapsClient((42.2776, -83.7409), estimate=True, url=server.url)
+    assert c.get_current_carbon_intensity() == 506
+    assert server.requests[-1][2] == KEY  # the auth-token header
+    # a 500 whose body quotes the request, as a proxy might
+    p = price.OpenEIClient((42.2776, -83.7409), LABEL, url=server.url, api_key_file=str(f))
+    with server.lock:
+        server.status, server.raw = 500, f"bad gateway for /utility_rates?api_key={KEY}"
+    with pytest.raises(price.ZeusElectricityPriceHTTPError) as e:
+        p.get_current_electricity_prices()
+    assert "answered HTTP 500" in str(e.value) and KEY not in str(e.value) and "api_key=*****" in str(e.value)
+    with pytest.raises(carbon.ZeusCarbonIntensityHTTPError) as e:
+        c.get_current_carbon_intensity()
+    assert KEY not in str(e.value)
+    assert KEY not in caplog.text
+    with pytest.raises(ValueError, match="OpenEI needs an API key"):
+        monkeypatch.delenv("ZEUS_OPENEI_API_KEY", raising=False)
+        price.OpenEIClient((42.2776, -83.7409), LABEL, url=server.url).get_current_electricity_prices()
+
+
+def test_http_failures_are_http_errors(server, carbon):
+    c = carbon.ElectrictyMapsClient((42.2776, -83.7409), estimate=True, url=server.url, timeout_s=0.3)
+    with server.lock:
+        server.raw = '{"carbonIntensity": '
+    with pytest.raises(carbon.ZeusCarbonIntensityHTTPError, match="invalid JSON"):
+        c.get_current_carbon_intensity()
+    with server.lock:
+        server.raw, server.delay = None, 1.0
+    with pytest.raises(carbon.ZeusCarbonIntensityHTTPError, match="no answer within 0.3 s"):
+        c.get_current_carbon_intensity()
+    with server.lock:
+        server.delay = 0
+    url = server.url
+    server.stop()
+    with pytest.raises(carbon.ZeusCarbonIntensityHTTPError, match="ElectricityMaps at " + url):
+        c.get_current_carbon_intensity()
+
+
+# ---- windows, in a fresh interpreter on wall-clock GPUs ------------------------------------------
+
+WINDOW_CODE = r"""
+import json, sys, time, urllib.request
+from zeusc.monitor import ZeusMonitor
+from zeusc.monitor import carbon, price
+url, kind, first, second = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+def control(**kw):
+    urllib.request.urlopen(url + "/control?" + "&".join(f"{k}={v}" for k, v in kw.items())).read()
+field = "intensity" if kind == "carbon" else "rate"
+control(**{field: first})
+if kind == "carbon":
+    mon = carbon.CarbonEmissionMonitor(carbon.ElectrictyMapsClient((42.2776, -83.7409), True, url=url, api_key="%KEY%"),
+                                       poll_interval_s=0.05)
+else:
+    mon = price.EnergyCostMonitor(price.OpenEIClient((42.2776, -83.7409), "%LABEL%", url=url, api_key="%KEY%"),
+                                  poll_interval_s=0.05)
+plain = ZeusMonitor()
+time.sleep(0.2)  # the first answer is in
+mon.begin_window("w")
+plain.begin_window("a")
+try:
+    mon.begin_window("w")
+    sys.exit("begin_window twice did not raise")
+except ValueError as e:
+    assert "already exists" in str(e)
+time.sleep(0.5)
+a = plain.end_window("a")
+control(**{field: second})
+plain.begin_window("b")
+time.sleep(0.5)
+m = mon.end_window("w")
+b = plain.end_window("b")
+mon.close()
+figures = m.gpu_carbon_emission if kind == "carbon" else m.gpu_energy_cost
+print(json.dumps({"a": a.gpu_energy, "b": b.gpu_energy, "energy": m.gpu_energy, "x": figures, "time": m.time,
+                  "cpu": m.cpu_energy, "cpu_x": m.cpu_carbon_emission if kind == "carbon" else m.cpu_energy_cost}))
+"""
+
+
+def run_window(server, kind, first, second):
+    code = WINDOW_CODE.replace("%KEY%", KEY).replace("%LABEL%", LABEL)
+    p = subprocess.run([sys.executable, "-c", code, server.url, kind, str(first), str(second)], env=_env(WALL),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert KEY not in p.stdout and KEY not in p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _env(extra):
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join([tu.PYDIR, tu.HERE] + ([e["PYTHONPATH"]] if e.get("PYTHONPATH") else []))
+    for k, v in extra.items():
+        if v is None:
+            e.pop(k, None)
+        else:
+            e[k] = v
+    return e
+
+
+@pytest.mark.parametrize("kind,first,second,slack_factor", [("carbon", 100.0, 400.0, 300.0),
+                                                            ("price", 0.2, 0.05, 0.15)])
+def test_window_follows_a_value_that_changes_during_it(server, carbon, kind, first, second, slack_factor):
+    r = run_window(server, kind, first, second)
+    assert set(r["x"]) == {"0", "1"}
+    for g in ("0", "1"):
+        ea, eb = r["a"][g], r["b"][g]
+        want = (ea * first + eb * second) / 3.6e6
+        power = (ea + eb) / 1.0
+        slack = power * 0.1 * slack_factor / 3.6e6  # a poll interval and a request
+        assert power > 1
+        assert abs(r["x"][g] - want) <= slack, (r, want, slack)
+        # neither value alone fits
+        assert abs(r["x"][g] - (ea + eb) * first / 3.6e6) > 3 * slack
+        assert abs(r["x"][g] - (ea + eb) * second / 3.6e6) > 3 * slack
+        assert abs(r["energy"][g] - (ea + eb)) <= 0.05 * (ea + eb)
+    assert r["cpu"] is None and r["cpu_x"] is None
+
+
+FAIL_CODE = r"""
+import json, sys, time
+from zeusc.monitor import carbon
+url = sys.argv[1]
+mon = carbon.CarbonEmissionMonitor(carbon.ElectricityMapsClient((42.2776, -83.7409), url=url, api_key="%KEY%",
+                                                                 timeout_s=0.3), poll_interval_s=0.05)
+mon.begin_window("w")
+time.sleep(0.3)
+try:
+    mon.end_window("w")
+    sys.exit("end_window did not raise")
+except (carbon.ZeusCarbonIntensityHTTPError, carbon.ZeusCarbonIntensityNotFoundError) as e:
+    print(json.dumps({"type": type(e).__name__, "msg": str(e), "energy": e.measurement.gpu_energy,
+                      "x": e.measurement.gpu_carbon_emission}))
+try:
+    mon.end_window("w")
+except ValueError as e:
+    assert "does not exist" in str(e)
+mon.close()
+"""
+
+
+@pytest.mark.parametrize("status,raw,delay,exc,needle", [
+    (500, '{"message":"boom"}', 0, "ZeusCarbonIntensityHTTPError", "answered HTTP 500"),
+    (200, '{"carbonIntensity": [', 0, "ZeusCarbonIntensityHTTPError", "invalid JSON"),
+    (200, NO_MEASUREMENT, 0, "ZeusCarbonIntensityNotFoundError", "No recent data"),
+    (200, None, 1.0, "ZeusCarbonIntensityHTTPError", "no answer within 0.3 s"),
+])
+def test_window_without_intensity_raises_with_its_energy(server, carbon, status, raw, delay, exc, needle):
+    with server.lock:
+        server.status, server.raw, server.delay = status, raw, delay
+    p = subprocess.run([sys.executable, "-c", FAIL_CODE.replace("%KEY%", KEY), server.url],
+                       env=_env(WALL), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert KEY not in p.stdout and KEY not in p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["type"] == exc and needle in r["msg"], r
+    assert r["x"] is None
+    assert all(v > 1 for v in r["energy"].values()) and len(r["energy"]) == 2
+
+
+# ---- the CLI -------------------------------------------------------------------------------------
+
+
+def _cli():
+    p = os.environ.get("ZEUSC_TEST_ZEUS_CLI") or os.path.join(tu.REPO, "build", "zeus")
+    if not os.path.exists(p):
+        pytest.skip("the zeus CLI (build/zeus) is not built; set ZEUSC_TEST_ZEUS_CLI")
+    return p
+
+
+def test_cli_reports_grams_and_cost_beside_joules(server, carbon, tmp_path):
+    key_file = tmp_path / "em-key"
+    key_file.write_text(KEY)
+    env = _env(dict(WALL, ZEUS_ELECTRICITYMAPS_URL=server.url, ZEUS_OPENEI_URL=server.url,
+                    ZEUS_ELECTRICITYMAPS_API_KEY_FILE=str(key_file), ZEUS_OPENEI_API_KEY=KEY))
+    with server.lock:
+        server.intensity[("True", "direct")] = 250.0
+        server.rate = 0.12
+    p = subprocess.run([_cli(), "monitor", "energy", "--json", "--carbon", "latlon:42.2776,-83.7409",
+                        "--price", "latlon:42.2776,-83.7409", "--price-label", LABEL, "--grid-poll", "0.05",
+                        "--", "sleep", "0.5"], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert KEY not in p.stdout and KEY not in p.stderr
+    doc = json.loads(p.stdout)
+    total = doc["total_energy_j"]
+    assert total > 1
+    assert doc["carbon_emission_g"] == pytest.approx(total * 250 / 3.6e6, rel=0.03)
+    assert doc["energy_cost"] == pytest.approx(total * 0.12 / 3.6e6, rel=0.03)
+    assert doc["energy_cost_currency"] == "USD"
+    assert set(doc["gpu_carbon_emission_g"]) == set(doc["gpu_energy_j"]) == {"0", "1"}
+    assert doc["gpu_energy_cost"]["0"] == pytest.approx(doc["gpu_energy_j"]["0"] * 0.12 / 3.6e6, rel=0.03)
+    assert doc["carbon_intensity_url"] == server.url and doc["energy_price_url"] == server.url
+    assert "carbon_emission_error" not in doc
+    # text report
+    p = subprocess.run([_cli(), "monitor", "energy", "--carbon", "latlon:42.2776,-83.7409", "--grid-poll", "0.05",
+                        "--", "sleep", "0.2"], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "  carbon:  " in p.stderr and "g CO2eq (GPU 0 " in p.stderr
+    assert KEY not in p.stderr
+
+
+def test_cli_provider_failure_keeps_energy_and_exits_1(server, carbon):
+    env = _env(dict(WALL, ZEUS_ELECTRICITYMAPS_URL=server.url, ZEUS_ELECTRICITYMAPS_API_KEY=KEY))
+    with server.lock:
+        server.status, server.raw = 500, f"upstream failed ({KEY})"
+    p = subprocess.run([_cli(), "monitor", "energy", "--json", "--carbon", "latlon:42.2776,-83.7409",
+                        "--grid-poll", "0.05", "--", "sleep", "0.2"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 1
+    assert KEY not in p.stdout and KEY not in p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["total_energy_j"] > 1
+    assert doc["carbon_emission_g"] is None
+    assert "answered HTTP 500: upstream failed (*****************)" in doc["carbon_emission_error"]
+    assert "lacks a carbon or cost figure: its provider failed" in p.stderr
+    # bad options are refused before CMD runs
+    p = subprocess.run([_cli(), "monitor", "energy", "--price", "latlon:1,2", "--", "true"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "--price needs --price-label" in p.stderr
+    p = subprocess.run([_cli(), "monitor", "energy", "--carbon", "paris", "--", "true"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "expected latlon:LAT,LON" in p.stderr
+
+
+# ---- the ctypes mirrors of zeus/grid.h's structs -------------------------------------------------
+
+
+def test_struct_layouts_match_the_header(carbon, tmp_path):
+    import ctypes
+    import shutil
+    from zeusc.monitor import _grid
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler to check the struct layouts with")
+    structs = {"zeus_grid_opts": _grid.GridOpts, "zeus_grid_monitor_opts": _grid.GridMonitorOpts,
+               "zeus_grid_measurement": _grid.GridMeasurementC}
+    lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <zeus.h>", "int main(void) {"]
+    for cname, py in structs.items():
+        lines.append(f'  printf("{cname} sizeof %zu\\n", sizeof({cname}));')
+        for fname, _ in py._fields_:
+            lines.append(f'  printf("{cname} {fname} %zu\\n", offsetof({cname}, {fname}));')
+    lines += ["  return 0;", "}"]
+    src = tmp_path / "layout.c"
+    src.write_text("\n".join(lines) + "\n")
+    exe = tmp_path / "layout"
+    subprocess.run([cc, "-std=c11", "-I", os.path.join(tu.REPO, "include"), "-I",
+                    os.path.join(tu.REPO, "build", "include"), str(src), "-o", str(exe)], check=True,
+                   capture_output=True, text=True)
+    table = {}
+    for line in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines():
+        a, b, v = line.split()
+        table[(a, b)] = int(v)
+    for cname, py in structs.items():
+        assert ctypes.sizeof(py) == table[(cname, "sizeof")], cname
+        for fname, _ in py._fields_:
+            assert getattr(py, fname).offset == table[(cname, fname)], (cname, fname)
+
+
+def test_cli_exporter_serves_intensity_and_price(server, carbon):
+    if subprocess.run([_cli(), "exporter", "--help"], capture_output=True).returncode != 0:
+        pytest.skip("this zeus has no exporter (ZEUS_WITH_EXPORTER=OFF)")
+    env = _env(dict(WALL, ZEUS_ELECTRICITYMAPS_URL=server.url, ZEUS_OPENEI_URL=server.url,
+                    ZEUS_ELECTRICITYMAPS_API_KEY=KEY, ZEUS_OPENEI_API_KEY=KEY))
+    with server.lock:
+        server.intensity[("False", "lifecycle")] = 412.5
+        server.rate = 0.0875
+    p = subprocess.run([_cli(), "exporter", "--once", "--carbon", "latlon:42.2776,-83.7409", "--carbon-estimate",
+                        "--carbon-emission-factor", "lifecycle", "--price", "latlon:42.2776,-83.7409",
+                        "--price-label", LABEL, "--price-currency", "EUR"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert f'zeus_grid_carbon_intensity_grams_per_kilowatt_hour{{url="{server.url}"}} 412.5\n' in p.stdout
+    assert f'zeus_grid_price_per_kilowatt_hour{{url="{server.url}",currency="EUR"}} 0.0875\n' in p.stdout
+    assert KEY not in p.stdout and KEY not in p.stderr
+    # a provider that fails: no sample, the reason on stderr, never the key
+    with server.lock:
+        server.status, server.raw = 500, f"upstream failed ({KEY})"
+    p = subprocess.run([_cli(), "exporter", "--once", "--carbon", "latlon:42.2776,-83.7409"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "zeus_grid_carbon_intensity" not in p.stdout and "zeus_gpu_power_watts" in p.stdout
+    assert "answered HTTP 500" in p.stderr
+    assert KEY not in p.stdout and KEY not in p.stderr

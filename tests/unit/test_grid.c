@@ -1,0 +1,822 @@
+/* grid: windows in grams of CO2eq and in money (zeus/grid.h) against a local HTTP server that
+ * speaks ElectricityMaps' /v3/carbon-intensity/latest and OpenEI's /utility_rates with their JSON,
+ * whose values change during a window, and that answers slowly, with 500s, with malformed JSON,
+ * or goes away. Grams and cost are checked against the simulated GPUs' true energy times the
+ * values the server gave, computed here. API keys must appear in no error and no log line. */
+#include <arpa/inet.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+#include <zeus.h>
+#include <zeus/config.h>
+
+#define KEY "SECRET-KEY-7f3a9c"
+
+/* ---- the local server ---- */
+
+typedef struct server {
+  int lfd, port;
+  pthread_t th;
+  pthread_mutex_t mu;
+  bool stop;
+  /* ElectricityMaps */
+  double intensity;
+  int em_status;
+  double delay_s;
+  const char *raw; /* an answer body sent as is (malformed JSON, an error) */
+  bool echo_query; /* a 500 whose body quotes the request (as some proxies do) */
+  /* OpenEI */
+  double rate_peak, rate_base;
+  const char *label;
+  /* what was asked */
+  int requests;
+  char last_path[256], last_query[1024], last_auth[256];
+} server;
+
+static void month_rows(char *b, size_t len, int peak_from, int peak_to) {
+  size_t o = 0;
+  o += (size_t)snprintf(b + o, len - o, "[");
+  for (int m = 0; m < 12; m++) {
+    o += (size_t)snprintf(b + o, len - o, "%s[", m ? "," : "");
+    for (int h = 0; h < 24; h++) {
+      int p = m == 0 ? 2 : (h >= peak_from && h < peak_to) ? 1 : 0; /* January: its own period */
+      o += (size_t)snprintf(b + o, len - o, "%s%d", h ? "," : "", p);
+    }
+    o += (size_t)snprintf(b + o, len - o, "]");
+  }
+  snprintf(b + o, len - o, "]");
+}
+
+static void answer(server *s, int fd, const char *path, const char *query) {
+  char body[16384];
+  int status = 200;
+  pthread_mutex_lock(&s->mu);
+  double delay = s->delay_s;
+  if (s->echo_query) {
+    status = 500;
+    snprintf(body, sizeof body, "upstream failed for %s?%s", path, query);
+  } else if (s->raw) {
+    status = s->em_status ? s->em_status : 200;
+    snprintf(body, sizeof body, "%s", s->raw);
+  } else if (!strcmp(path, "/v3/carbon-intensity/latest")) {
+    status = s->em_status ? s->em_status : 200;
+    snprintf(body, sizeof body,
+             "{\"zone\":\"US-MIDW-MISO\",\"carbonIntensity\":%.17g,\"datetime\":\"2024-09-27T00:00:00.000Z\","
+             "\"updatedAt\":\"2024-09-27T00:43:50.277Z\",\"emissionFactorType\":\"direct\",\"isEstimated\":false}",
+             s->intensity);
+  } else if (!strcmp(path, "/utility_rates")) {
+    char wd[2048], we[2048];
+    month_rows(wd, sizeof wd, 12, 18);
+    month_rows(we, sizeof we, 0, 0);
+    snprintf(body, sizeof body,
+             "{\"items\":[{\"label\":\"other\",\"name\":\"Other\"},{\"label\":\"%s\",\"name\":\"Test rate\","
+             "\"utility\":\"Test Utility\",\"sector\":\"Residential\",\"energyratestructure\":"
+             "[[{\"rate\":%.17g,\"unit\":\"kWh\"}],[{\"rate\":%.17g,\"unit\":\"kWh\"},{\"max\":500,\"rate\":9}],"
+             "[{\"rate\":0.5,\"adj\":0.01}]],\"energyweekdayschedule\":%s,\"energyweekendschedule\":%s}]}",
+             s->label, s->rate_base, s->rate_peak, wd, we);
+  } else {
+    status = 404;
+    snprintf(body, sizeof body, "{\"error\":\"no route %s\"}", path);
+  }
+  s->requests++;
+  pthread_mutex_unlock(&s->mu);
+  if (delay > 0) usleep((useconds_t)(delay * 1e6));
+  char head[256];
+  int n = snprintf(head, sizeof head,
+                   "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                   status, strlen(body));
+  /* the client may have given up (a timeout): no SIGPIPE */
+  if (send(fd, head, (size_t)n, MSG_NOSIGNAL) < 0 || send(fd, body, strlen(body), MSG_NOSIGNAL) < 0) return;
+}
+
+static void serve_one(server *s, int fd) {
+  char req[8192];
+  size_t have = 0;
+  while (have < sizeof req - 1) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, 2000) <= 0) return;
+    ssize_t r = read(fd, req + have, sizeof req - 1 - have);
+    if (r <= 0) return;
+    have += (size_t)r;
+    req[have] = '\0';
+    if (strstr(req, "\r\n\r\n")) break;
+  }
+  char path[1024] = "", query[1024] = "";
+  char *sp = strchr(req, ' ');
+  if (!sp) return;
+  char *target = sp + 1, *end = strchr(target, ' ');
+  if (!end) return;
+  *end = '\0';
+  char *q = strchr(target, '?');
+  if (q) {
+    *q = '\0';
+    snprintf(query, sizeof query, "%s", q + 1);
+  }
+  snprintf(path, sizeof path, "%s", target);
+  char *auth = strcasestr(end + 1, "\r\nauth-token: ");
+  pthread_mutex_lock(&s->mu);
+  snprintf(s->last_path, sizeof s->last_path, "%s", path);
+  snprintf(s->last_query, sizeof s->last_query, "%s", query);
+  s->last_auth[0] = '\0';
+  if (auth) snprintf(s->last_auth, sizeof s->last_auth, "%.*s", (int)strcspn(auth + 14, "\r\n"), auth + 14);
+  pthread_mutex_unlock(&s->mu);
+  answer(s, fd, path, query);
+}
+
+static void *server_thread(void *arg) {
+  server *s = arg;
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    bool stop = s->stop;
+    pthread_mutex_unlock(&s->mu);
+    if (stop) break;
+    struct pollfd p = {.fd = s->lfd, .events = POLLIN};
+    if (poll(&p, 1, 20) <= 0) continue;
+    int fd = accept(s->lfd, NULL, NULL);
+    if (fd < 0) continue;
+    serve_one(s, fd);
+    close(fd);
+  }
+  return NULL;
+}
+
+static void server_start(server *s) {
+  memset(s, 0, sizeof *s);
+  pthread_mutex_init(&s->mu, NULL);
+  s->intensity = 100;
+  s->rate_base = 0.1;
+  s->rate_peak = 0.3;
+  s->label = "5f1a2b3c4d5e6f7a8b9c0d1e";
+  s->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(s->lfd >= 0);
+  int one = 1;
+  setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(s->lfd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(listen(s->lfd, 16), 0);
+  socklen_t l = sizeof a;
+  getsockname(s->lfd, (struct sockaddr *)&a, &l);
+  s->port = ntohs(a.sin_port);
+  assert_int_equal(pthread_create(&s->th, NULL, server_thread, s), 0);
+}
+
+/* The provider goes away: nothing listens on its port any more. */
+static void server_stop(server *s) {
+  pthread_mutex_lock(&s->mu);
+  bool was = s->stop;
+  s->stop = true;
+  pthread_mutex_unlock(&s->mu);
+  if (was) return;
+  pthread_join(s->th, NULL);
+  close(s->lfd);
+}
+
+static void server_set(server *s, double intensity, double rate_base) {
+  pthread_mutex_lock(&s->mu);
+  s->intensity = intensity;
+  s->rate_base = rate_base;
+  pthread_mutex_unlock(&s->mu);
+}
+
+static char *url_of(const server *s, char *buf, size_t len) {
+  snprintf(buf, len, "http://127.0.0.1:%d", s->port);
+  return buf;
+}
+
+/* ---- logs: every line, to look for the key ---- */
+
+static char logbuf[1 << 16];
+static size_t loglen;
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static void log_sink(int level, const char *module, const char *msg, void *ud) {
+  (void)level;
+  (void)ud;
+  pthread_mutex_lock(&log_mu);
+  int n = snprintf(logbuf + loglen, sizeof logbuf - loglen, "%s: %s\n", module, msg);
+  if (n > 0 && loglen + (size_t)n < sizeof logbuf) loglen += (size_t)n;
+  pthread_mutex_unlock(&log_mu);
+}
+static void capture_logs(void) {
+  loglen = 0;
+  logbuf[0] = '\0';
+  zeus_set_log_callback(log_sink, NULL);
+  zeus_set_log_level(ZEUS_LOG_DEBUG);
+}
+static void assert_no_key_in_logs(void) {
+  pthread_mutex_lock(&log_mu);
+  assert_null(strstr(logbuf, KEY));
+  pthread_mutex_unlock(&log_mu);
+}
+
+/* ---- simulated GPUs ---- */
+
+typedef struct fixture {
+  zeus_devices *dev;
+  zeus_sim_node *node;
+  zeus_sim_config cfg;
+  zeus_monitor *mon;
+} fixture;
+
+static void fx_open(fixture *f, unsigned n) {
+  memset(f, 0, sizeof *f);
+  f->cfg.num_gpus = n;
+  f->cfg.clock = ZEUS_SIM_CLOCK_WALL;
+  zeus_devices_opts o = {.backend = "sim", .sim = &f->cfg, .all_devices = true};
+  assert_zeus_ok(zeus_devices_open(&f->dev, &o));
+  f->node = zeus_devices_sim_node(f->dev);
+  static const unsigned none[1] = {0};
+  zeus_monitor_opts mo = {.devices = f->dev, .cpu_indices = none, .num_cpu_indices = 0};
+  assert_zeus_ok(zeus_monitor_open(&f->mon, &mo));
+}
+
+static void fx_close(fixture *f) {
+  zeus_monitor_close(f->mon);
+  zeus_devices_close(f->dev);
+}
+
+static double true_energy(fixture *f, unsigned k) {
+  double e;
+  assert_zeus_ok(zeus_sim_true_energy(f->node, k, &e));
+  return e;
+}
+
+static zeus_grid *em_open(const server *s, double timeout_s) {
+  char url[64];
+  zeus_grid_opts o;
+  zeus_grid_opts_init(&o);
+  o.provider = ZEUS_GRID_ELECTRICITYMAPS;
+  o.lat = 42.2776;
+  o.lon = -83.7409;
+  o.url = url_of(s, url, sizeof url);
+  o.api_key = KEY;
+  o.timeout_s = timeout_s;
+  zeus_grid *g;
+  assert_zeus_ok(zeus_grid_open(&g, &o));
+  return g;
+}
+
+static zeus_grid *openei_open(const server *s) {
+  char url[64];
+  zeus_grid_opts o;
+  zeus_grid_opts_init(&o);
+  o.provider = ZEUS_GRID_OPENEI;
+  o.lat = 42.2776;
+  o.lon = -83.7409;
+  o.url = url_of(s, url, sizeof url);
+  o.api_key = KEY;
+  o.label = s->label;
+  o.timeout_s = 2;
+  zeus_grid *g;
+  assert_zeus_ok(zeus_grid_open(&g, &o));
+  return g;
+}
+
+static zeus_grid_monitor *gm_open(fixture *f, zeus_grid *g, double poll_s, double max_age_s) {
+  zeus_grid_monitor_opts o;
+  zeus_grid_monitor_opts_init(&o);
+  o.grid = g;
+  o.monitor = f->mon;
+  o.poll_interval_s = poll_s;
+  o.max_age_s = max_age_s;
+  zeus_grid_monitor *gm;
+  assert_zeus_ok(zeus_grid_monitor_open(&gm, &o));
+  return gm;
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+/* ---- providers ---- */
+
+static void electricitymaps_sends_the_originals_query_and_reads_carbon_intensity(void **state) {
+  (void)state;
+  server s;
+  server_start(&s);
+  server_set(&s, 466, 0.1);
+  zeus_grid *g = em_open(&s, 2);
+  assert_string_equal(zeus_grid_unit(g), "gCO2eq/kWh");
+  double v = 0, at = 0;
+  assert_zeus_err(zeus_grid_rate(g, 0, &v, NULL), ZEUS_ESTATE, "nothing fetched yet");
+  assert_zeus_ok(zeus_grid_fetch(g));
+  assert_zeus_ok(zeus_grid_rate(g, 0, &v, &at));
+  assert_true(v == 466);
+  assert_true(fabs(at - (double)time(NULL)) < 5);
+  assert_string_equal(s.last_path, "/v3/carbon-intensity/latest");
+  assert_string_equal(s.last_query, "lat=42.2776&lon=-83.7409&disableEstimations=True&emissionFactorType=direct");
+  assert_string_equal(s.last_auth, KEY);
+  zeus_grid_close(g);
+
+  /* estimate and lifecycle, as the original spells them */
+  char url[64];
+  zeus_grid_opts o;
+  zeus_grid_opts_init(&o);
+  o.lat = 42.2776;
+  o.lon = -83.7409;
+  o.estimate = true;
+  o.emission_factor_type = "lifecycle";
+  setenv("ZEUS_ELECTRICITYMAPS_URL", url_of(&s, url, sizeof url), 1);
+  unsetenv("ZEUS_ELECTRICITYMAPS_API_KEY");
+  unsetenv("ZEUS_ELECTRICITYMAPS_API_KEY_FILE");
+  assert_zeus_ok(zeus_grid_open(&g, &o));
+  unsetenv("ZEUS_ELECTRICITYMAPS_URL");
+  assert_string_equal(zeus_grid_url(g), url);
+  assert_zeus_ok(zeus_grid_fetch(g));
+  assert_string_equal(s.last_query, "lat=42.2776&lon=-83.7409&disableEstimations=False&emissionFactorType=lifecycle");
+  assert_string_equal(s.last_auth, ""); /* no key given, none sent */
+  zeus_grid_close(g);
+  server_stop(&s);
+}
+
+static void electricitymaps_without_a_measurement_is_not_found_and_keeps_nothing(void **state) {
+  (void)state;
+  server s;
+  server_start(&s);
+  s.raw = "{\"error\":\"No recent data for zone \\\"US-MIDW-MISO\\\"\"}";
+  zeus_grid *g = em_open(&s, 2);
+  assert_zeus_err(zeus_grid_fetch(g), ZEUS_ENOENT, "no current carbon intensity");
+  assert_non_null(strstr(zeus_errmsg(), "No recent data"));
+  double v;
+  assert_zeus_err(zeus_grid_rate(g, 0, &v, NULL), ZEUS_ESTATE, "nothing fetched");
+  /* malformed JSON, a 500, a slow answer past the timeout, nobody listening */
+  s.raw = "{\"carbonIntensity\": 12";
+  assert_zeus_err(zeus_grid_fetch(g), ZEUS_EPARSE, "ElectricityMaps answer to GET /v3/carbon-intensity/latest");
+  s.raw = "{\"message\":\"internal\"}";
+  s.em_status = 500;
+  assert_zeus_err(zeus_grid_fetch(g), ZEUS_EHTTP, "answered HTTP 500");
+  s.raw = NULL;
+  s.em_status = 0;
+  zeus_grid_close(g);
+  g = em_open(&s, 0.2);
+  s.delay_s = 0.6;
+  assert_zeus_err(zeus_grid_fetch(g), ZEUS_ETIMEDOUT, "no answer within 0.2 s");
+  s.delay_s = 0;
+  server_stop(&s);
+  assert_zeus_err(zeus_grid_fetch(g), ZEUS_ENET, "ElectricityMaps at http://127.0.0.1:");
+  zeus_grid_close(g);
+}
+
+static void openei_rate_follows_month_hour_and_weekday_in_utc(void **state) {
+  (void)state;
+  server s;
+  server_start(&s);
+  zeus_grid *g = openei_open(&s);
+  assert_string_equal(zeus_grid_unit(g), "USD/kWh");
+  assert_zeus_ok(zeus_grid_fetch(g));
+  assert_non_null(strstr(s.last_query, "version=latest&format=json&api_key=" KEY "&lat=42.2776&lon=-83.7409"
+                                       "&radius=0&detail=full&sector=Residential"));
+  double v;
+  /* 2024-09-24 was a Tuesday: 14:00 UTC is in the peak period (1), 03:00 is not (0) */
+  assert_zeus_ok(zeus_grid_rate(g, 1727186400, &v, NULL));
+  assert_true(v == 0.3);
+  assert_zeus_ok(zeus_grid_rate(g, 1727146800, &v, NULL));
+  assert_true(v == 0.1);
+  /* Saturday 2024-09-28 14:00 UTC: the weekend schedule (0) */
+  assert_zeus_ok(zeus_grid_rate(g, 1727532000, &v, NULL));
+  assert_true(v == 0.1);
+  /* Tuesday 2024-01-02 14:00 UTC: January's own period (2), its first tier's rate */
+  assert_zeus_ok(zeus_grid_rate(g, 1704204000, &v, NULL));
+  assert_true(v == 0.5);
+  zeus_grid_close(g);
+  server_stop(&s);
+}
+
+static void openei_unknown_label_and_missing_key_are_named(void **state) {
+  (void)state;
+  server s;
+  server_start(&s);
+  char url[64];
+  zeus_grid_opts o;
+  zeus_grid_opts_init(&o);
+  o.provider = ZEUS_GRID_OPENEI;
+  o.url = url_of(&s, url, sizeof url);
+  o.label = "no-such-rate";
+  unsetenv("ZEUS_OPENEI_API_KEY");
+  unsetenv("ZEUS_OPENEI_API_KEY_FILE");
+  zeus_grid *g;
+  assert_zeus_err(zeus_grid_open(&g, &o), ZEUS_EINVAL, "OpenEI needs an API key");
+  /* the key from a file named in the environment */
+  char path[] = "/tmp/zeus-grid-key-XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_true(write(fd, "  " KEY "  \nsecond line\n", strlen(KEY) + 17) > 0);
+  close(fd);
+  setenv("ZEUS_OPENEI_API_KEY_FILE", path, 1);
+  assert_zeus_ok(zeus_grid_open(&g, &o));
+  unsetenv("ZEUS_OPENEI_API_KEY_FILE");
+  unlink(path);
+  assert_zeus_err(zeus_grid_fetch(g), ZEUS_ENOENT, "no rates found for the label 'no-such-rate'");
+  assert_non_null(strstr(s.last_query, "api_key=" KEY "&"));
+  zeus_grid_close(g);
+  o.label = NULL;
+  o.api_key = KEY;
+  assert_zeus_err(zeus_grid_open(&g, &o), ZEUS_EINVAL, "no rate label");
+  o.label = "x";
+  o.sector = "Domestic";
+  assert_zeus_err(zeus_grid_open(&g, &o), ZEUS_EINVAL, "sector 'Domestic'");
+  o.sector = NULL;
+  o.lat = 91;
+  assert_zeus_err(zeus_grid_open(&g, &o), ZEUS_EINVAL, "not a latitude");
+  o.lat = 0;
+  o.url = "ftp://127.0.0.1";
+  assert_zeus_err(zeus_grid_open(&g, &o), ZEUS_EINVAL, "expected http://");
+  server_stop(&s);
+}
+
+/* A 500 whose body quotes the request (with its api_key), a timeout, a refused connection: the
+ * key is in none of the errors and none of the log lines. */
+static void api_key_is_in_no_error_and_no_log(void **state) {
+  (void)state;
+  capture_logs();
+  server s;
+  server_start(&s);
+  s.echo_query = true;
+  zeus_grid *g = openei_open(&s);
+  assert_zeus_err(zeus_grid_fetch(g), ZEUS_EHTTP, "answered HTTP 500: upstream failed for /utility_rates?");
+  assert_null(strstr(zeus_errmsg(), KEY));
+  assert_non_null(strstr(zeus_errmsg(), "api_key=*****"));
+  zeus_grid *e = em_open(&s, 2);
+  assert_zeus_err(zeus_grid_fetch(e), ZEUS_EHTTP, "answered HTTP 500");
+  assert_null(strstr(zeus_errmsg(), KEY));
+  /* through a grid monitor's thread and its window's error */
+  fixture f;
+  fx_open(&f, 1);
+  zeus_grid_monitor *gm = gm_open(&f, g, 0.05, 0);
+  assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "w"));
+  sleep_s(0.2);
+  zeus_grid_measurement r;
+  assert_zeus_ok(zeus_grid_monitor_end_window(gm, "w", &r));
+  assert_false(r.valid);
+  assert_null(strstr(r.error, KEY));
+  zeus_grid_monitor_close(gm);
+  server_stop(&s);
+  assert_zeus_err(zeus_grid_fetch(g), ZEUS_ENET, "OpenEI at");
+  assert_null(strstr(zeus_errmsg(), KEY));
+  zeus_grid_close(g);
+  zeus_grid_close(e);
+  fx_close(&f);
+  assert_no_key_in_logs();
+  assert_non_null(strstr(logbuf, "grid: OpenEI at http://127.0.0.1:")); /* the failure was logged */
+  zeus_set_log_callback(NULL, NULL);
+  zeus_set_log_level(ZEUS_LOG_WARN);
+}
+
+/* ---- windows ---- */
+
+/* The intensity goes from 100 to 400 g/kWh halfway through a 1 s window on two simulated GPUs:
+ * each GPU's grams are its true energy before the change times 100 plus after it times 400,
+ * within one poll interval's energy at the difference. */
+static void window_grams_follow_an_intensity_that_changes_during_the_window(void **state) {
+  (void)state;
+  server s;
+  server_start(&s);
+  server_set(&s, 100, 0.1);
+  fixture f;
+  fx_open(&f, 2);
+  zeus_grid *g = em_open(&s, 2);
+  const double poll = 0.05;
+  zeus_grid_monitor *gm = gm_open(&f, g, poll, 0);
+  double rate;
+  for (int i = 0; i < 100 && zeus_grid_monitor_rate(gm, &rate) != ZEUS_OK; i++) sleep_s(0.01);
+  assert_true(rate == 100);
+  double e0[2] = {true_energy(&f, 0), true_energy(&f, 1)};
+  assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "epoch"));
+  assert_zeus_err(zeus_grid_monitor_begin_window(gm, "epoch"), ZEUS_EEXIST, "'epoch' already exists");
+  sleep_s(0.5);
+  double e1[2] = {true_energy(&f, 0), true_energy(&f, 1)};
+  server_set(&s, 400, 0.1);
+  sleep_s(0.5);
+  zeus_grid_measurement r;
+  assert_zeus_ok(zeus_grid_monitor_end_window(gm, "epoch", &r));
+  double e2[2] = {true_energy(&f, 0), true_energy(&f, 1)};
+  assert_true(r.valid);
+  assert_int_equal(r.error_code, ZEUS_OK);
+  assert_string_equal(r.error, "");
+  assert_int_equal(r.energy.num_gpus, 2);
+  assert_true(r.num_segments >= 8); /* ~20 fetches in 1 s at 0.05 s */
+  double sum = 0;
+  for (unsigned k = 0; k < 2; k++) {
+    double want = ((e1[k] - e0[k]) * 100 + (e2[k] - e1[k]) * 400) / 3.6e6;
+    double power = (e2[k] - e0[k]) / 1.0;
+    double slack = power * (poll + 0.05) * 300 / 3.6e6; /* a poll interval and a request's latency */
+    print_message("GPU %u: %.9g g, want %.9g +- %.3g (energy %.3f J)\n", k, r.gpu[k], want, slack,
+                  r.energy.gpu_energy_j[k]);
+    assert_true(power > 1);
+    assert_true(fabs(r.gpu[k] - want) <= slack);
+    /* neither constant intensity fits */
+    assert_true(fabs(r.gpu[k] - (e2[k] - e0[k]) * 100 / 3.6e6) > 3 * slack);
+    assert_true(fabs(r.gpu[k] - (e2[k] - e0[k]) * 400 / 3.6e6) > 3 * slack);
+    sum += r.gpu[k];
+  }
+  assert_true(fabs(r.total - sum) <= 1e-12 + 1e-9 * sum);
+  assert_zeus_err(zeus_grid_monitor_end_window(gm, "epoch", &r), ZEUS_ENOENT, "'epoch' does not exist");
+  zeus_grid_monitor_close(gm);
+  zeus_grid_close(g);
+  fx_close(&f);
+  server_stop(&s);
+}
+
+/* The price per kWh changes during a window: the cost follows it as the grams do. */
+static void window_cost_follows_a_price_that_changes_during_the_window(void **state) {
+  (void)state;
+  server s;
+  server_start(&s);
+  /* every hour of the day at the base price, whatever the day */
+  server_set(&s, 100, 0.2);
+  s.rate_peak = 0.2;
+  fixture f;
+  fx_open(&f, 1);
+  zeus_grid *g = openei_open(&s);
+  const double poll = 0.05;
+  zeus_grid_monitor *gm = gm_open(&f, g, poll, 0);
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  if (tm.tm_mon == 0) skip(); /* January has its own period in the server's schedule */
+  double e0 = true_energy(&f, 0);
+  assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "w"));
+  sleep_s(0.4);
+  double e1 = true_energy(&f, 0);
+  pthread_mutex_lock(&s.mu);
+  s.rate_base = s.rate_peak = 0.05;
+  pthread_mutex_unlock(&s.mu);
+  sleep_s(0.4);
+  zeus_grid_measurement r;
+  assert_zeus_ok(zeus_grid_monitor_end_window(gm, "w", &r));
+  double e2 = true_energy(&f, 0);
+  assert_true(r.valid);
+  double want = ((e1 - e0) * 0.2 + (e2 - e1) * 0.05) / 3.6e6;
+  double slack = (e2 - e0) / 0.8 * (poll + 0.05) * 0.15 / 3.6e6;
+  print_message("cost %.9g, want %.9g +- %.3g\n", r.gpu[0], want, slack);
+  assert_true(fabs(r.gpu[0] - want) <= slack);
+  assert_true(fabs(r.gpu[0] - (e2 - e0) * 0.2 / 3.6e6) > 3 * slack);
+  zeus_grid_monitor_close(gm);
+  zeus_grid_close(g);
+  fx_close(&f);
+  server_stop(&s);
+}
+
+/* A provider that answers 500, malformed JSON or too slowly from the start: the window has its
+ * energy and no grams, with the reason. */
+static void window_without_any_factor_has_energy_and_an_error(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 1);
+  struct {
+    const char *raw;
+    int status;
+    double delay;
+    int code;
+    const char *needle;
+  } cases[] = {
+      {"{\"message\":\"boom\"}", 500, 0, ZEUS_EHTTP, "answered HTTP 500: {\"message\":\"boom\"}"},
+      {"{\"carbonIntensity\": [", 200, 0, ZEUS_EPARSE, "answer to GET /v3/carbon-intensity/latest"},
+      {"{\"carbonIntensity\": \"high\"}", 200, 0, ZEUS_ENOENT, "no current carbon intensity"},
+      {NULL, 0, 0.8, ZEUS_ETIMEDOUT, "no answer within 0.3 s"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    server s;
+    server_start(&s);
+    s.raw = cases[i].raw;
+    s.em_status = cases[i].status;
+    s.delay_s = cases[i].delay;
+    zeus_grid *g = em_open(&s, 0.3);
+    zeus_grid_monitor *gm = gm_open(&f, g, 0.05, 0);
+    assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "w"));
+    sleep_s(0.2);
+    zeus_grid_measurement r;
+    assert_zeus_ok(zeus_grid_monitor_end_window(gm, "w", &r));
+    print_message("case %zu: %s\n", i, r.error);
+    assert_false(r.valid);
+    assert_int_equal(r.error_code, cases[i].code);
+    assert_non_null(strstr(r.error, cases[i].needle));
+    assert_true(isnan(r.gpu[0]) && isnan(r.total));
+    assert_true(r.energy.gpu_energy_j[0] > 1);
+    assert_true(r.energy.time_s >= 0.2);
+    double rate;
+    assert_int_not_equal(zeus_grid_monitor_rate(gm, &rate), ZEUS_OK);
+    zeus_grid_monitor_close(gm);
+    zeus_grid_close(g);
+    server_stop(&s);
+  }
+  fx_close(&f);
+}
+
+/* A slow answer within the timeout is waited for; a failure after good answers keeps the last
+ * value while it is younger than max_age, and past it the window has no grams. */
+static void provider_that_goes_away_is_followed_within_max_age_only(void **state) {
+  (void)state;
+  fixture f;
+  fx_open(&f, 1);
+  /* slow but in time: valid */
+  server s;
+  server_start(&s);
+  s.delay_s = 0.15;
+  zeus_grid *g = em_open(&s, 2);
+  zeus_grid_monitor *gm = gm_open(&f, g, 0.05, 0);
+  assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "slow"));
+  zeus_grid_measurement r;
+  assert_zeus_ok(zeus_grid_monitor_end_window(gm, "slow", &r));
+  assert_true(r.valid);
+  assert_true(r.gpu[0] > 0);
+  print_message("slow: %.9g g of %.6f J\n", r.gpu[0], r.energy.gpu_energy_j[0]);
+  assert_true(fabs(r.gpu[0] - r.energy.gpu_energy_j[0] * 100 / 3.6e6) <= 0.01 * r.gpu[0]); /* the two windows read the counter a moment apart */
+  zeus_grid_monitor_close(gm);
+
+  /* goes away mid-window, default max_age (an hour): the last value holds */
+  s.delay_s = 0;
+  gm = gm_open(&f, g, 0.05, 0);
+  double rate;
+  for (int i = 0; i < 100 && zeus_grid_monitor_rate(gm, &rate) != ZEUS_OK; i++) sleep_s(0.01);
+  assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "a"));
+  sleep_s(0.2);
+  server_stop(&s);
+  sleep_s(0.3);
+  assert_zeus_ok(zeus_grid_monitor_end_window(gm, "a", &r));
+  assert_true(r.valid);
+  assert_true(fabs(r.gpu[0] - r.energy.gpu_energy_j[0] * 100 / 3.6e6) <= 0.02 * r.gpu[0]);
+  zeus_grid_monitor_close(gm);
+  zeus_grid_close(g);
+
+  /* goes away mid-window with max_age 0.2 s: the window has no grams, and says why */
+  server_start(&s);
+  g = em_open(&s, 2);
+  gm = gm_open(&f, g, 0.05, 0.2);
+  for (int i = 0; i < 100 && zeus_grid_monitor_rate(gm, &rate) != ZEUS_OK; i++) sleep_s(0.01);
+  assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "b"));
+  sleep_s(0.2);
+  server_stop(&s);
+  sleep_s(0.5);
+  assert_zeus_ok(zeus_grid_monitor_end_window(gm, "b", &r));
+  print_message("%s\n", r.error);
+  assert_false(r.valid);
+  assert_int_equal(r.error_code, ZEUS_ENET);
+  assert_non_null(strstr(r.error, "more than the 0.2 s it holds for; the last request: ElectricityMaps at"));
+  assert_true(r.energy.gpu_energy_j[0] > 1);
+  assert_zeus_err(zeus_grid_monitor_rate(gm, &rate), ZEUS_ENET, "more than the 0.2 s");
+  zeus_grid_monitor_close(gm);
+  zeus_grid_close(g);
+  fx_close(&f);
+}
+
+/* Windows that overlap each get the grams of their own energy; closing with windows open
+ * discards them (and the monitor has none of its own left). */
+static void overlapping_windows_each_get_their_own_grams(void **state) {
+  (void)state;
+  server s;
+  server_start(&s);
+  server_set(&s, 250, 0.1);
+  fixture f;
+  fx_open(&f, 1);
+  zeus_grid *g = em_open(&s, 2);
+  zeus_grid_monitor *gm = gm_open(&f, g, 0.05, 0);
+  assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "outer"));
+  sleep_s(0.2);
+  assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "inner"));
+  sleep_s(0.2);
+  zeus_grid_measurement in, out;
+  assert_zeus_ok(zeus_grid_monitor_end_window(gm, "inner", &in));
+  sleep_s(0.1);
+  assert_zeus_ok(zeus_grid_monitor_end_window(gm, "outer", &out));
+  assert_true(in.valid && out.valid);
+  assert_true(fabs(in.gpu[0] - in.energy.gpu_energy_j[0] * 250 / 3.6e6) <= 0.01 * in.gpu[0]);
+  assert_true(fabs(out.gpu[0] - out.energy.gpu_energy_j[0] * 250 / 3.6e6) <= 0.01 * out.gpu[0]);
+  assert_true(out.gpu[0] > 2 * in.gpu[0] * 0.9);
+  assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "left open"));
+  assert_int_equal(zeus_monitor_num_windows(f.mon), 2); /* the window and its segment */
+  zeus_grid_monitor_close(gm);
+  assert_int_equal(zeus_monitor_num_windows(f.mon), 0);
+  zeus_grid_close(g);
+  fx_close(&f);
+  server_stop(&s);
+}
+
+/* Without a monitor of the caller's the grid monitor opens its own on the GPUs asked for (here the
+ * process's default simulated GPU, on its virtual clock: no energy passes, so 0 g, and valid). */
+static void grid_monitor_opens_its_own_monitor_on_the_gpus_asked_for(void **state) {
+  (void)state;
+  setenv("ZEUS_GPU_BACKEND", "sim", 1);
+  server s;
+  server_start(&s);
+  zeus_grid *g = em_open(&s, 2);
+  zeus_grid_monitor_opts o;
+  zeus_grid_monitor_opts_init(&o);
+  o.grid = g;
+  o.poll_interval_s = 0.05;
+  const unsigned gpus[] = {0}, none[1] = {0};
+  o.gpu_indices = gpus;
+  o.num_gpu_indices = 1;
+  o.cpu_indices = none;
+  zeus_grid_monitor *gm;
+  assert_zeus_ok(zeus_grid_monitor_open(&gm, &o));
+  assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "w"));
+  sleep_s(0.1);
+  zeus_grid_measurement r;
+  assert_zeus_ok(zeus_grid_monitor_end_window(gm, "w", &r));
+  assert_true(r.valid);
+  assert_int_equal(r.energy.num_gpus, 1);
+  assert_int_equal(r.energy.num_cpus, 0);
+  assert_true(r.gpu[0] == r.energy.gpu_energy_j[0] * 100 / 3.6e6);
+  zeus_grid_monitor_close(gm);
+  o.gpu_indices = (const unsigned[]){7};
+  assert_zeus_err(zeus_grid_monitor_open(&gm, &o), ZEUS_ENOENT, "7");
+  o.gpu_indices = gpus;
+  o.poll_interval_s = -1;
+  assert_zeus_err(zeus_grid_monitor_open(&gm, &o), ZEUS_EINVAL, "poll interval -1 s");
+  o.poll_interval_s = 0;
+  o.grid = NULL;
+  assert_zeus_err(zeus_grid_monitor_open(&gm, &o), ZEUS_EINVAL, "no provider");
+  zeus_grid_close(g);
+  server_stop(&s);
+}
+
+#if ZEUS_HAVE_EXPORTER
+/* The exporter serves the factors its providers last fetched: nothing before a fetch, the
+ * intensity and the price (in the label's currency) after, and their age. */
+static void exporter_serves_the_last_fetched_intensity_and_price(void **state) {
+  (void)state;
+  server s;
+  server_start(&s);
+  server_set(&s, 321, 0.125);
+  s.rate_peak = 0.125;
+  zeus_grid *g[2] = {em_open(&s, 2), openei_open(&s)};
+  fixture f;
+  fx_open(&f, 1);
+  zeus_exporter_opts o;
+  zeus_exporter_opts_init(&o);
+  o.devices = f.dev;
+  o.no_http = true;
+  o.no_cpus = true;
+  o.grids = g;
+  o.num_grids = 2;
+  zeus_exporter *e;
+  assert_zeus_ok(zeus_exporter_open(&e, &o));
+  char *text;
+  assert_zeus_ok(zeus_exporter_render(e, &text, NULL));
+  assert_null(strstr(text, "zeus_grid_"));
+  zeus_free(text);
+  assert_zeus_ok(zeus_grid_fetch(g[0]));
+  assert_zeus_ok(zeus_grid_fetch(g[1]));
+  assert_zeus_ok(zeus_exporter_render(e, &text, NULL));
+  char want[256];
+  snprintf(want, sizeof want, "zeus_grid_carbon_intensity_grams_per_kilowatt_hour{url=\"http://127.0.0.1:%d\"} 321\n",
+           s.port);
+  print_message("%s", strstr(text, "# HELP zeus_grid_") ? strstr(text, "# HELP zeus_grid_") : text);
+  assert_non_null(strstr(text, want));
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  if (tm.tm_mon != 0) { /* January has its own period (0.5) in the server's schedule */
+    snprintf(want, sizeof want,
+             "zeus_grid_price_per_kilowatt_hour{url=\"http://127.0.0.1:%d\",currency=\"USD\"} 0.125\n", s.port);
+    assert_non_null(strstr(text, want));
+  }
+  assert_non_null(strstr(text, "# TYPE zeus_grid_fetch_age_seconds gauge"));
+  snprintf(want, sizeof want, "zeus_grid_fetch_age_seconds{url=\"http://127.0.0.1:%d\",provider=\"OpenEI\"} ", s.port);
+  assert_non_null(strstr(text, want));
+  assert_true(strtod(strstr(text, want) + strlen(want), NULL) < 5);
+  assert_null(strstr(text, KEY));
+  zeus_free(text);
+  zeus_exporter_close(e);
+  zeus_grid *bad[1] = {NULL};
+  o.grids = bad;
+  o.num_grids = 1;
+  assert_zeus_err(zeus_exporter_open(&e, &o), ZEUS_EINVAL, "grid provider 0 is NULL");
+  zeus_grid_close(g[0]);
+  zeus_grid_close(g[1]);
+  fx_close(&f);
+  server_stop(&s);
+}
+#endif
+
+int main(int argc, char **argv) {
+  /* no CPU packages: the figures are the simulated GPUs' */
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(electricitymaps_sends_the_originals_query_and_reads_carbon_intensity),
+      cmocka_unit_test(electricitymaps_without_a_measurement_is_not_found_and_keeps_nothing),
+      cmocka_unit_test(openei_rate_follows_month_hour_and_weekday_in_utc),
+      cmocka_unit_test(openei_unknown_label_and_missing_key_are_named),
+      cmocka_unit_test(api_key_is_in_no_error_and_no_log),
+      cmocka_unit_test(window_grams_follow_an_intensity_that_changes_during_the_window),
+      cmocka_unit_test(window_cost_follows_a_price_that_changes_during_the_window),
+      cmocka_unit_test(window_without_any_factor_has_energy_and_an_error),
+      cmocka_unit_test(provider_that_goes_away_is_followed_within_max_age_only),
+      cmocka_unit_test(overlapping_windows_each_get_their_own_grams),
+      cmocka_unit_test(grid_monitor_opens_its_own_monitor_on_the_gpus_asked_for),
+#if ZEUS_HAVE_EXPORTER
+      cmocka_unit_test(exporter_serves_the_last_fetched_intensity_and_price),
+#endif
+  };
+  setenv("ZEUS_RAPL_ROOT", "/nonexistent-rapl-root", 1);
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
