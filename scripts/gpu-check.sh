@@ -49,8 +49,10 @@ back, 0 with a "no NVIDIA GPU" message when there is none (nothing can be checke
 usage error, 128+N after signal N.
 
 Environment: ZEUS_GPU_CHECK_LOAD (a shell command to use as the GPU load instead of the
-automatic choice), ZEUS_GPU_CHECK_PLO_ETA (the optimizer step's eta knob, default 0.5), ZEUS_NVML_LIBRARY (another libnvidia-ml.so.1, such as the tests' fake one),
-CUDA_VISIBLE_DEVICES, NVCC (default nvcc), PYTHON (default python3).
+automatic choice), ZEUS_GPU_CHECK_PLO_ETA (the optimizer step's eta knob, default 0.5),
+ZEUS_GPU_BACKEND (nvml, the default, or amdsmi for AMD GPUs), ZEUS_NVML_LIBRARY /
+ZEUS_AMDSMI_LIBRARY (another vendor library, such as the tests' fakes), CUDA_VISIBLE_DEVICES,
+NVCC (default nvcc), PYTHON (default python3).
 EOF
 }
 
@@ -85,7 +87,7 @@ if [ -z "${ZEUSC_LIBRARY:-}" ] && [ -f "$(dirname "$zeus")/libzeus.so" ]; then
 fi
 PYTHON=${PYTHON:-python3}
 NVCC=${NVCC:-nvcc}
-export ZEUS_GPU_BACKEND=nvml
+export ZEUS_GPU_BACKEND=${ZEUS_GPU_BACKEND:-nvml}
 # With --json the document is the only thing on stdout (fd 3); progress goes to stderr.
 exec 3>&1
 [ "$json" = 1 ] && exec 1>&2

@@ -22,15 +22,7 @@ export ZEUS_GPU_CHECK_PLO_WORK=fake:$tmp/busy:0.02 ZEUSC_LIBRARY=${ZEUS_LIBRARY:
 # The fake work's time does not depend on the limit, so time is only noise there: choose on
 # energy alone (eta 1), or a slow moment on a loaded machine could make the maximum look best.
 export ZEUS_GPU_CHECK_PLO_ETA=1
-# In the sanitizer build the interpreter needs the sanitizer runtimes preloaded to load libzeus.
-if grep -q '^ZEUS_SANITIZE:BOOL=ON' "${ZEUS_BUILD_DIR:?}/CMakeCache.txt" 2>/dev/null; then
-  cat >"$tmp/py" <<EOF
-#!/bin/sh
-LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so) ASAN_OPTIONS=detect_leaks=0 exec $PY "\$@"
-EOF
-  chmod +x "$tmp/py"
-  export PYTHON=$tmp/py
-fi
+sanitizer_python "$tmp"   # the sanitizer build's interpreter needs its runtimes preloaded
 GC=$SRC/scripts/gpu-check.sh
 jcheck() { # file python-expression over d
   "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"

@@ -21,29 +21,8 @@ export FAKE_NVML_STATE=$tmp/state FAKE_NVML_BUSY_FILE=$tmp/busy FAKE_NVML_CLOCK_
 export ZEUS_GPU_CHECK_LOAD="touch '$tmp/busy'; trap 'rm -f \"$tmp/busy\"; exit 0' TERM; while :; do sleep 0.05; done"
 # Fixed-time fake work (as tests/e2e/gpu_check.sh): the limit changes energy only, so eta 1.
 export ZEUS_GPU_CHECK_PLO_WORK=fake:$tmp/busy:0.02 ZEUS_GPU_CHECK_PLO_ETA=1 ZEUSC_LIBRARY=${ZEUS_LIBRARY:?}
-# In the sanitizer build the interpreter needs the sanitizer runtimes preloaded to load libzeus.
-if grep -q '^ZEUS_SANITIZE:BOOL=ON' "${ZEUS_BUILD_DIR:?}/CMakeCache.txt" 2>/dev/null; then
-  cat >"$tmp/py" <<EOF
-#!/bin/sh
-LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so) ASAN_OPTIONS=detect_leaks=0 exec $PY "\$@"
-EOF
-  chmod +x "$tmp/py"
-  export PYTHON=$tmp/py
-fi
-# step NAME PYTHON-EXPRESSION: true over d, the result of step NAME in the run's report.json
-# (r its result, steps every step's status by name).
-step() {
-  "$PY" - "$tmp/run/report.json" "$1" "$2" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-steps = {s["step"]: s["status"] for s in d["steps"]}
-r = [s for s in d["steps"] if s["step"] == sys.argv[2]][0].get("result")
-ok = eval(sys.argv[3])
-if not ok:
-    print("    %s: %s" % (sys.argv[2], json.dumps(r)[:1500]))
-sys.exit(0 if ok else 1)
-EOF
-}
+sanitizer_python "$tmp"
+step() { gpu_check_step "$tmp/run/report.json" "$@"; }
 
 bash "$SRC/scripts/gpu-check.sh" --zeus "$ZEUS" --out "$tmp/run" --quick >"$tmp/run.out" 2>&1
 rc=$?

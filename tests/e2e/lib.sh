@@ -53,3 +53,30 @@ need_nobody_python() {
   [ -n "$PY" ] || { echo "SKIPPED: no python3 that nobody may run"; exit 77; }
 }
 as_user() { local u=$1 g=$2; shift 2; setpriv --reuid="$u" --regid="$g" --clear-groups --inh-caps=-all -- "$@"; }
+# sanitizer_python DIR: in the sanitizer build, points PYTHON (which gpu-check's steps run) at a
+# wrapper in DIR that preloads the sanitizer runtimes, without which the interpreter cannot load
+# libzeus. Needs PY (the interpreter) and ZEUS_BUILD_DIR.
+sanitizer_python() {
+  grep -q '^ZEUS_SANITIZE:BOOL=ON' "${ZEUS_BUILD_DIR:?}/CMakeCache.txt" 2>/dev/null || return 0
+  cat >"$1/py" <<PYEOF
+#!/bin/sh
+LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so) ASAN_OPTIONS=detect_leaks=0 exec $PY "\$@"
+PYEOF
+  chmod +x "$1/py"
+  export PYTHON=$1/py
+}
+# gpu_check_step REPORT NAME EXPR: whether the Python expression EXPR holds of gpu-check's
+# report.json REPORT, with d the document, r the result of step NAME and steps each step's status
+# by name; prints r (cut) when it does not.
+gpu_check_step() {
+  "$PY" - "$1" "$2" "$3" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+steps = {s["step"]: s["status"] for s in d["steps"]}
+r = [s for s in d["steps"] if s["step"] == sys.argv[2]][0].get("result")
+ok = eval(sys.argv[3])
+if not ok:
+    print("    %s: %s" % (sys.argv[2], json.dumps(r)[:1500]))
+sys.exit(0 if ok else 1)
+PYEOF
+}

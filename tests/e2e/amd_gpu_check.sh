@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# End-to-end (issue 38's acceptance on AMD): make gpu-check's script (--quick) with
+# ZEUS_GPU_BACKEND=amdsmi on two MI300X as the fake amdsmi plays them (ZEUS_SIM_HARDWARE=mi300x, on
+# its wall clock): the zeus gpus tools, the power-limit optimizer (zeusc over libzeus's zeus_plo,
+# with the monitor) and the Perseus client against zeus pfo-server, every GPU call through the
+# amdsmi backend. Besides passing, each step must show the MI300X: its 400-750 W cap range, the
+# optimizer's caps reaching amdsmi in microwatts and bounding the power (a 500 W cap, 500 W), the
+# Perseus plan's clock locks as amdsmi GFX clock ranges. About 45 s.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+[ -n "${FAKE_AMDSMI:-}" ] && [ -f "$FAKE_AMDSMI" ] || { echo "SKIPPED: the fake amdsmi is not built"; exit 77; }
+PY=$(command -v python3) || { echo "SKIPPED: python3 is needed to read JSON"; exit 77; }
+SRC=${ZEUS_SOURCE_DIR:?}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+export ZEUS_GPU_BACKEND=amdsmi ZEUS_AMDSMI_LIBRARY=$FAKE_AMDSMI ZEUS_SIM_HARDWARE=mi300x ZEUS_SIM_GPUS=2 ZEUS_SIM_CLOCK=wall
+export ZEUS_RAPL_ROOT=/nonexistent-rapl-root
+export FAKE_AMDSMI_STATE=$tmp/state FAKE_AMDSMI_BUSY_FILE=$tmp/busy FAKE_AMDSMI_LOG=$tmp/amdsmi.log
+export ZEUS_GPU_CHECK_LOAD="touch '$tmp/busy'; trap 'rm -f \"$tmp/busy\"; exit 0' TERM; while :; do sleep 0.05; done"
+# Fixed-time fake work (as tests/e2e/gpu_check.sh): the cap changes energy only, so eta 1.
+export ZEUS_GPU_CHECK_PLO_WORK=fake:$tmp/busy:0.02 ZEUS_GPU_CHECK_PLO_ETA=1 ZEUSC_LIBRARY=${ZEUS_LIBRARY:?}
+unset ZEUS_NVML_LIBRARY
+sanitizer_python "$tmp"
+step() { gpu_check_step "$tmp/run/report.json" "$@"; }
+
+bash "$SRC/scripts/gpu-check.sh" --zeus "$ZEUS" --out "$tmp/run" --quick >"$tmp/run.out" 2>&1
+rc=$?
+if [ "$rc" = 0 ] && step gpus-before "d['ok'] and d['restored'] is True and 'failed' not in steps.values() and all(steps[n] == 'passed' for n in ('probe', 'check', 'set-power-limit', 'set-sm-clock', 'clock-latency', 'window-accuracy', 'plo', 'gpus-after'))"; then
+  pass "gpu-check --quick on the amdsmi backend: every step passed and the caps are back"
+else fail "gpu-check --quick on amdsmi: exit $rc"; cat "$tmp/run.out"; fi
+
+if step gpus-before "r['backend'] == 'amdsmi' and [g['name'] for g in r['gpus']] == ['AMD Instinct MI300X'] * 2 and all((g['power_limit_min_w'], g['power_limit_max_w'], g['power_limit_w']) == (400.0, 750.0, 750.0) for g in r['gpus'])"; then
+  pass "gpus-before: the amdsmi backend, two MI300X with their 400-750 W caps"
+else fail "gpus-before on amdsmi"; fi
+
+# The optimizer's sweep: each cap bounds the busy GPU's power (the fake work's time is fixed), and
+# the maximum cap goes back. Power per GPU of a window = its energy / time / 2 GPUs.
+if step plo "r['checks']['restored'] and r['power_limit_after_w'] == {'0': 750.0, '1': 750.0} and len(r['sweep']) >= 2 and all(400 <= s['power_limit_w'] <= 750 and abs(s['energy_j'] / s['time_s'] / 2 - s['power_limit_w']) < 0.03 * s['power_limit_w'] for s in r['sweep'])"; then
+  pass "gpu-check's plo step: every cap swept bounded the MI300X's power, and 750 W went back"
+else fail "gpu-check's plo step on amdsmi"; fi
+# ... and reached amdsmi in microwatts (amdsmi_set_power_cap GPU sensor µW), on both GPUs.
+for g in 0 1; do
+  if grep -Eq "^amdsmi_set_power_cap $g 0 500000000 -> 0$" "$tmp/amdsmi.log" &&
+     grep -Eq "^amdsmi_set_power_cap $g 0 750000000 -> 0$" "$tmp/amdsmi.log"; then
+    pass "GPU $g: the 500 W cap and the 750 W give-back were amdsmi calls in µW"
+  else fail "GPU $g: no amdsmi_set_power_cap of 500000000 and 750000000 µW"; grep "set_power_cap $g" "$tmp/amdsmi.log" | head; fi
+done
+
+if step window-accuracy "745 < r['reference']['mean_power_w'] < 755"; then
+  pass "gpu-check's window-accuracy step measured the busy MI300X's 750 W"
+else fail "gpu-check's window-accuracy step on amdsmi"; fi
+
+# The Perseus client: its plan's clock locks are amdsmi GFX clock ranges (clk type SYS = 0).
+if step pfo "steps['pfo'] == 'skipped'" 2>/dev/null; then
+  if zeus_has pfo-server; then fail "gpu-check's pfo step was skipped on amdsmi: $(cat "$tmp/run/pfo.log")"
+  else skip_part "zeus pfo-server (the Perseus step)"; fi
+elif step pfo "r['checks']['plan_applied'] and r['checks']['energy_agrees_with_counter'] and 500 in r['plan']['clocks_set_mhz'] and r['energy_saved_pct'] > 20" &&
+     grep -Eq "^amdsmi_set_gpu_clk_range 0 500 500 0 -> 0$" "$tmp/amdsmi.log"; then
+  pass "gpu-check's pfo step: the plan's 500 MHz lock was an amdsmi GFX clock range, and it saved energy"
+else fail "gpu-check's pfo step on amdsmi"; grep clk_range "$tmp/amdsmi.log" | sort | uniq -c | head; fi
+
+finish
