@@ -64,7 +64,8 @@ static const cli_command monitor_cmd = {
         "                   [--time relative|epoch] [--domains LIST] [--temperature] [-o FILE]\n"
         "                   [[--] CMD [ARGS...]]\n"
         "zeus monitor power --from unix:PATH,tcp:HOST:PORT,... [--gpus LIST] [--duration-s S]\n"
-        "                   [--json] [-o FILE] [[--] CMD [ARGS...]]",
+        "                   [--json] [--stall-timeout-s S] [--reconnect-max-s S] [-o FILE]\n"
+        "                   [[--] CMD [ARGS...]]",
     .about =
         "'energy' runs CMD and reports its time and the energy of every GPU, CPU package and\n"
         "DRAM zone meanwhile. 'power' prints a CSV of power (and temperature) samples, for a\n"
@@ -445,6 +446,7 @@ static bool with_temperature;
 static const char *power_out_path;
 static const char *power_from;
 static bool power_json;
+static double stall_timeout_s = 10, reconnect_max_s = 30;
 
 static const cli_opt power_opts[] = {
     {"gpus", 0, CLI_OPT_CUSTOM, &gpu_list, "LIST", "comma-separated visible GPU indices", "all",
@@ -481,6 +483,12 @@ static const cli_opt power_opts[] = {
      "sent as bearer token to each. --interval-ms, --domains, --time and --temperature do not\n"
      "apply. Exit code 1 when a node sent no event at all",
      .heading = "Power of other nodes (docs/power-stream.md):"},
+    {"stall-timeout-s", 0, CLI_OPT_DOUBLE, &stall_timeout_s, "S",
+     "with --from: a node that sends nothing (no event, no keepalive) for S seconds is\n"
+     "reconnected", "10", 0.01, 3600},
+    {"reconnect-max-s", 0, CLI_OPT_DOUBLE, &reconnect_max_s, "S",
+     "with --from: the longest wait between tries to reach a node (the wait starts at 1 s,\n"
+     "or S when smaller, and doubles at each failure in a row)", "30", 0.01, 3600},
     {"json", 0, CLI_OPT_FLAG, &power_json, NULL,
      "with --from: one JSON object per line instead of CSV: {\"unix_time_s\", \"node\",\n"
      "\"kind\": \"gpu\"|\"cpu\", \"device\", \"power_w\", \"dram_w\" (null for GPUs and packages\n"
@@ -495,7 +503,8 @@ static const cli_command power_cmd = {
         "                   [--time relative|epoch] [--domains LIST] [--temperature] [-o FILE]\n"
         "                   [[--] CMD [ARGS...]]\n"
         "zeus monitor power --from unix:PATH,tcp:HOST:PORT,... [--gpus LIST] [--duration-s S]\n"
-        "                   [--json] [-o FILE] [[--] CMD [ARGS...]]",
+        "                   [--json] [--stall-timeout-s S] [--reconnect-max-s S] [-o FILE]\n"
+        "                   [[--] CMD [ARGS...]]",
     .about =
         "Samples the GPUs' power every interval and prints one CSV row per sample: the time,\n"
         "then one column per GPU and power domain (gpu<i>_power_w, ...; module<i>_power_w where\n"
@@ -750,7 +759,7 @@ static void print_event(FILE *out, zeus_power_stream *ps, const zeus_power_strea
     json_t *o = json_pack("{s:f,s:s,s:s,s:i,s:f}", "unix_time_s", round(e->timestamp_s * 1000) / 1000, "node",
                           node, "kind", kind, "device", (int)e->device, "power_w", e->power_w);
     if (o) json_object_set_new(o, "dram_w", isnan(e->dram_w) ? json_null() : json_real(e->dram_w));
-    char *t = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
+    char *t = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(16)) : NULL;
     if (t) fprintf(out, "%s\n", t);
     free(t);
     json_decref(o);
@@ -820,6 +829,9 @@ static int run_power_from(int argc, char **argv) {
   o.servers = sv;
   o.num_servers = n;
   o.queue_max = 65536;
+  o.stall_timeout_s = stall_timeout_s;
+  o.max_reconnect_delay_s = reconnect_max_s;
+  if (o.reconnect_delay_s > reconnect_max_s) o.reconnect_delay_s = reconnect_max_s;
   if (zeus_power_stream_open(&ps, &o) != ZEUS_OK) {
     cli_error(cmd, true, "--from");
     status = CLI_EXIT_USAGE;

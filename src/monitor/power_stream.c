@@ -61,7 +61,7 @@ typedef struct stream {
   char *ev;               /* the event being read: its lines, max_line_bytes + 1 */
   size_t elen, line_start;
   double t_sent, deadline, last_rx, retry_at, delay;
-  bool was_connected;
+  bool was_connected;     /* a valid event came since the last failure: its loss is a warning */
 } stream;
 
 typedef struct slot {
@@ -360,6 +360,7 @@ static void deliver(zeus_power_stream *ps, stream *s, zeus_power_stream_event *e
   pthread_cond_broadcast(&ps->cv);
   pthread_mutex_unlock(&ps->mu);
   s->delay = ps->o.reconnect_delay_s;
+  s->was_connected = true;
 }
 
 /* SSE bytes of the stream: lines into the event buffer, an event at each blank line. Returns false
@@ -554,7 +555,6 @@ static bool on_head(zeus_power_stream *ps, stream *s, size_t hend) {
   s->state = ST_STREAM;
   s->elen = s->line_start = 0;
   s->last_rx = mono_now();
-  s->was_connected = true;
   pthread_mutex_lock(&ps->mu);
   s->srv->status.connects++;
   s->srv->live[s->kind] = true;
