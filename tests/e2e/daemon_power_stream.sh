@@ -21,7 +21,15 @@ start_node() { # name [serve options]: a daemon of its own (log $tmp/<name>.log)
   done
   die "daemon $name not ready within 5 s: $(cat "$tmp/$name.log")"
 }
-start_node a --socket-path "$tmp/a.sock"
+# Node a also has two CPU packages (a fake powercap tree: package 0 with a DRAM zone, 1 without).
+for z in "intel-rapl:0 package-0" "intel-rapl:0:0 dram" "intel-rapl:1 package-1"; do
+  set -- $z
+  mkdir -p "$tmp/powercap/$1"
+  echo 1000 >"$tmp/powercap/$1/energy_uj"
+  echo "$2" >"$tmp/powercap/$1/name"
+  echo 262143328850 >"$tmp/powercap/$1/max_energy_range_uj"
+done
+ZEUS_RAPL_ROOT=$tmp/powercap start_node a --socket-path "$tmp/a.sock"
 start_node b --socket-path "$tmp/b.sock"
 start_node c --socket-path "$tmp/c.sock"
 start_node d --mode tcp --tcp-bind-address 127.0.0.1:0
@@ -111,10 +119,15 @@ for k in "acd":
     ev = by.get(names[k], [])
     gpus = sorted({r["device"] for r in ev if r["kind"] == "gpu"})
     check(gpus == [0, 1], f"node {k}: GPUs {gpus} stream")
-    check(all(20 <= r["power_w"] <= 1000 for r in ev) and len({r["power_w"] for r in ev}) > 10, f"node {k}: powers move (the h100 profile's noise)")
+    gev = [r for r in ev if r["kind"] == "gpu"]
+    check(all(20 <= r["power_w"] <= 1000 for r in gev) and len({r["power_w"] for r in gev}) > 10, f"node {k}: powers move (the h100 profile's noise)")
     gaps = [b["unix_time_s"] - a["unix_time_s"] for a, b in zip(ev, ev[1:])]
     check(len(ev) > 40 and max(gaps) < 0.8,
           f"node {k}: {len(ev)} events, longest gap {max(gaps):.2f} s (never stops while b and the bad nodes fail)")
+cpu = [r for r in by.get(names["a"], []) if r["kind"] == "cpu"]
+check({(r["device"], r["dram_w"] is None) for r in cpu} == {(0, False), (1, True)} and all(r["power_w"] == 0 for r in cpu),
+      f"node a: CPU packages 0 (with DRAM) and 1 (without) at 0 W: {cpu[:2]}")
+check(not any(r["kind"] == "cpu" for k in "bcd" for r in by.get(names[k], [])), "nodes without RAPL: no CPU event")
 # The daemon killed and restarted: events before the kill, none while it was down, and again after.
 ev = by.get(names["b"], [])
 before = [r for r in ev if r["unix_time_s"] < t_kill]
