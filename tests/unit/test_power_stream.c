@@ -78,7 +78,7 @@ static void parse_rejects_what_the_stream_never_sends(void **state) {
 
 /* ---- scripted servers ---- */
 
-enum { GOOD_CHUNKED, LONG_LINE, GARBAGE, STALL, REFUSE_404 };
+enum { GOOD_CHUNKED, LONG_LINE, GARBAGE, STALL, REFUSE_404, RANDOM };
 
 typedef struct fake {
   char path[300];
@@ -148,6 +148,25 @@ static void serve_one(fake *f, int fd) {
   atomic_fetch_add(&f->streams, 1);
   if (f->mode == REFUSE_404) {
     send_str(fd, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+    hold(f, fd);
+    return;
+  }
+  if (f->mode == RANDOM) {
+    /* Random bytes after a random choice of framing: none (not even a status line), chunked, or
+     * plain; each connection its own bytes (a fixed sequence: the test is repeatable). */
+    static unsigned seed = 12345;
+    unsigned n = (unsigned)atomic_load(&f->streams);
+    const char *heads[] = {"", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "HTTP/1.1 200 OK\r\n\r\n"};
+    send_str(fd, heads[n % 3]);
+    char junk[3000];
+    for (size_t i = 0; i < sizeof junk; i++) {
+      seed = seed * 1103515245u + 12345u;
+      unsigned r = seed >> 16;
+      /* mostly the bytes the parsers look for, so that every state is reached */
+      const char alphabet[] = "data: {\"}:,\r\n\n0123456789abcdef;gpu_idpower_mwtimestamp";
+      junk[i] = r % 4 ? alphabet[r % (sizeof alphabet - 1)] : (char)(r & 0xff);
+    }
+    (void)!send(fd, junk, sizeof junk, MSG_NOSIGNAL);
     hold(f, fd);
     return;
   }
@@ -234,6 +253,7 @@ static zeus_power_stream *open_one(fake *f, double delay, double max_delay, doub
   o.reconnect_delay_s = delay;
   o.max_reconnect_delay_s = max_delay;
   o.stall_timeout_s = stall;
+  o.connect_timeout_s = stall; /* the answer's headers too */
   o.max_line_bytes = max_line;
   o.queue_max = 16;
   zeus_power_stream *ps = NULL;
@@ -392,6 +412,24 @@ static void garbage_and_a_dead_server_never_hold_up_a_good_one(void **state) {
   zeus_free(r);
 }
 
+static void random_bytes_in_any_framing_never_crash_and_are_retried(void **state) {
+  (void)state;
+  fake f;
+  fake_start(&f, "random", RANDOM);
+  zeus_power_stream *ps = open_one(&f, 0.01, 0.01, 0.2, 512);
+  sleep_s(2.0);
+  zeus_power_stream_status st;
+  assert_zeus_ok(zeus_power_stream_server_status(ps, 0, &st));
+  double t0 = zeus_wall_s();
+  zeus_power_stream_close(ps);
+  assert_true(zeus_wall_s() - t0 < 0.5);
+  fake_stop(&f);
+  /* each connection ends (garbage, a bad chunk, no HTTP, or a stall) and is made again */
+  if (atomic_load(&f.streams) < 8) fail_msg("only %d connections in 2 s", atomic_load(&f.streams));
+  assert_true(st.failures >= 8);
+  assert_int_equal((int)st.events, 0);
+}
+
 static void open_refuses_bad_servers_and_options(void **state) {
   (void)state;
   zeus_power_stream *ps = (zeus_power_stream *)1;
@@ -434,6 +472,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(stall_is_noticed_and_the_stream_made_again),
       cmocka_unit_test(refusal_404_is_final),
       cmocka_unit_test(garbage_and_a_dead_server_never_hold_up_a_good_one),
+      cmocka_unit_test(random_bytes_in_any_framing_never_crash_and_are_retried),
       cmocka_unit_test(open_refuses_bad_servers_and_options),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
