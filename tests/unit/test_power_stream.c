@@ -83,6 +83,7 @@ enum { GOOD_CHUNKED, LONG_LINE, GARBAGE, STALL, REFUSE_404, RANDOM };
 typedef struct fake {
   char path[300];
   int mode;
+  bool time_close; /* GET /time answered with Connection: close, then closed */
   int lfd;
   pthread_t th;
   atomic_bool stop;
@@ -138,10 +139,11 @@ static void serve_one(fake *f, int fd) {
     /* The daemon's clock 5 s behind ours. */
     char body[64], head[128];
     snprintf(body, sizeof body, "{\"timestamp_ms\":%.0f}", (zeus_wall_s() - 5.0) * 1000);
-    snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
-             strlen(body));
+    snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n",
+             strlen(body), f->time_close ? "Connection: close\r\n" : "");
     send_str(fd, head);
     send_str(fd, body);
+    if (f->time_close) return;
     if (!read_request(f, fd, req, sizeof req)) return;
   }
   if (!strstr(req, "/stream_power")) return;
@@ -310,6 +312,24 @@ static void chunked_events_cut_anywhere_reach_snapshot_and_queue_with_clock_offs
   fake_stop(&f);
 }
 
+static void time_answer_that_closes_gets_the_stream_on_a_new_connection(void **state) {
+  (void)state;
+  fake f;
+  fake_start(&f, "close", GOOD_CHUNKED);
+  f.time_close = true;
+  zeus_power_stream *ps = open_one(&f, 1, 2, 5, 4096);
+  zeus_power_stream_event e;
+  assert_zeus_ok(zeus_power_stream_next(ps, 3, &e));
+  zeus_power_stream_status st;
+  assert_zeus_ok(zeus_power_stream_server_status(ps, 0, &st));
+  zeus_power_stream_close(ps);
+  fake_stop(&f);
+  assert_int_equal(atomic_load(&f.accepted), 2);
+  assert_int_equal((int)st.failures, 0);
+  assert_near(st.clock_offset_s, 5.0, 0.2);
+  assert_near(e.timestamp_s, 1700000000.0 + 5.0, 0.2);
+}
+
 static void line_over_the_bound_is_refused_and_reconnects_with_capped_backoff(void **state) {
   (void)state;
   fake f;
@@ -468,6 +488,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(parse_comment_or_no_data_is_no_event),
       cmocka_unit_test(parse_rejects_what_the_stream_never_sends),
       cmocka_unit_test(chunked_events_cut_anywhere_reach_snapshot_and_queue_with_clock_offset),
+      cmocka_unit_test(time_answer_that_closes_gets_the_stream_on_a_new_connection),
       cmocka_unit_test(line_over_the_bound_is_refused_and_reconnects_with_capped_backoff),
       cmocka_unit_test(stall_is_noticed_and_the_stream_made_again),
       cmocka_unit_test(refusal_404_is_final),
