@@ -32,13 +32,14 @@
  *
  * Reconnection: a connection that fails, closes, answers other than 200, sends a line longer
  * than max_line_bytes, an event that is not the stream's JSON, or nothing at all (no event and no
- * keepalive comment) for stall_timeout_s is closed and made again after a delay that starts at
+ * keepalive comment) for stall_timeout_s, or no answer within connect_timeout_s, is closed and made again after a delay that starts at
  * reconnect_delay_s and doubles at each failure in a row up to max_reconnect_delay_s; a valid
  * event resets it. 401 and 403 (a token refused) and 404 (the stream or its API group is not
  * served) are final for that stream: it is not retried, and its status says why. The latest
  * readings of a server that went away stay in the snapshot with their old timestamps.
  *
- * Memory is bounded: per connection one line buffer (max_line_bytes) and at most max_devices
+ * Memory is bounded: per connection the answer's headers (16 KiB) and one event (max_line_bytes), and
+ * at most max_devices
  * latest readings per server and kind; the event queue holds at most queue_max events (the oldest
  * are dropped when it is full, and counted).
  *
@@ -77,7 +78,7 @@ typedef struct zeus_power_stream_opts {
   double max_reconnect_delay_s; /* cap of the doubling delay; >= reconnect_delay_s, default 30 */
   double stall_timeout_s;       /* no byte for this long: reconnect; (0, 3600], default 10 */
   double connect_timeout_s;     /* connecting and the answer's headers; (0, 3600], default 5 */
-  size_t max_line_bytes;        /* the longest SSE line kept; [64, 1 MiB], default 4096 */
+  size_t max_line_bytes;        /* the longest event (its lines together); [64, 1 MiB], default 4096 */
   size_t max_devices;           /* latest readings kept per server and kind; [1, 4096], default 256 */
   size_t queue_max;             /* events kept for zeus_power_stream_next(); 0: no queue */
 } zeus_power_stream_opts;
