@@ -30,18 +30,18 @@
  * is measured with `GET /time` at each connection (the midpoint of the round trip minus the
  * daemon's time, as the original estimates it); a daemon without /time gets offset 0.
  *
- * Reconnection: a connection that fails, closes, answers other than 200, sends a line longer
- * than max_line_bytes, an event that is not the stream's JSON, or nothing at all (no event and no
- * keepalive comment) for stall_timeout_s, or no answer within connect_timeout_s, is closed and made again after a delay that starts at
- * reconnect_delay_s and doubles at each failure in a row up to max_reconnect_delay_s; a valid
- * event resets it. 401 and 403 (a token refused) and 404 (the stream or its API group is not
- * served) are final for that stream: it is not retried, and its status says why. The latest
- * readings of a server that went away stay in the snapshot with their old timestamps.
+ * Reconnection: a connection that fails, closes, answers other than 200, sends an event longer
+ * than max_line_bytes or one that is not the stream's JSON, sends nothing at all (no event and no
+ * keepalive comment) for stall_timeout_s, or does not answer within connect_timeout_s, is closed
+ * and made again after a delay that starts at reconnect_delay_s and doubles at each failure in a
+ * row up to max_reconnect_delay_s; a valid event resets it. 401 and 403 (a token refused) and 404
+ * (the stream or its API group is not served) are final for that stream: it is not retried, and
+ * its status says why. The latest readings of a server that went away stay in the snapshot with
+ * their old timestamps.
  *
- * Memory is bounded: per connection the answer's headers (16 KiB) and one event (max_line_bytes), and
- * at most max_devices
- * latest readings per server and kind; the event queue holds at most queue_max events (the oldest
- * are dropped when it is full, and counted).
+ * Memory is bounded: per connection the answer's headers (16 KiB) and one event
+ * (max_line_bytes); per server and kind at most max_devices latest readings; the event queue
+ * holds at most queue_max events (the oldest are dropped when it is full, and counted).
  *
  * Thread safety: every function may be called from any thread while the client runs, except
  * zeus_power_stream_close(), which must not race with other calls on the same client.
