@@ -65,6 +65,9 @@ static const cli_command monitor_cmd = {
         "zeus monitor energy [--gpus LIST] [--json] [-o FILE] [--] CMD [ARGS...]\n"
         "zeus monitor power [--gpus LIST] [--interval-ms N] [--duration-s S]\n"
         "                   [--time relative|epoch] [--domains LIST] [--temperature] [-o FILE]\n"
+        "                   [[--] CMD [ARGS...]]\n"
+        "zeus monitor power --from unix:PATH,tcp:HOST:PORT,... [--gpus LIST] [--duration-s S]\n"
+        "                   [--json] [--stall-timeout-s S] [--reconnect-max-s S] [-o FILE]\n"
         "                   [[--] CMD [ARGS...]]",
     .about =
         "'energy' runs CMD and reports its time and the energy of every GPU, CPU package and\n"
@@ -474,6 +477,9 @@ static const char *const time_names[] = {"relative", "epoch", NULL};
 static int time_mode; /* 0 relative, 1 epoch */
 static bool with_temperature;
 static const char *power_out_path;
+static const char *power_from;
+static bool power_json;
+static double stall_timeout_s = 10, reconnect_max_s = 30;
 
 static const cli_opt power_opts[] = {
     {"gpus", 0, CLI_OPT_CUSTOM, &gpu_list, "LIST", "comma-separated visible GPU indices", "all",
@@ -500,6 +506,26 @@ static const cli_opt power_opts[] = {
     {"output", 'o', CLI_OPT_STRING, &power_out_path, "FILE",
      "write the CSV to FILE (replaced whole when sampling ends) instead of standard output;\n"
      "CMD then keeps standard output"},
+    {"from", 0, CLI_OPT_STRING, &power_from, "LIST",
+     "follow the power streams of zeus daemons or zeusd instead of this machine's GPUs:\n"
+     "comma-separated unix:PATH (a Unix socket) or tcp:HOST:PORT, each node's GPUs (--gpus\n"
+     "picks them on every node) and CPU packages. One row per event, as they arrive:\n"
+     "unix_time_s (the node's time aligned to this clock),node (the socket path or\n"
+     "HOST:PORT),device (gpu<i> or cpu<i>),power_w,dram_w. A node that goes away is\n"
+     "reconnected with backoff (1 s doubling to 30 s) while the others go on; ZEUSD_TOKEN is\n"
+     "sent as bearer token to each. --interval-ms, --domains, --time and --temperature do not\n"
+     "apply. Exit code 1 when a node sent no event at all",
+     .heading = "Power of other nodes (docs/power-stream.md):"},
+    {"stall-timeout-s", 0, CLI_OPT_DOUBLE, &stall_timeout_s, "S",
+     "with --from: a node that sends nothing (no event, no keepalive) for S seconds is\n"
+     "reconnected", "10", 0.01, 3600},
+    {"reconnect-max-s", 0, CLI_OPT_DOUBLE, &reconnect_max_s, "S",
+     "with --from: the longest wait between tries to reach a node (the wait starts at 1 s,\n"
+     "or S when smaller, and doubles at each failure in a row)", "30", 0.01, 3600},
+    {"json", 0, CLI_OPT_FLAG, &power_json, NULL,
+     "with --from: one JSON object per line instead of CSV: {\"unix_time_s\", \"node\",\n"
+     "\"kind\": \"gpu\"|\"cpu\", \"device\", \"power_w\", \"dram_w\" (null for GPUs and packages\n"
+     "without DRAM)}"},
     {0},
 };
 
@@ -508,6 +534,9 @@ static const cli_command power_cmd = {
     .usage =
         "zeus monitor power [--gpus LIST] [--interval-ms N] [--duration-s S]\n"
         "                   [--time relative|epoch] [--domains LIST] [--temperature] [-o FILE]\n"
+        "                   [[--] CMD [ARGS...]]\n"
+        "zeus monitor power --from unix:PATH,tcp:HOST:PORT,... [--gpus LIST] [--duration-s S]\n"
+        "                   [--json] [--stall-timeout-s S] [--reconnect-max-s S] [-o FILE]\n"
         "                   [[--] CMD [ARGS...]]",
     .about =
         "Samples the GPUs' power every interval and prints one CSV row per sample: the time,\n"
@@ -531,7 +560,9 @@ static const cli_command power_cmd = {
         "  zeus monitor power --time epoch --domains instant,average --temperature -- python "
         "train.py\n"
         "  zeus monitor power -o power.csv --interval-ms 20 -- ./my_benchmark\n"
-        "  ZEUS_GPU_BACKEND=sim zeus monitor power --interval-ms 50 --duration-s 2\n\n" ENVIRONMENT,
+        "  ZEUS_GPU_BACKEND=sim zeus monitor power --interval-ms 50 --duration-s 2\n"
+        "  zeus monitor power --from unix:/run/zeusd/zeusd.sock,tcp:node2:4938 --duration-s 60\n"
+        "  ZEUSD_TOKEN=$(cat token) zeus monitor power --from tcp:node1:4938 --json -- ./train\n\n" ENVIRONMENT,
     .args = CLI_ARGS_COMMAND,
 };
 
@@ -751,6 +782,172 @@ static int run_power(int argc, char **argv) {
   return ok ? status : CLI_EXIT_FAIL;
 }
 
+/* ---- zeus monitor power --from: the power streams of other nodes --------------------------- */
+
+/* One row (CSV) or object (JSON Lines) per event, in the order of arrival. */
+static void print_event(FILE *out, zeus_power_stream *ps, const zeus_power_stream_event *e) {
+  const char *node = zeus_power_stream_endpoint(ps, e->server);
+  const char *kind = e->kind == ZEUS_POWER_STREAM_CPU ? "cpu" : "gpu";
+  if (power_json) {
+    json_t *o = json_pack("{s:f,s:s,s:s,s:i,s:f}", "unix_time_s", round(e->timestamp_s * 1000) / 1000, "node",
+                          node, "kind", kind, "device", (int)e->device, "power_w", e->power_w);
+    if (o) json_object_set_new(o, "dram_w", isnan(e->dram_w) ? json_null() : json_real(e->dram_w));
+    char *t = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(16)) : NULL;
+    if (t) fprintf(out, "%s\n", t);
+    free(t);
+    json_decref(o);
+  } else {
+    /* A node name with a comma or quote is quoted, as CSV wants. */
+    bool quote = strpbrk(node, ",\"\n") != NULL;
+    fprintf(out, "%.3f,", e->timestamp_s);
+    if (quote) {
+      fputc('"', out);
+      for (const char *c = node; *c; c++) {
+        if (*c == '"') fputc('"', out);
+        fputc(*c, out);
+      }
+      fputc('"', out);
+    } else {
+      fputs(node, out);
+    }
+    fprintf(out, ",%s%u,%.3f,", kind, e->device, e->power_w);
+    if (!isnan(e->dram_w)) fprintf(out, "%.3f", e->dram_w);
+    fputc('\n', out);
+  }
+}
+
+static int run_power_from(int argc, char **argv) {
+  const char *cmd = "monitor power";
+  char *list = strdup(power_from);
+  size_t cap = 8, n = 0;
+  zeus_power_stream_server *sv = calloc(cap, sizeof *sv);
+  char gpu_ids[ZEUS_MAX_GPUS * 4 + 1] = "";
+  if (gpu_list.given) {
+    size_t o = 0;
+    for (size_t k = 0; k < gpu_list.n; k++)
+      o += (size_t)snprintf(gpu_ids + o, sizeof gpu_ids - o, "%s%u", k ? "," : "", gpu_list.idx[k]);
+  }
+  const char *token = getenv("ZEUSD_TOKEN");
+  if (token && !*token) token = NULL;
+  int status = CLI_EXIT_OK;
+  zeus_power_stream *ps = NULL;
+  if (!list || !sv) {
+    cli_error(cmd, false, "out of memory");
+    status = CLI_EXIT_FAIL;
+    goto done;
+  }
+  char *save = NULL;
+  for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+    if (strncmp(w, "unix:", 5) != 0 && strncmp(w, "tcp:", 4) != 0) {
+      cli_error(cmd, false, "--from: '%s' is not unix:PATH or tcp:HOST:PORT", w);
+      status = CLI_EXIT_USAGE;
+      goto done;
+    }
+    if (n == cap) {
+      zeus_power_stream_server *nv = realloc(sv, 2 * cap * sizeof *sv);
+      if (!nv) { status = CLI_EXIT_FAIL; goto done; }
+      sv = nv;
+      cap *= 2;
+    }
+    sv[n++] = (zeus_power_stream_server){
+        .address = w, .token = token, .gpu_ids = gpu_list.given ? gpu_ids : NULL};
+  }
+  if (n == 0) {
+    cli_error(cmd, false, "--from: no node given (unix:PATH or tcp:HOST:PORT, comma-separated)");
+    status = CLI_EXIT_USAGE;
+    goto done;
+  }
+  zeus_power_stream_opts o;
+  zeus_power_stream_opts_init(&o);
+  o.servers = sv;
+  o.num_servers = n;
+  o.queue_max = 65536;
+  o.stall_timeout_s = stall_timeout_s;
+  o.max_reconnect_delay_s = reconnect_max_s;
+  if (o.reconnect_delay_s > reconnect_max_s) o.reconnect_delay_s = reconnect_max_s;
+  if (zeus_power_stream_open(&ps, &o) != ZEUS_OK) {
+    cli_error(cmd, true, "--from");
+    status = CLI_EXIT_USAGE;
+    goto done;
+  }
+  cli_report rf = {0};
+  if (power_out_path && !cli_report_open(cmd, &rf, power_out_path)) {
+    status = CLI_EXIT_FAIL;
+    goto done;
+  }
+  FILE *out = rf.f ? rf.f : stdout;
+  if (!power_json) fprintf(out, "unix_time_s,node,device,power_w,dram_w\n");
+  fflush(out);
+
+  struct sigaction sa = {.sa_handler = argc > 0 ? SIG_IGN : on_signal}, st = {.sa_handler = on_term};
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &st, NULL);
+  sigset_t empty;
+  sigemptyset(&empty);
+  pid_t child = -1;
+  int exit_code = 0;
+  if (argc > 0) {
+    child = start_child(argv, !power_out_path, &empty);
+    if (child < 0) {
+      cli_error(cmd, false, "cannot start '%s': %s", argv[0], strerror(errno));
+      exit_code = 127;
+    }
+  }
+  double t0 = zeus_wall_s();
+  uint64_t dropped = 0;
+  for (;;) {
+    if (child > 0) {
+      int ws;
+      if (waitpid(child, &ws, WNOHANG) == child) {
+        exit_code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+        child = -1;
+      } else if (term_flag) {
+        kill(child, SIGTERM);
+        term_flag = 0;
+      }
+    }
+    if (argc > 0 && child <= 0) break;
+    if (argc == 0 && (stop_flag || term_flag)) break;
+    if (duration_s >= 0 && zeus_wall_s() - t0 >= duration_s && argc == 0) break;
+    zeus_power_stream_event e;
+    bool any = false;
+    while (zeus_power_stream_next(ps, any ? 0 : 0.1, &e) == ZEUS_OK) {
+      any = true;
+      print_event(out, ps, &e);
+    }
+    if (any) fflush(out);
+  }
+  dropped = zeus_power_stream_dropped(ps);
+  if (dropped) cli_error(cmd, false, "%llu events were dropped (the output could not keep up)",
+                         (unsigned long long)dropped);
+  for (size_t i = 0; i < n; i++) {
+    zeus_power_stream_status s;
+    if (zeus_power_stream_server_status(ps, i, &s) != ZEUS_OK) continue;
+    if (s.events == 0) {
+      cli_error(cmd, false, "node %s sent no power event%s%s", zeus_power_stream_endpoint(ps, i),
+                s.last_error[0] ? ": " : "", s.last_error);
+      status = CLI_EXIT_FAIL;
+    } else if (s.failures) {
+      fprintf(stderr, "zeus %s: node %s: %llu events, %llu connections, %llu lost (last: %s)\n", cmd,
+              zeus_power_stream_endpoint(ps, i), (unsigned long long)s.events, (unsigned long long)s.connects,
+              (unsigned long long)s.failures, s.last_error);
+    }
+  }
+  bool ok = !ferror(out);
+  if (rf.f) {
+    if (ok) ok = cli_report_commit(cmd, &rf, power_out_path);
+    else cli_report_discard(&rf);
+  }
+  if (!ok && !rf.f) cli_error(cmd, false, "cannot write the output");
+  if (argc > 0) status = exit_code ? exit_code : ok ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+  else if (!ok) status = CLI_EXIT_FAIL;
+done:
+  zeus_power_stream_close(ps);
+  free(sv);
+  free(list);
+  return status;
+}
+
 int cmd_monitor(int argc, char **argv) {
   static const char *const modes[] = {"energy", "power", NULL};
   if (argc < 2 || argv[1][0] == '-') {
@@ -766,5 +963,9 @@ int cmd_monitor(int argc, char **argv) {
   int nrest = 0;
   int rc = cli_parse(mode == 0 ? &energy_cmd : &power_cmd, argc - 1, argv + 1, &rest, &nrest);
   if (rc != CLI_CONTINUE) return rc;
-  return mode == 0 ? run_energy(nrest, rest) : run_power(nrest, rest);
+  if (mode == 1 && power_json && !power_from) {
+    cli_error("monitor power", false, "--json goes with --from (the local CSV has no JSON form)");
+    return CLI_EXIT_USAGE;
+  }
+  return mode == 0 ? run_energy(nrest, rest) : mode == 1 && power_from ? run_power_from(nrest, rest) : run_power(nrest, rest);
 }

@@ -176,7 +176,8 @@ layer's client of a daemon is always built)"
   PKGS libmicrohttpd libcrypto
   COMMANDS daemon
   USED_BY tests/unit/test_daemon_*.c tests/e2e/daemon_*.sh tests/e2e/install_daemon_unit.sh
-          bench/bench_daemon.c python/tests/test_daemon.py)
+          bench/bench_daemon.c bench/bench_power_stream.c python/tests/test_daemon.py
+          python/tests/test_power_streaming.py)
 
 zeus_component(EXPORTER
   DOC "the Prometheus exporter: zeus exporter, zeus/exporter.h"

@@ -49,6 +49,7 @@
 #include "zeus/sim.h"
 #include "zeus/monitor.h"
 #include "zeus/power_monitor.h"
+#include "zeus/power_stream.h"
 #include "zeus/metric.h"
 #include "zeus/grid.h"
 #include "zeus/frontier.h"

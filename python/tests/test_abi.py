@@ -31,6 +31,10 @@ STRUCTS = {
     "zeus_job_opts": _lib.JobOpts,
     "zeus_job_info": _lib.JobInfo,
     "zeus_soc_rail_desc": _lib.SocRailDescC,
+    "zeus_power_stream_server": _lib.PowerStreamServerC,
+    "zeus_power_stream_opts": _lib.PowerStreamOptsC,
+    "zeus_power_stream_event": _lib.PowerStreamEventC,
+    "zeus_power_stream_status": _lib.PowerStreamStatusC,
 }
 if os.path.exists(os.path.join(tu.REPO, "include", "zeus", "pfo_client.h")):
     STRUCTS["zeus_pfo_optimizer_opts"] = _lib.PfoOptimizerOpts
@@ -44,7 +48,8 @@ CONSTANTS = ["ZEUS_MAX_GPUS", "ZEUS_MAX_CPUS", "ZEUS_NAME_LEN", "ZEUS_SOC_RAIL_C
              "ZEUS_SELECTOR_ZEUS_COST", "ZEUS_SELECTOR_MAX_SLOWDOWN", "ZEUS_SELECTOR_CUSTOM", "ZEUS_PLO_READY",
              "ZEUS_PLO_WARMUP", "ZEUS_PLO_PROFILING", "ZEUS_PLO_DONE", "ZEUS_POWER_INSTANT", "ZEUS_POWER_AVERAGE",
              "ZEUS_POWER_MEMORY_AVERAGE", "ZEUS_POWER_MONITOR_NO_POWER", "ZEUS_METRIC_ENERGY_HISTOGRAM",
-             "ZEUS_METRIC_ENERGY_COUNTER", "ZEUS_METRIC_POWER_GAUGE"]
+             "ZEUS_METRIC_ENERGY_COUNTER", "ZEUS_METRIC_POWER_GAUGE", "ZEUS_POWER_STREAM_GPU",
+             "ZEUS_POWER_STREAM_CPU"]
 
 
 @pytest.fixture(scope="module")

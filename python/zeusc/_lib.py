@@ -177,6 +177,35 @@ class PowerMonitorStatsC(Structure):
     _fields_ = [("polls", c_uint64), ("errors", c_uint64), ("zero_readings", c_uint64), ("dropped", c_uint64)]
 
 
+class PowerStreamServerC(Structure):
+    """zeus_power_stream_server (zeus/power_stream.h)."""
+    _fields_ = [("address", c_char_p), ("token", c_char_p), ("gpu_ids", c_char_p), ("cpu_ids", c_char_p)]
+
+
+class PowerStreamOptsC(Structure):
+    """zeus_power_stream_opts (zeus/power_stream.h)."""
+    _fields_ = [("servers", POINTER(PowerStreamServerC)), ("num_servers", c_size_t),
+                ("reconnect_delay_s", c_double), ("max_reconnect_delay_s", c_double),
+                ("stall_timeout_s", c_double), ("connect_timeout_s", c_double),
+                ("max_line_bytes", c_size_t), ("max_devices", c_size_t), ("queue_max", c_size_t)]
+
+
+class PowerStreamEventC(Structure):
+    """zeus_power_stream_event (zeus/power_stream.h), also its zeus_power_stream_reading."""
+    _fields_ = [("server", c_uint), ("kind", c_int), ("device", c_uint), ("timestamp_s", c_double),
+                ("power_w", c_double), ("dram_w", c_double), ("seq", c_uint64)]
+
+
+class PowerStreamStatusC(Structure):
+    """zeus_power_stream_status (zeus/power_stream.h)."""
+    _fields_ = [("connected", c_bool), ("gave_up", c_bool), ("connects", c_uint64), ("failures", c_uint64),
+                ("events", c_uint64), ("bad_events", c_uint64), ("clock_offset_s", c_double),
+                ("last_error", c_char * 256)]
+
+
+ZEUS_POWER_STREAM_GPU = 0
+ZEUS_POWER_STREAM_CPU = 1
+
 ZEUS_POWER_INSTANT = 0
 ZEUS_POWER_AVERAGE = 1
 ZEUS_POWER_MEMORY_AVERAGE = 2
@@ -503,6 +532,18 @@ _REQUIRED = {
     "zeus_collective_check": (c_int, [_P(Collective)]),
     "zeus_collective_allreduce": (c_int, [_P(Collective), _P(c_double), c_size_t, c_int]),
     "zeus_collective_broadcast": (c_int, [_P(Collective), c_void_p, c_size_t, c_int]),
+    # the power streams of many daemons (zeus/power_stream.h)
+    "zeus_power_stream_opts_init": (None, [_P(PowerStreamOptsC)]),
+    "zeus_power_stream_open": (c_int, [_P(_VP), _P(PowerStreamOptsC)]),
+    "zeus_power_stream_close": (None, [_VP]),
+    "zeus_power_stream_endpoint": (c_char_p, [_VP, c_size_t]),
+    "zeus_power_stream_num_servers": (c_size_t, [_VP]),
+    "zeus_power_stream_snapshot": (c_int, [_VP, _P(_P(PowerStreamEventC)), _P(c_size_t)]),
+    "zeus_power_stream_next": (c_int, [_VP, c_double, _P(PowerStreamEventC)]),
+    "zeus_power_stream_wait": (c_int, [_VP, c_uint64, c_double, _P(c_uint64)]),
+    "zeus_power_stream_dropped": (c_uint64, [_VP]),
+    "zeus_power_stream_server_status": (c_int, [_VP, c_size_t, _P(PowerStreamStatusC)]),
+    "zeus_power_stream_parse_event": (c_int, [c_char_p, c_size_t, c_int, _P(PowerStreamEventC)]),
 }
 
 # zeus/plo.h: the power-limit optimizer. Bound when the loaded library has them (a libzeus older
