@@ -239,6 +239,23 @@ def _sweep(target_function, monitor, values: List[float], fixed: float,
     return SweepReport(sweep_param=(kind, list(values)), fixed_param=(other, fixed), entries=entries)
 
 
+def _profile(kind: Literal["cooldown_duration", "measurement_duration"], target_function, monitor, values, fixed,
+             num_trials, num_warmup_trials, threshold, warmup_iterations, calibration_iterations,
+             iteration_duration) -> SweepReport:
+    values = list(values or _default_range())
+    _check_sweep_args(values, fixed, num_trials, num_warmup_trials)
+    if iteration_duration is None:
+        iteration_duration = _calibrate(target_function, monitor, warmup_iterations, calibration_iterations)
+    other = "measurement" if kind == "cooldown_duration" else "cooldown"
+    if _rank_zero():
+        logger.info("Sweeping %s (%s fixed at %.1f s)", kind, other, fixed)
+    report = _sweep(target_function, monitor, values, fixed, kind, num_trials, num_warmup_trials, threshold,
+                    warmup_iterations, iteration_duration)
+    if _rank_zero():
+        logger.info("%s", report)
+    return report
+
+
 def profile_measurement_duration(
     target_function: Callable[[], Any],
     zeus_monitor,
@@ -266,18 +283,9 @@ def profile_measurement_duration(
         num_calibration_iterations: iterations timed to find the iteration's duration.
         iteration_duration: that duration when already known (s); None: calibrate first.
     """
-    values = list(measurement_duration_search_range or _default_range())
-    _check_sweep_args(values, cooldown_duration, num_trials, num_warmup_trials)
-    if iteration_duration is None:
-        iteration_duration = _calibrate(target_function, zeus_monitor, num_warmup_iterations,
-                                        num_calibration_iterations)
-    if _rank_zero():
-        logger.info("Sweeping measurement_duration (cooldown fixed at %.1f s)", cooldown_duration)
-    report = _sweep(target_function, zeus_monitor, values, cooldown_duration, "measurement_duration", num_trials,
-                    num_warmup_trials, trial_stddev_threshold, num_warmup_iterations, iteration_duration)
-    if _rank_zero():
-        logger.info("%s", report)
-    return report
+    return _profile("measurement_duration", target_function, zeus_monitor, measurement_duration_search_range,
+                    cooldown_duration, num_trials, num_warmup_trials, trial_stddev_threshold, num_warmup_iterations,
+                    num_calibration_iterations, iteration_duration)
 
 
 def profile_cooldown_duration(
@@ -294,18 +302,9 @@ def profile_cooldown_duration(
 ) -> SweepReport:
     """Sweeps the cooldown duration with the measurement duration fixed; the arguments are those
     of :func:`profile_measurement_duration` with the two durations' roles swapped."""
-    values = list(cooldown_duration_search_range or _default_range())
-    _check_sweep_args(values, measurement_duration, num_trials, num_warmup_trials)
-    if iteration_duration is None:
-        iteration_duration = _calibrate(target_function, zeus_monitor, num_warmup_iterations,
-                                        num_calibration_iterations)
-    if _rank_zero():
-        logger.info("Sweeping cooldown_duration (measurement fixed at %.1f s)", measurement_duration)
-    report = _sweep(target_function, zeus_monitor, values, measurement_duration, "cooldown_duration", num_trials,
-                    num_warmup_trials, trial_stddev_threshold, num_warmup_iterations, iteration_duration)
-    if _rank_zero():
-        logger.info("%s", report)
-    return report
+    return _profile("cooldown_duration", target_function, zeus_monitor, cooldown_duration_search_range,
+                    measurement_duration, num_trials, num_warmup_trials, trial_stddev_threshold, num_warmup_iterations,
+                    num_calibration_iterations, iteration_duration)
 
 
 def profile_parameters(

@@ -251,3 +251,68 @@ def split(r: GridMeasurementC, gpu_indices: list[int]):
     cpu_x = {e.cpu_indices[k]: r.cpu[k] for k in range(nc)} or None
     dram_x = {e.cpu_indices[k]: r.dram[k] for k in range(nc) if e.dram_valid[k]} or None
     return e.time_s, gpu_energy, cpu_energy, dram_energy, gpu_x, cpu_x, dram_x
+
+
+class GridWindows:
+    """What CarbonEmissionMonitor and EnergyCostMonitor share: a ZeusMonitor, the fetching
+    GridMonitor over it, the open windows' keys, and turning a window's C result into the class's
+    measurement or its exception. A subclass sets _what ("carbon emission", "energy cost") and
+    implements _measurement(time, energies..., figures...) and _errors() -> (not-found class,
+    HTTP class)."""
+
+    _what = "figure"
+
+    def _open(self, provider, provider_name: str, owner: str, gpu_indices, cpu_indices, sync_execution_with,
+              poll_interval_s: float, max_age_s: float, **monitor_kw) -> None:
+        if not isinstance(provider, Provider):
+            raise TypeError(f"{owner}: {provider_name}, got {type(provider).__name__}")
+        from .energy import ZeusMonitor
+        self.zeus_monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices,
+                                        sync_execution_with=sync_execution_with, **monitor_kw)
+        self.current_keys: set[str] = set()
+        try:
+            self._gm = GridMonitor(provider, self.zeus_monitor, poll_interval_s, max_age_s)
+        except BaseException:
+            self.zeus_monitor.close()
+            raise
+
+    def begin_window(self, key: str, sync_execution: bool = True) -> None:
+        """Begins window `key`.
+
+        Raises:
+            ValueError: the window is open already.
+        """
+        if key in self.current_keys:
+            raise ValueError(f"Measurement window '{key}' already exists")
+        if sync_execution:
+            sync(self.zeus_monitor)
+        self._gm.begin(key)
+        self.current_keys.add(key)
+
+    def _end(self, key: str, sync_execution: bool):
+        if key not in self.current_keys:
+            raise ValueError(f"Measurement window '{key}' does not exist")
+        if sync_execution:
+            sync(self.zeus_monitor)
+        r = self._gm.end(key)
+        self.current_keys.discard(key)
+        m = self._measurement(*split(r, self.zeus_monitor.gpu_indices))
+        if not r.valid:
+            not_found, http_error = self._errors()
+            e = (not_found if r.error_code == ZEUS_ENOENT else http_error)(
+                "%s of window '%s' not measured: %s" % (self._what, key, r.error.decode("utf-8", "replace")))
+            e.code = r.error_code
+            e.measurement = m
+            raise e
+        return m
+
+    def close(self) -> None:
+        """(not in the original) Stops the fetching thread and the monitor; idempotent."""
+        self._gm.close()
+        self.zeus_monitor.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -167,7 +167,7 @@ class CarbonEmissionMeasurement:
     dram_carbon_emission: dict[int, float] | None = None
 
 
-class CarbonEmissionMonitor:
+class CarbonEmissionMonitor(_grid.GridWindows):
     """Measures the time, energy and carbon emission of named windows.
 
     Args:
@@ -182,34 +182,14 @@ class CarbonEmissionMonitor:
     the intensity from the monitor's creation until :meth:`close`.
     """
 
+    _what = "carbon emission"
+
     def __init__(self, carbon_intensity_provider: CarbonIntensityProvider, gpu_indices: list[int] | None = None,
                  cpu_indices: list[int] | None = None, sync_execution_with: Literal["torch", "jax", "cupy"] = "torch",
                  *, poll_interval_s: float = 60.0, max_age_s: float = 0.0) -> None:
-        if not isinstance(carbon_intensity_provider, _grid.Provider):
-            raise TypeError("CarbonEmissionMonitor: carbon_intensity_provider must be an ElectrictyMapsClient, got "
-                            f"{type(carbon_intensity_provider).__name__}")
-        self.zeus_monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices,
-                                        sync_execution_with=sync_execution_with)
         self.carbon_intensity_provider = carbon_intensity_provider
-        self.current_keys: set[str] = set()
-        try:
-            self._gm = _grid.GridMonitor(carbon_intensity_provider, self.zeus_monitor, poll_interval_s, max_age_s)
-        except BaseException:
-            self.zeus_monitor.close()
-            raise
-
-    def begin_window(self, key: str, sync_execution: bool = True) -> None:
-        """Begins window `key`.
-
-        Raises:
-            ValueError: the window is open already.
-        """
-        if key in self.current_keys:
-            raise ValueError(f"Measurement window '{key}' already exists")
-        if sync_execution:
-            _grid.sync(self.zeus_monitor)
-        self._gm.begin(key)
-        self.current_keys.add(key)
+        self._open(carbon_intensity_provider, "carbon_intensity_provider must be an ElectrictyMapsClient",
+                   "CarbonEmissionMonitor", gpu_indices, cpu_indices, sync_execution_with, poll_interval_s, max_age_s)
 
     def end_window(self, key: str, sync_execution: bool = True) -> CarbonEmissionMeasurement:
         """Ends window `key` and returns its time, energy and carbon emission.
@@ -219,34 +199,14 @@ class CarbonEmissionMonitor:
             ZeusCarbonIntensityHTTPError, ZeusCarbonIntensityNotFoundError: the intensity was
                 missing for part of the window; the exception's ``measurement`` has the energy.
         """
-        if key not in self.current_keys:
-            raise ValueError(f"Measurement window '{key}' does not exist")
-        if sync_execution:
-            _grid.sync(self.zeus_monitor)
-        r = self._gm.end(key)
-        self.current_keys.discard(key)
-        t, ge, ce, de, gx, cx, dx = _grid.split(r, self.zeus_monitor.gpu_indices)
-        m = CarbonEmissionMeasurement(time=t, gpu_energy=ge, cpu_energy=ce, dram_energy=de, gpu_carbon_emission=gx,
-                                      cpu_carbon_emission=cx, dram_carbon_emission=dx)
-        if not r.valid:
-            msg = "carbon emission of window '%s' not measured: %s" % (key, r.error.decode("utf-8", "replace"))
-            cls = ZeusCarbonIntensityNotFoundError if r.error_code == _grid.ZEUS_ENOENT else ZeusCarbonIntensityHTTPError
-            e = cls(msg)
-            e.code = r.error_code
-            e.measurement = m
-            raise e
-        return m
+        return self._end(key, sync_execution)
 
-    def close(self) -> None:
-        """(not in the original) Stops the fetching thread and the monitor; idempotent."""
-        self._gm.close()
-        self.zeus_monitor.close()
+    def _measurement(self, t, ge, ce, de, gx, cx, dx) -> CarbonEmissionMeasurement:
+        return CarbonEmissionMeasurement(time=t, gpu_energy=ge, cpu_energy=ce, dram_energy=de, gpu_carbon_emission=gx,
+                                         cpu_carbon_emission=cx, dram_carbon_emission=dx)
 
-    def __enter__(self) -> "CarbonEmissionMonitor":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def _errors(self):
+        return ZeusCarbonIntensityNotFoundError, ZeusCarbonIntensityHTTPError
 
 
 __all__ = ["CarbonEmissionMonitor", "CarbonEmissionMeasurement", "CarbonIntensityProvider", "ElectrictyMapsClient",

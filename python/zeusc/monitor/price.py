@@ -149,7 +149,7 @@ class EnergyCostMeasurement:
     dram_energy_cost: dict[int, float] | None = None
 
 
-class EnergyCostMonitor:
+class EnergyCostMonitor(_grid.GridWindows):
     """Measures the time, energy and energy cost of named windows.
 
     Args:
@@ -161,34 +161,15 @@ class EnergyCostMonitor:
             limit, since a rate's tables hold for every hour).
     """
 
+    _what = "energy cost"
+
     def __init__(self, electricity_price_provider: ElectricityPriceProvider, gpu_indices: list[int] | None = None,
                  cpu_indices: list[int] | None = None, sync_execution_with: Literal["torch", "jax", "cupy"] = "torch",
                  *, poll_interval_s: float = 60.0, max_age_s: float = 0.0) -> None:
-        if not isinstance(electricity_price_provider, _grid.Provider):
-            raise TypeError("EnergyCostMonitor: electricity_price_provider must be an OpenEIClient, got "
-                            f"{type(electricity_price_provider).__name__}")
-        self.zeus_monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices,
-                                        sync_execution_with=sync_execution_with, approx_instant_energy=True)
         self.electricity_price_provider = electricity_price_provider
-        self.current_keys: set[str] = set()
-        try:
-            self._gm = _grid.GridMonitor(electricity_price_provider, self.zeus_monitor, poll_interval_s, max_age_s)
-        except BaseException:
-            self.zeus_monitor.close()
-            raise
-
-    def begin_window(self, key: str, sync_execution: bool = True) -> None:
-        """Begins window `key`.
-
-        Raises:
-            ValueError: the window is open already.
-        """
-        if key in self.current_keys:
-            raise ValueError(f"Measurement window '{key}' already exists")
-        if sync_execution:
-            _grid.sync(self.zeus_monitor)
-        self._gm.begin(key)
-        self.current_keys.add(key)
+        self._open(electricity_price_provider, "electricity_price_provider must be an OpenEIClient",
+                   "EnergyCostMonitor", gpu_indices, cpu_indices, sync_execution_with, poll_interval_s, max_age_s,
+                   approx_instant_energy=True)
 
     def end_window(self, key: str, sync_execution: bool = True) -> EnergyCostMeasurement:
         """Ends window `key` and returns its time, energy and energy cost.
@@ -198,34 +179,14 @@ class EnergyCostMonitor:
             ZeusElectricityPriceHTTPError, ZeusElectricityPriceNotFoundError: the price was
                 missing for part of the window; the exception's ``measurement`` has the energy.
         """
-        if key not in self.current_keys:
-            raise ValueError(f"Measurement window '{key}' does not exist")
-        if sync_execution:
-            _grid.sync(self.zeus_monitor)
-        r = self._gm.end(key)
-        self.current_keys.discard(key)
-        t, ge, ce, de, gx, cx, dx = _grid.split(r, self.zeus_monitor.gpu_indices)
-        m = EnergyCostMeasurement(time=t, gpu_energy=ge, cpu_energy=ce, dram_energy=de, gpu_energy_cost=gx,
-                                  cpu_energy_cost=cx, dram_energy_cost=dx)
-        if not r.valid:
-            msg = "energy cost of window '%s' not measured: %s" % (key, r.error.decode("utf-8", "replace"))
-            cls = ZeusElectricityPriceNotFoundError if r.error_code == _grid.ZEUS_ENOENT else ZeusElectricityPriceHTTPError
-            e = cls(msg)
-            e.code = r.error_code
-            e.measurement = m
-            raise e
-        return m
+        return self._end(key, sync_execution)
 
-    def close(self) -> None:
-        """(not in the original) Stops the fetching thread and the monitor; idempotent."""
-        self._gm.close()
-        self.zeus_monitor.close()
+    def _measurement(self, t, ge, ce, de, gx, cx, dx) -> EnergyCostMeasurement:
+        return EnergyCostMeasurement(time=t, gpu_energy=ge, cpu_energy=ce, dram_energy=de, gpu_energy_cost=gx,
+                                     cpu_energy_cost=cx, dram_energy_cost=dx)
 
-    def __enter__(self) -> "EnergyCostMonitor":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def _errors(self):
+        return ZeusElectricityPriceNotFoundError, ZeusElectricityPriceHTTPError
 
 
 __all__ = ["EnergyCostMonitor", "EnergyCostMeasurement", "ElectricityPriceProvider", "OpenEIClient",
