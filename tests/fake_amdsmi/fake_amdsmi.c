@@ -15,7 +15,8 @@
  *     an unnamed GPU of the mi300x profile), vendor 0x1002, device 0x74a1
  *     (an MI300X); amdsmi_get_gpu_device_uuid: the engine's UUID without its "GPU-" prefix
  *     (INSUFFICIENT_SIZE under AMDSMI_GPU_UUID_SIZE); amdsmi_get_gpu_device_bdf: bus i + 1 of
- *     domain 0; amdsmi_get_gpu_kfd_info: node id i + 1 (so HIP order is this order);
+ *     domain 0; amdsmi_get_gpu_kfd_info: node id i + 1 (so HIP order is this order), or
+ *     FAKE_AMDSMI_KFD_NODES's;
  *   - power caps in uW from the engine's mW; amdsmi_get_power_info: the engine's instant and
  *     average power in whole watts (rounded), or 0xFFFF for a field FAKE_AMDSMI_POWER_NA names;
  *   - amdsmi_get_energy_count: the engine's counter in ticks of FAKE_AMDSMI_RESOLUTION_UJ
@@ -46,6 +47,9 @@
  *   FAKE_AMDSMI_BUSY_FILE=<path> while it exists every GPU is busy (zeus_sim_gpu_set_load).
  *   FAKE_AMDSMI_POWER_NA=current|average|both   those power_info fields read 0xFFFF (N/A).
  *   FAKE_AMDSMI_RESOLUTION_UJ=<uJ>  the counter's resolution (0 < uJ <= 1e6).
+ *   FAKE_AMDSMI_KFD_NODES=<n0>,<n1>,...  the KFD node id of GPU i (amd-smi's order), "na" for
+ *                               none (0xFFFFFFFF); GPUs past the list keep i + 1. HIP numbers the
+ *                               GPUs in node id order, which then differs from amd-smi's.
  * A malformed control makes amdsmi_init fail with UNKNOWN_ERROR and one line on stderr.
  *
  * Test helpers (exported): fakeAmdsmiRunWork(gpu, units), fakeAmdsmiIdle(seconds) (statuses),
@@ -128,6 +132,7 @@ static unsigned g_ninject;
 static char g_log_path[1024], g_state_path[1024], g_busy_path[1024];
 static bool g_busy, g_na_current, g_na_average;
 static double g_resolution_uj = 15.259;
+static uint32_t g_kfd_node[ZEUS_MAX_GPUS]; /* FAKE_AMDSMI_KFD_NODES; 0: i + 1 */
 static char g_version_build[] = "24.7.0.0-zeus-fake";
 
 static const struct {
@@ -269,6 +274,20 @@ amdsmi_status_t amdsmi_init(uint64_t flags) {
         goto out;
       }
       g_resolution_uj = v;
+    }
+    memset(g_kfd_node, 0, sizeof g_kfd_node);
+    const char *kfd = getenv("FAKE_AMDSMI_KFD_NODES");
+    for (unsigned i = 0; kfd && *kfd && i < ZEUS_MAX_GPUS; i++) {
+      char *end = (char *)kfd;
+      unsigned long v = strncmp(kfd, "na", 2) == 0 ? (end += 2, 0xFFFFFFFFul) : strtoul(kfd, &end, 10);
+      if (end == kfd || (*end && *end != ',') || v == 0) {
+        fprintf(stderr, "fake amdsmi: FAKE_AMDSMI_KFD_NODES '%s' is not a list of node ids > 0 (or na)\n",
+                getenv("FAKE_AMDSMI_KFD_NODES"));
+        r = AMDSMI_STATUS_UNKNOWN_ERROR;
+        goto out;
+      }
+      g_kfd_node[i] = (uint32_t)v;
+      kfd = *end ? end + 1 : end;
     }
     zeus_sim_node *n;
     if (zeus_sim_node_open(&n, NULL) != ZEUS_OK) {
@@ -442,7 +461,7 @@ amdsmi_status_t amdsmi_get_gpu_kfd_info(amdsmi_processor_handle h, amdsmi_kfd_in
   if (!info) return AMDSMI_STATUS_ARG_PTR_NULL;
   memset(info, 0, sizeof *info);
   info->kfd_id = 0x1000u + gpu;
-  info->node_id = gpu + 1;
+  info->node_id = g_kfd_node[gpu] ? g_kfd_node[gpu] : gpu + 1;
   return AMDSMI_STATUS_SUCCESS;
 }
 

@@ -61,7 +61,7 @@ static void reset_env(void) {
   static const char *const vars[] = {
       "ZEUS_SIM_GPUS",       "ZEUS_SIM_MODEL_FILE",    "ZEUS_SIM_CLOCK",        "ZEUS_SIM_ENERGY_COUNTER",
       "ZEUS_SIM_HARDWARE",   "ZEUS_SIM_VARIATION",     "FAKE_AMDSMI_LOG",       "FAKE_AMDSMI_INJECT",
-      "FAKE_AMDSMI_INIT_ERROR", "FAKE_AMDSMI_POWER_NA", "FAKE_AMDSMI_RESOLUTION_UJ", "FAKE_AMDSMI_STATE",
+      "FAKE_AMDSMI_INIT_ERROR", "FAKE_AMDSMI_POWER_NA", "FAKE_AMDSMI_RESOLUTION_UJ", "FAKE_AMDSMI_STATE", "FAKE_AMDSMI_KFD_NODES",
       "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZEUS_GPU_BACKEND",      "ZEUS_NVML_LIBRARY",     "ZEUS_AMDSMI_LIBRARY",
       "ZEUSD_SOCK_PATH",     "ZEUSD_HOST_PORT",       "ZEUS_PLO_PROFILING",
   };
@@ -153,6 +153,50 @@ static void amdsmi_visible_devices_follow_hip_then_cuda(void **state) {
   assert_zeus_ok(zeus_gpu_uuid(d, 1, uuid, sizeof uuid));
   assert_string_equal(uuid, "5a1a0000-0000-4000-8000-000000000001");
   zeus_devices_close(d);
+}
+
+/* HIP numbers GPUs in KFD node order, which need not be amd-smi's (by PCI address, as on
+ * MI350X nodes): the backend's indices follow the node ids (the original's ROCm 6.3 way), so a
+ * setting made on index 0 reaches the GPU HIP and PyTorch call 0; HIP_VISIBLE_DEVICES then counts
+ * in that order too. A GPU without a node id leaves amd-smi's order. */
+static void amdsmi_indices_follow_hip_order_by_kfd_node(void **state) {
+  (void)state;
+  reset_env();
+  scratch sc;
+  scratch_init(&sc);
+  setenv("ZEUS_SIM_GPUS", "3", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  setenv("FAKE_AMDSMI_KFD_NODES", "7,3,5", 1); /* HIP 0 = amd-smi's GPU 1, HIP 1 = 2, HIP 2 = 0 */
+  zeus_devices *d = open_amdsmi();
+  static const unsigned hip_to_engine[3] = {1, 2, 0};
+  char uuid[ZEUS_NAME_LEN], want[64], pci[32];
+  for (unsigned i = 0; i < 3; i++) {
+    assert_zeus_ok(zeus_gpu_uuid(d, i, uuid, sizeof uuid));
+    snprintf(want, sizeof want, "5a1a0000-0000-4000-8000-%012x", hip_to_engine[i]);
+    assert_string_equal(uuid, want);
+    assert_zeus_ok(zeus_gpu_pci_address(d, i, pci, sizeof pci));
+    snprintf(want, sizeof want, "0000:%02x:00.0", hip_to_engine[i] + 1);
+    assert_string_equal(pci, want);
+  }
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 500000));
+  assert_log(&sc, "amdsmi_set_power_cap 1 0 500000000 -> 0\n");
+  zeus_devices_close(d); /* gives 750 W back to the same GPU */
+  setenv("HIP_VISIBLE_DEVICES", "2", 1);
+  d = open_amdsmi();
+  assert_int_equal(zeus_gpu_count(d), 1);
+  assert_zeus_ok(zeus_gpu_uuid(d, 0, uuid, sizeof uuid));
+  assert_string_equal(uuid, "5a1a0000-0000-4000-8000-000000000000");
+  zeus_devices_close(d);
+  unsetenv("HIP_VISIBLE_DEVICES");
+  setenv("FAKE_AMDSMI_KFD_NODES", "7,na,5", 1); /* one GPU without a node id: amd-smi's order */
+  d = open_amdsmi();
+  for (unsigned i = 0; i < 3; i++) {
+    assert_zeus_ok(zeus_gpu_uuid(d, i, uuid, sizeof uuid));
+    snprintf(want, sizeof want, "5a1a0000-0000-4000-8000-%012x", i);
+    assert_string_equal(uuid, want);
+  }
+  zeus_devices_close(d);
+  scratch_free(&sc);
 }
 
 /* ---- power caps: uW in amdsmi, mW here ---- */
@@ -573,6 +617,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(amdsmi_lists_mi300x_gpus_with_names_uuids_and_pci_addresses),
       cmocka_unit_test(amdsmi_visible_devices_follow_hip_then_cuda),
+      cmocka_unit_test(amdsmi_indices_follow_hip_order_by_kfd_node),
       cmocka_unit_test(amdsmi_power_caps_are_microwatts_converted_to_milliwatts_and_restored),
       cmocka_unit_test(amdsmi_energy_is_counter_ticks_times_resolution_in_millijoules),
       cmocka_unit_test(amdsmi_energy_follows_a_coarse_counter_resolution),
