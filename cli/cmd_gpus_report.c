@@ -324,6 +324,8 @@ static void md_plo(FILE *f, const json_t *d) {
   if (json_is_true(get(ck, "energy_saved_meaningful")))
     fprintf(f, "Energy saved **%s +- %s %%**", num(get(d, "energy_saved_pct"), "%.1f", 1, s1, sizeof s1),
             num(get(d, "energy_saved_uncertainty_pct"), "%.1f", 1, a, sizeof a));
+  else if (!json_is_number(get(d, "energy_saved_pct")) && json_is_string(get(d, "energy_saved_note")))
+    fprintf(f, "Energy saved **%s**", json_string_value(get(d, "energy_saved_note"))); /* no optimum to measure */
   else
     fprintf(f, "Energy saved **not measured** (%s +- %s %%: its uncertainty makes it meaningless)",
             num(get(d, "energy_saved_pct"), "%.1f", 1, s1, sizeof s1),

@@ -51,6 +51,11 @@ power of its knobs) for <seconds> per step; its time does not depend on the powe
 slowdown is 1 by construction. fake:<busy file>:<seconds>:<steps>:<factor> makes every step after
 the first <steps> <factor> times as long: work that slows down by itself between the baseline and
 the optimum, which the slowdown would wrongly put on the power limit.
+ZEUS_GPU_CHECK_PLO_STEP_CAP=<steps> replaces the margin above with that many steps per optimizer
+run: a cap below the optimizer's plan, as the fixed cap of 10,000 steps was on the H200, must
+fail optimizer_done and second_run_done, and then nothing is measured "at the optimum": the
+energy saved and the slowdown are "not measured" (the H200's report printed -52.7 % and 1.178
+from a limit no optimizer chose).
 """
 import argparse
 import json
@@ -174,6 +179,21 @@ def counter_tick(gpu, budget_s):
     return 0.0 if gap <= 2.5 * read else gap
 
 
+def step_cap_override():
+    """ZEUS_GPU_CHECK_PLO_STEP_CAP as a number of steps, or None when unset."""
+    spec = os.environ.get("ZEUS_GPU_CHECK_PLO_STEP_CAP", "")
+    if not spec:
+        return None
+    try:
+        cap = int(spec)
+        if cap < 1:
+            raise ValueError(spec)
+    except ValueError:
+        print(f"gpu_check_plo: ZEUS_GPU_CHECK_PLO_STEP_CAP '{spec}' is not a whole number of steps >= 1", file=sys.stderr)
+        sys.exit(2)
+    return cap
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", default="", help="comma-separated GPU indices (default: every visible GPU)")
@@ -186,6 +206,7 @@ def main():
     args = ap.parse_args()
     if not 0 <= args.confidence < 1:
         ap.error(f"--confidence {args.confidence} is outside [0, 1)")
+    cap_override = step_cap_override()
     try:
         from zeusc.device import get_gpus
         from zeusc.monitor import ZeusMonitor
@@ -248,6 +269,8 @@ def main():
             steps = 0
             # The plan's own count of steps, with a margin: every limit's wait, warm-up and profile.
             cap = (4 * plan if confidence else 2 * plan) + 100
+            if cap_override is not None:
+                cap = cap_override
             doc["confidence_step_cap" if confidence else "step_cap"] = cap
             while not isinstance(plo.state, Done) and steps < cap:
                 plo.on_step_begin()
@@ -332,8 +355,11 @@ def main():
     e0, e1 = base.total_energy, opt.total_energy
     doc["baseline"] = {"time_s": base.time, "energy_j": e0}
     doc["at_optimum"] = {"time_s": opt.time, "energy_j": e1}
-    doc["energy_saved_pct"] = 100 * (1 - e1 / e0) if e0 > 0 else None
-    doc["slowdown"] = opt.time / base.time if base.time > 0 else None
+    # A window "at the optimum" measures one only when the optimizer chose it and it was applied;
+    # otherwise its limit is wherever an unfinished optimizer left it, and neither figure is one.
+    at_optimum = checks["optimizer_done"] and checks["optimum_applied"]
+    doc["energy_saved_pct"] = 100 * (1 - e1 / e0) if e0 > 0 and at_optimum else None
+    doc["slowdown"] = opt.time / base.time if base.time > 0 and at_optimum else None
     checks["energy_measured"] = e0 > 0 and e1 > 0
     # Energy: one counter tick's share of each window's energy.
     ue = [tick_s / w.time if w.time > 0 else math.inf for w in (base, opt)]
@@ -345,7 +371,7 @@ def main():
     doc["at_optimum"]["step_time_sem_pct"] = 100 * relative_sem(opt_steps)
     doc["baseline"]["energy_uncertainty_pct"] = 100 * ue[0]
     doc["at_optimum"]["energy_uncertainty_pct"] = 100 * ue[1]
-    ratio_e = e1 / e0 if e0 > 0 else None
+    ratio_e = e1 / e0 if e0 > 0 and at_optimum else None
     doc["energy_saved_uncertainty_pct"] = (100 * ratio_e * math.hypot(ue[0], ue[1])
                                            if ratio_e is not None and all(map(math.isfinite, ue)) else None)
     doc["slowdown_uncertainty"] = (doc["slowdown"] * math.hypot(ut[0], ut[1])
@@ -353,7 +379,10 @@ def main():
     checks["energy_saved_meaningful"] = (checks["energy_measured"] and doc["energy_saved_uncertainty_pct"] is not None
                                          and doc["energy_saved_uncertainty_pct"] <= 5.0)
     checks["slowdown_meaningful"] = doc["slowdown_uncertainty"] is not None and doc["slowdown_uncertainty"] <= 0.05
-    if not checks["energy_saved_meaningful"]:
+    if not at_optimum:
+        doc["energy_saved_note"] = ("not measured: the optimizer did not choose and apply an optimum within its "
+                                    f"{doc.get('step_cap')} steps, so no window ran at one")
+    elif not checks["energy_saved_meaningful"]:
         doc["energy_saved_note"] = "not measured: its uncertainty is above 5 percentage points (or no energy was measured)"
     doc["sweep"] = sweep
     # The slowdown measured again on the sweep's windows (the optimum's time over the highest

@@ -327,6 +327,18 @@ plo_fails "plo: a frozen counter (FAKE_NVML_LIE=counter_frozen) fails energy_mea
 plo_fails "plo: a 2 s counter tick against 4 s windows makes energy saved meaningless, and the check fails" \
   "d['checks']['energy_measured'] and not d['checks']['energy_saved_meaningful'] and d['energy_saved_uncertainty_pct'] > 5" \
   "energy saved not measured" ZEUS_SIM_COUNTER_PERIOD_MS=2000
+# A step cap below the optimizer's plan (what stopped both runs on the H200: a fixed 10,000 steps
+# against ~17,000 planned): neither run is done, and no window ran at an optimum, so the energy
+# saved and the slowdown are not measured (the H200's report printed -52.7 % and 1.178).
+plo_fails "plo: a step cap below the plan fails optimizer_done and second_run_done, energy saved not measured" \
+  "not d['checks']['optimizer_done'] and not d['checks']['second_run_done'] and not d['checks']['optimum_applied'] and d['optimal_power_limit_w'] is None and d['energy_saved_pct'] is None and d['slowdown'] is None and d['step_cap'] == 30 and 'did not choose' in d['energy_saved_note']" \
+  "energy saved not measured, slowdown not measured.*FAILED: optimizer_done" ZEUS_GPU_CHECK_PLO_STEP_CAP=30
+printf 'plo\tfailed\t%s\t-\n' "$tmp/plo-fails.json" >"$tmp/cap.tsv"
+"$ZEUS" gpus report "$tmp/cap.tsv" -o "$tmp/cap.md" 2>/dev/null
+if grep -q "Energy saved \*\*not measured: the optimizer did not choose" "$tmp/cap.md" &&
+   grep -q "^| optimizer_done | \*\*FAIL\*\* |" "$tmp/cap.md"; then
+  pass "report: an unfinished optimizer's energy saved reads 'not measured' with the reason, optimizer_done FAIL"
+else fail "report of the capped plo run: $(grep -i "energy saved\|optimizer_done" "$tmp/cap.md")"; fi
 # Work that runs 1.5 times slower after its first 250 steps (the baseline window is over by then;
 # the optimum and the sweep come after): the slowdown puts that on the power limit, the sweep's
 # windows (all slow) do not, and slowdown_agrees_with_sweep fails.
