@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Literal
 
 from ..exceptions import ZeusError
@@ -121,14 +121,22 @@ class ElectrictyMapsClient(_grid.Provider, CarbonIntensityProvider):
         return v.value
 
     def get_recent_carbon_intensity(self) -> dict[datetime, float]:
-        """Not provided: the monitor polls the latest value instead of the day's history.
+        """Asks the service for the place's carbon intensity of the last 24 hours (gCO2eq/kWh).
+
+        Returns:
+            The start of each hour (a datetime in UTC) -> its intensity, in the service's order
+            (oldest first); ``history_length`` entries, each holding for ``update_period``.
 
         Raises:
-            NotImplementedError: always.
+            ZeusCarbonIntensityHTTPError: no connection, no answer in time, an HTTP error, an
+                answer that is not JSON.
+            ZeusCarbonIntensityNotFoundError: the answer has no history, or an entry of it has no
+                ``datetime`` (ISO 8601) or no number ``carbonIntensity`` (the message names it).
+            zeusc.exceptions.ZeusUnavailableError: (not in the original) libzeus was built
+                without ZEUS_WITH_GRID.
         """
-        raise NotImplementedError(
-            "ElectrictyMapsClient.get_recent_carbon_intensity: zeusc follows the latest intensity "
-            "(GET /v3/carbon-intensity/latest) while windows are open instead of the 24-hour history")
+        return {datetime.fromtimestamp(t, timezone.utc): v
+                for t, v in self._history(ZeusCarbonIntensityHTTPError, ZeusCarbonIntensityNotFoundError)}
 
     @property
     def update_period(self) -> timedelta:
