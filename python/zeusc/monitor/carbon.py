@@ -5,6 +5,7 @@ multiplies their energy by the grid's carbon intensity from :class:`ElectrictyMa
 original's spelling; :class:`ElectricityMapsClient` is the same class). The work is libzeus's
 (zeus/grid.h): a thread fetches the intensity every ``poll_interval_s`` and splits each open
 window's energy at every fetch, so an intensity that changes during a window is followed.
+``get_recent_carbon_intensity`` asks for the last 24 hours (GET /v3/carbon-intensity/history).
 
 Where the original's background process died silently when the service failed (and end_window
 then waited forever), a window whose intensity could not be had raises
