@@ -142,7 +142,7 @@ ZEUS_EXTERN int zeus_grid_openei_json(zeus_grid *g, char **json /* out */);
 
 typedef struct zeus_grid_history_point {
   double time_unix_s;         /* the start of the hour ("datetime"), s since 1970 UTC */
-  double intensity_g_per_kwh; /* "carbonIntensity", gCO2eq/kWh */
+  double intensity_g_per_kwh; /* "carbonIntensity", gCO2eq/kWh; NAN where the service has none (null) */
 } zeus_grid_history_point;
 
 /* Writes the answer's entries, in the answer's order (oldest first as the service gives them), to
@@ -153,7 +153,7 @@ typedef struct zeus_grid_history_point {
  * Errors: ZEUS_EINVAL (NULL arguments, an OpenEI provider: it has no history), ZEUS_ENET,
  * ZEUS_ETIMEDOUT, ZEUS_EHTTP (as zeus_grid_fetch), ZEUS_EPARSE (malformed JSON), ZEUS_ENOENT (no
  * "history" list, or an entry without a "datetime" ISO 8601 string or a non-negative number
- * "carbonIntensity": the message names the entry and the field, and quotes the answer),
+ * or null "carbonIntensity": the message names the entry and the field, and quotes the answer),
  * ZEUS_ERANGE (more than ZEUS_GRID_HISTORY_MAX entries, or an answer over 8 MiB). */
 ZEUS_EXTERN int zeus_grid_history(zeus_grid *g, zeus_grid_history_point *points /* out */,
                                   size_t cap, size_t *num /* out */);

@@ -226,6 +226,19 @@ def test_get_recent_carbon_intensity_no_response(server, carbon):
     assert server.requests[-1][0] == "/v3/carbon-intensity/history"
 
 
+def test_get_recent_carbon_intensity_passes_on_an_hour_without_a_value(server, carbon):
+    """ElectricityMaps answers null for an hour it has no value for; the original put that in its
+    dict as None, and so does zeusc (the C layer's NaN)."""
+    from datetime import datetime, timezone
+    provider = carbon.ElectrictyMapsClient((42.2776, -83.7409), url=server.url, api_key=KEY)
+    with server.lock:
+        server.status, server.raw = 200, ('{"history": [{"datetime": "2024-11-30T06:00:00.000Z", "carbonIntensity": null}, '
+                                          '{"datetime": "2024-11-30T07:00:00.000Z", "carbonIntensity": 501}]}')
+    recent = provider.get_recent_carbon_intensity()
+    t0 = datetime(2024, 11, 30, 6, tzinfo=timezone.utc)
+    assert list(recent.items()) == [(t0, None), (t0.replace(hour=7), 501)]
+
+
 @pytest.mark.parametrize("status,raw,exc,needle", [
     (500, '{"message":"internal"}', "ZeusCarbonIntensityHTTPError",
      'GET /v3/carbon-intensity/history answered HTTP 500: {"message":"internal"}'),

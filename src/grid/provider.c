@@ -454,8 +454,10 @@ int zeus_grid_history(zeus_grid *g, zeus_grid_history_point *points, size_t cap,
                                   "(2024-11-30T06:00:00.000Z)", i);
     else if (!ci)
       snprintf(what, sizeof what, "history[%zu] has no 'carbonIntensity'", i);
-    else if (!json_is_number(ci) || !(json_number_value(ci) >= 0) || !isfinite(json_number_value(ci)))
-      snprintf(what, sizeof what, "history[%zu].carbonIntensity: expected a non-negative number (gCO2eq/kWh)", i);
+    else if (!json_is_null(ci) &&
+             (!json_is_number(ci) || !(json_number_value(ci) >= 0) || !isfinite(json_number_value(ci))))
+      snprintf(what, sizeof what,
+               "history[%zu].carbonIntensity: expected a non-negative number (gCO2eq/kWh) or null", i);
     else
       what[0] = '\0';
     if (what[0]) {
@@ -463,7 +465,8 @@ int zeus_grid_history(zeus_grid *g, zeus_grid_history_point *points, size_t cap,
       json_decref(doc);
       return rc;
     }
-    if (i < cap) points[i] = (zeus_grid_history_point){t, json_number_value(ci)};
+    /* null: the service has no value for that hour (a gap it leaves, which the original passes on) */
+    if (i < cap) points[i] = (zeus_grid_history_point){t, json_is_null(ci) ? NAN : json_number_value(ci)};
   }
   json_decref(doc);
   *num = n;

@@ -3,6 +3,7 @@ zeusc.monitor.carbon and zeusc.monitor.price. Not API."""
 from __future__ import annotations
 
 import ctypes
+import math
 import json
 import sys
 import threading
@@ -200,7 +201,9 @@ class Provider:
             if rc == ZEUS_ENOENT:
                 raise not_found(msg)
             raise http_error(msg)
-        return [(points[i].time_unix_s, points[i].intensity_g_per_kwh) for i in range(n.value)]
+        # NaN: the service had no value for that hour (null), passed on as None as the original does
+        return [(points[i].time_unix_s, None if math.isnan(points[i].intensity_g_per_kwh) else
+                 points[i].intensity_g_per_kwh) for i in range(n.value)]
 
 
 def openei_tables(h, not_found) -> dict:

@@ -126,13 +126,15 @@ class ElectrictyMapsClient(_grid.Provider, CarbonIntensityProvider):
 
         Returns:
             The start of each hour (a datetime in UTC) -> its intensity, in the service's order
-            (oldest first); ``history_length`` entries, each holding for ``update_period``.
+            (oldest first); ``history_length`` entries, each holding for ``update_period``; None
+            for an hour the service has no value for (its null), as the original gives it.
 
         Raises:
             ZeusCarbonIntensityHTTPError: no connection, no answer in time, an HTTP error, an
                 answer that is not JSON.
             ZeusCarbonIntensityNotFoundError: the answer has no history, or an entry of it has no
-                ``datetime`` (ISO 8601) or no number ``carbonIntensity`` (the message names it).
+                ``datetime`` (ISO 8601) or a ``carbonIntensity`` that is neither a number nor null (the
+                message names it).
             zeusc.exceptions.ZeusUnavailableError: (not in the original) libzeus was built
                 without ZEUS_WITH_GRID.
         """
