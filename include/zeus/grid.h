@@ -7,7 +7,8 @@
  * Two layers:
  *
  *   zeus_grid  a provider of a factor per kWh of the electricity grid at a place:
- *     ZEUS_GRID_ELECTRICITYMAPS  the carbon intensity in gCO2eq/kWh,
+ *     ZEUS_GRID_ELECTRICITYMAPS  the carbon intensity in gCO2eq/kWh (and that of the last 24 hours:
+ *       zeus_grid_history),
  *       GET <url>/v3/carbon-intensity/latest?lat=..&lon=..&disableEstimations=True|False
  *       &emissionFactorType=direct|lifecycle, answer {"carbonIntensity": N, ...}; the API key
  *       (where one is given) goes in the "auth-token" header.
@@ -128,6 +129,34 @@ ZEUS_EXTERN int zeus_grid_openei_tables(zeus_grid *g, double *rates /* out */, s
  * [...]} (the original's get_current_electricity_prices) in *json (free with zeus_free).
  * ZEUS_ESTATE when nothing was fetched, ZEUS_EINVAL for an ElectricityMaps provider. */
 ZEUS_EXTERN int zeus_grid_openei_json(zeus_grid *g, char **json /* out */);
+
+/* ElectricityMaps: the carbon intensity of recent hours at the provider's place (the original's
+ * ElectrictyMapsClient.get_recent_carbon_intensity): GET <url>/v3/carbon-intensity/history?lat=..
+ * &lon=..&disableEstimations=..&emissionFactorType=.. (the query and the key as zeus_grid_fetch),
+ * answer {"history": [{"datetime": "2024-11-30T06:00:00.000Z", "carbonIntensity": N, ...}, ...]},
+ * the last 24 hours, one value per hour (ZEUS_GRID_UPDATE_PERIOD_S, ZEUS_GRID_HISTORY_LENGTH).
+ * One request per call; nothing is kept and zeus_grid_rate is not changed. */
+#define ZEUS_GRID_UPDATE_PERIOD_S 3600 /* how long one value holds */
+#define ZEUS_GRID_HISTORY_LENGTH 24    /* how many values the service gives */
+#define ZEUS_GRID_HISTORY_MAX 1024     /* an answer with more entries is refused (ZEUS_ERANGE) */
+
+typedef struct zeus_grid_history_point {
+  double time_unix_s;         /* the start of the hour ("datetime"), s since 1970 UTC */
+  double intensity_g_per_kwh; /* "carbonIntensity", gCO2eq/kWh; NAN where the service has none (null) */
+} zeus_grid_history_point;
+
+/* Writes the answer's entries, in the answer's order (oldest first as the service gives them), to
+ * points[0 .. min(n, cap)) and their number n to *num (so a caller with cap < n may ask again with
+ * more room; cap ZEUS_GRID_HISTORY_MAX always suffices; points may be NULL when cap is 0).
+ * Memory is bounded: the answer's size (8 MiB) and its entries (ZEUS_GRID_HISTORY_MAX).
+ * Thread safe; may run while a zeus_grid_monitor polls the same provider.
+ * Errors: ZEUS_EINVAL (NULL arguments, an OpenEI provider: it has no history), ZEUS_ENET,
+ * ZEUS_ETIMEDOUT, ZEUS_EHTTP (as zeus_grid_fetch), ZEUS_EPARSE (malformed JSON), ZEUS_ENOENT (no
+ * "history" list, or an entry without a "datetime" ISO 8601 string or a non-negative number
+ * or null "carbonIntensity": the message names the entry and the field, and quotes the answer),
+ * ZEUS_ERANGE (more than ZEUS_GRID_HISTORY_MAX entries, or an answer over 8 MiB). */
+ZEUS_EXTERN int zeus_grid_history(zeus_grid *g, zeus_grid_history_point *points /* out */,
+                                  size_t cap, size_t *num /* out */);
 
 typedef struct zeus_grid_monitor_opts {
   zeus_grid *grid;        /* borrowed; required; must outlive the monitor */

@@ -47,6 +47,20 @@ def em_answer(value: float, factor: str) -> str:
                        "emissionFactorType": factor, "isEstimated": True, "estimationMethod": "TIME_SLICER_AVERAGE"})
 
 
+HISTORY_T0 = 1732946400  # 2024-11-30T06:00:00Z, the first hour of the served history
+
+
+def em_history(value: float, factor: str) -> str:
+    """ElectricityMaps' /v3/carbon-intensity/history: the last 24 hours, hour i at value + 7 i."""
+    import datetime as dt
+    hours = [dt.datetime.fromtimestamp(HISTORY_T0 + 3600 * i, dt.timezone.utc) for i in range(24)]
+    return json.dumps({"zone": "US-MIDW-MISO", "history": [
+        {"zone": "US-MIDW-MISO", "carbonIntensity": value + 7 * i,
+         "datetime": h.strftime("%Y-%m-%dT%H:00:00.000Z"), "updatedAt": "2024-12-01T05:44:10.595Z",
+         "createdAt": "2024-11-28T06:43:54.038Z", "emissionFactorType": factor, "isEstimated": i % 2 == 1,
+         "estimationMethod": "TIME_SLICER_AVERAGE" if i % 2 else None} for i, h in enumerate(hours)]})
+
+
 def flat(p: int) -> list:
     return [[p] * 24 for _ in range(12)]
 
@@ -64,7 +78,7 @@ def openei_answer(rate: float, label: str = LABEL) -> str:
 
 
 class Server:
-    """ElectricityMaps' /v3/carbon-intensity/latest and OpenEI's /utility_rates; /control sets
+    """ElectricityMaps' /v3/carbon-intensity/latest and /history and OpenEI's /utility_rates; /control sets
     the answers (for the windows' interpreter)."""
 
     def __init__(self) -> None:
@@ -101,6 +115,9 @@ class Server:
                     elif u.path == "/v3/carbon-intensity/latest":
                         v = srv.intensity.get((q.get("disableEstimations"), q.get("emissionFactorType")))
                         code, body = srv.status, NO_MEASUREMENT if v is None else em_answer(v, q["emissionFactorType"])
+                    elif u.path == "/v3/carbon-intensity/history":
+                        v = srv.intensity.get((q.get("disableEstimations"), q.get("emissionFactorType")))
+                        code, body = srv.status, NO_MEASUREMENT if v is None else em_history(v, q["emissionFactorType"])
                     elif u.path == "/utility_rates":
                         if float(q["lat"]) == 38 and float(q["lon"]) == -78:
                             code, body = 200, json.dumps({"items": []})
@@ -180,6 +197,97 @@ def test_get_current_carbon_intensity_no_response(server, carbon):
     assert server.requests[-1][1].endswith("disableEstimations=True&emissionFactorType=direct")
 
 
+def test_get_recent_carbon_intensity(server, carbon):
+    """The original's client asked GET /v3/carbon-intensity/history with the latest's query and
+    gave {datetime: carbonIntensity} (its window tests served such answers); here the values, their
+    order, the query and the key."""
+    from datetime import datetime, timedelta, timezone
+    provider = carbon.ElectrictyMapsClient((42.2776, -83.7409), estimate=True, emission_factor_type="lifecycle",
+                                           url=server.url, api_key=KEY)
+    recent = provider.get_recent_carbon_intensity()
+    path, query, auth = server.requests[-1]
+    assert path == "/v3/carbon-intensity/history"
+    assert query == "lat=42.2776&lon=-83.7409&disableEstimations=False&emissionFactorType=lifecycle"
+    assert auth == KEY
+    assert len(recent) == provider.history_length == 24
+    first = datetime(2024, 11, 30, 6, tzinfo=timezone.utc)
+    assert list(recent) == [first + i * provider.update_period for i in range(24)]
+    assert list(recent.values()) == [466 + 7 * i for i in range(24)]
+    assert all(k.tzinfo is not None and k.utcoffset() == timedelta(0) for k in recent)
+    provider.emission_factor_type = "direct"
+    assert list(provider.get_recent_carbon_intensity().values())[-1] == 506 + 7 * 23
+
+
+def test_get_recent_carbon_intensity_no_response(server, carbon):
+    provider = carbon.ElectrictyMapsClient((42.2776, -83.7409), url=server.url)
+    with pytest.raises(carbon.ZeusCarbonIntensityNotFoundError, match="No recent data for zone") as e:
+        provider.get_recent_carbon_intensity()
+    assert "no 'history' list" in str(e.value)
+    assert server.requests[-1][0] == "/v3/carbon-intensity/history"
+
+
+def test_get_recent_carbon_intensity_passes_on_an_hour_without_a_value(server, carbon):
+    """ElectricityMaps answers null for an hour it has no value for; the original put that in its
+    dict as None, and so does zeusc (the C layer's NaN)."""
+    from datetime import datetime, timezone
+    provider = carbon.ElectrictyMapsClient((42.2776, -83.7409), url=server.url, api_key=KEY)
+    with server.lock:
+        server.status, server.raw = 200, ('{"history": [{"datetime": "2024-11-30T06:00:00.000Z", "carbonIntensity": null}, '
+                                          '{"datetime": "2024-11-30T07:00:00.000Z", "carbonIntensity": 501}]}')
+    recent = provider.get_recent_carbon_intensity()
+    t0 = datetime(2024, 11, 30, 6, tzinfo=timezone.utc)
+    assert list(recent.items()) == [(t0, None), (t0.replace(hour=7), 501)]
+
+
+@pytest.mark.parametrize("status,raw,exc,needle", [
+    (500, '{"message":"internal"}', "ZeusCarbonIntensityHTTPError",
+     'GET /v3/carbon-intensity/history answered HTTP 500: {"message":"internal"}'),
+    (200, '{"history": [{"datetime": "2024-11-30T06:00:00.000Z", "carbonIntensity": 501}',
+     "ZeusCarbonIntensityHTTPError", "invalid JSON"),
+    (200, '{"history": [{"datetime": "2024-11-30T06:00:00.000Z", "carbonIntensity": 501}, '
+          '{"datetime": "2024-11-30T07:00:00.000Z"}]}',
+     "ZeusCarbonIntensityNotFoundError", "history[1] has no 'carbonIntensity'"),
+    (200, '{"history": [{"carbonIntensity": 501}]}', "ZeusCarbonIntensityNotFoundError",
+     "history[0] has no 'datetime'"),
+    (200, '{"history": [{"datetime": "2024-11-30T06:00:00.000Z", "carbonIntensity": "high"}]}',
+     "ZeusCarbonIntensityNotFoundError", "history[0].carbonIntensity: expected a non-negative number"),
+    (200, '{"history": [{"datetime": "30/11/2024 06:00", "carbonIntensity": 1}]}',
+     "ZeusCarbonIntensityNotFoundError", "history[0].datetime: expected an ISO 8601"),
+])
+def test_get_recent_carbon_intensity_errors_name_the_field(server, carbon, status, raw, exc, needle):
+    provider = carbon.ElectrictyMapsClient((42.2776, -83.7409), url=server.url, api_key=KEY)
+    with server.lock:
+        server.status, server.raw = status, raw
+    with pytest.raises(getattr(carbon, exc)) as e:
+        provider.get_recent_carbon_intensity()
+    assert needle in str(e.value)
+    assert KEY not in str(e.value)
+
+
+def test_get_recent_carbon_intensity_without_grid_is_a_clear_error(monkeypatch):
+    """A libzeus built without ZEUS_WITH_GRID exports no zeus_grid_*: a ZeusUnavailableError
+    that says how to build it, not a crash. Run on such a libzeus it calls it; on one with GRID it
+    replaces the library by one without the symbols."""
+    pytest.importorskip("zeusc")
+    from zeusc import _lib
+    from zeusc.exceptions import ZeusUnavailableError
+    from zeusc.monitor import _grid
+    from zeusc.monitor import carbon as c
+    try:
+        _grid.lib()
+    except ZeusUnavailableError:
+        pass  # the real thing
+    else:
+        class NoGrid:
+            pass
+
+        monkeypatch.setattr(_grid, "_bound", None)
+        monkeypatch.setattr(_lib, "lib", lambda: NoGrid())
+    provider = c.ElectrictyMapsClient((42.2776, -83.7409), url="http://127.0.0.1:9")
+    with pytest.raises(ZeusUnavailableError, match="-DZEUS_WITH_GRID=ON"):
+        provider.get_recent_carbon_intensity()
+
+
 def test_get_prices(server, price):
     client = price.OpenEIClient((42.2776, -83.7409), LABEL, url=server.url, api_key=KEY)
     prices = client.get_current_electricity_prices()
@@ -226,8 +334,6 @@ def test_names_alias_and_url_from_environment(server, carbon, price, monkeypatch
     assert server.requests[-1][1] == "lat=1.5&lon=2.25&disableEstimations=False&emissionFactorType=direct"
     monkeypatch.delenv("ZEUS_ELECTRICITYMAPS_URL")
     assert carbon.ElectricityMapsClient((1.5, 2.25)).url == "https://api.electricitymap.org"
-    with pytest.raises(NotImplementedError, match="latest intensity"):
-        c.get_recent_carbon_intensity()
 
 
 def test_key_from_a_file_is_sent_and_never_shown(server, carbon, price, tmp_path, monkeypatch, caplog):
@@ -466,13 +572,13 @@ def test_struct_layouts_match_the_header(carbon, tmp_path):
     if not cc:
         pytest.skip("no C compiler to check the struct layouts with")
     structs = {"zeus_grid_opts": _grid.GridOpts, "zeus_grid_monitor_opts": _grid.GridMonitorOpts,
-               "zeus_grid_measurement": _grid.GridMeasurementC}
+               "zeus_grid_measurement": _grid.GridMeasurementC, "zeus_grid_history_point": _grid.GridHistoryPoint}
     lines = ["#include <stdio.h>", "#include <stddef.h>", "#include <zeus.h>", "int main(void) {"]
     for cname, py in structs.items():
         lines.append(f'  printf("{cname} sizeof %zu\\n", sizeof({cname}));')
         for fname, _ in py._fields_:
             lines.append(f'  printf("{cname} {fname} %zu\\n", offsetof({cname}, {fname}));')
-    lines += ["  return 0;", "}"]
+    lines += ['  printf("ZEUS_GRID_HISTORY_MAX value %d\\n", ZEUS_GRID_HISTORY_MAX);', "  return 0;", "}"]
     src = tmp_path / "layout.c"
     src.write_text("\n".join(lines) + "\n")
     exe = tmp_path / "layout"
@@ -483,6 +589,7 @@ def test_struct_layouts_match_the_header(carbon, tmp_path):
     for line in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines():
         a, b, v = line.split()
         table[(a, b)] = int(v)
+    assert _grid.ZEUS_GRID_HISTORY_MAX == table[("ZEUS_GRID_HISTORY_MAX", "value")]
     for cname, py in structs.items():
         assert ctypes.sizeof(py) == table[(cname, "sizeof")], cname
         for fname, _ in py._fields_:

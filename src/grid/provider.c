@@ -292,10 +292,11 @@ static int get_json(zeus_grid *g, const char *path, const char *query, struct cu
 
 /* ---- ElectricityMaps ---- */
 
-static int fetch_electricitymaps(zeus_grid *g) {
-  char lat[32], lon[32];
-  fmt_double(lat, sizeof lat, g->lat);
-  fmt_double(lon, sizeof lon, g->lon);
+/* GET <url><path> with the original's query for the provider's place and the key in the
+ * auth-token header; the answer's JSON in *doc. lat and lon (as sent) for errors. */
+static int get_electricitymaps(zeus_grid *g, const char *path, char lat[32], char lon[32], json_t **doc) {
+  fmt_double(lat, 32, g->lat);
+  fmt_double(lon, 32, g->lon);
   char query[256];
   /* The original's query: disableEstimations is the negation of estimate, spelled as Python's bool. */
   snprintf(query, sizeof query, "lat=%s&lon=%s&disableEstimations=%s&emissionFactorType=%s", lat, lon,
@@ -309,10 +310,15 @@ static int fetch_electricitymaps(zeus_grid *g) {
     zeus__buf_free(&hk);
     if (!h) return zeus__oom("building a request");
   }
-  json_t *doc = NULL;
-  const char *path = "/v3/carbon-intensity/latest";
-  int rc = get_json(g, path, query, h, &doc);
+  int rc = get_json(g, path, query, h, doc);
   curl_slist_free_all(h); /* the header's copy of the key goes with it */
+  return rc;
+}
+
+static int fetch_electricitymaps(zeus_grid *g) {
+  char lat[32], lon[32];
+  json_t *doc = NULL;
+  int rc = get_electricitymaps(g, "/v3/carbon-intensity/latest", lat, lon, &doc);
   if (rc) return rc;
   json_t *ci = json_is_object(doc) ? json_object_get(doc, "carbonIntensity") : NULL;
   if (!json_is_number(ci) || !(json_number_value(ci) >= 0) || !isfinite(json_number_value(ci))) {
@@ -333,6 +339,138 @@ static int fetch_electricitymaps(zeus_grid *g) {
   pthread_mutex_unlock(&g->mu);
   zeus__log(ZEUS_LOG_DEBUG, MOD, "ElectricityMaps: %g gCO2eq/kWh", json_number_value(ci));
   json_decref(doc);
+  return ZEUS_OK;
+}
+
+/* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar (H. Hinnant's
+ * days_from_civil), so no time zone of the process is involved. */
+static long days_from_civil(long y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  long era = (y >= 0 ? y : y - 399) / 400;
+  unsigned yoe = (unsigned)(y - era * 400);
+  unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+  unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + (long)doe - 719468;
+}
+
+static int digits(const char *s, int n) {
+  int v = 0;
+  for (int i = 0; i < n; i++) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  return v;
+}
+
+/* An ISO 8601 date and time as ElectricityMaps writes it ("2024-11-30T06:00:00.000Z"):
+ * YYYY-MM-DDTHH:MM[:SS[.fraction]] then Z, +HH:MM, -HH:MM or nothing (UTC), in s since 1970 UTC.
+ * false when it is not one. */
+static bool parse_iso8601(const char *s, double *out) {
+  int y = digits(s, 4), mo = s[4] == '-' ? digits(s + 5, 2) : -1, d = s[7] == '-' ? digits(s + 8, 2) : -1;
+  if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || (s[10] != 'T' && s[10] != 't' && s[10] != ' ')) return false;
+  static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  if (d > mdays[mo - 1] || (mo == 2 && d == 29 && !leap)) return false;
+  const char *p = s + 11;
+  int h = digits(p, 2), mi = p[2] == ':' ? digits(p + 3, 2) : -1, sec = 0;
+  if (h < 0 || h > 23 || mi < 0 || mi > 59) return false;
+  p += 5;
+  double frac = 0;
+  if (*p == ':') {
+    sec = digits(p + 1, 2);
+    if (sec < 0 || sec > 60) return false;
+    p += 3;
+    if (*p == '.' || *p == ',') {
+      p++;
+      if (*p < '0' || *p > '9') return false;
+      for (double scale = 0.1; *p >= '0' && *p <= '9'; p++, scale /= 10) frac += (*p - '0') * scale;
+    }
+  }
+  long offset_s = 0;
+  if (*p == 'Z' || *p == 'z') {
+    p++;
+  } else if (*p == '+' || *p == '-') {
+    int oh = digits(p + 1, 2), om = p[3] == ':' ? digits(p + 4, 2) : digits(p + 3, 2);
+    if (oh < 0 || oh > 23 || om < 0 || om > 59) return false;
+    offset_s = (long)(oh * 3600 + om * 60) * (*p == '-' ? -1 : 1);
+    p += p[3] == ':' ? 6 : 5;
+  }
+  if (*p) return false;
+  *out = (double)days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400.0 + h * 3600 + mi * 60 + sec + frac -
+         (double)offset_s;
+  return true;
+}
+
+/* An error about the history answer `doc` that names what was wrong; the answer is quoted
+ * (without the key). */
+static int history_error(zeus_grid *g, int code, const char *lat, const char *lon, json_t *doc, const char *what) {
+  char *text = json_dumps(doc, JSON_COMPACT);
+  if (text) redact(text, g->key);
+  int rc = zeus__error(code,
+                       "ElectricityMaps at %s: GET /v3/carbon-intensity/history at (%s, %s) with estimate %s and "
+                       "emission factor type %s: %s; the answer: %.300s",
+                       g->url, lat, lon, g->estimate ? "on" : "off", g->factor_type, what, text ? text : "?");
+  free(text);
+  return rc;
+}
+
+int zeus_grid_history(zeus_grid *g, zeus_grid_history_point *points, size_t cap, size_t *num) {
+  if (!g || !num || (cap && !points)) return zeus__error(ZEUS_EINVAL, "zeus_grid_history: NULL argument");
+  *num = 0;
+  if (g->provider != ZEUS_GRID_ELECTRICITYMAPS)
+    return zeus__error(ZEUS_EINVAL, "%s has no carbon intensity history (only ElectricityMaps has)",
+                       names[g->provider]);
+  char lat[32], lon[32];
+  json_t *doc = NULL;
+  int rc = get_electricitymaps(g, "/v3/carbon-intensity/history", lat, lon, &doc);
+  if (rc) return rc;
+  json_t *hist = json_is_object(doc) ? json_object_get(doc, "history") : NULL;
+  if (!json_is_array(hist)) {
+    rc = history_error(g, ZEUS_ENOENT, lat, lon, doc,
+                       hist ? "'history' is not a list" : "no recent carbon intensity (no 'history' list)");
+    json_decref(doc);
+    return rc;
+  }
+  size_t n = json_array_size(hist);
+  if (n > ZEUS_GRID_HISTORY_MAX) {
+    json_decref(doc);
+    return zeus__error(ZEUS_ERANGE,
+                       "ElectricityMaps at %s: GET /v3/carbon-intensity/history answered %zu entries: expected at "
+                       "most %d",
+                       g->url, n, ZEUS_GRID_HISTORY_MAX);
+  }
+  for (size_t i = 0; i < n; i++) {
+    json_t *e = json_array_get(hist, i);
+    json_t *dt = json_is_object(e) ? json_object_get(e, "datetime") : NULL;
+    json_t *ci = json_is_object(e) ? json_object_get(e, "carbonIntensity") : NULL;
+    char what[160];
+    double t = 0;
+    if (!json_is_object(e))
+      snprintf(what, sizeof what, "history[%zu] is not an object", i);
+    else if (!dt)
+      snprintf(what, sizeof what, "history[%zu] has no 'datetime'", i);
+    else if (!json_is_string(dt) || !parse_iso8601(json_string_value(dt), &t))
+      snprintf(what, sizeof what, "history[%zu].datetime: expected an ISO 8601 date and time as a string "
+                                  "(2024-11-30T06:00:00.000Z)", i);
+    else if (!ci)
+      snprintf(what, sizeof what, "history[%zu] has no 'carbonIntensity'", i);
+    else if (!json_is_null(ci) &&
+             (!json_is_number(ci) || !(json_number_value(ci) >= 0) || !isfinite(json_number_value(ci))))
+      snprintf(what, sizeof what,
+               "history[%zu].carbonIntensity: expected a non-negative number (gCO2eq/kWh) or null", i);
+    else
+      what[0] = '\0';
+    if (what[0]) {
+      rc = history_error(g, ZEUS_ENOENT, lat, lon, doc, what);
+      json_decref(doc);
+      return rc;
+    }
+    /* null: the service has no value for that hour (a gap it leaves, which the original passes on) */
+    if (i < cap) points[i] = (zeus_grid_history_point){t, json_is_null(ci) ? NAN : json_number_value(ci)};
+  }
+  json_decref(doc);
+  *num = n;
+  zeus__log(ZEUS_LOG_DEBUG, MOD, "ElectricityMaps: %zu hours of carbon intensity history", n);
   return ZEUS_OK;
 }
 

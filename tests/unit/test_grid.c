@@ -54,28 +54,53 @@ static void month_rows(char *b, size_t len, int peak_from, int peak_to) {
   snprintf(b + o, len - o, "]");
 }
 
+#define BODY_MAX ((size_t)1 << 17)
+#define HISTORY_T0 1732946400.0 /* 2024-11-30T06:00:00Z, the first hour of the served history */
+
+/* ElectricityMaps' history: 24 hours from HISTORY_T0, the intensity of hour i `intensity + 7 i`. */
+static void history_body(char *b, size_t len, double intensity) {
+  size_t o = (size_t)snprintf(b, len, "{\"zone\":\"US-MIDW-MISO\",\"history\":[");
+  for (int i = 0; i < 24; i++) {
+    time_t t = (time_t)HISTORY_T0 + 3600 * i;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    o += (size_t)snprintf(b + o, len - o,
+                          "%s{\"zone\":\"US-MIDW-MISO\",\"carbonIntensity\":%.17g,\"datetime\":"
+                          "\"%04d-%02d-%02dT%02d:00:00.000Z\",\"updatedAt\":\"2024-12-01T05:44:10.595Z\","
+                          "\"emissionFactorType\":\"lifecycle\",\"isEstimated\":%s}",
+                          i ? "," : "", intensity + 7 * i, tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                          i % 2 ? "true" : "false");
+  }
+  snprintf(b + o, len - o, "]}");
+}
+
 static void answer(server *s, int fd, const char *path, const char *query) {
-  char body[16384];
+  char *body = malloc(BODY_MAX);
+  if (!body) return; /* the client sees a closed connection */
+  const size_t body_len = BODY_MAX;
   int status = 200;
   pthread_mutex_lock(&s->mu);
   double delay = s->delay_s;
   if (s->echo_query) {
     status = 500;
-    snprintf(body, sizeof body, "upstream failed for %s?%s", path, query);
+    snprintf(body, body_len, "upstream failed for %s?%s", path, query);
   } else if (s->raw) {
     status = s->em_status ? s->em_status : 200;
-    snprintf(body, sizeof body, "%s", s->raw);
+    snprintf(body, body_len, "%s", s->raw);
   } else if (!strcmp(path, "/v3/carbon-intensity/latest")) {
     status = s->em_status ? s->em_status : 200;
-    snprintf(body, sizeof body,
+    snprintf(body, body_len,
              "{\"zone\":\"US-MIDW-MISO\",\"carbonIntensity\":%.17g,\"datetime\":\"2024-09-27T00:00:00.000Z\","
              "\"updatedAt\":\"2024-09-27T00:43:50.277Z\",\"emissionFactorType\":\"direct\",\"isEstimated\":false}",
              s->intensity);
+  } else if (!strcmp(path, "/v3/carbon-intensity/history")) {
+    status = s->em_status ? s->em_status : 200;
+    history_body(body, body_len, s->intensity);
   } else if (!strcmp(path, "/utility_rates")) {
     char wd[2048], we[2048];
     month_rows(wd, sizeof wd, 12, 18);
     month_rows(we, sizeof we, 0, 0);
-    snprintf(body, sizeof body,
+    snprintf(body, body_len,
              "{\"items\":[{\"label\":\"other\",\"name\":\"Other\"},{\"label\":\"%s\",\"name\":\"Test rate\","
              "\"utility\":\"Test Utility\",\"sector\":\"Residential\",\"energyratestructure\":"
              "[[{\"rate\":%.17g,\"unit\":\"kWh\"}],[{\"rate\":%.17g,\"unit\":\"kWh\"},{\"max\":500,\"rate\":9}],"
@@ -83,7 +108,7 @@ static void answer(server *s, int fd, const char *path, const char *query) {
              s->label, s->rate_base, s->rate_peak, wd, we);
   } else {
     status = 404;
-    snprintf(body, sizeof body, "{\"error\":\"no route %s\"}", path);
+    snprintf(body, body_len, "{\"error\":\"no route %s\"}", path);
   }
   s->requests++;
   pthread_mutex_unlock(&s->mu);
@@ -93,7 +118,8 @@ static void answer(server *s, int fd, const char *path, const char *query) {
                    "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
                    status, strlen(body));
   /* the client may have given up (a timeout): no SIGPIPE */
-  if (send(fd, head, (size_t)n, MSG_NOSIGNAL) < 0 || send(fd, body, strlen(body), MSG_NOSIGNAL) < 0) return;
+  if (send(fd, head, (size_t)n, MSG_NOSIGNAL) >= 0) (void)send(fd, body, strlen(body), MSG_NOSIGNAL);
+  free(body);
 }
 
 static void serve_one(server *s, int fd) {
@@ -363,6 +389,136 @@ static void electricitymaps_without_a_measurement_is_not_found_and_keeps_nothing
   server_stop(&s);
   assert_zeus_err(zeus_grid_fetch(g), ZEUS_ENET, "ElectricityMaps at http://127.0.0.1:");
   zeus_grid_close(g);
+}
+
+/* The original's get_recent_carbon_intensity: GET /v3/carbon-intensity/history with the same
+ * query and key as the latest value, every hour's datetime and carbonIntensity in the answer's
+ * order; a caller with less room gets the first ones and the count. */
+static void electricitymaps_history_gives_every_hour_in_order(void **state) {
+  (void)state;
+  server s;
+  server_start(&s);
+  server_set(&s, 501, 0.1);
+  zeus_grid *g = em_open(&s, 2);
+  zeus_grid_history_point p[ZEUS_GRID_HISTORY_MAX];
+  size_t n = 99;
+  assert_zeus_ok(zeus_grid_history(g, p, ZEUS_GRID_HISTORY_MAX, &n));
+  assert_int_equal(n, ZEUS_GRID_HISTORY_LENGTH);
+  for (size_t i = 0; i < n; i++) {
+    assert_true(p[i].time_unix_s == HISTORY_T0 + 3600.0 * (double)i);
+    assert_true(p[i].intensity_g_per_kwh == 501 + 7.0 * (double)i);
+  }
+  assert_string_equal(s.last_path, "/v3/carbon-intensity/history");
+  assert_string_equal(s.last_query, "lat=42.2776&lon=-83.7409&disableEstimations=True&emissionFactorType=direct");
+  assert_string_equal(s.last_auth, KEY);
+  /* the history leaves the latest value alone */
+  double v;
+  assert_zeus_err(zeus_grid_rate(g, 0, &v, NULL), ZEUS_ESTATE, "nothing fetched yet");
+  zeus_grid_history_point few[3];
+  assert_zeus_ok(zeus_grid_history(g, few, 3, &n));
+  assert_int_equal(n, 24);
+  assert_true(few[2].time_unix_s == HISTORY_T0 + 7200 && few[2].intensity_g_per_kwh == 515);
+  assert_zeus_ok(zeus_grid_history(g, NULL, 0, &n));
+  assert_int_equal(n, 24);
+  /* offsets and no fraction, as ISO 8601 allows */
+  s.raw =
+      "{\"history\":[{\"datetime\":\"2024-11-30T08:30:00+02:30\",\"carbonIntensity\":1.5},"
+      "{\"datetime\":\"2024-02-29T23:59:59-01:00\",\"carbonIntensity\":0}]}";
+  assert_zeus_ok(zeus_grid_history(g, p, ZEUS_GRID_HISTORY_MAX, &n));
+  assert_int_equal(n, 2);
+  assert_true(p[0].time_unix_s == HISTORY_T0 && p[0].intensity_g_per_kwh == 1.5);
+  assert_true(p[1].time_unix_s == 1709254799.0 && p[1].intensity_g_per_kwh == 0);
+  /* an hour the service has no value for (null) is passed on as NAN, as the original passes None */
+  s.raw = "{\"history\":[{\"datetime\":\"2024-11-30T06:00:00Z\",\"carbonIntensity\":null},"
+          "{\"datetime\":\"2024-11-30T07:00:00Z\",\"carbonIntensity\":7}]}";
+  assert_zeus_ok(zeus_grid_history(g, p, ZEUS_GRID_HISTORY_MAX, &n));
+  assert_int_equal(n, 2);
+  assert_true(p[0].time_unix_s == HISTORY_T0 && isnan(p[0].intensity_g_per_kwh));
+  assert_true(p[1].time_unix_s == HISTORY_T0 + 3600 && p[1].intensity_g_per_kwh == 7);
+  s.raw = "{\"history\":[]}";
+  assert_zeus_ok(zeus_grid_history(g, p, ZEUS_GRID_HISTORY_MAX, &n));
+  assert_int_equal(n, 0);
+  s.raw = NULL;
+  zeus_grid_close(g);
+  /* OpenEI has none */
+  g = openei_open(&s);
+  assert_zeus_err(zeus_grid_history(g, p, 24, &n), ZEUS_EINVAL, "OpenEI has no carbon intensity history");
+  zeus_grid_close(g);
+  server_stop(&s);
+}
+
+/* A history that cannot be had says why, naming the entry and the field, and gives nothing. */
+static void electricitymaps_history_errors_name_the_field(void **state) {
+  (void)state;
+  capture_logs();
+  server s;
+  server_start(&s);
+  zeus_grid *g = em_open(&s, 2);
+  zeus_grid_history_point p[4];
+  size_t n = 99;
+  s.raw = "{\"message\":\"internal\"}";
+  s.em_status = 500;
+  assert_zeus_err(zeus_grid_history(g, p, 4, &n), ZEUS_EHTTP,
+                  "GET /v3/carbon-intensity/history answered HTTP 500: {\"message\":\"internal\"}");
+  assert_int_equal(n, 0);
+  s.em_status = 0;
+  s.raw = "{\"history\":[{\"datetime\":\"2024-11-30T06:00:00.000Z\",\"carbonIntensity\":501}";
+  assert_zeus_err(zeus_grid_history(g, p, 4, &n), ZEUS_EPARSE,
+                  "ElectricityMaps answer to GET /v3/carbon-intensity/history");
+  static const struct {
+    const char *body, *needle;
+  } bad[] = {
+      {"{\"error\":\"No recent data for zone \\\"US-MIDW-MISO\\\"\"}",
+       "no recent carbon intensity (no 'history' list)"},
+      {"{\"history\":{}}", "'history' is not a list"},
+      {"{\"history\":[{\"datetime\":\"2024-11-30T06:00:00.000Z\",\"carbonIntensity\":501},"
+       "{\"datetime\":\"2024-11-30T07:00:00.000Z\"}]}",
+       "history[1] has no 'carbonIntensity'"},
+      {"{\"history\":[{\"carbonIntensity\":501}]}", "history[0] has no 'datetime'"},
+      {"{\"history\":[{\"datetime\":\"2024-11-30T06:00:00.000Z\",\"carbonIntensity\":\"501\"}]}",
+       "history[0].carbonIntensity: expected a non-negative number"},
+      {"{\"history\":[{\"datetime\":\"2024-11-30T06:00:00.000Z\",\"carbonIntensity\":-1}]}",
+       "history[0].carbonIntensity: expected a non-negative number"},
+      {"{\"history\":[{\"datetime\":\"yesterday\",\"carbonIntensity\":1}]}",
+       "history[0].datetime: expected an ISO 8601 date and time"},
+      {"{\"history\":[{\"datetime\":\"2023-02-29T06:00:00Z\",\"carbonIntensity\":1}]}",
+       "history[0].datetime: expected an ISO 8601"},
+      {"{\"history\":[{\"datetime\":\"2024-11-30T06:00:00.000Zjunk\",\"carbonIntensity\":1}]}",
+       "history[0].datetime: expected an ISO 8601"},
+      {"{\"history\":[{\"datetime\":1732946400,\"carbonIntensity\":1}]}", "history[0].datetime: expected"},
+      {"{\"history\":[17]}", "history[0] is not an object"},
+      {"[]", "no 'history' list"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    s.raw = bad[i].body;
+    n = 99;
+    assert_zeus_err(zeus_grid_history(g, p, 4, &n), ZEUS_ENOENT, bad[i].needle);
+    assert_int_equal(n, 0);
+    assert_non_null(strstr(zeus_errmsg(), "ElectricityMaps at http://127.0.0.1:"));
+    assert_non_null(strstr(zeus_errmsg(), "with estimate off and emission factor type direct"));
+  }
+  /* bounded: more entries than ZEUS_GRID_HISTORY_MAX are refused */
+  char *big = malloc(BODY_MAX);
+  assert_non_null(big);
+  size_t o = (size_t)snprintf(big, BODY_MAX, "{\"history\":[");
+  for (int i = 0; i <= ZEUS_GRID_HISTORY_MAX; i++)
+    o += (size_t)snprintf(big + o, BODY_MAX - o, "%s{\"datetime\":\"2024-11-30T06:00:00Z\",\"carbonIntensity\":1}",
+                          i ? "," : "");
+  snprintf(big + o, BODY_MAX - o, "]}");
+  assert_true(o < BODY_MAX - 8);
+  s.raw = big;
+  assert_zeus_err(zeus_grid_history(g, p, 4, &n), ZEUS_ERANGE, "answered 1025 entries: expected at most 1024");
+  s.raw = NULL;
+  free(big);
+  /* the key is in no error: a proxy that quotes the request */
+  s.echo_query = true;
+  assert_zeus_err(zeus_grid_history(g, p, 4, &n), ZEUS_EHTTP, "upstream failed for /v3/carbon-intensity/history?");
+  assert_null(strstr(zeus_errmsg(), KEY));
+  zeus_grid_close(g);
+  server_stop(&s);
+  assert_no_key_in_logs();
+  zeus_set_log_callback(NULL, NULL);
+  zeus_set_log_level(ZEUS_LOG_WARN);
 }
 
 static void openei_rate_follows_month_hour_and_weekday_in_utc(void **state) {
@@ -803,6 +959,8 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(electricitymaps_sends_the_originals_query_and_reads_carbon_intensity),
       cmocka_unit_test(electricitymaps_without_a_measurement_is_not_found_and_keeps_nothing),
+      cmocka_unit_test(electricitymaps_history_gives_every_hour_in_order),
+      cmocka_unit_test(electricitymaps_history_errors_name_the_field),
       cmocka_unit_test(openei_rate_follows_month_hour_and_weekday_in_utc),
       cmocka_unit_test(openei_unknown_label_and_missing_key_are_named),
       cmocka_unit_test(api_key_is_in_no_error_and_no_log),

@@ -3,6 +3,7 @@ zeusc.monitor.carbon and zeusc.monitor.price. Not API."""
 from __future__ import annotations
 
 import ctypes
+import math
 import json
 import sys
 import threading
@@ -66,6 +67,16 @@ class GridMeasurementC(Structure):
     ]
 
 
+class GridHistoryPoint(Structure):
+    """zeus_grid_history_point."""
+    _fields_ = [
+        ("time_unix_s", c_double),
+        ("intensity_g_per_kwh", c_double),
+    ]
+
+
+ZEUS_GRID_HISTORY_MAX = 1024  # zeus/grid.h
+
 _TABLE = {
     "zeus_grid_opts_init": (None, [POINTER(GridOpts)]),
     "zeus_grid_open": (c_int, [POINTER(c_void_p), POINTER(GridOpts)]),
@@ -77,6 +88,7 @@ _TABLE = {
     "zeus_grid_openei_tables": (c_int, [c_void_p, POINTER(c_double), c_size_t, POINTER(c_size_t),
                                         POINTER((c_int * 24) * 12), POINTER((c_int * 24) * 12)]),
     "zeus_grid_openei_json": (c_int, [c_void_p, POINTER(c_void_p)]),
+    "zeus_grid_history": (c_int, [c_void_p, POINTER(GridHistoryPoint), c_size_t, POINTER(c_size_t)]),
     "zeus_free": (None, [c_void_p]),
     "zeus_grid_monitor_opts_init": (None, [POINTER(GridMonitorOpts)]),
     "zeus_grid_monitor_open": (c_int, [POINTER(c_void_p), POINTER(GridMonitorOpts)]),
@@ -172,6 +184,26 @@ class Provider:
                 raise not_found(msg)
             raise http_error(msg)
         return h
+
+
+    def _history(self, http_error, not_found) -> list[tuple[float, float]]:
+        """(unix time in s, gCO2eq/kWh) of each hour the service gave, in its order."""
+        if not (-90 <= float(self.lat) <= 90 and -180 <= float(self.long) <= 180):
+            raise not_found(f"nothing at lat, lon [{self.lat}, {self.long}]: not a latitude in [-90, 90] and a "
+                            "longitude in [-180, 180]")
+        h = self._handle()
+        L = lib()
+        points = (GridHistoryPoint * ZEUS_GRID_HISTORY_MAX)()
+        n = c_size_t()
+        rc = L.zeus_grid_history(h, points, ZEUS_GRID_HISTORY_MAX, byref(n))
+        if rc:
+            msg = _lib.errmsg(rc)
+            if rc == ZEUS_ENOENT:
+                raise not_found(msg)
+            raise http_error(msg)
+        # NaN: the service had no value for that hour (null), passed on as None as the original does
+        return [(points[i].time_unix_s, None if math.isnan(points[i].intensity_g_per_kwh) else
+                 points[i].intensity_g_per_kwh) for i in range(n.value)]
 
 
 def openei_tables(h, not_found) -> dict:

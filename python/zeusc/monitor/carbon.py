@@ -5,6 +5,7 @@ multiplies their energy by the grid's carbon intensity from :class:`ElectrictyMa
 original's spelling; :class:`ElectricityMapsClient` is the same class). The work is libzeus's
 (zeus/grid.h): a thread fetches the intensity every ``poll_interval_s`` and splits each open
 window's energy at every fetch, so an intensity that changes during a window is followed.
+``get_recent_carbon_intensity`` asks for the last 24 hours (GET /v3/carbon-intensity/history).
 
 Where the original's background process died silently when the service failed (and end_window
 then waited forever), a window whose intensity could not be had raises
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Literal
 
 from ..exceptions import ZeusError
@@ -121,14 +122,24 @@ class ElectrictyMapsClient(_grid.Provider, CarbonIntensityProvider):
         return v.value
 
     def get_recent_carbon_intensity(self) -> dict[datetime, float]:
-        """Not provided: the monitor polls the latest value instead of the day's history.
+        """Asks the service for the place's carbon intensity of the last 24 hours (gCO2eq/kWh).
+
+        Returns:
+            The start of each hour (a datetime in UTC) -> its intensity, in the service's order
+            (oldest first); ``history_length`` entries, each holding for ``update_period``; None
+            for an hour the service has no value for (its null), as the original gives it.
 
         Raises:
-            NotImplementedError: always.
+            ZeusCarbonIntensityHTTPError: no connection, no answer in time, an HTTP error, an
+                answer that is not JSON.
+            ZeusCarbonIntensityNotFoundError: the answer has no history, or an entry of it has no
+                ``datetime`` (ISO 8601) or a ``carbonIntensity`` that is neither a number nor null (the
+                message names it).
+            zeusc.exceptions.ZeusUnavailableError: (not in the original) libzeus was built
+                without ZEUS_WITH_GRID.
         """
-        raise NotImplementedError(
-            "ElectrictyMapsClient.get_recent_carbon_intensity: zeusc follows the latest intensity "
-            "(GET /v3/carbon-intensity/latest) while windows are open instead of the 24-hour history")
+        return {datetime.fromtimestamp(t, timezone.utc): v
+                for t, v in self._history(ZeusCarbonIntensityHTTPError, ZeusCarbonIntensityNotFoundError)}
 
     @property
     def update_period(self) -> timedelta:
