@@ -6,14 +6,17 @@
  *   "sim"   simulated GPUs (see zeus/sim.h), configured by ZEUS_SIM_* settings.
  *   "none"  no GPU; every per-GPU call fails with ZEUS_ENOENT.
  *   "zeusd" every GPU of a zeus daemon (or the original zeusd), everything through it.
- * Selection: opts->backend, else ZEUS_GPU_BACKEND, else nvml when it loads, else zeusd when a
- * daemon is configured, else none.
+ *   "amdsmi" AMD GPUs through libamd_smi.so (path: ZEUS_AMDSMI_LIBRARY), numbered as HIP does.
+ * Selection: opts->backend, else ZEUS_GPU_BACKEND, else nvml when it loads, else amdsmi when it
+ * loads and lists GPUs, else zeusd when a daemon is configured, else none.
  *
  * Through a daemon (zeus/daemon.h; configured by ZEUSD_SOCK_PATH or ZEUSD_HOST_PORT, token in
- * ZEUSD_TOKEN, as for the original Python package): the nvml backend becomes "nvml+zeusd": NVML
- * in this process still reads energy, power, temperature and clocks, and every setting (power
- * limit, persistence mode, locked clocks), read or written, goes to the daemon, so none of them
- * needs privilege here. The daemon gives the changes back when this process dies; restoring or
+ * ZEUSD_TOKEN, as for the original Python package): the nvml backend becomes "nvml+zeusd" (and
+ * amdsmi "amdsmi+zeusd"): the vendor library in this process still reads energy, power,
+ * temperature and clocks, and every setting (power limit, persistence mode, locked clocks), read or
+ * written, goes to the daemon, so none of them needs privilege here. amdsmi+zeusd matches each GPU
+ * to the daemon's by PCI address; a visible GPU the daemon lists never (ZEUS_ENOENT) or twice
+ * (ZEUS_ESTATE) fails zeus_devices_open naming the address and the daemon's GPUs. The daemon gives the changes back when this process dies; restoring or
  * closing the handle has it give them back at once. A setting another client of the daemon
  * holds is ZEUS_EBUSY, naming the holder (daemon_override takes it over). The simulated GPU is
  * never sent to a daemon: it lives in this process and needs no privilege.

@@ -31,7 +31,7 @@ def mi300x(monkeypatch, tmp_path):
 
 def test_amd_module_has_the_original_names():
     from zeusc.device.gpu import amd
-    for name in ("AMDGPU", "AMDGPUs", "amdsmi_is_available"):
+    for name in ("AMDGPU", "AMDGPUs", "ZeusdAMDGPU", "amdsmi_is_available"):
         assert hasattr(amd, name), name
     assert issubclass(amd.AMDGPUs, __import__("zeusc.device.gpu", fromlist=["GPUs"]).GPUs)
 
@@ -81,3 +81,64 @@ def test_amdsmi_is_available_says_whether_the_library_lists_gpus(mi300x):
     out = p.stdout.splitlines()
     assert out[0] == "False", p.stdout
     assert out[1].startswith("init error:") and "cannot load the amdsmi library '/nonexistent/libamd_smi.so'" in out[1]
+
+
+ZEUSD_AMD_SCRIPT = r"""
+from zeusc.device.gpu.amd import AMDGPUs, ZeusdAMDGPU
+gpus = AMDGPUs()
+assert all(isinstance(g, ZeusdAMDGPU) for g in gpus.gpus), gpus.gpus
+assert gpus.devices.backend == "amdsmi+zeusd", gpus.devices.backend
+gpus.set_power_management_limit(0, 450000)
+assert gpus.get_power_management_limit(0) == 450000
+gpus.set_gpu_locked_clocks(0, 1200, 1200)
+gpus.close()
+print("done")
+"""
+
+
+def test_zeusd_amdgpu_sets_through_the_daemon_on_the_gpu_at_the_same_pci_address(mi300x, tmp_path):
+    """A `zeus daemon serve` on the fake amdsmi (amd-smi's order) and a zeusc client whose HIP order
+    differs (KFD nodes 2,1: HIP 0 is amd-smi's GPU 1): AMDGPUs holds ZeusdAMDGPU objects, and the cap
+    and clock lock of GPU 0 are made, and given back, by the daemon on its GPU 1."""
+    import subprocess
+    import time
+    cli = os.environ.get("ZEUSC_TEST_ZEUS_CLI") or os.path.join(tu.REPO, "build", "zeus")
+    if not os.path.exists(cli) or subprocess.run([cli, "daemon", "--help"], capture_output=True).returncode != 0:
+        pytest.skip("the zeus CLI with the daemon is not built; set ZEUSC_TEST_ZEUS_CLI")
+    sock = str(tmp_path / "zeusd.sock")
+    env = dict(os.environ, ZEUS_GPU_BACKEND="amdsmi", ZEUS_SIM_CLOCK="wall")
+    env.pop("ZEUSD_SOCK_PATH", None)
+    env.pop("ZEUSD_HOST_PORT", None)
+    errf = open(tmp_path / "daemon.err", "w")
+    p = subprocess.Popen([cli, "daemon", "serve", "--socket-path", sock, "--no-state-file", "--log-level", "info"],
+                         env=env, stderr=errf)
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline and "ready" not in (tmp_path / "daemon.err").read_text():
+            assert p.poll() is None, (tmp_path / "daemon.err").read_text()
+            time.sleep(0.05)
+        r = tu.run_py(ZEUSD_AMD_SCRIPT, env={"ZEUSD_SOCK_PATH": sock, "ZEUS_GPU_BACKEND": None,
+                                             "ZEUS_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1",
+                                             "FAKE_AMDSMI_KFD_NODES": "2,1", "ZEUS_SIM_CLOCK": "wall",
+                                             "FAKE_AMDSMI_LOG": str(tmp_path / "client.log")})
+        assert r.returncode == 0 and "done" in r.stdout, r.stderr
+    finally:
+        p.terminate()
+        p.wait(10)
+        errf.close()
+    assert mi300x.read_text().splitlines() == [
+        "amdsmi_set_power_cap 1 0 450000000 -> 0",
+        "amdsmi_set_gpu_clk_range 1 1200 1200 0 -> 0",
+        "amdsmi_set_power_cap 1 0 750000000 -> 0",
+        "amdsmi_set_gpu_perf_level 1 0 -> 0",
+    ]
+    assert not (tmp_path / "client.log").exists() or (tmp_path / "client.log").read_text() == ""
+
+
+def test_zeusd_amdgpu_without_a_daemon_says_how_to_name_one(mi300x, monkeypatch):
+    from zeusc.device.gpu import ZeusGPUInitError
+    from zeusc.device.gpu.amd import ZeusdAMDGPU
+    monkeypatch.delenv("ZEUSD_SOCK_PATH", raising=False)
+    monkeypatch.delenv("ZEUSD_HOST_PORT", raising=False)
+    with pytest.raises(ZeusGPUInitError, match="ZEUSD_SOCK_PATH"):
+        ZeusdAMDGPU(0)

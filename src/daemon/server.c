@@ -862,9 +862,11 @@ static int check_privileges(zeus_daemon *d) {
                 "GPU control operations without a command override use NVML and may fail for lack of privilege");
   } else if ((d->o.groups & ZEUS_DAEMON_GPU_CONTROL) && !d->sim && !has_cap(CAP_SYS_ADMIN_))
     return zeus__error(ZEUS_EPERM,
-                       "API group gpu-control needs root or CAP_SYS_ADMIN (NVML's power-limit, clock and "
-                       "persistence setters); run the daemon as root, give it CAP_SYS_ADMIN, or leave the group "
-                       "out (--enable gpu-read,cpu-read)");
+                       "API group gpu-control needs root or CAP_SYS_ADMIN (%s); run the daemon as root, give it "
+                       "CAP_SYS_ADMIN, or leave the group out (--enable gpu-read,cpu-read)",
+                       strcmp(zeus_devices_backend(d->dev), "amdsmi") == 0
+                           ? "amdsmi's power-cap and clock setters write the GPUs' sysfs files"
+                           : "NVML's power-limit, clock and persistence setters");
   if (d->o.groups & ZEUS_DAEMON_CPU_READ) {
     unsigned unreadable = zeus__rapl_unreadable(d->rapl);
     if (unreadable && !has_cap(CAP_DAC_READ_SEARCH_))

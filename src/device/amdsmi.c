@@ -30,6 +30,7 @@ typedef struct amdsmi_state {
   amdsmi_status_t (*get_gpu_device_uuid)(amdsmi_processor_handle, unsigned int *, char *);
   amdsmi_status_t (*get_gpu_asic_info)(amdsmi_processor_handle, amdsmi_asic_info_t *);
   amdsmi_status_t (*get_gpu_kfd_info)(amdsmi_processor_handle, amdsmi_kfd_info_t *);
+  amdsmi_status_t (*get_gpu_enumeration_info)(amdsmi_processor_handle, amdsmi_enumeration_info_t *);
   amdsmi_status_t (*get_gpu_device_bdf)(amdsmi_processor_handle, amdsmi_bdf_t *);
   amdsmi_status_t (*get_gpu_driver_info)(amdsmi_processor_handle, amdsmi_driver_info_t *);
   amdsmi_status_t (*get_lib_version)(amdsmi_version_t *);
@@ -115,15 +116,15 @@ static void am_close(void *st) {
   free(s);
 }
 
-/* Orders the GPUs as HIP does where amdsmi can tell (ROCm 6.3's way in the original: by KFD node
- * id); else amd-smi's own order (by PCI address). */
-static void order_by_kfd_node(amdsmi_state *s) {
-  if (!s->get_gpu_kfd_info || s->count < 2) return;
+/* Orders the GPUs by ROCm 6.3's rule (the original's fallback): HIP numbers them in KFD node id
+ * order. Returns false, leaving the order alone, where a GPU has no node id. */
+static bool order_by_kfd_node(amdsmi_state *s) {
+  if (!s->get_gpu_kfd_info) return false;
   uint32_t node[ZEUS_MAX_GPUS];
   for (unsigned i = 0; i < s->count; i++) {
     amdsmi_kfd_info_t k;
     memset(&k, 0, sizeof k);
-    if (s->get_gpu_kfd_info(s->dev[i], &k) != AMDSMI_STATUS_SUCCESS || k.node_id == 0xFFFFFFFFu) return;
+    if (s->get_gpu_kfd_info(s->dev[i], &k) != AMDSMI_STATUS_SUCCESS || k.node_id == 0xFFFFFFFFu) return false;
     node[i] = k.node_id;
   }
   for (unsigned i = 1; i < s->count; i++) /* insertion sort: a few GPUs */
@@ -135,6 +136,38 @@ static void order_by_kfd_node(amdsmi_state *s) {
       s->dev[j] = s->dev[j - 1];
       s->dev[j - 1] = h;
     }
+  return true;
+}
+
+/* Places each GPU at the HIP index amdsmi_get_gpu_enumeration_info gives it (ROCm 6.4+, the
+ * original's first choice). Returns false, leaving the order alone, where the library lacks the
+ * call, a call fails, or the ids are not 0..count-1 each once (a partitioned GPU, say). */
+static bool order_by_enumeration(amdsmi_state *s) {
+  if (!s->get_gpu_enumeration_info) return false;
+  amdsmi_processor_handle sorted[ZEUS_MAX_GPUS] = {0};
+  for (unsigned i = 0; i < s->count; i++) {
+    amdsmi_enumeration_info_t e;
+    memset(&e, 0, sizeof e);
+    amdsmi_status_t r = s->get_gpu_enumeration_info(s->dev[i], &e);
+    if (r != AMDSMI_STATUS_SUCCESS || e.hip_id >= s->count || sorted[e.hip_id]) {
+      zeus__log(ZEUS_LOG_DEBUG, "device",
+                "amdsmi_get_gpu_enumeration_info on amd-smi's GPU %u: %s, hip_id %u of %u GPUs%s; ordering by "
+                "KFD node instead",
+                i, status_name(r), (unsigned)e.hip_id, s->count,
+                r == AMDSMI_STATUS_SUCCESS && e.hip_id < s->count ? " (given twice)" : "");
+      return false;
+    }
+    sorted[e.hip_id] = s->dev[i];
+  }
+  memcpy(s->dev, sorted, s->count * sizeof sorted[0]);
+  return true;
+}
+
+/* Orders the GPUs as HIP numbers them, where amdsmi can tell; else amd-smi's own order (by PCI
+ * address). */
+static void order_as_hip(amdsmi_state *s) {
+  if (s->count < 2) return;
+  if (!order_by_enumeration(s)) order_by_kfd_node(s);
 }
 
 static int am_open(void **state, const zeus_devices_opts *opts) {
@@ -171,6 +204,7 @@ static int am_open(void **state, const zeus_devices_opts *opts) {
   REQ(get_gpu_asic_info);
   OPT(status_code_to_string);
   OPT(get_gpu_kfd_info);
+  OPT(get_gpu_enumeration_info);
   OPT(get_gpu_device_bdf);
   OPT(get_gpu_driver_info);
   OPT(get_lib_version);
@@ -221,7 +255,7 @@ static int am_open(void **state, const zeus_devices_opts *opts) {
     }
     s->count += n;
   }
-  order_by_kfd_node(s);
+  order_as_hip(s);
   *state = s;
   return ZEUS_OK;
 }

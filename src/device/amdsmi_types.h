@@ -209,4 +209,15 @@ typedef struct {
   const char *build;
 } amdsmi_version_t;
 
+/* amdsmi_get_gpu_enumeration_info (ROCm 6.4+, amdsmi 25.x; absent from the header above): how the
+ * other stacks number a GPU. Layout from ROCm/amdsmi's later amdsmi.h, where
+ * AMDSMI_MAX_STRING_LENGTH is 256 (272 bytes in all). */
+typedef struct {
+  uint32_t drm_render; /* N of /sys/class/drm/renderDN */
+  uint32_t drm_card;   /* N of /sys/class/drm/cardN */
+  uint32_t hsa_id;
+  uint32_t hip_id; /* the index HIP (and PyTorch's cuda:N) gives the GPU */
+  char hip_uuid[AMDSMI_256_LENGTH];
+} amdsmi_enumeration_info_t;
+
 #endif

@@ -61,11 +61,15 @@ extern const zeus__gpu_backend zeus__backend_amdsmi;
 extern const zeus__gpu_backend zeus__backend_sim;
 extern const zeus__gpu_backend zeus__backend_none;
 /* Through a zeus daemon (src/device/backend_zeusd.c): "zeusd" reads everything from the daemon;
- * "nvml+zeusd" wraps a local NVML for readings and sends settings to the daemon. */
+ * "nvml+zeusd" and "amdsmi+zeusd" wrap a local NVML or amdsmi for readings and send settings to
+ * the daemon. */
 extern const zeus__gpu_backend zeus__backend_zeusd;
 extern const zeus__gpu_backend zeus__backend_nvml_zeusd;
-/* Wraps an opened local backend (whose state it then owns, closing it on failure too). */
-int zeus__zeusd_hybrid_open(void **state, const zeus__gpu_backend *local, void *local_state,
+extern const zeus__gpu_backend zeus__backend_amdsmi_zeusd;
+/* Wraps an opened local backend (nvml or amdsmi; its state is then owned by the wrapper, which
+ * closes it on failure too). used[i] says whether local GPU i is visible (NULL: all): a GPU in use
+ * that cannot be matched to one of the daemon's fails the open (amdsmi), one not in use never does. */
+int zeus__zeusd_hybrid_open(void **state, const zeus__gpu_backend *local, void *local_state, const bool *used,
                             const zeus_devices_opts *opts);
 
 /* The explicit table of backends, in the order auto-selection tries them (src/device/backends.c). */

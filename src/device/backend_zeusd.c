@@ -1,10 +1,15 @@
-/* GPUs through a zeus daemon (or the original zeusd), in two forms:
+/* GPUs through a zeus daemon (or the original zeusd), in three forms:
  *
  *   "nvml+zeusd" (hybrid): NVML is loaded in this process for what it may do unprivileged
  *       (names, energy, power, temperature, clocks); every setting (power limit, persistence
  *       mode, locked clocks), read or written, goes to the daemon, which holds the privilege and
  *       is the one authority on what is set. GPUs are matched to the daemon's by UUID (by index
  *       when the daemon does not say UUIDs, as the original zeusd does not).
+ *   "amdsmi+zeusd" (hybrid, the original's ZeusdAMDGPU): the same over a local amdsmi; each GPU is
+ *       matched to the daemon's by PCI address (amdsmi_get_gpu_device_bdf here, /discover's
+ *       pci_address there), since HIP's numbering here need not be the daemon's. A GPU in use that
+ *       matches none of the daemon's GPUs, or more than one, fails the open naming its address
+ *       and the daemon's GPUs.
  *   "zeusd" (remote): no vendor library here (none installed, or ZEUS_GPU_BACKEND=zeusd): every
  *       reading comes from the daemon too; what its API cannot say (temperature, clocks, clock
  *       lists) is not supported.
@@ -39,6 +44,8 @@ typedef struct zd_state {
   zeus__zeusd *z;
   const zeus__gpu_backend *local; /* NULL: remote */
   void *lst;
+  bool by_pci;       /* match local GPUs to the daemon's by PCI address (amdsmi+zeusd) */
+  const bool *used;  /* during the open: the local GPUs in use (NULL: all) */
   unsigned n;
   zd_gpu g[ZEUS_MAX_GPUS];
 } zd_state;
@@ -49,6 +56,72 @@ static void zd_close(void *st) {
   if (s->local) s->local->close(s->lst);
   zeus__zeusd_close(s->z);
   free(s);
+}
+
+/* The daemon's id of its k-th /discover entry (an object with "id", or a bare id). */
+static unsigned daemon_id(const json_t *o, size_t k) {
+  json_t *id = json_is_object(o) ? json_object_get(o, "id") : (json_t *)o;
+  return json_is_integer(id) ? (unsigned)json_integer_value(id) : (unsigned)k;
+}
+
+/* The daemon's GPUs as the original lists them in its errors: [(0, '0000:01:00.0'), ...]. */
+static void daemon_gpu_list(const json_t *gpus, char *buf, size_t len) {
+  size_t at = 0;
+  at += (size_t)snprintf(buf, len, "[");
+  for (size_t k = 0; k < json_array_size(gpus) && at < len; k++) {
+    json_t *o = json_array_get(gpus, k);
+    at += (size_t)snprintf(buf + at, len - at, "%s(%u, '%s')", k ? ", " : "", daemon_id(o, k),
+                           str_or(json_object_get(o, "pci_address"), "?"));
+  }
+  if (at < len) snprintf(buf + at, len - at, "]");
+}
+
+/* amdsmi+zeusd: each local GPU to the one daemon GPU at the same PCI address (case aside). A GPU
+ * in use (s->used) with none or several fails the open, as the original's ZeusdAMDGPU does;
+ * one not in use is left without a daemon GPU. */
+static int map_by_pci(zd_state *s, const json_t *gpus) {
+  size_t nd = json_array_size(gpus);
+  char list[1024];
+  daemon_gpu_list(gpus, list, sizeof list);
+  for (unsigned i = 0; i < s->n; i++) {
+    zd_gpu *g = &s->g[i];
+    g->daemon = NO_GPU;
+    bool used = !s->used || s->used[i];
+    char pci[64] = "";
+    int rc = s->local->pci_address ? s->local->pci_address(s->lst, i, pci, sizeof pci)
+                                   : zeus__error(ZEUS_ENOTSUP, "the %s backend cannot say PCI addresses", s->local->name);
+    if (rc) {
+      if (!used) continue;
+      return zeus__error_ctx(rc, "matching HIP GPU %u to a GPU of the zeus daemon at %s by PCI address", i,
+                             zeus__zeusd_endpoint(s->z));
+    }
+    unsigned matches = 0;
+    for (size_t k = 0; k < nd; k++) {
+      json_t *o = json_array_get(gpus, k);
+      const char *dp = json_string_value(json_object_get(o, "pci_address"));
+      if (dp && strcasecmp(dp, pci) == 0) {
+        matches++;
+        g->daemon = daemon_id(o, k);
+      }
+    }
+    if (matches == 1) continue;
+    g->daemon = NO_GPU;
+    if (!used) {
+      zeus__log(ZEUS_LOG_DEBUG, "device", "HIP GPU %u (%s, not in use) matches %u GPUs of the daemon at %s", i, pci,
+                matches, zeus__zeusd_endpoint(s->z));
+      continue;
+    }
+    if (matches == 0)
+      return zeus__error(ZEUS_ENOENT,
+                         "HIP GPU %u has PCI address %s, which is not present on the zeus daemon at %s. Daemon "
+                         "GPUs: %s",
+                         i, pci, zeus__zeusd_endpoint(s->z), list);
+    return zeus__error(ZEUS_ESTATE,
+                       "HIP GPU %u has PCI address %s, which matches more than one GPU on the zeus daemon at %s. "
+                       "Daemon GPUs: %s",
+                       i, pci, zeus__zeusd_endpoint(s->z), list);
+  }
+  return ZEUS_OK;
 }
 
 /* Reads the daemon's GPU list; maps local GPUs to it (hybrid) or adopts it (remote). */
@@ -68,8 +141,7 @@ static int zd_map(zd_state *s) {
     for (unsigned i = 0; i < s->n; i++) {
       json_t *o = json_array_get(gpus, i);
       zd_gpu *g = &s->g[i];
-      json_t *id = json_is_object(o) ? json_object_get(o, "id") : o;
-      g->daemon = json_is_integer(id) ? (unsigned)json_integer_value(id) : i;
+      g->daemon = daemon_id(o, i);
       snprintf(g->name, sizeof g->name, "%s", str_or(json_object_get(o, "name"), "GPU via zeusd"));
       snprintf(g->uuid, sizeof g->uuid, "%s", str_or(json_object_get(o, "uuid"), ""));
       g->energy_ok = json_is_true(json_object_get(o, "cumulative_energy_available"));
@@ -78,6 +150,7 @@ static int zd_map(zd_state *s) {
   }
   s->n = s->local->count(s->lst);
   if (s->n > ZEUS_MAX_GPUS) s->n = ZEUS_MAX_GPUS;
+  if (s->by_pci) return map_by_pci(s, gpus);
   bool by_uuid = nd > 0 && json_is_string(json_object_get(json_array_get(gpus, 0), "uuid"));
   for (unsigned i = 0; i < s->n; i++) {
     zd_gpu *g = &s->g[i];
@@ -86,8 +159,7 @@ static int zd_map(zd_state *s) {
     if (s->local->uuid) s->local->uuid(s->lst, i, uuid, sizeof uuid);
     for (size_t k = 0; k < nd; k++) {
       json_t *o = json_array_get(gpus, k);
-      json_t *id = json_is_object(o) ? json_object_get(o, "id") : o;
-      unsigned did = json_is_integer(id) ? (unsigned)json_integer_value(id) : (unsigned)k;
+      unsigned did = daemon_id(o, k);
       const char *du = json_string_value(json_object_get(o, "uuid"));
       if (by_uuid ? (du && strcasecmp(du, uuid) == 0) : did == i) g->daemon = did;
     }
@@ -118,12 +190,16 @@ static int zd_open(void **state, const zeus_devices_opts *opts) {
   return ZEUS_OK;
 }
 
-int zeus__zeusd_hybrid_open(void **state, const zeus__gpu_backend *local, void *lst, const zeus_devices_opts *opts) {
+int zeus__zeusd_hybrid_open(void **state, const zeus__gpu_backend *local, void *lst, const bool *used,
+                            const zeus_devices_opts *opts) {
   zd_state *s = calloc(1, sizeof *s);
   if (!s) { local->close(lst); return zeus__oom("opening the GPUs"); }
   s->local = local;
   s->lst = lst;
+  s->by_pci = local == &zeus__backend_amdsmi;
+  s->used = used;
   int rc = open_common(s, opts);
+  s->used = NULL;
   if (rc) { zd_close(s); return rc; }
   *state = s;
   return ZEUS_OK;
@@ -370,3 +446,4 @@ static int zd_power_scope(void *st, unsigned i, zeus_power_scope *out) {
 
 const zeus__gpu_backend zeus__backend_zeusd = {.name = "zeusd", ZD_SLOTS};
 const zeus__gpu_backend zeus__backend_nvml_zeusd = {.name = "nvml+zeusd", ZD_SLOTS};
+const zeus__gpu_backend zeus__backend_amdsmi_zeusd = {.name = "amdsmi+zeusd", ZD_SLOTS};

@@ -146,13 +146,18 @@ static int map_visible(zeus_devices *d, const zeus_devices_opts *opts) {
 
 void zeus_devices_opts_init(zeus_devices_opts *o) { memset(o, 0, sizeof *o); }
 
-/* Wraps the opened nvml backend so that settings go to the daemon (nvml+zeusd). */
+/* Wraps the opened nvml or amdsmi backend so that settings go to the daemon (nvml+zeusd,
+ * amdsmi+zeusd), after the visible GPUs are known: only those must match one of the daemon's. */
 static int wrap_daemon(zeus_devices *d, const zeus_devices_opts *opts) {
+  const zeus__gpu_backend *hybrid = d->be == &zeus__backend_amdsmi ? &zeus__backend_amdsmi_zeusd
+                                                                   : &zeus__backend_nvml_zeusd;
+  bool used[ZEUS_MAX_GPUS] = {false};
+  for (unsigned v = 0; v < d->n; v++) used[d->map[v]] = true;
   void *w;
-  int rc = zeus__zeusd_hybrid_open(&w, d->be, d->st, opts);
+  int rc = zeus__zeusd_hybrid_open(&w, d->be, d->st, used, opts);
   d->st = NULL; /* owned (and closed on failure) by the wrapper */
   if (rc) return rc;
-  d->be = &zeus__backend_nvml_zeusd;
+  d->be = hybrid;
   d->st = w;
   return ZEUS_OK;
 }
@@ -170,25 +175,19 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
   pthread_mutex_init(&d->mu, NULL);
   d->keep = opts && opts->keep_settings_on_close;
   int rc;
-  bool fell_back = false;
+  bool fell_back = false, wrap = false; /* wrap: the vendor backend's settings go to the daemon */
   if (be) {
     d->be = be;
     rc = be->open(&d->st, opts);
-    if (!rc && be == &zeus__backend_nvml && daemon) rc = wrap_daemon(d, opts);
+    wrap = daemon && (be == &zeus__backend_nvml || be == &zeus__backend_amdsmi);
   } else {
     d->be = &zeus__backend_nvml;
     rc = d->be->open(&d->st, opts);
-    if (!rc && daemon) {
-      rc = wrap_daemon(d, opts);
-    } else if (rc == ZEUS_ENOLIB && daemon) {
+    wrap = daemon;
+    if (rc == ZEUS_ENOLIB) {
       snprintf(d->nvml_error, sizeof d->nvml_error, "%s", zeus_errmsg());
-      zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA library here (%s); every GPU reading goes to the daemon",
-                zeus_errmsg());
-      d->be = &zeus__backend_zeusd;
-      rc = d->be->open(&d->st, opts);
-    } else if (rc == ZEUS_ENOLIB) {
-      snprintf(d->nvml_error, sizeof d->nvml_error, "%s", zeus_errmsg());
-      /* NVML first; then amdsmi where it loads and lists GPUs; else none. */
+      /* NVML first; then amdsmi where it loads and lists GPUs; else the daemon's GPUs where one is
+       * configured; else none. */
       d->be = &zeus__backend_amdsmi;
       d->st = NULL;
       rc = d->be->open(&d->st, opts);
@@ -201,15 +200,23 @@ int zeus_devices_open(zeus_devices **out, const zeus_devices_opts *opts) {
         /* Why neither vendor library gave GPUs (zeus_devices_nvml_error, what zeus gpus prints). */
         size_t used = strlen(d->nvml_error);
         snprintf(d->nvml_error + used, sizeof d->nvml_error - used, "; no AMD GPU: %s", zeus_errmsg());
-        zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA GPUs: %s; using the 'none' backend", d->nvml_error);
-        d->be = &zeus__backend_none;
+        wrap = false;
         d->st = NULL;
+        if (daemon) {
+          zeus__log(ZEUS_LOG_DEBUG, "device", "no GPU library here (%s); every GPU reading goes to the daemon",
+                    d->nvml_error);
+          d->be = &zeus__backend_zeusd;
+        } else {
+          zeus__log(ZEUS_LOG_DEBUG, "device", "no NVIDIA GPUs: %s; using the 'none' backend", d->nvml_error);
+          d->be = &zeus__backend_none;
+          fell_back = true;
+        }
         rc = d->be->open(&d->st, opts);
-        fell_back = true;
       }
     }
   }
   if (!rc) rc = map_visible(d, opts);
+  if (!rc && wrap) rc = wrap_daemon(d, opts);
   if (rc) {
     if (d->st) d->be->close(d->st);
     pthread_mutex_destroy(&d->mu);

@@ -129,6 +129,45 @@ if zeus_has daemon; then
 amdsmi_set_power_cap 1 0 750000000 -> 0'
   if [ "$(cat "$FAKE_AMDSMI_LOG")" = "$want" ]; then pass "the daemon set the cap through amdsmi and put it back"
   else fail "the daemon set the cap through amdsmi and put it back"; cat "$FAKE_AMDSMI_LOG"; fi
+
+  # amdsmi+zeusd between two processes that number the GPUs differently: the client's HIP order
+  # (KFD nodes 2,1: HIP 0 is amd-smi's GPU 1) against the daemon's amd-smi order. The client reads
+  # locally and sends the cap and the clock lock to the daemon's GPU at the same PCI address; the
+  # daemon's fake logs them, the client's logs nothing.
+  : >"$FAKE_AMDSMI_LOG"
+  FAKE_AMDSMI_KFD_NODES= "$ZEUS" daemon serve --log-level info --socket-path "$tmp/run/zeusd.sock" \
+    --state-file "$tmp/run/state.json" 2>"$tmp/daemon.log" &
+  daemon=$!
+  for _ in $(seq 100); do grep -q "serve: ready" "$tmp/daemon.log" && break; sleep 0.05; done
+  expect_out_has "the client is amdsmi+zeusd" "^backend: amdsmi\+zeusd, 2 visible GPUs" \
+    env ZEUSD_SOCK_PATH="$tmp/run/zeusd.sock" FAKE_AMDSMI_KFD_NODES=2,1 FAKE_AMDSMI_LOG="$tmp/client.log" \
+    "$ZEUS" gpus
+  client=${ZEUS_BUILD_DIR:-}/tests/daemon_test_client
+  if [ -x "$client" ]; then
+    expect_out_has "a client in another HIP order sets GPU 0 through the daemon" "^locked" \
+      env ZEUSD_SOCK_PATH="$tmp/run/zeusd.sock" FAKE_AMDSMI_KFD_NODES=2,1 FAKE_AMDSMI_LOG="$tmp/client.log" \
+      "$client" lock 0 1200 450000
+    want='amdsmi_set_power_cap 1 0 450000000 -> 0
+amdsmi_set_gpu_clk_range 1 1200 1200 0 -> 0
+amdsmi_set_power_cap 1 0 750000000 -> 0
+amdsmi_set_gpu_perf_level 1 0 -> 0'
+    if [ "$(cat "$FAKE_AMDSMI_LOG")" = "$want" ] && [ ! -s "$tmp/client.log" ]; then
+      pass "the settings of HIP GPU 0 land on the daemon's GPU 1 and come back through it"
+    else fail "the settings of HIP GPU 0 land on the daemon's GPU 1 and come back through it"
+      echo "daemon:"; cat "$FAKE_AMDSMI_LOG"; echo "client:"; cat "$tmp/client.log"; fi
+  else skip_part "tests/daemon_test_client"; fi
+  kill "$daemon" 2>/dev/null
+  wait "$daemon" 2>/dev/null
+  # A daemon whose GPUs sit at one address: the client refuses, naming it and the daemon's GPUs.
+  FAKE_AMDSMI_BDFS=0000:01:00.0,0000:01:00.0 "$ZEUS" daemon serve --log-level info \
+    --socket-path "$tmp/run/zeusd.sock" --state-file "$tmp/run/state.json" 2>"$tmp/daemon.log" &
+  daemon=$!
+  for _ in $(seq 100); do grep -q "serve: ready" "$tmp/daemon.log" && break; sleep 0.05; done
+  expect_err_has "two daemon GPUs at one PCI address are refused" \
+    "HIP GPU 0 has PCI address 0000:01:00.0, which matches more than one GPU on the zeus daemon" \
+    env ZEUSD_SOCK_PATH="$tmp/run/zeusd.sock" "$ZEUS" gpus set --gpus 0 --power-limit 450
+  kill "$daemon" 2>/dev/null
+  wait "$daemon" 2>/dev/null
 else skip_part "zeus daemon"; fi
 
 # Chosen by itself: NVML does not load here, amdsmi does and lists GPUs.

@@ -15,8 +15,9 @@
  *     an unnamed GPU of the mi300x profile), vendor 0x1002, device 0x74a1
  *     (an MI300X); amdsmi_get_gpu_device_uuid: the engine's UUID without its "GPU-" prefix
  *     (INSUFFICIENT_SIZE under AMDSMI_GPU_UUID_SIZE); amdsmi_get_gpu_device_bdf: bus i + 1 of
- *     domain 0; amdsmi_get_gpu_kfd_info: node id i + 1 (so HIP order is this order), or
- *     FAKE_AMDSMI_KFD_NODES's;
+ *     domain 0, or FAKE_AMDSMI_BDFS's; amdsmi_get_gpu_kfd_info: node id i + 1 (so HIP order is
+ *     this order), or FAKE_AMDSMI_KFD_NODES's; amdsmi_get_gpu_enumeration_info (ROCm 6.4+): the
+ *     GPU's rank in node id order as hip_id, or FAKE_AMDSMI_HIP_IDS's;
  *   - power caps in uW from the engine's mW; amdsmi_get_power_info: the engine's instant and
  *     average power in whole watts (rounded), or 0xFFFF for a field FAKE_AMDSMI_POWER_NA names;
  *   - amdsmi_get_energy_count: the engine's counter in ticks of FAKE_AMDSMI_RESOLUTION_UJ
@@ -50,6 +51,12 @@
  *   FAKE_AMDSMI_KFD_NODES=<n0>,<n1>,...  the KFD node id of GPU i (amd-smi's order), "na" for
  *                               none (0xFFFFFFFF); GPUs past the list keep i + 1. HIP numbers the
  *                               GPUs in node id order, which then differs from amd-smi's.
+ *   FAKE_AMDSMI_BDFS=<addr0>,<addr1>,...  the PCI address ("0000:41:00.0") of GPU i (amd-smi's
+ *                               order); GPUs past the list keep bus i + 1. Repeats are allowed.
+ *   FAKE_AMDSMI_HIP_IDS=<id0>,<id1>,...  the hip_id of GPU i, as given (repeats and ids out of
+ *                               range too); GPUs past the list keep their node id rank.
+ *   FAKE_AMDSMI_ENUMERATION=0   amdsmi_get_gpu_enumeration_info answers NOT_SUPPORTED, as where
+ *                               ROCm is older than 6.4 (default 1).
  * A malformed control makes amdsmi_init fail with UNKNOWN_ERROR and one line on stderr.
  *
  * Test helpers (exported): fakeAmdsmiRunWork(gpu, units), fakeAmdsmiIdle(seconds) (statuses),
@@ -59,7 +66,8 @@
  * Built three times: libamd_smi.so (everything); with -DFAKE_AMDSMI_OMIT_REQUIRED
  * libamd_smi-missing.so, which lacks amdsmi_get_gpu_device_uuid (required by the backend); with
  * -DFAKE_AMDSMI_OMIT_OPTIONAL libamd_smi-partial.so, which lacks amdsmi_set_power_cap,
- * amdsmi_get_energy_count and amdsmi_set_gpu_clk_range (optional ones). The engine comes from
+ * amdsmi_get_energy_count, amdsmi_set_gpu_clk_range and amdsmi_get_gpu_enumeration_info
+ * (optional ones). The engine comes from
  * zeus_static, linked with --exclude-libs so that none of it is exported. */
 #include <ctype.h>
 #include <fcntl.h>
@@ -108,6 +116,7 @@ FAKE_API amdsmi_status_t amdsmi_get_energy_count(amdsmi_processor_handle h, uint
                                                  uint64_t *timestamp);
 FAKE_API amdsmi_status_t amdsmi_set_gpu_clk_range(amdsmi_processor_handle h, uint64_t min_mhz, uint64_t max_mhz,
                                                   amdsmi_clk_type_t type);
+FAKE_API amdsmi_status_t amdsmi_get_gpu_enumeration_info(amdsmi_processor_handle h, amdsmi_enumeration_info_t *info);
 #endif
 FAKE_API int fakeAmdsmiRunWork(unsigned gpu, double units);
 FAKE_API int fakeAmdsmiIdle(double seconds);
@@ -133,6 +142,10 @@ static char g_log_path[1024], g_state_path[1024], g_busy_path[1024];
 static bool g_busy, g_na_current, g_na_average;
 static double g_resolution_uj = 15.259;
 static uint32_t g_kfd_node[ZEUS_MAX_GPUS]; /* FAKE_AMDSMI_KFD_NODES; 0: i + 1 */
+static uint64_t g_bdf[ZEUS_MAX_GPUS];      /* FAKE_AMDSMI_BDFS; 0: bus i + 1 */
+static uint32_t g_hip_id[ZEUS_MAX_GPUS];   /* FAKE_AMDSMI_HIP_IDS where g_hip_given */
+static bool g_hip_given[ZEUS_MAX_GPUS];
+static bool g_enumeration = true;          /* FAKE_AMDSMI_ENUMERATION */
 static char g_version_build[] = "24.7.0.0-zeus-fake";
 
 static const struct {
@@ -232,6 +245,70 @@ static void copy_env(char *dst, size_t len, const char *name) {
   snprintf(dst, len, "%s", v ? v : "");
 }
 
+/* FAKE_AMDSMI_BDFS: "dddd:bb:dd.f" per GPU in amd-smi's order (lspci -D's form); GPUs past the
+ * list keep bus i + 1. Two GPUs may be given one address (a test of the daemon's matching). */
+static bool parse_bdfs(const char *v) {
+  memset(g_bdf, 0, sizeof g_bdf);
+  for (unsigned i = 0; v && *v && i < ZEUS_MAX_GPUS; i++) {
+    unsigned dom, bus, dev, fn;
+    int used = 0;
+    if (sscanf(v, "%4x:%2x:%2x.%1x%n", &dom, &bus, &dev, &fn, &used) != 4 || dev > 0x1f || fn > 7 ||
+        (v[used] && v[used] != ',')) {
+      fprintf(stderr, "fake amdsmi: FAKE_AMDSMI_BDFS '%s' is not a list of PCI addresses (0000:01:00.0,...)\n",
+              getenv("FAKE_AMDSMI_BDFS"));
+      return false;
+    }
+    g_bdf[i] = ZEUS_AMDSMI_BDF(dom, bus, dev, fn) | (1ull << 63); /* the top bit: given */
+    v += used;
+    if (*v) v++;
+  }
+  return true;
+}
+
+/* FAKE_AMDSMI_HIP_IDS: the hip_id amdsmi_get_gpu_enumeration_info gives GPU i (amd-smi's order),
+ * taken as given (duplicates too, to test the backend's check). Unset: the GPUs ranked by KFD node
+ * id, as HIP numbers them (ties and "na" nodes last, in amd-smi's order). */
+static bool parse_hip_ids(const char *v) {
+  memset(g_hip_given, 0, sizeof g_hip_given);
+  for (unsigned i = 0; v && *v && i < ZEUS_MAX_GPUS; i++) {
+    char *end;
+    unsigned long id = strtoul(v, &end, 10);
+    if (end == v || (*end && *end != ',') || id > 0xFFFFFFFFul) {
+      fprintf(stderr, "fake amdsmi: FAKE_AMDSMI_HIP_IDS '%s' is not a list of HIP ids\n", getenv("FAKE_AMDSMI_HIP_IDS"));
+      return false;
+    }
+    g_hip_id[i] = (uint32_t)id;
+    g_hip_given[i] = true;
+    v = *end ? end + 1 : end;
+  }
+  return true;
+}
+
+#ifndef FAKE_AMDSMI_OMIT_OPTIONAL
+/* GPU i's place in KFD node id order among the node's GPUs. */
+static uint32_t kfd_rank(unsigned i) {
+  uint32_t mine = g_kfd_node[i] ? g_kfd_node[i] : i + 1, rank = 0;
+  for (unsigned j = 0; j < g_count; j++) {
+    uint32_t other = g_kfd_node[j] ? g_kfd_node[j] : j + 1;
+    if (other < mine || (other == mine && j < i)) rank++;
+  }
+  return rank;
+}
+#endif
+
+/* FAKE_AMDSMI_ENUMERATION=0 plays a library before ROCm 6.4: amdsmi_get_gpu_enumeration_info
+ * answers NOT_SUPPORTED (libamd_smi-partial.so lacks the symbol altogether). */
+static bool parse_enumeration(const char *v) {
+  g_enumeration = true;
+  if (!v || !*v || strcmp(v, "1") == 0) return true;
+  if (strcmp(v, "0") == 0) {
+    g_enumeration = false;
+    return true;
+  }
+  fprintf(stderr, "fake amdsmi: FAKE_AMDSMI_ENUMERATION '%s' is not 0 or 1\n", v);
+  return false;
+}
+
 /* ---- init / shutdown ---- */
 
 amdsmi_status_t amdsmi_init(uint64_t flags) {
@@ -288,6 +365,11 @@ amdsmi_status_t amdsmi_init(uint64_t flags) {
       }
       g_kfd_node[i] = (uint32_t)v;
       kfd = *end ? end + 1 : end;
+    }
+    if (!parse_bdfs(getenv("FAKE_AMDSMI_BDFS")) || !parse_hip_ids(getenv("FAKE_AMDSMI_HIP_IDS")) ||
+        !parse_enumeration(getenv("FAKE_AMDSMI_ENUMERATION"))) {
+      r = AMDSMI_STATUS_UNKNOWN_ERROR;
+      goto out;
     }
     zeus_sim_node *n;
     if (zeus_sim_node_open(&n, NULL) != ZEUS_OK) {
@@ -469,9 +551,25 @@ amdsmi_status_t amdsmi_get_gpu_device_bdf(amdsmi_processor_handle h, amdsmi_bdf_
   ENTER(h);
   (void)node;
   if (!bdf) return AMDSMI_STATUS_ARG_PTR_NULL;
-  bdf->as_uint = ZEUS_AMDSMI_BDF(0, gpu + 1, 0, 0);
+  bdf->as_uint = g_bdf[gpu] ? g_bdf[gpu] & ~(1ull << 63) : ZEUS_AMDSMI_BDF(0, gpu + 1, 0, 0);
   return AMDSMI_STATUS_SUCCESS;
 }
+
+#ifndef FAKE_AMDSMI_OMIT_OPTIONAL
+amdsmi_status_t amdsmi_get_gpu_enumeration_info(amdsmi_processor_handle h, amdsmi_enumeration_info_t *info) {
+  ENTER(h);
+  (void)node;
+  if (!info) return AMDSMI_STATUS_ARG_PTR_NULL;
+  if (!g_enumeration) return AMDSMI_STATUS_NOT_SUPPORTED;
+  memset(info, 0, sizeof *info);
+  info->drm_render = 128 + gpu;
+  info->drm_card = gpu;
+  info->hsa_id = (g_kfd_node[gpu] && g_kfd_node[gpu] != 0xFFFFFFFFu) ? g_kfd_node[gpu] : gpu + 1;
+  info->hip_id = g_hip_given[gpu] ? g_hip_id[gpu] : kfd_rank(gpu);
+  snprintf(info->hip_uuid, sizeof info->hip_uuid, "GPU-5a1a%012x", gpu);
+  return AMDSMI_STATUS_SUCCESS;
+}
+#endif
 
 amdsmi_status_t amdsmi_get_gpu_driver_info(amdsmi_processor_handle h, amdsmi_driver_info_t *info) {
   ENTER(h);

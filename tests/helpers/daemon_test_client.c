@@ -7,6 +7,8 @@
  *   daemon_test_client plo           the power-limit optimizer over every visible GPU (1 warm-up and
  *                                    2 profiled steps of 2 ms per limit); prints "optimal <W>"
  *   daemon_test_client cpu           the CPU packages the monitor sees, and their energy in mJ
+ *   daemon_test_client lock GPU MHZ MW   set the power limit and lock the SM clock at MHZ, then
+ *                                    close the handle (which gives both back) and print "locked"
  */
 #include <signal.h>
 #include <stdio.h>
@@ -89,8 +91,18 @@ int main(int argc, char **argv) {
     zeus_monitor_close(m);
     return 0;
   }
+  if (argc == 5 && !strcmp(argv[1], "lock")) {
+    zeus_devices *d = open_devices();
+    if (!d) return fail("opening the GPUs");
+    unsigned gpu = (unsigned)atoi(argv[2]), mhz = (unsigned)atoi(argv[3]), mw = (unsigned)atoi(argv[4]);
+    if (zeus_gpu_set_power_limit(d, gpu, mw)) return fail("setting the power limit");
+    if (zeus_gpu_set_locked_clocks(d, gpu, mhz, mhz)) return fail("locking the SM clock");
+    zeus_devices_close(d);
+    printf("locked\n");
+    return 0;
+  }
   if (argc != 4 || (strcmp(argv[1], "hold") && strcmp(argv[1], "set"))) {
-    fprintf(stderr, "usage: daemon_test_client hold|set GPU MW | plo | cpu\n");
+    fprintf(stderr, "usage: daemon_test_client hold|set GPU MW | lock GPU MHZ MW | plo | cpu\n");
     return 2;
   }
   zeus_devices *d = open_devices();

@@ -62,6 +62,7 @@ static void reset_env(void) {
       "ZEUS_SIM_GPUS",       "ZEUS_SIM_MODEL_FILE",    "ZEUS_SIM_CLOCK",        "ZEUS_SIM_ENERGY_COUNTER",
       "ZEUS_SIM_HARDWARE",   "ZEUS_SIM_VARIATION",     "FAKE_AMDSMI_LOG",       "FAKE_AMDSMI_INJECT",
       "FAKE_AMDSMI_INIT_ERROR", "FAKE_AMDSMI_POWER_NA", "FAKE_AMDSMI_RESOLUTION_UJ", "FAKE_AMDSMI_STATE", "FAKE_AMDSMI_KFD_NODES",
+      "FAKE_AMDSMI_BDFS",    "FAKE_AMDSMI_HIP_IDS",   "FAKE_AMDSMI_ENUMERATION",
       "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZEUS_GPU_BACKEND",      "ZEUS_NVML_LIBRARY",     "ZEUS_AMDSMI_LIBRARY",
       "ZEUSD_SOCK_PATH",     "ZEUSD_HOST_PORT",       "ZEUS_PLO_PROFILING",
   };
@@ -156,14 +157,16 @@ static void amdsmi_visible_devices_follow_hip_then_cuda(void **state) {
 }
 
 /* HIP numbers GPUs in KFD node order, which need not be amd-smi's (by PCI address, as on
- * MI350X nodes): the backend's indices follow the node ids (the original's ROCm 6.3 way), so a
- * setting made on index 0 reaches the GPU HIP and PyTorch call 0; HIP_VISIBLE_DEVICES then counts
- * in that order too. A GPU without a node id leaves amd-smi's order. */
+ * MI350X nodes): where the library cannot say HIP ids (before ROCm 6.4), the backend's indices
+ * follow the node ids (the original's ROCm 6.3 way), so a setting made on index 0 reaches the GPU
+ * HIP and PyTorch call 0; HIP_VISIBLE_DEVICES then counts in that order too. A GPU without a node
+ * id leaves amd-smi's order. */
 static void amdsmi_indices_follow_hip_order_by_kfd_node(void **state) {
   (void)state;
   reset_env();
   scratch sc;
   scratch_init(&sc);
+  setenv("FAKE_AMDSMI_ENUMERATION", "0", 1);
   setenv("ZEUS_SIM_GPUS", "3", 1);
   setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
   setenv("FAKE_AMDSMI_KFD_NODES", "7,3,5", 1); /* HIP 0 = amd-smi's GPU 1, HIP 1 = 2, HIP 2 = 0 */
@@ -195,6 +198,54 @@ static void amdsmi_indices_follow_hip_order_by_kfd_node(void **state) {
     snprintf(want, sizeof want, "5a1a0000-0000-4000-8000-%012x", i);
     assert_string_equal(uuid, want);
   }
+  zeus_devices_close(d);
+  scratch_free(&sc);
+}
+
+
+/* The amd-smi GPU at each backend index, told by its PCI address (bus engine index + 1). */
+static void assert_hip_order(zeus_devices *d, const unsigned *hip_to_engine, unsigned n) {
+  char pci[32], want[32];
+  assert_int_equal(zeus_gpu_count(d), n);
+  for (unsigned i = 0; i < n; i++) {
+    assert_zeus_ok(zeus_gpu_pci_address(d, i, pci, sizeof pci));
+    snprintf(want, sizeof want, "0000:%02x:00.0", hip_to_engine[i] + 1);
+    if (strcmp(pci, want) != 0) fail_msg("index %u is the GPU at %s, expected %s", i, pci, want);
+  }
+}
+
+/* ROCm 6.4+ says each GPU's HIP id (amdsmi_get_gpu_enumeration_info): where the library has the
+ * call, the backend's indices are those ids, whatever the KFD node ids say; where it lacks the call
+ * (libamd_smi-partial.so), the call fails, or the ids are not each of 0..n-1 once, the node ids
+ * order them as before. */
+static void amdsmi_indices_follow_hip_ids_from_enumeration_info(void **state) {
+  (void)state;
+  reset_env();
+  scratch sc;
+  scratch_init(&sc);
+  setenv("ZEUS_SIM_GPUS", "3", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  setenv("FAKE_AMDSMI_KFD_NODES", "7,3,5", 1); /* by node: HIP 0 = amd-smi's 1, 1 = 2, 2 = 0 */
+  setenv("FAKE_AMDSMI_HIP_IDS", "1,2,0", 1);   /* by HIP id: HIP 0 = amd-smi's 2, 1 = 0, 2 = 1 */
+  static const unsigned by_hip_id[3] = {2, 0, 1}, by_node[3] = {1, 2, 0};
+  zeus_devices *d = open_amdsmi();
+  assert_hip_order(d, by_hip_id, 3);
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 500000));
+  assert_log(&sc, "amdsmi_set_power_cap 2 0 500000000 -> 0\n");
+  zeus_devices_close(d);
+  setenv("FAKE_AMDSMI_ENUMERATION", "0", 1); /* the call answers NOT_SUPPORTED */
+  d = open_amdsmi();
+  assert_hip_order(d, by_node, 3);
+  zeus_devices_close(d);
+  unsetenv("FAKE_AMDSMI_ENUMERATION");
+  setenv("FAKE_AMDSMI_HIP_IDS", "1,1,0", 1); /* not a numbering: the node ids decide */
+  d = open_amdsmi();
+  assert_hip_order(d, by_node, 3);
+  zeus_devices_close(d);
+  setenv("FAKE_AMDSMI_HIP_IDS", "1,2,0", 1);
+  setenv("ZEUS_AMDSMI_LIBRARY", FAKE_AMDSMI_PARTIAL_PATH, 1); /* no such symbol at all */
+  d = open_amdsmi();
+  assert_hip_order(d, by_node, 3);
   zeus_devices_close(d);
   scratch_free(&sc);
 }
@@ -618,6 +669,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(amdsmi_lists_mi300x_gpus_with_names_uuids_and_pci_addresses),
       cmocka_unit_test(amdsmi_visible_devices_follow_hip_then_cuda),
       cmocka_unit_test(amdsmi_indices_follow_hip_order_by_kfd_node),
+      cmocka_unit_test(amdsmi_indices_follow_hip_ids_from_enumeration_info),
       cmocka_unit_test(amdsmi_power_caps_are_microwatts_converted_to_milliwatts_and_restored),
       cmocka_unit_test(amdsmi_energy_is_counter_ticks_times_resolution_in_millijoules),
       cmocka_unit_test(amdsmi_energy_follows_a_coarse_counter_resolution),

@@ -7,9 +7,14 @@ degrees Celsius), with the original's conversions done in C (power caps from mic
 counter as ticks times its resolution, socket power from watts; see docs/amd.md). :func:`get_gpus`
 chooses AMD GPUs by itself where NVML does not load and amdsmi lists GPUs.
 
+With a zeus daemon configured (``ZEUSD_SOCK_PATH`` or ``ZEUSD_HOST_PORT``), :class:`AMDGPUs` holds
+:class:`ZeusdAMDGPU` objects, as the original's does: amdsmi reads here, the power cap and clock
+locks are set by the daemon (libzeus's ``amdsmi+zeusd`` backend), each GPU matched to the daemon's
+by PCI address (docs/amd.md).
+
 Differences from the original: the Python ``amdsmi`` package is not imported (``amdsmi`` is not a
-name of this module); ``ZeusdAMDGPU`` (settings through a zeus daemon) is not provided; the energy
-counter is not checked against power when the GPUs are opened; MI250 odd chiplets are not detected.
+name of this module); the energy counter is not checked against power when the GPUs are opened;
+MI250 odd chiplets are not detected.
 """
 from __future__ import annotations
 
@@ -75,6 +80,47 @@ class AMDGPU(GPU):
         raise ZeusGPUNotSupportedError("Average memory power usage is not supported on AMD GPUs.")
 
 
+def _zeusd_devices(client=None):
+    """An ``amdsmi+zeusd`` device set: the daemon of ``client`` (a ``zeusc.utils.zeusd.ZeusdClient``),
+    else the one the environment names."""
+    from .._devices import Devices
+    daemon = client._config._stream_address if client is not None else None
+    try:
+        devices = Devices(backend="amdsmi", daemon=daemon)
+    except ZeusError as e:
+        raise ZeusGPUInitError(str(e)) from e
+    if devices.backend != "amdsmi+zeusd":
+        devices.close()
+        raise ZeusGPUInitError("ZeusdAMDGPU needs a zeus daemon: set ZEUSD_SOCK_PATH or ZEUSD_HOST_PORT, "
+                               "or pass a ZeusdClient")
+    return devices
+
+
+class ZeusdAMDGPU(AMDGPU):
+    """An AMD GPU whose power cap and clock locks are set by a zeus daemon (the original's
+    ``ZeusdAMDGPU``): reads stay local to amdsmi, which needs no privilege.
+
+    Args:
+        gpu_index: the GPU's HIP index.
+        client: a ``zeusc.utils.zeusd.ZeusdClient`` naming the daemon; None: the daemon of
+            ``ZEUSD_SOCK_PATH`` / ``ZEUSD_HOST_PORT``.
+        devices: (not in the original) an ``amdsmi+zeusd`` ``zeusc.device.Devices`` to use.
+
+    Raises:
+        ZeusGPUInitError: no daemon configured, or the GPU's PCI address is on none of the daemon's
+            GPUs or on more than one (the message names it and the daemon's GPUs).
+    """
+
+    def __init__(self, gpu_index: int, client=None, devices=None) -> None:
+        super().__init__(gpu_index, devices if devices is not None else _zeusd_devices(client))
+        self._client = client
+
+    @property
+    def supports_nonblocking_setters(self) -> bool:
+        """The daemon's setters can return before the change is made, as the original says."""
+        return True
+
+
 class AMDGPUs(GPUs):
     """The AMD GPUs of this machine (the original's ``AMDGPUs``), indices honouring
     ``HIP_VISIBLE_DEVICES``, else ``CUDA_VISIBLE_DEVICES``.
@@ -85,20 +131,24 @@ class AMDGPUs(GPUs):
         devices: (not in the original) a ``zeusc.device.Devices(backend="amdsmi")`` to use; None
             opens one.
 
+    With ``ZEUSD_SOCK_PATH`` or ``ZEUSD_HOST_PORT`` set, the GPUs are :class:`ZeusdAMDGPU`.
+
     Raises:
-        ZeusGPUInitError: the amdsmi library does not load or initialise (the message says why).
+        ZeusGPUInitError: the amdsmi library does not load or initialise, or a GPU cannot be
+            matched to the daemon's (the message says why).
     """
 
     def __init__(self, ensure_homogeneous: bool = False, devices=None) -> None:
         if devices is None:
             from .._devices import Devices
             try:
-                devices = Devices(backend="amdsmi", daemon="")
+                devices = Devices(backend="amdsmi")
             except ZeusError as e:
                 raise ZeusGPUInitError(f"amdsmi is not available: {e}") from e
         self.devices = devices
         n = _lib.lib().zeus_gpu_count(devices._handle())
-        self._gpus = [AMDGPU(i, devices) for i in range(n)]
+        cls = ZeusdAMDGPU if devices.backend == "amdsmi+zeusd" else AMDGPU
+        self._gpus = [cls(i, devices=devices) for i in range(n)]
         if ensure_homogeneous:
             self._ensure_homogeneous()
 
@@ -116,4 +166,4 @@ class AMDGPUs(GPUs):
         self.devices.close()
 
 
-__all__ = ["amdsmi_is_available", "AMDGPU", "AMDGPUs"]
+__all__ = ["amdsmi_is_available", "AMDGPU", "ZeusdAMDGPU", "AMDGPUs"]
