@@ -26,8 +26,10 @@ energy (interpolated between its ticks at the round's first step begin and last 
 beside the client's iterations x energy per iteration. Checks added: round_ticks (>= 10 counter
 ticks inside each run's last round, or a counter that moves at every read), counter_ticks_complete
 (the counter changed as many times in each round as the round lasts counter ticks, within 1.5 or
-3 %: a counter that skips a tick loses its energy, and the client, which reads the same counter,
-would agree with it), energy_agrees_with_
+3 %, less the ticks the polling thread could not tell apart while it was descheduled for more than
+a tick (counter_ticks_observable; on a loaded 2-core machine a 10 ms counter lost 7 of 132): a
+counter that skips a tick loses its energy, and the client, which reads the same counter, would
+agree with it), energy_agrees_with_
 counter (within 5 %), energy_saved_within_clocks (the energy saved within [0, 100 (1 - (f_lo /
 f_max)^3)] % widened by its uncertainty: a lower clock cannot cost more energy for the same work
 when time does not grow, and dynamic power falls at most with the cube of the clock) and
@@ -117,10 +119,15 @@ def stop_server(p):
 
 class CounterThread:
     """Polls the energy counter back to back on a thread; keeps (time, J) of every change (a
-    tick, placed halfway between the two reads) and of the first read."""
+    tick, placed halfway between the two reads) and of the first read, and the stretches between
+    two reads longer than 1 ms (a poller descheduled on a busy machine: it can see one change in
+    such a stretch, however many ticks it held)."""
+
+    LONG_GAP_S = 0.001
 
     def __init__(self, gpu):
         self.gpu, self.ticks, self.stop, self.gaps = gpu, [], threading.Event(), []
+        self.long_gaps = []
         self.t = threading.Thread(target=self._run, daemon=True)
         self.t.start()
 
@@ -132,6 +139,8 @@ class CounterThread:
             mid = (a + time.perf_counter()) / 2
             if prev is not None and len(self.gaps) < 10000:
                 self.gaps.append(mid - prev[0])
+            if prev is not None and mid - prev[0] > self.LONG_GAP_S and len(self.long_gaps) < 200000:
+                self.long_gaps.append((prev[0], mid))
             if prev is None:
                 self.ticks.append((mid, e))
             elif e != prev[1]:
@@ -164,6 +173,18 @@ class CounterThread:
         inside = sum(1 for t, _ in tk[1:] if t0 <= t <= t1)
         e0, e1 = at(t0), at(t1)
         return (e1 - e0 if e0 is not None and e1 is not None else None), inside
+
+    def observable(self, t0, t1, tick_s):
+        """How many changes a counter that moves every tick_s shows this poller between t0 and t1:
+        the span's ticks, less what the poller's long stretches hid (a stretch of g seconds shows at
+        most one change of its g / tick_s ticks). A counter that hides changes itself
+        (FAKE_NVML_LIE=counter_skips_tick) shows fewer still."""
+        hidden = 0.0
+        for a, b in self.long_gaps:
+            g = min(b, t1) - max(a, t0)
+            if g > tick_s:
+                hidden += g / tick_s - 1
+        return (t1 - t0) / tick_s - hidden
 
 
 def run_job(PFO, url, gpu, order, work, rounds, per_round, counter=None):
@@ -276,6 +297,8 @@ def main():
         e, inside = counter.energy(a, b)
         run["counter_ticks_in_round"] = inside
         run["counter_ticks_expected"] = run["round_s"] / tick_s if tick_s > 0 else None
+        # what this poller could see of them (on a busy machine it is descheduled now and then)
+        run["counter_ticks_observable"] = counter.observable(a, b, tick_s) if tick_s > 0 else None
         run["counter_energy_j"] = e
         claimed = run["iter_energy_j"] * run["iterations"]
         run["client_energy_j"] = claimed
@@ -308,8 +331,8 @@ def main():
     # its length in ticks (beyond one and a half ticks of where the round's ends fall, or 3 % on
     # long rounds) lost the energy of the ticks it did not show. The client's energy comes from the
     # same counter, so energy_agrees_with_counter cannot see that; this check does.
-    checks["counter_ticks_complete"] = all(continuous or r["counter_ticks_in_round"] >= r["counter_ticks_expected"]
-                                           - max(1.5, 0.03 * r["counter_ticks_expected"]) for r in (base, planned))
+    checks["counter_ticks_complete"] = all(continuous or r["counter_ticks_in_round"] >= r["counter_ticks_observable"]
+                                           - max(1.5, 0.03 * r["counter_ticks_observable"]) for r in (base, planned))
     checks["energy_agrees_with_counter"] = all(r["energy_vs_counter_pct"] is not None and abs(r["energy_vs_counter_pct"]) <= 5
                                                for r in (base, planned))
     u = None
