@@ -147,6 +147,12 @@ zeus_component(PFO_CLIENT
 
 # The SQL store zeus bso-server and zeus run --state postgresql://... share (src/store/): SQLite,
 # the schema and its migrations, the bounds and retries of both back ends in one place.
+# Its users are declared below it (they REQUIRE it): with both of them turned off on the command
+# line, the store defaults to off too, so that a build without them links no SQLite.
+if(NOT DEFINED ZEUS_WITH_STORE AND DEFINED ZEUS_WITH_BSO_SERVER AND NOT ZEUS_WITH_BSO_SERVER AND DEFINED ZEUS_WITH_RUN
+   AND NOT ZEUS_WITH_RUN)
+  set(ZEUS_WITH_STORE OFF CACHE BOOL "the SQL store (off: ZEUS_WITH_BSO_SERVER and ZEUS_WITH_RUN were off)")
+endif()
 zeus_component(STORE
   DOC "the SQL store zeus bso-server and zeus run share: SQLite, the schema and its migrations"
   SOURCES src/store

@@ -99,6 +99,18 @@ int zeus__store_open_pg(const char *url, const zeus__store_opts *opts, zeus__sto
 }
 #endif
 
+void *zeus__store_alloc(size_t size, const zeus__store_ops *ops, const zeus__store_opts *opts, char *err,
+                        size_t errlen) {
+  zeus__store *db = calloc(1, size);
+  if (!db) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  db->ops = ops;
+  db->opts = zeus__store_opts_resolve(opts);
+  return db;
+}
+
 void zeus__store_close(zeus__store *db) {
   if (db) db->ops->close(db);
 }

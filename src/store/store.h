@@ -124,6 +124,10 @@ int zeus__store_open(const char *url, const zeus__store_opts *opts, bool migrate
 int zeus__store_open_sqlite(const char *path, const zeus__store_opts *opts, zeus__store **out, char *err,
                             size_t errlen);
 int zeus__store_open_pg(const char *url, const zeus__store_opts *opts, zeus__store **out, char *err, size_t errlen);
+/* For a back end: a zeroed connection of size bytes (its struct, which starts with a zeus__store)
+ * with ops and the resolved opts set; NULL with err set when out of memory. */
+void *zeus__store_alloc(size_t size, const zeus__store_ops *ops, const zeus__store_opts *opts, char *err,
+                        size_t errlen);
 /* Whether url names a PostgreSQL database. */
 bool zeus__store_url_is_pg(const char *url);
 void zeus__store_close(zeus__store *db);

@@ -155,24 +155,13 @@ static void sq_close(zeus__store *d) {
   free(db);
 }
 
-static const zeus__store_ops sq_ops = {.name = "sqlite",
-                                       .begin = sq_begin,
-                                       .commit = sq_commit,
-                                       .rollback = sq_rollback,
-                                       .exec = sq_exec,
-                                       .script = sq_script,
-                                       .migration_lock = NULL, /* BEGIN IMMEDIATE holds the file's write lock */
-                                       .close = sq_close};
+/* Migrations need no lock of their own: BEGIN IMMEDIATE holds the file's write lock. */
+static const zeus__store_ops sq_ops = {"sqlite", sq_begin, sq_commit, sq_rollback, sq_exec, sq_script, NULL, sq_close};
 
 int zeus__store_open_sqlite(const char *path, const zeus__store_opts *opts, zeus__store **out, char *err,
                             size_t errlen) {
-  sq_db *db = calloc(1, sizeof *db);
-  if (!db) {
-    snprintf(err, errlen, "out of memory");
-    return STORE_ERR;
-  }
-  db->base.ops = &sq_ops;
-  db->base.opts = zeus__store_opts_resolve(opts);
+  sq_db *db = zeus__store_alloc(sizeof *db, &sq_ops, opts, err, errlen);
+  if (!db) return STORE_ERR;
   int rc = sqlite3_open_v2(path, &db->h, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
   if (rc != SQLITE_OK) {
     snprintf(err, errlen, "sqlite database '%s': cannot open it: %s", path,

@@ -205,27 +205,17 @@ static void pg_close(zeus__store *d) {
   free(db);
 }
 
+/* Migrations: one migrating server at a time (a transaction-scoped advisory lock: released at
+ * commit). */
 static const zeus__store_ops pg_ops = {
-    .name = "postgresql",
-    .begin = pg_begin,
-    .commit = pg_commit,
-    .rollback = pg_rollback,
-    .exec = pg_exec,
-    .script = pg_script,
-    /* One migrating server at a time (a transaction-scoped advisory lock: released at commit). */
-    .migration_lock = "SELECT pg_advisory_xact_lock(727274)",
-    .close = pg_close};
+    "postgresql", pg_begin, pg_commit, pg_rollback, pg_exec, pg_script, "SELECT pg_advisory_xact_lock(727274)",
+    pg_close};
 
 static void quiet(void *arg, const char *message) { (void)arg, (void)message; }
 
 int zeus__store_open_pg(const char *url, const zeus__store_opts *opts, zeus__store **out, char *err, size_t errlen) {
-  pg_db *db = calloc(1, sizeof *db);
-  if (!db) {
-    snprintf(err, errlen, "out of memory");
-    return STORE_ERR;
-  }
-  db->base.ops = &pg_ops;
-  db->base.opts = zeus__store_opts_resolve(opts);
+  pg_db *db = zeus__store_alloc(sizeof *db, &pg_ops, opts, err, errlen);
+  if (!db) return STORE_ERR;
   zeus__store_pg_bounds b;
   zeus__store_pg_bounds_of(db->base.opts.timeout_s, &b);
   if (b.n > 0) {
