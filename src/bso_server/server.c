@@ -203,7 +203,7 @@ static int pool_take(zeus_bso_server *s, int *slot, char *err, size_t errlen) {
                               errlen);
     if (rc) {
       pthread_mutex_lock(&s->mu);
-      s->reconnect_after = zeus_monotonic_s() + 1.0;
+      s->reconnect_after = zeus_monotonic_s() + zeus__store_defaults.reconnect_s;
       snprintf(s->down_msg, sizeof s->down_msg, "%s", err);
       pthread_mutex_unlock(&s->mu);
       return STORE_DOWN;

@@ -51,13 +51,17 @@ int zeus__store_rows_is_null(const zeus__store_rows *r, size_t row, size_t col) 
 
 /* ---- bounds and retries ---- */
 
-const zeus__store_opts zeus__store_defaults = {.timeout_s = 4.0, .busy_timeout_ms = 10000, .max_attempts = 50};
+const zeus__store_opts zeus__store_defaults = {.timeout_s = ZEUS__STORE_TIMEOUT_S,
+                                               .busy_timeout_ms = ZEUS__STORE_BUSY_TIMEOUT_MS,
+                                               .max_attempts = ZEUS__STORE_MAX_ATTEMPTS,
+                                               .reconnect_s = ZEUS__STORE_RECONNECT_S};
 
 zeus__store_opts zeus__store_opts_resolve(const zeus__store_opts *o) {
   zeus__store_opts r = o ? *o : zeus__store_defaults;
   if (r.timeout_s == 0 || isnan(r.timeout_s)) r.timeout_s = zeus__store_defaults.timeout_s;
   if (r.busy_timeout_ms <= 0) r.busy_timeout_ms = zeus__store_defaults.busy_timeout_ms;
   if (r.max_attempts <= 0) r.max_attempts = zeus__store_defaults.max_attempts;
+  if (!(r.reconnect_s > 0)) r.reconnect_s = zeus__store_defaults.reconnect_s;
   return r;
 }
 

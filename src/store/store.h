@@ -65,12 +65,24 @@ typedef struct zeus__store_opts {
   int busy_timeout_ms;
   /* zeus__store_transact: attempts in all of a transaction the back end asks to retry. */
   int max_attempts;
+  /* A pool of connections (zeus bso-server's): after a failed connection attempt, how long its
+   * callers get that failure at once instead of each waiting out a connection attempt. */
+  double reconnect_s;
 } zeus__store_opts;
 
-/* timeout_s 4 s: under the 5 s the original BSO client waits for an answer (httpx's default), so
+/* The defaults, every bound of the store in one table (zeus__store_defaults, store.c):
+ * timeout_s 4 s: under the 5 s the original BSO client waits for an answer (httpx's default), so
  * that it gets zeus bso-server's 503 rather than its own timeout, far above any statement on a
  * sound database (a whole request's p99 under bench_bso_server's 64 clients is ~0.3 s on
- * PostgreSQL); busy_timeout_ms 10 s; max_attempts 50. */
+ * PostgreSQL). */
+#define ZEUS__STORE_TIMEOUT_S 4.0
+#define ZEUS__STORE_BUSY_TIMEOUT_MS 10000
+#define ZEUS__STORE_MAX_ATTEMPTS 50
+#define ZEUS__STORE_RECONNECT_S 1.0
+/* zeus run's own state file (src/run/run_state.c: one driver per file, under a file lock, so a
+ * shorter busy wait than the shared store's; every commit synchronous). A macro here, with the
+ * store's other bounds, so that src/run/ builds without the store (its fuzzer compiles it alone). */
+#define ZEUS__STORE_RUN_STATE_BUSY_TIMEOUT_MS 5000
 extern const zeus__store_opts zeus__store_defaults;
 
 /* o with its zero fields filled from zeus__store_defaults (o NULL: the defaults). */

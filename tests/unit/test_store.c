@@ -102,6 +102,7 @@ static void store_defaults_reach_sqlite_and_the_postgresql_parameters(void **sta
   assert_true(d.timeout_s == zeus__store_defaults.timeout_s && d.timeout_s > 0);
   assert_int_equal(d.busy_timeout_ms, zeus__store_defaults.busy_timeout_ms);
   assert_int_equal(d.max_attempts, zeus__store_defaults.max_attempts);
+  assert_true(d.reconnect_s == zeus__store_defaults.reconnect_s && d.reconnect_s > 0);
   /* Zero fields take the defaults; a negative timeout stays: no bound. */
   zeus__store_opts some = zeus__store_opts_resolve(&(zeus__store_opts){.timeout_s = -1, .max_attempts = 7});
   assert_true(some.timeout_s < 0);
