@@ -145,6 +145,35 @@ zeus_component(PFO_CLIENT
           tests/mpi/test_pfo_client_mpi.c
           examples/pipeline_sim.c bench/bench_pfo_client.c python/tests/test_pipeline_frequency.py)
 
+# The SQL store zeus bso-server and zeus run --state postgresql://... share (src/store/): SQLite,
+# the schema and its migrations, the bounds and retries of both back ends in one place.
+# Its users are declared below it (they REQUIRE it): with both of them turned off on the command
+# line, the store defaults to off too, so that a build without them links no SQLite.
+if(NOT DEFINED ZEUS_WITH_STORE AND DEFINED ZEUS_WITH_BSO_SERVER AND NOT ZEUS_WITH_BSO_SERVER AND DEFINED ZEUS_WITH_RUN
+   AND NOT ZEUS_WITH_RUN)
+  set(ZEUS_WITH_STORE OFF CACHE BOOL "the SQL store (off: ZEUS_WITH_BSO_SERVER and ZEUS_WITH_RUN were off)")
+endif()
+zeus_component(STORE
+  DOC "the SQL store zeus bso-server and zeus run share: SQLite, the schema and its migrations"
+  SOURCES src/store
+  PKGS sqlite3
+  USED_BY tests/unit/test_store.c)
+
+# PostgreSQL for the store: zeus bso-server --database postgresql://... and zeus run --state
+# postgresql://.... ZEUS_WITH_BSO_PG, its name before the store had a folder of its own, is still
+# accepted (it sets this option).
+if(DEFINED ZEUS_WITH_BSO_PG AND NOT "${ZEUS_WITH_BSO_PG}" STREQUAL "${ZEUS__BSO_PG_SEEN}")
+  message(STATUS "ZEUS_WITH_BSO_PG is now ZEUS_WITH_STORE_PG; taking ZEUS_WITH_STORE_PG=${ZEUS_WITH_BSO_PG}")
+  set(ZEUS_WITH_STORE_PG ${ZEUS_WITH_BSO_PG} CACHE BOOL "PostgreSQL for the store (set from ZEUS_WITH_BSO_PG)" FORCE)
+  set(ZEUS__BSO_PG_SEEN "${ZEUS_WITH_BSO_PG}" CACHE INTERNAL "the last ZEUS_WITH_BSO_PG taken")
+endif()
+zeus_component(STORE_PG
+  DOC "PostgreSQL for the store: zeus bso-server --database postgresql://..., zeus run --state postgresql://..."
+  SOURCES src/store_pg
+  PKGS libpq
+  REQUIRES STORE
+  USED_BY tests/e2e/bso_run_pg.sh)
+
 zeus_component(RUN
   DOC "the recurring-job driver: zeus run, zeus/run.h"
   SOURCES src/run
@@ -158,16 +187,9 @@ zeus_component(BSO_SERVER
   SOURCES src/bso_server
   PKGS libmicrohttpd sqlite3
   COMMANDS bso-server
+  REQUIRES STORE
   USED_BY tests/unit/test_bso_server*.c tests/e2e/bso_server*.sh bench/bench_bso_server.c tests/e2e/bso_run_pg.sh
           python/tests/test_bso_client.py)
-
-# PostgreSQL for zeus bso-server (and zeus run --state postgresql://...). It extends BSO_SERVER:
-# with BSO_SERVER off its sources compile to nothing.
-zeus_component(BSO_PG
-  DOC "PostgreSQL storage for zeus bso-server: --database postgresql://... (needs BSO_SERVER)"
-  SOURCES src/bso_pg
-  PKGS libpq
-  USED_BY tests/e2e/bso_run_pg.sh)
 
 zeus_component(DAEMON
   DOC "zeus daemon: the privileged daemon with zeusd's API and leases, zeus/daemon.h (the device
@@ -197,6 +219,9 @@ zeus_component(GRID
   SOURCES src/grid
   PKGS libcurl
   USED_BY tests/unit/test_grid*.c tests/e2e/grid_*.sh python/tests/test_grid*.py)
+
+# The name of ZEUS_HAVE_STORE_PG in zeus/config.h before the store had a folder of its own.
+set(ZEUS_CONFIG_HAVE "${ZEUS_CONFIG_HAVE}/* its former name */\n#define ZEUS_HAVE_BSO_PG ZEUS_HAVE_STORE_PG\n")
 
 # A library still linked by a component that was built (two components may share one) is not
 # "left out".

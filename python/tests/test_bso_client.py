@@ -78,7 +78,7 @@ class Server:
         self.stop()
         err = self.err.read_text()
         if "built without PostgreSQL support" in err:
-            pytest.skip("this libzeus has no PostgreSQL support (ZEUS_WITH_BSO_PG=OFF)")
+            pytest.skip("this libzeus has no PostgreSQL support (ZEUS_WITH_STORE_PG=OFF)")
         raise AssertionError(f"zeus bso-server did not start: {err}")
 
     def stop(self):

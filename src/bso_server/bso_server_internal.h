@@ -6,7 +6,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "bso_server/db.h"
+#include "store/store.h"
 
 /* What a route answers: an HTTP status and a JSON body (owned). */
 typedef struct bso_reply {
@@ -24,14 +24,14 @@ typedef struct bso_req {
 
 enum { BSO_R_REGISTER = 1, BSO_R_DELETE, BSO_R_PREDICT, BSO_R_REPORT, BSO_R_END };
 
-/* Checks the request's body before the transaction: BSO_DB_OK, or a 422 reply naming the field
+/* Checks the request's body before the transaction: STORE_OK, or a 422 reply naming the field
  * (the original's FastAPI validation errors: {"detail": [{"loc": ["body", FIELD], "msg", "type"}]}).
  * May rewrite req->body into its normal form. */
 int bso_validate(bso_req *req, bso_reply *reply);
-/* Runs the route inside the transaction the caller began. Returns a BSO_DB_* code; with
- * BSO_DB_OK the reply is set (status >= 400: the caller rolls back). err gets the store's
+/* Runs the route inside the transaction the caller began. Returns a STORE_* code; with
+ * STORE_OK the reply is set (status >= 400: the caller rolls back). err gets the store's
  * message otherwise. */
-int bso_route(bso_db *db, const char *lock_suffix, bso_req *req, bso_reply *reply, char *err, size_t errlen);
+int bso_route(zeus__store *db, const char *lock_suffix, bso_req *req, bso_reply *reply, char *err, size_t errlen);
 
 json_t *bso_message(const char *fmt, ...);
 

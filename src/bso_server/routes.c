@@ -314,26 +314,26 @@ static double jreal(const json_t *o, const char *k) { return json_number_value(j
 static long jlong(const json_t *o, const char *k) { return (long)json_integer_value(json_object_get(o, k)); }
 
 /* Loads the job (locking its row where the backend can); 0 rows: *found false. */
-static int load_job(bso_db *db, const char *lock, const char *id, job *j, bool *found, char *err, size_t errlen) {
+static int load_job(zeus__store *db, const char *lock, const char *id, job *j, bool *found, char *err, size_t errlen) {
   memset(j, 0, sizeof *j);
   char sql[256];
   snprintf(sql, sizeof sql, "SELECT spec, seed, stage, min_cost, min_cost_bs, mab FROM bso_job WHERE job_id = $1%s",
            lock);
-  bso_val p = bso_text(id);
-  bso_rows rows;
+  zeus__store_val p = store_text(id);
+  zeus__store_rows rows;
   int rc = db->ops->exec(db, sql, &p, 1, &rows, err, errlen);
   if (rc) return rc;
   *found = rows.nrows == 1;
   if (!*found) {
-    bso_rows_free(&rows);
-    return BSO_DB_OK;
+    zeus__store_rows_free(&rows);
+    return STORE_OK;
   }
-  const char *spec = bso_rows_text(&rows, 0, 0);
+  const char *spec = zeus__store_rows_text(&rows, 0, 0);
   j->spec = spec ? json_loads(spec, 0, NULL) : NULL;
   if (!j->spec) {
-    bso_rows_free(&rows);
+    zeus__store_rows_free(&rows);
     snprintf(err, errlen, "job '%s': its stored specification is not JSON", id);
-    return BSO_DB_ERR;
+    return STORE_ERR;
   }
   j->id = json_string_value(json_object_get(j->spec, "job_id"));
   json_t *a = json_object_get(j->spec, "batch_sizes");
@@ -353,19 +353,19 @@ static int load_job(bso_db *db, const char *lock, const char *id, job *j, bool *
   j->prior_prec = jreal(j->spec, "mab_prior_precision");
   j->num_expl = jlong(j->spec, "mab_num_explorations");
   j->max_power = jreal(j->spec, "max_power");
-  j->seed = (uint64_t)bso_rows_int(&rows, 0, 1);
-  j->stage = (int)bso_rows_int(&rows, 0, 2);
-  j->has_min = !bso_rows_is_null(&rows, 0, 3);
-  j->min_cost = bso_rows_real(&rows, 0, 3);
-  j->min_cost_bs = (long)bso_rows_int(&rows, 0, 4);
-  const char *mab = bso_rows_text(&rows, 0, 5);
+  j->seed = (uint64_t)zeus__store_rows_int(&rows, 0, 1);
+  j->stage = (int)zeus__store_rows_int(&rows, 0, 2);
+  j->has_min = !zeus__store_rows_is_null(&rows, 0, 3);
+  j->min_cost = zeus__store_rows_real(&rows, 0, 3);
+  j->min_cost_bs = (long)zeus__store_rows_int(&rows, 0, 4);
+  const char *mab = zeus__store_rows_text(&rows, 0, 5);
   j->mab = mab ? strdup(mab) : NULL;
-  bso_rows_free(&rows);
+  zeus__store_rows_free(&rows);
   if (!j->bs) {
     snprintf(err, errlen, "out of memory");
-    return BSO_DB_ERR;
+    return STORE_ERR;
   }
-  return BSO_DB_OK;
+  return STORE_OK;
 }
 
 static double cost_of(const job *j, double energy, double time) {
@@ -401,7 +401,7 @@ static int gts_load(const job *j, zeus_gts **out, char *err, size_t errlen) {
   if (!n || json_array_size(rng) != 4) {
     json_decref(m);
     snprintf(err, errlen, "job '%s': its stored bandit is damaged", j->id);
-    return BSO_DB_ERR;
+    return STORE_ERR;
   }
   long *v = malloc(n * sizeof *v);
   for (size_t i = 0; v && i < n; i++) v[i] = (long)json_integer_value(json_array_get(json_array_get(arms, i), 0));
@@ -423,10 +423,10 @@ static int gts_load(const job *j, zeus_gts **out, char *err, size_t errlen) {
   if (rc) {
     zeus_gts_close(g);
     snprintf(err, errlen, "job '%s': its stored bandit is damaged (%s)", j->id, zeus_errmsg());
-    return BSO_DB_ERR;
+    return STORE_ERR;
   }
   *out = g;
-  return BSO_DB_OK;
+  return STORE_OK;
 }
 
 static char *gts_save(const zeus_gts *g) {
@@ -451,43 +451,44 @@ static char *gts_save(const zeus_gts *g) {
 }
 
 /* Refits arm bs on its latest window_size results (all when 0), oldest first: zeus_bso's rule. */
-static int refit(bso_db *db, const job *j, zeus_gts *g, long bs, char *err, size_t errlen) {
+static int refit(zeus__store *db, const job *j, zeus_gts *g, long bs, char *err, size_t errlen) {
   char sql[256];
   snprintf(sql, sizeof sql,
            "SELECT time_s, energy_j FROM bso_trial WHERE job_id = $1 AND batch_size = $2 AND status = 1 "
            "ORDER BY trial_number DESC%s",
            j->window > 0 ? " LIMIT $3" : "");
-  bso_val p[3] = {bso_text(j->id), bso_int(bs), bso_int(j->window)};
-  bso_rows rows;
+  zeus__store_val p[3] = {store_text(j->id), store_int(bs), store_int(j->window)};
+  zeus__store_rows rows;
   int rc = db->ops->exec(db, sql, p, j->window > 0 ? 3 : 2, &rows, err, errlen);
   if (rc) return rc;
   size_t m = rows.nrows;
   double *x = malloc((m ? m : 1) * sizeof *x);
   if (!x) {
-    bso_rows_free(&rows);
+    zeus__store_rows_free(&rows);
     snprintf(err, errlen, "out of memory");
-    return BSO_DB_ERR;
+    return STORE_ERR;
   }
-  for (size_t i = 0; i < m; i++) x[m - 1 - i] = -cost_of(j, bso_rows_real(&rows, i, 1), bso_rows_real(&rows, i, 0));
-  bso_rows_free(&rows);
+  for (size_t i = 0; i < m; i++)
+    x[m - 1 - i] = -cost_of(j, zeus__store_rows_real(&rows, i, 1), zeus__store_rows_real(&rows, i, 0));
+  zeus__store_rows_free(&rows);
   rc = zeus__gts_refit(g, bs, x, m, NULL);
   free(x);
   if (rc) {
     snprintf(err, errlen, "fitting batch size %ld: %s", bs, zeus_errmsg());
-    return BSO_DB_ERR;
+    return STORE_ERR;
   }
-  return BSO_DB_OK;
+  return STORE_OK;
 }
 
-static int new_trial(bso_db *db, const job *j, long bs, int type, bso_reply *r, char *err, size_t errlen) {
-  bso_val p[4] = {bso_text(j->id)};
-  bso_rows rows;
+static int new_trial(zeus__store *db, const job *j, long bs, int type, bso_reply *r, char *err, size_t errlen) {
+  zeus__store_val p[4] = {store_text(j->id)};
+  zeus__store_rows rows;
   int rc = db->ops->exec(db, "SELECT COALESCE(MAX(trial_number), 0) + 1 FROM bso_trial WHERE job_id = $1", p, 1, &rows,
                          err, errlen);
   if (rc) return rc;
-  long long n = bso_rows_int(&rows, 0, 0);
-  bso_rows_free(&rows);
-  bso_val q[5] = {bso_text(j->id), bso_int(n), bso_int(bs), bso_int(type), bso_real(zeus_wall_s())};
+  long long n = zeus__store_rows_int(&rows, 0, 0);
+  zeus__store_rows_free(&rows);
+  zeus__store_val q[5] = {store_text(j->id), store_int(n), store_int(bs), store_int(type), store_real(zeus_wall_s())};
   rc = db->ops->exec(db,
                      "INSERT INTO bso_trial (job_id, trial_number, batch_size, type, status, start_s) "
                      "VALUES ($1, $2, $3, $4, 0, $5)",
@@ -495,16 +496,16 @@ static int new_trial(bso_db *db, const job *j, long bs, int type, bso_reply *r, 
   if (rc) return rc;
   set_reply(r, 200,
             json_pack("{sssIsI}", "job_id", j->id, "batch_size", (json_int_t)bs, "trial_number", (json_int_t)n));
-  return BSO_DB_OK;
+  return STORE_OK;
 }
 
-static int save_mab(bso_db *db, const job *j, const zeus_gts *g, char *err, size_t errlen) {
+static int save_mab(zeus__store *db, const job *j, const zeus_gts *g, char *err, size_t errlen) {
   char *m = gts_save(g);
   if (!m) {
     snprintf(err, errlen, "out of memory");
-    return BSO_DB_ERR;
+    return STORE_ERR;
   }
-  bso_val p[2] = {bso_text(m), bso_text(j->id)};
+  zeus__store_val p[2] = {store_text(m), store_text(j->id)};
   int rc = db->ops->exec(db, "UPDATE bso_job SET stage = 1, mab = $1 WHERE job_id = $2", p, 2, NULL, err, errlen);
   free(m);
   return rc;
@@ -527,12 +528,12 @@ static int save_mab(bso_db *db, const job *j, const zeus_gts *g, char *err, size
  *
  * One log line per trial; the changes are part of the request's transaction, so they are logged
  * once, by the request that commits them. */
-static int attend_rows(bso_db *db, job *j, double lease_s, long *bad_bs, size_t cap, size_t *n_bad, char *err,
+static int attend_rows(zeus__store *db, job *j, double lease_s, long *bad_bs, size_t cap, size_t *n_bad, char *err,
                        size_t errlen) {
   *n_bad = 0;
   double now = zeus_wall_s();
-  bso_val p[1] = {bso_text(j->id)};
-  bso_rows rows;
+  zeus__store_val p[1] = {store_text(j->id)};
+  zeus__store_rows rows;
   int rc = db->ops->exec(db,
                          "SELECT trial_number, batch_size, status, time_s, energy_j, COALESCE(seen_s, start_s) "
                          "FROM bso_trial WHERE job_id = $1 AND " BSO_TRIAL_ATTENTION,
@@ -540,11 +541,11 @@ static int attend_rows(bso_db *db, job *j, double lease_s, long *bad_bs, size_t 
   if (rc) return rc;
   size_t unsound = 0;
   for (size_t i = 0; !rc && i < rows.nrows; i++) {
-    long long tn = bso_rows_int(&rows, i, 0);
-    long bs = (long)bso_rows_int(&rows, i, 1);
-    bso_val q[3] = {bso_real(now), bso_text(j->id), bso_int(tn)};
-    if (bso_rows_int(&rows, i, 2) == S_DISPATCHED) {
-      double seen = bso_rows_real(&rows, i, 5);
+    long long tn = zeus__store_rows_int(&rows, i, 0);
+    long bs = (long)zeus__store_rows_int(&rows, i, 1);
+    zeus__store_val q[3] = {store_real(now), store_text(j->id), store_int(tn)};
+    if (zeus__store_rows_int(&rows, i, 2) == S_DISPATCHED) {
+      double seen = zeus__store_rows_real(&rows, i, 5);
       if (!(lease_s > 0) || !(seen < now - lease_s)) continue;
       zeus__log(ZEUS_LOG_WARN, "bso",
                 "job '%s': trial %lld (batch size %ld) had no report and no end for %.0f s, longer than the trial "
@@ -557,7 +558,8 @@ static int attend_rows(bso_db *db, job *j, double lease_s, long *bad_bs, size_t 
     zeus__log(ZEUS_LOG_WARN, "bso",
               "job '%s': trial %lld (batch size %ld) holds time %g s, energy %g J, outside the accepted range "
               "(time 0..%g s, energy 0..%g J); it counts as a failed trial from now on",
-              j->id, tn, bs, bso_rows_real(&rows, i, 3), bso_rows_real(&rows, i, 4), MAX_TIME_S, MAX_ENERGY_J);
+              j->id, tn, bs, zeus__store_rows_real(&rows, i, 3), zeus__store_rows_real(&rows, i, 4), MAX_TIME_S,
+              MAX_ENERGY_J);
     rc = db->ops->exec(db, "UPDATE bso_trial SET status = 2 WHERE job_id = $1 AND trial_number = $2", q + 1, 2, NULL,
                        err, errlen);
     unsound++;
@@ -565,7 +567,7 @@ static int attend_rows(bso_db *db, job *j, double lease_s, long *bad_bs, size_t 
     while (k < *n_bad && bad_bs[k] != bs) k++;
     if (k == *n_bad && *n_bad < cap) bad_bs[(*n_bad)++] = bs;
   }
-  bso_rows_free(&rows);
+  zeus__store_rows_free(&rows);
   if (rc || (unsound == 0 && (!j->has_min || isfinite(j->min_cost)))) return rc;
   /* The least cost of the sound succeeded trials, the first one reaching it (as reports set it). */
   rc = db->ops->exec(db,
@@ -577,18 +579,19 @@ static int attend_rows(bso_db *db, job *j, double lease_s, long *bad_bs, size_t 
   double least = 0;
   long least_bs = 0;
   for (size_t i = 0; i < rows.nrows; i++) {
-    double c = cost_of(j, bso_rows_real(&rows, i, 2), bso_rows_real(&rows, i, 1));
+    double c = cost_of(j, zeus__store_rows_real(&rows, i, 2), zeus__store_rows_real(&rows, i, 1));
     if (isfinite(c) && (!has || c < least)) {
       has = true;
       least = c;
-      least_bs = (long)bso_rows_int(&rows, i, 0);
+      least_bs = (long)zeus__store_rows_int(&rows, i, 0);
     }
   }
-  bso_rows_free(&rows);
+  zeus__store_rows_free(&rows);
   if (j->has_min && !isfinite(j->min_cost))
     zeus__log(ZEUS_LOG_WARN, "bso", "job '%s': its stored least cost %g is not finite; recomputed from its trials",
               j->id, j->min_cost);
-  bso_val q[3] = {has ? bso_real(least) : bso_null(), has ? bso_int(least_bs) : bso_null(), bso_text(j->id)};
+  zeus__store_val q[3] = {has ? store_real(least) : store_null(), has ? store_int(least_bs) : store_null(),
+                          store_text(j->id)};
   rc = db->ops->exec(db, "UPDATE bso_job SET min_cost = $1, min_cost_bs = $2 WHERE job_id = $3", q, 3, NULL, err,
                      errlen);
   j->has_min = has;
@@ -601,8 +604,8 @@ static int attend_rows(bso_db *db, job *j, double lease_s, long *bad_bs, size_t 
  * impossible belief (observed, yet a precision that is not > 0, or a mean that is not finite: a
  * refit over an overflowing variance stored those) refitted from their trials. *changed: whether
  * the caller must save it. */
-static int gts_load_healed(bso_db *db, const job *j, const long *bad_bs, size_t n_bad, zeus_gts **out, bool *changed,
-                           char *err, size_t errlen) {
+static int gts_load_healed(zeus__store *db, const job *j, const long *bad_bs, size_t n_bad, zeus_gts **out,
+                           bool *changed, char *err, size_t errlen) {
   *changed = false;
   int rc = gts_load(j, out, err, errlen);
   for (size_t i = 0; !rc && i < zeus_gts_num_arms(*out); i++) {
@@ -630,7 +633,7 @@ static int gts_load_healed(bso_db *db, const job *j, const long *bad_bs, size_t 
 
 /* attend_rows, and during Thompson sampling the arms of the rows set aside refitted and saved at
  * once (whatever the request answers next). */
-static int attend_job(bso_db *db, job *j, double lease_s, char *err, size_t errlen) {
+static int attend_job(zeus__store *db, job *j, double lease_s, char *err, size_t errlen) {
   long bad_bs[MAX_BATCH_SIZES];
   size_t n_bad = 0;
   int rc = attend_rows(db, j, lease_s, bad_bs, MAX_BATCH_SIZES, &n_bad, err, errlen);
@@ -645,7 +648,7 @@ static int attend_job(bso_db *db, job *j, double lease_s, char *err, size_t errl
     j->mab = m;
     if (!m) {
       snprintf(err, errlen, "out of memory");
-      rc = BSO_DB_ERR;
+      rc = STORE_ERR;
     }
   }
   zeus_gts_close(g);
@@ -654,26 +657,26 @@ static int attend_job(bso_db *db, job *j, double lease_s, char *err, size_t errl
 
 /* Pruning: replays the job's explorations through src/bso/'s explorer. Sets *next to the batch
  * size to explore (type exploration or concurrent), or leaves it 0 with the survivors in ex. */
-static int replay(bso_db *db, const job *j, zeus__explorer *ex, long *next, int *type, char *err, size_t errlen) {
+static int replay(zeus__store *db, const job *j, zeus__explorer *ex, long *next, int *type, char *err, size_t errlen) {
   *next = 0;
-  bso_val p = bso_text(j->id);
-  bso_rows rows;
+  zeus__store_val p = store_text(j->id);
+  zeus__store_rows rows;
   int rc = db->ops->exec(db,
                          "SELECT batch_size, status, time_s, energy_j, converged FROM bso_trial "
                          "WHERE job_id = $1 AND type = 0 AND status <> 2 ORDER BY trial_number",
                          &p, 1, &rows, err, errlen);
   if (rc) return rc;
   if (zeus__explorer_init(ex, j->bs, j->nbs, j->default_bs, j->rounds)) {
-    bso_rows_free(&rows);
+    zeus__store_rows_free(&rows);
     snprintf(err, errlen, "out of memory");
-    return BSO_DB_ERR;
+    return STORE_ERR;
   }
   while (!zeus__explorer_done(ex)) {
     long bs = ex->expecting;
     size_t k = rows.nrows;
     long seen = 0;
     for (size_t i = 0; i < rows.nrows; i++)
-      if (bso_rows_int(&rows, i, 0) == bs && seen++ == ex->round) {
+      if (zeus__store_rows_int(&rows, i, 0) == bs && seen++ == ex->round) {
         k = i;
         break;
       }
@@ -682,20 +685,20 @@ static int replay(bso_db *db, const job *j, zeus__explorer *ex, long *next, int 
       *type = T_EXPLORATION;
       break;
     }
-    if (bso_rows_int(&rows, k, 1) == S_DISPATCHED) {
+    if (zeus__store_rows_int(&rows, k, 1) == S_DISPATCHED) {
       /* Another node explores this batch size now: the original's concurrent trial. */
       *next = j->has_min ? j->min_cost_bs : j->default_bs;
       *type = T_CONCURRENT;
       break;
     }
-    double cost = cost_of(j, bso_rows_real(&rows, k, 3), bso_rows_real(&rows, k, 2));
-    zeus__explorer_report(ex, bs, cost, bso_rows_int(&rows, k, 4) != 0);
+    double cost = cost_of(j, zeus__store_rows_real(&rows, k, 3), zeus__store_rows_real(&rows, k, 2));
+    zeus__explorer_report(ex, bs, cost, zeus__store_rows_int(&rows, k, 4) != 0);
   }
-  bso_rows_free(&rows);
-  return BSO_DB_OK;
+  zeus__store_rows_free(&rows);
+  return STORE_OK;
 }
 
-static int route_predict(bso_db *db, const char *lock, const char *id, double lease_s, bso_reply *r, char *err,
+static int route_predict(zeus__store *db, const char *lock, const char *id, double lease_s, bso_reply *r, char *err,
                          size_t errlen) {
   job j;
   bool found;
@@ -703,7 +706,7 @@ static int route_predict(bso_db *db, const char *lock, const char *id, double le
   if (rc) return rc;
   if (!found) {
     set_reply(r, 400, bso_message("Unknown job(%s). Please register the job first", id));
-    return BSO_DB_OK;
+    return STORE_OK;
   }
   rc = attend_job(db, &j, lease_s, err, errlen);
   if (rc) {
@@ -727,11 +730,11 @@ static int route_predict(bso_db *db, const char *lock, const char *id, double le
       job_free(&j);
       set_reply(r, 500,
                 bso_message("No converged batch sizes has observed. Reconfigure batch_sizes and re-launch the job."));
-      return BSO_DB_OK;
+      return STORE_OK;
     }
     if (!rc && gts_new(&j, ex.cands, ex.ncands, &g)) {
       snprintf(err, errlen, "creating the bandit: %s", zeus_errmsg());
-      rc = BSO_DB_ERR;
+      rc = STORE_ERR;
     }
     for (size_t i = 0; !rc && i < ex.ncands; i++) rc = refit(db, &j, g, ex.cands[i], err, errlen);
     zeus__explorer_free(&ex);
@@ -744,7 +747,7 @@ static int route_predict(bso_db *db, const char *lock, const char *id, double le
     set_reply(r, 500, bso_message("Thompson sampling failed: %s", zeus_errmsg()));
     zeus_gts_close(g);
     job_free(&j);
-    return BSO_DB_OK;
+    return STORE_OK;
   }
   if (!rc) rc = save_mab(db, &j, g, err, errlen);
   if (!rc) rc = new_trial(db, &j, bs, T_MAB, r, err, errlen);
@@ -753,7 +756,7 @@ static int route_predict(bso_db *db, const char *lock, const char *id, double le
   return rc;
 }
 
-static int route_report(bso_db *db, const char *lock, json_t *b, double lease_s, bso_reply *r, char *err,
+static int route_report(zeus__store *db, const char *lock, json_t *b, double lease_s, bso_reply *r, char *err,
                         size_t errlen) {
   const char *id = json_string_value(json_object_get(b, "job_id"));
   long bs = jlong(b, "batch_size");
@@ -766,15 +769,15 @@ static int route_report(bso_db *db, const char *lock, json_t *b, double lease_s,
   if (rc) return rc;
   if (!found) {
     set_reply(r, 400, bso_message("Unknown job %s", id));
-    return BSO_DB_OK;
+    return STORE_OK;
   }
   rc = attend_job(db, &j, lease_s, err, errlen);
   if (rc) {
     job_free(&j);
     return rc;
   }
-  bso_val p[7] = {bso_text(id), bso_int(tn), bso_int(bs)};
-  bso_rows rows;
+  zeus__store_val p[7] = {store_text(id), store_int(tn), store_int(bs)};
+  zeus__store_rows rows;
   rc = db->ops->exec(
       db, "SELECT status, converged FROM bso_trial WHERE job_id = $1 AND trial_number = $2 AND batch_size = $3", p, 3,
       &rows, err, errlen);
@@ -785,12 +788,12 @@ static int route_report(bso_db *db, const char *lock, json_t *b, double lease_s,
   if (rows.nrows == 0) {
     set_reply(r, 400, bso_message("Unknown trial: job_id %s, batch_size %ld, trial_number %lld", id, bs, tn));
     job_free(&j);
-    return BSO_DB_OK;
+    return STORE_OK;
   }
-  int status = (int)bso_rows_int(&rows, 0, 0);
-  bool was_null = bso_rows_is_null(&rows, 0, 1);
-  bool was_conv = bso_rows_int(&rows, 0, 1) != 0;
-  bso_rows_free(&rows);
+  int status = (int)zeus__store_rows_int(&rows, 0, 0);
+  bool was_null = zeus__store_rows_is_null(&rows, 0, 1);
+  bool was_conv = zeus__store_rows_int(&rows, 0, 1) != 0;
+  zeus__store_rows_free(&rows);
   if (status != S_DISPATCHED) {
     if (was_null)
       set_reply(r, 400,
@@ -802,7 +805,7 @@ static int route_report(bso_db *db, const char *lock, json_t *b, double lease_s,
                 json_pack("{sbsbss}", "stop_train", 1, "converged", was_conv, "message",
                           "Result for this trial is already reported."));
     job_free(&j);
-    return BSO_DB_OK;
+    return STORE_OK;
   }
   double ub = (j.has_beta && j.has_min) ? j.beta * j.min_cost : INFINITY;
   double cost = cost_of(&j, energy, time);
@@ -810,7 +813,7 @@ static int route_report(bso_db *db, const char *lock, json_t *b, double lease_s,
   bool converged = j.higher ? j.target <= metric : j.target >= metric;
   if (within && epoch < j.max_epochs && !converged) {
     /* A sign of life: the trial's lease counts from here. */
-    bso_val q[3] = {bso_real(zeus_wall_s()), bso_text(id), bso_int(tn)};
+    zeus__store_val q[3] = {store_real(zeus_wall_s()), store_text(id), store_int(tn)};
     rc = db->ops->exec(db, "UPDATE bso_trial SET seen_s = $1 WHERE job_id = $2 AND trial_number = $3", q, 3, NULL, err,
                        errlen);
     if (rc) {
@@ -821,7 +824,7 @@ static int route_report(bso_db *db, const char *lock, json_t *b, double lease_s,
         r, 200,
         json_pack("{sbsbss}", "stop_train", 0, "converged", 0, "message", "Stop condition not met, keep training"));
     job_free(&j);
-    return BSO_DB_OK;
+    return STORE_OK;
   }
   char msg[512];
   if (converged && within)
@@ -833,18 +836,18 @@ static int route_report(bso_db *db, const char *lock, json_t *b, double lease_s,
   else
     snprintf(msg, sizeof msg, "Train failed to converge within max_epoch(%ld)", j.max_epochs);
   bool ok = converged && within;
-  p[0] = bso_real(time);
-  p[1] = bso_real(energy);
-  p[2] = bso_int(ok);
-  p[3] = bso_real(zeus_wall_s());
-  p[4] = bso_text(id);
-  p[5] = bso_int(tn);
+  p[0] = store_real(time);
+  p[1] = store_real(energy);
+  p[2] = store_int(ok);
+  p[3] = store_real(zeus_wall_s());
+  p[4] = store_text(id);
+  p[5] = store_int(tn);
   rc = db->ops->exec(db,
                      "UPDATE bso_trial SET status = 1, time_s = $1, energy_j = $2, converged = $3, end_s = $4 "
                      "WHERE job_id = $5 AND trial_number = $6",
                      p, 6, NULL, err, errlen);
   if (!rc && (!j.has_min || j.min_cost > cost)) {
-    bso_val q[3] = {bso_real(cost), bso_int(bs), bso_text(id)};
+    zeus__store_val q[3] = {store_real(cost), store_int(bs), store_text(id)};
     rc = db->ops->exec(db, "UPDATE bso_job SET min_cost = $1, min_cost_bs = $2 WHERE job_id = $3", q, 3, NULL, err,
                        errlen);
   }
@@ -863,7 +866,7 @@ static int route_report(bso_db *db, const char *lock, json_t *b, double lease_s,
   return rc;
 }
 
-static int route_end(bso_db *db, const char *lock, json_t *b, double lease_s, bso_reply *r, char *err,
+static int route_end(zeus__store *db, const char *lock, json_t *b, double lease_s, bso_reply *r, char *err,
                      size_t errlen) {
   const char *id = json_string_value(json_object_get(b, "job_id"));
   long bs = jlong(b, "batch_size");
@@ -874,21 +877,21 @@ static int route_end(bso_db *db, const char *lock, json_t *b, double lease_s, bs
   if (!rc && found) rc = attend_job(db, &j, lease_s, err, errlen);
   job_free(&j);
   if (rc) return rc;
-  bso_val p[3] = {bso_text(id), bso_int(tn), bso_int(bs)};
-  bso_rows rows;
+  zeus__store_val p[3] = {store_text(id), store_int(tn), store_int(bs)};
+  zeus__store_rows rows;
   rc = db->ops->exec(db, "SELECT status FROM bso_trial WHERE job_id = $1 AND trial_number = $2 AND batch_size = $3", p,
                      3, &rows, err, errlen);
   if (rc) return rc;
   size_t n = rows.nrows;
-  int status = (int)bso_rows_int(&rows, 0, 0);
-  bso_rows_free(&rows);
+  int status = (int)zeus__store_rows_int(&rows, 0, 0);
+  zeus__store_rows_free(&rows);
   if (!n) {
     set_reply(r, 404,
               bso_message("Could not find the trial: job_id %s, batch_size %ld, trial_number %lld", id, bs, tn));
-    return BSO_DB_OK;
+    return STORE_OK;
   }
   if (status == S_DISPATCHED) {
-    bso_val q[3] = {bso_real(zeus_wall_s()), bso_text(id), bso_int(tn)};
+    zeus__store_val q[3] = {store_real(zeus_wall_s()), store_text(id), store_int(tn)};
     rc = db->ops->exec(db, "UPDATE bso_trial SET status = 2, end_s = $1 WHERE job_id = $2 AND trial_number = $3", q, 3,
                        NULL, err, errlen);
   }
@@ -896,7 +899,7 @@ static int route_end(bso_db *db, const char *lock, json_t *b, double lease_s, bs
   return rc;
 }
 
-static int route_delete(bso_db *db, const char *lock, const char *id, bso_reply *r, char *err, size_t errlen) {
+static int route_delete(zeus__store *db, const char *lock, const char *id, bso_reply *r, char *err, size_t errlen) {
   job j;
   bool found;
   int rc = load_job(db, lock, id, &j, &found, err, errlen);
@@ -904,16 +907,16 @@ static int route_delete(bso_db *db, const char *lock, const char *id, bso_reply 
   job_free(&j);
   if (!found) {
     set_reply(r, 404, bso_message("No job was deleted."));
-    return BSO_DB_OK;
+    return STORE_OK;
   }
-  bso_val p = bso_text(id);
+  zeus__store_val p = store_text(id);
   rc = db->ops->exec(db, "DELETE FROM bso_trial WHERE job_id = $1", &p, 1, NULL, err, errlen);
   if (!rc) rc = db->ops->exec(db, "DELETE FROM bso_job WHERE job_id = $1", &p, 1, NULL, err, errlen);
   if (!rc) set_reply(r, 200, json_null());
   return rc;
 }
 
-static int route_register(bso_db *db, const char *lock, json_t *spec, bso_reply *r, char *err, size_t errlen) {
+static int route_register(zeus__store *db, const char *lock, json_t *spec, bso_reply *r, char *err, size_t errlen) {
   json_t *idv = json_object_get(spec, "job_id");
   char idbuf[MAX_ID_LEN + 1];
   bool found = false;
@@ -925,7 +928,7 @@ static int route_register(bso_db *db, const char *lock, json_t *spec, bso_reply 
     char tok[27];
     if (zeus__random_token(tok, 26)) {
       snprintf(err, errlen, "no random numbers: %s", zeus_errmsg());
-      return BSO_DB_ERR;
+      return STORE_ERR;
     }
     snprintf(idbuf, sizeof idbuf, "%s-%s", json_string_value(json_object_get(spec, "job_id_prefix")), tok);
     json_object_set_new(spec, "job_id", json_string(idbuf));
@@ -942,7 +945,7 @@ static int route_register(bso_db *db, const char *lock, json_t *spec, bso_reply 
         set_reply(
             r, 409,
             bso_message("JobSpec doesn't match with existing jobSpec. Use a new job_id for different configuration"));
-      return BSO_DB_OK;
+      return STORE_OK;
     }
   }
   json_t *seedv = json_object_get(spec, "mab_seed");
@@ -951,14 +954,14 @@ static int route_register(bso_db *db, const char *lock, json_t *spec, bso_reply 
     seed = (uint64_t)json_integer_value(seedv);
   else if (zeus__random_bytes(&seed, sizeof seed)) {
     snprintf(err, errlen, "no random numbers");
-    return BSO_DB_ERR;
+    return STORE_ERR;
   }
   char *text = json_dumps(spec, JSON_COMPACT | JSON_REAL_PRECISION(17));
   if (!text) {
     snprintf(err, errlen, "out of memory");
-    return BSO_DB_ERR;
+    return STORE_ERR;
   }
-  bso_val p[4] = {bso_text(idbuf), bso_text(text), bso_int((long long)seed), bso_real(zeus_wall_s())};
+  zeus__store_val p[4] = {store_text(idbuf), store_text(text), store_int((long long)seed), store_real(zeus_wall_s())};
   rc = db->ops->exec(db, "INSERT INTO bso_job (job_id, spec, seed, stage, created_s) VALUES ($1, $2, $3, 0, $4)", p, 4,
                      NULL, err, errlen);
   free(text);
@@ -966,7 +969,7 @@ static int route_register(bso_db *db, const char *lock, json_t *spec, bso_reply 
   return rc;
 }
 
-int bso_route(bso_db *db, const char *lock, bso_req *q, bso_reply *r, char *err, size_t errlen) {
+int bso_route(zeus__store *db, const char *lock, bso_req *q, bso_reply *r, char *err, size_t errlen) {
   switch (q->route) {
     case BSO_R_REGISTER: return route_register(db, lock, q->body, r, err, errlen);
     case BSO_R_DELETE: return route_delete(db, lock, q->job_id, r, err, errlen);
@@ -975,5 +978,5 @@ int bso_route(bso_db *db, const char *lock, bso_req *q, bso_reply *r, char *err,
     case BSO_R_END: return route_end(db, lock, q->body, q->trial_lease_s, r, err, errlen);
   }
   snprintf(err, errlen, "unknown route");
-  return BSO_DB_ERR;
+  return STORE_ERR;
 }

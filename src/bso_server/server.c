@@ -28,14 +28,9 @@
 #define DEFAULT_BODY 65536
 #define DEFAULT_THREADS 8
 #define DEFAULT_CONNECTIONS 1024
-#define MAX_ATTEMPTS 50
 /* A day: longer than any epoch (the time between two reports of a trial) we know of, short enough
  * that a preempted job's pruning moves again the next day. */
 #define DEFAULT_TRIAL_LEASE_S 86400.0
-/* Under the 5 s the original's client waits for an answer (httpx's default timeout), so that it
- * gets the 503 rather than its own timeout; far above any statement of ours on a sound database
- * (a whole request's p99 under bench_bso_server's 64 clients is ~0.3 s on PostgreSQL). */
-#define DEFAULT_DB_TIMEOUT_S 4.0
 
 struct zeus_bso_server {
   struct MHD_Daemon *d;
@@ -49,7 +44,7 @@ struct zeus_bso_server {
   double db_timeout_s;  /* <= 0: none */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  bso_db **pool; /* NULL entries: to be (re)opened */
+  zeus__store **pool; /* NULL entries: to be (re)opened */
   bool *busy;
   int npool;
   bso_ratelog bad_uri_log; /* refused request targets: one line per client a minute */
@@ -203,23 +198,24 @@ static int pool_take(zeus_bso_server *s, int *slot, char *err, size_t errlen) {
     bool wait = zeus_monotonic_s() < s->reconnect_after;
     if (wait) snprintf(err, errlen, "%s (tried again within the last second)", s->down_msg);
     pthread_mutex_unlock(&s->mu);
-    if (wait) return BSO_DB_DOWN;
-    int rc = bso_db_open_opts(s->url, 0, s->db_timeout_s, &s->pool[k], err, errlen);
+    if (wait) return STORE_DOWN;
+    int rc = zeus__store_open(s->url, &(zeus__store_opts){.timeout_s = s->db_timeout_s}, false, &s->pool[k], err,
+                              errlen);
     if (rc) {
       pthread_mutex_lock(&s->mu);
-      s->reconnect_after = zeus_monotonic_s() + 1.0;
+      s->reconnect_after = zeus_monotonic_s() + zeus__store_defaults.reconnect_s;
       snprintf(s->down_msg, sizeof s->down_msg, "%s", err);
       pthread_mutex_unlock(&s->mu);
-      return BSO_DB_DOWN;
+      return STORE_DOWN;
     }
     zeus__log(ZEUS_LOG_INFO, "bso", "database connection %d opened again", k);
   }
-  return BSO_DB_OK;
+  return STORE_OK;
 }
 
 static void pool_give(zeus_bso_server *s, int slot, bool broken) {
   if (broken && s->pool[slot]) {
-    s->pool[slot]->ops->close(s->pool[slot]);
+    zeus__store_close(s->pool[slot]);
     s->pool[slot] = NULL;
   }
   pthread_mutex_lock(&s->mu);
@@ -228,44 +224,56 @@ static void pool_give(zeus_bso_server *s, int slot, bool broken) {
   pthread_mutex_unlock(&s->mu);
 }
 
-/* Runs the request as one transaction, again while the store asks to retry. */
+/* One request as a transaction of the store (zeus__store_transact), run again while the store asks
+ * to retry: each attempt starts from the request as it came (register may fill in the job id). */
+typedef struct request_tx {
+  zeus_bso_server *s;
+  bso_req *q;
+  bso_reply *r;
+  json_t *saved; /* the body as it came, for the next attempt */
+  bool tried;
+} request_tx;
+
+static int request_body(zeus__store *db, void *arg, bool *commit, char *err, size_t errlen) {
+  request_tx *t = arg;
+  if (t->tried) {
+    json_decref(t->q->body);
+    t->q->body = t->saved;
+    t->saved = NULL;
+    json_decref(t->r->body);
+    *t->r = (bso_reply){0};
+  }
+  t->tried = true;
+  t->saved = t->q->body ? json_deep_copy(t->q->body) : NULL;
+  int rc = bso_route(db, t->s->lock_suffix, t->q, t->r, err, errlen);
+  *commit = t->r->status < 400;
+  return rc;
+}
+
 static void run(zeus_bso_server *s, bso_req *q, bso_reply *r) {
   char err[512] = "";
-  int slot, rc = pool_take(s, &slot, err, sizeof err);
-  bso_db *db = s->pool[slot];
-  for (int attempt = 0; rc == BSO_DB_OK && attempt < MAX_ATTEMPTS; attempt++) {
-    json_t *saved = q->body ? json_deep_copy(q->body) : NULL; /* register may fill in the job id */
-    rc = db->ops->begin(db, err, sizeof err);
-    if (!rc) rc = bso_route(db, s->lock_suffix, q, r, err, sizeof err);
-    if (!rc && r->status < 400) rc = db->ops->commit(db, err, sizeof err);
-    if (rc || r->status >= 400) db->ops->rollback(db);
-    if (rc != BSO_DB_RETRY) {
-      json_decref(saved);
-      break;
-    }
-    json_decref(q->body);
-    q->body = saved;
-    json_decref(r->body);
-    *r = (bso_reply){0};
-    struct timespec ts = {0, (long)(1000000L * (1 + rand() % (attempt < 10 ? 2 << attempt / 2 : 64)))};
-    nanosleep(&ts, NULL);
+  int slot, attempts = 0, rc = pool_take(s, &slot, err, sizeof err);
+  if (rc == STORE_OK) {
+    request_tx t = {.s = s, .q = q, .r = r};
+    rc = zeus__store_transact(s->pool[slot], request_body, &t, &attempts, err, sizeof err);
+    json_decref(t.saved);
   }
-  if (rc == BSO_DB_DOWN) {
+  if (rc == STORE_DOWN) {
     json_decref(r->body);
     r->status = 503;
     r->body = bso_message("the database is unavailable: %s; try again shortly", err);
     zeus__log(ZEUS_LOG_WARN, "bso", "the database is unavailable: %s", err);
-  } else if (rc == BSO_DB_RETRY) {
+  } else if (rc == STORE_RETRY) {
     json_decref(r->body);
     r->status = 503;
-    r->body = bso_message("the database stayed busy through %d attempts: %s; try again", MAX_ATTEMPTS, err);
+    r->body = bso_message("the database stayed busy through %d attempts: %s; try again", attempts, err);
   } else if (rc) {
     json_decref(r->body);
     r->status = 500;
     r->body = bso_message("database error: %s", err);
     zeus__log(ZEUS_LOG_ERROR, "bso", "database error: %s", err);
   }
-  pool_give(s, slot, rc == BSO_DB_DOWN);
+  pool_give(s, slot, rc == STORE_DOWN);
 }
 
 /* The connection's record in the guard (MHD's socket context). */
@@ -371,7 +379,7 @@ int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts
   if (o.idle_timeout_s <= 0) o.idle_timeout_s = 60;
   if (o.trial_lease_s == 0) o.trial_lease_s = DEFAULT_TRIAL_LEASE_S;
   if (isnan(o.trial_lease_s)) return zeus__error(ZEUS_EINVAL, "trial lease: NaN, expected seconds > 0 (or < 0: none)");
-  if (o.db_timeout_s == 0) o.db_timeout_s = DEFAULT_DB_TIMEOUT_S;
+  if (o.db_timeout_s == 0) o.db_timeout_s = zeus__store_defaults.timeout_s; /* the store's one table */
   if (isnan(o.db_timeout_s) || o.db_timeout_s > 86400)
     return zeus__error(ZEUS_EINVAL, "database timeout: %g, expected seconds in 0..86400 (or < 0: none)",
                        o.db_timeout_s);
@@ -395,7 +403,7 @@ int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts
   else if (o.token_file && *o.token_file)
     rc = zeus__read_token_file(o.token_file, "bso", &s->token);
   s->url = zeus__strdup(o.database);
-  bool pg = bso_db_url_is_pg(o.database);
+  bool pg = zeus__store_url_is_pg(o.database);
   s->lock_suffix = pg ? " FOR UPDATE" : "";
   /* SQLite serialises writers on the file anyway: one connection queues them in this process
    * without busy waits (other processes on the same file still wait on its lock). */
@@ -408,7 +416,8 @@ int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts
     return rc;
   }
   char err[512];
-  if (bso_db_open_opts(o.database, 1, s->db_timeout_s, &s->pool[0], err, sizeof err)) {
+  if (zeus__store_open(o.database, &(zeus__store_opts){.timeout_s = s->db_timeout_s}, true, &s->pool[0], err,
+                       sizeof err)) {
     zeus_bso_server_close(s);
     return zeus__error(ZEUS_EIO, "database %s: %s", pg ? "(postgresql)" : o.database, err);
   }
@@ -462,8 +471,7 @@ void zeus_bso_server_close(zeus_bso_server *s) {
   if (!s) return;
   if (s->d) MHD_stop_daemon(s->d);
   zeus__http_guard_close(s->guard);
-  for (int i = 0; s->pool && i < s->npool; i++)
-    if (s->pool[i]) s->pool[i]->ops->close(s->pool[i]);
+  for (int i = 0; s->pool && i < s->npool; i++) zeus__store_close(s->pool[i]);
   free(s->pool);
   free(s->busy);
   if (s->token) memset(s->token, 0, strlen(s->token));

@@ -1,9 +1,9 @@
 /* run_pg.c: `zeus run --state postgresql://...`: the recurring job's state kept in the same
- * PostgreSQL database as zeus bso-server's (one store, two front ends), in a table of its own,
- * run_state (schema migration 2 of src/bso_server/db.c): one row per job identity holding the
- * SQLite image of the state zeus run works on in memory, written back after every change. A
+ * PostgreSQL database as zeus bso-server's (one store, src/store/, two front ends), in a table of
+ * its own, run_state (schema migration 2 of src/store/schema.c): one row per job identity holding
+ * the SQLite image of the state zeus run works on in memory, written back after every change. A
  * session advisory lock on the job identity, held while zeus run runs, keeps a second driver of
- * the same job off on every node. Needs ZEUS_WITH_BSO_SERVER and ZEUS_WITH_BSO_PG. */
+ * the same job off on every node. Needs ZEUS_WITH_STORE_PG. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +18,12 @@
 #endif
 #endif
 
-#if defined(ZEUS_HAVE_BSO_SERVER) && defined(ZEUS_HAVE_BSO_PG) && ZEUS_HAVE_BSO_SERVER && ZEUS_HAVE_BSO_PG
-#include "bso_server/db.h"
+#if defined(ZEUS_HAVE_STORE_PG) && ZEUS_HAVE_STORE_PG
+#include "store/store.h"
 #include "zeus/clock.h"
 
 struct zeus__run_pg {
-  bso_db *db;
+  zeus__store *db;
   char *key;
 };
 
@@ -41,19 +41,21 @@ int zeus__run_pg_open(const char *url, const char *key, zeus__run_pg **out, unsi
     free(p);
     return zeus__oom("opening the state");
   }
-  if (bso_db_open(url, 1, &p->db, err, sizeof err)) {
+  /* No bound on statements: zeus run holds its connection for the whole job and no client waits on
+   * an answer; a driver waits for PostgreSQL as long as it takes (libpq's own defaults). */
+  if (zeus__store_open(url, &(zeus__store_opts){.timeout_s = -1}, true, &p->db, err, sizeof err)) {
     zeus__run_pg_close(p);
     return fail("cannot open it", err);
   }
-  bso_val k = bso_text(key);
-  bso_rows rows;
+  zeus__store_val k = store_text(key);
+  zeus__store_rows rows;
   if (p->db->ops->exec(p->db, "SELECT pg_try_advisory_lock(727275, hashtext($1))", &k, 1, &rows, err, sizeof err)) {
     zeus__run_pg_close(p);
     return fail("locking the job", err);
   }
-  const char *got = bso_rows_text(&rows, 0, 0);
+  const char *got = zeus__store_rows_text(&rows, 0, 0);
   bool locked = got && got[0] == 't';
-  bso_rows_free(&rows);
+  zeus__store_rows_free(&rows);
   if (!locked) {
     zeus__run_pg_close(p);
     return zeus__error(ZEUS_EEXIST,
@@ -65,7 +67,7 @@ int zeus__run_pg_open(const char *url, const char *key, zeus__run_pg **out, unsi
     zeus__run_pg_close(p);
     return fail("reading", err);
   }
-  const char *hex = bso_rows_text(&rows, 0, 0);
+  const char *hex = zeus__store_rows_text(&rows, 0, 0);
   if (hex && strncmp(hex, "\\x", 2) == 0) {
     size_t n = (strlen(hex) - 2) / 2;
     unsigned char *b = sqlite3_malloc64(n ? n : 1);
@@ -75,14 +77,14 @@ int zeus__run_pg_open(const char *url, const char *key, zeus__run_pg **out, unsi
       b[i] = (unsigned char)v;
     }
     if (!b) {
-      bso_rows_free(&rows);
+      zeus__store_rows_free(&rows);
       zeus__run_pg_close(p);
       return zeus__oom("reading the state");
     }
     *image = b;
     *len = n;
   }
-  bso_rows_free(&rows);
+  zeus__store_rows_free(&rows);
   *out = p;
   return ZEUS_OK;
 }
@@ -98,7 +100,7 @@ int zeus__run_pg_save(zeus__run_pg *p, const unsigned char *image, size_t len) {
     hex[3 + 2 * i] = digits[image[i] & 15];
   }
   hex[2 + 2 * len] = '\0';
-  bso_val v[3] = {bso_text(p->key), bso_text(hex), bso_real(zeus_wall_s())};
+  zeus__store_val v[3] = {store_text(p->key), store_text(hex), store_real(zeus_wall_s())};
   int rc = p->db->ops->exec(
       p->db,
       "INSERT INTO run_state (job_key, image, updated_s) VALUES ($1, $2, $3) "
@@ -111,7 +113,7 @@ int zeus__run_pg_save(zeus__run_pg *p, const unsigned char *image, size_t len) {
 int zeus__run_pg_set_aside(zeus__run_pg *p, const char *stamp) {
   char err[512], key[1024];
   snprintf(key, sizeof key, "%s.reset-%s", p->key, stamp);
-  bso_val v[2] = {bso_text(key), bso_text(p->key)};
+  zeus__store_val v[2] = {store_text(key), store_text(p->key)};
   if (p->db->ops->exec(p->db, "UPDATE run_state SET job_key = $1 WHERE job_key = $2", v, 2, NULL, err, sizeof err))
     return fail("--reset-state", err);
   zeus__log(ZEUS_LOG_WARN, "run", "--reset-state: the old state is kept as the run_state row '%s'; starting over", key);
@@ -120,7 +122,7 @@ int zeus__run_pg_set_aside(zeus__run_pg *p, const char *stamp) {
 
 void zeus__run_pg_close(zeus__run_pg *p) {
   if (!p) return;
-  if (p->db) p->db->ops->close(p->db); /* ends the session: releases the advisory lock */
+  zeus__store_close(p->db); /* ends the session: releases the advisory lock */
   free(p->key);
   free(p);
 }
@@ -130,7 +132,7 @@ int zeus__run_pg_open(const char *url, const char *key, zeus__run_pg **out, unsi
   *out = NULL;
   return zeus__error(ZEUS_EINVAL,
                      "--state postgresql://...: this zeus was built without PostgreSQL support "
-                     "(ZEUS_WITH_BSO_SERVER and ZEUS_WITH_BSO_PG, libpq)");
+                     "(ZEUS_WITH_STORE_PG, libpq)");
 }
 int zeus__run_pg_save(zeus__run_pg *p, const unsigned char *image, size_t len) {
   (void)p, (void)image, (void)len;

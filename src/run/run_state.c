@@ -17,6 +17,7 @@
 
 #include "core/json.h"
 #include "run/run_internal.h"
+#include "store/store.h"
 #include "zeus/format.h"
 
 #define STATE_VERSION "1"
@@ -687,7 +688,7 @@ int zeus__run_state_open(zeus_runner *r) {
     free(fresh);
     return db_error(r, "loading the state's image");
   }
-  sqlite3_busy_timeout(r->db, 5000);
+  sqlite3_busy_timeout(r->db, ZEUS__STORE_RUN_STATE_BUSY_TIMEOUT_MS);
   rc = exec(r, "PRAGMA synchronous = FULL", "configuring");
   if (!rc && sqlite3_db_readonly(r->db, "main") == 1)
     rc = zeus__error(ZEUS_EPERM, "state '%s' cannot be written (read-only): a try's result could not be kept",

@@ -11,10 +11,14 @@ trap 'bso_stop; [ -n "$pg_started" ] && "$PG_TEMP" stop "$tmp/pg"; rm -rf "$tmp"
 trap 'exit 143' INT TERM
 
 # bso_databases: writes the databases to test to $tmp/dbs, one a line: a SQLite file, then a
-# PostgreSQL database when a throwaway server starts (stopped at exit; a line "skip - ..."
-# otherwise). Call it in this shell (not in $(...) or <(...)), so that the exit trap knows.
+# PostgreSQL database when this build has PostgreSQL support and a throwaway server starts
+# (stopped at exit; a line "skip - ..." otherwise). Call it in this shell (not in $(...) or <(...)), so that the exit trap knows.
 bso_databases() {
   echo "sqlite://$tmp/bso.db" >"$tmp/dbs"
+  case " ${ZEUS_PKGS_BUILT-libpq} " in
+    *" libpq "*) ;;
+    *) echo "skip - PostgreSQL half: this build has no PostgreSQL support (ZEUS_WITH_STORE_PG=OFF)"; return 0 ;;
+  esac
   local url
   url=$(unset LD_PRELOAD ASAN_OPTIONS; "$PG_TEMP" start "$tmp/pg" 2>"$tmp/pgerr" | tail -n 1)
   [ -f "$tmp/pg/pgdir" ] && pg_started=1
