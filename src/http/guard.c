@@ -332,7 +332,7 @@ static void take_over(zeus__http_guard *g, char *msg, size_t len) {
   if (g->nopen < g->o.max_connections) return;
   zeus__http_conn *oldest = NULL;
   for (zeus__http_conn *o = g->conns; o; o = o->next)
-    if (!o->cut && !o->busy && (!oldest || o->since < oldest->since)) oldest = o;
+    if (!o->cut && !o->busy && (!oldest || o->since <= oldest->since)) oldest = o; /* newest first: ties go older */
   if (!oldest) {
     snprintf(msg, len, "every connection is busy; try again shortly");
     return;
