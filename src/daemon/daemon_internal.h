@@ -17,7 +17,7 @@
 #include <jansson.h>
 
 #include "core/core.h"
-#include "http/guard.h"
+#include "http/mhd_guard.h"
 #include "zeus/daemon.h"
 #include "zeus/format.h"
 #include "zeus/version.h"
@@ -282,6 +282,7 @@ typedef struct zeus__dwrite {
 typedef struct zeus__dlistener {
   struct zeus_daemon *d;
   bool uds;
+  zeus__http_mhd_listener on; /* the guard and this listener's number in it */
 } zeus__dlistener;
 
 struct zeus_daemon {

@@ -332,23 +332,6 @@ static void identify(zeus__dreq *q) {
 
 enum { LISTENER_UDS, LISTENER_TCP };
 
-static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_context,
-                        enum MHD_ConnectionNotificationCode code) {
-  zeus__dlistener *li = cls;
-  zeus_daemon *d = li->d;
-  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-    zeus__http_guard_release(d->guard, *socket_context);
-    *socket_context = NULL;
-    return;
-  }
-  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-  zeus__http_conn *k = ci ? zeus__http_guard_admit_on(d->guard, ci->connect_fd, li->uds ? LISTENER_UDS : LISTENER_TCP)
-                          : NULL;
-  if (k && !li->uds)
-    zeus__log(ZEUS_LOG_DEBUG, "daemon", "TCP connection from %s", zeus__http_guard_who(k));
-  *socket_context = k;
-}
-
 bool zeus__dstream_admit(zeus__dreq *q, int *mhd) {
   unsigned mine = 0;
   if (zeus__http_guard_claim(q->d->guard, q->conn, &mine)) return true;
@@ -361,8 +344,6 @@ void zeus__daemon_conn_stats(zeus_daemon *d, unsigned *open, unsigned long long 
                              unsigned long long *timed_out) {
   zeus__http_guard_stats(d->guard, open, refused, timed_out);
 }
-
-static void conn_busy(zeus_daemon *d, zeus__http_conn *k, bool busy) { zeus__http_guard_busy(d->guard, k, busy); }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
@@ -379,8 +360,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     q->method = method;
     q->legacy_gpu = -1;
     q->route = find_route(url, &q->legacy_gpu);
-    const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    q->conn = sc ? sc->socket_context : NULL;
+    q->conn = zeus__http_mhd_conn(c);
     *con_cls = q;
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > li->d->o.max_body_bytes) q->too_big = true;
@@ -392,7 +372,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     *upload_size = 0;
     return MHD_YES;
   }
-  conn_busy(q->d, q->conn, true); /* the whole request is here: the deadline is met */
+  zeus__http_guard_busy(q->d->guard, q->conn, true); /* the whole request is here: the deadline is met */
   int mhd;
   if (check_access(q, &mhd)) return mhd;
   if (q->too_big)
@@ -410,7 +390,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
   (void)toe;
   zeus__dreq *q = *con_cls;
   if (!q) return;
-  conn_busy(q->d, q->conn, false);
+  zeus__http_guard_busy(q->d->guard, q->conn, false);
   for (unsigned i = 0; i < q->np; i++) {
     free(q->p[i].name);
     free(q->p[i].value);
@@ -647,18 +627,19 @@ static bool is_loopback(const struct sockaddr *sa) {
 static int start_mhd(zeus_daemon *d, bool uds, const struct sockaddr *sa, zeus__dlistener *li) {
   li->d = d;
   li->uds = uds;
+  li->on = (zeus__http_mhd_listener){d->guard, uds ? LISTENER_UDS : LISTENER_TCP};
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
   if (!uds && sa->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
   struct MHD_Daemon *m;
   if (uds)
     m = MHD_start_daemon(flags, 0, NULL, NULL, handle, li, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)d->uds_fd,
-                         MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, notify_conn,
-                         li, MHD_OPTION_CONNECTION_LIMIT, d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                         MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, zeus__http_mhd_notify,
+                         &li->on, MHD_OPTION_CONNECTION_LIMIT, d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
                          d->o.connection_timeout_s,
                          MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024), MHD_OPTION_END);
   else
     m = MHD_start_daemon(flags, 0, NULL, NULL, handle, li, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_NOTIFY_COMPLETED,
-                         completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, li, MHD_OPTION_CONNECTION_LIMIT,
+                         completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, zeus__http_mhd_notify, &li->on, MHD_OPTION_CONNECTION_LIMIT,
                          d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
                          d->o.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
                          MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u, MHD_OPTION_END);

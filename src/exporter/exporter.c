@@ -15,7 +15,7 @@
 #include <microhttpd.h>
 
 #include "core/core.h"
-#include "http/guard.h"
+#include "http/mhd_guard.h"
 #include "metrics/metrics.h"
 #include "zeus/exporter.h"
 #include "zeus/format.h"
@@ -80,6 +80,7 @@ struct zeus_exporter {
   zeus_monitor *mon;
   /* Connections (see "connections" below). */
   zeus__http_guard *guard;
+  zeus__http_mhd_listener on; /* the guard, for libmicrohttpd's notices */
   unsigned max_conns;
   double request_timeout_s;
   struct zeus_grid **grids; /* borrowed providers whose factors are served (zeus/grid.h) */
@@ -448,23 +449,6 @@ static bool authorised(const zeus_exporter *e, struct MHD_Connection *c) {
  * slot is held a new connection takes the slot of the oldest such one (take_oldest_idle); when
  * every slot is answering a scrape the new one gets 503. */
 
-static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_context,
-                        enum MHD_ConnectionNotificationCode code) {
-  zeus_exporter *e = cls;
-  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-    zeus__http_guard_release(e->guard, *socket_context);
-    *socket_context = NULL;
-    return;
-  }
-  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-  *socket_context = ci ? zeus__http_guard_admit(e->guard, ci->connect_fd) : NULL;
-}
-
-static void conn_busy(zeus_exporter *e, struct MHD_Connection *c, bool busy) {
-  const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-  if (sc && sc->socket_context) zeus__http_guard_busy(e->guard, sc->socket_context, busy);
-}
-
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
   zeus_exporter *e = cls;
@@ -476,7 +460,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     *upload_size = 0;
     return MHD_YES;
   }
-  conn_busy(e, c, true);
+  zeus__http_mhd_busy(e->guard, c, true);
   bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
   if (strcmp(url, "/") == 0) {
     if (!get) return text_reply(c, 405, "method not allowed (allowed: GET, HEAD)\n");
@@ -493,7 +477,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
   (void)toe;
-  if (*con_cls) conn_busy(cls, c, false);
+  if (*con_cls) zeus__http_mhd_busy(((zeus_exporter *)cls)->guard, c, false);
   *con_cls = NULL;
 }
 
@@ -512,12 +496,13 @@ static int listen_on(zeus_exporter *e, const char *host, int port) {
     freeaddrinfo(ai);
     return rc;
   }
+  e->on = (zeus__http_mhd_listener){e->guard, 0};
   unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
   /* Scrapes are short: two threads, few connections (max_conns, see "connections"), little memory
    * each; a request must arrive within request_timeout_s and a client that stalls is dropped after
    * 10 s. */
   e->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, e, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, e, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, e,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, e, MHD_OPTION_NOTIFY_CONNECTION, zeus__http_mhd_notify, &e->on,
                             MHD_OPTION_CONNECTION_LIMIT, e->max_conns + 16, /* room to take a slot over */
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                             (size_t)(16 * 1024), MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2, MHD_OPTION_END);
