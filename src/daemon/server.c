@@ -60,12 +60,6 @@ static unsigned method_flag(const char *method) {
   return 0;
 }
 
-static double mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ---- replies ---- */
 
 static void count(zeus__dreq *q, int status) {
@@ -525,7 +519,7 @@ static void *reaper_main(void *arg) {
     for (unsigned i = 0; i < n; i++) pf[i + 1] = (struct pollfd){.fd = fds[i], .events = POLLIN};
     int timeout = 250;
     if (next > 0) {
-      double wait = next - mono_now();
+      double wait = next - zeus_monotonic_s();
       if (wait < 0) wait = 0;
       if (wait * 1000 < timeout) timeout = (int)(wait * 1000) + 1;
     }
@@ -536,7 +530,7 @@ static void *reaper_main(void *arg) {
     }
     if (atomic_load(&d->stopping)) break;
     zeus__leases_lock(d->L);
-    zeus__leases_sweep(d->L, mono_now());
+    zeus__leases_sweep(d->L, zeus_monotonic_s());
     zeus__leases_unlock(d->L);
   }
   free(pf);
@@ -613,36 +607,25 @@ static int bind_unix(zeus_daemon *d) {
   return ZEUS_OK;
 }
 
-static bool is_loopback(const struct sockaddr *sa) {
-  if (sa->sa_family == AF_INET)
-    return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) == 127;
-  if (sa->sa_family == AF_INET6) {
-    const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
-    if (IN6_IS_ADDR_LOOPBACK(a)) return true;
-    return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
-  }
-  return false;
-}
-
 static int start_mhd(zeus_daemon *d, bool uds, const struct sockaddr *sa, zeus__dlistener *li) {
   li->d = d;
   li->uds = uds;
   li->on = (zeus__http_mhd_listener){d->guard, uds ? LISTENER_UDS : LISTENER_TCP};
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
   if (!uds && sa->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
-  struct MHD_Daemon *m;
-  if (uds)
-    m = MHD_start_daemon(flags, 0, NULL, NULL, handle, li, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)d->uds_fd,
-                         MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, zeus__http_mhd_notify,
-                         &li->on, MHD_OPTION_CONNECTION_LIMIT, d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                         d->o.connection_timeout_s,
-                         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024), MHD_OPTION_END);
-  else
-    m = MHD_start_daemon(flags, 0, NULL, NULL, handle, li, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_NOTIFY_COMPLETED,
-                         completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, zeus__http_mhd_notify, &li->on, MHD_OPTION_CONNECTION_LIMIT,
-                         d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                         d->o.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
-                         MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u, MHD_OPTION_END);
+  /* Where it listens: the Unix socket we bound, or TCP with the backlog the Unix socket has. */
+  struct MHD_OptionItem where[] = {
+      uds ? (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, (intptr_t)d->uds_fd, NULL}
+          : (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)sa},
+      uds ? (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL}
+          : (struct MHD_OptionItem){MHD_OPTION_LISTEN_BACKLOG_SIZE, 128, NULL},
+      {MHD_OPTION_END, 0, NULL}};
+  struct MHD_Daemon *m =
+      MHD_start_daemon(flags, 0, NULL, NULL, handle, li, MHD_OPTION_ARRAY, where, MHD_OPTION_NOTIFY_COMPLETED,
+                       completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, zeus__http_mhd_notify, &li->on,
+                       MHD_OPTION_CONNECTION_LIMIT, d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                       d->o.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
+                       MHD_OPTION_END);
   if (!m)
     return zeus__error(uds ? ZEUS_EIO : ZEUS_ENET, "libmicrohttpd could not start on %s",
                        uds ? d->socket_path : d->tcp_address);
@@ -674,7 +657,7 @@ static int start_tcp(zeus_daemon *d) {
   int g = getaddrinfo(host, ps, &hints, &ai);
   if (g != 0 || !ai) return zeus__error(ZEUS_EINVAL, "TCP address '%s': %s", d->tcp_address, gai_strerror(g));
   int rc = ZEUS_OK;
-  if (!is_loopback(ai->ai_addr) && !d->key && !d->o.allow_unauthenticated_tcp)
+  if (!zeus__sockaddr_is_loopback(ai->ai_addr) && !d->key && !d->o.allow_unauthenticated_tcp)
     rc = zeus__error(ZEUS_EINVAL,
                      "refusing unauthenticated TCP on the non-loopback address '%s': give a signing key "
                      "(--signing-key-path) or opt in with --allow-unauthenticated-tcp",

@@ -87,12 +87,6 @@ struct zeus_exporter {
   size_t ngrids;
 };
 
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ---- bringing the totals up to date (mu held) ---- */
 
 static void update_gpu(zeus_exporter *e, gpu_state *g, unsigned i) {
@@ -142,7 +136,7 @@ static void update_cpu(cpu_state *c, unsigned i) {
 /* A Jetson rail: the trapezoid rule over its samples on the monotonic clock; starts at zero. */
 static void update_soc_rail(zeus_exporter *e, int k) {
   soc_rail_state *s = &e->rail[k];
-  double mw, t = mono_s();
+  double mw, t = zeus_monotonic_s();
   if (zeus_soc_power(e->soc, (zeus_soc_rail)k, &mw) != ZEUS_OK) {
     s->read_errors++;
     s->have_power = false;
@@ -502,7 +496,8 @@ static int listen_on(zeus_exporter *e, const char *host, int port) {
    * each; a request must arrive within request_timeout_s and a client that stalls is dropped after
    * 10 s. */
   e->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, e, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, e, MHD_OPTION_NOTIFY_CONNECTION, zeus__http_mhd_notify, &e->on,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, e, MHD_OPTION_NOTIFY_CONNECTION,
+                            zeus__http_mhd_notify, &e->on,
                             MHD_OPTION_CONNECTION_LIMIT, e->max_conns + 16, /* room to take a slot over */
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                             (size_t)(16 * 1024), MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2, MHD_OPTION_END);

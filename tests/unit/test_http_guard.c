@@ -360,8 +360,8 @@ static void guard_refusal_body_uses_the_servers_error_field(void **state) {
     snprintf(len, sizeof len, "Content-Length: %zu\r\n", strlen(cases[c].want));
     if (!strstr(buf, "Content-Type: application/json\r\n") || !strstr(buf, "Retry-After: 1\r\n") ||
         !strstr(buf, len) || !strstr(buf, cases[c].want))
-      fail_msg("field %s: the refused connection read '%s', expected a body %s", cases[c].field ? cases[c].field : "NULL",
-               buf, cases[c].want);
+      fail_msg("field %s: the refused connection read '%s', expected a body %s",
+               cases[c].field ? cases[c].field : "NULL", buf, cases[c].want);
     zeus__http_guard_release(g, k0);
     zeus__http_guard_release(g, k1);
     zeus__http_guard_close(g);
