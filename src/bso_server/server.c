@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "bso_server/bso_server_internal.h"
-#include "http/guard.h"
+#include "http/mhd_guard.h"
 #include "metrics/metrics.h"
 #include "core/core.h"
 #include "core/json.h"
@@ -35,6 +35,7 @@
 struct zeus_bso_server {
   struct MHD_Daemon *d;
   zeus__http_guard *guard; /* per-client bound, reserve and request deadline (src/http) */
+  zeus__http_mhd_listener on; /* the guard, for libmicrohttpd's notices */
   char *url;
   char *token;
   size_t body_max;
@@ -276,24 +277,6 @@ static void run(zeus_bso_server *s, bso_req *q, bso_reply *r) {
   pool_give(s, slot, rc == STORE_DOWN);
 }
 
-/* The connection's record in the guard (MHD's socket context). */
-static void guard_busy(zeus_bso_server *s, struct MHD_Connection *c, bool busy) {
-  const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-  if (sc && sc->socket_context) zeus__http_guard_busy(s->guard, sc->socket_context, busy);
-}
-
-static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_context,
-                        enum MHD_ConnectionNotificationCode code) {
-  zeus_bso_server *s = cls;
-  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-    zeus__http_guard_release(s->guard, *socket_context);
-    *socket_context = NULL;
-    return;
-  }
-  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-  *socket_context = ci ? zeus__http_guard_admit(s->guard, ci->connect_fd) : NULL;
-}
-
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
   (void)version;
@@ -332,7 +315,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     }
     return MHD_YES;
   }
-  guard_busy(s, c, true); /* the whole request is here: its deadline is met */
+  zeus__http_mhd_busy(s->guard, c, true); /* the whole request is here: its deadline is met */
   if (q->method_status == 404) return send_json(c, 404, detail("Not Found"));
   if (q->method_status == 405) return send_json(c, 405, detail("Method Not Allowed"));
   if (q->route == ROUTE_METRICS) return send_metrics(s, c);
@@ -358,7 +341,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
   (void)toe;
-  guard_busy(cls, c, false); /* the next request's deadline starts */
+  zeus__http_mhd_busy(((zeus_bso_server *)cls)->guard, c, false); /* the next request's deadline starts */
   req *q = *con_cls;
   if (!q) return;
   zeus__buf_free(&q->body);
@@ -442,9 +425,10 @@ int zeus_bso_server_open(zeus_bso_server **out, const zeus_bso_server_opts *opts
     zeus_bso_server_close(s);
     return rc;
   }
+  s->on = (zeus__http_mhd_listener){s->guard, 0};
   unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
   s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                          MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
+                          MHD_OPTION_NOTIFY_CONNECTION, zeus__http_mhd_notify, &s->on,
                           MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_URI_LOG_CALLBACK, uri_seen, s,
                           MHD_OPTION_CONNECTION_LIMIT,
                           (unsigned)o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,

@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "core/core.h"
+#include "http/mhd_guard.h"
 #include "zeus/daemon.h"
 #include "zeus/format.h"
 #include "zeus/version.h"
@@ -278,23 +279,10 @@ typedef struct zeus__dwrite {
 
 #define ZEUS__DQUEUE 256
 
-/* A connection, as the limits and the request deadline see it (server.c). */
-typedef struct zeus__dconn {
-  int fd;
-  bool uds, root;
-  uid_t uid;          /* a Unix peer's; a loopback TCP peer's where the kernel told it (uid_known) */
-  bool uid_known;     /* TCP: uid is the connecting process's (/proc/net/tcp{,6}) */
-  char host[64];      /* a TCP peer's address, without the port */
-  bool busy;          /* a whole request arrived and its reply is not done */
-  bool stream;        /* that reply is a power stream */
-  bool cut;           /* refused or timed out: shut down, waiting for libmicrohttpd to close it */
-  double since;       /* when it opened, or its last reply ended (monotonic s) */
-  struct zeus__dconn *next;
-} zeus__dconn;
-
 typedef struct zeus__dlistener {
   struct zeus_daemon *d;
   bool uds;
+  zeus__http_mhd_listener on; /* the guard and this listener's number in it */
 } zeus__dlistener;
 
 struct zeus_daemon {
@@ -323,9 +311,7 @@ struct zeus_daemon {
   pthread_cond_t qcv;
   bool async_now; /* set around a block=false change, under the lease lock */
   atomic_ullong counts[ZEUS__R_COUNT][ZEUS__DSTATUS_SLOTS];
-  pthread_mutex_t cmu; /* conns */
-  zeus__dconn *conns;
-  atomic_ullong refused, timed_out; /* connections refused by a limit, closed by the deadline */
+  zeus__http_guard *guard; /* connections: per-client limits, the root reserve, the request deadline */
   struct zeus__overrides *overrides; /* --gpu-command-overrides (overrides.c); NULL: none */
 };
 
@@ -349,7 +335,7 @@ typedef struct zeus__dreq {
   zeus__jwt_claims claims;
   int legacy_gpu; /* /gpu/<n>/<op>: n; -1 otherwise */
   int status;     /* of the reply queued, for the counters */
-  zeus__dconn *conn; /* its connection's record (NULL if none) */
+  zeus__http_conn *conn; /* its connection's record in the guard (NULL if none) */
 } zeus__dreq;
 
 /* server.c helpers for routes.c */

@@ -94,6 +94,19 @@ static bool param_bool(zeus__dreq *q, const char *name, bool required, bool def,
   return false;
 }
 
+/* A device id's position: a GPU's is its index, a CPU's is where its RAPL package number is;
+ * (unsigned)-1 when no device has the id. */
+static unsigned id_pos(const zeus_daemon *d, bool cpu, unsigned ndev, uint64_t x) {
+  unsigned pos = (unsigned)-1;
+  if (cpu) {
+    for (unsigned i = 0; i < d->ncpus; i++)
+      if (d->cpus[i].pkg == x) pos = i;
+  } else if (x < ndev) {
+    pos = (unsigned)x;
+  }
+  return pos;
+}
+
 /* "0,2" into device positions. For GPUs an id is the daemon's index; for CPUs the RAPL package
  * number, mapped to its position. Absent: every device (unless required). */
 static bool param_ids(zeus__dreq *q, bool cpu, bool required, unsigned *idx, unsigned *n, int *mhd) {
@@ -133,13 +146,7 @@ static bool param_ids(zeus__dreq *q, bool cpu, bool required, unsigned *idx, uns
                                 v, kind);
       return false;
     }
-    unsigned pos = (unsigned)-1;
-    if (cpu) {
-      for (unsigned i = 0; i < d->ncpus; i++)
-        if (d->cpus[i].pkg == x) pos = i;
-    } else if (x < ndev) {
-      pos = (unsigned)x;
-    }
+    unsigned pos = id_pos(d, cpu, ndev, x);
     if (pos == (unsigned)-1) {
       *mhd = zeus__dreply_error(q, 400, "parameter '%s': %s index %lu does not exist (%u %s%s here)", name, kind, x,
                                 ndev, kind, ndev == 1 ? "" : "s");
@@ -676,13 +683,7 @@ static bool stream_ids(zeus__dreq *q, bool cpu, stream *s, int *mhd) {
         *mhd = zeus__dreply_error(q, 400, "Invalid %s index: %.*s", kind, (int)(e - p > 40 ? 40 : e - p), p);
         return false;
       }
-      unsigned pos = (unsigned)-1;
-      if (cpu) {
-        for (unsigned i = 0; i < d->ncpus; i++)
-          if (d->cpus[i].pkg == x) pos = i;
-      } else if (x < ndev) {
-        pos = (unsigned)x;
-      }
+      unsigned pos = id_pos(d, cpu, ndev, x);
       if (pos != (unsigned)-1) {
         want[pos] = true;
       } else {

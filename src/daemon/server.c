@@ -60,12 +60,6 @@ static unsigned method_flag(const char *method) {
   return 0;
 }
 
-static double mono_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* ---- replies ---- */
 
 static void count(zeus__dreq *q, int status) {
@@ -318,179 +312,31 @@ static void identify(zeus__dreq *q) {
     port = ntohs(in6->sin6_port);
   }
   snprintf(q->addr, sizeof q->addr, sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", host, port);
-  if (q->conn && q->conn->uid_known) {
-    q->uid = q->conn->uid;
-    q->tcp_uid = true;
-  }
+  if (zeus__http_guard_uid(q->conn, &q->uid)) q->tcp_uid = true;
 }
 
 /* ---- connections: per-client limits and the request deadline ----
- * libmicrohttpd tells each connection's start and end (MHD_OPTION_NOTIFY_CONNECTION); the list
- * below counts them by client. A connection beyond a limit is answered 503 at once and shut
- * down; so is one that has not delivered a whole request within request_timeout_s of opening or
- * of its previous reply (the reaper looks every 250 ms). shutdown() makes the connection's thread
- * see the end of its socket and close it; the record leaves the list (under cmu) before
- * libmicrohttpd closes the descriptor, so a descriptor in the list is always still ours. */
+ * The connection guard (src/http/guard.c) counts connections from libmicrohttpd's start and end
+ * notices (MHD_OPTION_NOTIFY_CONNECTION) of both listeners: a client (a uid, on the Unix socket or
+ * from loopback TCP; else a TCP address) counts once across them, the last
+ * --reserved-connections of the Unix socket's --max-connections are kept for root, a connection
+ * beyond a limit is answered 503 at once and shut down, and so is one that has not delivered a
+ * whole request within --request-timeout of opening or of its previous reply. Power streams are
+ * the guard's claims, bound by --max-streams-per-client. */
 
-static void conn_cut(zeus_daemon *d, zeus__dconn *k, const char *status_line, const char *msg) {
-  (void)d;
-  if (status_line) {
-    char reply[512];
-    int n = snprintf(reply, sizeof reply,
-                     "HTTP/1.1 %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n"
-                     "{\"error\":\"%s\"}",
-                     status_line, strlen(msg) + 12, msg);
-    if (n > 0 && (size_t)n < sizeof reply && send(k->fd, reply, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
-      /* the peer is gone already: nothing to tell */
-    }
-  }
-  shutdown(k->fd, SHUT_RDWR);
-  k->cut = true;
-}
-
-/* Who a connection counts against: a uid (a Unix peer, or a loopback TCP peer whose uid the kernel
- * told: aliases of loopback and both listeners count as one), else the TCP peer's address. */
-static bool same_client(const zeus__dconn *a, const zeus__dconn *b) {
-  bool ua = a->uds || a->uid_known, ub = b->uds || b->uid_known;
-  if (ua != ub) return false;
-  return ua ? a->uid == b->uid : strcmp(a->host, b->host) == 0;
-}
-
-static void conn_who(const zeus__dconn *k, char *who, size_t len) {
-  if (k->uds || k->uid_known) snprintf(who, len, "uid %lu", (unsigned long)k->uid);
-  else snprintf(who, len, "address %s", k->host);
-}
-
-static bool is_loopback(const struct sockaddr *sa);
-
-static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_context,
-                        enum MHD_ConnectionNotificationCode code) {
-  zeus__dlistener *li = cls;
-  zeus_daemon *d = li->d;
-  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-    zeus__dconn *k = *socket_context;
-    if (!k) return;
-    pthread_mutex_lock(&d->cmu);
-    for (zeus__dconn **p = &d->conns; *p; p = &(*p)->next)
-      if (*p == k) { *p = k->next; break; }
-    pthread_mutex_unlock(&d->cmu);
-    free(k);
-    *socket_context = NULL;
-    return;
-  }
-  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-  zeus__dconn *k = calloc(1, sizeof *k);
-  if (!k || !ci) { free(k); return; }
-  k->fd = ci->connect_fd;
-  k->uds = li->uds;
-  k->since = mono_now();
-  if (li->uds) {
-    struct ucred cr;
-    socklen_t len = sizeof cr;
-    if (getsockopt(k->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0) {
-      k->uid = cr.uid;
-      k->root = cr.uid == 0;
-    } else {
-      k->uid = (uid_t)-1;
-    }
-  } else {
-    const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    const struct sockaddr *sa = ai ? ai->client_addr : NULL;
-    if (sa && sa->sa_family == AF_INET) inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
-                                                  k->host, sizeof k->host);
-    else if (sa && sa->sa_family == AF_INET6)
-      inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, k->host, sizeof k->host);
-    if (sa && is_loopback(sa) && zeus__loopback_peer_uid(k->fd, &k->uid)) k->uid_known = true;
-    zeus__log(ZEUS_LOG_DEBUG, "daemon", "TCP connection from %s: %s uid %lu", k->host,
-              k->uid_known ? "the kernel names" : "no", k->uid_known ? (unsigned long)k->uid : 0ul);
-  }
-  pthread_mutex_lock(&d->cmu);
-  unsigned total = 0, mine = 0;
-  for (zeus__dconn *o = d->conns; o; o = o->next) {
-    if (o->cut) continue;
-    if (o->uds == k->uds) total++;
-    if (same_client(o, k)) mine++;
-  }
-  char msg[256] = "", who[96];
-  conn_who(k, who, sizeof who);
-  if (!k->root) {
-    if (mine >= d->o.max_connections_per_client)
-      snprintf(msg, sizeof msg, "%s holds %u connections, the most one client may hold (--max-connections-per-client)",
-               who, mine);
-    else if (k->uds && total + d->o.reserved_connections >= d->o.max_connections)
-      snprintf(msg, sizeof msg, "%u connections are open; the last %u are kept for root (--reserved-connections)",
-               total, d->o.reserved_connections);
-  }
-  k->next = d->conns;
-  d->conns = k;
-  *socket_context = k;
-  if (msg[0]) {
-    conn_cut(d, k, "503 Service Unavailable", msg);
-    atomic_fetch_add(&d->refused, 1);
-  }
-  pthread_mutex_unlock(&d->cmu);
-  if (msg[0]) zeus__log(ZEUS_LOG_DEBUG, "daemon", "connection refused: %s", msg);
-}
-
-/* The reaper's look at the deadline: connections without a whole request for too long are cut. */
-static void conn_deadlines(zeus_daemon *d) {
-  double now = mono_now();
-  unsigned cut = 0;
-  pthread_mutex_lock(&d->cmu);
-  for (zeus__dconn *k = d->conns; k; k = k->next)
-    if (!k->cut && !k->busy && now - k->since > d->o.request_timeout_s) {
-      conn_cut(d, k, NULL, NULL);
-      cut++;
-    }
-  pthread_mutex_unlock(&d->cmu);
-  if (cut) {
-    atomic_fetch_add(&d->timed_out, cut);
-    zeus__log(ZEUS_LOG_DEBUG, "daemon", "%u connection%s closed: no whole request within %u s", cut,
-              cut == 1 ? "" : "s", d->o.request_timeout_s);
-  }
-}
+enum { LISTENER_UDS, LISTENER_TCP };
 
 bool zeus__dstream_admit(zeus__dreq *q, int *mhd) {
-  zeus_daemon *d = q->d;
-  zeus__dconn *k = q->conn;
-  if (!k) return true;
-  pthread_mutex_lock(&d->cmu);
   unsigned mine = 0;
-  for (zeus__dconn *o = d->conns; o; o = o->next)
-    if (!o->cut && o->stream && same_client(o, k)) mine++;
-  bool ok = k->root || mine < d->o.max_streams_per_client;
-  if (ok) k->stream = true;
-  pthread_mutex_unlock(&d->cmu);
-  if (!ok) {
-    char who[96];
-    conn_who(k, who, sizeof who);
-    *mhd = zeus__dreply_error(q, 503, "%s holds %u power streams, the most one client may hold "
-                              "(--max-streams-per-client); close one first", who, mine);
-  }
-  return ok;
+  if (zeus__http_guard_claim(q->d->guard, q->conn, &mine)) return true;
+  *mhd = zeus__dreply_error(q, 503, "%s holds %u power streams, the most one client may hold "
+                            "(--max-streams-per-client); close one first", zeus__http_guard_who(q->conn), mine);
+  return false;
 }
 
 void zeus__daemon_conn_stats(zeus_daemon *d, unsigned *open, unsigned long long *refused,
                              unsigned long long *timed_out) {
-  unsigned n = 0;
-  pthread_mutex_lock(&d->cmu);
-  for (zeus__dconn *k = d->conns; k; k = k->next)
-    if (!k->cut) n++;
-  pthread_mutex_unlock(&d->cmu);
-  *open = n;
-  *refused = atomic_load(&d->refused);
-  *timed_out = atomic_load(&d->timed_out);
-}
-
-static void conn_busy(zeus_daemon *d, zeus__dconn *k, bool busy) {
-  if (!k) return;
-  pthread_mutex_lock(&d->cmu);
-  k->busy = busy;
-  if (!busy) {
-    k->stream = false;
-    k->since = mono_now();
-  }
-  pthread_mutex_unlock(&d->cmu);
+  zeus__http_guard_stats(d->guard, open, refused, timed_out);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -508,8 +354,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     q->method = method;
     q->legacy_gpu = -1;
     q->route = find_route(url, &q->legacy_gpu);
-    const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    q->conn = sc ? sc->socket_context : NULL;
+    q->conn = zeus__http_mhd_conn(c);
     *con_cls = q;
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > li->d->o.max_body_bytes) q->too_big = true;
@@ -521,7 +366,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     *upload_size = 0;
     return MHD_YES;
   }
-  conn_busy(q->d, q->conn, true); /* the whole request is here: the deadline is met */
+  zeus__http_guard_busy(q->d->guard, q->conn, true); /* the whole request is here: the deadline is met */
   int mhd;
   if (check_access(q, &mhd)) return mhd;
   if (q->too_big)
@@ -539,7 +384,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
   (void)toe;
   zeus__dreq *q = *con_cls;
   if (!q) return;
-  conn_busy(q->d, q->conn, false);
+  zeus__http_guard_busy(q->d->guard, q->conn, false);
   for (unsigned i = 0; i < q->np; i++) {
     free(q->p[i].name);
     free(q->p[i].value);
@@ -674,7 +519,7 @@ static void *reaper_main(void *arg) {
     for (unsigned i = 0; i < n; i++) pf[i + 1] = (struct pollfd){.fd = fds[i], .events = POLLIN};
     int timeout = 250;
     if (next > 0) {
-      double wait = next - mono_now();
+      double wait = next - zeus_monotonic_s();
       if (wait < 0) wait = 0;
       if (wait * 1000 < timeout) timeout = (int)(wait * 1000) + 1;
     }
@@ -685,9 +530,8 @@ static void *reaper_main(void *arg) {
     }
     if (atomic_load(&d->stopping)) break;
     zeus__leases_lock(d->L);
-    zeus__leases_sweep(d->L, mono_now());
+    zeus__leases_sweep(d->L, zeus_monotonic_s());
     zeus__leases_unlock(d->L);
-    conn_deadlines(d);
   }
   free(pf);
   free(fds);
@@ -763,35 +607,25 @@ static int bind_unix(zeus_daemon *d) {
   return ZEUS_OK;
 }
 
-static bool is_loopback(const struct sockaddr *sa) {
-  if (sa->sa_family == AF_INET)
-    return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >> 24) == 127;
-  if (sa->sa_family == AF_INET6) {
-    const struct in6_addr *a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
-    if (IN6_IS_ADDR_LOOPBACK(a)) return true;
-    return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
-  }
-  return false;
-}
-
 static int start_mhd(zeus_daemon *d, bool uds, const struct sockaddr *sa, zeus__dlistener *li) {
   li->d = d;
   li->uds = uds;
+  li->on = (zeus__http_mhd_listener){d->guard, uds ? LISTENER_UDS : LISTENER_TCP};
   unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
   if (!uds && sa->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
-  struct MHD_Daemon *m;
-  if (uds)
-    m = MHD_start_daemon(flags, 0, NULL, NULL, handle, li, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)d->uds_fd,
-                         MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, notify_conn,
-                         li, MHD_OPTION_CONNECTION_LIMIT, d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                         d->o.connection_timeout_s,
-                         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024), MHD_OPTION_END);
-  else
-    m = MHD_start_daemon(flags, 0, NULL, NULL, handle, li, MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_NOTIFY_COMPLETED,
-                         completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, li, MHD_OPTION_CONNECTION_LIMIT,
-                         d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                         d->o.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
-                         MHD_OPTION_LISTEN_BACKLOG_SIZE, 128u, MHD_OPTION_END);
+  /* Where it listens: the Unix socket we bound, or TCP with the backlog the Unix socket has. */
+  struct MHD_OptionItem where[] = {
+      uds ? (struct MHD_OptionItem){MHD_OPTION_LISTEN_SOCKET, (intptr_t)d->uds_fd, NULL}
+          : (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)sa},
+      uds ? (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL}
+          : (struct MHD_OptionItem){MHD_OPTION_LISTEN_BACKLOG_SIZE, 128, NULL},
+      {MHD_OPTION_END, 0, NULL}};
+  struct MHD_Daemon *m =
+      MHD_start_daemon(flags, 0, NULL, NULL, handle, li, MHD_OPTION_ARRAY, where, MHD_OPTION_NOTIFY_COMPLETED,
+                       completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, zeus__http_mhd_notify, &li->on,
+                       MHD_OPTION_CONNECTION_LIMIT, d->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+                       d->o.connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
+                       MHD_OPTION_END);
   if (!m)
     return zeus__error(uds ? ZEUS_EIO : ZEUS_ENET, "libmicrohttpd could not start on %s",
                        uds ? d->socket_path : d->tcp_address);
@@ -823,7 +657,7 @@ static int start_tcp(zeus_daemon *d) {
   int g = getaddrinfo(host, ps, &hints, &ai);
   if (g != 0 || !ai) return zeus__error(ZEUS_EINVAL, "TCP address '%s': %s", d->tcp_address, gai_strerror(g));
   int rc = ZEUS_OK;
-  if (!is_loopback(ai->ai_addr) && !d->key && !d->o.allow_unauthenticated_tcp)
+  if (!zeus__sockaddr_is_loopback(ai->ai_addr) && !d->key && !d->o.allow_unauthenticated_tcp)
     rc = zeus__error(ZEUS_EINVAL,
                      "refusing unauthenticated TCP on the non-loopback address '%s': give a signing key "
                      "(--signing-key-path) or opt in with --allow-unauthenticated-tcp",
@@ -962,7 +796,6 @@ int zeus_daemon_open(zeus_daemon **out, const zeus_daemon_opts *opts) {
     free(d);
     return ZEUS_EINVAL;
   }
-  pthread_mutex_init(&d->cmu, NULL);
   d->socket_path = opts->socket_path ? strdup(opts->socket_path) : NULL;
   d->tcp_address = opts->tcp_address ? strdup(opts->tcp_address) : NULL;
   d->state_path = opts->state_path ? strdup(opts->state_path) : NULL;
@@ -1000,6 +833,17 @@ int zeus_daemon_open(zeus_daemon **out, const zeus_daemon_opts *opts) {
     if (pthread_create(&d->worker, NULL, worker_main, d) == 0) d->worker_started = true;
     else rc = zeus__error(ZEUS_EIO, "cannot start the worker thread");
   }
+  if (!rc) {
+    zeus__http_guard_opts go = {.server = "daemon", .max_connections = d->o.max_connections,
+                                .max_per_client = d->o.max_connections_per_client,
+                                .reserved = d->o.reserved_connections, .no_reserve = !d->o.reserved_connections,
+                                .reserve_for_root = true, .reserve_listeners = 1u << LISTENER_UDS,
+                                .identify_all = true, .request_timeout_s = d->o.request_timeout_s,
+                                .max_claims_per_client = d->o.max_streams_per_client,
+                                .claims_option = "--max-streams-per-client",
+                                .connections_option = "--reserved-connections", .error_field = "error"};
+    rc = zeus__http_guard_open(&d->guard, &go);
+  }
   if (!rc && d->socket_path) rc = bind_unix(d);
   if (!rc && d->socket_path) rc = start_mhd(d, true, NULL, &d->li[0]);
   if (!rc && d->tcp_address) rc = start_tcp(d);
@@ -1027,6 +871,8 @@ void zeus_daemon_close(zeus_daemon *d) {
   if (d->uds_d) MHD_stop_daemon(d->uds_d); /* closes the listen socket we passed */
   else if (d->uds_fd >= 0) close(d->uds_fd);
   if (d->tcp_d) MHD_stop_daemon(d->tcp_d);
+  zeus__http_guard_close(d->guard); /* every connection was released */
+  d->guard = NULL;
   if (d->uds_bound && d->socket_path && unlink(d->socket_path) != 0 && errno != ENOENT)
     zeus__log(ZEUS_LOG_WARN, "daemon", "cannot remove the socket '%s': %s", d->socket_path, strerror(errno));
   zeus__daemon_wake(d);
@@ -1050,7 +896,6 @@ void zeus_daemon_close(zeus_daemon *d) {
   free(d->tcp_address);
   free(d->state_path);
   pthread_cond_destroy(&d->qcv);
-  pthread_mutex_destroy(&d->cmu);
   free(d);
 }
 

@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <time.h>
 
 #include <microhttpd.h>
 
 #include "core/core.h"
+#include "http/mhd_guard.h"
 #include "metrics/metrics.h"
 #include "zeus/exporter.h"
 #include "zeus/format.h"
@@ -78,31 +78,14 @@ struct zeus_exporter {
   /* GPUs whose counter is slow and coarse (an H100's): followed by a monitor's sampler, so a
    * scrape reads no counter and the total moves between ticks; NULL when no GPU needs it */
   zeus_monitor *mon;
-  /* Connections (see "connections" below), under cmu. */
-  pthread_mutex_t cmu;
-  struct econn *conns;
+  /* Connections (see "connections" below). */
+  zeus__http_guard *guard;
+  zeus__http_mhd_listener on; /* the guard, for libmicrohttpd's notices */
   unsigned max_conns;
   double request_timeout_s;
   struct zeus_grid **grids; /* borrowed providers whose factors are served (zeus/grid.h) */
   size_t ngrids;
 };
-
-/* A connection as the slot policy sees it. */
-typedef struct econn {
-  int fd;
-  bool busy;   /* a whole request arrived; its reply is not done */
-  bool cut;    /* shut down: libmicrohttpd closes it next */
-  double since; /* opened, or its last reply ended (monotonic s) */
-  struct econn *next;
-} econn;
-
-static unsigned conn_expire(zeus_exporter *e, double now);
-
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- bringing the totals up to date (mu held) ---- */
 
@@ -153,7 +136,7 @@ static void update_cpu(cpu_state *c, unsigned i) {
 /* A Jetson rail: the trapezoid rule over its samples on the monotonic clock; starts at zero. */
 static void update_soc_rail(zeus_exporter *e, int k) {
   soc_rail_state *s = &e->rail[k];
-  double mw, t = mono_s();
+  double mw, t = zeus_monotonic_s();
   if (zeus_soc_power(e->soc, (zeus_soc_rail)k, &mw) != ZEUS_OK) {
     s->read_errors++;
     s->have_power = false;
@@ -181,9 +164,6 @@ static void *sampler_main(void *arg) {
     zeus__cond_wait_until(&e->cv, &e->mu, &until);
     if (e->stopping) break;
     update_all(e);
-    pthread_mutex_lock(&e->cmu);
-    conn_expire(e, mono_s());
-    pthread_mutex_unlock(&e->cmu);
   }
   pthread_mutex_unlock(&e->mu);
   return NULL;
@@ -458,77 +438,10 @@ static bool authorised(const zeus_exporter *e, struct MHD_Connection *c) {
 }
 
 /* ---- connections ----
- * Only connections that have not sent a whole request lose their slot: one past the request
- * deadline is shut down (at each new connection and each sampling round), and when every slot is
- * held a new connection takes the slot of the oldest such one. shutdown() makes libmicrohttpd's
- * thread see the end of the socket and close it; the record leaves the list (CLOSED, under cmu)
- * before the descriptor is closed, so a descriptor in the list is always still ours. */
-
-static void conn_cut(econn *k, bool tell) {
-  if (tell) {
-    static const char msg[] = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: text/plain\r\n"
-                              "Content-Length: 44\r\n\r\nevery connection is busy; try again shortly\n";
-    if (send(k->fd, msg, sizeof msg - 1, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) { /* the client is gone */ }
-  }
-  shutdown(k->fd, SHUT_RDWR);
-  k->cut = true;
-}
-
-/* With cmu held: cuts the connections past the deadline; returns how many are left. */
-static unsigned conn_expire(zeus_exporter *e, double now) {
-  unsigned live = 0;
-  for (econn *k = e->conns; k; k = k->next) {
-    if (k->cut) continue;
-    if (!k->busy && now - k->since > e->request_timeout_s) conn_cut(k, false);
-    else live++;
-  }
-  return live;
-}
-
-static void notify_conn(void *cls, struct MHD_Connection *c, void **socket_context,
-                        enum MHD_ConnectionNotificationCode code) {
-  zeus_exporter *e = cls;
-  if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-    econn *k = *socket_context;
-    if (!k) return;
-    pthread_mutex_lock(&e->cmu);
-    for (econn **p = &e->conns; *p; p = &(*p)->next)
-      if (*p == k) { *p = k->next; break; }
-    pthread_mutex_unlock(&e->cmu);
-    free(k);
-    *socket_context = NULL;
-    return;
-  }
-  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-  econn *k = calloc(1, sizeof *k);
-  if (!k || !ci) { free(k); return; }
-  k->fd = ci->connect_fd;
-  double now = mono_s();
-  k->since = now;
-  pthread_mutex_lock(&e->cmu);
-  unsigned live = conn_expire(e, now);
-  if (live >= e->max_conns) {
-    econn *oldest = NULL;
-    for (econn *o = e->conns; o; o = o->next)
-      if (!o->cut && !o->busy && (!oldest || o->since < oldest->since)) oldest = o;
-    if (oldest) conn_cut(oldest, false);
-    else conn_cut(k, true); /* every slot is answering a request: this one waits for none */
-  }
-  k->next = e->conns;
-  e->conns = k;
-  *socket_context = k;
-  pthread_mutex_unlock(&e->cmu);
-}
-
-static void conn_busy(zeus_exporter *e, struct MHD_Connection *c, bool busy) {
-  const union MHD_ConnectionInfo *sc = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-  econn *k = sc ? sc->socket_context : NULL;
-  if (!k) return;
-  pthread_mutex_lock(&e->cmu);
-  k->busy = busy;
-  if (!busy) k->since = mono_s();
-  pthread_mutex_unlock(&e->cmu);
-}
+ * The connection guard (src/http/guard.c) keeps the slot policy: only connections that have not
+ * sent a whole request lose their slot: one past the request deadline is shut down, and when every
+ * slot is held a new connection takes the slot of the oldest such one (take_oldest_idle); when
+ * every slot is answering a scrape the new one gets 503. */
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
@@ -541,7 +454,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     *upload_size = 0;
     return MHD_YES;
   }
-  conn_busy(e, c, true);
+  zeus__http_mhd_busy(e->guard, c, true);
   bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
   if (strcmp(url, "/") == 0) {
     if (!get) return text_reply(c, 405, "method not allowed (allowed: GET, HEAD)\n");
@@ -558,7 +471,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
   (void)toe;
-  if (*con_cls) conn_busy(cls, c, false);
+  if (*con_cls) zeus__http_mhd_busy(((zeus_exporter *)cls)->guard, c, false);
   *con_cls = NULL;
 }
 
@@ -568,12 +481,23 @@ static int listen_on(zeus_exporter *e, const char *host, int port) {
   snprintf(ps, sizeof ps, "%d", port < 0 ? 0 : port);
   int gai = getaddrinfo(host, ps, &hints, &ai);
   if (gai) return zeus__error(ZEUS_EINVAL, "cannot resolve host '%s': %s", host, gai_strerror(gai));
+  zeus__http_guard_opts go = {.server = "exporter", .max_connections = e->max_conns,
+                              .max_per_client = e->max_conns, .no_reserve = true,
+                              .request_timeout_s = e->request_timeout_s, .take_oldest_idle = true,
+                              .plain_errors = true};
+  int rc = zeus__http_guard_open(&e->guard, &go);
+  if (rc) {
+    freeaddrinfo(ai);
+    return rc;
+  }
+  e->on = (zeus__http_mhd_listener){e->guard, 0};
   unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
   /* Scrapes are short: two threads, few connections (max_conns, see "connections"), little memory
    * each; a request must arrive within request_timeout_s and a client that stalls is dropped after
    * 10 s. */
   e->mhd = MHD_start_daemon(flags, 0, NULL, NULL, handle, e, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, e, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, e,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, e, MHD_OPTION_NOTIFY_CONNECTION,
+                            zeus__http_mhd_notify, &e->on,
                             MHD_OPTION_CONNECTION_LIMIT, e->max_conns + 16, /* room to take a slot over */
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                             (size_t)(16 * 1024), MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2, MHD_OPTION_END);
@@ -637,7 +561,6 @@ int zeus_exporter_open(zeus_exporter **out, const zeus_exporter_opts *opts) {
     memcpy(e->grids, o.grids, o.num_grids * sizeof *e->grids);
     e->ngrids = o.num_grids;
   }
-  pthread_mutex_init(&e->cmu, NULL);
   pthread_mutex_init(&e->mu, NULL);
   if (zeus__cond_init(&e->cv)) {
     pthread_mutex_destroy(&e->mu);
@@ -733,6 +656,7 @@ int zeus_exporter_port(const zeus_exporter *e) { return e ? e->port : -1; }
 void zeus_exporter_close(zeus_exporter *e) {
   if (!e) return;
   if (e->mhd) MHD_stop_daemon(e->mhd);
+  zeus__http_guard_close(e->guard);
   if (e->sampler_started) {
     pthread_mutex_lock(&e->mu);
     e->stopping = true;
@@ -746,7 +670,6 @@ void zeus_exporter_close(zeus_exporter *e) {
   free(e->token);
   free(e->grids);
   pthread_mutex_destroy(&e->mu);
-  pthread_mutex_destroy(&e->cmu);
   pthread_cond_destroy(&e->cv);
   free(e);
 }

@@ -26,6 +26,10 @@ struct zeus__http_conn {
   bool released;     /* released while pinned: the reaper frees it */
   unsigned blk;      /* 1 + its client's entry in blocked, while it counts there; else 0 */
   int tag;           /* the server's (zeus__http_guard_set_tag) */
+  unsigned listener; /* zeus__http_guard_admit_on's */
+  bool has_uid;      /* who is a uid (known too) */
+  bool claimed;      /* holds one of its client's claims (zeus__http_guard_claim) */
+  uid_t uid;
   double since;      /* opened, or its last reply ended (monotonic s) */
   struct zeus__http_conn *prev, *next;
 };
@@ -40,7 +44,8 @@ typedef struct blocked_client {
 typedef struct pending_who {
   zeus__http_conn *k;
   char who[WHO_LEN];
-  bool root;
+  bool root, has_uid;
+  uid_t uid;
 } pending_who;
 
 struct zeus__http_guard {
@@ -54,6 +59,7 @@ struct zeus__http_guard {
   bool reaper_started;
   zeus__http_conn *conns;
   unsigned nopen; /* listed and not cut */
+  unsigned nopen_on[ZEUS__HTTP_GUARD_LISTENERS]; /* the same, by listener */
   unsigned long long refused, timed_out;
   /* The clients at their slow bound at the reaper's last pass, their slow connections counted
    * down as they finish or close: while one is at the bound its new connections are refused
@@ -78,17 +84,23 @@ static void unslow(zeus__http_guard *g, zeus__http_conn *k) {
  * sees the end). Called with g->mu held; the descriptor is still the server's. */
 static void cut(zeus__http_guard *g, zeus__http_conn *k, const char *msg) {
   if (msg) {
-    char reply[640];
-    int n = snprintf(reply, sizeof reply,
-                     "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                     "Retry-After: 1\r\nContent-Length: %zu\r\n\r\n{\"detail\":\"%s\"}",
-                     strlen(msg) + 13, msg);
+    char body[400], reply[640];
+    int b = g->o.plain_errors ? snprintf(body, sizeof body, "%s\n", msg)
+                              : snprintf(body, sizeof body, "{\"%s\":\"%s\"}", g->o.error_field, msg);
+    int n = b < 0 || (size_t)b >= sizeof body ? -1
+            : snprintf(reply, sizeof reply,
+                       "HTTP/1.1 503 Service Unavailable\r\nContent-Type: %s\r\nConnection: close\r\n"
+                       "Retry-After: 1\r\nContent-Length: %d\r\n\r\n%s",
+                       g->o.plain_errors ? "text/plain" : "application/json", b, body);
     if (n > 0 && (size_t)n < sizeof reply && send(k->fd, reply, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
       /* the peer is gone already: nothing to tell */
     }
   }
   shutdown(k->fd, SHUT_RDWR);
-  if (!k->cut) g->nopen--;
+  if (!k->cut) {
+    g->nopen--;
+    g->nopen_on[k->listener]--;
+  }
   k->cut = true;
   unslow(g, k);
 }
@@ -104,10 +116,10 @@ static bool unread_bytes(int fd) {
  * connections that a bound looks at need it: the slow ones, and all of them while a client is at
  * its slow bound or when every admission counts per client; the others (a job's thousands of
  * ranks registering) are spared the query. */
-static void identify(int fd, char *who, bool *root) {
-  uid_t uid = 1;
-  bool by_uid = zeus__peer_who(fd, who, WHO_LEN, &uid);
-  *root = by_uid && uid == 0;
+static void identify(int fd, char *who, bool *root, bool *has_uid, uid_t *uid) {
+  *uid = 1;
+  *has_uid = zeus__peer_who(fd, who, WHO_LEN, uid);
+  *root = *has_uid && *uid == 0;
 }
 
 static int by_client_then_age(const void *a, const void *b) {
@@ -196,7 +208,10 @@ static void reap(zeus__http_guard *g) {
   if (npend) {
     /* A pinned record is not freed, and its descriptor is not closed before it is released. */
     pthread_mutex_unlock(&g->mu);
-    for (size_t i = 0; i < npend; i++) identify(g->pend[i].k->fd, g->pend[i].who, &g->pend[i].root);
+    for (size_t i = 0; i < npend; i++) {
+      pending_who *p = &g->pend[i];
+      identify(p->k->fd, p->who, &p->root, &p->has_uid, &p->uid);
+    }
     pthread_mutex_lock(&g->mu);
     for (size_t i = 0; i < npend; i++) {
       zeus__http_conn *k = g->pend[i].k;
@@ -207,6 +222,8 @@ static void reap(zeus__http_guard *g) {
       }
       memcpy(k->who, g->pend[i].who, WHO_LEN);
       k->root = g->pend[i].root;
+      k->has_uid = g->pend[i].has_uid;
+      k->uid = g->pend[i].uid;
       k->known = true;
     }
   }
@@ -256,8 +273,11 @@ int zeus__http_guard_open(zeus__http_guard **out, const zeus__http_guard_opts *o
   if (!g->o.connections_option) g->o.connections_option = "--max-connections";
   if (!g->o.timeout_option) g->o.timeout_option = "--request-timeout";
   if (!g->o.slow_option) g->o.slow_option = "--max-slow-per-client";
+  if (!g->o.error_field) g->o.error_field = "detail";
+  if (!g->o.claims_option) g->o.claims_option = "--max-claims-per-client";
   g->slow_bound = g->o.max_slow_per_client > 0;
-  g->walk = g->o.max_per_client < g->o.max_connections || g->o.reserved > 0;
+  g->walk = g->o.max_per_client < g->o.max_connections || g->o.reserved > 0 || g->o.identify_all ||
+            g->o.max_claims_per_client > 0;
   pthread_mutex_init(&g->mu, NULL);
   int rc = zeus__cond_init(&g->cv);
   if (!rc && pthread_create(&g->reaper, NULL, reaper_main, g) != 0)
@@ -292,16 +312,46 @@ void zeus__http_guard_close(zeus__http_guard *g) {
   free(g);
 }
 
-zeus__http_conn *zeus__http_guard_admit(zeus__http_guard *g, int fd) {
+zeus__http_conn *zeus__http_guard_admit(zeus__http_guard *g, int fd) { return zeus__http_guard_admit_on(g, fd, 0); }
+
+/* Whether the reserve of a connection's listener refuses it (reserve_for_root). Called with g->mu held. */
+static bool root_reserve_refuses(const zeus__http_guard *g, const zeus__http_conn *k, char *msg, size_t len) {
+  unsigned l = k->listener, total = g->nopen_on[l];
+  if (k->root || !g->o.reserved || (g->o.reserve_listeners && !(g->o.reserve_listeners & (1u << l))) ||
+      total + g->o.reserved < g->o.max_connections)
+    return false;
+  snprintf(msg, len, "%u connections are open; the last %u are kept for root (%s)", total, g->o.reserved,
+           g->o.connections_option);
+  return true;
+}
+
+/* take_oldest_idle at max_connections: cuts the oldest connection without a request in progress
+ * to make room, or says why the new one is refused when every one is answering. Called with g->mu
+ * held, before k is listed. */
+static void take_over(zeus__http_guard *g, char *msg, size_t len) {
+  if (g->nopen < g->o.max_connections) return;
+  zeus__http_conn *oldest = NULL;
+  for (zeus__http_conn *o = g->conns; o; o = o->next)
+    if (!o->cut && !o->busy && (!oldest || o->since <= oldest->since)) oldest = o; /* newest first: ties go older */
+  if (!oldest) {
+    snprintf(msg, len, "every connection is busy; try again shortly");
+    return;
+  }
+  cut(g, oldest, NULL);
+  g->refused++;
+}
+
+zeus__http_conn *zeus__http_guard_admit_on(zeus__http_guard *g, int fd, unsigned listener) {
   zeus__http_conn *k = calloc(1, sizeof *k);
   if (!k) return NULL;
   k->fd = fd;
+  k->listener = listener < ZEUS__HTTP_GUARD_LISTENERS ? listener : ZEUS__HTTP_GUARD_LISTENERS - 1;
   k->since = zeus_monotonic_s();
   pthread_mutex_lock(&g->mu);
   bool need = g->walk || g->nblocked > 0;
   pthread_mutex_unlock(&g->mu);
   if (need) {
-    identify(fd, k->who, &k->root);
+    identify(fd, k->who, &k->root, &k->has_uid, &k->uid);
     k->known = true;
   }
   char msg[320] = "";
@@ -322,14 +372,18 @@ zeus__http_conn *zeus__http_guard_admit(zeus__http_guard *g, int fd) {
     if (!k->root && mine >= g->o.max_per_client)
       snprintf(msg, sizeof msg, "%s holds %u connections, the most one client may hold (%s)", k->who, mine,
                g->o.per_client_option);
+    else if (g->o.reserve_for_root)
+      root_reserve_refuses(g, k, msg, sizeof msg);
     else if (!k->root && mine && g->nopen + g->o.reserved >= g->o.max_connections)
       snprintf(msg, sizeof msg, "%u connections are open; the last %u of %u are kept for clients that hold none (%s)",
                g->nopen, g->o.reserved, g->o.max_connections, g->o.connections_option);
   }
+  if (!msg[0] && g->o.take_oldest_idle) take_over(g, msg, sizeof msg);
   k->next = g->conns;
   if (k->next) k->next->prev = k;
   g->conns = k;
   g->nopen++;
+  g->nopen_on[k->listener]++;
   if (msg[0]) {
     cut(g, k, msg);
     g->refused++;
@@ -345,7 +399,10 @@ void zeus__http_guard_release(zeus__http_guard *g, zeus__http_conn *k) {
   if (k->prev) k->prev->next = k->next;
   else g->conns = k->next;
   if (k->next) k->next->prev = k->prev;
-  if (!k->cut) g->nopen--;
+  if (!k->cut) {
+    g->nopen--;
+    g->nopen_on[k->listener]--;
+  }
   unslow(g, k);
   bool pinned = k->pinned;
   if (pinned) k->released = true; /* the reaper frees it */
@@ -361,6 +418,7 @@ void zeus__http_guard_busy(zeus__http_guard *g, zeus__http_conn *k, bool busy) {
   if (!busy) {
     k->since = zeus_monotonic_s();
     k->answered = true;
+    k->claimed = false; /* a claim lasts one reply */
   }
   pthread_mutex_unlock(&g->mu);
 }
@@ -380,3 +438,39 @@ void zeus__http_guard_stats(zeus__http_guard *g, unsigned *open, unsigned long l
   pthread_mutex_unlock(&g->mu);
   if (open) *open = n;
 }
+
+/* ---- for servers with several listeners, claims and the client's identity (zeus daemon) ---- */
+
+bool zeus__http_guard_claim(zeus__http_guard *g, zeus__http_conn *k, unsigned *held) {
+  if (held) *held = 0;
+  if (!k) return true;
+  pthread_mutex_lock(&g->mu);
+  unsigned mine = 0;
+  if (g->o.max_claims_per_client && !k->root)
+    for (const zeus__http_conn *o = g->conns; o; o = o->next)
+      if (o != k && !o->cut && o->claimed && strcmp(o->who, k->who) == 0) mine++;
+  bool ok = k->root || !g->o.max_claims_per_client || mine < g->o.max_claims_per_client;
+  if (ok) k->claimed = true;
+  pthread_mutex_unlock(&g->mu);
+  if (held) *held = mine;
+  if (!ok) zeus__log(ZEUS_LOG_DEBUG, "http", "%s: claim refused: %s holds %u, the most one client may hold (%s)",
+                     g->o.server, k->who, mine, g->o.claims_option);
+  return ok;
+}
+
+void zeus__http_guard_unclaim(zeus__http_guard *g, zeus__http_conn *k) {
+  if (!k) return;
+  pthread_mutex_lock(&g->mu);
+  k->claimed = false;
+  pthread_mutex_unlock(&g->mu);
+}
+
+bool zeus__http_guard_uid(const zeus__http_conn *k, uid_t *uid) {
+  if (!k || !k->known || !k->has_uid) return false;
+  if (uid) *uid = k->uid;
+  return true;
+}
+
+bool zeus__http_guard_is_root(const zeus__http_conn *k) { return k && k->known && k->root; }
+
+const char *zeus__http_guard_who(const zeus__http_conn *k) { return k && k->known ? k->who : "an unknown peer"; }

@@ -18,7 +18,13 @@
  *     newest slow connections, and while it is at the bound its new connections are refused;
  *   - optionally a longer deadline between requests once one was answered (keepalive_timeout_s),
  *     so that a kept-alive connection may idle as long as the server's idle timeout allows;
- *   - counters of refused and timed-out connections, for /metrics.
+ *   - counters of refused and timed-out connections, for /metrics;
+ *   - for zeus daemon: several listeners (a Unix socket and TCP) counted apart for the total and
+ *     the reserve, which may be kept for root, while a client (a uid) counts once across them; a
+ *     per-client bound on a second resource (power streams: zeus__http_guard_claim); the client's
+ *     uid for the server's own use;
+ *   - for zeus exporter: instead of per-client bounds, a new connection at the limit takes the
+ *     slot of the oldest connection without a request in progress (take_oldest_idle).
  * A refused connection gets "503 Service Unavailable" with a JSON error naming the client and the
  * option, and is shut down; the server sees its peer gone and closes it as usual. The server calls
  * zeus__http_guard_admit when a connection starts (libmicrohttpd: MHD_CONNECTION_NOTIFY_STARTED),
@@ -28,6 +34,10 @@
 #define ZEUS_HTTP_GUARD_H
 
 #include <stdbool.h>
+#include <sys/types.h>
+
+/* Listeners one guard counts apart (zeus__http_guard_admit_on). */
+#define ZEUS__HTTP_GUARD_LISTENERS 4
 
 typedef struct zeus__http_guard zeus__http_guard;
 typedef struct zeus__http_conn zeus__http_conn;
@@ -47,6 +57,24 @@ typedef struct zeus__http_guard_opts {
   double slow_after_s;           /* 0: 1 s */
   double keepalive_timeout_s;    /* the deadline after a reply; 0: request_timeout_s */
   const char *slow_option;       /* the option that sets max_slow_per_client, for the messages */
+  /* Appended for zeus daemon and zeus exporter; zero leaves each off, as bso-server has it. */
+  bool reserve_for_root;         /* the reserved slots are root's (uid 0), not those of clients that
+                                    hold none; max_connections and the reserve then count per
+                                    listener (the daemon's Unix socket and TCP each take
+                                    max_connections), while the per-client bound counts a client's
+                                    connections on every listener together */
+  unsigned reserve_listeners;    /* with reserve_for_root: bit i keeps the reserve on listener i;
+                                    0: on every listener */
+  bool identify_all;             /* ask who every connection is at admission, so that
+                                    zeus__http_guard_uid and _is_root answer for each */
+  bool take_oldest_idle;         /* at max_connections a new connection takes the slot of the oldest
+                                    one without a request in progress (cut at once, counted as
+                                    refused); only when every one is answering is the new one
+                                    refused (503 "every connection is busy; try again shortly") */
+  const char *error_field;       /* the JSON key of a refusal's message; NULL: "detail" */
+  bool plain_errors;             /* a refusal's body is its message and a newline, text/plain */
+  unsigned max_claims_per_client; /* zeus__http_guard_claim's bound; 0: none */
+  const char *claims_option;     /* the option that sets it, for the log */
 } zeus__http_guard_opts;
 
 /* Starts the guard and its reaper thread. */
@@ -56,6 +84,9 @@ void zeus__http_guard_close(zeus__http_guard *g);
 /* A connection on socket fd opened: its record, or NULL when out of memory (then it is not
  * counted). When a bound refuses it, the 503 has been sent and the socket shut down. */
 zeus__http_conn *zeus__http_guard_admit(zeus__http_guard *g, int fd);
+/* The same for a connection that came through the server's listener number `listener`
+ * (0 .. ZEUS__HTTP_GUARD_LISTENERS - 1; a larger number counts as the last); admit is listener 0. */
+zeus__http_conn *zeus__http_guard_admit_on(zeus__http_guard *g, int fd, unsigned listener);
 /* The connection closed (the record is freed; NULL is ignored). */
 void zeus__http_guard_release(zeus__http_guard *g, zeus__http_conn *k);
 /* A whole request arrived (busy: the deadline is met) or its reply is done (the next request's
@@ -69,5 +100,22 @@ int zeus__http_guard_tag(const zeus__http_conn *k);
  * its client's bound counts as refused). */
 void zeus__http_guard_stats(zeus__http_guard *g, unsigned *open, unsigned long long *refused,
                             unsigned long long *timed_out);
+
+/* A second resource bound per client (the daemon's power streams): claims one for the connection's
+ * client when it holds fewer than max_claims_per_client on its other connections (root: always;
+ * a bound of 0: always). The claim ends with the reply (zeus__http_guard_busy false), on
+ * zeus__http_guard_unclaim, or when the connection closes. *held (may be NULL): the client's other
+ * claims. The client must be known at admission (any bound that counts per client, identify_all,
+ * or max_claims_per_client itself makes it so). NULL k: true. */
+bool zeus__http_guard_claim(zeus__http_guard *g, zeus__http_conn *k, unsigned *held);
+void zeus__http_guard_unclaim(zeus__http_guard *g, zeus__http_conn *k);
+/* Who is behind a connection, as the guard knows it at admission (identify_all, or any per-client
+ * bound): the uid (a Unix peer's, or a loopback TCP peer's that the kernel told; false when the
+ * client is an address or not known); whether it is root; and the client in words ("uid 1000",
+ * "address 10.0.0.7"; "an unknown peer" when not asked). Any thread; never changed after
+ * admission when the client was asked then. */
+bool zeus__http_guard_uid(const zeus__http_conn *k, uid_t *uid);
+bool zeus__http_guard_is_root(const zeus__http_conn *k);
+const char *zeus__http_guard_who(const zeus__http_conn *k);
 
 #endif
