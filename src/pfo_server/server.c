@@ -1,8 +1,9 @@
 /* The Perseus HTTP server: a thin libmicrohttpd layer over the job table.
  *
- * An acceptor thread takes connections off the listening socket and hands them to
- * libmicrohttpd's thread pool (poll mode; see acceptor_main and zeus_pfo_server_open for why not
- * epoll). Schedule requests that must wait are suspended (MHD_suspend_connection), not parked on
+ * An acceptor thread takes connections off the listening socket and hands them to the HTTP
+ * threads: each runs an epoll loop of ours over a libmicrohttpd daemon in its external mode (see
+ * loop_main for why not libmicrohttpd's own epoll thread, zeus_pfo_server_open for why not its
+ * poll thread). Schedule requests that must wait are suspended (MHD_suspend_connection), not parked on
  * a thread; the job table completes them through on_complete, which stores the reply and resumes
  * the connection; the access handler then sends the stored reply. Per-request state is freed in
  * one place, the MHD completion callback, whatever happened.
@@ -786,13 +787,13 @@ static void *keeper_main(void *arg) {
  * once, so every rank's next request (its result) arrives in one burst: a job of 128 ranks or
  * more hangs after its first long polls (bench_pfo_server: 1,023 of 1,024 ranks' results
  * unanswered; strace: epoll_wait returns 128 events, the next epoll_wait sleeps with 600 s).
- * The newest libmicrohttpd (1.0.1) still loops so. Here libmicrohttpd runs in its external
- * mode: MHD_run calls MHD_epoll with a timeout of 0, which never blocks however many batches
- * come back full, and this thread does the waiting, on libmicrohttpd's epoll descriptor (readable
- * while any of its sockets has an event, and the inter-thread channel by which
- * MHD_resume_connection wakes it) and on its own eventfd, for as long as MHD_get_timeout allows.
- * Connections come from the acceptor through the queue: in external mode MHD_add_connection must
- * be called from the thread that runs the daemon. */
+ * libmicrohttpd's repository (1.0.1 and after) still loops so. Here libmicrohttpd runs in its
+ * external mode: MHD_run calls MHD_epoll with a timeout of 0, which never blocks however many
+ * batches come back full, and this thread does the waiting, on libmicrohttpd's epoll descriptor
+ * (readable while any of its sockets has an event) and on its own eventfd, for as long as
+ * MHD_get_timeout allows. In external mode libmicrohttpd has no inter-thread channel, so whoever
+ * queues a connection (the acceptor: MHD_add_connection must be called from the thread that runs
+ * the daemon) or resumes one (resume()) writes the eventfd. */
 static void *loop_main(void *arg) {
   ev_loop *l = arg;
   sigset_t pipe_set; /* a peer that closed must not kill the server (libmicrohttpd's threads do the same) */
