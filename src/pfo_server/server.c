@@ -810,9 +810,14 @@ static void *loop_main(void *arg) {
       nanosleep(&ts, NULL);
     }
     if (p[1].revents & POLLIN) {
-      atomic_store(&l->kicked, false); /* resumes from here on kick again; those before run below */
       uint64_t v;
-      if (read(l->wake, &v, sizeof v) < 0 && errno != EAGAIN) zeus__log(ZEUS_LOG_WARN, "pfo", "cannot read the loop's eventfd: %s", strerror(errno));
+      if (read(l->wake, &v, sizeof v) < 0 && errno != EAGAIN)
+        zeus__log(ZEUS_LOG_WARN, "pfo", "cannot read an HTTP thread's eventfd: %s", strerror(errno));
+      /* Only after the read: a kick from here on writes again, and one that came before (its
+       * resume or queued connection in place already) is served below. Cleared before the read,
+       * a kick between the two would leave the flag set with nothing to read: every later kick
+       * would then be skipped, and the loop would sleep through resumed long polls. */
+      atomic_store(&l->kicked, false);
       pthread_mutex_lock(&l->mu);
       bool stop = l->stop;
       struct pending_conn *q = l->queue;
