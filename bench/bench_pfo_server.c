@@ -20,10 +20,11 @@
  * it was before issue 28: results parsed through a jansson tree, 16 KiB per connection, started
  * with --max-connections 19000 since its default of 8192 refuses an 8,192-rank job; selected by
  * the bench-only environment variable ZEUS__PFO_BENCH_BASELINE=1 in the server's process), the
- * server on libmicrohttpd's poll thread (as it was before issue 36), then the server as it is. Prints a line per run, then the table: rounds per second, p50/p99 round
- * latency (first GET of a round sent -> last schedule of that round received), the server's CPU
- * per round, the time to register the W ranks (one connection each, as the original client
- * does) and the server's peak RSS (VmHWM). */
+ * server on libmicrohttpd's poll thread (as it was before issue 36), then the server as it is.
+ * Prints a line per run, then the table: rounds per second, p50/p99 round latency (first GET of a
+ * round sent -> last schedule of that round received), the server's CPU per round, the time to
+ * register the W ranks (one connection each, as the original client does) and the server's peak
+ * RSS (VmHWM). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -194,7 +195,9 @@ static int run(int W, int R, int threads, int kind, figures *fig) {
   int pp = W >= 8 ? 8 : 1, dp = W / pp, nmb = 8;
   int port = 0;
   pid_t child = server_child(threads, kind == BASELINE ? 19000 : 0,
-                             kind == BASELINE ? "ZEUS__PFO_BENCH_BASELINE" : kind == POLL ? "ZEUS__PFO_BENCH_LOOP" : NULL,
+                             kind == BASELINE ? "ZEUS__PFO_BENCH_BASELINE"
+                             : kind == POLL   ? "ZEUS__PFO_BENCH_LOOP"
+                                              : NULL,
                              kind == BASELINE ? "1" : "poll", &port);
   if (child < 0) return 1;
 
@@ -336,11 +339,11 @@ static int run(int W, int R, int threads, int kind, figures *fig) {
   for (int r = 0; r < R; r++) lat[r] = last_sched[r] - first_get[r];
   qsort(lat, (size_t)R, sizeof(double), cmp_d);
   double p50 = lat[R / 2], p99 = lat[(int)(0.99 * (R - 1) + 0.5)];
-  printf("pfo-server %-8s W=%-5d R=%d threads=%d  %8.2f rounds/s  round latency p50 %7.2f ms  p99 %7.2f ms  "
-         "server CPU %.2f ms/round (system %.2f)  registering %.2f s  server peak RSS %.1f MiB  (result body %zu B)\n",
-         kind_name[kind], W, R, threads, R / total, p50 * 1e3, p99 * 1e3, cpu * 1e3 / R,
-         (sys1 - sys0) * 1e3 / R, treg,
-         hwm / 1024.0, post_bytes);
+  printf(
+      "pfo-server %-8s W=%-5d R=%d threads=%d  %8.2f rounds/s  round latency p50 %7.2f ms  p99 %7.2f ms  "
+      "server CPU %.2f ms/round (system %.2f)  registering %.2f s  server peak RSS %.1f MiB  (result body %zu B)\n",
+      kind_name[kind], W, R, threads, R / total, p50 * 1e3, p99 * 1e3, cpu * 1e3 / R, (sys1 - sys0) * 1e3 / R, treg,
+      hwm / 1024.0, post_bytes);
   *fig = (figures){R / total, p50 * 1e3, p99 * 1e3, cpu * 1e3 / R, treg, hwm / 1024.0};
   fflush(stdout);
   for (int r = 0; r < W; r++) { close(cs[r].fd); free(gets[r]); free(posts[r]); }
@@ -436,9 +439,10 @@ static int idle_run(int W, int threads, bool poll_loop, idle_figures *fig) {
   fig->p50_ms = lat[100];
   fig->p99_ms = lat[198];
   rc = 0;
-  printf("idle %s: %d ranks registered one after another, each keeping its connection: %.2f s; then GET /info "
-         "with %d idle connections: p50 %.3f ms, p99 %.3f ms\n",
-         poll_loop ? "poll (before)" : "epoll loops (now)", W, fig->reg_s, W, fig->p50_ms, fig->p99_ms);
+  printf(
+      "idle %s: %d ranks registered one after another, each keeping its connection: %.2f s; then GET /info "
+      "with %d idle connections: p50 %.3f ms, p99 %.3f ms\n",
+      poll_loop ? "poll (before)" : "epoll loops (now)", W, fig->reg_s, W, fig->p50_ms, fig->p99_ms);
 out:
   for (int i = 0; i < open_n; i++) close(fds[i]);
   free(fds);
@@ -492,18 +496,24 @@ int main(int argc, char **argv) {
       okn[i] = idle_run(iw[i], threads, false, &in[i]) == 0;
       rc |= !okb[i] || !okn[i];
     }
-    printf("\n| ranks (idle connections) | registering one after another (poll before -> epoll loops now) | GET /info p50 | p99 |\n"
-           "|---|---|---|---|\n");
+    printf(
+        "\n| ranks (idle connections) | registering one after another (poll before -> epoll loops now) | GET /info p50 "
+        "| p99 |\n"
+        "|---|---|---|---|\n");
     for (int i = 0; i < 2; i++) {
       if (!okb[i] || !okn[i]) { printf("| %d | failed |\n", iw[i]); continue; }
       printf("| %d | %.2f -> %.2f s | %.3f -> %.3f ms | %.3f -> %.3f ms |\n", iw[i], ib[i].reg_s, in[i].reg_s,
              ib[i].p50_ms, in[i].p50_ms, ib[i].p99_ms, in[i].p99_ms);
     }
   }
-  printf("\n| ranks | rounds/s (baseline -> poll -> now) | round latency p50 | p99 | server CPU per round | registering | "
-         "server peak RSS |\n|---|---|---|---|---|---|---|\n");
+  printf(
+      "\n| ranks | rounds/s (baseline -> poll -> now) | round latency p50 | p99 | server CPU per round | registering | "
+      "server peak RSS |\n|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < nw; i++) {
-    if (!ok[i][NOW]) { printf("| %d | failed |\n", ws[i]); continue; }
+    if (!ok[i][NOW]) {
+      printf("| %d | failed |\n", ws[i]);
+      continue;
+    }
     char b[6][64];
     for (int c = 0; c < 6; c++) b[c][0] = '\0';
     for (int k = BASELINE; k <= NOW; k++) {
@@ -511,12 +521,18 @@ int main(int argc, char **argv) {
       const figures *x = &fig[i][k];
       const char *sep = k == NOW ? "" : " -> ";
       size_t l;
-      l = strlen(b[0]); snprintf(b[0] + l, 64 - l, "%.2f%s", x->rounds_s, sep);
-      l = strlen(b[1]); snprintf(b[1] + l, 64 - l, "%.1f%s", x->p50, sep);
-      l = strlen(b[2]); snprintf(b[2] + l, 64 - l, "%.1f%s", x->p99, sep);
-      l = strlen(b[3]); snprintf(b[3] + l, 64 - l, "%.1f%s", x->cpu_ms, sep);
-      l = strlen(b[4]); snprintf(b[4] + l, 64 - l, "%.2f%s", x->reg_s, sep);
-      l = strlen(b[5]); snprintf(b[5] + l, 64 - l, "%.0f%s", x->rss_mib, sep);
+      l = strlen(b[0]);
+      snprintf(b[0] + l, 64 - l, "%.2f%s", x->rounds_s, sep);
+      l = strlen(b[1]);
+      snprintf(b[1] + l, 64 - l, "%.1f%s", x->p50, sep);
+      l = strlen(b[2]);
+      snprintf(b[2] + l, 64 - l, "%.1f%s", x->p99, sep);
+      l = strlen(b[3]);
+      snprintf(b[3] + l, 64 - l, "%.1f%s", x->cpu_ms, sep);
+      l = strlen(b[4]);
+      snprintf(b[4] + l, 64 - l, "%.2f%s", x->reg_s, sep);
+      l = strlen(b[5]);
+      snprintf(b[5] + l, 64 - l, "%.0f%s", x->rss_mib, sep);
     }
     printf("| %d | %s | %s ms | %s ms | %s ms | %s s | %s MiB |\n", ws[i], b[0], b[1], b[2], b[3], b[4], b[5]);
   }

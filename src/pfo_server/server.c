@@ -3,9 +3,9 @@
  * An acceptor thread takes connections off the listening socket and hands them to the HTTP
  * threads: each runs an epoll loop of ours over a libmicrohttpd daemon in its external mode (see
  * loop_main for why not libmicrohttpd's own epoll thread, zeus_pfo_server_open for why not its
- * poll thread). Schedule requests that must wait are suspended (MHD_suspend_connection), not parked on
- * a thread; the job table completes them through on_complete, which stores the reply and resumes
- * the connection; the access handler then sends the stored reply. Per-request state is freed in
+ * poll thread). Schedule requests that must wait are suspended (MHD_suspend_connection), not
+ * parked on a thread; the job table completes them through on_complete, which stores the reply
+ * and resumes the connection (resume()); the access handler then sends the stored reply. Per-request state is freed in
  * one place, the MHD completion callback, whatever happened.
  *
  * Everything a client can make the server hold is bounded here, for every route alike:
@@ -94,19 +94,26 @@ static const char *const class_label[NCLASSES] = {"1xx", "2xx", "3xx", "4xx", "5
 static const double latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                         0.25,   0.5,   1,      2.5,   5,    10,   30,    60};
 
+/* A connection the acceptor took, waiting for its loop to hand it to libmicrohttpd. */
+typedef struct {
+  int fd;
+  socklen_t al;
+  struct sockaddr_storage a;
+} pending_conn;
+
 /* One event loop (see loop_main): a libmicrohttpd daemon in its external epoll mode, driven by a
  * thread of ours, and the connections the acceptor queued for it. */
 typedef struct {
   zeus_pfo_server *srv;
   struct MHD_Daemon *d;
-  int epfd;          /* libmicrohttpd's epoll descriptor (MHD_DAEMON_INFO_EPOLL_FD) */
-  int wake;          /* eventfd: connections queued, or stop */
+  int epfd; /* libmicrohttpd's epoll descriptor (MHD_DAEMON_INFO_EPOLL_FD) */
+  int wake; /* eventfd: connections queued, or stop */
   pthread_t thread;
   bool started;
   atomic_bool kicked; /* the eventfd was written and the loop has not run libmicrohttpd since */
   pthread_mutex_t mu; /* guards what follows */
   bool stop;
-  struct pending_conn { int fd; socklen_t al; struct sockaddr_storage a; } *queue;
+  pending_conn *queue;
   size_t nqueue, capqueue;
 } ev_loop;
 
@@ -161,7 +168,7 @@ struct zeus_pfo_server {
 struct req {
   zeus_pfo_server *srv;
   struct MHD_Connection *conn;
-  ev_loop *loop;      /* the loop that serves the connection (NULL: libmicrohttpd's threads) */
+  ev_loop *loop; /* the loop that serves the connection (NULL: libmicrohttpd's threads) */
   zeus__buf body;
   size_t charged;     /* bytes of srv->inflight this request holds */
   int route;
@@ -820,7 +827,7 @@ static void *loop_main(void *arg) {
       atomic_store(&l->kicked, false);
       pthread_mutex_lock(&l->mu);
       bool stop = l->stop;
-      struct pending_conn *q = l->queue;
+      pending_conn *q = l->queue;
       size_t n = l->nqueue;
       l->queue = NULL;
       l->nqueue = l->capqueue = 0;
@@ -851,11 +858,14 @@ static void loop_hand_over(ev_loop *l, int fd, const struct sockaddr_storage *a,
   bool ok = true;
   if (l->nqueue == l->capqueue) {
     size_t nc = l->capqueue ? 2 * l->capqueue : 64;
-    struct pending_conn *nq = realloc(l->queue, nc * sizeof *nq);
-    if (nq) { l->queue = nq; l->capqueue = nc; }
-    else ok = false;
+    pending_conn *nq = realloc(l->queue, nc * sizeof *nq);
+    if (nq) {
+      l->queue = nq;
+      l->capqueue = nc;
+    } else
+      ok = false;
   }
-  if (ok) l->queue[l->nqueue++] = (struct pending_conn){.fd = fd, .al = al, .a = *a};
+  if (ok) l->queue[l->nqueue++] = (pending_conn){.fd = fd, .al = al, .a = *a};
   pthread_mutex_unlock(&l->mu);
   if (!ok) {
     close(fd);
@@ -1154,7 +1164,7 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   const char *loop_env = getenv("ZEUS__PFO_BENCH_LOOP");
   int loop_kind = baseline || (loop_env && !strcmp(loop_env, "poll")) ? LOOP_MHD_POLL
                   : loop_env && !strcmp(loop_env, "mhd-epoll")        ? LOOP_MHD_EPOLL
-                                                                       : LOOP_OURS;
+                                                                      : LOOP_OURS;
   if (loop_env && *loop_env && strcmp(loop_env, "poll") && strcmp(loop_env, "mhd-epoll") && strcmp(loop_env, "ours"))
     zeus__log(ZEUS_LOG_WARN, "pfo", "ZEUS__PFO_BENCH_LOOP='%s' is none of poll, mhd-epoll, ours: serving with ours",
               loop_env);
@@ -1268,7 +1278,10 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   if (loop_kind == LOOP_OURS) {
     s->nloops = (unsigned)o.threads;
     s->loops = calloc(s->nloops, sizeof *s->loops);
-    if (!s->loops) { zeus_pfo_server_close(s); return zeus__oom("creating the HTTP threads"); }
+    if (!s->loops) {
+      zeus_pfo_server_close(s);
+      return zeus__oom("creating the HTTP threads");
+    }
     for (unsigned i = 0; i < s->nloops; i++) { /* so that loops_close can close any of them */
       s->loops[i] = (ev_loop){.srv = s, .epfd = -1, .wake = -1};
       pthread_mutex_init(&s->loops[i].mu, NULL);
@@ -1276,35 +1289,29 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
     for (unsigned i = 0; i < s->nloops; i++) {
       ev_loop *l = &s->loops[i];
       l->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-      l->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET, 0,
-                              NULL, NULL, handle, s,
-                              MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                              MHD_OPTION_CONNECTION_LIMIT, limit,
-                              MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_memory,
-                              MHD_OPTION_END);
+      l->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET, 0, NULL, NULL,
+                              handle, s, MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+                              on_connection, s, MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_CONNECTION_TIMEOUT,
+                              timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_memory, MHD_OPTION_END);
       const union MHD_DaemonInfo *di = l->d ? MHD_get_daemon_info(l->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
       if (di) l->epfd = di->epoll_fd;
       if (l->wake < 0 || l->epfd < 0 || pthread_create(&l->thread, NULL, loop_main, l) != 0) {
         int e = errno;
         zeus_pfo_server_close(s);
-        return zeus__error(ZEUS_ENET, "cannot start HTTP thread %u of %d on %s port %d (libmicrohttpd in epoll "
-                           "mode, an eventfd and a thread): %s", i + 1, o.threads, o.host, o.port, strerror(e));
+        return zeus__error(ZEUS_ENET,
+                           "cannot start HTTP thread %u of %d on %s port %d (libmicrohttpd in epoll "
+                           "mode, an eventfd and a thread): %s",
+                           i + 1, o.threads, o.host, o.port, strerror(e));
       }
       l->started = true;
     }
   } else {
     unsigned flags = (loop_kind == LOOP_MHD_EPOLL ? MHD_USE_EPOLL_INTERNAL_THREAD : MHD_USE_POLL_INTERNAL_THREAD) |
                      MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
-    s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                            MHD_OPTION_CONNECTION_LIMIT, limit * (pool ? pool : 1),
-                            MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_memory,
-                            MHD_OPTION_THREAD_POOL_SIZE, pool,
-                            MHD_OPTION_END);
+    s->d = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, s, MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, s, MHD_OPTION_CONNECTION_LIMIT, limit * (pool ? pool : 1), MHD_OPTION_CONNECTION_TIMEOUT,
+        timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_memory, MHD_OPTION_THREAD_POOL_SIZE, pool, MHD_OPTION_END);
     if (!s->d) {
       zeus_pfo_server_close(s);
       return zeus__error(ZEUS_ENET, "cannot start the HTTP threads on %s port %d", o.host, o.port);

@@ -353,17 +353,20 @@ typedef struct {
 } burst_rank;
 
 static void burst_next(burst_rank *r, int rank, bool get) {
-  static const char body_fmt[] = "{\"rank\": %d, \"iter_time\": [1.5], \"iter_energy\": [2], \"time_breakdown\": "
-                                 "{\"forward\": [[0.1]], \"backward\": [[0.2]]}, \"energy_breakdown\": "
-                                 "{\"forward\": [[1]], \"backward\": [[2]]}}";
+  static const char body_fmt[] =
+      "{\"rank\": %d, \"iter_time\": [1.5], \"iter_energy\": [2], \"time_breakdown\": "
+      "{\"forward\": [[0.1]], \"backward\": [[0.2]]}, \"energy_breakdown\": "
+      "{\"forward\": [[1]], \"backward\": [[2]]}}";
   char body[300];
   int bl = snprintf(body, sizeof body, body_fmt, rank);
   r->get = get;
   r->out_off = r->in_len = 0;
   r->out_len = get ? (size_t)snprintf(r->out, sizeof r->out, "GET /schedule/%s?rank=%d HTTP/1.1\r\nHost: x\r\n\r\n",
                                       g_job, rank)
-                   : (size_t)snprintf(r->out, sizeof r->out, "POST /result/%s HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                                      "application/json\r\nContent-Length: %d\r\n\r\n%s", g_job, bl, body);
+                   : (size_t)snprintf(r->out, sizeof r->out,
+                                      "POST /result/%s HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                      "application/json\r\nContent-Length: %d\r\n\r\n%s",
+                                      g_job, bl, body);
 }
 
 /* A whole response in r->in: its status, else 0 (more to come). */
@@ -377,13 +380,14 @@ static int burst_response(burst_rank *r) {
 /* Every rank of a 512-rank job holds one keep-alive connection and, round after round, long-polls
  * its schedule (parked until the round's results are in, then resumed) and sends its result on
  * the same connection. The end of a round answers every rank together, so the results arrive in
- * one burst of hundreds (here sent together once every schedule is in). libmicrohttpd 0.9.75's epoll thread left such a burst
- * unserved (a full batch of 128 events, then a blocking wait: ZEUS__PFO_BENCH_LOOP=mhd-epoll makes
- * the server use it, and this test then fails at its bound). Bounded: 20 s. */
+ * one burst of hundreds (here sent together once every schedule is in). libmicrohttpd 0.9.75's
+ * epoll thread left such a burst unserved (a full batch of 128 events, then a blocking wait:
+ * ZEUS__PFO_BENCH_LOOP=mhd-epoll makes the server use it, and the test then fails at its bound).
+ * Bounded: 20 s. */
 static void burst_rounds(int threads, int rounds) {
   zeus_pfo_server *s;
-  zeus_pfo_server_opts o = {.port = -1, .scheduler = "AllMaxFrequency", .scheduler_args = "{\"num_microbatches\": 2}",
-                            .threads = threads};
+  zeus_pfo_server_opts o = {
+      .port = -1, .scheduler = "AllMaxFrequency", .scheduler_args = "{\"num_microbatches\": 2}", .threads = threads};
   assert_zeus_ok(zeus_pfo_server_open(&s, &o));
   g_port = zeus_pfo_server_port(s);
   int pp = 8, dp = BURST_RANKS / pp;
@@ -391,15 +395,19 @@ static void burst_rounds(int threads, int rounds) {
   c->fd = -1;
   c->port = g_port;
   char body[256], path[400], *resp;
-  snprintf(body, sizeof body, "{\"job_id\": \"\", \"pp_degree\": %d, \"dp_degree\": %d, \"tp_degree\": 1, "
-           "\"world_size\": %d}", pp, dp, BURST_RANKS);
+  snprintf(body, sizeof body,
+           "{\"job_id\": \"\", \"pp_degree\": %d, \"dp_degree\": %d, \"tp_degree\": 1, "
+           "\"world_size\": %d}",
+           pp, dp, BURST_RANKS);
   assert_int_equal(th_request(c, "POST", "/register_job", body, NULL, &resp), 200);
   snprintf(g_job, sizeof g_job, "%.*s", (int)strlen(resp) - 2, resp + 1);
   free(resp);
   snprintf(path, sizeof path, "/register_rank/%s", g_job);
   for (int r = 0; r < BURST_RANKS; r++) {
-    snprintf(body, sizeof body, "{\"rank\": %d, \"dp_rank\": %d, \"pp_rank\": %d, \"tp_rank\": 0, "
-             "\"available_frequencies\": [1410, 1000]}", r, r % dp, r / dp);
+    snprintf(body, sizeof body,
+             "{\"rank\": %d, \"dp_rank\": %d, \"pp_rank\": %d, \"tp_rank\": 0, "
+             "\"available_frequencies\": [1410, 1000]}",
+             r, r % dp, r / dp);
     assert_int_equal(th_request(c, "POST", path, body, NULL, &resp), 200);
     free(resp);
   }
@@ -432,8 +440,10 @@ static void burst_rounds(int threads, int rounds) {
       }
       ssize_t n = recv(b->fd, b->in + b->in_len, sizeof b->in - 1 - b->in_len, 0);
       if (n <= 0)
-        fail_msg("rank %d, round %d: the server closed its connection after %.1f s, its %s unanswered (expected "
-                 "an answer to every request)", r, b->round, zeus_monotonic_s() - t0, b->get ? "GET" : "POST");
+        fail_msg(
+            "rank %d, round %d: the server closed its connection after %.1f s, its %s unanswered (expected "
+            "an answer to every request)",
+            r, b->round, zeus_monotonic_s() - t0, b->get ? "GET" : "POST");
       b->in_len += (size_t)n;
       int st = burst_response(b);
       if (!st) continue;
@@ -450,16 +460,20 @@ static void burst_rounds(int threads, int rounds) {
         }
       } else {
         answered[b->round]++;
-        if (++b->round == rounds) done++;
-        else burst_next(b, r, true);
+        if (++b->round == rounds)
+          done++;
+        else
+          burst_next(b, r, true);
       }
     }
   }
   if (done < BURST_RANKS) {
     int round = 0;
     while (round < rounds - 1 && answered[round] == BURST_RANKS) round++;
-    fail_msg("after %.0f s, round %d: %d of %d ranks' results answered (expected every rank's every round, "
-             "%d rounds, within the bound)", BURST_BOUND_S, round, answered[round], BURST_RANKS, rounds);
+    fail_msg(
+        "after %.0f s, round %d: %d of %d ranks' results answered (expected every rank's every round, "
+        "%d rounds, within the bound)",
+        BURST_BOUND_S, round, answered[round], BURST_RANKS, rounds);
   }
   for (int r = 0; r < BURST_RANKS; r++) close(rk[r].fd);
   free(rk);
