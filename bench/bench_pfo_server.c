@@ -7,23 +7,24 @@
  *                                   (env BENCH_ROUNDS)
  *   env BENCH_THREADS               server HTTP threads (default: the server's, online CPUs up to 8)
  *   env BENCH_BASELINE=0            skip the baseline runs
+ *   env BENCH_POLL=0                skip the runs of the server on libmicrohttpd's poll thread
+ *                                   (its event loop before issue 36, ZEUS__PFO_BENCH_LOOP=poll)
  *   env BENCH_IDLE=0                skip the idle table (issue 36): W = 1,024 and 8,192 ranks
  *                                   registering one after another, each keeping its connection
- *                                   open, then 200 GET /info with them open; the server's poll
- *                                   loop beside libmicrohttpd's epoll mode (ZEUS__PFO_BENCH_EPOLL=1:
- *                                   measured only, not served; it loses requests resumed after a
- *                                   long poll)
+ *                                   open, then 200 GET /info with them open; libmicrohttpd's poll
+ *                                   thread (before) beside the server's own epoll loops (now)
  *   env BENCH_TASKS=1               also print each server thread's CPU seconds (registration
  *                                   included) and the load client's CPU per round
  *
- * Every W runs twice in the same process, one after the other: the baseline (the server as it
- * was before issue 28: results parsed through a jansson tree, 16 KiB per connection, started
+ * Every W runs three times in the same process, one after the other: the baseline (the server as
+ * it was before issue 28: results parsed through a jansson tree, 16 KiB per connection, started
  * with --max-connections 19000 since its default of 8192 refuses an 8,192-rank job; selected by
- * the bench-only environment variable ZEUS__PFO_BENCH_BASELINE=1 in the server's process), then
- * the server as it is. Prints a line per run, then the table: rounds per second, p50/p99 round
- * latency (first GET of a round sent -> last schedule of that round received), the server's CPU
- * per round, the time to register the W ranks (one connection each, as the original client
- * does) and the server's peak RSS (VmHWM). */
+ * the bench-only environment variable ZEUS__PFO_BENCH_BASELINE=1 in the server's process), the
+ * server on libmicrohttpd's poll thread (as it was before issue 36), then the server as it is.
+ * Prints a line per run, then the table: rounds per second, p50/p99 round latency (first GET of a
+ * round sent -> last schedule of that round received), the server's CPU per round, the time to
+ * register the W ranks (one connection each, as the original client does) and the server's peak
+ * RSS (VmHWM). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -142,16 +143,17 @@ static long vm_hwm_kib(pid_t pid) {
   return v;
 }
 
-/* Starts the server (AllMaxFrequency, 8 microbatches) in a forked child with `bench_env`=1 set
- * there when not NULL and at most max_conn connections (0: its default); *port: its port. The
- * child waits for SIGTERM (blocked by main, taken with sigwait). The child's pid, or -1. */
-static pid_t server_child(int threads, int max_conn, const char *bench_env, int *port) {
+/* Starts the server (AllMaxFrequency, 8 microbatches) in a forked child with the environment
+ * variable env_name=env_value set there when env_name is not NULL and at most max_conn
+ * connections (0: its default); *port: its port. The child waits for SIGTERM (blocked by main,
+ * taken with sigwait). The child's pid, or -1. */
+static pid_t server_child(int threads, int max_conn, const char *env_name, const char *env_value, int *port) {
   int pfd[2];
   if (pipe(pfd)) return -1;
   pid_t child = fork();
   if (child == 0) {
     close(pfd[0]);
-    if (bench_env) setenv(bench_env, "1", 1);
+    if (env_name) setenv(env_name, env_value, 1);
     zeus_pfo_server *s;
     zeus_pfo_server_opts o = {.port = -1, .scheduler = "AllMaxFrequency",
                               .scheduler_args = "{\"num_microbatches\": 8}", .threads = threads,
@@ -183,11 +185,20 @@ typedef struct {
   double rounds_s, p50, p99, cpu_ms, reg_s, rss_mib;
 } figures;
 
-static int run(int W, int R, int threads, bool baseline, figures *fig) {
+/* The servers measured: the baseline (before issue 28), libmicrohttpd's poll thread (before
+ * issue 36), the server as it is. */
+enum { BASELINE, POLL, NOW };
+static const char *const kind_name[] = {"baseline", "poll", "now"};
+
+static int run(int W, int R, int threads, int kind, figures *fig) {
   if (W < 1 || W > 1000000 || R < 1) return 1;
   int pp = W >= 8 ? 8 : 1, dp = W / pp, nmb = 8;
   int port = 0;
-  pid_t child = server_child(threads, baseline ? 19000 : 0, baseline ? "ZEUS__PFO_BENCH_BASELINE" : NULL, &port);
+  pid_t child = server_child(threads, kind == BASELINE ? 19000 : 0,
+                             kind == BASELINE ? "ZEUS__PFO_BENCH_BASELINE"
+                             : kind == POLL   ? "ZEUS__PFO_BENCH_LOOP"
+                                              : NULL,
+                             kind == BASELINE ? "1" : "poll", &port);
   if (child < 0) return 1;
 
   char req[1024], resp[4096], job[256];
@@ -328,11 +339,11 @@ static int run(int W, int R, int threads, bool baseline, figures *fig) {
   for (int r = 0; r < R; r++) lat[r] = last_sched[r] - first_get[r];
   qsort(lat, (size_t)R, sizeof(double), cmp_d);
   double p50 = lat[R / 2], p99 = lat[(int)(0.99 * (R - 1) + 0.5)];
-  printf("pfo-server %-8s W=%-5d R=%d threads=%d  %8.2f rounds/s  round latency p50 %7.2f ms  p99 %7.2f ms  "
-         "server CPU %.2f ms/round (system %.2f)  registering %.2f s  server peak RSS %.1f MiB  (result body %zu B)\n",
-         baseline ? "baseline" : "now", W, R, threads, R / total, p50 * 1e3, p99 * 1e3, cpu * 1e3 / R,
-         (sys1 - sys0) * 1e3 / R, treg,
-         hwm / 1024.0, post_bytes);
+  printf(
+      "pfo-server %-8s W=%-5d R=%d threads=%d  %8.2f rounds/s  round latency p50 %7.2f ms  p99 %7.2f ms  "
+      "server CPU %.2f ms/round (system %.2f)  registering %.2f s  server peak RSS %.1f MiB  (result body %zu B)\n",
+      kind_name[kind], W, R, threads, R / total, p50 * 1e3, p99 * 1e3, cpu * 1e3 / R, (sys1 - sys0) * 1e3 / R, treg,
+      hwm / 1024.0, post_bytes);
   *fig = (figures){R / total, p50 * 1e3, p99 * 1e3, cpu * 1e3 / R, treg, hwm / 1024.0};
   fflush(stdout);
   for (int r = 0; r < W; r++) { close(cs[r].fd); free(gets[r]); free(posts[r]); }
@@ -374,11 +385,11 @@ typedef struct {
 
 /* Issue 36's cost: W ranks register one after another, each on its own connection that stays
  * open (kept alive, idle: as ranks hold theirs between rounds); then 200 GET /info one after
- * another with the W idle connections open. epoll_loop: libmicrohttpd's epoll mode
- * (ZEUS__PFO_BENCH_EPOLL=1, measured only), else the server as it is (poll). */
-static int idle_run(int W, int threads, bool epoll_loop, idle_figures *fig) {
+ * another with the W idle connections open. poll_loop: libmicrohttpd's poll thread (before issue
+ * 36, ZEUS__PFO_BENCH_LOOP=poll), else the server as it is (its own epoll loops). */
+static int idle_run(int W, int threads, bool poll_loop, idle_figures *fig) {
   int port = 0;
-  pid_t child = server_child(threads, 2 * W + 256, epoll_loop ? "ZEUS__PFO_BENCH_EPOLL" : NULL, &port);
+  pid_t child = server_child(threads, 2 * W + 256, poll_loop ? "ZEUS__PFO_BENCH_LOOP" : NULL, "poll", &port);
   if (child < 0) return 1;
   char req[1024], resp[4096], job[256], body[256];
   int pp = W >= 8 ? 8 : 1, dp = W / pp;
@@ -428,9 +439,10 @@ static int idle_run(int W, int threads, bool epoll_loop, idle_figures *fig) {
   fig->p50_ms = lat[100];
   fig->p99_ms = lat[198];
   rc = 0;
-  printf("idle %s: %d ranks registered one after another, each keeping its connection: %.2f s; then GET /info "
-         "with %d idle connections: p50 %.3f ms, p99 %.3f ms\n",
-         epoll_loop ? "epoll (measured, not served)" : "poll (served)", W, fig->reg_s, W, fig->p50_ms, fig->p99_ms);
+  printf(
+      "idle %s: %d ranks registered one after another, each keeping its connection: %.2f s; then GET /info "
+      "with %d idle connections: p50 %.3f ms, p99 %.3f ms\n",
+      poll_loop ? "poll (before)" : "epoll loops (now)", W, fig->reg_s, W, fig->p50_ms, fig->p99_ms);
 out:
   for (int i = 0; i < open_n; i++) close(fds[i]);
   free(fds);
@@ -453,6 +465,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   int R = getenv("BENCH_ROUNDS") ? atoi(getenv("BENCH_ROUNDS")) : 0;
   bool with_base = !getenv("BENCH_BASELINE") || strcmp(getenv("BENCH_BASELINE"), "0") != 0;
+  bool with_poll = !getenv("BENCH_POLL") || strcmp(getenv("BENCH_POLL"), "0") != 0;
   /* Default: the server's own default (online CPUs, at most 8), shown resolved. */
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = getenv("BENCH_THREADS") ? atoi(getenv("BENCH_THREADS")) : (ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu);
@@ -463,55 +476,65 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc && nw < 16; i++) ws[nw++] = atoi(argv[i]);
   }
   int rc = 0;
-  figures base[16] = {{0}}, now[16] = {{0}};
-  bool ok_base[16] = {0}, ok_now[16] = {0};
+  figures fig[16][3] = {{{0}}};
+  bool ok[16][3] = {{0}};
   for (int i = 0; i < nw; i++) {
     int r = R ? R : ws[i] >= 4096 ? 20 : 50;
-    if (with_base) ok_base[i] = run(ws[i], r, threads, true, &base[i]) == 0;
-    ok_now[i] = run(ws[i], r, threads, false, &now[i]) == 0;
-    rc |= !ok_now[i] || (with_base && !ok_base[i]);
+    if (with_base) ok[i][BASELINE] = run(ws[i], r, threads, BASELINE, &fig[i][BASELINE]) == 0;
+    if (with_poll) ok[i][POLL] = run(ws[i], r, threads, POLL, &fig[i][POLL]) == 0;
+    ok[i][NOW] = run(ws[i], r, threads, NOW, &fig[i][NOW]) == 0;
+    rc |= !ok[i][NOW] || (with_base && !ok[i][BASELINE]) || (with_poll && !ok[i][POLL]);
   }
   /* Issue 36: sequential registration and a request's latency with the ranks' idle connections
-   * open, the poll loop served beside libmicrohttpd's epoll mode (BENCH_IDLE=0 skips it). */
+   * open, libmicrohttpd's poll thread (before) beside the server's epoll loops (BENCH_IDLE=0 skips it). */
   if (!getenv("BENCH_IDLE") || strcmp(getenv("BENCH_IDLE"), "0") != 0) {
     int iw[2] = {1024, 8192};
     idle_figures ib[2] = {{0}}, in[2] = {{0}};
     bool okb[2], okn[2];
     for (int i = 0; i < 2; i++) {
-      okb[i] = idle_run(iw[i], threads, false, &ib[i]) == 0;
-      okn[i] = idle_run(iw[i], threads, true, &in[i]) == 0;
+      okb[i] = idle_run(iw[i], threads, true, &ib[i]) == 0;
+      okn[i] = idle_run(iw[i], threads, false, &in[i]) == 0;
       rc |= !okb[i] || !okn[i];
     }
-    printf("\n| ranks (idle connections) | registering one after another (poll, served -> epoll, not served) | GET /info p50 | p99 |\n"
-           "|---|---|---|---|\n");
+    printf(
+        "\n| ranks (idle connections) | registering one after another (poll before -> epoll loops now) | GET /info p50 "
+        "| p99 |\n"
+        "|---|---|---|---|\n");
     for (int i = 0; i < 2; i++) {
       if (!okb[i] || !okn[i]) { printf("| %d | failed |\n", iw[i]); continue; }
       printf("| %d | %.2f -> %.2f s | %.3f -> %.3f ms | %.3f -> %.3f ms |\n", iw[i], ib[i].reg_s, in[i].reg_s,
              ib[i].p50_ms, in[i].p50_ms, ib[i].p99_ms, in[i].p99_ms);
     }
   }
-  printf("\n| ranks | rounds/s (baseline -> now) | round latency p50 | p99 | server CPU per round | registering | "
-         "server peak RSS |\n|---|---|---|---|---|---|---|\n");
+  printf(
+      "\n| ranks | rounds/s (baseline -> poll -> now) | round latency p50 | p99 | server CPU per round | registering | "
+      "server peak RSS |\n|---|---|---|---|---|---|---|\n");
   for (int i = 0; i < nw; i++) {
-    char b[6][40];
-    const figures *x = &base[i], *y = &now[i];
-    if (!ok_now[i]) { printf("| %d | failed |\n", ws[i]); continue; }
-    if (ok_base[i]) {
-      snprintf(b[0], 40, "%.2f -> %.2f", x->rounds_s, y->rounds_s);
-      snprintf(b[1], 40, "%.1f -> %.1f ms", x->p50, y->p50);
-      snprintf(b[2], 40, "%.1f -> %.1f ms", x->p99, y->p99);
-      snprintf(b[3], 40, "%.1f -> %.1f ms", x->cpu_ms, y->cpu_ms);
-      snprintf(b[4], 40, "%.2f -> %.2f s", x->reg_s, y->reg_s);
-      snprintf(b[5], 40, "%.0f -> %.0f MiB", x->rss_mib, y->rss_mib);
-    } else {
-      snprintf(b[0], 40, "%.2f", y->rounds_s);
-      snprintf(b[1], 40, "%.1f ms", y->p50);
-      snprintf(b[2], 40, "%.1f ms", y->p99);
-      snprintf(b[3], 40, "%.1f ms", y->cpu_ms);
-      snprintf(b[4], 40, "%.2f s", y->reg_s);
-      snprintf(b[5], 40, "%.0f MiB", y->rss_mib);
+    if (!ok[i][NOW]) {
+      printf("| %d | failed |\n", ws[i]);
+      continue;
     }
-    printf("| %d | %s | %s | %s | %s | %s | %s |\n", ws[i], b[0], b[1], b[2], b[3], b[4], b[5]);
+    char b[6][64];
+    for (int c = 0; c < 6; c++) b[c][0] = '\0';
+    for (int k = BASELINE; k <= NOW; k++) {
+      if (k != NOW && !ok[i][k]) continue; /* not run, or failed: left out */
+      const figures *x = &fig[i][k];
+      const char *sep = k == NOW ? "" : " -> ";
+      size_t l;
+      l = strlen(b[0]);
+      snprintf(b[0] + l, 64 - l, "%.2f%s", x->rounds_s, sep);
+      l = strlen(b[1]);
+      snprintf(b[1] + l, 64 - l, "%.1f%s", x->p50, sep);
+      l = strlen(b[2]);
+      snprintf(b[2] + l, 64 - l, "%.1f%s", x->p99, sep);
+      l = strlen(b[3]);
+      snprintf(b[3] + l, 64 - l, "%.1f%s", x->cpu_ms, sep);
+      l = strlen(b[4]);
+      snprintf(b[4] + l, 64 - l, "%.2f%s", x->reg_s, sep);
+      l = strlen(b[5]);
+      snprintf(b[5] + l, 64 - l, "%.0f%s", x->rss_mib, sep);
+    }
+    printf("| %d | %s | %s ms | %s ms | %s ms | %s s | %s MiB |\n", ws[i], b[0], b[1], b[2], b[3], b[4], b[5]);
   }
   return rc;
 }

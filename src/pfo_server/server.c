@@ -1,10 +1,11 @@
 /* The Perseus HTTP server: a thin libmicrohttpd layer over the job table.
  *
- * An acceptor thread takes connections off the listening socket and hands them to
- * libmicrohttpd's thread pool (poll mode; see acceptor_main and zeus_pfo_server_open for why not
- * epoll). Schedule requests that must wait are suspended (MHD_suspend_connection), not parked on
- * a thread; the job table completes them through on_complete, which stores the reply and resumes
- * the connection; the access handler then sends the stored reply. Per-request state is freed in
+ * An acceptor thread takes connections off the listening socket and hands them to the HTTP
+ * threads: each runs an epoll loop of ours over a libmicrohttpd daemon in its external mode (see
+ * loop_main for why not libmicrohttpd's own epoll thread, zeus_pfo_server_open for why not its
+ * poll thread). Schedule requests that must wait are suspended (MHD_suspend_connection), not
+ * parked on a thread; the job table completes them through on_complete, which stores the reply
+ * and resumes the connection (resume()); the access handler then sends the stored reply. Per-request state is freed in
  * one place, the MHD completion callback, whatever happened.
  *
  * Everything a client can make the server hold is bounded here, for every route alike:
@@ -19,17 +20,20 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -90,8 +94,39 @@ static const char *const class_label[NCLASSES] = {"1xx", "2xx", "3xx", "4xx", "5
 static const double latency_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                         0.25,   0.5,   1,      2.5,   5,    10,   30,    60};
 
-struct zeus_pfo_server {
+/* A connection the acceptor took, waiting for its loop to hand it to libmicrohttpd. */
+typedef struct {
+  int fd;
+  socklen_t al;
+  struct sockaddr_storage a;
+} pending_conn;
+
+/* One event loop (see loop_main): a libmicrohttpd daemon in its external epoll mode, driven by a
+ * thread of ours, and the connections the acceptor queued for it. */
+typedef struct {
+  zeus_pfo_server *srv;
   struct MHD_Daemon *d;
+  int epfd; /* libmicrohttpd's epoll descriptor (MHD_DAEMON_INFO_EPOLL_FD) */
+  int wake; /* eventfd: connections queued, or stop */
+  pthread_t thread;
+  bool started;
+  atomic_bool kicked; /* the eventfd was written and the loop has not run libmicrohttpd since */
+  pthread_mutex_t mu; /* guards what follows */
+  bool stop;
+  pending_conn *queue;
+  size_t nqueue, capqueue;
+} ev_loop;
+
+/* Which event loop serves (issue 36): ours (default); libmicrohttpd's own poll thread, as before
+ * (bench_pfo_server's "before" columns and baseline, ZEUS__PFO_BENCH_LOOP=poll); libmicrohttpd's
+ * own epoll thread, which loses requests (ZEUS__PFO_BENCH_LOOP=mhd-epoll, so that the test that
+ * proves the loss can be run against it). */
+enum { LOOP_OURS, LOOP_MHD_POLL, LOOP_MHD_EPOLL };
+
+struct zeus_pfo_server {
+  struct MHD_Daemon *d; /* LOOP_MHD_*: libmicrohttpd's daemon and its threads */
+  ev_loop *loops;       /* LOOP_OURS: one daemon per HTTP thread */
+  unsigned nloops;
   zeus__job_table *jobs;
   int port;
   char *token;
@@ -133,6 +168,7 @@ struct zeus_pfo_server {
 struct req {
   zeus_pfo_server *srv;
   struct MHD_Connection *conn;
+  ev_loop *loop; /* the loop that serves the connection (NULL: libmicrohttpd's threads) */
   zeus__buf body;
   size_t charged;     /* bytes of srv->inflight this request holds */
   int route;
@@ -213,11 +249,20 @@ static void on_park(void *w) {
   MHD_suspend_connection(q->conn);
 }
 
+static void loop_kick(ev_loop *l);
+
+/* Resumes q's connection from any thread. In external mode libmicrohttpd has no inter-thread
+ * channel (it drops MHD_USE_ITC), so the loop that serves the connection is woken here. */
+static void resume(req *q) {
+  MHD_resume_connection(q->conn);
+  if (q->loop) loop_kick(q->loop);
+}
+
 static void on_complete(void *w, zeus__reply *reply) {
   req *q = w;
   q->reply = *reply;
   q->has_reply = true;
-  MHD_resume_connection(q->conn);
+  resume(q);
 }
 
 /* ---- /metrics ---- */
@@ -503,6 +548,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     q->conn = c;
     q->fd = -1;
     q->t0 = zeus_monotonic_s();
+    if (s->loops) {
+      const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+      q->loop = ci && ci->connect_fd >= 0 ? &s->loops[(unsigned)ci->connect_fd % s->nloops] : NULL;
+    }
     *con_cls = q;
     return first_call(s, q, c, url, method);
   }
@@ -702,7 +751,7 @@ static void drop_vanished(zeus_pfo_server *s, struct pollfd **pfd, req ***who, s
           atomic_fetch_add(&s->dropped_polls, 1);
           zeus__log(ZEUS_LOG_DEBUG, "pfo", "dropped a waiting schedule request of a client that went away");
         }
-        MHD_resume_connection(q->conn);
+        resume(q);
       }
     }
   }
@@ -732,6 +781,124 @@ static void *keeper_main(void *arg) {
   free(pfd);
   free(who);
   return NULL;
+}
+
+/* ---- the event loops ---- */
+
+/* Why our own loop (issue 36). libmicrohttpd 0.9.75's epoll thread (MHD_epoll in its daemon.c)
+ * takes events in batches of 128 (MAX_EVENTS) and, whenever a batch comes back full, calls
+ * epoll_wait again with the same blocking timeout before it serves the batch. If nothing else
+ * becomes ready meanwhile, the thread sleeps until the next event or the earliest connection
+ * timeout (the idle timeout: a minute) with up to 128 connections it was told about unserved;
+ * being edge-triggered, it is never told again. The end of a round answers every waiting rank at
+ * once, so every rank's next request (its result) arrives in one burst: a job of 128 ranks or
+ * more hangs after its first long polls (bench_pfo_server: 1,023 of 1,024 ranks' results
+ * unanswered; strace: epoll_wait returns 128 events, the next epoll_wait sleeps with 600 s).
+ * libmicrohttpd's repository (1.0.1 and after) still loops so. Here libmicrohttpd runs in its
+ * external mode: MHD_run calls MHD_epoll with a timeout of 0, which never blocks however many
+ * batches come back full, and this thread does the waiting, on libmicrohttpd's epoll descriptor
+ * (readable while any of its sockets has an event) and on its own eventfd, for as long as
+ * MHD_get_timeout allows. In external mode libmicrohttpd has no inter-thread channel, so whoever
+ * queues a connection (the acceptor: MHD_add_connection must be called from the thread that runs
+ * the daemon) or resumes one (resume()) writes the eventfd. */
+static void *loop_main(void *arg) {
+  ev_loop *l = arg;
+  sigset_t pipe_set; /* a peer that closed must not kill the server (libmicrohttpd's threads do the same) */
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
+  struct pollfd p[2] = {{.fd = l->epfd, .events = POLLIN}, {.fd = l->wake, .events = POLLIN}};
+  for (;;) {
+    MHD_UNSIGNED_LONG_LONG to = 0;
+    int ms = MHD_get_timeout(l->d, &to) != MHD_YES ? -1 : to < INT_MAX ? (int)to : INT_MAX;
+    p[0].revents = p[1].revents = 0;
+    if (poll(p, 2, ms) < 0 && errno != EINTR) {
+      struct timespec ts = {0, 1000 * 1000};
+      nanosleep(&ts, NULL);
+    }
+    if (p[1].revents & POLLIN) {
+      uint64_t v;
+      if (read(l->wake, &v, sizeof v) < 0 && errno != EAGAIN)
+        zeus__log(ZEUS_LOG_WARN, "pfo", "cannot read an HTTP thread's eventfd: %s", strerror(errno));
+      /* Only after the read: a kick from here on writes again, and one that came before (its
+       * resume or queued connection in place already) is served below. Cleared before the read,
+       * a kick between the two would leave the flag set with nothing to read: every later kick
+       * would then be skipped, and the loop would sleep through resumed long polls. */
+      atomic_store(&l->kicked, false);
+      pthread_mutex_lock(&l->mu);
+      bool stop = l->stop;
+      pending_conn *q = l->queue;
+      size_t n = l->nqueue;
+      l->queue = NULL;
+      l->nqueue = l->capqueue = 0;
+      pthread_mutex_unlock(&l->mu);
+      for (size_t i = 0; i < n; i++) /* on failure libmicrohttpd has closed the socket, unannounced */
+        if (MHD_add_connection(l->d, q[i].fd, (struct sockaddr *)&q[i].a, q[i].al) != MHD_YES)
+          atomic_fetch_sub(&l->srv->conns, 1);
+      free(q);
+      if (stop) break;
+    }
+    MHD_run(l->d);
+  }
+  return NULL;
+}
+
+/* Wakes loop l (any thread); writes its eventfd once until the loop has woken. */
+static void loop_kick(ev_loop *l) {
+  if (atomic_exchange(&l->kicked, true)) return;
+  uint64_t one = 1;
+  if (write(l->wake, &one, sizeof one) < 0 && errno != EAGAIN)
+    zeus__log(ZEUS_LOG_WARN, "pfo", "cannot wake an HTTP thread: %s", strerror(errno));
+}
+
+/* Queues an accepted connection for loop l (called by the acceptor; the count in srv->conns is
+ * taken already and given back here if the connection cannot be queued). */
+static void loop_hand_over(ev_loop *l, int fd, const struct sockaddr_storage *a, socklen_t al) {
+  pthread_mutex_lock(&l->mu);
+  bool ok = true;
+  if (l->nqueue == l->capqueue) {
+    size_t nc = l->capqueue ? 2 * l->capqueue : 64;
+    pending_conn *nq = realloc(l->queue, nc * sizeof *nq);
+    if (nq) {
+      l->queue = nq;
+      l->capqueue = nc;
+    } else
+      ok = false;
+  }
+  if (ok) l->queue[l->nqueue++] = (pending_conn){.fd = fd, .al = al, .a = *a};
+  pthread_mutex_unlock(&l->mu);
+  if (!ok) {
+    close(fd);
+    atomic_fetch_sub(&l->srv->conns, 1);
+    return;
+  }
+  loop_kick(l);
+}
+
+/* Stops every loop that started and its daemon (after the acceptor stopped: nothing is queued
+ * any more but what the loop adds on its way out, which MHD_stop_daemon then closes). */
+static void loops_close(zeus_pfo_server *s) {
+  for (unsigned i = 0; s->loops && i < s->nloops; i++) {
+    ev_loop *l = &s->loops[i];
+    if (l->started) {
+      pthread_mutex_lock(&l->mu);
+      l->stop = true;
+      pthread_mutex_unlock(&l->mu);
+      uint64_t one = 1;
+      if (write(l->wake, &one, sizeof one) < 0) zeus__log(ZEUS_LOG_WARN, "pfo", "cannot wake an HTTP thread to stop");
+      pthread_join(l->thread, NULL);
+    }
+    for (size_t k = 0; k < l->nqueue; k++) {
+      close(l->queue[k].fd);
+      atomic_fetch_sub(&s->conns, 1);
+    }
+    free(l->queue);
+    if (l->d) MHD_stop_daemon(l->d); /* releases every connection's guard record */
+    if (l->wake >= 0) close(l->wake);
+    pthread_mutex_destroy(&l->mu);
+  }
+  free(s->loops);
+  s->loops = NULL;
 }
 
 /* ---- the acceptor thread ---- */
@@ -772,6 +939,10 @@ static void *acceptor_main(void *arg) {
         break; /* EAGAIN: all taken */
       }
       atomic_fetch_add(&s->conns, 1);
+      if (s->loops) {
+        loop_hand_over(&s->loops[(unsigned)fd % s->nloops], fd, &a, al);
+        continue;
+      }
       /* On failure libmicrohttpd has closed the socket without a notification. */
       if (MHD_add_connection(s->d, fd, (struct sockaddr *)&a, al) != MHD_YES) atomic_fetch_sub(&s->conns, 1);
     }
@@ -989,10 +1160,14 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   /* Bench only (bench_pfo_server's baseline column): the server as it was before issue 28. */
   const char *base_env = getenv("ZEUS__PFO_BENCH_BASELINE");
   bool baseline = base_env && !strcmp(base_env, "1");
-  /* Bench only (bench_pfo_server's idle table): libmicrohttpd's epoll mode, measured beside the
-   * poll loop served (see the flags below for why it is not served). */
-  const char *epoll_env = getenv("ZEUS__PFO_BENCH_EPOLL");
-  bool epoll_loop = !baseline && epoll_env && !strcmp(epoll_env, "1");
+  /* Bench and tests only: the event loop (see LOOP_OURS). The baseline ran libmicrohttpd's poll. */
+  const char *loop_env = getenv("ZEUS__PFO_BENCH_LOOP");
+  int loop_kind = baseline || (loop_env && !strcmp(loop_env, "poll")) ? LOOP_MHD_POLL
+                  : loop_env && !strcmp(loop_env, "mhd-epoll")        ? LOOP_MHD_EPOLL
+                                                                      : LOOP_OURS;
+  if (loop_env && *loop_env && strcmp(loop_env, "poll") && strcmp(loop_env, "mhd-epoll") && strcmp(loop_env, "ours"))
+    zeus__log(ZEUS_LOG_WARN, "pfo", "ZEUS__PFO_BENCH_LOOP='%s' is none of poll, mhd-epoll, ours: serving with ours",
+              loop_env);
 
   zeus_pfo_server *s = calloc(1, sizeof *s);
   if (!s) { free(token); return zeus__oom("creating the server"); }
@@ -1074,14 +1249,6 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
     return zeus__error(ZEUS_ENET, "cannot listen on %s port %d: %s (in use, or not an address of this machine?)",
                        o.host, o.port, strerror(e));
   }
-  /* poll(), level-triggered, one poll set per pool thread. libmicrohttpd 0.9.75's edge-triggered
-   * epoll loses requests here: a connection resumed after its long poll (MHD_resume_connection)
-   * could miss the next request that arrived on it (reproduced: one HTTP thread, bench_pfo_server
-   * hangs in its second round with every rank's result unanswered). Measured against it (2 threads,
-   * 1,024 and 8,192 ranks), epoll saved no CPU: the events of a round come in bursts, so a poll
-   * wake-up serves many, and the system time is the sockets' own. Connections come from the
-   * acceptor thread (MHD_USE_NO_LISTEN_SOCKET, see acceptor_main); libmicrohttpd splits its limit
-   * over its threads, so each gets the whole limit and the acceptor keeps the total. */
   /* The guard: no per-client bound on connections as such (a job's ranks on one uid need
    * thousands) and no reserve of its own (conn_polite keeps one for registration), but deadlines
    * for whole requests and the per-client bound on slow connections, taken before any header is
@@ -1099,27 +1266,56 @@ int zeus_pfo_server_open(zeus_pfo_server **out, const zeus_pfo_server_opts *opts
   }
   unsigned pool = (unsigned)(o.threads > 1 ? o.threads : 0);
   /* Issue 36 measured the price of poll (bench_pfo_server's idle table, 2 cores): with 8,192
-   * idle keep-alive connections a request waits ~1.05 ms (epoll: 0.03 ms), and 8,192 ranks
-   * registering one after another, each keeping its connection, take 9.7 s (36 s on a loaded
-   * machine; epoll: 1.06 s). epoll
-   * still loses the request after a resumed long poll (reproduced again on 2026-12-04: 1,023 of
-   * 1,024 ranks' results unanswered in the second round), so poll stays until the event loop
-   * is replaced. */
-  unsigned flags = (epoll_loop ? MHD_USE_EPOLL_INTERNAL_THREAD : MHD_USE_POLL_INTERNAL_THREAD) | MHD_ALLOW_SUSPEND_RESUME |
-                   MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+   * idle keep-alive connections a request waited ~1.05 ms (epoll: 0.03 ms), and 8,192 ranks
+   * registering one after another, each keeping its connection, took 9.7 s (epoll: 1.06 s): each
+   * poll() passes every connection of its thread to the kernel. So the server serves with epoll,
+   * from its own loop threads (loop_main says why not libmicrohttpd's epoll thread), one
+   * libmicrohttpd daemon per HTTP thread in external mode. Connections come from the acceptor
+   * thread (MHD_USE_NO_LISTEN_SOCKET, see acceptor_main), placed by descriptor number; each
+   * daemon may hold the whole limit and the acceptor keeps the total. */
   unsigned timeout = (unsigned)(o.idle_timeout_s + 0.999);
-  s->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, s,
-                          MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                          MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                          MHD_OPTION_CONNECTION_LIMIT, limit * (pool ? pool : 1),
-                          MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-                          MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                          baseline ? PFO_BASELINE_CONNECTION_MEMORY : PFO_CONNECTION_MEMORY,
-                          MHD_OPTION_THREAD_POOL_SIZE, pool,
-                          MHD_OPTION_END);
-  if (!s->d) {
-    zeus_pfo_server_close(s);
-    return zeus__error(ZEUS_ENET, "cannot start the HTTP threads on %s port %d", o.host, o.port);
+  size_t conn_memory = baseline ? PFO_BASELINE_CONNECTION_MEMORY : PFO_CONNECTION_MEMORY;
+  if (loop_kind == LOOP_OURS) {
+    s->nloops = (unsigned)o.threads;
+    s->loops = calloc(s->nloops, sizeof *s->loops);
+    if (!s->loops) {
+      zeus_pfo_server_close(s);
+      return zeus__oom("creating the HTTP threads");
+    }
+    for (unsigned i = 0; i < s->nloops; i++) { /* so that loops_close can close any of them */
+      s->loops[i] = (ev_loop){.srv = s, .epfd = -1, .wake = -1};
+      pthread_mutex_init(&s->loops[i].mu, NULL);
+    }
+    for (unsigned i = 0; i < s->nloops; i++) {
+      ev_loop *l = &s->loops[i];
+      l->wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+      l->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET, 0, NULL, NULL,
+                              handle, s, MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+                              on_connection, s, MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_CONNECTION_TIMEOUT,
+                              timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_memory, MHD_OPTION_END);
+      const union MHD_DaemonInfo *di = l->d ? MHD_get_daemon_info(l->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
+      if (di) l->epfd = di->epoll_fd;
+      if (l->wake < 0 || l->epfd < 0 || pthread_create(&l->thread, NULL, loop_main, l) != 0) {
+        int e = errno;
+        zeus_pfo_server_close(s);
+        return zeus__error(ZEUS_ENET,
+                           "cannot start HTTP thread %u of %d on %s port %d (libmicrohttpd in epoll "
+                           "mode, an eventfd and a thread): %s",
+                           i + 1, o.threads, o.host, o.port, strerror(e));
+      }
+      l->started = true;
+    }
+  } else {
+    unsigned flags = (loop_kind == LOOP_MHD_EPOLL ? MHD_USE_EPOLL_INTERNAL_THREAD : MHD_USE_POLL_INTERNAL_THREAD) |
+                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+    s->d = MHD_start_daemon(
+        flags, 0, NULL, NULL, handle, s, MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, s, MHD_OPTION_CONNECTION_LIMIT, limit * (pool ? pool : 1), MHD_OPTION_CONNECTION_TIMEOUT,
+        timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_memory, MHD_OPTION_THREAD_POOL_SIZE, pool, MHD_OPTION_END);
+    if (!s->d) {
+      zeus_pfo_server_close(s);
+      return zeus__error(ZEUS_ENET, "cannot start the HTTP threads on %s port %d", o.host, o.port);
+    }
   }
   struct sockaddr_storage bound;
   socklen_t blen = sizeof bound;
@@ -1167,7 +1363,7 @@ void zeus_pfo_server_close(zeus_pfo_server *s) {
   }
   if (s->jobs) zeus__job_table_fail_all_waiters(s->jobs, "the server is shutting down");
   /* Give resumed long polls a moment to send their 503 before the daemon stops. */
-  for (int i = 0; s->d && i < 200 && atomic_load(&s->parked) + atomic_load(&s->present) > 0; i++) {
+  for (int i = 0; (s->d || s->loops) && i < 200 && atomic_load(&s->parked) + atomic_load(&s->present) > 0; i++) {
     struct timespec ts = {0, 5 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
@@ -1176,6 +1372,7 @@ void zeus_pfo_server_close(zeus_pfo_server *s) {
     if (write(s->wake[1], &b, 1) != 1) zeus__log(ZEUS_LOG_WARN, "pfo", "cannot wake the acceptor thread");
     pthread_join(s->acceptor, NULL);
   }
+  loops_close(s);
   if (s->d) MHD_stop_daemon(s->d); /* releases every connection's guard record */
   zeus__http_guard_close(s->guard);
   if (s->listen_fd >= 0) close(s->listen_fd);
