@@ -71,7 +71,7 @@ def make_work(gpu, quick):
             except FileNotFoundError:
                 pass
 
-        return ("fake (FAKE_NVML_BUSY_FILE held, fixed time per instruction)",
+        return ("fake (the fake GPU's busy file held, fixed time per instruction)",
                 {"forward": lambda: time.sleep(secs), "backward": lambda: time.sleep(2 * secs)}, done)
     try:
         import torch

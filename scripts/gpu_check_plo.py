@@ -45,10 +45,10 @@ GPUs whose clock does not move with real time (the fake NVML on its virtual cloc
 
 ZEUS_GPU_CHECK_PLO_ETA (or --eta) sets the ZeusCost selector's eta knob (default 0.5).
 
-For the tests (against the fake NVML), ZEUS_GPU_CHECK_PLO_WORK=fake:<busy file>:<seconds>
-replaces the work with holding <busy file> (FAKE_NVML_BUSY_FILE: the fake GPU draws the working
-power of its knobs) for <seconds> per step; its time does not depend on the power limit, so its
-slowdown is 1 by construction. fake:<busy file>:<seconds>:<steps>:<factor> makes every step after
+For the tests (against the fake NVML or amdsmi), ZEUS_GPU_CHECK_PLO_WORK=fake:<busy file>:<seconds>
+replaces the work with holding <busy file> (FAKE_NVML_BUSY_FILE or FAKE_AMDSMI_BUSY_FILE: the fake
+GPU draws the working power of its knobs) for <seconds> per step; its time does not depend on the
+power limit, so its slowdown is 1 by construction. fake:<busy file>:<seconds>:<steps>:<factor> makes every step after
 the first <steps> <factor> times as long: work that slows down by itself between the baseline and
 the optimum, which the slowdown would wrongly put on the power limit.
 ZEUS_GPU_CHECK_PLO_STEP_CAP=<steps> replaces the margin above with that many steps per optimizer
@@ -102,7 +102,7 @@ def make_work(gpus, quick):
             except FileNotFoundError:
                 pass
 
-        return "fake (FAKE_NVML_BUSY_FILE held, fixed time per step)", fake_step, fake_done
+        return "fake (the fake GPU's busy file held, fixed time per step)", fake_step, fake_done
     try:
         import torch
     except Exception as e:  # noqa: BLE001 - any import failure means no torch here

@@ -57,6 +57,15 @@
  *                               range too); GPUs past the list keep their node id rank.
  *   FAKE_AMDSMI_ENUMERATION=0   amdsmi_get_gpu_enumeration_info answers NOT_SUPPORTED, as where
  *                               ROCm is older than 6.4 (default 1).
+ *   FAKE_AMDSMI_LIE=<lie>[,<lie>...]  a GPU that lies, the fake NVML's FAKE_NVML_LIE (the same
+ *                               parser and lies, tests/fake_common/fake_common.h) on amdsmi's
+ *                               readings, for proving that gpu-check's checks fail on AMD too:
+ *                               counter_skips_tick, counter_frozen, counter_gains:<f> act on the
+ *                               engine's counter in mJ before amdsmi_get_energy_count turns it into
+ *                               ticks; power_scaled:<f> scales amdsmi_get_power_info's current and
+ *                               average power (mW, before rounding to W); clock_frozen keeps
+ *                               amdsmi_get_clock_info's GFX clk at its first reading (locks still
+ *                               act on the work and the power). fakeAmdsmiTrueEnergy stays true.
  * A malformed control makes amdsmi_init fail with UNKNOWN_ERROR and one line on stderr.
  *
  * Test helpers (exported): fakeAmdsmiRunWork(gpu, units), fakeAmdsmiIdle(seconds) (statuses),
@@ -140,6 +149,7 @@ static fake_inject g_inject[FAKE_MAX_INJECT];
 static unsigned g_ninject;
 static char g_log_path[1024], g_state_path[1024], g_busy_path[1024];
 static bool g_busy, g_na_current, g_na_average;
+static fake_lie g_lie;                     /* FAKE_AMDSMI_LIE */
 static double g_resolution_uj = 15.259;
 static uint32_t g_kfd_node[ZEUS_MAX_GPUS]; /* FAKE_AMDSMI_KFD_NODES; 0: i + 1 */
 static uint64_t g_bdf[ZEUS_MAX_GPUS];      /* FAKE_AMDSMI_BDFS; 0: bus i + 1 */
@@ -324,7 +334,8 @@ amdsmi_status_t amdsmi_init(uint64_t flags) {
   pthread_mutex_lock(&g_mu);
   amdsmi_status_t r = AMDSMI_STATUS_SUCCESS;
   if (g_refs == 0) {
-    if (!parse_inject(getenv("FAKE_AMDSMI_INJECT"))) {
+    if (!parse_inject(getenv("FAKE_AMDSMI_INJECT")) ||
+        !fake_parse_lie("fake amdsmi", "FAKE_AMDSMI_LIE", getenv("FAKE_AMDSMI_LIE"), &g_lie)) {
       r = AMDSMI_STATUS_UNKNOWN_ERROR;
       goto out;
     }
@@ -386,6 +397,7 @@ amdsmi_status_t amdsmi_init(uint64_t flags) {
       goto out;
     }
     g_node = n;
+    g_lie.t0 = zeus_sim_now(n);
     g_count = (flags & AMDSMI_INIT_AMD_GPUS) ? zeus_sim_node_gpu_count(n) : 0;
     g_busy = false;
     for (unsigned i = 0; i < ZEUS_MAX_GPUS; i++) {
@@ -625,6 +637,8 @@ amdsmi_status_t amdsmi_get_power_info(amdsmi_processor_handle h, amdsmi_power_in
   if ((r = engine(zeus_sim_gpu_instant_power(node, gpu, &now_mw)))) return r;
   if ((r = engine(zeus_sim_gpu_average_power(node, gpu, &avg_mw)))) return r;
   if ((r = engine(zeus_sim_gpu_get_power_limit(node, gpu, &limit_mw)))) return r;
+  now_mw = fake_lie_power(&g_lie, now_mw); /* FAKE_AMDSMI_LIE=power_scaled:<f> */
+  avg_mw = fake_lie_power(&g_lie, avg_mw);
   memset(info, 0, sizeof *info);
   info->current_socket_power = g_na_current ? FAKE_NA : to_watts(now_mw);
   info->average_socket_power = g_na_average ? FAKE_NA : to_watts(avg_mw);
@@ -662,6 +676,9 @@ amdsmi_status_t amdsmi_get_energy_count(amdsmi_processor_handle h, uint64_t *tic
   if (!ticks || !resolution || !timestamp) return AMDSMI_STATUS_ARG_PTR_NULL;
   uint64_t mj;
   if ((r = engine(zeus_sim_gpu_total_energy(node, gpu, &mj)))) return r;
+  pthread_mutex_lock(&g_mu); /* FAKE_AMDSMI_LIE: the counter's lies act on the engine's mJ */
+  mj = fake_lie_counter(&g_lie, gpu, mj, zeus_sim_now(node));
+  pthread_mutex_unlock(&g_mu);
   float res = (float)g_resolution_uj;
   *ticks = (uint64_t)floor((double)mj * 1e3 / (double)res);
   *resolution = res;
@@ -704,7 +721,9 @@ amdsmi_status_t amdsmi_get_clock_info(amdsmi_processor_handle h, amdsmi_clk_type
     unsigned gfx[1024];
     size_t ng = ZEUS__ARRAY_LEN(gfx);
     if ((r = engine(zeus_sim_gpu_graphics_clocks(node, gpu, mems[0], gfx, &ng)))) return r;
-    info->clk = sm;
+    pthread_mutex_lock(&g_mu); /* FAKE_AMDSMI_LIE=clock_frozen */
+    info->clk = fake_lie_clock(&g_lie, gpu, sm);
+    pthread_mutex_unlock(&g_mu);
     info->max_clk = gfx[0];
     info->min_clk = gfx[ng - 1];
     info->clk_locked = hi != 0;

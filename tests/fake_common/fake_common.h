@@ -1,6 +1,7 @@
 /* tests/fake_common/fake_common.h: what the fake vendor libraries (tests/fake_nvml,
  * tests/fake_amdsmi) share, header-only so each fake compiles its own copy: fault-injection specs,
- * the setter log, the state file that keeps the knobs between processes, and the busy file.
+ * the setter log, the state file that keeps the knobs between processes, the busy file, and the
+ * lies of a GPU that lies (FAKE_NVML_LIE, FAKE_AMDSMI_LIE).
  * Status codes are carried as long long so that NVML's int codes and amdsmi's 32-bit unsigned ones
  * both fit. `who` ("fake NVML") and `var` (the environment variable) name the fake and the setting
  * in messages on stderr. None of these functions locks: the callers hold their own mutex where the
@@ -9,7 +10,9 @@
 #define ZEUS_TEST_FAKE_COMMON_H
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +203,105 @@ static inline void fake_busy_poll(const char *path, zeus_sim_node *n, unsigned c
   if (now == *busy) return;
   for (unsigned i = 0; i < count; i++) zeus_sim_gpu_set_load(n, i, now);
   *busy = now;
+}
+
+/* ---- a GPU that lies (<VAR>_LIE=<lie>[,<lie>...]) ----
+ * Every GPU of the node lies alike; the engine's ground truth stays true. The lies act on the
+ * engine's figures before a fake converts them to its vendor's units: the energy counter in mJ,
+ * power in mW, the SM (GFX) clock in MHz. */
+typedef struct fake_lie {
+  bool skip, counter_frozen, clock_frozen;
+  double power;                        /* power_scaled factor; 1: off */
+  double gain;                         /* counter_gains: per second; 0: off */
+  double t0;                           /* node time at init (counter_gains) */
+  double shown[ZEUS_MAX_GPUS];         /* counter_gains: the counter shown (mJ) */
+  uint64_t raw[ZEUS_MAX_GPUS];         /* the engine's counter at the last read */
+  uint64_t lost[ZEUS_MAX_GPUS];        /* energy hidden so far (mJ) */
+  unsigned long changes[ZEUS_MAX_GPUS];/* changes of the engine's counter seen */
+  bool seen[ZEUS_MAX_GPUS];            /* a first counter reading was taken */
+  unsigned clock[ZEUS_MAX_GPUS];       /* the first SM clock shown; 0: none yet */
+} fake_lie;
+
+/* Parses `value` into *l (reset first; t0 is the caller's to set). False, with a line on stderr,
+ * when malformed. */
+static inline bool fake_parse_lie(const char *who, const char *var, const char *value, fake_lie *l) {
+  memset(l, 0, sizeof *l);
+  l->power = 1.0;
+  if (!value || !*value) return true;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", value);
+  char *save = NULL;
+  for (char *lie = strtok_r(buf, ",", &save); lie; lie = strtok_r(NULL, ",", &save)) {
+    if (strcmp(lie, "counter_skips_tick") == 0) {
+      l->skip = true;
+    } else if (strcmp(lie, "counter_frozen") == 0) {
+      l->counter_frozen = true;
+    } else if (strcmp(lie, "clock_frozen") == 0) {
+      l->clock_frozen = true;
+    } else if (strncmp(lie, "counter_gains:", 14) == 0) {
+      char *end;
+      double f = strtod(lie + 14, &end);
+      if (*end || !(f > 0) || f > 10) {
+        fprintf(stderr, "%s: %s counter_gains '%s' is not a number in (0, 10] per second\n", who, var, lie + 14);
+        return false;
+      }
+      l->gain = f;
+    } else if (strncmp(lie, "power_scaled:", 13) == 0) {
+      char *end;
+      double f = strtod(lie + 13, &end);
+      if (*end || !(f > 0) || f > 10) {
+        fprintf(stderr, "%s: %s power_scaled factor '%s' is not a number in (0, 10]\n", who, var, lie + 13);
+        return false;
+      }
+      l->power = f;
+    } else {
+      fprintf(stderr, "%s: %s '%s' is not counter_skips_tick, counter_frozen, counter_gains:<f>, clock_frozen or "
+              "power_scaled:<factor>\n", who, var, lie);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* The energy counter (mJ) as the lying GPU shows it, from the engine's reading `raw` at node time
+ * `now`:
+ *   counter_skips_tick  every 5th change is not shown and its energy is lost;
+ *   counter_frozen      the counter never moves from its first reading;
+ *   counter_gains:<f>   each increment is shown 1 + f x (seconds since init) times its size. */
+static inline uint64_t fake_lie_counter(fake_lie *l, unsigned gpu, uint64_t raw, double now) {
+  /* Two threads may read the engine in one order and get here in the other: a reading older than
+   * the last one seen adds nothing (and is shown as the last one). */
+  if (l->seen[gpu] && raw < l->raw[gpu]) raw = l->raw[gpu];
+  if (l->gain > 0) {
+    if (l->seen[gpu]) l->shown[gpu] += (double)(raw - l->raw[gpu]) * (1 + l->gain * (now - l->t0));
+    else l->shown[gpu] = (double)raw;
+    l->raw[gpu] = raw;
+    l->seen[gpu] = true;
+    raw = (uint64_t)llround(l->shown[gpu]);
+  } else if (l->counter_frozen) {
+    if (!l->seen[gpu]) l->raw[gpu] = raw, l->seen[gpu] = true;
+    raw = l->raw[gpu];
+  } else if (l->skip) {
+    if (l->seen[gpu] && raw > l->raw[gpu] && ++l->changes[gpu] % 5 == 0) l->lost[gpu] += raw - l->raw[gpu];
+    l->raw[gpu] = raw;
+    l->seen[gpu] = true;
+    raw -= l->lost[gpu];
+  }
+  return raw;
+}
+
+/* A power reading (mW) as the lying GPU shows it (power_scaled:<f>). */
+static inline unsigned fake_lie_power(const fake_lie *l, unsigned mw) {
+  if (l->power == 1.0) return mw;
+  double v = mw * l->power;
+  return v > 4e9 ? 4000000000u : (unsigned)llround(v);
+}
+
+/* The SM clock read back (MHz) as the lying GPU shows it (clock_frozen: its first reading). */
+static inline unsigned fake_lie_clock(fake_lie *l, unsigned gpu, unsigned mhz) {
+  if (!l->clock_frozen) return mhz;
+  if (!l->clock[gpu]) l->clock[gpu] = mhz;
+  return l->clock[gpu];
 }
 
 #endif

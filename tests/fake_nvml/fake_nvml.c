@@ -208,17 +208,7 @@ static unsigned g_clk_prev[ZEUS_MAX_GPUS];  /* SM clock shown before the last lo
 static double g_clk_changed[ZEUS_MAX_GPUS]; /* node time of that change; -1: none */
 static char g_counts_path[1024];  /* FAKE_NVML_COUNTS, "" when off */
 static struct { const char *fn; unsigned long calls; } g_funcs[FAKE_MAX_FUNCS];
-/* FAKE_NVML_LIE: what the GPUs lie about, and the per-GPU state of the lies. */
-static bool g_lie_skip, g_lie_counter_frozen, g_lie_clock_frozen;
-static double g_lie_power = 1.0;                  /* power_scaled factor */
-static double g_lie_gain;                         /* counter_gains: per second; 0: off */
-static double g_lie_t0;                           /* node time at Init (counter_gains) */
-static double g_lie_shown[ZEUS_MAX_GPUS];         /* counter_gains: the counter shown (mJ) */
-static uint64_t g_lie_raw[ZEUS_MAX_GPUS];         /* the engine's counter at the last read */
-static uint64_t g_lie_lost[ZEUS_MAX_GPUS];        /* energy hidden so far (mJ) */
-static unsigned long g_lie_changes[ZEUS_MAX_GPUS];/* changes of the engine's counter seen */
-static bool g_lie_seen[ZEUS_MAX_GPUS];            /* a first counter reading was taken */
-static unsigned g_lie_clock[ZEUS_MAX_GPUS];       /* the first SM clock shown; 0: none yet */
+static fake_lie g_lie;            /* FAKE_NVML_LIE: what the GPUs lie about, and the lies' state */
 static unsigned g_nfuncs;
 
 /* Counts a call of `fn` (a string literal: __func__ or a name). Caller holds g_mu. */
@@ -308,86 +298,20 @@ static bool parse_inject(const char *value) {
                            parse_code_ll);
 }
 
-/* Parses FAKE_NVML_LIE. Returns false (with a line on stderr) when malformed. */
-static bool parse_lie(const char *value) {
-  g_lie_skip = g_lie_counter_frozen = g_lie_clock_frozen = false;
-  g_lie_power = 1.0;
-  g_lie_gain = 0;
-  for (unsigned i = 0; i < ZEUS_MAX_GPUS; i++) {
-    g_lie_shown[i] = 0;
-    g_lie_raw[i] = g_lie_lost[i] = 0;
-    g_lie_changes[i] = 0;
-    g_lie_seen[i] = false;
-    g_lie_clock[i] = 0;
-  }
-  if (!value || !*value) return true;
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", value);
-  char *save = NULL;
-  for (char *lie = strtok_r(buf, ",", &save); lie; lie = strtok_r(NULL, ",", &save)) {
-    if (strcmp(lie, "counter_skips_tick") == 0) {
-      g_lie_skip = true;
-    } else if (strcmp(lie, "counter_frozen") == 0) {
-      g_lie_counter_frozen = true;
-    } else if (strcmp(lie, "clock_frozen") == 0) {
-      g_lie_clock_frozen = true;
-    } else if (strncmp(lie, "counter_gains:", 14) == 0) {
-      char *end;
-      double f = strtod(lie + 14, &end);
-      if (*end || !(f > 0) || f > 10) {
-        fprintf(stderr, "fake NVML: FAKE_NVML_LIE counter_gains '%s' is not a number in (0, 10] per second\n", lie + 14);
-        return false;
-      }
-      g_lie_gain = f;
-    } else if (strncmp(lie, "power_scaled:", 13) == 0) {
-      char *end;
-      double f = strtod(lie + 13, &end);
-      if (*end || !(f > 0) || f > 10) {
-        fprintf(stderr, "fake NVML: FAKE_NVML_LIE power_scaled factor '%s' is not a number in (0, 10]\n", lie + 13);
-        return false;
-      }
-      g_lie_power = f;
-    } else {
-      fprintf(stderr, "fake NVML: FAKE_NVML_LIE '%s' is not counter_skips_tick, counter_frozen, counter_gains:<f>, "
-              "clock_frozen or power_scaled:<factor>\n", lie);
-      return false;
-    }
-  }
-  return true;
-}
+/* Parses FAKE_NVML_LIE (tests/fake_common/fake_common.h). Returns false (with a line on stderr)
+ * when malformed. */
+static bool parse_lie(const char *value) { return fake_parse_lie("fake NVML", "FAKE_NVML_LIE", value, &g_lie); }
 
 /* The energy counter as the lying GPU shows it (FAKE_NVML_LIE), from the engine's reading. */
 static uint64_t lie_counter(unsigned gpu, uint64_t raw, double now) {
   pthread_mutex_lock(&g_mu);
-  /* Two threads may read the engine in one order and get here in the other: a reading older than
-   * the last one seen adds nothing (and is shown as the last one). */
-  if (g_lie_seen[gpu] && raw < g_lie_raw[gpu]) raw = g_lie_raw[gpu];
-  if (g_lie_gain > 0) {
-    if (g_lie_seen[gpu]) g_lie_shown[gpu] += (double)(raw - g_lie_raw[gpu]) * (1 + g_lie_gain * (now - g_lie_t0));
-    else g_lie_shown[gpu] = (double)raw;
-    g_lie_raw[gpu] = raw;
-    g_lie_seen[gpu] = true;
-    raw = (uint64_t)llround(g_lie_shown[gpu]);
-  } else if (g_lie_counter_frozen) {
-    if (!g_lie_seen[gpu]) g_lie_raw[gpu] = raw, g_lie_seen[gpu] = true;
-    raw = g_lie_raw[gpu];
-  } else if (g_lie_skip) {
-    if (g_lie_seen[gpu] && raw > g_lie_raw[gpu] && ++g_lie_changes[gpu] % 5 == 0)
-      g_lie_lost[gpu] += raw - g_lie_raw[gpu];
-    g_lie_raw[gpu] = raw;
-    g_lie_seen[gpu] = true;
-    raw -= g_lie_lost[gpu];
-  }
+  raw = fake_lie_counter(&g_lie, gpu, raw, now);
   pthread_mutex_unlock(&g_mu);
   return raw;
 }
 
 /* A power reading (mW) as the lying GPU shows it. */
-static unsigned lie_power(unsigned mw) {
-  if (g_lie_power == 1.0) return mw;
-  double v = mw * g_lie_power;
-  return v > 4e9 ? 4000000000u : (unsigned)llround(v);
-}
+static unsigned lie_power(unsigned mw) { return fake_lie_power(&g_lie, mw); }
 
 /* The injected answer for this call, or SUCCESS to run it normally. Caller holds g_mu.
  * gpu < 0 for functions without a device. */
@@ -500,7 +424,7 @@ static nvmlReturn_t do_init(void) {
       goto out;
     }
     g_node = n;
-    g_lie_t0 = zeus_sim_now(n);
+    g_lie.t0 = zeus_sim_now(n);
     g_count = zeus_sim_node_gpu_count(n);
     g_busy = false;
     g_nfuncs = 0;
@@ -892,10 +816,9 @@ static nvmlReturn_t shown_sm_clock(zeus_sim_node *node, unsigned gpu, unsigned *
     return NVML_SUCCESS;
   }
   nvmlReturn_t r = engine(zeus_sim_gpu_current_clocks(node, gpu, mhz, NULL)); /* the read-back (a tick's, on h100) */
-  if (r == NVML_SUCCESS && g_lie_clock_frozen) { /* FAKE_NVML_LIE=clock_frozen */
+  if (r == NVML_SUCCESS && g_lie.clock_frozen) { /* FAKE_NVML_LIE=clock_frozen */
     pthread_mutex_lock(&g_mu);
-    if (!g_lie_clock[gpu]) g_lie_clock[gpu] = *mhz;
-    *mhz = g_lie_clock[gpu];
+    *mhz = fake_lie_clock(&g_lie, gpu, *mhz);
     pthread_mutex_unlock(&g_mu);
   }
   return r;
