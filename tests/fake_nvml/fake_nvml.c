@@ -77,7 +77,9 @@
  *       the first Init (Init and Shutdown included), with one write().
  *   FAKE_NVML_LIE=<lie>[,<lie>...]
  *       A GPU that lies, for proving that gpu-check's checks fail when a figure is wrong (every
- *       GPU of the node lies alike; the ground truth, fakeNvmlTrueEnergy, stays true):
+ *       GPU of the node lies alike; the ground truth, fakeNvmlTrueEnergy, stays true). The parser
+ *       and the lies are tests/fake_common/fake_common.h's, shared with the fake amdsmi's
+ *       FAKE_AMDSMI_LIE:
  *       counter_skips_tick  every 5th change of the energy counter is not shown and its energy is
  *                           lost (the counter stays where it was and later changes add only their
  *                           own energy): the counter reads about 20 % below the energy drawn;
