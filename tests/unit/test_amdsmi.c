@@ -62,7 +62,7 @@ static void reset_env(void) {
       "ZEUS_SIM_GPUS",       "ZEUS_SIM_MODEL_FILE",    "ZEUS_SIM_CLOCK",        "ZEUS_SIM_ENERGY_COUNTER",
       "ZEUS_SIM_HARDWARE",   "ZEUS_SIM_VARIATION",     "FAKE_AMDSMI_LOG",       "FAKE_AMDSMI_INJECT",
       "FAKE_AMDSMI_INIT_ERROR", "FAKE_AMDSMI_POWER_NA", "FAKE_AMDSMI_RESOLUTION_UJ", "FAKE_AMDSMI_STATE", "FAKE_AMDSMI_KFD_NODES",
-      "FAKE_AMDSMI_BDFS",    "FAKE_AMDSMI_HIP_IDS",   "FAKE_AMDSMI_ENUMERATION",
+      "FAKE_AMDSMI_BDFS",    "FAKE_AMDSMI_HIP_IDS",   "FAKE_AMDSMI_ENUMERATION", "FAKE_AMDSMI_LIE",
       "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZEUS_GPU_BACKEND",      "ZEUS_NVML_LIBRARY",     "ZEUS_AMDSMI_LIBRARY",
       "ZEUSD_SOCK_PATH",     "ZEUSD_HOST_PORT",       "ZEUS_PLO_PROFILING",
   };
@@ -325,6 +325,78 @@ static void amdsmi_energy_follows_a_coarse_counter_resolution(void **state) {
   assert_true((double)mj <= truth_mj && (double)mj > truth_mj - 250);
   fake_unload(&f);
   zeus_devices_close(d);
+}
+
+/* ---- a GPU that lies (FAKE_AMDSMI_LIE, the fake NVML's lies on amdsmi's readings) ---- */
+
+static void amdsmi_lies_act_on_power_counter_and_clock_in_amdsmi_units(void **state) {
+  (void)state;
+  reset_env();
+  setenv("ZEUS_SIM_GPUS", "1", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  /* power_scaled: the idle MI300X's 190 W read half, still in whole watts. */
+  setenv("FAKE_AMDSMI_LIE", "power_scaled:0.5", 1);
+  zeus_devices *d = open_amdsmi();
+  unsigned now = 0, avg = 0;
+  assert_zeus_ok(zeus_gpu_power(d, 0, ZEUS_POWER_INSTANT, &now));
+  assert_zeus_ok(zeus_gpu_power(d, 0, ZEUS_POWER_AVERAGE, &avg));
+  assert_int_equal(now % 1000, 0);
+  assert_true(now >= 94000 && now <= 96000);
+  assert_int_equal(avg, 95000);
+  zeus_devices_close(d);
+
+  /* counter_frozen: work draws energy, the counter (ticks x resolution) does not move. */
+  setenv("FAKE_AMDSMI_LIE", "counter_frozen", 1);
+  d = open_amdsmi();
+  fake f;
+  fake_load(&f);
+  uint64_t e0, e1;
+  assert_zeus_ok(zeus_gpu_total_energy(d, 0, &e0));
+  double t0 = f.TrueEnergy(0);
+  assert_int_equal(f.RunWork(0, 20), 0);
+  assert_zeus_ok(zeus_gpu_total_energy(d, 0, &e1));
+  assert_true(f.TrueEnergy(0) - t0 > 1);
+  assert_int_equal(e1, e0);
+  fake_unload(&f);
+  zeus_devices_close(d);
+
+  /* counter_skips_tick: of 10 changes read, the 5th and the 10th are lost: ~80 % of the truth. */
+  setenv("FAKE_AMDSMI_LIE", "counter_skips_tick", 1);
+  d = open_amdsmi();
+  fake_load(&f);
+  assert_zeus_ok(zeus_gpu_total_energy(d, 0, &e0));
+  t0 = f.TrueEnergy(0);
+  for (int k = 0; k < 10; k++) {
+    assert_int_equal(f.RunWork(0, 2), 0);
+    assert_zeus_ok(zeus_gpu_total_energy(d, 0, &e1));
+  }
+  double shown = (double)(e1 - e0) / 1e3, truth = f.TrueEnergy(0) - t0;
+  assert_true(shown > 0.7 * truth && shown < 0.9 * truth);
+  fake_unload(&f);
+  zeus_devices_close(d);
+
+  /* clock_frozen: a 500 MHz GFX lock acts, but the clock read back stays at its first reading. */
+  for (int lie = 0; lie <= 1; lie++) {
+    if (lie) setenv("FAKE_AMDSMI_LIE", "clock_frozen", 1);
+    else unsetenv("FAKE_AMDSMI_LIE");
+    d = open_amdsmi();
+    fake_load(&f);
+    unsigned c0 = 0, c1 = 0;
+    assert_zeus_ok(zeus_gpu_current_clocks(d, 0, &c0, NULL));
+    assert_int_equal(c0, 2100);
+    assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 500, 500));
+    assert_int_equal(f.Idle(1.0), 0);
+    assert_zeus_ok(zeus_gpu_current_clocks(d, 0, &c1, NULL));
+    assert_int_equal(c1, lie ? 2100u : 500u);
+    fake_unload(&f);
+    zeus_devices_close(d);
+  }
+
+  /* A malformed lie fails init, in the fake NVML's words under the fake amdsmi's names. */
+  setenv("FAKE_AMDSMI_LIE", "power_scaled:0", 1);
+  zeus_devices_opts o = {0};
+  o.backend = "amdsmi";
+  assert_int_not_equal(zeus_devices_open(&d, &o), ZEUS_OK);
 }
 
 /* ---- power and temperature ---- */
@@ -675,6 +747,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(amdsmi_energy_follows_a_coarse_counter_resolution),
       cmocka_unit_test(amdsmi_power_is_socket_watts_times_1000_and_na_is_unsupported),
       cmocka_unit_test(amdsmi_temperature_is_the_hotspot_in_degrees),
+      cmocka_unit_test(amdsmi_lies_act_on_power_counter_and_clock_in_amdsmi_units),
       cmocka_unit_test(amdsmi_clock_lists_are_the_max_and_min_of_each_domain),
       cmocka_unit_test(amdsmi_clock_locks_set_read_back_and_reset_through_the_perf_level),
       cmocka_unit_test(amdsmi_missing_required_function_fails_the_backend_by_name),
