@@ -69,9 +69,10 @@ else fail "gpu-check's pfo step on amdsmi"; grep clk_range "$tmp/amdsmi.log" | s
 # the one figure it checks, as tests/e2e/gpu_check.sh proves on the fake NVML. Single steps, quick.
 if step check "all(g['checks']['energy_agrees'] for g in r['gpus'])" &&
    step set-sm-clock "all(s['ok'] for g in r['gpus'] for s in g['settings'])" &&
+  step clock-latency "all(g['timeouts'] == 0 for g in r['gpus'])" &&
    step window-accuracy "r['checks']['sampled_50ms'] and r['checks']['sampled_100ms']" &&
    step plo "r['checks']['energy_measured']"; then
-  pass "the honest run: energy_agrees, the SM clock read back, the sampled windows and plo's energy all passed"
+  pass "the honest run: energy_agrees, the SM clock read back without timeouts, the sampled windows and plo's energy all passed"
 else fail "the honest run's checks that the lies below must fail"; fi
 # check: a counter that skips every 5th change (its energy lost) reads ~20 % below integrated power.
 touch "$tmp/busy"
@@ -81,14 +82,18 @@ rm -f "$tmp/busy"
 if [ "$rc" = 1 ] && jcheck "$tmp/check-lie.json" "d['gpus'][0]['checks']['energy_agrees'] is False"; then
   pass "check on amdsmi: a counter that skips a tick (FAKE_AMDSMI_LIE=counter_skips_tick) fails energy_agrees"
 else fail "check on amdsmi with counter_skips_tick: exit $rc: $(head -c 800 "$tmp/check-lie.json")"; fi
-# set-sm-clock: a GFX clock read-back (amdsmi_get_clock_info) that never moves fails the setting.
+# set-sm-clock and clock-latency: a GFX clock read-back (amdsmi_get_clock_info) that never moves
+# fails the setting, and every change times out.
 touch "$tmp/busy"
 FAKE_AMDSMI_LIE=clock_frozen "$ZEUS" gpus set --gpus 0 --sm-clock mid --hold-s 0.3 --json >"$tmp/set-lie.json"
-rc=$?
+rc1=$?
+FAKE_AMDSMI_LIE=clock_frozen "$ZEUS" gpus clock-latency --gpus 0 --changes 2 --timeout-s 0.3 --json >"$tmp/lat-lie.json"
+rc2=$?
 rm -f "$tmp/busy"
-if [ "$rc" = 1 ] && jcheck "$tmp/set-lie.json" "d['gpus'][0]['settings'][0]['ok'] is False"; then
-  pass "set-sm-clock on amdsmi: a frozen GFX clock read-back (FAKE_AMDSMI_LIE=clock_frozen) fails the setting"
-else fail "set-sm-clock on amdsmi with clock_frozen: exit $rc: $(head -c 800 "$tmp/set-lie.json")"; fi
+if [ "$rc1" = 1 ] && [ "$rc2" = 1 ] && jcheck "$tmp/set-lie.json" "d['gpus'][0]['settings'][0]['ok'] is False" &&
+   jcheck "$tmp/lat-lie.json" "d['gpus'][0]['timeouts'] >= 1"; then
+  pass "set-sm-clock and clock-latency on amdsmi: a frozen GFX clock read-back (FAKE_AMDSMI_LIE=clock_frozen) fails both"
+else fail "clock_frozen on amdsmi: exits $rc1/$rc2: $(head -c 600 "$tmp/set-lie.json") $(head -c 600 "$tmp/lat-lie.json")"; fi
 # window-accuracy: socket power (amdsmi_get_power_info) 20 % low puts the sampled source's sub-tick
 # energy off the counter's.
 touch "$tmp/busy"
