@@ -211,15 +211,15 @@ static inline void fake_busy_poll(const char *path, zeus_sim_node *n, unsigned c
  * power in mW, the SM (GFX) clock in MHz. */
 typedef struct fake_lie {
   bool skip, counter_frozen, clock_frozen;
-  double power;                        /* power_scaled factor; 1: off */
-  double gain;                         /* counter_gains: per second; 0: off */
-  double t0;                           /* node time at init (counter_gains) */
-  double shown[ZEUS_MAX_GPUS];         /* counter_gains: the counter shown (mJ) */
-  uint64_t raw[ZEUS_MAX_GPUS];         /* the engine's counter at the last read */
-  uint64_t lost[ZEUS_MAX_GPUS];        /* energy hidden so far (mJ) */
-  unsigned long changes[ZEUS_MAX_GPUS];/* changes of the engine's counter seen */
-  bool seen[ZEUS_MAX_GPUS];            /* a first counter reading was taken */
-  unsigned clock[ZEUS_MAX_GPUS];       /* the first SM clock shown; 0: none yet */
+  double power;                         /* power_scaled factor; 1: off */
+  double gain;                          /* counter_gains: per second; 0: off */
+  double t0;                            /* node time at init (counter_gains) */
+  double shown[ZEUS_MAX_GPUS];          /* counter_gains: the counter shown (mJ) */
+  uint64_t raw[ZEUS_MAX_GPUS];          /* the engine's counter at the last read */
+  uint64_t lost[ZEUS_MAX_GPUS];         /* energy hidden so far (mJ) */
+  unsigned long changes[ZEUS_MAX_GPUS]; /* changes of the engine's counter seen */
+  bool seen[ZEUS_MAX_GPUS];             /* a first counter reading was taken */
+  unsigned clock[ZEUS_MAX_GPUS];        /* the first SM clock shown; 0: none yet */
 } fake_lie;
 
 /* Parses `value` into *l (reset first; t0 is the caller's to set). False, with a line on stderr,
