@@ -61,6 +61,8 @@ static void serve_one(server *s, int fd) {
   header_value(req, "\r\nAuthorization: ", s->last_auth, sizeof s->last_auth);
   header_value(req, "\r\nContent-Type: ", s->last_type, sizeof s->last_type);
   answer_kind kind = s->kind;
+  char auth[128];
+  snprintf(auth, sizeof auth, "%s", s->last_auth);
   pthread_mutex_unlock(&s->mu);
   char head[256], *body;
   int status = 200;
@@ -71,7 +73,7 @@ static void serve_one(server *s, int fd) {
   } else if (kind == A_401) {
     status = 401;
     char b[512];
-    snprintf(b, sizeof b, "wrong token\r\nyou sent: %s\n\n", s->last_auth);
+    snprintf(b, sizeof b, "wrong token\r\nyou sent: %s\n\n", auth);
     body = strdup(b);
   } else {
     if (kind == A_SLOW) usleep(1000 * 1000);
@@ -250,7 +252,9 @@ static void http_client_error_status_names_the_url_and_blanks_the_secret(void **
   zeus__http_report r = {.timeout_s = 5, .status_prefix = "HTTP ", .secret = SECRET};
   request(&k, s.port, &o, &r);
   curl_slist_free_all(h);
+  pthread_mutex_lock(&s.mu);
   assert_string_equal(s.last_auth, "Bearer " SECRET); /* it was sent */
+  pthread_mutex_unlock(&s.mu);
   assert_int_equal(k.status, 401);
   assert_int_equal(k.rc, ZEUS_EHTTP);
   const char *m = zeus_errmsg();
@@ -283,9 +287,11 @@ static void http_client_post_sends_the_body_and_headers(void **state) {
   curl_slist_free_all(h);
   assert_int_equal(k.rc, ZEUS_OK);
   assert_string_equal(k.body.b.data, "hello");
+  pthread_mutex_lock(&s.mu);
   assert_string_equal(s.last_method, "POST");
   assert_string_equal(s.last_body, payload);
   assert_string_equal(s.last_type, "text/plain");
+  pthread_mutex_unlock(&s.mu);
   zeus__buf_free(&k.body.b);
   server_stop(&s);
 }
