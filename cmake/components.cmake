@@ -53,7 +53,9 @@ function(zeus_component name)
       list(APPEND missing ZEUS_WITH_${r})
     endif()
   endforeach()
+  set(forced FALSE)
   if(enabled AND missing)
+    set(forced TRUE)
     set(enabled OFF)
     set(ZEUS_WITH_${name} OFF PARENT_SCOPE) # the rest of the build sees it left out
   endif()
@@ -106,7 +108,7 @@ function(zeus_component name)
   set(ZEUS_HAVE_COMPONENT_${name} ${have} PARENT_SCOPE)
   if(have)
     set(state "ON (${deps})")
-  elseif(missing)
+  elseif(forced)
     string(REPLACE ";" ", " why "${missing}")
     set(state "OFF (it needs ${why}, which is OFF; left out: ${deps})")
   else()
@@ -137,10 +139,25 @@ zeus_component(PFO_SERVER
           tests/mpi/test_pfo_client_mpi.c bench/bench_pfo_server.c bench/bench_pfo_client.c
           python/tests/test_pipeline_frequency.py)
 
+# The HTTP client side the components below that call a server share (src/http_client/: libcurl
+# initialised once, bounded answers, errors that name the URL). Its users REQUIRE it; with all of
+# them turned off on the command line, it defaults to off too, so that such a build links no libcurl.
+if(NOT DEFINED ZEUS_WITH_HTTP_CLIENT AND DEFINED ZEUS_WITH_PFO_CLIENT AND NOT ZEUS_WITH_PFO_CLIENT
+   AND DEFINED ZEUS_WITH_METRICS_PUSH AND NOT ZEUS_WITH_METRICS_PUSH AND DEFINED ZEUS_WITH_GRID AND NOT ZEUS_WITH_GRID)
+  set(ZEUS_WITH_HTTP_CLIENT OFF CACHE BOOL
+      "the HTTP client side (off: ZEUS_WITH_PFO_CLIENT, ZEUS_WITH_METRICS_PUSH and ZEUS_WITH_GRID were off)")
+endif()
+zeus_component(HTTP_CLIENT
+  DOC "the HTTP client side of the Perseus client, the Pushgateway push and the grid providers: libcurl"
+  SOURCES src/http_client
+  PKGS libcurl
+  USED_BY tests/unit/test_http_client.c)
+
 zeus_component(PFO_CLIENT
   DOC "the Perseus client in each rank: zeus/pfo_client.h"
   SOURCES src/pfo_client
   PKGS libcurl
+  REQUIRES HTTP_CLIENT
   USED_BY tests/unit/test_pfo_client_*.c tests/unit/test_pfo_controller.c tests/e2e/pipeline_sim.sh
           tests/mpi/test_pfo_client_mpi.c
           examples/pipeline_sim.c bench/bench_pfo_client.c python/tests/test_pipeline_frequency.py)
@@ -212,12 +229,14 @@ zeus_component(METRICS_PUSH
   DOC "measurement windows pushed to a Prometheus Pushgateway: zeus/metric.h"
   SOURCES src/metric_push
   PKGS libcurl
+  REQUIRES HTTP_CLIENT
   USED_BY tests/unit/test_metric*.c tests/e2e/pushgateway.sh python/tests/test_metric.py)
 
 zeus_component(GRID
   DOC "measurement windows in grams of CO2 and in money (ElectricityMaps, OpenEI): zeus/grid.h"
   SOURCES src/grid
   PKGS libcurl
+  REQUIRES HTTP_CLIENT
   USED_BY tests/unit/test_grid*.c tests/e2e/grid_*.sh python/tests/test_grid*.py)
 
 # The name of ZEUS_HAVE_STORE_PG in zeus/config.h before the store had a folder of its own.

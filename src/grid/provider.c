@@ -12,6 +12,7 @@
 #include "core/core.h"
 #include "core/json.h"
 #include "grid/grid_internal.h"
+#include "http_client/client.h"
 
 #define MOD "grid"
 #define MAX_ANSWER ((size_t)8 << 20) /* a utility's rates with detail=full: ~100 KiB each */
@@ -201,84 +202,29 @@ const char *zeus_grid_currency(const zeus_grid *g) {
 
 /* ---- HTTP ---- */
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
-
-typedef struct answer {
-  zeus__buf b;
-  bool too_big;
-} answer;
-
-static size_t on_answer(char *p, size_t size, size_t n, void *ud) {
-  answer *a = ud;
-  size_t got = size * n;
-  if (a->b.len + got > MAX_ANSWER) {
-    a->too_big = true;
-    return 0;
-  }
-  if (zeus__buf_append(&a->b, p, got)) return 0;
-  return got;
-}
-
-/* Blanks every occurrence of the key in s (an answer quoted in an error may echo the request). */
-static void redact(char *s, const char *key) {
-  if (!key || !key[0]) return;
-  size_t kl = strlen(key);
-  for (char *p = strstr(s, key); p; p = strstr(p + kl, key)) memset(p, '*', kl);
-}
-
 /* GET <url><path_query>; on 2xx the body parsed as JSON in *out. `path` (no query, no key) names
- * the request in errors. */
+ * the request in errors; the key is blanked in whatever they quote. */
 static int get_json(zeus_grid *g, const char *path, const char *query, struct curl_slist *headers, json_t **out) {
-  pthread_once(&curl_once, curl_init);
-  if (curl_init_rc != CURLE_OK)
-    return zeus__error(ZEUS_ENET, "cannot initialise libcurl: %s", curl_easy_strerror(curl_init_rc));
+  int rc = zeus__http_init(NULL);
+  if (rc) return rc;
   const char *name = names[g->provider];
   zeus__buf url = {0};
-  int rc = zeus__buf_printf(&url, "%s%s?%s", g->url, path, query);
+  rc = zeus__buf_printf(&url, "%s%s?%s", g->url, path, query);
   CURL *c = rc ? NULL : curl_easy_init();
   if (!rc && !c) rc = zeus__error(ZEUS_ENOMEM, "cannot create a libcurl handle");
-  answer a = {{0}, false};
+  zeus__http_body a = {.cap = MAX_ANSWER};
   if (!rc) {
-    char errbuf[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(c, CURLOPT_URL, url.data);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-    if (headers) curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(g->timeout * 1000));
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(g->timeout * 1000));
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_answer);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "zeus-grid");
-    curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
-#if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-    CURLcode cc = curl_easy_perform(c);
-    long code = 0;
-    if (cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    redact(errbuf, g->key);
-    const char *why = errbuf[0] ? errbuf : curl_easy_strerror(cc);
-    if (a.too_big)
-      rc = zeus__error(ZEUS_ERANGE, "%s at %s: GET %s answered more than %zu bytes", name, g->url, path, MAX_ANSWER);
-    else if (cc == CURLE_OPERATION_TIMEDOUT)
-      rc = zeus__error(ZEUS_ETIMEDOUT, "%s at %s: GET %s: no answer within %g s (%s)", name, g->url, path, g->timeout,
-                       why);
-    else if (cc != CURLE_OK)
-      rc = zeus__error(ZEUS_ENET, "%s at %s: GET %s: %s (%s)", name, g->url, path, curl_easy_strerror(cc), why);
-    else if (code < 200 || code > 299) {
-      char quote[301];
-      snprintf(quote, sizeof quote, "%s", a.b.len ? a.b.data : "(no message)");
-      redact(quote, g->key);
-      for (char *p = quote; *p; p++)
-        if (*p == '\n' || *p == '\r') *p = ' ';
-      rc = zeus__error(ZEUS_EHTTP, "%s at %s: GET %s answered HTTP %ld: %s", name, g->url, path, code, quote);
-    } else {
-      char what[256];
+    char errbuf[CURL_ERROR_SIZE];
+    zeus__http_opts o = {.user_agent = "zeus-grid", .headers = headers, .timeout_s = g->timeout,
+                         .connect_timeout_s = g->timeout, .web_only = true, .any_encoding = true};
+    zeus__http_setup(c, url.data, &o, &a, errbuf);
+    long code;
+    CURLcode cc = zeus__http_perform(c, &code);
+    char what[512];
+    snprintf(what, sizeof what, "%s at %s: GET %s", name, g->url, path);
+    zeus__http_report r = {.what = what, .timeout_s = g->timeout, .status_prefix = "HTTP ", .secret = g->key};
+    rc = zeus__http_result(cc, code, &a, errbuf, NULL, &r);
+    if (!rc) {
       snprintf(what, sizeof what, "%s answer to GET %s", name, path);
       rc = zeus__json_parse(a.b.len ? a.b.data : "", a.b.len, what, out);
     }
@@ -323,7 +269,7 @@ static int fetch_electricitymaps(zeus_grid *g) {
   json_t *ci = json_is_object(doc) ? json_object_get(doc, "carbonIntensity") : NULL;
   if (!json_is_number(ci) || !(json_number_value(ci) >= 0) || !isfinite(json_number_value(ci))) {
     char *text = json_dumps(doc, JSON_COMPACT);
-    if (text) redact(text, g->key);
+    if (text) zeus__http_redact(text, g->key);
     rc = zeus__error(ZEUS_ENOENT,
                      "ElectricityMaps at %s: no current carbon intensity (a non-negative number 'carbonIntensity') "
                      "at (%s, %s) with estimate %s and emission factor type %s; the answer: %.300s",
@@ -405,7 +351,7 @@ static bool parse_iso8601(const char *s, double *out) {
  * (without the key). */
 static int history_error(zeus_grid *g, int code, const char *lat, const char *lon, json_t *doc, const char *what) {
   char *text = json_dumps(doc, JSON_COMPACT);
-  if (text) redact(text, g->key);
+  if (text) zeus__http_redact(text, g->key);
   int rc = zeus__error(code,
                        "ElectricityMaps at %s: GET /v3/carbon-intensity/history at (%s, %s) with estimate %s and "
                        "emission factor type %s: %s; the answer: %.300s",

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "http_client/client.h"
 #include "metrics/metrics.h"
 #include "zeus/format.h"
 #include "zeus/metric.h"
@@ -231,73 +232,35 @@ int zeus_metric_push_url(zeus_metric *m, char **url) {
   return ZEUS_OK;
 }
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-static void curl_init(void) { curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
-
-typedef struct answer {
-  char buf[MAX_ANSWER];
-  size_t len;
-} answer;
-
-static size_t on_answer(char *p, size_t size, size_t n, void *ud) {
-  answer *a = ud;
-  size_t got = size * n, room = sizeof a->buf - 1 - a->len;
-  size_t take = got < room ? got : room;
-  memcpy(a->buf + a->len, p, take);
-  a->len += take;
-  a->buf[a->len] = '\0';
-  return got;
-}
-
 int zeus_metric_push(zeus_metric *m) {
   if (!m) return zeus__error(ZEUS_EINVAL, "zeus_metric_push: NULL handle");
-  pthread_once(&curl_once, curl_init);
-  if (curl_init_rc != CURLE_OK)
-    return zeus__error(ZEUS_ENET, "cannot initialise libcurl: %s", curl_easy_strerror(curl_init_rc));
+  int rc = zeus__http_init(NULL);
+  if (rc) return rc;
   pthread_mutex_lock(&m->push_mu);
   zeus__buf body = {0}, url = {0};
   pthread_mutex_lock(&m->mu);
-  int rc = render_locked(m, &body);
+  rc = render_locked(m, &body);
   pthread_mutex_unlock(&m->mu);
   if (!rc) rc = build_url(m, &url);
   CURL *c = rc ? NULL : curl_easy_init();
   if (!rc && !c) rc = zeus__error(ZEUS_ENOMEM, "cannot create a libcurl handle");
   if (!rc) {
-    answer a = {.len = 0};
-    char errbuf[CURL_ERROR_SIZE] = "";
+    /* The Pushgateway's answer is quoted in errors only: its start is enough. */
+    zeus__http_body a = {.cap = MAX_ANSWER - 1, .truncate = true};
+    char errbuf[CURL_ERROR_SIZE];
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: " ZEUS__METRICS_CONTENT_TYPE);
-    curl_easy_setopt(c, CURLOPT_URL, url.data);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_POST, 1L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)body.len);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(m->timeout * 1000));
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(m->timeout * 1000));
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_answer);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &a);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(c, CURLOPT_USERAGENT, "zeus-metric-push");
-#if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-    CURLcode cc = curl_easy_perform(c);
-    long code = 0;
-    if (cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    const char *why = errbuf[0] ? errbuf : curl_easy_strerror(cc);
-    if (cc == CURLE_OPERATION_TIMEDOUT)
-      rc = zeus__error(ZEUS_ETIMEDOUT, "Pushgateway %s: no answer within %g s (%s)", m->url, m->timeout, why);
-    else if (cc != CURLE_OK)
-      rc = zeus__error(ZEUS_ENET, "Pushgateway %s: %s (%s); is it running at that address?", m->url,
-                       curl_easy_strerror(cc), why);
-    else if (code < 200 || code > 299) {
-      while (a.len && (a.buf[a.len - 1] == '\n' || a.buf[a.len - 1] == '\r')) a.buf[--a.len] = '\0';
-      rc = zeus__error(ZEUS_EHTTP, "Pushgateway %s: POST %s answered %ld: %.300s", m->url, url.data, code,
-                       a.len ? a.buf : "(no message)");
-    }
+    zeus__http_opts o = {.user_agent = "zeus-metric-push", .headers = h, .post = body.data, .post_len = body.len,
+                         .timeout_s = m->timeout, .connect_timeout_s = m->timeout, .web_only = true};
+    zeus__http_setup(c, url.data, &o, &a, errbuf);
+    long code;
+    CURLcode cc = zeus__http_perform(c, &code);
+    zeus__buf what = {0};
+    rc = cc == CURLE_OK ? zeus__buf_printf(&what, "Pushgateway %s: POST %s", m->url, url.data)
+                        : zeus__buf_printf(&what, "Pushgateway %s", m->url);
+    zeus__http_report r = {.what = what.data, .timeout_s = m->timeout, .net_hint = "; is it running at that address?"};
+    if (!rc) rc = zeus__http_result(cc, code, &a, errbuf, NULL, &r);
+    zeus__buf_free(&what);
+    zeus__buf_free(&a.b);
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
   }

@@ -1,7 +1,6 @@
 /* The Perseus client's HTTP transport: libcurl, one easy handle (one keep-alive connection) per
  * optimizer, timeouts, and retries with back-off on connection errors and 503 answers. */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -12,6 +11,7 @@
 
 #include "pfo_client/client_http.h"
 #include "core/core.h"
+#include "http_client/client.h"
 
 #define HTTP_MAX_BODY (64u << 20)
 #define HTTP_MAX_BACKOFF_S 30.0
@@ -24,19 +24,13 @@ struct zeus__pfo_http {
   char errbuf[CURL_ERROR_SIZE];
 };
 
-static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
-static CURLcode g_curl_init_rc;
-static void curl_init_once(void) { g_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
-
 int zeus__pfo_http_open(zeus__pfo_http **out, const char *url, const zeus__pfo_http_opts *o) {
   if (!url || !*url)
     return zeus__error(ZEUS_EINVAL, "Perseus client: the server URL is required (server_url or ZEUS_PFO_SERVER_URL)");
   if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
     return zeus__error(ZEUS_EINVAL, "Perseus client: server URL '%s' must start with http:// or https://", url);
-  pthread_once(&g_curl_once, curl_init_once);
-  if (g_curl_init_rc != CURLE_OK)
-    return zeus__error(ZEUS_ENET, "Perseus client: libcurl failed to initialise: %s",
-                       curl_easy_strerror(g_curl_init_rc));
+  int rc = zeus__http_init("Perseus client");
+  if (rc) return rc;
   zeus__pfo_http *h = calloc(1, sizeof *h);
   if (!h) return zeus__oom("creating the HTTP client");
   h->o = *o;
@@ -109,22 +103,6 @@ char *zeus__pfo_http_escape(zeus__pfo_http *h, const char *s) {
   return d;
 }
 
-typedef struct sink {
-  zeus__buf b;
-  bool too_big;
-} sink;
-
-static size_t on_data(char *p, size_t size, size_t n, void *ud) {
-  sink *s = ud;
-  size_t len = size * n;
-  if (s->b.len + len > HTTP_MAX_BODY) {
-    s->too_big = true;
-    return 0;
-  }
-  if (zeus__buf_append(&s->b, p, len)) return 0;
-  return len;
-}
-
 static bool transient(CURLcode c) {
   switch (c) {
     case CURLE_COULDNT_CONNECT:
@@ -156,20 +134,13 @@ static void detail_of(const char *body, size_t len, char *out, size_t n) {
 }
 
 /* The settings every request of ours has (the easy handle is reset first). */
-static void easy_setup(zeus__pfo_http *h, const char *url, double timeout_s, sink *s) {
-  CURL *c = h->curl;
-  curl_easy_reset(c);
-  curl_easy_setopt(c, CURLOPT_URL, url);
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h->hdrs);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(h->o.connect_timeout_s * 1000));
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_s > 0 ? (long)(timeout_s * 1000) : 0L);
-  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
-  curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->errbuf);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "zeus-pfo-client");
-  h->errbuf[0] = '\0';
+static void easy_setup(zeus__pfo_http *h, const char *url, double timeout_s, const char *post,
+                       zeus__http_body *s) {
+  zeus__http_opts o = {.user_agent = "zeus-pfo-client", .headers = h->hdrs, .post = post,
+                       .post_len = post ? strlen(post) : 0, .timeout_s = timeout_s,
+                       .connect_timeout_s = h->o.connect_timeout_s};
+  zeus__http_setup(h->curl, url, &o, s, h->errbuf);
+  curl_easy_setopt(h->curl, CURLOPT_TCP_KEEPALIVE, 1L);
 }
 
 int zeus__pfo_http_request(zeus__pfo_http *h, const char *method, const char *path, const char *body,
@@ -182,19 +153,10 @@ int zeus__pfo_http_request(zeus__pfo_http *h, const char *method, const char *pa
   int rc = ZEUS_OK;
   *status = 0;
   for (int attempt = 0;; attempt++) {
-    CURL *c = h->curl;
-    sink s = {0};
-    easy_setup(h, url.data, timeout, &s);
-    if (post) {
-      curl_easy_setopt(c, CURLOPT_POST, 1L);
-      curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
-      curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)(body ? strlen(body) : 0));
-    } else {
-      curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-    }
-    CURLcode cc = curl_easy_perform(c);
-    long code = 0;
-    if (cc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    zeus__http_body s = {.cap = HTTP_MAX_BODY};
+    easy_setup(h, url.data, timeout, post ? (body ? body : "") : NULL, &s);
+    long code;
+    CURLcode cc = zeus__http_perform(h->curl, &code);
     bool retry = transient(cc) || (cc == CURLE_OK && code == 503);
     if (retry && attempt < h->o.retries) {
       zeus__log(ZEUS_LOG_INFO, "pfo", "%s %s%s: %s; retrying in %.3g s (try %d of %d)", method, h->base, path,
@@ -205,22 +167,20 @@ int zeus__pfo_http_request(zeus__pfo_http *h, const char *method, const char *pa
       backoff = fmin(backoff * 2, HTTP_MAX_BACKOFF_S);
       continue;
     }
-    double spent = zeus_monotonic_s() - t0;
+    char what[1024], net_hint[128];
+    snprintf(what, sizeof what, "Perseus server %s: %s %s", h->base, method, path);
+    snprintf(net_hint, sizeof net_hint, ", after %d tr%s over %.2f s; is the server running at that address?",
+             attempt + 1, attempt ? "ies" : "y", zeus_monotonic_s() - t0);
+    zeus__http_report r = {
+        .what = what,
+        .timeout_s = timeout,
+        .timeout_hint = long_poll ? "; a schedule comes only once every rank of the job has asked for it: are all "
+                                    "ranks running? (ZEUS_PFO_SCHEDULE_TIMEOUT sets the limit)"
+                                  : NULL,
+        .net_hint = net_hint,
+        .too_big_rc = ZEUS_ENET};
     if (cc != CURLE_OK) {
-      const char *why = h->errbuf[0] ? h->errbuf : curl_easy_strerror(cc);
-      if (s.too_big)
-        rc = zeus__error(ZEUS_ENET, "Perseus server %s: %s %s: the answer is larger than %u bytes", h->base, method,
-                         path, HTTP_MAX_BODY);
-      else if (cc == CURLE_OPERATION_TIMEDOUT)
-        rc = zeus__error(ZEUS_ETIMEDOUT, "Perseus server %s: %s %s: no answer within %g s (%s)%s", h->base, method,
-                         path, timeout, why,
-                         long_poll ? "; a schedule comes only once every rank of the job has asked for it: are all "
-                                     "ranks running? (ZEUS_PFO_SCHEDULE_TIMEOUT sets the limit)"
-                                   : "");
-      else
-        rc = zeus__error(ZEUS_ENET, "Perseus server %s: %s %s: %s (%s), after %d tr%s over %.2f s; is the server "
-                         "running at that address?", h->base, method, path, curl_easy_strerror(cc), why, attempt + 1,
-                         attempt ? "ies" : "y", spent);
+      rc = zeus__http_result(cc, code, &s, h->errbuf, NULL, &r);
       zeus__buf_free(&s.b);
       break;
     }
@@ -234,7 +194,7 @@ int zeus__pfo_http_request(zeus__pfo_http *h, const char *method, const char *pa
     char detail[600];
     detail_of(s.b.data, s.b.len, detail, sizeof detail);
     zeus__buf_free(&s.b);
-    rc = zeus__error(ZEUS_EHTTP, "Perseus server %s: %s %s answered %ld: %s", h->base, method, path, code, detail);
+    rc = zeus__http_result(cc, code, NULL, NULL, detail, &r);
     break;
   }
   zeus__buf_free(&url);
@@ -252,22 +212,18 @@ int zeus__pfo_http_hold(zeus__pfo_http *h, const char *path, const volatile bool
   zeus__buf url = {0};
   if (zeus__buf_printf(&url, "%s%s", h->base, path)) return zeus__oom("building a URL");
   CURL *c = h->curl;
-  sink s = {0};
-  *status = 0;
-  easy_setup(h, url.data, 0, &s); /* no timeout: it lasts as long as the rank */
+  zeus__http_body s = {.cap = HTTP_MAX_BODY};
+  easy_setup(h, url.data, 0, NULL, &s); /* no timeout: it lasts as long as the rank */
   curl_easy_setopt(c, CURLOPT_TCP_KEEPIDLE, 10L);
   curl_easy_setopt(c, CURLOPT_TCP_KEEPINTVL, 5L);
-  curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_hold_progress);
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)stop);
-  CURLcode cc = curl_easy_perform(c);
+  long code;
+  CURLcode cc = zeus__http_perform(c, &code);
   int rc = ZEUS_OK;
-  long code = 0;
-  if (cc == CURLE_OK) {
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    *status = (int)code;
-  } else if (cc != CURLE_ABORTED_BY_CALLBACK) {
+  *status = (int)code;
+  if (cc != CURLE_OK && cc != CURLE_ABORTED_BY_CALLBACK) {
     rc = zeus__error(ZEUS_ENET, "Perseus server %s: GET %s: %s (%s)", h->base, path, curl_easy_strerror(cc),
                      h->errbuf[0] ? h->errbuf : "no detail");
   }
