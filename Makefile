@@ -55,7 +55,7 @@ test-asan: deps
 # (a module that starts to call into a component), and a developer should see that before pushing.
 MIN_FLAGS = -DZEUS_WITH_PFO_SERVER=OFF -DZEUS_WITH_PFO_CLIENT=OFF -DZEUS_WITH_RUN=OFF -DZEUS_WITH_EXPORTER=OFF \
             -DZEUS_WITH_METRICS_PUSH=OFF -DZEUS_WITH_GRID=OFF -DZEUS_WITH_DAEMON=OFF -DZEUS_WITH_BSO_SERVER=OFF \
-            -DZEUS_WITH_STORE=OFF -DZEUS_WITH_STORE_PG=OFF -DZEUS_BENCH=OFF
+            -DZEUS_WITH_STORE=OFF -DZEUS_WITH_STORE_PG=OFF -DZEUS_WITH_HTTP_CLIENT=OFF -DZEUS_BENCH=OFF
 test-minimal: deps
 	cmake -S . -B $(MIN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(MIN_FLAGS) $(CMAKE_FLAGS)
 	cmake --build $(MIN_BUILD) -j $(JOBS)
