@@ -45,6 +45,7 @@ typedef struct zd_state {
   const zeus__gpu_backend *local; /* NULL: remote */
   void *lst;
   bool by_pci;       /* match local GPUs to the daemon's by PCI address (amdsmi+zeusd) */
+  bool no_gpu_read;  /* the daemon does not serve the gpu-read API group (a control-only daemon) */
   const bool *used;  /* during the open: the local GPUs in use (NULL: all) */
   unsigned n;
   zd_gpu g[ZEUS_MAX_GPUS];
@@ -136,6 +137,15 @@ static int zd_map(zd_state *s) {
       return zeus__error(ZEUS_EHTTP, "zeus daemon at %s: /discover lists no GPUs", zeus__zeusd_endpoint(s->z));
   }
   size_t nd = json_array_size(gpus);
+  /* A daemon that lists its groups and leaves gpu-read out answers no GET /gpu/...: the hybrids then
+   * read the settings here, as the original's ZeusdAMDGPU always does (it needs gpu-control only). */
+  json_t *groups = json_object_get(disc, "enabled_api_groups");
+  if (json_is_array(groups)) {
+    bool read = false;
+    for (size_t k = 0; k < json_array_size(groups); k++)
+      read = read || strcmp(str_or(json_array_get(groups, k), ""), "gpu-read") == 0;
+    s->no_gpu_read = !read;
+  }
   if (!s->local) {
     s->n = nd < ZEUS_MAX_GPUS ? (unsigned)nd : ZEUS_MAX_GPUS;
     for (unsigned i = 0; i < s->n; i++) {
@@ -307,6 +317,8 @@ static int zd_constraints(void *st, unsigned i, unsigned *lo, unsigned *hi, unsi
 }
 
 static int zd_get_pl(void *st, unsigned i, unsigned *mw) {
+  zd_state *s = st;
+  if (s->local && s->no_gpu_read && s->local->get_power_limit) return s->local->get_power_limit(s->lst, i, mw);
   unsigned long long v;
   int rc = get_u(st, i, "get_power_limit", "power_limit_mw", &v);
   if (!rc) *mw = (unsigned)v;
@@ -326,6 +338,9 @@ static int zd_set_pl(void *st, unsigned i, unsigned mw) {
 }
 
 static int zd_get_pm(void *st, unsigned i, bool *on) {
+  zd_state *s = st;
+  if (s->local && s->no_gpu_read && s->local->get_persistence_mode)
+    return s->local->get_persistence_mode(s->lst, i, on);
   json_t *root, *o;
   int rc = get_gpu(st, i, "get_persistence_mode", &root, &o);
   if (rc) return rc;

@@ -277,6 +277,32 @@ static void amdsmi_power_caps_are_microwatts_converted_to_milliwatts_and_restore
   scratch_free(&s);
 }
 
+/* As the original's AMDGPU.set_power_management_limit: a cap equal to the current one is not
+ * written, so it succeeds even where writes are refused (no root); a different one is written
+ * (and refused there). The close puts back only what changed. */
+static void amdsmi_power_cap_equal_to_the_current_one_is_not_written(void **state) {
+  (void)state;
+  reset_env();
+  scratch s;
+  scratch_init(&s);
+  setenv("ZEUS_SIM_GPUS", "2", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  setenv("FAKE_AMDSMI_INJECT", "amdsmi_set_power_cap:NO_PERM:1", 1); /* GPU 1: no root */
+  zeus_devices *d = open_amdsmi();
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 750000)); /* the current cap */
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 1, 750000));
+  assert_log(&s, "");
+  assert_zeus_err(zeus_gpu_set_power_limit(d, 1, 600000), ZEUS_EPERM, "amdsmi_set_power_cap");
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 600000));
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 600000)); /* again: now the current one */
+  zeus_devices_close(d);
+  assert_log(&s,
+             "amdsmi_set_power_cap 1 0 600000000 -> 10\n"
+             "amdsmi_set_power_cap 0 0 600000000 -> 0\n"
+             "amdsmi_set_power_cap 0 0 750000000 -> 0\n");
+  scratch_free(&s);
+}
+
 /* ---- energy: ticks x resolution ---- */
 
 static void amdsmi_energy_is_counter_ticks_times_resolution_in_millijoules(void **state) {
@@ -743,6 +769,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(amdsmi_indices_follow_hip_order_by_kfd_node),
       cmocka_unit_test(amdsmi_indices_follow_hip_ids_from_enumeration_info),
       cmocka_unit_test(amdsmi_power_caps_are_microwatts_converted_to_milliwatts_and_restored),
+      cmocka_unit_test(amdsmi_power_cap_equal_to_the_current_one_is_not_written),
       cmocka_unit_test(amdsmi_energy_is_counter_ticks_times_resolution_in_millijoules),
       cmocka_unit_test(amdsmi_energy_follows_a_coarse_counter_resolution),
       cmocka_unit_test(amdsmi_power_is_socket_watts_times_1000_and_na_is_unsupported),
