@@ -3,8 +3,9 @@
  *   "nvml+zeusd" (hybrid): NVML is loaded in this process for what it may do unprivileged
  *       (names, energy, power, temperature, clocks); every setting (power limit, persistence
  *       mode, locked clocks), read or written, goes to the daemon, which holds the privilege and
- *       is the one authority on what is set. GPUs are matched to the daemon's by UUID (by index
- *       when the daemon does not say UUIDs, as the original zeusd does not).
+ *       is the one authority on what is set (a daemon that serves no gpu-read, only gpu-control,
+ *       cannot say: the settings are then read here). GPUs are matched to the daemon's by UUID (by
+ *       index when the daemon does not say UUIDs, as the original zeusd does not).
  *   "amdsmi+zeusd" (hybrid, the original's ZeusdAMDGPU): the same over a local amdsmi; each GPU is
  *       matched to the daemon's by PCI address (amdsmi_get_gpu_device_bdf here, /discover's
  *       pci_address there), since HIP's numbering here need not be the daemon's. A GPU in use that
