@@ -110,6 +110,25 @@ def test_single_clock_domain_resets_are_refused_without_an_amdsmi_call(mi300x):
                                                    "amdsmi_set_gpu_perf_level 0 0 -> 0"]
 
 
+def test_amdgpu_of_a_hip_index_not_there_names_the_indices_there(mi300x, monkeypatch):
+    """The original's test_get_handle_raises_for_missing_hip_index: the error names the index and
+    the HIP indices there are (counted among the visible GPUs)."""
+    from zeusc.device.gpu import ZeusGPUNotFoundError
+    from zeusc.device.gpu.amd import AMDGPU
+    from zeusc.device import Devices
+    monkeypatch.setenv("ZEUS_SIM_GPUS", "3")
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "0,2")
+    devices = Devices(backend="amdsmi", daemon="")
+    try:
+        assert AMDGPU(1, devices=devices).get_power_management_limit() == 750000
+        for index in (7, 2, -1):
+            with pytest.raises(ZeusGPUNotFoundError) as e:
+                AMDGPU(index, devices=devices)
+            assert f"HIP index {index}" in str(e.value) and "[0, 1]" in str(e.value)
+    finally:
+        devices.close()
+
+
 def test_amdsmi_is_available_says_whether_the_library_lists_gpus(mi300x):
     code = ("from zeusc.device.gpu.amd import amdsmi_is_available, AMDGPUs\n"
             "from zeusc.device.gpu import ZeusGPUInitError\n"

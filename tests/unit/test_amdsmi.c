@@ -230,6 +230,8 @@ static void amdsmi_indices_follow_hip_ids_from_enumeration_info(void **state) {
   static const unsigned by_hip_id[3] = {2, 0, 1}, by_node[3] = {1, 2, 0};
   zeus_devices *d = open_amdsmi();
   assert_hip_order(d, by_hip_id, 3);
+  /* An index past the HIP ids: refused naming it and how many there are, before any call. */
+  assert_zeus_err(zeus_gpu_set_power_limit(d, 3, 500000), ZEUS_ENOENT, "GPU 3 is not visible (3 visible GPUs, backend amdsmi)");
   assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 500000));
   assert_log(&sc, "amdsmi_set_power_cap 2 0 500000000 -> 0\n");
   zeus_devices_close(d);

@@ -29,7 +29,7 @@ from typing import Optional, Sequence
 
 from ... import _lib
 from ...exceptions import ZeusError
-from . import GPU, GPUs, ZeusGPUInitError, ZeusGPUNotSupportedError, _check
+from . import GPU, GPUs, ZeusGPUInitError, ZeusGPUNotFoundError, ZeusGPUNotSupportedError, _check
 
 _SINGLE_DOMAIN_RESET = ("AMD GPUs cannot reset a single clock domain: amdsmi's reset (performance level auto) "
                         "frees the GFX and memory clocks together. Call reset_locked_clocks to reset both.")
@@ -69,7 +69,13 @@ class AMDGPU(GPU):
     """One AMD GPU by visible index (the original's ``AMDGPU``)."""
 
     def __init__(self, gpu_index: int, devices=None) -> None:
-        super().__init__(gpu_index, devices if devices is not None else _amd_devices())
+        devices = devices if devices is not None else _amd_devices()
+        n = _lib.lib().zeus_gpu_count(devices._handle())
+        if not 0 <= gpu_index < n:
+            # as the original's, at construction, naming the indices there are
+            raise ZeusGPUNotFoundError(f"HIP index {gpu_index} is not among the visible AMD GPUs: "
+                                       f"HIP indices {list(range(n))}")
+        super().__init__(gpu_index, devices)
 
     def set_persistence_mode(self, enabled: bool, block: bool = True) -> None:
         """AMD GPUs have no persistence mode."""
