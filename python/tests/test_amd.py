@@ -68,6 +68,67 @@ def test_amdgpus_reads_and_sets_an_mi300x_in_the_original_units(mi300x):
     assert lines[-1] == "amdsmi_set_power_cap 0 0 750000000 -> 0"   # put back at close
 
 
+def test_power_cap_equal_to_the_current_one_is_not_written(mi300x):
+    """The original's test_zeusd_gpu_skips_unchanged_power_limit, here on AMDGPU: a cap equal to
+    the current one reaches no amdsmi_set_power_cap."""
+    from zeusc.device.gpu.amd import AMDGPUs
+    gpus = AMDGPUs()
+    try:
+        gpus.set_power_management_limit(0, 750000)    # the MI300X's cap now
+        gpus.reset_power_management_limit(1)           # already the default
+        assert not mi300x.exists() or mi300x.read_text() == ""
+        gpus.set_power_management_limit(0, 600000)
+        gpus.set_power_management_limit(0, 600000)
+    finally:
+        gpus.close()
+    assert mi300x.read_text().splitlines() == ["amdsmi_set_power_cap 0 0 600000000 -> 0",
+                                               "amdsmi_set_power_cap 0 0 750000000 -> 0"]
+
+
+def test_single_clock_domain_resets_are_refused_without_an_amdsmi_call(mi300x):
+    """The original's test_local_gpu_rejects_single_domain_clock_resets: AMD frees both clock
+    domains at once, so resetting one alone is refused before any amdsmi call; reset_locked_clocks
+    frees both."""
+    from zeusc.device.gpu import ZeusGPUNotSupportedError
+    from zeusc.device.gpu.amd import AMDGPUs
+    gpus = AMDGPUs()
+    try:
+        gpus.set_gpu_locked_clocks(0, 1000, 1200)
+        gpus.set_memory_locked_clocks(0, 900, 900)
+        for reset in (gpus.gpus[0].reset_gpu_locked_clocks, gpus.gpus[0].reset_memory_locked_clocks,
+                      lambda: gpus.reset_gpu_locked_clocks(0), lambda: gpus.reset_memory_locked_clocks(0)):
+            with pytest.raises(ZeusGPUNotSupportedError, match="cannot reset a single clock domain"):
+                reset()
+        assert mi300x.read_text().splitlines() == ["amdsmi_set_gpu_clk_range 0 1000 1200 0 -> 0",
+                                                   "amdsmi_set_gpu_clk_range 0 900 900 4 -> 0"]
+        gpus.reset_locked_clocks(0)
+    finally:
+        gpus.close()
+    # libzeus's two resets: auto (the memory lock put back), then auto again; nothing left for the close
+    assert mi300x.read_text().splitlines()[2:] == ["amdsmi_set_gpu_perf_level 0 0 -> 0",
+                                                   "amdsmi_set_gpu_clk_range 0 900 900 4 -> 0",
+                                                   "amdsmi_set_gpu_perf_level 0 0 -> 0"]
+
+
+def test_amdgpu_of_a_hip_index_not_there_names_the_indices_there(mi300x, monkeypatch):
+    """The original's test_get_handle_raises_for_missing_hip_index: the error names the index and
+    the HIP indices there are (counted among the visible GPUs)."""
+    from zeusc.device.gpu import ZeusGPUNotFoundError
+    from zeusc.device.gpu.amd import AMDGPU
+    from zeusc.device import Devices
+    monkeypatch.setenv("ZEUS_SIM_GPUS", "3")
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "0,2")
+    devices = Devices(backend="amdsmi", daemon="")
+    try:
+        assert AMDGPU(1, devices=devices).get_power_management_limit() == 750000
+        for index in (7, 2, -1):
+            with pytest.raises(ZeusGPUNotFoundError) as e:
+                AMDGPU(index, devices=devices)
+            assert f"HIP index {index}" in str(e.value) and "[0, 1]" in str(e.value)
+    finally:
+        devices.close()
+
+
 def test_amdsmi_is_available_says_whether_the_library_lists_gpus(mi300x):
     code = ("from zeusc.device.gpu.amd import amdsmi_is_available, AMDGPUs\n"
             "from zeusc.device.gpu import ZeusGPUInitError\n"
@@ -96,43 +157,98 @@ print("done")
 """
 
 
-def test_zeusd_amdgpu_sets_through_the_daemon_on_the_gpu_at_the_same_pci_address(mi300x, tmp_path):
-    """A `zeus daemon serve` on the fake amdsmi (amd-smi's order) and a zeusc client whose HIP order
-    differs (KFD nodes 2,1: HIP 0 is amd-smi's GPU 1): AMDGPUs holds ZeusdAMDGPU objects, and the cap
-    and clock lock of GPU 0 are made, and given back, by the daemon on its GPU 1."""
+def run_with_a_daemon(tmp_path, script, *daemon_args, env=None):
+    """Runs `script` in a zeusc client process (HIP order by KFD nodes 2,1: its HIP 0 is amd-smi's
+    GPU 1) against a `zeus daemon serve` on the fake amdsmi (amd-smi's order, logging to the
+    fixture's log), and stops the daemon."""
     import subprocess
     import time
     cli = os.environ.get("ZEUSC_TEST_ZEUS_CLI") or os.path.join(tu.REPO, "build", "zeus")
     if not os.path.exists(cli) or subprocess.run([cli, "daemon", "--help"], capture_output=True).returncode != 0:
         pytest.skip("the zeus CLI with the daemon is not built; set ZEUSC_TEST_ZEUS_CLI")
     sock = str(tmp_path / "zeusd.sock")
-    env = dict(os.environ, ZEUS_GPU_BACKEND="amdsmi", ZEUS_SIM_CLOCK="wall")
-    env.pop("ZEUSD_SOCK_PATH", None)
-    env.pop("ZEUSD_HOST_PORT", None)
+    denv = dict(os.environ, ZEUS_GPU_BACKEND="amdsmi", ZEUS_SIM_CLOCK="wall")
+    denv.pop("ZEUSD_SOCK_PATH", None)
+    denv.pop("ZEUSD_HOST_PORT", None)
     errf = open(tmp_path / "daemon.err", "w")
-    p = subprocess.Popen([cli, "daemon", "serve", "--socket-path", sock, "--no-state-file", "--log-level", "info"],
-                         env=env, stderr=errf)
+    p = subprocess.Popen([cli, "daemon", "serve", "--socket-path", sock, "--no-state-file", "--log-level", "info",
+                          *daemon_args], env=denv, stderr=errf)
     try:
         deadline = time.time() + 10
         while time.time() < deadline and "ready" not in (tmp_path / "daemon.err").read_text():
             assert p.poll() is None, (tmp_path / "daemon.err").read_text()
             time.sleep(0.05)
-        r = tu.run_py(ZEUSD_AMD_SCRIPT, env={"ZEUSD_SOCK_PATH": sock, "ZEUS_GPU_BACKEND": None,
-                                             "ZEUS_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1",
-                                             "FAKE_AMDSMI_KFD_NODES": "2,1", "ZEUS_SIM_CLOCK": "wall",
-                                             "FAKE_AMDSMI_LOG": str(tmp_path / "client.log")})
+        r = tu.run_py(script, env={"ZEUSD_SOCK_PATH": sock, "ZEUS_GPU_BACKEND": None,
+                                   "ZEUS_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1",
+                                   "FAKE_AMDSMI_KFD_NODES": "2,1", "ZEUS_SIM_CLOCK": "wall",
+                                   "FAKE_AMDSMI_LOG": str(tmp_path / "client.log"), **(env or {})})
         assert r.returncode == 0 and "done" in r.stdout, r.stderr
     finally:
         p.terminate()
         p.wait(10)
         errf.close()
+    assert not (tmp_path / "client.log").exists() or (tmp_path / "client.log").read_text() == ""
+
+
+def test_zeusd_amdgpu_sets_through_the_daemon_on_the_gpu_at_the_same_pci_address(mi300x, tmp_path):
+    """A `zeus daemon serve` on the fake amdsmi (amd-smi's order) and a zeusc client whose HIP order
+    differs (KFD nodes 2,1: HIP 0 is amd-smi's GPU 1): AMDGPUs holds ZeusdAMDGPU objects, and the cap
+    and clock lock of GPU 0 are made, and given back, by the daemon on its GPU 1."""
+    run_with_a_daemon(tmp_path, ZEUSD_AMD_SCRIPT)
     assert mi300x.read_text().splitlines() == [
         "amdsmi_set_power_cap 1 0 450000000 -> 0",
         "amdsmi_set_gpu_clk_range 1 1200 1200 0 -> 0",
         "amdsmi_set_power_cap 1 0 750000000 -> 0",
         "amdsmi_set_gpu_perf_level 1 0 -> 0",
     ]
-    assert not (tmp_path / "client.log").exists() or (tmp_path / "client.log").read_text() == ""
+
+
+ZEUSD_AMD_CONTROL_ONLY_SCRIPT = r"""
+import os
+from zeusc.device.gpu import ZeusGPUNotSupportedError
+from zeusc.device.gpu.amd import AMDGPUs, ZeusdAMDGPU
+daemon_log = lambda: open(os.environ["DAEMON_LOG"]).read().splitlines() if os.path.exists(os.environ["DAEMON_LOG"]) else []
+gpus = AMDGPUs()
+assert all(isinstance(g, ZeusdAMDGPU) for g in gpus.gpus), gpus.gpus
+gpu = gpus.gpus[0]
+gpu.set_power_management_limit(750000)        # the current cap: the daemon's amdsmi writes nothing
+assert daemon_log() == [], daemon_log()
+gpu.set_gpu_locked_clocks(1000, 1200)
+gpu.set_memory_locked_clocks(900, 900)
+for reset in (gpu.reset_gpu_locked_clocks, gpu.reset_memory_locked_clocks):
+    try:
+        reset()
+        raise SystemExit("a single-domain reset was not refused")
+    except ZeusGPUNotSupportedError as e:
+        assert "cannot reset a single clock domain" in str(e), e
+assert daemon_log() == ["amdsmi_set_gpu_clk_range 1 1000 1200 0 -> 0", "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0"], daemon_log()
+gpu.reset_locked_clocks()
+gpu.set_power_management_limit(450000)
+# read here, from this process's amdsmi (the double's copy is an engine of its own, still at 750 W)
+assert gpu.get_power_management_limit() == 750000
+assert gpu.get_instant_power_usage() > 0 and gpu.get_total_energy_consumption() >= 0
+gpus.close()
+print("done")
+"""
+
+
+def test_zeusd_amdgpu_with_a_control_only_daemon(mi300x, tmp_path):
+    """The original's ZeusdAMDGPU tests of a control-only daemon, of single-domain resets refused
+    without a daemon call, of the full reset relayed to the daemon, and of the unchanged cap: a
+    daemon serving only gpu-control; readings stay here; every setting is made by the daemon on its
+    GPU 1 (the client's HIP 0), and given back when the client closes; the client's amdsmi writes
+    nothing."""
+    run_with_a_daemon(tmp_path, ZEUSD_AMD_CONTROL_ONLY_SCRIPT, "--enable", "gpu-control",
+                      env={"DAEMON_LOG": str(mi300x)})
+    assert mi300x.read_text().splitlines() == [
+        "amdsmi_set_gpu_clk_range 1 1000 1200 0 -> 0",
+        "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0",
+        "amdsmi_set_gpu_perf_level 1 0 -> 0",          # reset_locked_clocks: libzeus's GFX reset,
+        "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0",   # which puts the memory lock back,
+        "amdsmi_set_gpu_perf_level 1 0 -> 0",          # then its memory reset
+        "amdsmi_set_power_cap 1 0 450000000 -> 0",
+        "amdsmi_set_power_cap 1 0 750000000 -> 0",     # given back at close
+    ]
 
 
 def test_zeusd_amdgpu_without_a_daemon_says_how_to_name_one(mi300x, monkeypatch):

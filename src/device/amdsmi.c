@@ -364,8 +364,16 @@ static int am_get_pl(void *st, unsigned i, unsigned *mw) {
   return rc;
 }
 
+/* A cap equal to the current one (in mW, as am_get_pl reads it) is not written, as the original
+ * skips it: no write, so no privilege needed to "set" what is already set. */
 static int am_set_pl(void *st, unsigned i, unsigned mw) {
   AM_DEV(set_power_cap, "setting the power cap");
+  if (s->get_power_cap_info) {
+    amdsmi_power_cap_info_t c;
+    int rc = cap_info(s, i, &c, "reading the power cap before setting it");
+    if (rc) return rc;
+    if (uw_to_mw(c.power_cap) == mw) return ZEUS_OK;
+  }
   amdsmi_status_t r = s->set_power_cap(dev, 0, (uint64_t)mw * 1000u);
   if (!r) return ZEUS_OK;
   char what[64];

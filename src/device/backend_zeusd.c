@@ -3,8 +3,9 @@
  *   "nvml+zeusd" (hybrid): NVML is loaded in this process for what it may do unprivileged
  *       (names, energy, power, temperature, clocks); every setting (power limit, persistence
  *       mode, locked clocks), read or written, goes to the daemon, which holds the privilege and
- *       is the one authority on what is set. GPUs are matched to the daemon's by UUID (by index
- *       when the daemon does not say UUIDs, as the original zeusd does not).
+ *       is the one authority on what is set (a daemon that serves no gpu-read, only gpu-control,
+ *       cannot say: the settings are then read here). GPUs are matched to the daemon's by UUID (by
+ *       index when the daemon does not say UUIDs, as the original zeusd does not).
  *   "amdsmi+zeusd" (hybrid, the original's ZeusdAMDGPU): the same over a local amdsmi; each GPU is
  *       matched to the daemon's by PCI address (amdsmi_get_gpu_device_bdf here, /discover's
  *       pci_address there), since HIP's numbering here need not be the daemon's. A GPU in use that
@@ -45,6 +46,7 @@ typedef struct zd_state {
   const zeus__gpu_backend *local; /* NULL: remote */
   void *lst;
   bool by_pci;       /* match local GPUs to the daemon's by PCI address (amdsmi+zeusd) */
+  bool no_gpu_read;  /* the daemon does not serve the gpu-read API group (a control-only daemon) */
   const bool *used;  /* during the open: the local GPUs in use (NULL: all) */
   unsigned n;
   zd_gpu g[ZEUS_MAX_GPUS];
@@ -136,6 +138,15 @@ static int zd_map(zd_state *s) {
       return zeus__error(ZEUS_EHTTP, "zeus daemon at %s: /discover lists no GPUs", zeus__zeusd_endpoint(s->z));
   }
   size_t nd = json_array_size(gpus);
+  /* A daemon that lists its groups and leaves gpu-read out answers no GET /gpu/...: the hybrids then
+   * read the settings here, as the original's ZeusdAMDGPU always does (it needs gpu-control only). */
+  json_t *groups = json_object_get(disc, "enabled_api_groups");
+  if (json_is_array(groups)) {
+    bool read = false;
+    for (size_t k = 0; k < json_array_size(groups); k++)
+      read = read || strcmp(str_or(json_array_get(groups, k), ""), "gpu-read") == 0;
+    s->no_gpu_read = !read;
+  }
   if (!s->local) {
     s->n = nd < ZEUS_MAX_GPUS ? (unsigned)nd : ZEUS_MAX_GPUS;
     for (unsigned i = 0; i < s->n; i++) {
@@ -307,6 +318,8 @@ static int zd_constraints(void *st, unsigned i, unsigned *lo, unsigned *hi, unsi
 }
 
 static int zd_get_pl(void *st, unsigned i, unsigned *mw) {
+  zd_state *s = st;
+  if (s->local && s->no_gpu_read && s->local->get_power_limit) return s->local->get_power_limit(s->lst, i, mw);
   unsigned long long v;
   int rc = get_u(st, i, "get_power_limit", "power_limit_mw", &v);
   if (!rc) *mw = (unsigned)v;
@@ -326,6 +339,9 @@ static int zd_set_pl(void *st, unsigned i, unsigned mw) {
 }
 
 static int zd_get_pm(void *st, unsigned i, bool *on) {
+  zd_state *s = st;
+  if (s->local && s->no_gpu_read && s->local->get_persistence_mode)
+    return s->local->get_persistence_mode(s->lst, i, on);
   json_t *root, *o;
   int rc = get_gpu(st, i, "get_persistence_mode", &root, &o);
   if (rc) return rc;

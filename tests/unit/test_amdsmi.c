@@ -230,6 +230,8 @@ static void amdsmi_indices_follow_hip_ids_from_enumeration_info(void **state) {
   static const unsigned by_hip_id[3] = {2, 0, 1}, by_node[3] = {1, 2, 0};
   zeus_devices *d = open_amdsmi();
   assert_hip_order(d, by_hip_id, 3);
+  /* An index past the HIP ids: refused naming it and how many there are, before any call. */
+  assert_zeus_err(zeus_gpu_set_power_limit(d, 3, 500000), ZEUS_ENOENT, "GPU 3 is not visible (3 visible GPUs, backend amdsmi)");
   assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 500000));
   assert_log(&sc, "amdsmi_set_power_cap 2 0 500000000 -> 0\n");
   zeus_devices_close(d);
@@ -272,6 +274,32 @@ static void amdsmi_power_caps_are_microwatts_converted_to_milliwatts_and_restore
   assert_zeus_err(zeus_gpu_set_power_limit(d, 0, 300000), ZEUS_ERANGE, "[400000, 750000] mW");
   zeus_devices_close(d); /* restores 750 W */
   assert_log(&s,
+             "amdsmi_set_power_cap 0 0 600000000 -> 0\n"
+             "amdsmi_set_power_cap 0 0 750000000 -> 0\n");
+  scratch_free(&s);
+}
+
+/* As the original's AMDGPU.set_power_management_limit: a cap equal to the current one is not
+ * written, so it succeeds even where writes are refused (no root); a different one is written
+ * (and refused there). The close puts back only what changed. */
+static void amdsmi_power_cap_equal_to_the_current_one_is_not_written(void **state) {
+  (void)state;
+  reset_env();
+  scratch s;
+  scratch_init(&s);
+  setenv("ZEUS_SIM_GPUS", "2", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  setenv("FAKE_AMDSMI_INJECT", "amdsmi_set_power_cap:NO_PERM:1", 1); /* GPU 1: no root */
+  zeus_devices *d = open_amdsmi();
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 750000)); /* the current cap */
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 1, 750000));
+  assert_log(&s, "");
+  assert_zeus_err(zeus_gpu_set_power_limit(d, 1, 600000), ZEUS_EPERM, "amdsmi_set_power_cap");
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 600000));
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 600000)); /* again: now the current one */
+  zeus_devices_close(d);
+  assert_log(&s,
+             "amdsmi_set_power_cap 1 0 600000000 -> 10\n"
              "amdsmi_set_power_cap 0 0 600000000 -> 0\n"
              "amdsmi_set_power_cap 0 0 750000000 -> 0\n");
   scratch_free(&s);
@@ -743,6 +771,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(amdsmi_indices_follow_hip_order_by_kfd_node),
       cmocka_unit_test(amdsmi_indices_follow_hip_ids_from_enumeration_info),
       cmocka_unit_test(amdsmi_power_caps_are_microwatts_converted_to_milliwatts_and_restored),
+      cmocka_unit_test(amdsmi_power_cap_equal_to_the_current_one_is_not_written),
       cmocka_unit_test(amdsmi_energy_is_counter_ticks_times_resolution_in_millijoules),
       cmocka_unit_test(amdsmi_energy_follows_a_coarse_counter_resolution),
       cmocka_unit_test(amdsmi_power_is_socket_watts_times_1000_and_na_is_unsupported),

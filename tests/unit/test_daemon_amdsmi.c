@@ -50,8 +50,9 @@ static int setup(void **state) {
   return 0;
 }
 
-/* The daemon on the fake's GPUs in amd-smi's order (bus i + 1 unless bdfs says otherwise). */
-static zeus_daemon *start(const char *bdfs) {
+/* The daemon on the fake's GPUs in amd-smi's order (bus i + 1 unless bdfs says otherwise),
+ * serving these API groups (0: all). */
+static zeus_daemon *start_groups(const char *bdfs, unsigned groups) {
   reset_env();
   if (bdfs) setenv("FAKE_AMDSMI_BDFS", bdfs, 1);
   setenv("ZEUS_AMDSMI_LIBRARY", FAKE_AMDSMI_PATH, 1);
@@ -63,11 +64,14 @@ static zeus_daemon *start(const char *bdfs) {
   o.socket_path = g_sock;
   o.devices = &dev;
   o.skip_privilege_check = true;
+  o.groups = groups;
   zeus_daemon *d;
   assert_zeus_ok(zeus_daemon_open(&d, &o));
   unsetenv("FAKE_AMDSMI_BDFS");
   return d;
 }
+
+static zeus_daemon *start(const char *bdfs) { return start_groups(bdfs, 0); }
 
 /* The client's environment: its own fake instance and log, HIP order by these KFD node ids. */
 static void client_env(const char *kfd_nodes) {
@@ -163,6 +167,99 @@ static void amdsmi_hybrid_fails_naming_the_address_when_the_daemon_has_none_or_t
   assert_log(g_clog, "");
 }
 
+/* The original's ZeusdAMDGPU skips a cap equal to the one amdsmi reads. Here the request still goes
+ * to the daemon, on purpose: under the handle's lease it holds that cap against other clients
+ * (a second handle's different cap is refused) until the handle goes; the daemon's amdsmi writes
+ * nothing, as its GPU has that cap already, and the client's amdsmi writes nothing either. */
+static void amdsmi_hybrid_power_cap_equal_to_the_current_one_is_held_without_a_write(void **state) {
+  (void)state;
+  zeus_daemon *srv = start(NULL);
+  client_env(NULL);
+  zeus_devices_opts o = {.backend = "amdsmi", .daemon = g_spec};
+  zeus_devices *d, *other;
+  assert_zeus_ok(zeus_devices_open(&d, &o));
+  assert_zeus_ok(zeus_devices_open(&other, &o));
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 750000)); /* the MI300X's cap now */
+  assert_log(g_dlog, "");
+  assert_zeus_err(zeus_gpu_set_power_limit(other, 0, 600000), ZEUS_EBUSY, "held by");
+  zeus_devices_close(d);
+  assert_log(g_dlog, "");
+  assert_zeus_ok(zeus_gpu_set_power_limit(other, 0, 600000)); /* given back with the handle */
+  zeus_devices_close(other);
+  assert_log(g_dlog, "amdsmi_set_power_cap 0 0 600000000 -> 0\namdsmi_set_power_cap 0 0 750000000 -> 0\n");
+  assert_log(g_clog, "");
+  zeus_daemon_close(srv);
+}
+
+/* Resetting one clock domain is not refused (the original refuses it: AMD resets both at once);
+ * the daemon does what the amdsmi backend does locally: performance level auto, then the other
+ * domain's lock again. Resetting that one too leaves both free. All of it in the daemon's amdsmi,
+ * on the GPU at the client GPU's PCI address (HIP 0 here is amd-smi's GPU 1 there); none in the
+ * client's. */
+static void amdsmi_hybrid_clock_resets_one_domain_and_then_all_go_to_the_daemon(void **state) {
+  (void)state;
+  zeus_daemon *srv = start(NULL);
+  client_env("7,3,5");
+  zeus_devices_opts o = {.backend = "amdsmi", .daemon = g_spec};
+  zeus_devices *d;
+  assert_zeus_ok(zeus_devices_open(&d, &o));
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 1000, 1200));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(d, 0, 900, 900));
+  assert_zeus_ok(zeus_gpu_reset_locked_clocks(d, 0));
+  zeus_clock_lock l;
+  assert_zeus_ok(zeus_gpu_get_locked_clocks(d, 0, false, &l));
+  assert_int_equal(l.state, ZEUS_CLOCK_UNLOCKED);
+  assert_zeus_ok(zeus_gpu_get_locked_clocks(d, 0, true, &l));
+  assert_int_equal(l.state, ZEUS_CLOCK_LOCKED);
+  assert_string_equal(l.source, "daemon");
+  assert_zeus_ok(zeus_gpu_reset_memory_locked_clocks(d, 0));
+  assert_zeus_ok(zeus_gpu_get_locked_clocks(d, 0, true, &l));
+  assert_int_equal(l.state, ZEUS_CLOCK_UNLOCKED);
+  assert_log(g_dlog,
+             "amdsmi_set_gpu_clk_range 1 1000 1200 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0\n"
+             "amdsmi_set_gpu_perf_level 1 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0\n"
+             "amdsmi_set_gpu_perf_level 1 0 -> 0\n");
+  zeus_devices_close(d); /* nothing left to give back */
+  assert_log(g_clog, "");
+  zeus_daemon_close(srv);
+}
+
+/* As the original's ZeusdAMDGPU, which asks the daemon only for gpu-control: with a daemon that
+ * serves no gpu-read, the hybrid opens, reads everything here (the current cap too: the client's
+ * fake is an engine of its own, so it still reads 750 W where the daemon's GPU has 500 W), and
+ * the settings, and their giving back, are made by the daemon. */
+static void amdsmi_hybrid_works_with_a_control_only_daemon(void **state) {
+  (void)state;
+  zeus_daemon *srv = start_groups(NULL, ZEUS_DAEMON_GPU_CONTROL);
+  client_env(NULL);
+  zeus_devices_opts o = {.backend = "amdsmi", .daemon = g_spec};
+  zeus_devices *d;
+  assert_zeus_ok(zeus_devices_open(&d, &o));
+  assert_string_equal(zeus_devices_backend(d), "amdsmi+zeusd");
+  uint64_t mj;
+  unsigned mw, c;
+  assert_zeus_ok(zeus_gpu_total_energy(d, 0, &mj));
+  assert_zeus_ok(zeus_gpu_temperature(d, 0, &c));
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 500000));
+  assert_zeus_ok(zeus_gpu_get_power_limit(d, 0, &mw));
+  assert_int_equal(mw, 750000);
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 1, 1000, 1200));
+  zeus_clock_lock l;
+  assert_zeus_ok(zeus_gpu_get_locked_clocks(d, 1, false, &l)); /* what this handle did */
+  assert_int_equal(l.state, ZEUS_CLOCK_LOCKED);
+  assert_string_equal(l.source, "handle");
+  zeus_devices_close(d);
+  assert_log(g_dlog,
+             "amdsmi_set_power_cap 0 0 500000000 -> 0\n"
+             "amdsmi_set_gpu_clk_range 1 1000 1200 0 -> 0\n"
+             "amdsmi_set_power_cap 0 0 750000000 -> 0\n"
+             "amdsmi_set_gpu_perf_level 1 0 -> 0\n");
+  assert_log(g_clog, "");
+  zeus_daemon_close(srv);
+}
+
 /* With a daemon configured and no NVIDIA library, amdsmi (when it lists GPUs) is chosen and wrapped;
  * without amdsmi either, the daemon's GPUs are read remotely as before. */
 static void amdsmi_with_a_daemon_is_chosen_as_the_hybrid_by_itself(void **state) {
@@ -187,6 +284,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(amdsmi_hybrid_sends_settings_to_the_daemon_gpu_at_the_same_pci_address),
       cmocka_unit_test(amdsmi_hybrid_fails_naming_the_address_when_the_daemon_has_none_or_two),
       cmocka_unit_test(amdsmi_with_a_daemon_is_chosen_as_the_hybrid_by_itself),
+      cmocka_unit_test(amdsmi_hybrid_power_cap_equal_to_the_current_one_is_held_without_a_write),
+      cmocka_unit_test(amdsmi_hybrid_clock_resets_one_domain_and_then_all_go_to_the_daemon),
+      cmocka_unit_test(amdsmi_hybrid_works_with_a_control_only_daemon),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   return cmocka_run_group_tests(tests, setup, NULL);

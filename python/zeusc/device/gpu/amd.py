@@ -12,9 +12,15 @@ With a zeus daemon configured (``ZEUSD_SOCK_PATH`` or ``ZEUSD_HOST_PORT``), :cla
 locks are set by the daemon (libzeus's ``amdsmi+zeusd`` backend), each GPU matched to the daemon's
 by PCI address (docs/amd.md).
 
+As the original's, ``reset_gpu_locked_clocks`` and ``reset_memory_locked_clocks`` are refused
+(``ZeusGPUNotSupportedError``: AMD frees both clock domains at once); ``reset_locked_clocks`` frees
+both. A power cap equal to the current one is not written (libzeus's amdsmi backend skips it).
+
 Differences from the original: the Python ``amdsmi`` package is not imported (``amdsmi`` is not a
 name of this module); the energy counter is not checked against power when the GPUs are opened;
-MI250 odd chiplets are not detected.
+MI250 odd chiplets are not detected. A :class:`ZeusdAMDGPU` sends a cap equal to the current one to
+the daemon all the same (the original skips the call), so that its lease holds the cap; the
+daemon's amdsmi writes nothing then.
 """
 from __future__ import annotations
 
@@ -23,7 +29,10 @@ from typing import Optional, Sequence
 
 from ... import _lib
 from ...exceptions import ZeusError
-from . import GPU, GPUs, ZeusGPUInitError, ZeusGPUNotSupportedError
+from . import GPU, GPUs, ZeusGPUInitError, ZeusGPUNotFoundError, ZeusGPUNotSupportedError, _check
+
+_SINGLE_DOMAIN_RESET = ("AMD GPUs cannot reset a single clock domain: amdsmi's reset (performance level auto) "
+                        "frees the GFX and memory clocks together. Call reset_locked_clocks to reset both.")
 
 
 @functools.lru_cache(maxsize=1)
@@ -60,7 +69,13 @@ class AMDGPU(GPU):
     """One AMD GPU by visible index (the original's ``AMDGPU``)."""
 
     def __init__(self, gpu_index: int, devices=None) -> None:
-        super().__init__(gpu_index, devices if devices is not None else _amd_devices())
+        devices = devices if devices is not None else _amd_devices()
+        n = _lib.lib().zeus_gpu_count(devices._handle())
+        if not 0 <= gpu_index < n:
+            # as the original's, at construction, naming the indices there are
+            raise ZeusGPUNotFoundError(f"HIP index {gpu_index} is not among the visible AMD GPUs: "
+                                       f"HIP indices {list(range(n))}")
+        super().__init__(gpu_index, devices)
 
     def set_persistence_mode(self, enabled: bool, block: bool = True) -> None:
         """AMD GPUs have no persistence mode."""
@@ -70,10 +85,23 @@ class AMDGPU(GPU):
         """AMD GPUs have no persistence mode."""
         raise ZeusGPUNotSupportedError("Persistence mode is not supported on AMD GPUs.")
 
+    def reset_gpu_locked_clocks(self, block: bool = True) -> None:
+        """Refused, as the original refuses it: AMD has no reset of the GFX clock alone (use
+        :meth:`reset_locked_clocks`). Nothing reaches amdsmi or the daemon."""
+        raise ZeusGPUNotSupportedError(_SINGLE_DOMAIN_RESET)
+
+    def reset_memory_locked_clocks(self, block: bool = True) -> None:
+        """Refused, as the original refuses it: AMD has no reset of the memory clock alone (use
+        :meth:`reset_locked_clocks`). Nothing reaches amdsmi or the daemon."""
+        raise ZeusGPUNotSupportedError(_SINGLE_DOMAIN_RESET)
+
     def reset_locked_clocks(self, block: bool = True) -> None:
-        """Frees the GFX and memory clocks together (AMD resets every domain at once)."""
-        self.reset_gpu_locked_clocks(block)
-        self.reset_memory_locked_clocks(block)
+        """Frees the GFX and memory clocks together (AMD resets every domain at once): libzeus's
+        two resets, each the performance level back to auto (by the daemon for a
+        :class:`ZeusdAMDGPU`)."""
+        lib = _lib.lib()
+        _check(lib.zeus_gpu_reset_locked_clocks(self._h(), self.gpu_index))
+        _check(lib.zeus_gpu_reset_memory_locked_clocks(self._h(), self.gpu_index))
 
     def get_average_memory_power_usage(self) -> int:
         """amdsmi reports no memory power."""
