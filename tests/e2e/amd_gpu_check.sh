@@ -24,9 +24,6 @@ export ZEUS_GPU_CHECK_PLO_WORK=fake:$tmp/busy:0.02 ZEUS_GPU_CHECK_PLO_ETA=1 ZEUS
 unset ZEUS_NVML_LIBRARY
 sanitizer_python "$tmp"
 step() { gpu_check_step "$tmp/run/report.json" "$@"; }
-jcheck() { # file python-expression over d
-  "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"
-}
 
 bash "$SRC/scripts/gpu-check.sh" --zeus "$ZEUS" --out "$tmp/run" --quick >"$tmp/run.out" 2>&1
 rc=$?
@@ -75,46 +72,28 @@ if step check "all(g['checks']['energy_agrees'] for g in r['gpus'])" &&
   pass "the honest run: energy_agrees, the SM clock read back without timeouts, the sampled windows and plo's energy all passed"
 else fail "the honest run's checks that the lies below must fail"; fi
 # check: a counter that skips every 5th change (its energy lost) reads ~20 % below integrated power.
-touch "$tmp/busy"
-FAKE_AMDSMI_LIE=counter_skips_tick "$ZEUS" gpus check --gpus 0 --duration-s 1.5 --json >"$tmp/check-lie.json"
-rc=$?
-rm -f "$tmp/busy"
-if [ "$rc" = 1 ] && jcheck "$tmp/check-lie.json" "d['gpus'][0]['checks']['energy_agrees'] is False"; then
-  pass "check on amdsmi: a counter that skips a tick (FAKE_AMDSMI_LIE=counter_skips_tick) fails energy_agrees"
-else fail "check on amdsmi with counter_skips_tick: exit $rc: $(head -c 800 "$tmp/check-lie.json")"; fi
+expect_check_fails "check on amdsmi: a counter that skips a tick (FAKE_AMDSMI_LIE=counter_skips_tick) fails energy_agrees" \
+  "d['gpus'][0]['checks']['energy_agrees'] is False" --busy -- \
+  FAKE_AMDSMI_LIE=counter_skips_tick "$ZEUS" gpus check --gpus 0 --duration-s 1.5 --json
 # set-sm-clock and clock-latency: a GFX clock read-back (amdsmi_get_clock_info) that never moves
 # fails the setting, and every change times out.
-touch "$tmp/busy"
-FAKE_AMDSMI_LIE=clock_frozen "$ZEUS" gpus set --gpus 0 --sm-clock mid --hold-s 0.3 --json >"$tmp/set-lie.json"
-rc1=$?
-FAKE_AMDSMI_LIE=clock_frozen "$ZEUS" gpus clock-latency --gpus 0 --changes 2 --timeout-s 0.3 --json >"$tmp/lat-lie.json"
-rc2=$?
-rm -f "$tmp/busy"
-if [ "$rc1" = 1 ] && [ "$rc2" = 1 ] && jcheck "$tmp/set-lie.json" "d['gpus'][0]['settings'][0]['ok'] is False" &&
-   jcheck "$tmp/lat-lie.json" "d['gpus'][0]['timeouts'] >= 1"; then
-  pass "set-sm-clock and clock-latency on amdsmi: a frozen GFX clock read-back (FAKE_AMDSMI_LIE=clock_frozen) fails both"
-else fail "clock_frozen on amdsmi: exits $rc1/$rc2: $(head -c 600 "$tmp/set-lie.json") $(head -c 600 "$tmp/lat-lie.json")"; fi
+expect_check_fails "set-sm-clock on amdsmi: a frozen GFX clock read-back (FAKE_AMDSMI_LIE=clock_frozen) fails the setting" \
+  "d['gpus'][0]['settings'][0]['ok'] is False" --busy -- \
+  FAKE_AMDSMI_LIE=clock_frozen "$ZEUS" gpus set --gpus 0 --sm-clock mid --hold-s 0.3 --json
+expect_check_fails "clock-latency on amdsmi: a frozen GFX clock read-back (FAKE_AMDSMI_LIE=clock_frozen) times out" \
+  "d['gpus'][0]['timeouts'] >= 1" --busy -- \
+  FAKE_AMDSMI_LIE=clock_frozen "$ZEUS" gpus clock-latency --gpus 0 --changes 2 --timeout-s 0.3 --json
 # window-accuracy: socket power (amdsmi_get_power_info) 20 % low puts the sampled source's sub-tick
 # energy off the counter's.
-touch "$tmp/busy"
-FAKE_AMDSMI_LIE=power_scaled:0.8 PYTHONPATH="$SRC/python" ${PYTHON:-$PY} "$SRC/scripts/gpu_check_window.py" \
-  --gpu 1 --quick >"$tmp/win-lie.json" 2>"$tmp/win-lie.err"
-rc=$?
-rm -f "$tmp/busy"
-if [ "$rc" = 1 ] && jcheck "$tmp/win-lie.json" "not d['ok'] and not d['checks']['sampled_50ms'] and not d['checks']['sampled_100ms']"; then
-  pass "window-accuracy on amdsmi: power reading 20 % low (FAKE_AMDSMI_LIE=power_scaled:0.8) fails the sampled checks"
-else fail "window-accuracy on amdsmi with power_scaled: exit $rc: $(cat "$tmp/win-lie.err")"; fi
+expect_check_fails "window-accuracy on amdsmi: power reading 20 % low (FAKE_AMDSMI_LIE=power_scaled:0.8) fails the sampled checks" \
+  "not d['ok'] and not d['checks']['sampled_50ms'] and not d['checks']['sampled_100ms']" --busy -- \
+  FAKE_AMDSMI_LIE=power_scaled:0.8 PYTHONPATH="$SRC/python" "${PYTHON:-$PY}" "$SRC/scripts/gpu_check_window.py" --gpu 1 --quick
 # plo: a counter that never moves measures no energy. The MI300X's counter is slow, so the monitor
 # would sample power between its ticks (and plo fails energy_saved_meaningful on a tick never
 # seen); the raw counter (ZEUS_MONITOR_ENERGY=raw) shows the figure the lie is about.
-ZEUS_MONITOR_ENERGY=raw FAKE_AMDSMI_LIE=counter_frozen PYTHONPATH="$SRC/python" ${PYTHON:-$PY} \
-  "$SRC/scripts/gpu_check_plo.py" --gpus 0 --quick --confidence 0 >"$tmp/plo-lie.json" 2>"$tmp/plo-lie.err"
-rc=$?
-rm -f "$tmp/busy"
-if [ "$rc" = 1 ] && jcheck "$tmp/plo-lie.json" "not d['checks']['energy_measured'] and not d['checks']['energy_saved_meaningful']" &&
-   grep -q "energy saved not measured" "$tmp/plo-lie.err"; then
-  pass "plo on amdsmi: a frozen counter (FAKE_AMDSMI_LIE=counter_frozen) fails energy_measured and says 'not measured'"
-else fail "plo on amdsmi with counter_frozen: exit $rc: $(tail -n 2 "$tmp/plo-lie.err")"; fi
+plo_fails "plo on amdsmi: a frozen counter (FAKE_AMDSMI_LIE=counter_frozen) fails energy_measured and says 'not measured'" \
+  "not d['checks']['energy_measured'] and not d['checks']['energy_saved_meaningful']" "energy saved not measured" \
+  ZEUS_MONITOR_ENERGY=raw FAKE_AMDSMI_LIE=counter_frozen
 # A malformed lie fails amdsmi_init with the fake NVML's message, under the AMD fake's names.
 if ! FAKE_AMDSMI_LIE=power_scaled:11 "$ZEUS" gpus >/dev/null 2>"$tmp/lie-bad.err" &&
    grep -q "fake amdsmi: FAKE_AMDSMI_LIE power_scaled factor '11' is not a number in (0, 10\]" "$tmp/lie-bad.err"; then

@@ -24,9 +24,6 @@ export ZEUS_GPU_CHECK_PLO_WORK=fake:$tmp/busy:0.02 ZEUSC_LIBRARY=${ZEUS_LIBRARY:
 export ZEUS_GPU_CHECK_PLO_ETA=1
 sanitizer_python "$tmp"   # the sanitizer build's interpreter needs its runtimes preloaded
 GC=$SRC/scripts/gpu-check.sh
-jcheck() { # file python-expression over d
-  "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"
-}
 limits() { awk '{printf "%s ", $4}' "$tmp/state" 2>/dev/null; }
 
 # ---- the tools alone ----
@@ -265,42 +262,25 @@ PYEOF
 then pass "window-accuracy's phase and drift from H200-like ticks (1.6 ms per tick, 6.35 s cycle); a wrong drift fails phase_fit"
 else fail "window-accuracy phase model on synthetic H200 ticks"; fi
 # A GPU whose power reads 20 % low: the sampled source's sub-tick energy is off, and its checks fail.
-touch "$tmp/busy"
-PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h100 FAKE_NVML_LIE=power_scaled:0.8 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_window.py" \
-  --gpu 1 --quick >"$tmp/win-lie.json" 2>"$tmp/win-lie.err"
-rc=$?
-rm -f "$tmp/busy"
-if [ "$rc" = 1 ] && jcheck "$tmp/win-lie.json" "not d['ok'] and not d['checks']['sampled_50ms'] and not d['checks']['sampled_100ms']"; then
-  pass "window-accuracy: power reading 20 % low (FAKE_NVML_LIE=power_scaled:0.8) fails the sampled checks"
-else fail "window-accuracy with power_scaled: exit $rc: $(cat "$tmp/win-lie.err")"; fi
+window_script=("${PYTHON:-$PY}" "$SRC/scripts/gpu_check_window.py" --gpu 1 --quick)
+expect_check_fails "window-accuracy: power reading 20 % low (FAKE_NVML_LIE=power_scaled:0.8) fails the sampled checks" \
+  "not d['ok'] and not d['checks']['sampled_50ms'] and not d['checks']['sampled_100ms']" --busy -- \
+  PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h100 FAKE_NVML_LIE=power_scaled:0.8 "${window_script[@]}"
 # A counter that never moves: no reference, and every window check fails with counter_ticks.
-touch "$tmp/busy"
-PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h100 FAKE_NVML_LIE=counter_frozen ${PYTHON:-$PY} "$SRC/scripts/gpu_check_window.py" \
-  --gpu 1 --quick >"$tmp/win-frozen.json" 2>"$tmp/win-frozen.err"
-rc=$?
-rm -f "$tmp/busy"
-if [ "$rc" = 1 ] && jcheck "$tmp/win-frozen.json" "not d['checks']['counter_ticks'] and d['reference']['mean_power_w'] is None and not d['checks']['sampled_1000ms']"; then
-  pass "window-accuracy: a frozen counter (FAKE_NVML_LIE=counter_frozen) fails counter_ticks, no reference"
-else fail "window-accuracy with counter_frozen: exit $rc: $(cat "$tmp/win-frozen.err")"; fi
+expect_check_fails "window-accuracy: a frozen counter (FAKE_NVML_LIE=counter_frozen) fails counter_ticks, no reference" \
+  "not d['checks']['counter_ticks'] and d['reference']['mean_power_w'] is None and not d['checks']['sampled_1000ms']" --busy -- \
+  PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h100 FAKE_NVML_LIE=counter_frozen "${window_script[@]}"
 # check: a counter that skips a tick's energy disagrees with integrated power.
-touch "$tmp/busy"
-FAKE_NVML_LIE=counter_skips_tick ZEUS_SIM_HARDWARE=h100 "$ZEUS" gpus check --gpus 0 --duration-s 1.5 --json >"$tmp/check-lie.json"
-rc=$?
-rm -f "$tmp/busy"
-if [ "$rc" = 1 ] && jcheck "$tmp/check-lie.json" "d['gpus'][0]['checks']['energy_agrees'] is False"; then
-  pass "check: a counter that skips a tick (FAKE_NVML_LIE=counter_skips_tick) fails energy_agrees"
-else fail "check with counter_skips_tick: exit $rc: $(head -c 800 "$tmp/check-lie.json")"; fi
+expect_check_fails "check: a counter that skips a tick (FAKE_NVML_LIE=counter_skips_tick) fails energy_agrees" \
+  "d['gpus'][0]['checks']['energy_agrees'] is False" --busy -- \
+  FAKE_NVML_LIE=counter_skips_tick ZEUS_SIM_HARDWARE=h100 "$ZEUS" gpus check --gpus 0 --duration-s 1.5 --json
 # set-sm-clock and clock-latency: a clock read-back that never moves fails both.
-touch "$tmp/busy"
-FAKE_NVML_LIE=clock_frozen "$ZEUS" gpus set --gpus 0 --sm-clock mid --hold-s 0.3 --json >"$tmp/set-lie.json"
-rc1=$?
-FAKE_NVML_LIE=clock_frozen "$ZEUS" gpus clock-latency --gpus 0 --changes 2 --timeout-s 0.3 --json >"$tmp/lat-lie.json"
-rc2=$?
-rm -f "$tmp/busy"
-if [ "$rc1" = 1 ] && [ "$rc2" = 1 ] && jcheck "$tmp/set-lie.json" "d['gpus'][0]['settings'][0]['ok'] is False" &&
-   jcheck "$tmp/lat-lie.json" "d['gpus'][0]['timeouts'] >= 1"; then
-  pass "set-sm-clock and clock-latency: a frozen clock read-back (FAKE_NVML_LIE=clock_frozen) fails both"
-else fail "clock_frozen: exits $rc1/$rc2: $(head -c 600 "$tmp/set-lie.json") $(head -c 600 "$tmp/lat-lie.json")"; fi
+expect_check_fails "set-sm-clock: a frozen clock read-back (FAKE_NVML_LIE=clock_frozen) fails the setting" \
+  "d['gpus'][0]['settings'][0]['ok'] is False" --busy -- \
+  FAKE_NVML_LIE=clock_frozen "$ZEUS" gpus set --gpus 0 --sm-clock mid --hold-s 0.3 --json
+expect_check_fails "clock-latency: a frozen clock read-back (FAKE_NVML_LIE=clock_frozen) times out" \
+  "d['gpus'][0]['timeouts'] >= 1" --busy -- \
+  FAKE_NVML_LIE=clock_frozen "$ZEUS" gpus clock-latency --gpus 0 --changes 2 --timeout-s 0.3 --json
 # plo: sized by the plan and by time; a frozen counter and a counter too slow for its windows fail.
 if jcheck "$tmp/run/report.json" "(lambda r: r['optimizer_steps'] < r['step_cap'] and r['baseline']['time_s'] >= 2 and r['at_optimum']['time_s'] >= 2 and r['energy_saved_uncertainty_pct'] is not None and r['checks']['energy_saved_meaningful'] and r['checks']['slowdown_meaningful'] and r['checks']['slowdown_agrees_with_sweep'])([s for s in d['steps'] if s['step'] == 'plo'][0]['result'])"; then
   pass "plo: done within the plan's step count, baseline and optimum windows >= 2 s, figures with their uncertainty"
@@ -309,18 +289,7 @@ if jcheck "$tmp/run/report.json" "(lambda r: len(r['confidence_runs']) == 2 and 
    grep -q "confidence mode 0.95, run 2: " "$tmp/run/plo.log" 2>/dev/null; then
   pass "plo: twice more in the confidence mode (0.95), each choice with its confidence and contenders"
 else fail "plo confidence runs: $(head -c 1500 "$tmp/run/plo.json")"; fi
-# plo_fails NAME CHECK-EXPR TEXT [VAR=VALUE ...]: gpu_check_plo.py --quick (no confidence runs)
-# with those variables exits 1, its JSON meets CHECK-EXPR and its stderr has TEXT.
-plo_fails() {
-  local name=$1 expr=$2 text=$3 out=$tmp/plo-fails
-  shift 3
-  env "$@" PYTHONPATH="$SRC/python" ${PYTHON:-$PY} "$SRC/scripts/gpu_check_plo.py" --gpus 0 --quick --confidence 0 \
-    >"$out.json" 2>"$out.err"
-  local rc=$?
-  rm -f "$tmp/busy"
-  if [ "$rc" = 1 ] && jcheck "$out.json" "$expr" && grep -q -- "$text" "$out.err"; then pass "$name"
-  else fail "$name: exit $rc: $(tail -n 2 "$out.err")"; fi
-}
+# plo_fails (lib.sh): the plo step with those variables exits 1, its JSON meets the check, its stderr has the text.
 plo_fails "plo: a frozen counter (FAKE_NVML_LIE=counter_frozen) fails energy_measured and says 'not measured'" \
   "not d['checks']['energy_measured'] and not d['checks']['energy_saved_meaningful']" "energy saved not measured" \
   FAKE_NVML_LIE=counter_frozen
@@ -333,7 +302,7 @@ plo_fails "plo: a 2 s counter tick against 4 s windows makes energy saved meanin
 plo_fails "plo: a step cap below the plan fails optimizer_done and second_run_done, energy saved not measured" \
   "not d['checks']['optimizer_done'] and not d['checks']['second_run_done'] and not d['checks']['optimum_applied'] and d['optimal_power_limit_w'] is None and d['energy_saved_pct'] is None and d['slowdown'] is None and d['step_cap'] == 30 and 'did not choose' in d['energy_saved_note']" \
   "energy saved not measured, slowdown not measured.*FAILED: optimizer_done" ZEUS_GPU_CHECK_PLO_STEP_CAP=30
-printf 'plo\tfailed\t%s\t-\n' "$tmp/plo-fails.json" >"$tmp/cap.tsv"
+printf 'plo\tfailed\t%s\t-\n' "$tmp/fails.json" >"$tmp/cap.tsv" # the capped run's, kept by plo_fails
 "$ZEUS" gpus report "$tmp/cap.tsv" -o "$tmp/cap.md" 2>/dev/null
 if grep -q "Energy saved \*\*not measured: the optimizer did not choose" "$tmp/cap.md" &&
    grep -q "^| optimizer_done | \*\*FAIL\*\* |" "$tmp/cap.md"; then
@@ -355,28 +324,19 @@ if jcheck "$tmp/run/report.json" "[s for s in d['steps'] if s['step'] == 'pfo'][
   pass "pfo: rounds of >= 1 s, the client's energy within 5 % of the counter, energy saved within what the clocks allow"
 else fail "pfo sizing: $(head -c 1500 "$tmp/run/pfo.json" 2>/dev/null)"; fi
 if jcheck "$tmp/run/report.json" "[s for s in d['steps'] if s['step'] == 'pfo'][0]['status'] != 'skipped'"; then
-  PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h100 FAKE_NVML_LIE=counter_skips_tick ${PYTHON:-$PY} "$SRC/scripts/gpu_check_pfo.py" \
-    --zeus "$ZEUS" --gpu 0 --quick >"$tmp/pfo-lie.json" 2>"$tmp/pfo-lie.err"
-  rc=$?
-  if [ "$rc" = 1 ] && jcheck "$tmp/pfo-lie.json" "not d['checks']['counter_ticks_complete'] and all(d[k]['counter_ticks_in_round'] < d[k]['counter_ticks_expected'] - 1.5 for k in ('all_max_frequency', 'plan'))" && grep -q "not measured" "$tmp/pfo-lie.err"; then
-    pass "pfo: a counter that skips ticks (FAKE_NVML_LIE=counter_skips_tick) fails counter_ticks_complete, 'not measured'"
-  else fail "pfo with counter_skips_tick: exit $rc: $(tail -n 3 "$tmp/pfo-lie.err")"; fi
+  pfo_script=("${PYTHON:-$PY}" "$SRC/scripts/gpu_check_pfo.py" --zeus "$ZEUS" --gpu 0 --quick)
+  expect_check_fails "pfo: a counter that skips ticks (FAKE_NVML_LIE=counter_skips_tick) fails counter_ticks_complete, 'not measured'" \
+    "not d['checks']['counter_ticks_complete'] and all(d[k]['counter_ticks_in_round'] < d[k]['counter_ticks_expected'] - 1.5 for k in ('all_max_frequency', 'plan'))" \
+    --err "not measured" -- PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h100 FAKE_NVML_LIE=counter_skips_tick "${pfo_script[@]}"
   # A counter whose gain drifts up (1 + 0.5 / s): the plan, measured later, reads more than the
   # maximum clock: an energy saved below 0 that the clocks do not allow.
-  PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h100 FAKE_NVML_LIE=counter_gains:0.5 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_pfo.py" \
-    --zeus "$ZEUS" --gpu 0 --quick >"$tmp/pfo-gain.json" 2>"$tmp/pfo-gain.err"
-  rc=$?
-  if [ "$rc" = 1 ] && jcheck "$tmp/pfo-gain.json" "not d['checks']['energy_saved_within_clocks'] and d['energy_saved_pct'] < 0 and d['checks']['energy_agrees_with_counter']" &&
-     ! grep -q "every check passed" "$tmp/pfo-gain.err"; then
-    pass "pfo: a counter that gains (FAKE_NVML_LIE=counter_gains:0.5) gives an energy saved below 0, and energy_saved_within_clocks fails"
-  else fail "pfo with counter_gains: exit $rc: $(tail -n 3 "$tmp/pfo-gain.err")"; fi
-  PYTHONPATH="$SRC/python" ZEUS_SIM_COUNTER_PERIOD_MS=2000 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_pfo.py" \
-    --zeus "$ZEUS" --gpu 0 --quick >"$tmp/pfo-slow.json" 2>"$tmp/pfo-slow.err"
-  rc=$?
-  if [ "$rc" = 1 ] && jcheck "$tmp/pfo-slow.json" "not d['checks']['round_ticks'] and d['all_max_frequency']['counter_ticks_in_round'] < 10" &&
-     grep -q "energy saved not measured" "$tmp/pfo-slow.err" && ! grep -q "every check passed" "$tmp/pfo-slow.err"; then
-    pass "pfo: rounds with fewer than 10 counter ticks fail round_ticks and say 'not measured'"
-  else fail "pfo with a slow counter: exit $rc: $(tail -n 3 "$tmp/pfo-slow.err")"; fi
+  expect_check_fails "pfo: a counter that gains (FAKE_NVML_LIE=counter_gains:0.5) gives an energy saved below 0, and energy_saved_within_clocks fails" \
+    "not d['checks']['energy_saved_within_clocks'] and d['energy_saved_pct'] < 0 and d['checks']['energy_agrees_with_counter']" \
+    --no-err "every check passed" -- PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h100 FAKE_NVML_LIE=counter_gains:0.5 "${pfo_script[@]}"
+  expect_check_fails "pfo: rounds with fewer than 10 counter ticks fail round_ticks and say 'not measured'" \
+    "not d['checks']['round_ticks'] and d['all_max_frequency']['counter_ticks_in_round'] < 10" \
+    --err "energy saved not measured" --no-err "every check passed" -- \
+    PYTHONPATH="$SRC/python" ZEUS_SIM_COUNTER_PERIOD_MS=2000 "${pfo_script[@]}"
 fi
 # The hardware model the h100 run measured gives back h100's figures.
 if jcheck "$tmp/nvcc-run/hardware-model.json" "abs(d['tick_s'] - 0.0999) < 0.003 and d['power_at_ticks'] is True and 0.0025 < d['energy_read_s'] < 0.0045 and d['max_power_limit_w'] == 300 and d['min_power_limit_w'] == 100 and d['max_clock_mhz'] == 1740 and d['clock_step_mhz'] == 15 and d['power_noise'] < 0.01 and 'clock_lock_call_s' in d and all(isinstance(v, (int, float)) for k, v in d.items() if k not in ('name', 'power_at_ticks'))"; then
@@ -401,14 +361,9 @@ if ZEUS_GPU_BACKEND=sim ZEUS_SIM_HARDWARE=h200 "$ZEUS" gpus >/dev/null 2>&1; the
     pass "window-accuracy on h200: counter 100.0 ms, power 101.6 ms, the phase drifting 1-2.5 ms per tick, every check passed"
   else fail "window-accuracy h200: exit $rc: $(cat "$tmp/win-h200.err")"; fi
   # Cut short of two phase cycles (6 s against a ~6.5 s cycle), a full run fails phase_cycles.
-  touch "$tmp/busy"
-  PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h200 ${PYTHON:-$PY} "$SRC/scripts/gpu_check_window.py" --gpu 1 --min-s 6 --max-s 6 \
-    >"$tmp/win-short.json" 2>"$tmp/win-short.err"
-  rc=$?
-  rm -f "$tmp/busy"
-  if [ "$rc" = 1 ] && jcheck "$tmp/win-short.json" "d['checks']['phase_cycles'] is False and d['phase']['cycles_covered'] < 2 and d['checks']['phase_fit']"; then
-    pass "window-accuracy on h200 cut to 6 s: fewer than two phase cycles fails phase_cycles"
-  else fail "window-accuracy h200 6 s: exit $rc: $(cat "$tmp/win-short.err")"; fi
+  expect_check_fails "window-accuracy on h200 cut to 6 s: fewer than two phase cycles fails phase_cycles" \
+    "d['checks']['phase_cycles'] is False and d['phase']['cycles_covered'] < 2 and d['checks']['phase_fit']" --busy -- \
+    PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h200 "${PYTHON:-$PY}" "$SRC/scripts/gpu_check_window.py" --gpu 1 --min-s 6 --max-s 6
   rm -f "$tmp/state"
   ZEUS_SIM_HARDWARE=h200 bash "$GC" --zeus "$ZEUS" --out "$tmp/h200-run" --quick >"$tmp/h200-run.out" 2>&1
   rc=$?

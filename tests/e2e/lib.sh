@@ -80,3 +80,54 @@ if not ok:
 sys.exit(0 if ok else 1)
 PYEOF
 }
+# jcheck FILE EXPR: whether the Python expression EXPR holds of the JSON document d in FILE.
+# Needs PY.
+jcheck() {
+  "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"
+}
+# expect_check_fails NAME EXPR [--busy] [--err TEXT]... [--no-err TEXT]... -- [VAR=VALUE...] CMD...
+# A check of gpu-check that must fail (on a GPU that lies, FAKE_NVML_LIE or FAKE_AMDSMI_LIE, or
+# one too slow for it): CMD (a zeus gpus tool with --json, or a step's script; JSON on stdout),
+# run with those variables, exits 1, its JSON meets EXPR (as jcheck), and its stderr has each
+# TEXT (a grep pattern) and none of the --no-err ones. --busy: the fake GPUs are busy while it
+# runs ($tmp/busy, their FAKE_*_BUSY_FILE). Its JSON and stderr stay in $tmp/fails.json and
+# $tmp/fails.err until the next call. Needs PY and tmp.
+expect_check_fails() {
+  local name=$1 expr=$2 busy= out=$tmp/fails why= t rc
+  local -a has=() lacks=()
+  shift 2
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --busy) busy=1; shift ;;
+      --err) has+=("$2"); shift 2 ;;
+      --no-err) lacks+=("$2"); shift 2 ;;
+      --) shift; break ;;
+      *) fail "$name (expect_check_fails: unknown option $1)"; return ;;
+    esac
+  done
+  [ -z "$busy" ] || touch "$tmp/busy"
+  env "$@" >"$out.json" 2>"$out.err"
+  rc=$?
+  rm -f "$tmp/busy"
+  if [ "$rc" != 1 ]; then why="exit $rc, expected 1"
+  elif ! jcheck "$out.json" "$expr"; then why="its JSON does not meet the check"
+  else
+    for t in ${has[@]+"${has[@]}"}; do grep -q -- "$t" "$out.err" || why="stderr lacks /$t/"; done
+    for t in ${lacks[@]+"${lacks[@]}"}; do ! grep -q -- "$t" "$out.err" || why="stderr has /$t/"; done
+  fi
+  if [ -z "$why" ]; then pass "$name"
+  else
+    fail "$name ($why)"
+    tail -n 3 "$out.err" | sed 's/^/    /'
+    echo "    $(head -c 800 "$out.json")"
+  fi
+}
+# plo_fails NAME EXPR TEXT [VAR=VALUE...]: gpu-check's plo step (gpu_check_plo.py --quick, no
+# confidence runs, on GPU 0) with those variables fails: exit 1, its JSON meets EXPR and its
+# stderr has TEXT. Needs SRC, PY (or PYTHON) and tmp.
+plo_fails() {
+  local name=$1 expr=$2 text=$3
+  shift 3
+  expect_check_fails "$name" "$expr" --err "$text" -- "$@" PYTHONPATH="$SRC/python" ${PYTHON:-$PY} \
+    "$SRC/scripts/gpu_check_plo.py" --gpus 0 --quick --confidence 0
+}

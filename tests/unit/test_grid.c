@@ -3,15 +3,12 @@
  * whose values change during a window, and that answers slowly, with 500s, with malformed JSON,
  * or goes away. Grams and cost are checked against the simulated GPUs' true energy times the
  * values the server gave, computed here. API keys must appear in no error and no log line. */
-#include <arpa/inet.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "test_http_server.h"
 #include "test_util.h"
 
 #include <zeus.h>
@@ -22,10 +19,9 @@
 /* ---- the local server ---- */
 
 typedef struct server {
-  int lfd, port;
-  pthread_t th;
-  pthread_mutex_t mu;
-  bool stop;
+  zeus_test_http_server http;
+  int port;           /* http.port */
+  pthread_mutex_t mu; /* what follows */
   /* ElectricityMaps */
   double intensity;
   int em_status;
@@ -113,64 +109,19 @@ static void answer(server *s, int fd, const char *path, const char *query) {
   s->requests++;
   pthread_mutex_unlock(&s->mu);
   if (delay > 0) usleep((useconds_t)(delay * 1e6));
-  char head[256];
-  int n = snprintf(head, sizeof head,
-                   "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-                   status, strlen(body));
-  /* the client may have given up (a timeout): no SIGPIPE */
-  if (send(fd, head, (size_t)n, MSG_NOSIGNAL) >= 0) (void)send(fd, body, strlen(body), MSG_NOSIGNAL);
+  zeus_test_http_reply(fd, status, "application/json", body);
   free(body);
 }
 
-static void serve_one(server *s, int fd) {
-  char req[8192];
-  size_t have = 0;
-  while (have < sizeof req - 1) {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, 2000) <= 0) return;
-    ssize_t r = read(fd, req + have, sizeof req - 1 - have);
-    if (r <= 0) return;
-    have += (size_t)r;
-    req[have] = '\0';
-    if (strstr(req, "\r\n\r\n")) break;
-  }
-  char path[1024] = "", query[1024] = "";
-  char *sp = strchr(req, ' ');
-  if (!sp) return;
-  char *target = sp + 1, *end = strchr(target, ' ');
-  if (!end) return;
-  *end = '\0';
-  char *q = strchr(target, '?');
-  if (q) {
-    *q = '\0';
-    snprintf(query, sizeof query, "%s", q + 1);
-  }
-  snprintf(path, sizeof path, "%s", target);
-  char *auth = strcasestr(end + 1, "\r\nauth-token: ");
+/* Each request: what was asked is kept for the checks, then answered. */
+static void serve(void *ud, int fd, const zeus_test_http_request *rq) {
+  server *s = ud;
   pthread_mutex_lock(&s->mu);
-  snprintf(s->last_path, sizeof s->last_path, "%s", path);
-  snprintf(s->last_query, sizeof s->last_query, "%s", query);
-  s->last_auth[0] = '\0';
-  if (auth) snprintf(s->last_auth, sizeof s->last_auth, "%.*s", (int)strcspn(auth + 14, "\r\n"), auth + 14);
+  snprintf(s->last_path, sizeof s->last_path, "%s", rq->path);
+  snprintf(s->last_query, sizeof s->last_query, "%s", rq->query);
+  zeus_test_http_header(rq->head, "auth-token", s->last_auth, sizeof s->last_auth);
   pthread_mutex_unlock(&s->mu);
-  answer(s, fd, path, query);
-}
-
-static void *server_thread(void *arg) {
-  server *s = arg;
-  for (;;) {
-    pthread_mutex_lock(&s->mu);
-    bool stop = s->stop;
-    pthread_mutex_unlock(&s->mu);
-    if (stop) break;
-    struct pollfd p = {.fd = s->lfd, .events = POLLIN};
-    if (poll(&p, 1, 20) <= 0) continue;
-    int fd = accept(s->lfd, NULL, NULL);
-    if (fd < 0) continue;
-    serve_one(s, fd);
-    close(fd);
-  }
-  return NULL;
+  answer(s, fd, rq->path, rq->query);
 }
 
 static void server_start(server *s) {
@@ -180,30 +131,12 @@ static void server_start(server *s) {
   s->rate_base = 0.1;
   s->rate_peak = 0.3;
   s->label = "5f1a2b3c4d5e6f7a8b9c0d1e";
-  s->lfd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(s->lfd >= 0);
-  int one = 1;
-  setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(bind(s->lfd, (struct sockaddr *)&a, sizeof a), 0);
-  assert_int_equal(listen(s->lfd, 16), 0);
-  socklen_t l = sizeof a;
-  getsockname(s->lfd, (struct sockaddr *)&a, &l);
-  s->port = ntohs(a.sin_port);
-  assert_int_equal(pthread_create(&s->th, NULL, server_thread, s), 0);
+  zeus_test_http_start(&s->http, serve, s);
+  s->port = s->http.port;
 }
 
 /* The provider goes away: nothing listens on its port any more. */
-static void server_stop(server *s) {
-  pthread_mutex_lock(&s->mu);
-  bool was = s->stop;
-  s->stop = true;
-  pthread_mutex_unlock(&s->mu);
-  if (was) return;
-  pthread_join(s->th, NULL);
-  close(s->lfd);
-}
+static void server_stop(server *s) { zeus_test_http_stop(&s->http); }
 
 static void server_set(server *s, double intensity, double rate_base) {
   pthread_mutex_lock(&s->mu);

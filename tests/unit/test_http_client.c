@@ -4,14 +4,11 @@
  * (refused or truncated, and reported), the mapping of libcurl's outcome and of the HTTP status
  * to ZEUS_ERANGE, ZEUS_ETIMEDOUT, ZEUS_ENET and ZEUS_EHTTP with messages that name the URL, and
  * that a secret the server echoes is blanked in them. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "test_http_server.h"
 #include "test_util.h"
 
 #include "core/core.h"
@@ -23,48 +20,25 @@
 typedef enum { A_OK, A_BIG, A_SLOW, A_401 } answer_kind;
 
 typedef struct server {
-  int lfd, port;
-  pthread_t th;
-  pthread_mutex_t mu;
-  bool stop;
+  zeus_test_http_server http;
+  int port;           /* http.port */
+  pthread_mutex_t mu; /* what follows */
   answer_kind kind;
   char last_method[16], last_body[256], last_auth[128], last_type[128];
 } server;
 
-static void header_value(const char *req, const char *name, char *out, size_t n) {
-  const char *h = strcasestr(req, name);
-  out[0] = '\0';
-  if (h) snprintf(out, n, "%.*s", (int)strcspn(h + strlen(name), "\r\n"), h + strlen(name));
-}
-
-static void serve_one(server *s, int fd) {
-  char req[8192];
-  size_t have = 0;
-  char *end = NULL;
-  while (have < sizeof req - 1) {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, 2000) <= 0) return;
-    ssize_t r = read(fd, req + have, sizeof req - 1 - have);
-    if (r <= 0) return;
-    have += (size_t)r;
-    req[have] = '\0';
-    if ((end = strstr(req, "\r\n\r\n"))) {
-      char cl[32];
-      header_value(req, "\r\nContent-Length: ", cl, sizeof cl);
-      if (have >= (size_t)(end + 4 - req) + (size_t)atoi(cl)) break;
-    }
-  }
-  if (!end) return;
+static void serve(void *ud, int fd, const zeus_test_http_request *rq) {
+  server *s = ud;
   pthread_mutex_lock(&s->mu);
-  snprintf(s->last_method, sizeof s->last_method, "%.*s", (int)strcspn(req, " "), req);
-  snprintf(s->last_body, sizeof s->last_body, "%s", end + 4);
-  header_value(req, "\r\nAuthorization: ", s->last_auth, sizeof s->last_auth);
-  header_value(req, "\r\nContent-Type: ", s->last_type, sizeof s->last_type);
+  snprintf(s->last_method, sizeof s->last_method, "%s", rq->method);
+  snprintf(s->last_body, sizeof s->last_body, "%s", rq->body);
+  zeus_test_http_header(rq->head, "Authorization", s->last_auth, sizeof s->last_auth);
+  zeus_test_http_header(rq->head, "Content-Type", s->last_type, sizeof s->last_type);
   answer_kind kind = s->kind;
   char auth[128];
   snprintf(auth, sizeof auth, "%s", s->last_auth);
   pthread_mutex_unlock(&s->mu);
-  char head[256], *body;
+  char *body;
   int status = 200;
   if (kind == A_BIG) {
     body = malloc(BIG + 1);
@@ -79,53 +53,20 @@ static void serve_one(server *s, int fd) {
     if (kind == A_SLOW) usleep(1000 * 1000);
     body = strdup("hello");
   }
-  int n = snprintf(head, sizeof head, "HTTP/1.1 %d X\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", status,
-                   strlen(body));
-  if (send(fd, head, (size_t)n, MSG_NOSIGNAL) >= 0) (void)send(fd, body, strlen(body), MSG_NOSIGNAL);
+  zeus_test_http_reply(fd, status, NULL, body);
   free(body);
-}
-
-static void *server_thread(void *arg) {
-  server *s = arg;
-  for (;;) {
-    pthread_mutex_lock(&s->mu);
-    bool stop = s->stop;
-    pthread_mutex_unlock(&s->mu);
-    if (stop) break;
-    struct pollfd p = {.fd = s->lfd, .events = POLLIN};
-    if (poll(&p, 1, 20) <= 0) continue;
-    int fd = accept(s->lfd, NULL, NULL);
-    if (fd < 0) continue;
-    serve_one(s, fd);
-    close(fd);
-  }
-  return NULL;
 }
 
 static void server_start(server *s, answer_kind kind) {
   memset(s, 0, sizeof *s);
   pthread_mutex_init(&s->mu, NULL);
   s->kind = kind;
-  s->lfd = socket(AF_INET, SOCK_STREAM, 0);
-  assert_true(s->lfd >= 0);
-  int one = 1;
-  setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(bind(s->lfd, (struct sockaddr *)&a, sizeof a), 0);
-  assert_int_equal(listen(s->lfd, 16), 0);
-  socklen_t l = sizeof a;
-  getsockname(s->lfd, (struct sockaddr *)&a, &l);
-  s->port = ntohs(a.sin_port);
-  assert_int_equal(pthread_create(&s->th, NULL, server_thread, s), 0);
+  zeus_test_http_start(&s->http, serve, s);
+  s->port = s->http.port;
 }
 
 static void server_stop(server *s) {
-  pthread_mutex_lock(&s->mu);
-  s->stop = true;
-  pthread_mutex_unlock(&s->mu);
-  pthread_join(s->th, NULL);
-  close(s->lfd);
+  zeus_test_http_stop(&s->http);
   pthread_mutex_destroy(&s->mu);
 }
 
