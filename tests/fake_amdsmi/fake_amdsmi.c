@@ -60,9 +60,9 @@
  *   FAKE_AMDSMI_LIE=<lie>[,<lie>...]  a GPU that lies, the fake NVML's FAKE_NVML_LIE (the same
  *                               parser and lies, tests/fake_common/fake_common.h) on amdsmi's
  *                               readings, for proving that gpu-check's checks fail on AMD too:
- *                               counter_skips_tick, counter_frozen, counter_gains:<f> act on the
- *                               engine's counter in mJ before amdsmi_get_energy_count turns it into
- *                               ticks; power_scaled:<f> scales amdsmi_get_power_info's current and
+ *                               counter_skips_tick, counter_frozen, counter_gains:<f>,
+ *                               counter_late:<ms> act on the engine's counter in mJ before
+ *                               amdsmi_get_energy_count turns it into ticks; power_scaled:<f> scales amdsmi_get_power_info's current and
  *                               average power (mW, before rounding to W); clock_frozen keeps
  *                               amdsmi_get_clock_info's GFX clk at its first reading (locks still
  *                               act on the work and the power). fakeAmdsmiTrueEnergy stays true.
@@ -676,8 +676,10 @@ amdsmi_status_t amdsmi_get_energy_count(amdsmi_processor_handle h, uint64_t *tic
   if (!ticks || !resolution || !timestamp) return AMDSMI_STATUS_ARG_PTR_NULL;
   uint64_t mj;
   if ((r = engine(zeus_sim_gpu_total_energy(node, gpu, &mj)))) return r;
+  double now = zeus_sim_now(node), tick = now;
+  if (g_lie.late_s > 0 && zeus_sim_gpu_last_tick(node, gpu, &tick)) tick = now;
   pthread_mutex_lock(&g_mu); /* FAKE_AMDSMI_LIE: the counter's lies act on the engine's mJ */
-  mj = fake_lie_counter(&g_lie, gpu, mj, zeus_sim_now(node));
+  mj = fake_lie_counter(&g_lie, gpu, mj, now, tick);
   pthread_mutex_unlock(&g_mu);
   float res = (float)g_resolution_uj;
   *ticks = (uint64_t)floor((double)mj * 1e3 / (double)res);

@@ -209,8 +209,10 @@ static inline void fake_busy_poll(const char *path, zeus_sim_node *n, unsigned c
  * Every GPU of the node lies alike; the engine's ground truth stays true. The lies act on the
  * engine's figures before a fake converts them to its vendor's units: the energy counter in mJ,
  * power in mW, the SM (GFX) clock in MHz. */
+#define FAKE_LATE_MAX 8 /* counter_late: changes waiting to show, per GPU */
 typedef struct fake_lie {
   bool skip, counter_frozen, clock_frozen;
+  double late_s;                        /* counter_late: the most a change shows late (s); 0: off */
   double power;                         /* power_scaled factor; 1: off */
   double gain;                          /* counter_gains: per second; 0: off */
   double t0;                            /* node time at init (counter_gains) */
@@ -220,6 +222,11 @@ typedef struct fake_lie {
   unsigned long changes[ZEUS_MAX_GPUS]; /* changes of the engine's counter seen */
   bool seen[ZEUS_MAX_GPUS];             /* a first counter reading was taken */
   unsigned clock[ZEUS_MAX_GPUS];        /* the first SM clock shown; 0: none yet */
+  /* counter_late: the value shown, and the changes not shown yet (value, node time they show) */
+  uint64_t late_shown[ZEUS_MAX_GPUS];
+  uint64_t late_v[ZEUS_MAX_GPUS][FAKE_LATE_MAX];
+  double late_at[ZEUS_MAX_GPUS][FAKE_LATE_MAX];
+  unsigned late_n[ZEUS_MAX_GPUS];
 } fake_lie;
 
 /* Parses `value` into *l (reset first; t0 is the caller's to set). False, with a line on stderr,
@@ -246,6 +253,14 @@ static inline bool fake_parse_lie(const char *who, const char *var, const char *
         return false;
       }
       l->gain = f;
+    } else if (strncmp(lie, "counter_late:", 13) == 0) {
+      char *end;
+      double ms = strtod(lie + 13, &end);
+      if (*end || !(ms > 0) || ms > 10000) {
+        fprintf(stderr, "%s: %s counter_late '%s' is not a number of ms in (0, 10000]\n", who, var, lie + 13);
+        return false;
+      }
+      l->late_s = ms / 1000.0;
     } else if (strncmp(lie, "power_scaled:", 13) == 0) {
       char *end;
       double f = strtod(lie + 13, &end);
@@ -255,20 +270,33 @@ static inline bool fake_parse_lie(const char *who, const char *var, const char *
       }
       l->power = f;
     } else {
-      fprintf(stderr, "%s: %s '%s' is not counter_skips_tick, counter_frozen, counter_gains:<f>, clock_frozen or "
-              "power_scaled:<factor>\n", who, var, lie);
+      fprintf(stderr, "%s: %s '%s' is not counter_skips_tick, counter_frozen, counter_gains:<f>, counter_late:<ms>, "
+              "clock_frozen or power_scaled:<factor>\n", who, var, lie);
       return false;
     }
   }
   return true;
 }
 
+/* A number in [0, 1) that depends only on k (splitmix64's finalizer): the same lie in every run. */
+static inline double fake_lie_unit(uint64_t k) {
+  k += 0x9e3779b97f4a7c15ull;
+  k = (k ^ (k >> 30)) * 0xbf58476d1ce4e5b9ull;
+  k = (k ^ (k >> 27)) * 0x94d049bb133111ebull;
+  k ^= k >> 31;
+  return (double)(k >> 11) * 0x1.0p-53;
+}
+
 /* The energy counter (mJ) as the lying GPU shows it, from the engine's reading `raw` at node time
- * `now`:
+ * `now` (`tick`: the node time of the engine's last tick, which counter_late needs; `now` where it
+ * is not asked for):
  *   counter_skips_tick  every 5th change is not shown and its energy is lost;
  *   counter_frozen      the counter never moves from its first reading;
- *   counter_gains:<f>   each increment is shown 1 + f x (seconds since init) times its size. */
-static inline uint64_t fake_lie_counter(fake_lie *l, unsigned gpu, uint64_t raw, double now) {
+ *   counter_gains:<f>   each increment is shown 1 + f x (seconds since init) times its size;
+ *   counter_late:<ms>   each change shows late, by a delay drawn anew for every change in
+ *                       [0, ms) after the engine's tick (nothing is lost: a change's value shows
+ *                       whole, only its time is off). */
+static inline uint64_t fake_lie_counter(fake_lie *l, unsigned gpu, uint64_t raw, double now, double tick) {
   /* Two threads may read the engine in one order and get here in the other: a reading older than
    * the last one seen adds nothing (and is shown as the last one). */
   if (l->seen[gpu] && raw < l->raw[gpu]) raw = l->raw[gpu];
@@ -281,6 +309,34 @@ static inline uint64_t fake_lie_counter(fake_lie *l, unsigned gpu, uint64_t raw,
   } else if (l->counter_frozen) {
     if (!l->seen[gpu]) l->raw[gpu] = raw, l->seen[gpu] = true;
     raw = l->raw[gpu];
+  } else if (l->late_s > 0) {
+    if (!l->seen[gpu]) {
+      l->late_shown[gpu] = l->raw[gpu] = raw;
+      l->seen[gpu] = true;
+    } else if (raw > l->raw[gpu]) {
+      unsigned n = l->late_n[gpu];
+      if (n == FAKE_LATE_MAX) { /* too many waiting: the oldest shows now */
+        l->late_shown[gpu] = l->late_v[gpu][0];
+        memmove(&l->late_v[gpu][0], &l->late_v[gpu][1], (n - 1) * sizeof l->late_v[gpu][0]);
+        memmove(&l->late_at[gpu][0], &l->late_at[gpu][1], (n - 1) * sizeof l->late_at[gpu][0]);
+        n--;
+      }
+      l->late_v[gpu][n] = raw;
+      l->late_at[gpu][n] = fmin(tick, now) + l->late_s * fake_lie_unit(++l->changes[gpu] * ZEUS_MAX_GPUS + gpu);
+      l->late_n[gpu] = n + 1;
+      l->raw[gpu] = raw;
+    }
+    /* The newest change due by now shows (with every older one: the counter is cumulative). */
+    unsigned due = 0;
+    for (unsigned i = 0; i < l->late_n[gpu]; i++)
+      if (l->late_at[gpu][i] <= now) due = i + 1;
+    if (due) {
+      l->late_shown[gpu] = l->late_v[gpu][due - 1];
+      l->late_n[gpu] -= due;
+      memmove(&l->late_v[gpu][0], &l->late_v[gpu][due], l->late_n[gpu] * sizeof l->late_v[gpu][0]);
+      memmove(&l->late_at[gpu][0], &l->late_at[gpu][due], l->late_n[gpu] * sizeof l->late_at[gpu][0]);
+    }
+    raw = l->late_shown[gpu];
   } else if (l->skip) {
     if (l->seen[gpu] && raw > l->raw[gpu] && ++l->changes[gpu] % 5 == 0) l->lost[gpu] += raw - l->raw[gpu];
     l->raw[gpu] = raw;

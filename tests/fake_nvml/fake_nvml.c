@@ -89,7 +89,11 @@
  *       power_scaled:<f>    instant and average power read <f> times what is drawn (0 < f <= 10);
  *       counter_gains:<f>   the energy counter gains: each increment is shown 1 + <f> x (seconds
  *                           since Init) times its size (0 < f <= 10), a counter whose calibration
- *                           drifts, so a later measurement reads more than an earlier one.
+ *                           drifts, so a later measurement reads more than an earlier one;
+ *       counter_late:<ms>   each change of the energy counter shows late, by a delay drawn anew for
+ *                           every change in [0, <ms>) (0 < ms <= 10000) after the engine's
+ *                           tick: no energy is lost, but a change's time no longer says when
+ *                           its energy was drawn (a counter published on an irregular schedule).
  * ZEUS_SIM_HARDWARE=h100 (or a profile file, see zeus/sim.h) gives every GPU the measured
  * hardware's behaviour through the engine: readings that move on a ~100 ms tick, calls that cost
  * their measured time (the energy counter 3.3 ms), settings that take effect late.
@@ -305,9 +309,11 @@ static bool parse_inject(const char *value) {
 static bool parse_lie(const char *value) { return fake_parse_lie("fake NVML", "FAKE_NVML_LIE", value, &g_lie); }
 
 /* The energy counter as the lying GPU shows it (FAKE_NVML_LIE), from the engine's reading. */
-static uint64_t lie_counter(unsigned gpu, uint64_t raw, double now) {
+static uint64_t lie_counter(zeus_sim_node *node, unsigned gpu, uint64_t raw) {
+  double now = zeus_sim_now(node), tick = now;
+  if (g_lie.late_s > 0 && zeus_sim_gpu_last_tick(node, gpu, &tick)) tick = now;
   pthread_mutex_lock(&g_mu);
-  raw = fake_lie_counter(&g_lie, gpu, raw, now);
+  raw = fake_lie_counter(&g_lie, gpu, raw, now, tick);
   pthread_mutex_unlock(&g_mu);
   return raw;
 }
@@ -727,7 +733,7 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t dev, unsigned long
   if (!counter) return NVML_ERROR_NOT_SUPPORTED;
   uint64_t v;
   if ((r = engine(zeus_sim_gpu_total_energy(node, gpu, &v)))) return r;
-  *mj = (unsigned long long)lie_counter(gpu, v, zeus_sim_now(node));
+  *mj = (unsigned long long)lie_counter(node, gpu, v);
   return NVML_SUCCESS;
 }
 
