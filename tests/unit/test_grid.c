@@ -2,7 +2,8 @@
  * speaks ElectricityMaps' /v3/carbon-intensity/latest and OpenEI's /utility_rates with their JSON,
  * whose values change during a window, and that answers slowly, with 500s, with malformed JSON,
  * or goes away. Grams and cost are checked against the simulated GPUs' true energy times the
- * values the server gave, computed here. API keys must appear in no error and no log line. */
+ * values the server gave, computed here, on the ideal simulated GPU and on the measured h100 and
+ * h200 models (docs/sim.md). API keys must appear in no error and no log line. */
 #include <math.h>
 #include <pthread.h>
 #include <time.h>
@@ -180,21 +181,33 @@ static void assert_no_key_in_logs(void) {
 typedef struct fixture {
   zeus_devices *dev;
   zeus_sim_node *node;
+  zeus_sim_gpu_config gpus[2];
   zeus_sim_config cfg;
   zeus_monitor *mon;
 } fixture;
 
-static void fx_open(fixture *f, unsigned n) {
+/* n GPUs on the wall clock that behave as hardware model hw ("ideal", "h100", "h200"; docs/sim.md),
+ * and a monitor on them (on h100 and h200 its energy source is the tick followers, "sampled"). */
+static void fx_open_hw(fixture *f, unsigned n, const char *hw) {
   memset(f, 0, sizeof *f);
+  assert_true(n <= 2);
   f->cfg.num_gpus = n;
   f->cfg.clock = ZEUS_SIM_CLOCK_WALL;
+  if (strcmp(hw, "ideal")) {
+    for (unsigned i = 0; i < n; i++) assert_zeus_ok(zeus_sim_hardware_profile(hw, &f->gpus[i].hw));
+    f->cfg.gpus = f->gpus;
+  }
   zeus_devices_opts o = {.backend = "sim", .sim = &f->cfg, .all_devices = true};
   assert_zeus_ok(zeus_devices_open(&f->dev, &o));
   f->node = zeus_devices_sim_node(f->dev);
   static const unsigned none[1] = {0};
   zeus_monitor_opts mo = {.devices = f->dev, .cpu_indices = none, .num_cpu_indices = 0};
   assert_zeus_ok(zeus_monitor_open(&f->mon, &mo));
+  assert_int_equal(zeus_monitor_gpu_energy_source(f->mon, 0),
+                   strcmp(hw, "ideal") ? ZEUS_ENERGY_SAMPLED : ZEUS_ENERGY_RAW);
 }
+
+static void fx_open(fixture *f, unsigned n) { fx_open_hw(f, n, "ideal"); }
 
 static void fx_close(fixture *f) {
   zeus_monitor_close(f->mon);
@@ -561,29 +574,59 @@ static void api_key_is_in_no_error_and_no_log(void **state) {
 
 /* ---- windows ---- */
 
-/* The intensity goes from 100 to 400 g/kWh halfway through a 1 s window on two simulated GPUs:
- * each GPU's grams are its true energy before the change times 100 plus after it times 400,
- * within one poll interval's energy at the difference. */
-static void window_grams_follow_an_intensity_that_changes_during_the_window(void **state) {
-  (void)state;
+/* How far a window's energy on hardware model hw may be from the truth, as a fraction of it. The
+ * ideal GPU's counter is read at each bound: exact. On h100 and h200 the monitor's tick followers
+ * estimate each bound from the counter's last tick plus the power read since, corrected once the
+ * next tick is known (docs/sim.md); their target for windows of 1 s and more is 0.2 % at a steady
+ * load (test_window_phase). These windows of ~1 s have load steps inside and the grid monitor
+ * cuts them at every fetch, each cut at its corrected estimate: 1 % (measured: within 0.1 % for
+ * the energy, 0.6 % for the grams, lag included). */
+static double model_err(const char *hw) { return strcmp(hw, "ideal") ? 0.01 : 0; }
+
+/* GPU k's mean power over the next s seconds of the truth (the GPUs idle: their idle power). */
+static void mean_power(fixture *f, unsigned n, double s, double *w) {
+  double t0 = zeus_sim_now(f->node), e0[2];
+  for (unsigned k = 0; k < n; k++) e0[k] = true_energy(f, k);
+  sleep_s(s);
+  double dt = zeus_sim_now(f->node) - t0;
+  for (unsigned k = 0; k < n; k++) w[k] = (true_energy(f, k) - e0[k]) / dt;
+}
+
+/* The intensity goes from 100 to 400 g/kWh halfway through a 1 s window on two simulated GPUs
+ * whose load steps up and back down, GPU 1 before the change and GPU 0 after it: each GPU's grams
+ * are its true energy before the change times 100 plus after it times 400, within one poll
+ * interval and a request's latency of idle energy at the difference (the change is seen at the
+ * next fetch; around it both GPUs idle), plus the model's error on the window's energy. On the
+ * ideal GPU and the measured h100 and h200 models. */
+static void grams_follow_an_intensity_that_changes(const char *hw) {
   server s;
   server_start(&s);
   server_set(&s, 100, 0.1);
   fixture f;
-  fx_open(&f, 2);
+  fx_open_hw(&f, 2, hw);
   zeus_grid *g = em_open(&s, 2);
-  const double poll = 0.05;
+  const double poll = 0.025;
   zeus_grid_monitor *gm = gm_open(&f, g, poll, 0);
   double rate;
   for (int i = 0; i < 100 && zeus_grid_monitor_rate(gm, &rate) != ZEUS_OK; i++) sleep_s(0.01);
   assert_true(rate == 100);
+  double idle_w[2];
+  mean_power(&f, 2, 0.1, idle_w);
   double e0[2] = {true_energy(&f, 0), true_energy(&f, 1)};
   assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "epoch"));
   assert_zeus_err(zeus_grid_monitor_begin_window(gm, "epoch"), ZEUS_EEXIST, "'epoch' already exists");
-  sleep_s(0.5);
+  sleep_s(0.1);
+  assert_zeus_ok(zeus_sim_gpu_set_load(f.node, 1, true));
+  sleep_s(0.25);
+  assert_zeus_ok(zeus_sim_gpu_set_load(f.node, 1, false));
+  sleep_s(0.15);
   double e1[2] = {true_energy(&f, 0), true_energy(&f, 1)};
   server_set(&s, 400, 0.1);
-  sleep_s(0.5);
+  sleep_s(0.15);
+  assert_zeus_ok(zeus_sim_gpu_set_load(f.node, 0, true));
+  sleep_s(0.25);
+  assert_zeus_ok(zeus_sim_gpu_set_load(f.node, 0, false));
+  sleep_s(0.1);
   zeus_grid_measurement r;
   assert_zeus_ok(zeus_grid_monitor_end_window(gm, "epoch", &r));
   double e2[2] = {true_energy(&f, 0), true_energy(&f, 1)};
@@ -591,19 +634,20 @@ static void window_grams_follow_an_intensity_that_changes_during_the_window(void
   assert_int_equal(r.error_code, ZEUS_OK);
   assert_string_equal(r.error, "");
   assert_int_equal(r.energy.num_gpus, 2);
-  assert_true(r.num_segments >= 8); /* ~20 fetches in 1 s at 0.05 s */
+  assert_true(r.num_segments >= 16); /* ~40 fetches in 1 s at 0.025 s */
   double sum = 0;
   for (unsigned k = 0; k < 2; k++) {
     double want = ((e1[k] - e0[k]) * 100 + (e2[k] - e1[k]) * 400) / 3.6e6;
-    double power = (e2[k] - e0[k]) / 1.0;
-    double slack = power * (poll + 0.05) * 300 / 3.6e6; /* a poll interval and a request's latency */
-    print_message("GPU %u: %.9g g, want %.9g +- %.3g (energy %.3f J)\n", k, r.gpu[k], want, slack,
-                  r.energy.gpu_energy_j[k]);
-    assert_true(power > 1);
+    double slack = idle_w[k] * (poll + 0.05) * 300 / 3.6e6 + model_err(hw) * (e2[k] - e0[k]) * 400 / 3.6e6;
+    print_message("%s GPU %u: %.9g g, want %.9g (off %.3f %%) +- %.3g; energy %.3f J, truth %.3f J (off %.3f %%)\n", hw,
+                  k, r.gpu[k], want, 100 * (r.gpu[k] - want) / want, slack, r.energy.gpu_energy_j[k], e2[k] - e0[k],
+                  100 * (r.energy.gpu_energy_j[k] - (e2[k] - e0[k])) / (e2[k] - e0[k]));
+    assert_true(idle_w[k] > 1);
     assert_true(fabs(r.gpu[k] - want) <= slack);
+    assert_true(fabs(r.energy.gpu_energy_j[k] - (e2[k] - e0[k])) <= 0.005 * (e2[k] - e0[k]) + 0.5);
     /* neither constant intensity fits */
-    assert_true(fabs(r.gpu[k] - (e2[k] - e0[k]) * 100 / 3.6e6) > 3 * slack);
-    assert_true(fabs(r.gpu[k] - (e2[k] - e0[k]) * 400 / 3.6e6) > 3 * slack);
+    assert_true(fabs(r.gpu[k] - (e2[k] - e0[k]) * 100 / 3.6e6) > 2 * slack);
+    assert_true(fabs(r.gpu[k] - (e2[k] - e0[k]) * 400 / 3.6e6) > 2 * slack);
     sum += r.gpu[k];
   }
   assert_true(fabs(r.total - sum) <= 1e-12 + 1e-9 * sum);
@@ -614,26 +658,52 @@ static void window_grams_follow_an_intensity_that_changes_during_the_window(void
   server_stop(&s);
 }
 
-/* The price per kWh changes during a window: the cost follows it as the grams do. */
-static void window_cost_follows_a_price_that_changes_during_the_window(void **state) {
+static void window_grams_follow_an_intensity_that_changes_during_the_window(void **state) {
   (void)state;
+  grams_follow_an_intensity_that_changes("ideal");
+}
+
+static void window_grams_follow_an_intensity_that_changes_during_the_window_on_h100(void **state) {
+  (void)state;
+  grams_follow_an_intensity_that_changes("h100");
+}
+
+static void window_grams_follow_an_intensity_that_changes_during_the_window_on_h200(void **state) {
+  (void)state;
+  grams_follow_an_intensity_that_changes("h200");
+}
+
+/* The price per kWh changes during a window (the GPU working for part of the time before the
+ * change): the cost follows it as the grams do. */
+static void cost_follows_a_price_that_changes(const char *hw) {
   server s;
   server_start(&s);
   /* every hour of the day at the base price, whatever the day */
   server_set(&s, 100, 0.2);
   s.rate_peak = 0.2;
-  fixture f;
-  fx_open(&f, 1);
-  zeus_grid *g = openei_open(&s);
-  const double poll = 0.05;
-  zeus_grid_monitor *gm = gm_open(&f, g, poll, 0);
   time_t now = time(NULL);
   struct tm tm;
   gmtime_r(&now, &tm);
-  if (tm.tm_mon == 0) skip(); /* January has its own period in the server's schedule */
+  if (tm.tm_mon == 0) { /* January has its own period in the server's schedule */
+    server_stop(&s);
+    skip();
+  }
+  fixture f;
+  fx_open_hw(&f, 1, hw);
+  zeus_grid *g = openei_open(&s);
+  const double poll = 0.025;
+  zeus_grid_monitor *gm = gm_open(&f, g, poll, 0);
+  double rate;
+  for (int i = 0; i < 100 && zeus_grid_monitor_rate(gm, &rate) != ZEUS_OK; i++) sleep_s(0.01);
+  double idle_w;
+  mean_power(&f, 1, 0.1, &idle_w);
   double e0 = true_energy(&f, 0);
   assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "w"));
-  sleep_s(0.4);
+  sleep_s(0.1);
+  assert_zeus_ok(zeus_sim_gpu_set_load(f.node, 0, true));
+  sleep_s(0.15);
+  assert_zeus_ok(zeus_sim_gpu_set_load(f.node, 0, false));
+  sleep_s(0.15);
   double e1 = true_energy(&f, 0);
   pthread_mutex_lock(&s.mu);
   s.rate_base = s.rate_peak = 0.05;
@@ -644,22 +714,39 @@ static void window_cost_follows_a_price_that_changes_during_the_window(void **st
   double e2 = true_energy(&f, 0);
   assert_true(r.valid);
   double want = ((e1 - e0) * 0.2 + (e2 - e1) * 0.05) / 3.6e6;
-  double slack = (e2 - e0) / 0.8 * (poll + 0.05) * 0.15 / 3.6e6;
-  print_message("cost %.9g, want %.9g +- %.3g\n", r.gpu[0], want, slack);
+  double slack = idle_w * (poll + 0.05) * 0.15 / 3.6e6 + model_err(hw) * (e2 - e0) * 0.2 / 3.6e6;
+  print_message("%s: cost %.9g, want %.9g (off %.3f %%) +- %.3g\n", hw, r.gpu[0], want, 100 * (r.gpu[0] - want) / want,
+                slack);
   assert_true(fabs(r.gpu[0] - want) <= slack);
-  assert_true(fabs(r.gpu[0] - (e2 - e0) * 0.2 / 3.6e6) > 3 * slack);
+  assert_true(fabs(r.gpu[0] - (e2 - e0) * 0.2 / 3.6e6) > 2 * slack);
+  assert_true(fabs(r.gpu[0] - (e2 - e0) * 0.05 / 3.6e6) > 2 * slack);
   zeus_grid_monitor_close(gm);
   zeus_grid_close(g);
   fx_close(&f);
   server_stop(&s);
 }
 
-/* A provider that answers 500, malformed JSON or too slowly from the start: the window has its
- * energy and no grams, with the reason. */
-static void window_without_any_factor_has_energy_and_an_error(void **state) {
+static void window_cost_follows_a_price_that_changes_during_the_window(void **state) {
   (void)state;
+  cost_follows_a_price_that_changes("ideal");
+}
+
+static void window_cost_follows_a_price_that_changes_during_the_window_on_h100(void **state) {
+  (void)state;
+  cost_follows_a_price_that_changes("h100");
+}
+
+static void window_cost_follows_a_price_that_changes_during_the_window_on_h200(void **state) {
+  (void)state;
+  cost_follows_a_price_that_changes("h200");
+}
+
+/* A provider that answers 500, malformed JSON or too slowly from the start: the window has its
+ * energy (the truth's, within 1 % on the models: an idle GPU, a window of 0.2 to 0.3 s) and no
+ * grams, with the reason. */
+static void without_any_factor(const char *hw) {
   fixture f;
-  fx_open(&f, 1);
+  fx_open_hw(&f, 1, hw);
   struct {
     const char *raw;
     int status;
@@ -680,11 +767,14 @@ static void window_without_any_factor_has_energy_and_an_error(void **state) {
     s.delay_s = cases[i].delay;
     zeus_grid *g = em_open(&s, 0.3);
     zeus_grid_monitor *gm = gm_open(&f, g, 0.05, 0);
+    double e0 = true_energy(&f, 0);
     assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "w"));
     sleep_s(0.2);
     zeus_grid_measurement r;
     assert_zeus_ok(zeus_grid_monitor_end_window(gm, "w", &r));
-    print_message("case %zu: %s\n", i, r.error);
+    double truth = true_energy(&f, 0) - e0;
+    print_message("%s case %zu: %.3f J, truth %.3f J: %s\n", hw, i, r.energy.gpu_energy_j[0], truth, r.error);
+    assert_true(fabs(r.energy.gpu_energy_j[0] - truth) <= (strcmp(hw, "ideal") ? 0.01 : 0) * truth + 0.2);
     assert_false(r.valid);
     assert_int_equal(r.error_code, cases[i].code);
     assert_non_null(strstr(r.error, cases[i].needle));
@@ -698,6 +788,21 @@ static void window_without_any_factor_has_energy_and_an_error(void **state) {
     server_stop(&s);
   }
   fx_close(&f);
+}
+
+static void window_without_any_factor_has_energy_and_an_error(void **state) {
+  (void)state;
+  without_any_factor("ideal");
+}
+
+static void window_without_any_factor_has_energy_and_an_error_on_h100(void **state) {
+  (void)state;
+  without_any_factor("h100");
+}
+
+static void window_without_any_factor_has_energy_and_an_error_on_h200(void **state) {
+  (void)state;
+  without_any_factor("h200");
 }
 
 /* A slow answer within the timeout is waited for; a failure after good answers keeps the last
@@ -757,29 +862,52 @@ static void provider_that_goes_away_is_followed_within_max_age_only(void **state
   fx_close(&f);
 }
 
-/* Windows that overlap each get the grams of their own energy; closing with windows open
- * discards them (and the monitor has none of its own left). */
-static void overlapping_windows_each_get_their_own_grams(void **state) {
-  (void)state;
+/* Windows that overlap each get the grams of their own energy, with the GPU's load stepping up
+ * and back down in both (each window's grams: its own measured energy times the intensity, and its
+ * true energy times the intensity within the model's error); closing with windows open discards
+ * them (and the monitor has none of its own left). */
+static void overlapping_windows_get_their_own_grams(const char *hw) {
   server s;
   server_start(&s);
   server_set(&s, 250, 0.1);
   fixture f;
-  fx_open(&f, 1);
+  fx_open_hw(&f, 1, hw);
   zeus_grid *g = em_open(&s, 2);
   zeus_grid_monitor *gm = gm_open(&f, g, 0.05, 0);
+  double rate;
+  for (int i = 0; i < 100 && zeus_grid_monitor_rate(gm, &rate) != ZEUS_OK; i++) sleep_s(0.01);
+  double t_out0 = true_energy(&f, 0);
   assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "outer"));
-  sleep_s(0.2);
+  sleep_s(0.1);
+  assert_zeus_ok(zeus_sim_gpu_set_load(f.node, 0, true));
+  sleep_s(0.1);
+  double t_in0 = true_energy(&f, 0);
   assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "inner"));
-  sleep_s(0.2);
+  sleep_s(0.1);
+  assert_zeus_ok(zeus_sim_gpu_set_load(f.node, 0, false));
+  sleep_s(0.1);
   zeus_grid_measurement in, out;
   assert_zeus_ok(zeus_grid_monitor_end_window(gm, "inner", &in));
+  double t_in1 = true_energy(&f, 0);
   sleep_s(0.1);
   assert_zeus_ok(zeus_grid_monitor_end_window(gm, "outer", &out));
+  double t_out1 = true_energy(&f, 0);
   assert_true(in.valid && out.valid);
+  double want_in = (t_in1 - t_in0) * 250 / 3.6e6, want_out = (t_out1 - t_out0) * 250 / 3.6e6;
+  print_message("%s: inner %.9g g, want %.9g (off %.3f %%; its energy off %.3f %%)\n", hw, in.gpu[0], want_in,
+                100 * (in.gpu[0] - want_in) / want_in,
+                100 * (in.energy.gpu_energy_j[0] - (t_in1 - t_in0)) / (t_in1 - t_in0));
+  print_message("%s: outer %.9g g, want %.9g (off %.3f %%)\n", hw, out.gpu[0], want_out,
+                100 * (out.gpu[0] - want_out) / want_out);
   assert_true(fabs(in.gpu[0] - in.energy.gpu_energy_j[0] * 250 / 3.6e6) <= 0.01 * in.gpu[0]);
   assert_true(fabs(out.gpu[0] - out.energy.gpu_energy_j[0] * 250 / 3.6e6) <= 0.01 * out.gpu[0]);
-  assert_true(out.gpu[0] > 2 * in.gpu[0] * 0.9);
+  /* Against the truth: on h100 and h200 the sampled source's target for 200-500 ms windows with a
+   * step in the load (5 %, test_monitor_sampled); and 1 % for the truth read a moment outside each
+   * window's bounds (a few ms of full power on a loaded machine). */
+  double step_err = strcmp(hw, "ideal") ? 0.05 : 0;
+  assert_true(fabs(in.gpu[0] - want_in) <= (step_err + 0.01) * want_in);
+  assert_true(fabs(out.gpu[0] - want_out) <= (step_err + 0.01) * want_out);
+  assert_true(out.gpu[0] > in.gpu[0] * 1.2);
   assert_zeus_ok(zeus_grid_monitor_begin_window(gm, "left open"));
   assert_int_equal(zeus_monitor_num_windows(f.mon), 2); /* the window and its segment */
   zeus_grid_monitor_close(gm);
@@ -787,6 +915,21 @@ static void overlapping_windows_each_get_their_own_grams(void **state) {
   zeus_grid_close(g);
   fx_close(&f);
   server_stop(&s);
+}
+
+static void overlapping_windows_each_get_their_own_grams(void **state) {
+  (void)state;
+  overlapping_windows_get_their_own_grams("ideal");
+}
+
+static void overlapping_windows_each_get_their_own_grams_on_h100(void **state) {
+  (void)state;
+  overlapping_windows_get_their_own_grams("h100");
+}
+
+static void overlapping_windows_each_get_their_own_grams_on_h200(void **state) {
+  (void)state;
+  overlapping_windows_get_their_own_grams("h200");
 }
 
 /* Without a monitor of the caller's the grid monitor opens its own on the GPUs asked for (here the
@@ -899,9 +1042,17 @@ int main(int argc, char **argv) {
       cmocka_unit_test(api_key_is_in_no_error_and_no_log),
       cmocka_unit_test(window_grams_follow_an_intensity_that_changes_during_the_window),
       cmocka_unit_test(window_cost_follows_a_price_that_changes_during_the_window),
+      cmocka_unit_test(window_grams_follow_an_intensity_that_changes_during_the_window_on_h100),
+      cmocka_unit_test(window_grams_follow_an_intensity_that_changes_during_the_window_on_h200),
+      cmocka_unit_test(window_cost_follows_a_price_that_changes_during_the_window_on_h100),
+      cmocka_unit_test(window_cost_follows_a_price_that_changes_during_the_window_on_h200),
       cmocka_unit_test(window_without_any_factor_has_energy_and_an_error),
+      cmocka_unit_test(window_without_any_factor_has_energy_and_an_error_on_h100),
+      cmocka_unit_test(window_without_any_factor_has_energy_and_an_error_on_h200),
       cmocka_unit_test(provider_that_goes_away_is_followed_within_max_age_only),
       cmocka_unit_test(overlapping_windows_each_get_their_own_grams),
+      cmocka_unit_test(overlapping_windows_each_get_their_own_grams_on_h100),
+      cmocka_unit_test(overlapping_windows_each_get_their_own_grams_on_h200),
       cmocka_unit_test(grid_monitor_opens_its_own_monitor_on_the_gpus_asked_for),
 #if ZEUS_HAVE_EXPORTER
       cmocka_unit_test(exporter_serves_the_last_fetched_intensity_and_price),

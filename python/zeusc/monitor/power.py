@@ -210,7 +210,7 @@ def _value_error_class():
     return ZeusValueError
 
 
-@guard_methods()
+@guard_methods("measurement_domains")
 class PowerMonitor(_Timelines):
     """Monitors GPU power in several domains over time, sampled by a libzeus thread.
 
@@ -227,7 +227,8 @@ class PowerMonitor(_Timelines):
             process's default GPUs.
 
     Attributes:
-        gpu_indices, update_period, supported_domains (the sampled :class:`PowerDomain` list).
+        gpu_indices, update_period, supported_domains (the sampled :class:`PowerDomain` list;
+        also under the original's name, measurement_domains).
     """
 
     def __init__(self, gpu_indices: list[int] | None = None, update_period: float | None = None,
@@ -256,6 +257,11 @@ class PowerMonitor(_Timelines):
         self.supported_domains: List[PowerDomain] = [d for d in PowerDomain if mask & (1 << _C_DOMAIN[d])]
         logger.info("Monitoring power of GPUs %s in domains %s", self.gpu_indices,
                     [d.value for d in self.supported_domains])
+
+    @property
+    def measurement_domains(self) -> List[PowerDomain]:
+        """The original's name for the sampled domains (supported_domains)."""
+        return self.supported_domains
 
     def get_power_timeline(
         self,
