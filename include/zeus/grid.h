@@ -22,9 +22,11 @@
  *   zeus_grid_monitor  measurement windows on a zeus_monitor whose energy is multiplied by the
  *     provider's factor: a thread fetches the factor every poll_interval_s, and at each fetch ends
  *     every open window's current segment (the energy since the previous fetch, per GPU, CPU
- *     package and DRAM zone) and adds that energy times the factor just fetched. A window's
- *     grams or cost are the sum over its segments, so a factor that changes during a window is
- *     followed to within one poll interval.
+ *     package and DRAM zone) and adds that energy times the factor just fetched. A segment's
+ *     energy is added once the monitor's estimate at its cuts is final (about 1 s later, or when
+ *     the window ends), so that on GPUs whose sensors tick (docs/sim.md) the segments add up to
+ *     the window's energy. A window's grams or cost are the sum over its segments, so a factor
+ *     that changes during a window is followed to within one poll interval.
  *
  * Base URL: opts->url, else the environment (ZEUS_ELECTRICITYMAPS_URL, ZEUS_OPENEI_URL), else the
  * public service (https://api.electricitymap.org, https://api.openei.org). API key: opts->api_key,

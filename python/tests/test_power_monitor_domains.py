@@ -70,3 +70,23 @@ def test_get_energy_without_either_device_domain_raises(stepped):
         average_only.get_energy(t0, t1)
     with pytest.raises(ValueError, match="device_average is not being monitored"):
         average_only.get_energy(t0, t1, power_domain="device_average")
+
+
+def test_power_domains_is_the_fourth_positional_argument_and_checked_as_the_originals(sim_env):
+    """As the original's PowerMonitor(gpu_indices, update_period, max_samples_per_gpu,
+    power_domains): the fourth positional argument; an empty list, or a domain the GPUs cannot read
+    (no simulated GPU reads memory power), is a ValueError naming it."""
+    sim_env(gpus=1, clock="wall")
+    dev = Devices(backend="sim", all_devices=True)
+    try:
+        pm = PowerMonitor(None, 0.01, None, ["device_average"], devices=dev)
+        try:
+            assert pm.measurement_domains == [PowerDomain.DEVICE_AVERAGE]
+        finally:
+            pm.close()
+        with pytest.raises(ValueError, match="must be either `None` or non-empty"):
+            PowerMonitor(None, 0.01, None, [], devices=dev)
+        with pytest.raises(ValueError, match=r"\['memory_average'\] are not all supported"):
+            PowerMonitor(None, 0.01, None, ["memory_average"], devices=dev)
+    finally:
+        dev.close()

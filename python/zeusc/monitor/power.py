@@ -28,6 +28,7 @@ from typing import Dict, List, Literal, Optional, Tuple
 
 from .. import _lib
 from .._closeable import Closeable, guard_methods
+from ..exceptions import ZeusNotSupportedError
 
 logger = logging.getLogger("zeusc.monitor.power")
 
@@ -232,7 +233,7 @@ class PowerMonitor(_Timelines):
     """
 
     def __init__(self, gpu_indices: list[int] | None = None, update_period: float | None = None,
-                 max_samples_per_gpu: int | None = None, *, power_domains=None, devices=None) -> None:
+                 max_samples_per_gpu: int | None = None, power_domains=None, *, devices=None) -> None:
         self._pm = c_void_p()
         if gpu_indices is not None and not gpu_indices:
             raise ValueError("`gpu_indices` must be either `None` or non-empty")
@@ -250,9 +251,16 @@ class PowerMonitor(_Timelines):
             for d in power_domains:
                 mask |= 1 << _C_DOMAIN[_domain(d)]
             if not mask:
-                raise ValueError("power_domains must name at least one domain")
+                raise ValueError("`power_domains` must be either `None` or non-empty")
         self.update_period = float(update_period)
-        self._open(gpu_indices, devices, mask, self.update_period, 0.0, max_samples_per_gpu)
+        try:
+            self._open(gpu_indices, devices, mask, self.update_period, 0.0, max_samples_per_gpu)
+        except ZeusNotSupportedError as e:
+            if power_domains is None:
+                raise
+            # The original refuses a requested domain the GPUs cannot read with a ValueError.
+            names = [_domain(d).value for d in power_domains]
+            raise ValueError(f"Requested power domains {names} are not all supported by the current GPUs: {e}") from e
         mask = self._lib.zeus_power_monitor_domains(self._pm)
         self.supported_domains: List[PowerDomain] = [d for d in PowerDomain if mask & (1 << _C_DOMAIN[d])]
         logger.info("Monitoring power of GPUs %s in domains %s", self.gpu_indices,
