@@ -383,6 +383,13 @@ if ZEUS_GPU_BACKEND=sim ZEUS_SIM_HARDWARE=h200 "$ZEUS" gpus >/dev/null 2>&1; the
   expect_check_fails "window-accuracy on h200 cut to 6 s: fewer than two phase cycles fails phase_cycles" \
     "d['checks']['phase_cycles'] is False and d['phase']['cycles_covered'] < 2 and d['checks']['phase_fit']" --busy -- \
     PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h200 "${PYTHON:-$PY}" "$SRC/scripts/gpu_check_window.py" --gpu 1 --min-s 6 --max-s 6
+  # Power ticks that are no clock on the fake, not only in the synthetic tick lists above: each
+  # change of the power shows 0-40 ms late (a delay drawn anew per change), so the ticks fall a
+  # median ~14 ms from where the phase and drift put them (the honest run above: under 1 ms)
+  # against a 5 ms bound, and phase_fit fails; the counter is honest and still ticks.
+  expect_check_fails "window-accuracy on h200: power changes shown 0-40 ms late (FAKE_NVML_LIE=power_late:40) fail phase_fit" \
+    "d['checks']['phase_fit'] is False and d['phase']['fit_median_error_s'] > 0.005 and d['checks']['counter_ticks']" --busy -- \
+    PYTHONPATH="$SRC/python" ZEUS_SIM_HARDWARE=h200 FAKE_NVML_LIE=power_late:40 "${PYTHON:-$PY}" "$SRC/scripts/gpu_check_window.py" --gpu 1 --quick
   rm -f "$tmp/state"
   ZEUS_SIM_HARDWARE=h200 bash "$GC" --zeus "$ZEUS" --out "$tmp/h200-run" --quick >"$tmp/h200-run.out" 2>&1
   rc=$?

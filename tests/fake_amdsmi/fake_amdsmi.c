@@ -63,7 +63,8 @@
  *                               counter_skips_tick, counter_frozen, counter_gains:<f>,
  *                               counter_late:<ms> act on the engine's counter in mJ before
  *                               amdsmi_get_energy_count turns it into ticks; power_scaled:<f> scales amdsmi_get_power_info's current and
- *                               average power (mW, before rounding to W); clock_frozen keeps
+ *                               average power (mW, before rounding to W); power_late:<ms>
+ *                               delays each change of both (before power_scaled); clock_frozen keeps
  *                               amdsmi_get_clock_info's GFX clk at its first reading (locks still
  *                               act on the work and the power). fakeAmdsmiTrueEnergy stays true.
  * A malformed control makes amdsmi_init fail with UNKNOWN_ERROR and one line on stderr.
@@ -637,6 +638,13 @@ amdsmi_status_t amdsmi_get_power_info(amdsmi_processor_handle h, amdsmi_power_in
   if ((r = engine(zeus_sim_gpu_instant_power(node, gpu, &now_mw)))) return r;
   if ((r = engine(zeus_sim_gpu_average_power(node, gpu, &avg_mw)))) return r;
   if ((r = engine(zeus_sim_gpu_get_power_limit(node, gpu, &limit_mw)))) return r;
+  if (g_lie.power_late_s > 0) { /* FAKE_AMDSMI_LIE=power_late:<ms> */
+    double now = zeus_sim_now(node), tick = fake_power_tick(node, gpu, now);
+    pthread_mutex_lock(&g_mu);
+    now_mw = fake_lie_power_late(&g_lie, gpu, FAKE_POWER_INSTANT, now_mw, now, tick);
+    avg_mw = fake_lie_power_late(&g_lie, gpu, FAKE_POWER_AVERAGE, avg_mw, now, tick);
+    pthread_mutex_unlock(&g_mu);
+  }
   now_mw = fake_lie_power(&g_lie, now_mw); /* FAKE_AMDSMI_LIE=power_scaled:<f> */
   avg_mw = fake_lie_power(&g_lie, avg_mw);
   memset(info, 0, sizeof *info);

@@ -209,10 +209,23 @@ static inline void fake_busy_poll(const char *path, zeus_sim_node *n, unsigned c
  * Every GPU of the node lies alike; the engine's ground truth stays true. The lies act on the
  * engine's figures before a fake converts them to its vendor's units: the energy counter in mJ,
  * power in mW, the SM (GFX) clock in MHz. */
-#define FAKE_LATE_MAX 8 /* counter_late: changes waiting to show, per GPU */
+#define FAKE_LATE_MAX 8 /* counter_late, power_late: changes waiting to show, per GPU and reading */
+/* power_late: the readings it delays (each its own changes, the same delay for one tick's). */
+enum { FAKE_POWER_INSTANT, FAKE_POWER_AVERAGE, FAKE_POWER_KINDS };
+/* power_late: one power reading of one GPU: the value shown, and the changes not shown yet. */
+typedef struct fake_late_power {
+  bool seen;                 /* a first reading was taken */
+  unsigned raw, shown;       /* the engine's reading at the last change, the reading shown (mW) */
+  double tick;               /* the node time of the last change's tick */
+  unsigned v[FAKE_LATE_MAX]; /* changes waiting: value (mW), node time it shows */
+  double at[FAKE_LATE_MAX];
+  unsigned n;
+} fake_late_power;
 typedef struct fake_lie {
   bool skip, counter_frozen, clock_frozen;
   double late_s;                        /* counter_late: the most a change shows late (s); 0: off */
+  double power_late_s;                  /* power_late: the most a change shows late (s); 0: off */
+  fake_late_power plate[ZEUS_MAX_GPUS][FAKE_POWER_KINDS];
   double power;                         /* power_scaled factor; 1: off */
   double gain;                          /* counter_gains: per second; 0: off */
   double t0;                            /* node time at init (counter_gains) */
@@ -261,6 +274,14 @@ static inline bool fake_parse_lie(const char *who, const char *var, const char *
         return false;
       }
       l->late_s = ms / 1000.0;
+    } else if (strncmp(lie, "power_late:", 11) == 0) {
+      char *end;
+      double ms = strtod(lie + 11, &end);
+      if (*end || !(ms > 0) || ms > 10000) {
+        fprintf(stderr, "%s: %s power_late '%s' is not a number of ms in (0, 10000]\n", who, var, lie + 11);
+        return false;
+      }
+      l->power_late_s = ms / 1000.0;
     } else if (strncmp(lie, "power_scaled:", 13) == 0) {
       char *end;
       double f = strtod(lie + 13, &end);
@@ -271,7 +292,7 @@ static inline bool fake_parse_lie(const char *who, const char *var, const char *
       l->power = f;
     } else {
       fprintf(stderr, "%s: %s '%s' is not counter_skips_tick, counter_frozen, counter_gains:<f>, counter_late:<ms>, "
-              "clock_frozen or power_scaled:<factor>\n", who, var, lie);
+              "clock_frozen, power_scaled:<factor> or power_late:<ms>\n", who, var, lie);
       return false;
     }
   }
@@ -344,6 +365,63 @@ static inline uint64_t fake_lie_counter(fake_lie *l, unsigned gpu, uint64_t raw,
     raw -= l->lost[gpu];
   }
   return raw;
+}
+
+/* The node time of the power readings' last tick on GPU `gpu`, for power_late: the engine's newest
+ * power tick where the readings refresh at ticks (zeus_sim_gpu_power_ticks_since), else `now`
+ * (a reading that moves with the work changes when it is read). Call it after the reading. */
+static inline double fake_power_tick(zeus_sim_node *n, unsigned gpu, double now) {
+  zeus_sim_hardware hw;
+  zeus_sim_tick tk;
+  if (zeus_sim_gpu_hardware(n, gpu, &hw) != ZEUS_OK || !hw.power_at_ticks) return now;
+  if (zeus_sim_gpu_power_ticks_since(n, gpu, -INFINITY, &tk, 1) != 1) return now;
+  return fmin(tk.t_s, now);
+}
+
+/* A power reading (mW; `kind` FAKE_POWER_INSTANT or FAKE_POWER_AVERAGE) as a GPU with
+ * power_late:<ms> shows it, from the engine's reading `mw` at node time `now` (`tick`: the node
+ * time of the power's last tick, fake_power_tick): each change shows late, by a delay drawn anew
+ * for every change in [0, ms) after its tick, a function of the tick's time and the GPU only (so
+ * the same in every run on the same ticks, and the same for one tick's instant and average power).
+ * A change is a reading that differs from the last change's, at a tick after the last change's: a
+ * reader that raced another to the lock with an older reading adds none. Too many changes waiting
+ * (a delay longer than FAKE_LATE_MAX ticks): the oldest shows now. */
+static inline unsigned fake_lie_power_late(fake_lie *l, unsigned gpu, unsigned kind, unsigned mw, double now,
+                                           double tick) {
+  if (!(l->power_late_s > 0) || gpu >= ZEUS_MAX_GPUS || kind >= FAKE_POWER_KINDS) return mw;
+  fake_late_power *s = &l->plate[gpu][kind];
+  tick = fmin(tick, now);
+  if (!s->seen) {
+    s->seen = true;
+    s->raw = s->shown = mw;
+    s->tick = tick;
+    return mw;
+  }
+  if (mw != s->raw && tick > s->tick) {
+    if (s->n == FAKE_LATE_MAX) {
+      s->shown = s->v[0];
+      memmove(&s->v[0], &s->v[1], (s->n - 1) * sizeof s->v[0]);
+      memmove(&s->at[0], &s->at[1], (s->n - 1) * sizeof s->at[0]);
+      s->n--;
+    }
+    uint64_t key = (uint64_t)llround(tick * 1e6) * ZEUS_MAX_GPUS + gpu;
+    s->v[s->n] = mw;
+    s->at[s->n] = tick + l->power_late_s * fake_lie_unit(key ^ 0x706f7765726c6174ull /* "powerlat" */);
+    s->n++;
+    s->raw = mw;
+    s->tick = tick;
+  }
+  /* The newest change due by now shows (a power reading is its last tick's, not a sum). */
+  unsigned due = 0;
+  for (unsigned i = 0; i < s->n; i++)
+    if (s->at[i] <= now) due = i + 1;
+  if (due) {
+    s->shown = s->v[due - 1];
+    s->n -= due;
+    memmove(&s->v[0], &s->v[due], s->n * sizeof s->v[0]);
+    memmove(&s->at[0], &s->at[due], s->n * sizeof s->at[0]);
+  }
+  return s->shown;
 }
 
 /* A power reading (mW) as the lying GPU shows it (power_scaled:<f>). */

@@ -93,7 +93,12 @@
  *       counter_late:<ms>   each change of the energy counter shows late, by a delay drawn anew for
  *                           every change in [0, <ms>) (0 < ms <= 10000) after the engine's
  *                           tick: no energy is lost, but a change's time no longer says when
- *                           its energy was drawn (a counter published on an irregular schedule).
+ *                           its energy was drawn (a counter published on an irregular schedule);
+ *       power_late:<ms>     each change of the instant and of the average power (at the engine's
+ *                           power tick) shows late, by a delay drawn anew for every change in
+ *                           [0, <ms>) (0 < ms <= 10000; one tick's two readings alike): the
+ *                           power's ticks no longer fall on a clock (a reading published on an
+ *                           irregular schedule).
  * ZEUS_SIM_HARDWARE=h100 (or a profile file, see zeus/sim.h) gives every GPU the measured
  * hardware's behaviour through the engine: readings that move on a ~100 ms tick, calls that cost
  * their measured time (the energy counter 3.3 ms), settings that take effect late.
@@ -318,8 +323,17 @@ static uint64_t lie_counter(zeus_sim_node *node, unsigned gpu, uint64_t raw) {
   return raw;
 }
 
-/* A power reading (mW) as the lying GPU shows it. */
-static unsigned lie_power(unsigned mw) { return fake_lie_power(&g_lie, mw); }
+/* A power reading (mW; kind FAKE_POWER_INSTANT or FAKE_POWER_AVERAGE) as the lying GPU shows it,
+ * from the engine's reading (power_late first, on the engine's mW, then power_scaled). */
+static unsigned lie_power(zeus_sim_node *node, unsigned gpu, unsigned kind, unsigned mw) {
+  if (g_lie.power_late_s > 0) {
+    double now = zeus_sim_now(node), tick = fake_power_tick(node, gpu, now);
+    pthread_mutex_lock(&g_mu);
+    mw = fake_lie_power_late(&g_lie, gpu, kind, mw, now, tick);
+    pthread_mutex_unlock(&g_mu);
+  }
+  return fake_lie_power(&g_lie, mw);
+}
 
 /* The injected answer for this call, or SUCCESS to run it normally. Caller holds g_mu.
  * gpu < 0 for functions without a device. */
@@ -748,7 +762,7 @@ nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t dev, unsigned *mw) {
   if (!mw) return NVML_ERROR_INVALID_ARGUMENT;
   if (module_only(node, gpu)) return NVML_ERROR_NOT_SUPPORTED;
   if ((r = engine(zeus_sim_gpu_instant_power(node, gpu, mw)))) return r;
-  *mw = lie_power(*mw);
+  *mw = lie_power(node, gpu, FAKE_POWER_INSTANT, *mw);
   return NVML_SUCCESS;
 }
 
@@ -764,12 +778,13 @@ nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t dev, int count, nvmlFieldValu
     v->valueType = NVML_VALUE_TYPE_UNSIGNED_INT;
     v->nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
     if (v->scopeId != answered) continue;
+    unsigned kind;
     if (v->fieldId == NVML_FI_DEV_POWER_INSTANT)
-      v->nvmlReturn = engine(zeus_sim_gpu_instant_power(node, gpu, &v->value.uiVal));
+      v->nvmlReturn = engine(zeus_sim_gpu_instant_power(node, gpu, &v->value.uiVal)), kind = FAKE_POWER_INSTANT;
     else if (v->fieldId == NVML_FI_DEV_POWER_AVERAGE)
-      v->nvmlReturn = engine(zeus_sim_gpu_average_power(node, gpu, &v->value.uiVal));
+      v->nvmlReturn = engine(zeus_sim_gpu_average_power(node, gpu, &v->value.uiVal)), kind = FAKE_POWER_AVERAGE;
     else continue;
-    if (v->nvmlReturn == NVML_SUCCESS) v->value.uiVal = lie_power(v->value.uiVal);
+    if (v->nvmlReturn == NVML_SUCCESS) v->value.uiVal = lie_power(node, gpu, kind, v->value.uiVal);
   }
   return NVML_SUCCESS;
 }
