@@ -156,7 +156,10 @@ def test_power_limit_optimizer(plo_lib, replay_env, tmp_path, profile, eta_knob,
         optimum = log.zeus_cost(eta_knob)
         assert isinstance(plo.state, Done)
         assert plo.state.optimal_power_limit == optimum * 1000
-        want = [(g, w * 1000) for w in expected_limit_sequence(log.power_limits, per_epoch, optimum)
+        # The GPUs start at the maximum, so the optimizer's first set (the maximum) writes nothing.
+        want = [(g, w * 1000)
+                for w in tu.nvml_writes(expected_limit_sequence(log.power_limits, per_epoch, optimum),
+                                        max(log.power_limits))
                 for g in sorted(monitor.gpu_indices)]
         assert tu.read_setter_log(replay_env.log) == want
         assert saved.exists()
@@ -169,7 +172,11 @@ def test_power_limit_optimizer(plo_lib, replay_env, tmp_path, profile, eta_knob,
             assert temp.state.optimal_power_limit == w * 1000, (type(sel).__name__, vars(sel))
             temp.close()
 
-        # loading the saved profile sets the optimum on every GPU at once, and nothing else
+        # loading the saved profile sets the optimum on every GPU at once, and nothing else; the
+        # GPUs hold another limit first, since NVML writes nothing for the limit a GPU holds
+        other = max(log.power_limits) if optimum != max(log.power_limits) else min(log.power_limits)
+        for g in sorted(monitor.gpu_indices):
+            dev.set_power_limit(g, other * 1000)
         before = len(tu.read_setter_log(replay_env.log))
         plo2 = GlobalPowerLimitOptimizer(monitor, optimum_selector=ZeusCost(eta_knob=eta_knob,
                                                                             world_size=len(monitor.gpu_indices)),

@@ -220,7 +220,8 @@ def test_profile_file_is_saved_and_reloaded_with_every_selector(plo_lib, fake, m
                 assert r.limits() == [opt.optimal_power_limit // 1000] * r.n
                 applied = r.calls()[before:]
                 w = opt.optimal_power_limit // 1000
-                assert applied == expand([w], r.n)  # set at construction on every GPU, as the original
+                # set at construction on every GPU, as the original; NVML writes only a change
+                assert applied == expand(tu.nvml_writes([w], r.initial_w), r.n)
                 opt.on_step_begin()
                 opt.on_epoch_end()
                 assert r.calls()[before:] == applied  # Done does nothing
@@ -481,10 +482,12 @@ def test_save_profile_round_trips_and_rejects_nothing_to_save(plo_lib, tmp_path)
 
 
 def test_permission_error_when_the_gpu_refuses(plo_lib, fake, monkeypatch, tmp_path):
-    monkeypatch.setenv("FAKE_NVML_INJECT", "nvmlDeviceSetPowerManagementLimit:NO_PERMISSION")
+    monkeypatch.setenv("FAKE_NVML_INJECT",
+                       "nvmlDeviceSetPowerManagementLimit:NO_PERMISSION;nvmlDeviceSetPersistenceMode:NO_PERMISSION")
     with fake.devices(all_devices=True) as dev:
         mon = ZeusMonitor(devices=dev, cpu_indices=[])
-        # The maximum is set at construction even on a GPU already there (as the original), so
+        # The maximum is set at construction (as the original), though NVML writes nothing for it on
+        # a GPU already there, as the original's NVML class; persistence mode goes on there too, so
         # the refusal surfaces at once.
         with pytest.raises(PermissionError, match="(?i)permission|root|CAP_SYS_ADMIN"):
             GlobalPowerLimitOptimizer(mon, wait_steps=0, warmup_steps=0)

@@ -105,6 +105,18 @@ class FakeNvml:
         return self.lib.zeusSimClockNow()
 
 
+def nvml_writes(limits, initial):
+    """The writes NVML sees for a sequence of limits set on a GPU that holds `initial`: the NVML
+    backend, as the original's, writes nothing when the GPU already holds the limit asked."""
+    out = []
+    cur = initial
+    for w in limits:
+        if w != cur:
+            out.append(w)
+            cur = w
+    return out
+
+
 def read_setter_log(path, func="nvmlDeviceSetPowerManagementLimit"):
     """[(gpu, value)] of the successful calls of `func` in a FAKE_NVML_LOG file."""
     out = []
@@ -188,8 +200,9 @@ class PloModel:
     measurement, then WARMUP at the next limit (set at that step begin) or DONE with the optimum
     applied. An epoch ending in WARMUP or PROFILING cancels, puts the maximum back, and retries the
     same limit after the next step begin. The maximum is set on every GPU at construction whatever
-    the GPUs hold (the original's current limit starts unknown); after that the device is called
-    only when the limit changes.
+    the GPUs hold (the original's current limit starts unknown), but NVML is asked to write it only
+    when the GPUs hold another limit (the NVML backend, as the original's, skips a setting equal to
+    the current one); after that the device is called only when the limit changes.
     """
 
     def __init__(self, limits_w, initial_w, wait, warmup, profile, optimum):
@@ -205,7 +218,6 @@ class PloModel:
         self.left = wait + 1
         self.measured = []       # limits whose window completed, in order
         self.attempts = {}       # limit -> number of times its window began
-        self.cur = None          # unknown: the first set calls the device whatever it holds
         self._set(self.max)
 
     def _set(self, w):

@@ -277,8 +277,12 @@ static int nv_get_pl(void *st, unsigned i, unsigned *mw) {
   return r ? nv_fail(s, r, i, "reading the power limit") : ZEUS_OK;
 }
 
+/* Setting what is already set writes nothing, as the original does: no privilege is needed for it
+ * and NVML sees no needless write. A failed read falls through to the write, which reports. */
 static int nv_set_pl(void *st, unsigned i, unsigned mw) {
   NV_DEV(s, i, SetPowerManagementLimit, "setting the power limit");
+  unsigned cur;
+  if (s->GetPowerManagementLimit && s->GetPowerManagementLimit(dev, &cur) == NVML_SUCCESS && cur == mw) return ZEUS_OK;
   nvmlReturn_t r = s->SetPowerManagementLimit(dev, mw);
   if (!r) return ZEUS_OK;
   char what[64];
@@ -297,6 +301,10 @@ static int nv_get_pm(void *st, unsigned i, bool *enabled) {
 
 static int nv_set_pm(void *st, unsigned i, bool enabled) {
   NV_DEV(s, i, SetPersistenceMode, "setting persistence mode");
+  nvmlEnableState_t cur;
+  if (s->GetPersistenceMode && s->GetPersistenceMode(dev, &cur) == NVML_SUCCESS &&
+      (cur == NVML_FEATURE_ENABLED) == enabled)
+    return ZEUS_OK;
   nvmlReturn_t r = s->SetPersistenceMode(dev, enabled ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED);
   return r ? nv_fail(s, r, i, enabled ? "enabling persistence mode" : "disabling persistence mode") : ZEUS_OK;
 }

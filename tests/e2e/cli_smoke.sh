@@ -57,19 +57,23 @@ CUDA_VISIBLE_DEVICES=99999999999999999999 expect_err_has "huge CUDA_VISIBLE_DEVI
 CUDA_VISIBLE_DEVICES=99999999999999999999 expect_out_has "huge CUDA_VISIBLE_DEVICES entry shows no GPU" \
   "0 visible GPUs" "$ZEUS" gpus
 # gpus reset turns persistence mode off (on real GPUs through NVML: the fake library logs the call).
+# The fake GPUs start with it on (FAKE_NVML_STATE): NVML is not asked to set what a GPU already has.
 if [ -n "${FAKE_NVML:-}" ]; then
   nvlog=$(mktemp)
-  ZEUS_GPU_BACKEND=nvml ZEUS_NVML_LIBRARY="$FAKE_NVML" FAKE_NVML_LOG="$nvlog" "$ZEUS" gpus reset >/dev/null 2>&1 \
-    || fail "gpus reset on the fake NVML failed"
+  nvstate=$(mktemp)
+  printf 'gpu %s power_limit_mw 300000 persistence 1 sm_lock 0 0 mem_lock 0 0\n' 0 1 >"$nvstate"
+  ZEUS_GPU_BACKEND=nvml ZEUS_NVML_LIBRARY="$FAKE_NVML" FAKE_NVML_LOG="$nvlog" FAKE_NVML_STATE="$nvstate" "$ZEUS" gpus reset \
+    >/dev/null 2>&1 || fail "gpus reset on the fake NVML failed"
   if grep -q '^nvmlDeviceSetPersistenceMode 0 0 -> 0$' "$nvlog" && grep -q '^nvmlDeviceSetPersistenceMode 1 0 -> 0$' "$nvlog"
   then pass "gpus reset turns persistence mode off on every GPU"
   else fail "gpus reset turns persistence mode off on every GPU"; sed 's/^/    /' "$nvlog"; fi
   : > "$nvlog"
-  ZEUS_GPU_BACKEND=nvml ZEUS_NVML_LIBRARY="$FAKE_NVML" FAKE_NVML_LOG="$nvlog" "$ZEUS" gpus reset --persistence keep \
-    >/dev/null 2>&1 || fail "gpus reset --persistence keep failed"
+  printf 'gpu %s power_limit_mw 300000 persistence 1 sm_lock 0 0 mem_lock 0 0\n' 0 1 >"$nvstate"
+  ZEUS_GPU_BACKEND=nvml ZEUS_NVML_LIBRARY="$FAKE_NVML" FAKE_NVML_LOG="$nvlog" FAKE_NVML_STATE="$nvstate" "$ZEUS" gpus reset \
+    --persistence keep >/dev/null 2>&1 || fail "gpus reset --persistence keep failed"
   if grep -q 'SetPersistenceMode' "$nvlog"; then fail "gpus reset --persistence keep leaves persistence mode alone"
   else pass "gpus reset --persistence keep leaves persistence mode alone"; fi
-  rm -f "$nvlog"
+  rm -f "$nvlog" "$nvstate"
 fi
 
 # monitor energy: exit codes pass through, JSON shape, time roughly right

@@ -7,6 +7,8 @@
 set -uo pipefail
 . "$(dirname "$0")/daemon_common.bash"
 
+# The fake GPUs keep their settings across the daemon's restart, as real ones do.
+export FAKE_NVML_STATE=$tmp/gpus.state
 start_daemon
 start_holder a 0 200000
 a=$HOLDER
@@ -17,7 +19,7 @@ grep -q "\"pid\": $b" "$tmp/run/state.json" || die "the state file does not reco
 kill -9 "$DAEMON"; wait "$DAEMON" 2>/dev/null
 kill -9 "$b"; wait "$b" 2>/dev/null   # b exits while the daemon is down
 : >"$LOG"
-start_daemon   # the fake GPUs start afresh; the records say GPU 1 is at 150000 mW
+start_daemon   # GPU 1 is still at 150000 mW, and the records say so
 wait_line "$(pl_line 1 300000)" 1 1.0 >/dev/null || die "b's change was not given back at start"
 grep -q "pid $b (daemon_test_cli) exited while the daemon was down" "$DLOG" || die "the replay is not logged"
 echo "ok - a change of a client that died while the daemon was down is given back at start"
@@ -30,6 +32,7 @@ kill -9 "$a"
 took=$(wait_line "$(pl_line 0 300000)" 1 1.0) || die "a's change not given back within 1 s after the restart"
 echo "ok - and gets it given back ${took} s after it is killed"
 kill -TERM "$DAEMON"; wait "$DAEMON"
+unset FAKE_NVML_STATE
 
 # Without a state file, a crash loses the records (documented).
 : >"$LOG"

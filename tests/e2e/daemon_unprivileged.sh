@@ -49,10 +49,11 @@ for g in 0 1; do
   seq=$(grep "^nvmlDeviceSetPowerManagementLimit $g " "$LOG" | awk '{print $3}' | tr '\n' ' ')
   case "$seq" in
     # The optimizer's first change at open sets the maximum, 300 W, on every GPU (as the original
-    # does, whatever the GPU holds); then each limit is profiled, the optimum is applied (no call
+    # does, whatever the GPU holds), which NVML is not asked to write, since the GPUs hold it (as
+    # the original's NVML class); then each limit is profiled, the optimum is applied (no call
     # when it is the 100 W just profiled), and 300 W is given back at the end.
-    "300000 275000 250000 225000 200000 175000 150000 125000 100000 ${opt}000 300000 ") ;;
-    "300000 275000 250000 225000 200000 175000 150000 125000 100000 300000 ") # the optimum was 100 W or 300 W
+    "275000 250000 225000 200000 175000 150000 125000 100000 ${opt}000 300000 ") ;;
+    "275000 250000 225000 200000 175000 150000 125000 100000 300000 ") # the optimum was 100 W or 300 W
       [ "$opt" = 100 ] || [ "$opt" = 300 ] || die "GPU $g: optimum $opt W never applied";;
     *) die "GPU $g setter sequence: $seq (optimum $opt W)";;
   esac

@@ -609,6 +609,36 @@ static void nvml_no_permission_is_eperm_naming_the_operation_and_root(void **sta
   scratch_free(&s);
 }
 
+/* Setting the value a GPU already has writes nothing, as the original does, so it needs no
+ * privilege; another value still writes and is refused. A failed read falls through to the write. */
+static void nvml_setting_the_current_value_writes_nothing(void **state) {
+  (void)state;
+  reset_env();
+  scratch s;
+  scratch_init(&s);
+  setenv("FAKE_NVML_INJECT", "nvmlDeviceSetPowerManagementLimit:NO_PERMISSION;nvmlDeviceSetPersistenceMode:NO_PERMISSION",
+         1);
+  zeus_devices *d = open_nvml();
+  assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 300000)); /* the default, so the current one */
+  assert_zeus_ok(zeus_gpu_set_persistence_mode(d, 0, false));
+  assert_log(&s, "");
+  assert_zeus_err(zeus_gpu_set_power_limit(d, 0, 200000), ZEUS_EPERM, "setting the power limit");
+  assert_zeus_err(zeus_gpu_set_persistence_mode(d, 0, true), ZEUS_EPERM, "enabling persistence mode");
+  zeus_devices_close(d);
+  assert_log(&s,
+             "nvmlDeviceSetPowerManagementLimit 0 200000 -> 4\n"
+             "nvmlDeviceSetPersistenceMode 0 1 -> 4\n");
+  unlink(s.log);
+
+  /* Persistence mode unreadable: the write happens, as before. */
+  setenv("FAKE_NVML_INJECT", "nvmlDeviceGetPersistenceMode:UNKNOWN;nvmlDeviceSetPersistenceMode:NO_PERMISSION", 1);
+  d = open_nvml();
+  assert_zeus_err(zeus_gpu_set_persistence_mode(d, 0, false), ZEUS_EPERM, "disabling persistence mode");
+  zeus_devices_close(d);
+  assert_log(&s, "nvmlDeviceSetPersistenceMode 0 0 -> 4\n");
+  scratch_free(&s);
+}
+
 static void nvml_not_supported_is_enotsup(void **state) {
   (void)state;
   reset_env();
@@ -974,6 +1004,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(nvml_lock_state_is_what_this_handle_did_else_unknown),
       cmocka_unit_test(nvml_out_of_range_power_limit_is_erange_without_calling_nvml),
       cmocka_unit_test(nvml_no_permission_is_eperm_naming_the_operation_and_root),
+      cmocka_unit_test(nvml_setting_the_current_value_writes_nothing),
       cmocka_unit_test(nvml_not_supported_is_enotsup),
       cmocka_unit_test(nvml_lost_gpu_is_egpulost_then_skipped_while_others_work),
       cmocka_unit_test(nvml_without_energy_counter_reports_unsupported_not_zero),
