@@ -115,10 +115,11 @@ else skip_part "zeus exporter"; fi
 if zeus_has daemon; then
   mkdir -p "$tmp/run"
   : >"$FAKE_AMDSMI_LOG"
+  rm -f "$tmp/daemon.log"  # not the last daemon's "serve: ready" (the start below truncates it late)
   "$ZEUS" daemon serve --log-level info --socket-path "$tmp/run/zeusd.sock" --state-file "$tmp/run/state.json" \
     2>"$tmp/daemon.log" &
   daemon=$!
-  for _ in $(seq 100); do grep -q "serve: ready" "$tmp/daemon.log" && break; sleep 0.05; done
+  for _ in $(seq 100); do grep -q "serve: ready" "$tmp/daemon.log" 2>/dev/null && break; sleep 0.05; done
   if grep -q "serving 2 GPUs (amdsmi)" "$tmp/daemon.log"; then pass "the daemon serves the amdsmi GPUs"
   else fail "the daemon serves the amdsmi GPUs"; cat "$tmp/daemon.log"; fi
   expect_ok "gpus set through the daemon" env -u ZEUS_GPU_BACKEND ZEUSD_SOCK_PATH="$tmp/run/zeusd.sock" \
@@ -135,10 +136,11 @@ amdsmi_set_power_cap 1 0 750000000 -> 0'
   # locally and sends the cap and the clock lock to the daemon's GPU at the same PCI address; the
   # daemon's fake logs them, the client's logs nothing.
   : >"$FAKE_AMDSMI_LOG"
+  rm -f "$tmp/daemon.log"  # not the last daemon's "serve: ready" (the start below truncates it late)
   FAKE_AMDSMI_KFD_NODES= "$ZEUS" daemon serve --log-level info --socket-path "$tmp/run/zeusd.sock" \
     --state-file "$tmp/run/state.json" 2>"$tmp/daemon.log" &
   daemon=$!
-  for _ in $(seq 100); do grep -q "serve: ready" "$tmp/daemon.log" && break; sleep 0.05; done
+  for _ in $(seq 100); do grep -q "serve: ready" "$tmp/daemon.log" 2>/dev/null && break; sleep 0.05; done
   expect_out_has "the client is amdsmi+zeusd" "^backend: amdsmi\+zeusd, 2 visible GPUs" \
     env ZEUSD_SOCK_PATH="$tmp/run/zeusd.sock" FAKE_AMDSMI_KFD_NODES=2,1 FAKE_AMDSMI_LOG="$tmp/client.log" \
     "$ZEUS" gpus
@@ -159,10 +161,11 @@ amdsmi_set_gpu_perf_level 1 0 -> 0'
   kill "$daemon" 2>/dev/null
   wait "$daemon" 2>/dev/null
   # A daemon whose GPUs sit at one address: the client refuses, naming it and the daemon's GPUs.
+  rm -f "$tmp/daemon.log"  # not the last daemon's "serve: ready" (the start below truncates it late)
   FAKE_AMDSMI_BDFS=0000:01:00.0,0000:01:00.0 "$ZEUS" daemon serve --log-level info \
     --socket-path "$tmp/run/zeusd.sock" --state-file "$tmp/run/state.json" 2>"$tmp/daemon.log" &
   daemon=$!
-  for _ in $(seq 100); do grep -q "serve: ready" "$tmp/daemon.log" && break; sleep 0.05; done
+  for _ in $(seq 100); do grep -q "serve: ready" "$tmp/daemon.log" 2>/dev/null && break; sleep 0.05; done
   expect_err_has "two daemon GPUs at one PCI address are refused" \
     "HIP GPU 0 has PCI address 0000:01:00.0, which matches more than one GPU on the zeus daemon" \
     env ZEUSD_SOCK_PATH="$tmp/run/zeusd.sock" "$ZEUS" gpus set --gpus 0 --power-limit 450

@@ -18,9 +18,12 @@ expect_err_has "an unreachable PostgreSQL is named" "postgresql" "$ZEUS" bso-ser
 expect_err_has "an empty --token is refused" "empty token" "$ZEUS" bso-server --port 0 --token ""
 
 start() {
+  # The old server's line must be gone first: the background job truncates the file only when it
+  # runs, and the loop below could read the previous port (a restart then answers 000).
+  rm -f "$tmp/out"
   "$ZEUS" bso-server --port 0 --log-level warn --database "sqlite://$tmp/bso.db" >"$tmp/out" 2>"$tmp/log" &
   srv=$!
-  for _ in $(seq 100); do grep -q "port" "$tmp/out" 2>/dev/null && break; sleep 0.05; done
+  for _ in $(seq 200); do grep -q "port" "$tmp/out" 2>/dev/null && break; sleep 0.05; done
   port=$(awk '{print $NF}' "$tmp/out")
 }
 start
