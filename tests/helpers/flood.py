@@ -25,6 +25,8 @@ import socket
 import sys
 import time
 
+from rawsock import connect
+
 
 def connect_from(where, k, aliases):
     """A TCP connection to HOST:PORT from alias k % aliases of loopback (127.0.0.2 on)."""
@@ -32,16 +34,6 @@ def connect_from(where, k, aliases):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.bind((f"127.0.0.{2 + k % aliases}", 0))
     s.connect((host, int(port)))
-    return s
-
-
-def connect(where):
-    if where.startswith("/"):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(where)
-    else:
-        host, port = where.rsplit(":", 1)
-        s = socket.create_connection((host, int(port)))
     return s
 
 

@@ -15,8 +15,9 @@ then starts the buffer again, after libmicrohttpd's pool reset). Every one must 
 an HTTP status line. Prints one line per unanswered request and a summary; exit 0 when all were
 answered, 1 otherwise."""
 import re
-import socket
 import sys
+
+from rawsock import connect
 
 STATUS = re.compile(rb"HTTP/1\.[01] [1-5][0-9][0-9]")
 
@@ -32,17 +33,6 @@ def folded(half, d, eol, ws):
     req = head + b"X-Pad: " + b"p" * pad + b"\r\n" + b"F:" + after
     assert len(req) == half and req[half - d] == ord(":")
     return req + b"X-After: 1\r\n\r\n"
-
-
-def connect(address):
-    if address.startswith("/"):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(address)
-    else:
-        host, port = address.rsplit(":", 1)
-        s = socket.create_connection((host, int(port)))
-    s.settimeout(10)
-    return s
 
 
 def statuses(s, want):
@@ -73,7 +63,7 @@ def main():
                 for pipelined in (False, True):
                     sent += 1
                     try:
-                        s = connect(address)
+                        s = connect(address, timeout=10)
                         s.sendall(small + req if pipelined else req)
                         got = statuses(s, 2 if pipelined else 1)
                         s.close()

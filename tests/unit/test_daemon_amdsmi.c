@@ -50,9 +50,19 @@ static int setup(void **state) {
   return 0;
 }
 
-/* The daemon on the fake's GPUs in amd-smi's order (bus i + 1 unless bdfs says otherwise),
- * serving these API groups (0: all). */
-static zeus_daemon *start_groups(const char *bdfs, unsigned groups) {
+/* The client's environment: its own fake instance and log, HIP order by these KFD node ids. */
+static void client_env(const char *kfd_nodes) {
+  setenv("ZEUS_AMDSMI_LIBRARY", g_lib, 1);
+  setenv("FAKE_AMDSMI_LOG", g_clog, 1);
+  unlink(g_clog);
+  if (kfd_nodes) setenv("FAKE_AMDSMI_KFD_NODES", kfd_nodes, 1);
+  else unsetenv("FAKE_AMDSMI_KFD_NODES");
+}
+
+/* Where each test starts: the daemon on the fake's GPUs in amd-smi's order (bus i + 1 unless bdfs
+ * says otherwise), serving these API groups (0: all), and the client's environment (client_env:
+ * HIP order by kfd_nodes). */
+static zeus_daemon *serve(const char *bdfs, unsigned groups, const char *kfd_nodes) {
   reset_env();
   if (bdfs) setenv("FAKE_AMDSMI_BDFS", bdfs, 1);
   setenv("ZEUS_AMDSMI_LIBRARY", FAKE_AMDSMI_PATH, 1);
@@ -65,21 +75,20 @@ static zeus_daemon *start_groups(const char *bdfs, unsigned groups) {
   o.devices = &dev;
   o.skip_privilege_check = true;
   o.groups = groups;
-  zeus_daemon *d;
-  assert_zeus_ok(zeus_daemon_open(&d, &o));
+  zeus_daemon *srv;
+  assert_zeus_ok(zeus_daemon_open(&srv, &o));
   unsetenv("FAKE_AMDSMI_BDFS");
-  return d;
+  client_env(kfd_nodes);
+  return srv;
 }
 
-static zeus_daemon *start(const char *bdfs) { return start_groups(bdfs, 0); }
-
-/* The client's environment: its own fake instance and log, HIP order by these KFD node ids. */
-static void client_env(const char *kfd_nodes) {
-  setenv("ZEUS_AMDSMI_LIBRARY", g_lib, 1);
-  setenv("FAKE_AMDSMI_LOG", g_clog, 1);
-  unlink(g_clog);
-  if (kfd_nodes) setenv("FAKE_AMDSMI_KFD_NODES", kfd_nodes, 1);
-  else unsetenv("FAKE_AMDSMI_KFD_NODES");
+/* The client's handle on the amdsmi backend with the test's daemon: the hybrid, "amdsmi+zeusd". */
+static zeus_devices *open_hybrid(void) {
+  zeus_devices_opts o = {.backend = "amdsmi", .daemon = g_spec};
+  zeus_devices *d;
+  assert_zeus_ok(zeus_devices_open(&d, &o));
+  assert_string_equal(zeus_devices_backend(d), "amdsmi+zeusd");
+  return d;
 }
 
 static char *read_log(const char *path) {
@@ -95,17 +104,20 @@ static void assert_log(const char *path, const char *expected) {
   free(got);
 }
 
+/* Where a test ends: the client's amdsmi was asked for no setting (all went to the daemon), and
+ * the daemon goes. */
+static void finish(zeus_daemon *srv) {
+  assert_log(g_clog, "");
+  zeus_daemon_close(srv);
+}
+
 /* HIP numbers the client's GPUs by KFD node (HIP 0 = amd-smi's 1, 1 = 2, 2 = 0), the daemon in
  * amd-smi's order: each setting lands on the daemon's GPU at the client GPU's PCI address, readings
  * stay local, and closing the handle has the daemon put everything back on those same GPUs. */
 static void amdsmi_hybrid_sends_settings_to_the_daemon_gpu_at_the_same_pci_address(void **state) {
   (void)state;
-  zeus_daemon *srv = start(NULL);
-  client_env("7,3,5");
-  zeus_devices_opts o = {.backend = "amdsmi", .daemon = g_spec};
-  zeus_devices *d;
-  assert_zeus_ok(zeus_devices_open(&d, &o));
-  assert_string_equal(zeus_devices_backend(d), "amdsmi+zeusd");
+  zeus_daemon *srv = serve(NULL, 0, "7,3,5");
+  zeus_devices *d = open_hybrid();
   assert_int_equal(zeus_gpu_count(d), 3);
   char pci[32];
   assert_zeus_ok(zeus_gpu_pci_address(d, 0, pci, sizeof pci));
@@ -134,8 +146,7 @@ static void amdsmi_hybrid_sends_settings_to_the_daemon_gpu_at_the_same_pci_addre
              "amdsmi_set_gpu_perf_level 2 0 -> 0\n"   /* the reset */
              "amdsmi_set_gpu_perf_level 0 0 -> 0\n"   /* what the close gives back */
              "amdsmi_set_power_cap 1 0 750000000 -> 0\n");
-  assert_log(g_clog, "");
-  zeus_daemon_close(srv);
+  finish(srv);
 }
 
 /* As the original's ZeusdAMDGPU: a GPU whose address the daemon lacks, or has twice, fails the open
@@ -144,8 +155,7 @@ static void amdsmi_hybrid_fails_naming_the_address_when_the_daemon_has_none_or_t
   (void)state;
   zeus_devices_opts o = {.backend = "amdsmi", .daemon = g_spec};
   zeus_devices *d = NULL;
-  zeus_daemon *srv = start("0000:01:00.0,0000:02:00.0,0000:41:00.0"); /* no 03, where the client has it */
-  client_env(NULL);
+  zeus_daemon *srv = serve("0000:01:00.0,0000:02:00.0,0000:41:00.0", 0, NULL); /* no 03, where the client has it */
   assert_zeus_err(zeus_devices_open(&d, &o), ZEUS_ENOENT, "HIP GPU 2 has PCI address 0000:03:00.0, which is not present");
   assert_non_null(strstr(zeus_errmsg(), "[(0, '0000:01:00.0'), (1, '0000:02:00.0'), (2, '0000:41:00.0')]"));
   assert_non_null(strstr(zeus_errmsg(), g_sock));
@@ -158,13 +168,11 @@ static void amdsmi_hybrid_fails_naming_the_address_when_the_daemon_has_none_or_t
   assert_log(g_dlog, "amdsmi_set_power_cap 1 0 600000000 -> 0\namdsmi_set_power_cap 1 0 750000000 -> 0\n");
   unsetenv("HIP_VISIBLE_DEVICES");
   zeus_daemon_close(srv);
-  srv = start("0000:01:00.0,0000:01:00.0,0000:03:00.0"); /* two GPUs at one address */
-  client_env(NULL);
+  srv = serve("0000:01:00.0,0000:01:00.0,0000:03:00.0", 0, NULL); /* two GPUs at one address */
   assert_zeus_err(zeus_devices_open(&d, &o), ZEUS_ESTATE,
                   "HIP GPU 0 has PCI address 0000:01:00.0, which matches more than one GPU");
   assert_non_null(strstr(zeus_errmsg(), "[(0, '0000:01:00.0'), (1, '0000:01:00.0'), (2, '0000:03:00.0')]"));
-  zeus_daemon_close(srv);
-  assert_log(g_clog, "");
+  finish(srv);
 }
 
 /* The original's ZeusdAMDGPU skips a cap equal to the one amdsmi reads. Here the request still goes
@@ -173,12 +181,8 @@ static void amdsmi_hybrid_fails_naming_the_address_when_the_daemon_has_none_or_t
  * nothing, as its GPU has that cap already, and the client's amdsmi writes nothing either. */
 static void amdsmi_hybrid_power_cap_equal_to_the_current_one_is_held_without_a_write(void **state) {
   (void)state;
-  zeus_daemon *srv = start(NULL);
-  client_env(NULL);
-  zeus_devices_opts o = {.backend = "amdsmi", .daemon = g_spec};
-  zeus_devices *d, *other;
-  assert_zeus_ok(zeus_devices_open(&d, &o));
-  assert_zeus_ok(zeus_devices_open(&other, &o));
+  zeus_daemon *srv = serve(NULL, 0, NULL);
+  zeus_devices *d = open_hybrid(), *other = open_hybrid();
   assert_zeus_ok(zeus_gpu_set_power_limit(d, 0, 750000)); /* the MI300X's cap now */
   assert_log(g_dlog, "");
   assert_zeus_err(zeus_gpu_set_power_limit(other, 0, 600000), ZEUS_EBUSY, "held by");
@@ -187,8 +191,7 @@ static void amdsmi_hybrid_power_cap_equal_to_the_current_one_is_held_without_a_w
   assert_zeus_ok(zeus_gpu_set_power_limit(other, 0, 600000)); /* given back with the handle */
   zeus_devices_close(other);
   assert_log(g_dlog, "amdsmi_set_power_cap 0 0 600000000 -> 0\namdsmi_set_power_cap 0 0 750000000 -> 0\n");
-  assert_log(g_clog, "");
-  zeus_daemon_close(srv);
+  finish(srv);
 }
 
 /* Resetting one clock domain is not refused (the original refuses it: AMD resets both at once);
@@ -198,11 +201,8 @@ static void amdsmi_hybrid_power_cap_equal_to_the_current_one_is_held_without_a_w
  * client's. */
 static void amdsmi_hybrid_clock_resets_one_domain_and_then_all_go_to_the_daemon(void **state) {
   (void)state;
-  zeus_daemon *srv = start(NULL);
-  client_env("7,3,5");
-  zeus_devices_opts o = {.backend = "amdsmi", .daemon = g_spec};
-  zeus_devices *d;
-  assert_zeus_ok(zeus_devices_open(&d, &o));
+  zeus_daemon *srv = serve(NULL, 0, "7,3,5");
+  zeus_devices *d = open_hybrid();
   assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 1000, 1200));
   assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(d, 0, 900, 900));
   assert_zeus_ok(zeus_gpu_reset_locked_clocks(d, 0));
@@ -222,8 +222,7 @@ static void amdsmi_hybrid_clock_resets_one_domain_and_then_all_go_to_the_daemon(
              "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0\n"
              "amdsmi_set_gpu_perf_level 1 0 -> 0\n");
   zeus_devices_close(d); /* nothing left to give back */
-  assert_log(g_clog, "");
-  zeus_daemon_close(srv);
+  finish(srv);
 }
 
 /* As the original's ZeusdAMDGPU, which asks the daemon only for gpu-control: with a daemon that
@@ -232,12 +231,8 @@ static void amdsmi_hybrid_clock_resets_one_domain_and_then_all_go_to_the_daemon(
  * the settings, and their giving back, are made by the daemon. */
 static void amdsmi_hybrid_works_with_a_control_only_daemon(void **state) {
   (void)state;
-  zeus_daemon *srv = start_groups(NULL, ZEUS_DAEMON_GPU_CONTROL);
-  client_env(NULL);
-  zeus_devices_opts o = {.backend = "amdsmi", .daemon = g_spec};
-  zeus_devices *d;
-  assert_zeus_ok(zeus_devices_open(&d, &o));
-  assert_string_equal(zeus_devices_backend(d), "amdsmi+zeusd");
+  zeus_daemon *srv = serve(NULL, ZEUS_DAEMON_GPU_CONTROL, NULL);
+  zeus_devices *d = open_hybrid();
   uint64_t mj;
   unsigned mw, c;
   assert_zeus_ok(zeus_gpu_total_energy(d, 0, &mj));
@@ -256,16 +251,14 @@ static void amdsmi_hybrid_works_with_a_control_only_daemon(void **state) {
              "amdsmi_set_gpu_clk_range 1 1000 1200 0 -> 0\n"
              "amdsmi_set_power_cap 0 0 750000000 -> 0\n"
              "amdsmi_set_gpu_perf_level 1 0 -> 0\n");
-  assert_log(g_clog, "");
-  zeus_daemon_close(srv);
+  finish(srv);
 }
 
 /* With a daemon configured and no NVIDIA library, amdsmi (when it lists GPUs) is chosen and wrapped;
  * without amdsmi either, the daemon's GPUs are read remotely as before. */
 static void amdsmi_with_a_daemon_is_chosen_as_the_hybrid_by_itself(void **state) {
   (void)state;
-  zeus_daemon *srv = start(NULL);
-  client_env(NULL);
+  zeus_daemon *srv = serve(NULL, 0, NULL);
   zeus_devices_opts o = {.daemon = g_spec};
   zeus_devices *d;
   assert_zeus_ok(zeus_devices_open(&d, &o));

@@ -6,6 +6,7 @@
 
 #include "pfo_client_testutil.h"
 #include "pfo_http.h"
+#include "test_http_server.h"
 
 static void client_server_down_at_start_fails_after_retries(void **state) {
   (void)state;
@@ -437,56 +438,34 @@ static void client_ranks_finish_while_an_outsider_forges_their_results(void **st
   zeus_pfo_server_close(s);
 }
 
-
-/* A scripted server: answers the registrations, then GET /schedule with `schedule` (any text). */
+/* A scripted server: answers the registrations, then GET /schedule with `schedule` (any text);
+ * after those three, no more. */
 typedef struct scripted {
-  int fd, port;
+  zeus_test_http_server http; /* http.port */
   const char *schedule;
-  pthread_t th;
+  atomic_int served; /* answers other than to the client's presence */
 } scripted;
 
-static void *scripted_main(void *p) {
-  scripted *sv = p;
-  for (int served = 0; served < 3; served++) { /* register_job, register_rank, schedule */
-    int c = accept(sv->fd, NULL, NULL);
-    if (c < 0) return NULL;
-    char req[8192];
-    size_t have = 0;
-    for (;;) { /* headers, then Content-Length bytes */
-      ssize_t r = recv(c, req + have, sizeof req - 1 - have, 0);
-      if (r <= 0) break;
-      have += (size_t)r;
-      req[have] = '\0';
-      char *end = strstr(req, "\r\n\r\n");
-      const char *cl = strcasestr(req, "Content-Length:");
-      if (end && (!cl || have >= (size_t)(end + 4 - req) + strtoul(cl + 15, NULL, 10))) break;
-    }
-    /* The client's presence (GET /presence): answered as a server without the route would, and
-     * not counted. */
-    bool presence = strncmp(req, "GET /presence", 13) == 0;
-    if (presence) served--;
-    const char *body = presence ? "{\"detail\": \"no such route\"}"
-                       : strncmp(req, "POST /register_job", 18) == 0 ? "\"scripted-job\""
-                       : strncmp(req, "POST /register_rank", 19) == 0 ? "null" : sv->schedule;
-    char resp[9000];
-    int n = snprintf(resp, sizeof resp, "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n\r\n%s", presence ? "404 Not Found" : "200 OK", strlen(body), body);
-    if (send(c, resp, (size_t)n, MSG_NOSIGNAL) < 0) { close(c); return NULL; }
-    close(c);
+static void scripted_answer(void *ud, int fd, const zeus_test_http_request *rq) {
+  scripted *sv = ud;
+  /* The client's presence (GET /presence): answered as a server without the route would, and not
+   * counted. */
+  if (strcmp(rq->method, "GET") == 0 && strncmp(rq->path, "/presence", 9) == 0) {
+    zeus_test_http_reply(fd, 404, "application/json", "{\"detail\": \"no such route\"}");
+    return;
   }
-  return NULL;
+  if (atomic_fetch_add(&sv->served, 1) >= 3) return; /* register_job, register_rank, schedule */
+  bool post = strcmp(rq->method, "POST") == 0;
+  const char *body = post && strncmp(rq->path, "/register_job", 13) == 0    ? "\"scripted-job\""
+                     : post && strncmp(rq->path, "/register_rank", 14) == 0 ? "null"
+                                                                            : sv->schedule;
+  zeus_test_http_reply(fd, 200, "application/json", body);
 }
 
 static void scripted_start(scripted *sv, const char *schedule) {
   sv->schedule = schedule;
-  sv->fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t sl = sizeof sa;
-  assert_int_equal(bind(sv->fd, (struct sockaddr *)&sa, sizeof sa), 0);
-  assert_int_equal(listen(sv->fd, 8), 0);
-  assert_int_equal(getsockname(sv->fd, (struct sockaddr *)&sa, &sl), 0);
-  sv->port = ntohs(sa.sin_port);
-  assert_int_equal(pthread_create(&sv->th, NULL, scripted_main, sv), 0);
+  atomic_init(&sv->served, 0);
+  zeus_test_http_start(&sv->http, scripted_answer, sv);
 }
 
 static void client_checks_the_schedule_it_receives(void **state) {
@@ -504,14 +483,13 @@ static void client_checks_the_schedule_it_receives(void **state) {
     scripted sv;
     scripted_start(&sv, cases[i].schedule);
     char url[64];
-    url_of(sv.port, url, sizeof url);
+    url_of(sv.http.port, url, sizeof url);
     zeus_pfo_optimizer_opts o;
     solo_opts(&o, url, 1, d);
     zeus_pfo_optimizer *opt = NULL;
     assert_zeus_err(zeus_pfo_optimizer_open(&opt, &o), cases[i].code, cases[i].needle);
     assert_null(opt);
-    pthread_join(sv.th, NULL);
-    close(sv.fd);
+    zeus_test_http_stop(&sv.http);
     assert_unlocked(d);
   }
   zeus_devices_close(d);

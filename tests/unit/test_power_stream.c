@@ -3,12 +3,9 @@
  * a stall, a refusal, backoff, and a bad server never holding up a good one. */
 #include <math.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdatomic.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
+#include "test_http_server.h"
 #include "test_util.h"
 
 #include "zeus.h"
@@ -81,76 +78,44 @@ static void parse_rejects_what_the_stream_never_sends(void **state) {
 enum { GOOD_CHUNKED, LONG_LINE, GARBAGE, STALL, REFUSE_404, RANDOM };
 
 typedef struct fake {
-  char path[300];
+  zeus_test_http_server http; /* on a Unix socket: http.unix_path; http.accepted: connections */
+  const char *path;           /* http.unix_path */
   int mode;
-  bool time_close; /* GET /time answered with Connection: close, then closed */
-  int lfd;
-  pthread_t th;
-  atomic_bool stop;
-  atomic_int accepted;  /* connections */
+  bool time_close;      /* GET /time answered with Connection: close, then closed */
   atomic_int streams;   /* stream requests answered */
   atomic_int bearer_ok; /* requests that carried the token */
 } fake;
 
 static char g_dir[256];
 
-static void send_str(int fd, const char *s) { (void)!send(fd, s, strlen(s), MSG_NOSIGNAL); }
-
-/* Reads one request's headers (up to the blank line); false when the client went away. */
-static bool read_request(fake *f, int fd, char *buf, size_t cap) {
-  size_t n = 0;
-  buf[0] = '\0';
-  while (!strstr(buf, "\r\n\r\n")) {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (atomic_load(&f->stop)) return false;
-    if (poll(&p, 1, 50) <= 0) continue;
-    ssize_t r = recv(fd, buf + n, cap - n - 1, 0);
-    if (r <= 0) return false;
-    n += (size_t)r;
-    buf[n] = '\0';
-    if (n >= cap - 1) return false;
-  }
-  if (strstr(buf, "Authorization: Bearer s3cret\r\n")) atomic_fetch_add(&f->bearer_ok, 1);
-  return true;
+static void count_bearer(fake *f, const zeus_test_http_request *rq) {
+  if (strstr(rq->head, "Authorization: Bearer s3cret\r\n")) atomic_fetch_add(&f->bearer_ok, 1);
 }
 
-/* Holds the connection until the client closes it or the test ends. */
-static void hold(fake *f, int fd) {
-  char b[256];
-  while (!atomic_load(&f->stop)) {
-    struct pollfd p = {.fd = fd, .events = POLLIN};
-    if (poll(&p, 1, 50) <= 0) continue;
-    if (recv(fd, b, sizeof b, 0) <= 0) return;
-  }
-}
-
-static void chunk(int fd, const char *s) {
-  char h[32];
-  snprintf(h, sizeof h, "%zx\r\n", strlen(s));
-  send_str(fd, h);
-  send_str(fd, s);
-  send_str(fd, "\r\n");
-}
-
-static void serve_one(fake *f, int fd) {
-  char req[4096];
-  if (!read_request(f, fd, req, sizeof req)) return;
-  if (strncmp(req, "GET /time ", 10) == 0) {
+static void serve_one(void *ud, int fd, const zeus_test_http_request *first) {
+  fake *f = ud;
+  zeus_test_http_server *s = &f->http;
+  const zeus_test_http_request *rq = first;
+  zeus_test_http_request next;
+  count_bearer(f, rq);
+  if (strcmp(rq->method, "GET") == 0 && strcmp(rq->path, "/time") == 0 && !rq->query[0]) {
     /* The daemon's clock 5 s behind ours. */
-    char body[64], head[128];
+    char body[64];
     snprintf(body, sizeof body, "{\"timestamp_ms\":%.0f}", (zeus_wall_s() - 5.0) * 1000);
-    snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n%s\r\n",
-             strlen(body), f->time_close ? "Connection: close\r\n" : "");
-    send_str(fd, head);
-    send_str(fd, body);
-    if (f->time_close) return;
-    if (!read_request(f, fd, req, sizeof req)) return;
+    if (f->time_close) {
+      zeus_test_http_reply(fd, 200, "application/json", body);
+      return;
+    }
+    zeus_test_http_reply_keep(fd, 200, "application/json", body);
+    if (!zeus_test_http_next(s, fd, &next)) return;
+    rq = &next;
+    count_bearer(f, rq);
   }
-  if (!strstr(req, "/stream_power")) return;
+  if (!strstr(rq->path, "/stream_power")) return;
   atomic_fetch_add(&f->streams, 1);
   if (f->mode == REFUSE_404) {
-    send_str(fd, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
-    hold(f, fd);
+    zeus_test_http_reply_keep(fd, 404, NULL, "");
+    zeus_test_http_hold(s, fd);
     return;
   }
   if (f->mode == RANDOM) {
@@ -159,7 +124,7 @@ static void serve_one(fake *f, int fd) {
     static unsigned seed = 12345;
     unsigned n = (unsigned)atomic_load(&f->streams);
     const char *heads[] = {"", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "HTTP/1.1 200 OK\r\n\r\n"};
-    send_str(fd, heads[n % 3]);
+    zeus_test_http_send(fd, heads[n % 3]);
     char junk[3000];
     for (size_t i = 0; i < sizeof junk; i++) {
       seed = seed * 1103515245u + 12345u;
@@ -169,74 +134,53 @@ static void serve_one(fake *f, int fd) {
       junk[i] = r % 4 ? alphabet[r % (sizeof alphabet - 1)] : (char)(r & 0xff);
     }
     (void)!send(fd, junk, sizeof junk, MSG_NOSIGNAL);
-    hold(f, fd);
+    zeus_test_http_hold(s, fd);
     return;
   }
   if (f->mode == GOOD_CHUNKED) {
-    send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n");
+    zeus_test_http_reply_stream(fd, "text/event-stream", true);
     /* One event cut across three chunks, a keepalive, a second event: the parser must see through. */
-    chunk(fd, "data: {\"timestamp_ms\":17000000");
-    chunk(fd, "00000,\"gpu_id\":0,\"pow");
-    chunk(fd, "er_mw\":100000}\n\n: keepalive\n\ndata: {\"timestamp_ms\":1700000000500,\"gpu_id\":3,\"power_mw\":250500}\n\n");
+    zeus_test_http_chunk(fd, "data: {\"timestamp_ms\":17000000");
+    zeus_test_http_chunk(fd, "00000,\"gpu_id\":0,\"pow");
+    zeus_test_http_chunk(fd,
+                         "er_mw\":100000}\n\n: keepalive\n\ndata: "
+                         "{\"timestamp_ms\":1700000000500,\"gpu_id\":3,\"power_mw\":250500}\n\n");
     /* then a keepalive every 100 ms */
-    while (!atomic_load(&f->stop)) {
+    while (!zeus_test_http_stopping(s)) {
       struct pollfd p = {.fd = fd, .events = POLLIN};
       if (poll(&p, 1, 100) > 0) {
         char b[64];
         if (recv(fd, b, sizeof b, 0) <= 0) return;
       }
-      chunk(fd, ": keepalive\n\n");
+      zeus_test_http_chunk(fd, ": keepalive\n\n");
     }
     return;
   }
-  send_str(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n");
+  zeus_test_http_reply_stream(fd, "text/event-stream", false);
   if (f->mode == LONG_LINE) {
     char big[2049];
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = '\0';
-    send_str(fd, "data: ");
-    for (int i = 0; i < 5 && !atomic_load(&f->stop); i++) send_str(fd, big); /* 10 KiB, no newline */
+    zeus_test_http_send(fd, "data: ");
+    for (int i = 0; i < 5 && !zeus_test_http_stopping(s); i++) zeus_test_http_send(fd, big); /* 10 KiB, no newline */
   } else if (f->mode == GARBAGE) {
-    send_str(fd, "data: {\"timestamp_ms\":1,\"gpu_id\":0,\"power_mw\":5}\n\ndata: }{ not json\n\n");
+    zeus_test_http_send(fd, "data: {\"timestamp_ms\":1,\"gpu_id\":0,\"power_mw\":5}\n\ndata: }{ not json\n\n");
   } else if (f->mode == STALL) {
-    send_str(fd, "data: {\"timestamp_ms\":1,\"gpu_id\":0,\"power_mw\":5000}\n\n");
+    zeus_test_http_send(fd, "data: {\"timestamp_ms\":1,\"gpu_id\":0,\"power_mw\":5000}\n\n");
   }
-  hold(f, fd);
-}
-
-static void *fake_main(void *arg) {
-  fake *f = arg;
-  while (!atomic_load(&f->stop)) {
-    struct pollfd p = {.fd = f->lfd, .events = POLLIN};
-    if (poll(&p, 1, 50) <= 0) continue;
-    int fd = accept(f->lfd, NULL, NULL);
-    if (fd < 0) continue;
-    atomic_fetch_add(&f->accepted, 1);
-    serve_one(f, fd);
-    close(fd);
-  }
-  return NULL;
+  zeus_test_http_hold(s, fd);
 }
 
 static void fake_start(fake *f, const char *name, int mode) {
+  char path[300];
   memset(f, 0, sizeof *f);
-  snprintf(f->path, sizeof f->path, "%s/%s.sock", g_dir, name);
+  snprintf(path, sizeof path, "%s/%s.sock", g_dir, name);
   f->mode = mode;
-  unlink(f->path);
-  f->lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", f->path);
-  assert_int_equal(bind(f->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
-  assert_int_equal(listen(f->lfd, 16), 0);
-  assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+  zeus_test_http_start_unix(&f->http, path, serve_one, f);
+  f->path = f->http.unix_path;
 }
 
-static void fake_stop(fake *f) {
-  atomic_store(&f->stop, true);
-  pthread_join(f->th, NULL);
-  close(f->lfd);
-  unlink(f->path);
-}
+static void fake_stop(fake *f) { zeus_test_http_stop(&f->http); }
 
 static int setup(void **state) {
   (void)state;
@@ -324,7 +268,7 @@ static void time_answer_that_closes_gets_the_stream_on_a_new_connection(void **s
   assert_zeus_ok(zeus_power_stream_server_status(ps, 0, &st));
   zeus_power_stream_close(ps);
   fake_stop(&f);
-  assert_int_equal(atomic_load(&f.accepted), 2);
+  assert_int_equal(atomic_load(&f.http.accepted), 2);
   assert_int_equal((int)st.failures, 0);
   assert_near(st.clock_offset_s, 5.0, 0.2);
   assert_near(e.timestamp_s, 1700000000.0 + 5.0, 0.2);
