@@ -258,3 +258,93 @@ def test_zeusd_amdgpu_without_a_daemon_says_how_to_name_one(mi300x, monkeypatch)
     monkeypatch.delenv("ZEUSD_HOST_PORT", raising=False)
     with pytest.raises(ZeusGPUInitError, match="ZEUSD_SOCK_PATH"):
         ZeusdAMDGPU(0)
+
+
+def _cli_or_skip():
+    import subprocess
+    cli = os.environ.get("ZEUSC_TEST_ZEUS_CLI") or os.path.join(tu.REPO, "build", "zeus")
+    if not os.path.exists(cli) or subprocess.run([cli, "daemon", "--help"], capture_output=True).returncode != 0:
+        pytest.skip("the zeus CLI with the daemon is not built; set ZEUSC_TEST_ZEUS_CLI")
+    return cli
+
+
+def _signing_key_and_token(tmp_path, scopes):
+    """A signing key for `zeus daemon serve --signing-key-path` and a token of `scopes` under it."""
+    import base64
+    import subprocess
+    key = tmp_path / "signing.key"
+    key.write_bytes(base64.b64encode(os.urandom(32)) + b"\n")
+    key.chmod(0o600)
+    p = subprocess.run([_cli_or_skip(), "daemon", "token", "issue", "--signing-key-path", str(key), "--user", "carol",
+                        "--scope", scopes, "--expires", "1h"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return str(key), p.stdout.strip()
+
+
+ZEUSD_AMD_NO_CONTROL_SCRIPT = r"""
+import os
+from zeusc.device.gpu import ZeusGPUInitError
+from zeusc.device.gpu.amd import AMDGPUs, ZeusdAMDGPU
+from zeusc.utils.zeusd import ZeusdCapabilityError
+sock, missing = os.environ["ZEUSD_SOCK_PATH"], os.environ["MISSING"]
+try:
+    ZeusdAMDGPU(0)
+    raise SystemExit("ZeusdAMDGPU was made without gpu-control")
+except ZeusdCapabilityError as e:
+    assert f"Zeusd at {sock}" in str(e) and "ZeusdAMDGPU 0" in str(e) and "gpu-control" in str(e), e
+    assert missing in str(e), e
+try:
+    AMDGPUs()
+    raise SystemExit("AMDGPUs was made without gpu-control")
+except ZeusGPUInitError as e:
+    assert f"Zeusd at {sock}" in str(e) and missing in str(e), e
+    assert isinstance(e.__cause__, ZeusdCapabilityError), repr(e.__cause__)
+print("done")
+"""
+
+
+def test_zeusd_amdgpu_of_a_daemon_without_gpu_control_fails_at_construction(mi300x, tmp_path):
+    """The original's ZeusdAMDGPU checks the daemon's capabilities when made
+    (require_capabilities(client, control_gpu=True)): a daemon serving gpu-read only is a
+    ZeusdCapabilityError naming the daemon's socket, the GPU and the group missing, before any
+    setting; AMDGPUs raises it as ZeusGPUInitError. Nothing is written anywhere."""
+    run_with_a_daemon(tmp_path, ZEUSD_AMD_NO_CONTROL_SCRIPT, "--enable", "gpu-read",
+                      env={"MISSING": "API group 'gpu-control' is not enabled on this server"})
+    assert not mi300x.exists() or mi300x.read_text() == ""
+
+
+def test_zeusd_amdgpu_with_a_token_without_the_gpu_control_scope_fails_at_construction(mi300x, tmp_path):
+    """The same for a daemon with tokens and a token of scope gpu-read only: the error names the
+    scope missing and the scopes granted."""
+    key, token = _signing_key_and_token(tmp_path, "gpu-read")
+    run_with_a_daemon(tmp_path, ZEUSD_AMD_NO_CONTROL_SCRIPT, "--signing-key-path", key,
+                      env={"ZEUSD_TOKEN": token,
+                           "MISSING": "Token lacks required scope 'gpu-control' (granted: ['gpu-read'])"})
+    assert not mi300x.exists() or mi300x.read_text() == ""
+
+
+ZEUSD_AMD_CONTROL_TOKEN_SCRIPT = r"""
+from zeusc.device.gpu.amd import AMDGPUs, ZeusdAMDGPU
+gpus = AMDGPUs()
+assert all(isinstance(g, ZeusdAMDGPU) for g in gpus.gpus), gpus.gpus
+gpus.set_power_management_limit(0, 450000)     # its read of the cap first is made here, not by the daemon
+assert gpus.get_power_management_limit(0) == 750000   # this process's amdsmi (the daemon's is another)
+gpus.set_gpu_locked_clocks(0, 1200, 1200)
+gpus.close()
+print("done")
+"""
+
+
+def test_zeusd_amdgpu_sets_a_cap_with_a_control_only_token(mi300x, tmp_path):
+    """amdsmi+zeusd with a token of scope gpu-control only (the daemon serving gpu-read to others):
+    reads are local, so the cap is set; libzeus does not ask the daemon for the cap it reads before
+    changing it (a 403 there failed the set)."""
+    key, token = _signing_key_and_token(tmp_path, "gpu-control")
+    run_with_a_daemon(tmp_path, ZEUSD_AMD_CONTROL_TOKEN_SCRIPT, "--signing-key-path", key,
+                      env={"ZEUSD_TOKEN": token})
+    assert mi300x.read_text().splitlines() == [
+        "amdsmi_set_power_cap 1 0 450000000 -> 0",
+        "amdsmi_set_gpu_clk_range 1 1200 1200 0 -> 0",
+        "amdsmi_set_power_cap 1 0 750000000 -> 0",
+        "amdsmi_set_gpu_perf_level 1 0 -> 0",
+    ]

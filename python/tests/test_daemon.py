@@ -41,7 +41,7 @@ class Uds(http.client.HTTPConnection):
         self.sock.connect(self.path)
 
 
-def _serve(tmp_path, extra_env=None):
+def _serve(tmp_path, extra_env=None, args=()):
     fake = tu.fake_nvml_path()
     if not fake:
         pytest.skip("the fake NVML is not built; set ZEUSC_TEST_FAKE_NVML")
@@ -52,8 +52,8 @@ def _serve(tmp_path, extra_env=None):
                FAKE_NVML_BUSY_FILE=str(tmp_path / "busy"), **(extra_env or {}))
     env.pop("ZEUS_GPU_BACKEND", None)
     errf = open(tmp_path / "daemon.err", "w")
-    p = subprocess.Popen([_cli(), "daemon", "serve", "--socket-path", sock, "--no-state-file", "--log-level", "info"],
-                         env=env, stderr=errf)
+    p = subprocess.Popen([_cli(), "daemon", "serve", "--socket-path", sock, "--no-state-file", "--log-level", "info",
+                          *args], env=env, stderr=errf)
     deadline = time.time() + 10
     while time.time() < deadline and "ready" not in (tmp_path / "daemon.err").read_text():
         assert p.poll() is None, (tmp_path / "daemon.err").read_text()
@@ -84,6 +84,12 @@ def _fake_rapl(root):
 def daemon_rapl(tmp_path):
     _fake_rapl(tmp_path / "powercap")
     yield from _serve(tmp_path, {"ZEUS_RAPL_ROOT": str(tmp_path / "powercap")})
+
+
+@pytest.fixture
+def daemon_read_only(tmp_path):
+    """A daemon serving the read groups only, as for monitoring: no gpu-control."""
+    yield from _serve(tmp_path, args=("--enable", "gpu-read,cpu-read"))
 
 
 def _req(sock, method, url, body=None, headers=None):
@@ -174,6 +180,42 @@ def test_zeusc_setting_held_by_another_client_raises_naming_it(daemon, tmp_path,
     while "nvmlDeviceSetPowerManagementLimit 1 300000 -> 0" not in _setter_lines(daemon["log"]):
         assert time.time() < deadline, "GPU 1 not given back within 1 s of SIGKILL"
         time.sleep(0.01)
+
+
+GET_GPUS_SCRIPT = r"""
+import os
+from zeusc.device.gpu import ZeusGPUInitError, get_gpus
+from zeusc.utils.zeusd import ZeusdCapabilityError
+try:
+    gpus = get_gpus()
+except ZeusGPUInitError as e:
+    assert isinstance(e.__cause__, ZeusdCapabilityError), repr(e.__cause__)
+    print("init error:", e)
+    raise SystemExit(0)
+print("backend", gpus.backend)
+gpus.set_power_management_limit(0, 200000)
+print("set", gpus.get_power_management_limit(0))
+"""
+
+
+def test_get_gpus_through_a_daemon_without_gpu_control_fails_at_once(daemon_read_only, tmp_path):
+    """The original's NVIDIAGPUs makes ZeusdNVIDIAGPU objects, which check the daemon's capabilities
+    when made (require_capabilities(client, control_gpu=True)), raised as ZeusGPUInitError: so does
+    get_gpus over nvml+zeusd, naming the daemon, the backend and the group missing."""
+    r = tu.run_py(GET_GPUS_SCRIPT, env=_client_env(daemon_read_only, tmp_path))
+    assert r.returncode == 0, r.stderr
+    sock = daemon_read_only["sock"]
+    assert r.stdout.startswith("init error:"), r.stdout
+    for words in (f"Zeusd at {sock}", "nvml+zeusd", "gpu-control", "API group 'gpu-control' is not enabled"):
+        assert words in r.stdout, (words, r.stdout)
+    assert _setter_lines(daemon_read_only["log"]) == []
+
+
+def test_get_gpus_through_a_daemon_with_gpu_control_sets_there(daemon, tmp_path):
+    r = tu.run_py(GET_GPUS_SCRIPT, env=_client_env(daemon, tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["backend nvml+zeusd", "set 200000"], r.stdout
+    assert "nvmlDeviceSetPowerManagementLimit 0 200000 -> 0" in _setter_lines(daemon["log"])
 
 
 def test_original_zeusd_client_calls_work(daemon):

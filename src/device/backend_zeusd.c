@@ -4,8 +4,9 @@
  *       (names, energy, power, temperature, clocks); every setting (power limit, persistence
  *       mode, locked clocks), read or written, goes to the daemon, which holds the privilege and
  *       is the one authority on what is set (a daemon that serves no gpu-read, only gpu-control,
- *       cannot say: the settings are then read here). GPUs are matched to the daemon's by UUID (by
- *       index when the daemon does not say UUIDs, as the original zeusd does not).
+ *       or a token without the gpu-read scope, cannot say: the settings are then read here, so a
+ *       control-only token can set caps). GPUs are matched to the daemon's by UUID (by index when
+ *       the daemon does not say UUIDs, as the original zeusd does not).
  *   "amdsmi+zeusd" (hybrid, the original's ZeusdAMDGPU): the same over a local amdsmi; each GPU is
  *       matched to the daemon's by PCI address (amdsmi_get_gpu_device_bdf here, /discover's
  *       pci_address there), since HIP's numbering here need not be the daemon's. A GPU in use that
@@ -46,7 +47,8 @@ typedef struct zd_state {
   const zeus__gpu_backend *local; /* NULL: remote */
   void *lst;
   bool by_pci;       /* match local GPUs to the daemon's by PCI address (amdsmi+zeusd) */
-  bool no_gpu_read;  /* the daemon does not serve the gpu-read API group (a control-only daemon) */
+  bool no_gpu_read;  /* the daemon does not serve gpu-read to us: the API group is off (a
+                        control-only daemon) or our token lacks the scope; set at open only */
   const bool *used;  /* during the open: the local GPUs in use (NULL: all) */
   unsigned n;
   zd_gpu g[ZEUS_MAX_GPUS];
@@ -126,6 +128,25 @@ static int map_by_pci(zd_state *s, const json_t *gpus) {
   return ZEUS_OK;
 }
 
+/* Whether the daemon's /auth/whoami grants our token the gpu-read scope. A daemon without the route
+ * (an older zeusd), or any failure, says yes: the reads then try the daemon and, refused, fall back
+ * to the local library (local_after). */
+static bool token_reads(zd_state *s) {
+  json_t *who = NULL;
+  if (zeus__zeusd_get(s->z, "/auth/whoami", -1, &who) != ZEUS_OK) return true;
+  json_t *scopes = json_object_get(who, "scopes");
+  bool read = !json_is_array(scopes);
+  for (size_t k = 0; !read && k < json_array_size(scopes); k++)
+    read = strcmp(str_or(json_array_get(scopes, k), ""), "gpu-read") == 0;
+  json_decref(who);
+  if (!read)
+    zeus__log(ZEUS_LOG_INFO, "device",
+              "the token for the zeus daemon at %s lacks the gpu-read scope: GPU settings are read here, "
+              "changes still go to the daemon",
+              zeus__zeusd_endpoint(s->z));
+  return read;
+}
+
 /* Reads the daemon's GPU list; maps local GPUs to it (hybrid) or adopts it (remote). */
 static int zd_map(zd_state *s) {
   json_t *disc = zeus__zeusd_discover(s->z);
@@ -147,6 +168,8 @@ static int zd_map(zd_state *s) {
       read = read || strcmp(str_or(json_array_get(groups, k), ""), "gpu-read") == 0;
     s->no_gpu_read = !read;
   }
+  if (s->local && !s->no_gpu_read && json_is_true(json_object_get(disc, "auth_required")))
+    s->no_gpu_read = !token_reads(s);
   if (!s->local) {
     s->n = nd < ZEUS_MAX_GPUS ? (unsigned)nd : ZEUS_MAX_GPUS;
     for (unsigned i = 0; i < s->n; i++) {
@@ -232,7 +255,17 @@ static int get_gpu(zd_state *s, unsigned i, const char *what, json_t **root, jso
   if (rc) return rc;
   char path[128];
   snprintf(path, sizeof path, "/gpu/%s?gpu_ids=%u", what, d);
-  if ((rc = zeus__zeusd_get(s->z, path, (int)d, root))) return rc;
+  if ((rc = zeus__zeusd_get(s->z, path, (int)d, root))) {
+    if (rc != ZEUS_EPERM || s->local) return rc;
+    /* Remote: every reading, and the limits a change reads first, come from the daemon. */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", zeus_errmsg());
+    return zeus__error(ZEUS_EPERM,
+                       "%s (with no GPU library in this process, readings and the settings a change reads first "
+                       "come from the daemon: they need its gpu-read API group and, with tokens, the 'gpu-read' "
+                       "scope)",
+                       msg);
+  }
   char key[16];
   snprintf(key, sizeof key, "%u", d);
   json_t *o = json_object_get(strcmp(what, "get_power") == 0 ? json_object_get(*root, "power_mw") : *root, key);
@@ -317,12 +350,23 @@ static int zd_constraints(void *st, unsigned i, unsigned *lo, unsigned *hi, unsi
   return ZEUS_OK;
 }
 
+/* A setting's read through the daemon was refused (`rc`, 401/403: a token without the gpu-read scope
+ * that /auth/whoami did not reveal): true when the local library reads it instead (the hybrids). */
+static bool local_after(zd_state *s, int rc, bool have_local, const char *what) {
+  if (rc != ZEUS_EPERM || !s->local || !have_local) return false;
+  zeus__log(ZEUS_LOG_DEBUG, "device", "the zeus daemon at %s refused reading %s (%s): read here instead",
+            zeus__zeusd_endpoint(s->z), what, zeus_errmsg());
+  return true;
+}
+
 static int zd_get_pl(void *st, unsigned i, unsigned *mw) {
   zd_state *s = st;
-  if (s->local && s->no_gpu_read && s->local->get_power_limit) return s->local->get_power_limit(s->lst, i, mw);
+  bool local = s->local && s->local->get_power_limit;
+  if (local && s->no_gpu_read) return s->local->get_power_limit(s->lst, i, mw);
   unsigned long long v;
   int rc = get_u(st, i, "get_power_limit", "power_limit_mw", &v);
   if (!rc) *mw = (unsigned)v;
+  else if (local_after(s, rc, local, "the power limit")) rc = s->local->get_power_limit(s->lst, i, mw);
   return rc;
 }
 
@@ -340,11 +384,11 @@ static int zd_set_pl(void *st, unsigned i, unsigned mw) {
 
 static int zd_get_pm(void *st, unsigned i, bool *on) {
   zd_state *s = st;
-  if (s->local && s->no_gpu_read && s->local->get_persistence_mode)
-    return s->local->get_persistence_mode(s->lst, i, on);
+  bool local = s->local && s->local->get_persistence_mode;
+  if (local && s->no_gpu_read) return s->local->get_persistence_mode(s->lst, i, on);
   json_t *root, *o;
   int rc = get_gpu(st, i, "get_persistence_mode", &root, &o);
-  if (rc) return rc;
+  if (rc) return local_after(s, rc, local, "persistence mode") ? s->local->get_persistence_mode(s->lst, i, on) : rc;
   json_t *v = json_object_get(o, "enabled");
   if (!json_is_boolean(v))
     rc = zeus__error(ZEUS_EHTTP, "zeus daemon: get_persistence_mode: 'enabled' is not a boolean");
@@ -394,6 +438,11 @@ static int zd_mem_unlock(void *st, unsigned i) { return write_op(st, i, "reset_m
  * {"<id>": {"gpu_locked_clocks": {"locked": true|false|null, "min_clock_mhz", "max_clock_mhz"},
  * "mem_locked_clocks": {...}}}. */
 static int zd_get_lock(void *st, unsigned i, bool mem, zeus_clock_lock *out) {
+  zd_state *s = st;
+  /* A daemon that serves us no reads cannot say either: the handle's own record, as for a 404. */
+  if (s->local && s->no_gpu_read)
+    return zeus__error(ZEUS_ENOTSUP, "the zeus daemon at %s does not serve gpu-read to this client",
+                       zeus__zeusd_endpoint(s->z));
   json_t *root, *o;
   int rc = get_gpu(st, i, "get_locked_clocks", &root, &o);
   if (rc) return rc;

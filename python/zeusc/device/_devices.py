@@ -65,6 +65,7 @@ class Devices(Closeable):
                              daemon_override=bool(daemon_override))
         _lib.check(L.zeus_devices_open(byref(self._h), byref(o)))
         self._owned = True
+        self._daemon_spec = daemon   # the daemon named at open (None: the environment's), for zeusd checks
         # Objects whose threads read this handle (monitors, optimizers), held strongly: the garbage
         # collector clears weak references before it runs finalizers, so with a WeakSet a handle
         # and its dependents collected together could be freed while a dependent's thread still

@@ -427,9 +427,15 @@ _gpus: Optional[LibzeusGPUs] = None
 def get_gpus(ensure_homogeneous: bool = False) -> GPUs:
     """The process's GPUs (libzeus's default device set), created on first call.
 
+    With a daemon configured (``nvml+zeusd`` or ``amdsmi+zeusd``: settings made by the daemon, the
+    original's ``ZeusdNVIDIAGPU`` / ``ZeusdAMDGPU``), the daemon must serve gpu-control to this
+    process, checked here as the original's ``NVIDIAGPUs`` checks it.
+
     Raises:
         ZeusGPUInitError: there is no GPU backend (``ZEUS_GPU_BACKEND`` is ``none``, or NVML does not
-            load); ``ZeusMonitor`` then measures no GPU, as the original.
+            load); ``ZeusMonitor`` then measures no GPU, as the original. Or the daemon configured
+            does not serve gpu-control to this process (the API group off, the token missing,
+            refused or without the scope; the message names the daemon and what is missing).
         ZeusGPUHeterogeneousError: ``ensure_homogeneous`` and the GPUs are of different models.
     """
     global _gpus
@@ -443,10 +449,23 @@ def get_gpus(ensure_homogeneous: bool = False) -> GPUs:
             if dev.backend == "none":
                 raise ZeusGPUInitError("No GPU backend is available (ZEUS_GPU_BACKEND=none, or NVML did not load; "
                                        "ZEUS_GPU_BACKEND=sim simulates GPUs)")
+            if dev.backend in ("nvml+zeusd", "amdsmi+zeusd"):
+                _require_daemon_gpu_control(dev.backend)
             _gpus = LibzeusGPUs(dev)
     if ensure_homogeneous:
         _gpus._ensure_homogeneous()
     return _gpus
+
+
+def _require_daemon_gpu_control(backend: str) -> None:
+    """The original's ``require_capabilities(client, control_gpu=True)`` of each ``ZeusdNVIDIAGPU``
+    (``ZeusdAMDGPU``), on the daemon of the environment, raised as its ``NVIDIAGPUs`` raises it."""
+    from ...utils.zeusd import ZeusdClient, require_capabilities
+    try:
+        require_capabilities(ZeusdClient(), control_gpu=True)
+    except ZeusError as e:   # ZeusdConnectionError, ZeusdAuthError, ZeusdCapabilityError
+        raise ZeusGPUInitError(f"The GPUs' settings are made by the zeus daemon ({backend}; reads stay local), "
+                               f"which must serve gpu-control to this process: {e}") from e
 
 
 @functools.lru_cache(maxsize=None)

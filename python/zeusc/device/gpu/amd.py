@@ -10,7 +10,10 @@ chooses AMD GPUs by itself where NVML does not load and amdsmi lists GPUs.
 With a zeus daemon configured (``ZEUSD_SOCK_PATH`` or ``ZEUSD_HOST_PORT``), :class:`AMDGPUs` holds
 :class:`ZeusdAMDGPU` objects, as the original's does: amdsmi reads here, the power cap and clock
 locks are set by the daemon (libzeus's ``amdsmi+zeusd`` backend), each GPU matched to the daemon's
-by PCI address (docs/amd.md).
+by PCI address (docs/amd.md). As the original's, a :class:`ZeusdAMDGPU` checks at construction that
+the daemon serves gpu-control to this client (the API group enabled, the token's scope granted):
+``ZeusdCapabilityError`` (or ``ZeusdAuthError``) naming the daemon, the GPU and what is missing;
+:class:`AMDGPUs` raises it as ``ZeusGPUInitError``. gpu-read is not needed: reads are local.
 
 As the original's, ``reset_gpu_locked_clocks`` and ``reset_memory_locked_clocks`` are refused
 (``ZeusGPUNotSupportedError``: AMD frees both clock domains at once); ``reset_locked_clocks`` frees
@@ -25,6 +28,7 @@ daemon's amdsmi writes nothing then.
 from __future__ import annotations
 
 import functools
+import os
 from typing import Optional, Sequence
 
 from ... import _lib
@@ -108,6 +112,33 @@ class AMDGPU(GPU):
         raise ZeusGPUNotSupportedError("Average memory power usage is not supported on AMD GPUs.")
 
 
+def _zeusd_client(spec):
+    """A ``ZeusdClient`` of the daemon a ``Devices`` ``daemon=`` names (None: the environment's), or
+    None when none is named. Its ``/discover`` (and ``/auth/whoami``) are read now."""
+    from ...utils.zeusd import ZeusdClient, ZeusdConfig
+    if spec is None:
+        config = ZeusdConfig.from_env()
+    elif not spec:
+        config = None
+    else:
+        token = os.environ.get("ZEUSD_TOKEN")   # the token libzeus sends too
+        path = spec[len("unix:"):] if spec.startswith("unix:") else spec if spec.startswith("/") else None
+        config = (ZeusdConfig.uds(socket_path=path, token=token) if path is not None else
+                  ZeusdConfig(host_port=spec[len("tcp:"):] if spec.startswith("tcp:") else spec, token=token))
+    return None if config is None else ZeusdClient(config)
+
+
+def _require_gpu_control(client, gpu_index: int) -> None:
+    """The original's ``require_capabilities(client, control_gpu=True)``, the message also naming the
+    GPU and why gpu-control is needed."""
+    from ...utils.zeusd import ZeusdAuthError, ZeusdCapabilityError, require_capabilities
+    try:
+        require_capabilities(client, control_gpu=True)
+    except (ZeusdAuthError, ZeusdCapabilityError) as e:
+        raise type(e)(f"ZeusdAMDGPU {gpu_index} (HIP index) needs the daemon to serve gpu-control to this client "
+                      f"(its power cap and clock locks are set there; reads stay local): {e}") from e
+
+
 def _zeusd_devices(client=None):
     """An ``amdsmi+zeusd`` device set: the daemon of ``client`` (a ``zeusc.utils.zeusd.ZeusdClient``),
     else the one the environment names."""
@@ -135,11 +166,25 @@ class ZeusdAMDGPU(AMDGPU):
         devices: (not in the original) an ``amdsmi+zeusd`` ``zeusc.device.Devices`` to use.
 
     Raises:
-        ZeusGPUInitError: no daemon configured, or the GPU's PCI address is on none of the daemon's
-            GPUs or on more than one (the message names it and the daemon's GPUs).
+        ZeusdCapabilityError: the daemon does not serve gpu-control to this client (the API group is
+            off, or the token lacks the scope), as the original's; the message names the daemon,
+            the GPU and what is missing.
+        ZeusdAuthError: the daemon requires a token and none was given, or it was refused.
+        ZeusGPUInitError: no daemon configured or reachable, or the GPU's PCI address is on none of
+            the daemon's GPUs or on more than one (the message names it and the daemon's GPUs).
     """
 
     def __init__(self, gpu_index: int, client=None, devices=None) -> None:
+        if client is None:
+            try:
+                client = _zeusd_client(getattr(devices, "_daemon_spec", None))
+            except ZeusError as e:   # ZeusdConnectionError: not reachable, or not a current daemon
+                raise ZeusGPUInitError(f"ZeusdAMDGPU {gpu_index}: {e}") from e
+            if client is None:
+                raise ZeusGPUInitError("ZeusdAMDGPU needs a zeus daemon: set ZEUSD_SOCK_PATH or ZEUSD_HOST_PORT, "
+                                       "or pass a ZeusdClient")
+        # as the original's, before any setting: reads are local, so gpu-control is all it needs
+        _require_gpu_control(client, gpu_index)
         super().__init__(gpu_index, devices if devices is not None else _zeusd_devices(client))
         self._client = client
 
@@ -162,12 +207,14 @@ class AMDGPUs(GPUs):
     With ``ZEUSD_SOCK_PATH`` or ``ZEUSD_HOST_PORT`` set, the GPUs are :class:`ZeusdAMDGPU`.
 
     Raises:
-        ZeusGPUInitError: the amdsmi library does not load or initialise, or a GPU cannot be
-            matched to the daemon's (the message says why).
+        ZeusGPUInitError: the amdsmi library does not load or initialise, a GPU cannot be matched to
+            the daemon's, or the daemon does not serve gpu-control to this client (the message says
+            why, as the original's).
     """
 
     def __init__(self, ensure_homogeneous: bool = False, devices=None) -> None:
-        if devices is None:
+        opened = devices is None
+        if opened:
             from .._devices import Devices
             try:
                 devices = Devices(backend="amdsmi")
@@ -175,8 +222,19 @@ class AMDGPUs(GPUs):
                 raise ZeusGPUInitError(f"amdsmi is not available: {e}") from e
         self.devices = devices
         n = _lib.lib().zeus_gpu_count(devices._handle())
-        cls = ZeusdAMDGPU if devices.backend == "amdsmi+zeusd" else AMDGPU
-        self._gpus = [cls(i, devices=devices) for i in range(n)]
+        if devices.backend == "amdsmi+zeusd":
+            # one client for all, as the original's; its failures are ZeusGPUInitError there too
+            try:
+                client = _zeusd_client(getattr(devices, "_daemon_spec", None))
+                self._gpus = [ZeusdAMDGPU(i, client=client, devices=devices) for i in range(n)]
+            except ZeusError as e:
+                if opened:
+                    devices.close()
+                if isinstance(e, ZeusGPUInitError):
+                    raise
+                raise ZeusGPUInitError(str(e)) from e
+        else:
+            self._gpus = [AMDGPU(i, devices=devices) for i in range(n)]
         if ensure_homogeneous:
             self._ensure_homogeneous()
 
