@@ -296,14 +296,10 @@ static int reset_gpus(zeus_devices *d) {
     } else {
       printf("GPU %u: power limit reset to %.1f W\n", g, def / 1000.0);
     }
-    int rc = zeus_gpu_reset_locked_clocks(d, g);
+    /* Both locks in one reset: one performance-level reset on AMD, one request to a daemon. */
+    int rc = zeus_gpu_reset_all_clocks(d, g);
     if (rc && rc != ZEUS_ENOTSUP) {
-      cli_error("gpus reset", true, "GPU %u: SM clock not unlocked", g);
-      status = CLI_EXIT_FAIL;
-    }
-    rc = zeus_gpu_reset_memory_locked_clocks(d, g);
-    if (rc && rc != ZEUS_ENOTSUP) {
-      cli_error("gpus reset", true, "GPU %u: memory clock not unlocked", g);
+      cli_error("gpus reset", true, "GPU %u: locked clocks not reset", g);
       status = CLI_EXIT_FAIL;
     }
     if (persistence != PERSISTENCE_KEEP) {

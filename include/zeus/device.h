@@ -191,6 +191,24 @@ ZEUS_EXTERN int zeus_gpu_reset_locked_clocks(zeus_devices *d, unsigned gpu);
 ZEUS_EXTERN int zeus_gpu_set_memory_locked_clocks(zeus_devices *d, unsigned gpu, unsigned min_mhz,
                                                   unsigned max_mhz);
 ZEUS_EXTERN int zeus_gpu_reset_memory_locked_clocks(zeus_devices *d, unsigned gpu);
+/* Resets both the SM (graphics) and the memory clock locks of one GPU, as the two calls above one
+ * after the other would, in as few vendor calls or daemon requests as the backend allows: on NVML
+ * (and the simulated GPU) the two resets; on amdsmi one amdsmi_set_gpu_perf_level(AUTO), which
+ * frees both domains (a one-domain reset takes one too and then locks the other domain again
+ * where this handle had locked it); through a zeus daemon one POST /gpu/reset_locked_clocks (the
+ * two one-domain requests where the daemon lacks that route). Both locks then count as unlocked
+ * for zeus_gpu_get_locked_clocks and are no longer restored by zeus_devices_restore.
+ * A GPU that cannot lock its memory clock (NVML NOT_SUPPORTED before Ampere) is no failure: its SM
+ * lock is reset and ZEUS_OK returned. Where the two locks are reset one by one (NVML, the
+ * simulated GPU), the second is tried whatever the first did, the one reset counts as unlocked,
+ * and the first failure is returned, a real one before ZEUS_ENOTSUP; amdsmi resets both or
+ * neither; after a daemon's failure this handle's record of both locks stays as it was (the
+ * daemon, which zeus_gpu_get_locked_clocks asks first, knows which it reset).
+ * Errors: those of resolving `gpu`; ZEUS_ENOTSUP where the SM lock cannot be reset (the "none"
+ * backend, an amdsmi library without amdsmi_set_gpu_perf_level); ZEUS_EPERM without the
+ * privilege; ZEUS_EGPULOST; a daemon's refusal (ZEUS_EBUSY, ...); zeus_errmsg names the GPU and
+ * the clock. Thread-safe, as the other setters. */
+ZEUS_EXTERN int zeus_gpu_reset_all_clocks(zeus_devices *d, unsigned gpu);
 
 /* Whether a clock is locked, as far as anyone this library can ask knows. NVML has no call that
  * reads a lock back, so on NVML only locks set or reset through this handle are known. */

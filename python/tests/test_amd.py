@@ -104,10 +104,9 @@ def test_single_clock_domain_resets_are_refused_without_an_amdsmi_call(mi300x):
         gpus.reset_locked_clocks(0)
     finally:
         gpus.close()
-    # libzeus's two resets: auto (the memory lock put back), then auto again; nothing left for the close
-    assert mi300x.read_text().splitlines()[2:] == ["amdsmi_set_gpu_perf_level 0 0 -> 0",
-                                                   "amdsmi_set_gpu_clk_range 0 900 900 4 -> 0",
-                                                   "amdsmi_set_gpu_perf_level 0 0 -> 0"]
+    # libzeus's zeus_gpu_reset_all_clocks: one performance-level reset frees both domains (no lock put
+    # back between two resets); nothing left for the close
+    assert mi300x.read_text().splitlines()[2:] == ["amdsmi_set_gpu_perf_level 0 0 -> 0"]
 
 
 def test_amdgpu_of_a_hip_index_not_there_names_the_indices_there(mi300x, monkeypatch):
@@ -243,9 +242,9 @@ def test_zeusd_amdgpu_with_a_control_only_daemon(mi300x, tmp_path):
     assert mi300x.read_text().splitlines() == [
         "amdsmi_set_gpu_clk_range 1 1000 1200 0 -> 0",
         "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0",
-        "amdsmi_set_gpu_perf_level 1 0 -> 0",          # reset_locked_clocks: libzeus's GFX reset,
-        "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0",   # which puts the memory lock back,
-        "amdsmi_set_gpu_perf_level 1 0 -> 0",          # then its memory reset
+        "amdsmi_set_gpu_perf_level 1 0 -> 0",          # reset_locked_clocks: one request, in which the
+        "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0",   # daemon resets the GFX lock (putting the memory
+        "amdsmi_set_gpu_perf_level 1 0 -> 0",          # lock back), then the memory lock
         "amdsmi_set_power_cap 1 0 450000000 -> 0",
         "amdsmi_set_power_cap 1 0 750000000 -> 0",     # given back at close
     ]

@@ -463,6 +463,7 @@ _REQUIRED = {
     "zeus_gpu_reset_locked_clocks": (c_int, [_VP, c_uint]),
     "zeus_gpu_set_memory_locked_clocks": (c_int, [_VP, c_uint, c_uint, c_uint]),
     "zeus_gpu_reset_memory_locked_clocks": (c_int, [_VP, c_uint]),
+    "zeus_gpu_reset_all_clocks": (c_int, [_VP, c_uint]),
     "zeus_cpu_count": (c_uint, []),
     "zeus_cpu_energy": (c_int, [c_uint, _P(c_uint64), _P(c_bool), _P(c_uint64)]),
     "zeus_wall_s": (c_double, []),

@@ -511,6 +511,24 @@ static int reset_domain(amdsmi_state *s, unsigned i, bool mem) {
 static int am_unlock(void *st, unsigned i) { return reset_domain(st, i, false); }
 static int am_mem_unlock(void *st, unsigned i) { return reset_domain(st, i, true); }
 
+/* Resets both domains: the one performance-level reset that frees them both, and no lock put back
+ * (one amdsmi call where the two one-domain resets take two to four). */
+static int am_unlock_all(void *st, unsigned i) {
+  amdsmi_state *s = st;
+  if (!s->set_gpu_perf_level)
+    return zeus__error(ZEUS_ENOTSUP, "GPU %u: resetting the GFX and memory clocks is not supported by the amdsmi library '%s' (no amdsmi_set_gpu_perf_level)",
+                       i, s->path);
+  amdsmi_status_t r = s->set_gpu_perf_level(s->dev[i], AMDSMI_DEV_PERF_LEVEL_AUTO);
+  if (r)
+    return am_fail(s, r, i, "resetting the GFX and memory clocks",
+                   "amdsmi_set_gpu_perf_level(AMDSMI_DEV_PERF_LEVEL_AUTO)");
+  pthread_mutex_lock(&s->mu);
+  s->gfx_lock[i][0] = s->gfx_lock[i][1] = 0;
+  s->mem_lock[i][0] = s->mem_lock[i][1] = 0;
+  pthread_mutex_unlock(&s->mu);
+  return ZEUS_OK;
+}
+
 static int am_pci(void *st, unsigned i, char *buf, size_t len) {
   AM_DEV(get_gpu_device_bdf, "reading the PCI address");
   amdsmi_bdf_t b;
@@ -572,4 +590,5 @@ const zeus__gpu_backend zeus__backend_amdsmi = {
     .reset_locked_clocks = am_unlock,
     .set_memory_locked_clocks = am_mem_lock,
     .reset_memory_locked_clocks = am_mem_unlock,
+    .reset_all_locked_clocks = am_unlock_all,
 };

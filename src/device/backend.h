@@ -43,6 +43,10 @@ typedef struct zeus__gpu_backend {
   int (*reset_locked_clocks)(void *st, unsigned i);
   int (*set_memory_locked_clocks)(void *st, unsigned i, unsigned min_mhz, unsigned max_mhz);
   int (*reset_memory_locked_clocks)(void *st, unsigned i);
+  /* Both locks at once where the backend can do it in fewer calls than the two slots above (amdsmi:
+   * one performance-level reset; a daemon: one request); all or nothing. NULL: the device layer
+   * calls the two slots. */
+  int (*reset_all_locked_clocks)(void *st, unsigned i);
   /* The lock of the SM (mem false) or memory clock where the backend can read it back (out->source
    * set); ZEUS_ENOTSUP where it cannot (NVML; a daemon without the route). */
   int (*get_locked_clocks)(void *st, unsigned i, bool mem, zeus_clock_lock *out);

@@ -433,6 +433,16 @@ static int zd_mem_lock(void *st, unsigned i, unsigned lo, unsigned hi) {
   return lock_op(st, i, "set_mem_locked_clocks", lo, hi);
 }
 static int zd_mem_unlock(void *st, unsigned i) { return write_op(st, i, "reset_mem_locked_clocks", NULL); }
+/* Both locks in one request (/gpu/reset_locked_clocks, which zeusd and ours serve). A daemon
+ * without the route (an older zeusd answers 404, ZEUS_ENOTSUP) gets the two one-domain requests. */
+static int zd_unlock_all(void *st, unsigned i) {
+  int rc = write_op(st, i, "reset_locked_clocks", NULL);
+  if (rc != ZEUS_ENOTSUP) return rc;
+  zeus__log(ZEUS_LOG_DEBUG, "device", "GPU %u: the daemon has no /gpu/reset_locked_clocks (%s); resetting the SM "
+            "and memory locks one by one", i, zeus_errmsg());
+  if ((rc = zd_unlock(st, i))) return rc;
+  return zd_mem_unlock(st, i);
+}
 
 /* GET /gpu/get_locked_clocks (ours; zeusd has none, so its 404 leaves the handle's own record):
  * {"<id>": {"gpu_locked_clocks": {"locked": true|false|null, "min_clock_mhz", "max_clock_mhz"},
@@ -507,7 +517,8 @@ static int zd_power_scope(void *st, unsigned i, zeus_power_scope *out) {
   .architecture = zd_arch, .pci_address = zd_pci, .driver_version = zd_driver, .library_version = zd_library,  \
   .memory_clocks = zd_mem_clocks, .graphics_clocks = zd_gr_clocks, .set_locked_clocks = zd_lock,               \
   .reset_locked_clocks = zd_unlock, .set_memory_locked_clocks = zd_mem_lock,                                   \
-  .reset_memory_locked_clocks = zd_mem_unlock, .get_locked_clocks = zd_get_lock, .release = zd_release
+  .reset_memory_locked_clocks = zd_mem_unlock, .reset_all_locked_clocks = zd_unlock_all,                       \
+  .get_locked_clocks = zd_get_lock, .release = zd_release
 
 const zeus__gpu_backend zeus__backend_zeusd = {.name = "zeusd", ZD_SLOTS};
 const zeus__gpu_backend zeus__backend_nvml_zeusd = {.name = "nvml+zeusd", ZD_SLOTS};

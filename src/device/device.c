@@ -471,6 +471,52 @@ int zeus_gpu_set_memory_locked_clocks(zeus_devices *d, unsigned gpu, unsigned mi
 }
 int zeus_gpu_reset_memory_locked_clocks(zeus_devices *d, unsigned gpu) { return reset_lock(d, gpu, true); }
 
+/* Forgets lock m (0 SM, 1 memory) of a GPU after the backend reset it (d->mu held). */
+static void forget_lock(zeus_devices *d, unsigned gpu, int m) {
+  *(m ? &d->saved[gpu].mem_locked : &d->saved[gpu].clocks_locked) = false;
+  d->saved[gpu].known[m] = (zeus_clock_lock){ZEUS_CLOCK_UNLOCKED, 0, 0, "handle"};
+}
+
+/* Both locks in the backend's one operation where it has one (amdsmi: a single performance-level
+ * reset; a daemon: one request), else the two resets one after the other, the second tried
+ * whatever the first did; a memory reset the GPU does not support (NVML before Ampere) is no
+ * failure. The first failure is returned with its own message. */
+int zeus_gpu_reset_all_clocks(zeus_devices *d, unsigned gpu) {
+  unsigned phys;
+  int rc = resolve(d, gpu, &phys);
+  if (rc) return rc;
+  const zeus__gpu_backend *be = d->be;
+  if (be->reset_all_locked_clocks) {
+    pthread_mutex_lock(&d->mu);
+    rc = note(d, gpu, be->reset_all_locked_clocks(d->st, phys));
+    if (!rc) {
+      forget_lock(d, gpu, 0);
+      forget_lock(d, gpu, 1);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+  }
+  if (!be->reset_locked_clocks && !be->reset_memory_locked_clocks)
+    return unsupported(d, gpu, "resetting the locked clocks");
+  int first = ZEUS_OK;
+  char msg[512] = "";
+  pthread_mutex_lock(&d->mu);
+  for (int m = 0; m < 2; m++) {
+    int (*fn)(void *, unsigned) = m ? be->reset_memory_locked_clocks : be->reset_locked_clocks;
+    rc = fn ? note(d, gpu, fn(d->st, phys))
+            : unsupported(d, gpu, m ? "resetting the memory clock" : "resetting the SM clock");
+    if (!rc) forget_lock(d, gpu, m);
+    else if (m == 1 && rc == ZEUS_ENOTSUP) continue; /* no memory lock on this GPU: nothing to reset */
+    else if (!first || (first == ZEUS_ENOTSUP && rc != ZEUS_ENOTSUP)) { /* a real failure outranks "not supported" */
+      first = rc;
+      snprintf(msg, sizeof msg, "%s", zeus_errmsg());
+    }
+    if (rc == ZEUS_EGPULOST) break;
+  }
+  pthread_mutex_unlock(&d->mu);
+  return first ? zeus__error(first, "%s", msg) : ZEUS_OK;
+}
+
 int zeus_gpu_get_locked_clocks(zeus_devices *d, unsigned gpu, bool memory, zeus_clock_lock *out) {
   if (!out) return zeus__error(ZEUS_EINVAL, "zeus_gpu_get_locked_clocks: out is required");
   *out = (zeus_clock_lock){ZEUS_CLOCK_LOCK_UNKNOWN, 0, 0, ""};
@@ -496,7 +542,18 @@ static int restore_gpu(zeus_devices *d, unsigned gpu, bool quiet) {
   if (s->lost) return ZEUS_OK;
   unsigned phys = d->map[gpu];
   int first = ZEUS_OK, rc;
-  if (s->clocks_locked && d->be->reset_locked_clocks) {
+  bool both = s->clocks_locked && s->mem_locked && d->be->reset_all_locked_clocks;
+  if (both) {
+    /* Both locks in one operation where the backend has one (amdsmi: one performance-level reset
+     * instead of one per domain and a lock put back between them). */
+    if ((rc = d->be->reset_all_locked_clocks(d->st, phys)) == ZEUS_OK) {
+      s->clocks_locked = s->mem_locked = false;
+      s->known[0] = s->known[1] = (zeus_clock_lock){ZEUS_CLOCK_UNLOCKED, 0, 0, "handle"};
+    } else {
+      first = rc;
+    }
+  }
+  if (!both && s->clocks_locked && d->be->reset_locked_clocks) {
     if ((rc = d->be->reset_locked_clocks(d->st, phys)) == ZEUS_OK) {
       s->clocks_locked = false;
       s->known[0] = (zeus_clock_lock){ZEUS_CLOCK_UNLOCKED, 0, 0, "handle"};
@@ -504,7 +561,7 @@ static int restore_gpu(zeus_devices *d, unsigned gpu, bool quiet) {
       first = rc;
     }
   }
-  if (s->mem_locked && d->be->reset_memory_locked_clocks) {
+  if (!both && s->mem_locked && d->be->reset_memory_locked_clocks) {
     if ((rc = d->be->reset_memory_locked_clocks(d->st, phys)) == ZEUS_OK) {
       s->mem_locked = false;
       s->known[1] = (zeus_clock_lock){ZEUS_CLOCK_UNLOCKED, 0, 0, "handle"};

@@ -133,6 +133,13 @@ static int list_clocks(zeus_pfo_controller *c) {
 /* Puts back what start-up changed: locked clocks reset, power limit as it was. */
 static void put_back(zeus_pfo_controller *c) {
   int rc;
+  if (c->sm_locked && c->mem_locked) {
+    /* Both in one reset (on AMD one performance-level reset instead of two and a lock between). */
+    if ((rc = zeus_gpu_reset_all_clocks(c->d, c->gpu)))
+      zeus__log(ZEUS_LOG_ERROR, "pfo", "frequency controller of GPU %u: resetting the locked clocks failed: %s",
+                c->gpu, zeus_errmsg());
+    c->sm_locked = c->mem_locked = false;
+  }
   if (c->sm_locked) {
     if ((rc = zeus_gpu_reset_locked_clocks(c->d, c->gpu)))
       zeus__log(ZEUS_LOG_ERROR, "pfo", "frequency controller of GPU %u: resetting the locked SM clock failed: %s",

@@ -22,6 +22,7 @@ typedef struct fake {
                                      int64_t *);
   amdsmi_status_t (*get_energy_count)(amdsmi_processor_handle, uint64_t *, float *, uint64_t *);
   amdsmi_status_t (*get_socket_handles)(uint32_t *, amdsmi_socket_handle *);
+  unsigned long (*Calls)(unsigned); /* device calls so far */
 } fake;
 
 static void *need_sym(void *lib, const char *name) {
@@ -41,6 +42,7 @@ static void fake_load(fake *f) {
   *(void **)&f->get_temp_metric = need_sym(f->lib, "amdsmi_get_temp_metric");
   *(void **)&f->get_energy_count = need_sym(f->lib, "amdsmi_get_energy_count");
   *(void **)&f->get_socket_handles = need_sym(f->lib, "amdsmi_get_socket_handles");
+  *(void **)&f->Calls = need_sym(f->lib, "fakeAmdsmiCalls");
 }
 
 static void fake_unload(fake *f) {
@@ -531,6 +533,57 @@ static void amdsmi_clock_locks_set_read_back_and_reset_through_the_perf_level(vo
   scratch_free(&s);
 }
 
+/* zeus_gpu_reset_all_clocks frees both domains with the one performance-level reset (where the two
+ * one-domain resets take an auto each and put the memory lock back between them): one amdsmi call,
+ * both clocks back to their highest, both locks forgotten (the close puts nothing back). The same
+ * single call when zeus_devices_restore finds both locked. */
+static void amdsmi_reset_all_clocks_is_one_perf_level_call_and_frees_both_locks(void **state) {
+  (void)state;
+  reset_env();
+  scratch s;
+  scratch_init(&s);
+  setenv("ZEUS_SIM_GPUS", "1", 1);
+  setenv("ZEUS_SIM_HARDWARE", "mi300x", 1);
+  zeus_devices *d = open_amdsmi();
+  fake f;
+  fake_load(&f);
+  unsigned sm = 0, mem = 0;
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 1000, 1200));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(d, 0, 900, 900));
+  assert_int_equal(f.RunWork(0, 2), 0);
+  assert_zeus_ok(zeus_gpu_current_clocks(d, 0, &sm, &mem));
+  assert_int_equal(mem, 900);
+  unsigned long before = f.Calls(0);
+  assert_zeus_ok(zeus_gpu_reset_all_clocks(d, 0));
+  assert_int_equal(f.Calls(0) - before, 1); /* the two one-domain resets make three here */
+  zeus_clock_lock l;
+  for (int m = 0; m < 2; m++) {
+    assert_zeus_ok(zeus_gpu_get_locked_clocks(d, 0, m == 1, &l));
+    assert_int_equal(l.state, ZEUS_CLOCK_UNLOCKED);
+  }
+  assert_int_equal(f.RunWork(0, 2), 0);
+  assert_zeus_ok(zeus_gpu_current_clocks(d, 0, &sm, &mem));
+  assert_int_equal(sm, 2100);
+  assert_int_equal(mem, 1300);
+  /* Locked again, the restore frees both with one call too. */
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 1000, 1200));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(d, 0, 900, 900));
+  before = f.Calls(0);
+  assert_zeus_ok(zeus_devices_restore(d));
+  assert_int_equal(f.Calls(0) - before, 1);
+  assert_zeus_err(zeus_gpu_reset_all_clocks(d, 3), ZEUS_ENOENT, "not visible");
+  zeus_devices_close(d);
+  assert_log(&s,
+             "amdsmi_set_gpu_clk_range 0 1000 1200 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 0 900 900 4 -> 0\n"
+             "amdsmi_set_gpu_perf_level 0 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 0 1000 1200 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 0 900 900 4 -> 0\n"
+             "amdsmi_set_gpu_perf_level 0 0 -> 0\n");
+  fake_unload(&f);
+  scratch_free(&s);
+}
+
 /* ---- errors ---- */
 
 static void amdsmi_missing_required_function_fails_the_backend_by_name(void **state) {
@@ -702,7 +755,7 @@ static void amdsmi_power_limit_optimizer_sweeps_the_caps_and_applies_its_choice(
 #if ZEUS_HAVE_PFO_CLIENT
 /* The Perseus client's frequency controller on the fake amdsmi: it locks the GFX and memory
  * clocks at their highest (memory first), moves the GFX lock to a wish among the clocks amdsmi lists (its range's
- * ends, as the original lists them), and puts both back through the performance level at close. */
+ * ends, as the original lists them), and puts both back with one performance-level reset at close. */
 static void amdsmi_perseus_controller_locks_gfx_clocks_and_puts_them_back(void **state) {
   (void)state;
   reset_env();
@@ -729,9 +782,7 @@ static void amdsmi_perseus_controller_locks_gfx_clocks_and_puts_them_back(void *
              "amdsmi_set_gpu_clk_range 0 1300 1300 4 -> 0\n"
              "amdsmi_set_gpu_clk_range 0 2100 2100 0 -> 0\n"
              "amdsmi_set_gpu_clk_range 0 500 500 0 -> 0\n"
-             "amdsmi_set_gpu_perf_level 0 0 -> 0\n"
-             "amdsmi_set_gpu_clk_range 0 1300 1300 4 -> 0\n"
-             "amdsmi_set_gpu_perf_level 0 0 -> 0\n");
+             "amdsmi_set_gpu_perf_level 0 0 -> 0\n"); /* both locks freed at once (zeus_gpu_reset_all_clocks) */
   scratch_free(&s);
 }
 #endif
@@ -779,6 +830,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(amdsmi_lies_act_on_power_counter_and_clock_in_amdsmi_units),
       cmocka_unit_test(amdsmi_clock_lists_are_the_max_and_min_of_each_domain),
       cmocka_unit_test(amdsmi_clock_locks_set_read_back_and_reset_through_the_perf_level),
+      cmocka_unit_test(amdsmi_reset_all_clocks_is_one_perf_level_call_and_frees_both_locks),
       cmocka_unit_test(amdsmi_missing_required_function_fails_the_backend_by_name),
       cmocka_unit_test(amdsmi_missing_optional_functions_are_unsupported_naming_the_call),
       cmocka_unit_test(amdsmi_failed_calls_name_the_status_and_the_call),

@@ -263,6 +263,57 @@ static void clients_see_the_locks_made_through_the_daemon(void **state) {
   zeus_daemon_close(srv);
 }
 
+typedef struct route_count {
+  const char *route;
+  unsigned long long n;
+} route_count;
+
+static void count_route(const char *route, int status, unsigned long long count, void *u) {
+  (void)status;
+  route_count *c = u;
+  if (strcmp(route, c->route) == 0) c->n += count;
+}
+
+static unsigned long long requests(zeus_daemon *srv, const char *route) {
+  route_count c = {route, 0};
+  zeus_daemon_counters(srv, count_route, &c);
+  return c.n;
+}
+
+/* zeus_gpu_reset_all_clocks through a daemon is one request, /gpu/reset_locked_clocks, not one per
+ * clock: the daemon resets both on its NVML, and every client sees both locks gone. */
+static void hybrid_reset_all_clocks_is_one_daemon_request(void **state) {
+  (void)state;
+  zeus_daemon *srv = start();
+  zeus_devices *d = client(NULL, false, false);
+  assert_string_equal(zeus_devices_backend(d), "nvml+zeusd");
+  unsigned mem[16];
+  size_t nm = 16;
+  assert_zeus_ok(zeus_gpu_supported_memory_clocks(d, 1, mem, &nm));
+  assert_true(nm >= 1);
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 1, 500, 1200));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(d, 1, mem[nm - 1], mem[nm - 1]));
+  assert_clock_lock(d, 1, true, ZEUS_CLOCK_LOCKED, mem[nm - 1], mem[nm - 1], "daemon");
+  assert_zeus_ok(zeus_gpu_reset_all_clocks(d, 1));
+  assert_int_equal(requests(srv, "/gpu/reset_locked_clocks"), 1);
+  assert_int_equal(requests(srv, "/gpu/reset_gpu_locked_clocks"), 0);
+  assert_int_equal(requests(srv, "/gpu/reset_mem_locked_clocks"), 0);
+  assert_clock_lock(d, 1, false, ZEUS_CLOCK_UNLOCKED, 0, 0, "daemon");
+  assert_clock_lock(d, 1, true, ZEUS_CLOCK_UNLOCKED, 0, 0, "daemon");
+  zeus_devices_close(d); /* nothing left to give back */
+  char *log = nvml_log();
+  char want[256];
+  snprintf(want, sizeof want,
+           "nvmlDeviceSetGpuLockedClocks 1 500 1200 -> 0\n"
+           "nvmlDeviceSetMemoryLockedClocks 1 %u %u -> 0\n"
+           "nvmlDeviceResetGpuLockedClocks 1 -> 0\n"
+           "nvmlDeviceResetMemoryLockedClocks 1 -> 0\n",
+           mem[nm - 1], mem[nm - 1]);
+  assert_string_equal(log, want);
+  free(log);
+  zeus_daemon_close(srv);
+}
+
 static void no_daemon_configured_means_no_daemon(void **state) {
   (void)state;
   zeus_devices_opts o = {.daemon = ""};
@@ -290,6 +341,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(client_reconnects_after_the_daemon_restarts),
       cmocka_unit_test(perseus_controller_changes_clocks_through_the_daemon),
       cmocka_unit_test(clients_see_the_locks_made_through_the_daemon),
+      cmocka_unit_test(hybrid_reset_all_clocks_is_one_daemon_request),
       cmocka_unit_test(no_daemon_configured_means_no_daemon),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);

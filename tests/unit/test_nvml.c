@@ -480,6 +480,94 @@ static void nvml_setters_reach_the_engine_and_are_logged_in_order(void **state) 
   scratch_free(&s);
 }
 
+static unsigned fake_mem_clock(fake *f, unsigned i) {
+  unsigned mhz = 0;
+  assert_int_equal(f->GetClockInfo(fake_dev(f, i), NVML_CLOCK_MEM, &mhz), NVML_SUCCESS);
+  return mhz;
+}
+
+/* zeus_gpu_reset_all_clocks on NVML is its two resets (NVML has no call for both): both clocks back
+ * to their defaults, both locks known unlocked, nothing left for the close to put back. */
+static void nvml_reset_all_clocks_resets_sm_and_memory_locks(void **state) {
+  (void)state;
+  reset_env();
+  scratch s;
+  scratch_init(&s);
+  zeus_devices *d = open_nvml();
+  fake f;
+  fake_load(&f);
+  unsigned sm0 = fake_sm_clock(&f, 0), mem0 = fake_mem_clock(&f, 0);
+  unsigned mem_lo = mem0 / 2; /* the engine lowers the memory clock to a lock below it */
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 210, 900));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(d, 0, mem_lo, mem_lo));
+  assert_int_equal(fake_sm_clock(&f, 0), 900);
+  assert_int_equal(fake_mem_clock(&f, 0), mem_lo);
+  unsigned long before = f.Calls(0);
+  assert_zeus_ok(zeus_gpu_reset_all_clocks(d, 0));
+  assert_int_equal(f.Calls(0) - before, 2);
+  assert_int_equal(fake_sm_clock(&f, 0), sm0);
+  assert_int_equal(fake_mem_clock(&f, 0), mem0);
+  zeus_clock_lock l;
+  for (int m = 0; m < 2; m++) {
+    assert_zeus_ok(zeus_gpu_get_locked_clocks(d, 0, m == 1, &l));
+    assert_int_equal(l.state, ZEUS_CLOCK_UNLOCKED);
+    assert_string_equal(l.source, "handle");
+  }
+  zeus_devices_close(d);
+  char *log = read_log(&s);
+  char want[512];
+  snprintf(want, sizeof want,
+           "nvmlDeviceSetGpuLockedClocks 0 210 900 -> 0\n"
+           "nvmlDeviceSetMemoryLockedClocks 0 %u %u -> 0\n"
+           "nvmlDeviceResetGpuLockedClocks 0 -> 0\n"
+           "nvmlDeviceResetMemoryLockedClocks 0 -> 0\n",
+           mem_lo, mem_lo);
+  assert_string_equal(log, want);
+  free(log);
+  fake_unload(&f);
+  scratch_free(&s);
+}
+
+/* A GPU whose memory clock cannot be locked (NOT_SUPPORTED) has its SM lock reset and no failure,
+ * where the one-domain memory reset says ZEUS_ENOTSUP; a real failure of the SM reset is returned
+ * with its words, the memory reset still made and that lock alone counted as unlocked. */
+static void nvml_reset_all_clocks_skips_unsupported_memory_and_reports_sm_failure(void **state) {
+  (void)state;
+  reset_env();
+  setenv("FAKE_NVML_INJECT", "nvmlDeviceResetMemoryLockedClocks:NOT_SUPPORTED:0", 1);
+  set_gpus(2);
+  zeus_devices *d = open_nvml();
+  fake f;
+  fake_load(&f);
+  unsigned sm0 = fake_sm_clock(&f, 0);
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 210, 900));
+  assert_zeus_err(zeus_gpu_reset_memory_locked_clocks(d, 0), ZEUS_ENOTSUP, "NOT_SUPPORTED");
+  assert_zeus_ok(zeus_gpu_reset_all_clocks(d, 0));
+  assert_int_equal(fake_sm_clock(&f, 0), sm0);
+  zeus_devices_close(d);
+  fake_unload(&f);
+
+  reset_env();
+  setenv("FAKE_NVML_INJECT", "nvmlDeviceResetGpuLockedClocks:NO_PERMISSION:1", 1);
+  set_gpus(2);
+  d = open_nvml();
+  fake_load(&f);
+  unsigned mem0 = fake_mem_clock(&f, 1);
+  unsigned mem_lo = mem0 / 2;
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 1, 210, 900));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(d, 1, mem_lo, mem_lo));
+  assert_zeus_err(zeus_gpu_reset_all_clocks(d, 1), ZEUS_EPERM, "SM clock");
+  assert_int_equal(fake_sm_clock(&f, 1), 900);
+  assert_int_equal(fake_mem_clock(&f, 1), mem0); /* tried all the same */
+  zeus_clock_lock l;
+  assert_zeus_ok(zeus_gpu_get_locked_clocks(d, 1, false, &l));
+  assert_int_equal(l.state, ZEUS_CLOCK_LOCKED);
+  assert_zeus_ok(zeus_gpu_get_locked_clocks(d, 1, true, &l));
+  assert_int_equal(l.state, ZEUS_CLOCK_UNLOCKED);
+  zeus_devices_close(d);
+  fake_unload(&f);
+}
+
 static void nvml_restore_and_close_put_back_limits_persistence_and_clocks(void **state) {
   (void)state;
   reset_env();
@@ -1000,6 +1088,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(nvml_instant_power_falls_back_to_power_usage),
       cmocka_unit_test(nvml_backend_clock_is_the_simulated_clock),
       cmocka_unit_test(nvml_setters_reach_the_engine_and_are_logged_in_order),
+      cmocka_unit_test(nvml_reset_all_clocks_resets_sm_and_memory_locks),
+      cmocka_unit_test(nvml_reset_all_clocks_skips_unsupported_memory_and_reports_sm_failure),
       cmocka_unit_test(nvml_restore_and_close_put_back_limits_persistence_and_clocks),
       cmocka_unit_test(nvml_lock_state_is_what_this_handle_did_else_unknown),
       cmocka_unit_test(nvml_out_of_range_power_limit_is_erange_without_calling_nvml),

@@ -465,6 +465,41 @@ static void sim_backend_maps_visible_devices_and_restores_settings(void **state)
   zeus_devices_close(d);
 }
 
+/* The sim backend has no operation for both locks: zeus_gpu_reset_all_clocks makes its two resets,
+ * which the device itself reads back as unlocked. */
+static void sim_backend_reset_all_clocks_unlocks_sm_and_memory(void **state) {
+  (void)state;
+  unset_sim_env();
+  zeus_sim_config cfg = {.num_gpus = 2, .gpus = NULL, .clock = ZEUS_SIM_CLOCK_VIRTUAL};
+  zeus_devices_opts o = {0};
+  o.backend = "sim";
+  o.sim = &cfg;
+  zeus_devices *d = NULL;
+  assert_zeus_ok(zeus_devices_open(&d, &o));
+  zeus_sim_node *n = zeus_devices_sim_node(d);
+  unsigned mem[16];
+  size_t nm = 16;
+  assert_zeus_ok(zeus_gpu_supported_memory_clocks(d, 1, mem, &nm));
+  assert_true(nm >= 1);
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 1, 600, 900));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(d, 1, mem[nm - 1], mem[nm - 1]));
+  unsigned lo, hi, mlo, mhi;
+  assert_zeus_ok(zeus_sim_gpu_get_locked_clocks(n, 1, &lo, &hi, &mlo, &mhi));
+  assert_int_equal(hi, 900);
+  assert_int_equal(mhi, mem[nm - 1]);
+  assert_zeus_ok(zeus_gpu_reset_all_clocks(d, 1));
+  assert_zeus_ok(zeus_sim_gpu_get_locked_clocks(n, 1, &lo, &hi, &mlo, &mhi));
+  assert_int_equal(lo + hi + mlo + mhi, 0);
+  zeus_clock_lock l;
+  for (int m = 0; m < 2; m++) {
+    assert_zeus_ok(zeus_gpu_get_locked_clocks(d, 1, m == 1, &l));
+    assert_int_equal(l.state, ZEUS_CLOCK_UNLOCKED);
+    assert_string_equal(l.source, "device");
+  }
+  assert_zeus_err(zeus_gpu_reset_all_clocks(d, 2), ZEUS_ENOENT, "GPU 2");
+  zeus_devices_close(d);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   const struct CMUnitTest tests[] = {
@@ -481,6 +516,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(average_power_is_the_mean_over_the_last_second),
       cmocka_unit_test(outside_load_draws_working_power_that_follows_the_knobs),
       cmocka_unit_test(sim_backend_maps_visible_devices_and_restores_settings),
+      cmocka_unit_test(sim_backend_reset_all_clocks_unlocks_sm_and_memory),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

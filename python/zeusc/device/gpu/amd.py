@@ -101,11 +101,9 @@ class AMDGPU(GPU):
 
     def reset_locked_clocks(self, block: bool = True) -> None:
         """Frees the GFX and memory clocks together (AMD resets every domain at once): libzeus's
-        two resets, each the performance level back to auto (by the daemon for a
-        :class:`ZeusdAMDGPU`)."""
-        lib = _lib.lib()
-        _check(lib.zeus_gpu_reset_locked_clocks(self._h(), self.gpu_index))
-        _check(lib.zeus_gpu_reset_memory_locked_clocks(self._h(), self.gpu_index))
+        ``zeus_gpu_reset_all_clocks``, one performance-level reset to auto (for a
+        :class:`ZeusdAMDGPU`, one ``/gpu/reset_locked_clocks`` request to the daemon)."""
+        _check(_lib.lib().zeus_gpu_reset_all_clocks(self._h(), self.gpu_index))
 
     def get_average_memory_power_usage(self) -> int:
         """amdsmi reports no memory power."""
