@@ -96,6 +96,7 @@ struct zeus_plo {
   double conf_target;      /* 0: off */
   long max_profile_steps;  /* the mode's cap in steps since open (0: the end of the sweep's epoch) */
   bool adaptive;           /* after the sweep: measuring in rounds (refine_seq is the round) */
+  bool short_plan;         /* few limits: the two that decide measured once more each (refine_plan) */
   bool settled;            /* the choice reached conf_target */
   long round;              /* rounds planned */
   size_t last_at;          /* grid index of the window that just ended (SIZE_MAX: none, or an epoch end since) */
@@ -444,7 +445,8 @@ static int finish(zeus_plo *p) {
  *     the limits nearest the threshold between;
  *   - the choice is then made among the re-measured limits, each limit's time the mean of its
  *     windows: the new ones and the sweep's, but for the profiling's first window (the reference
- *     limit's, which may catch the job still warming up).
+ *     limit's, which may catch the job still warming up); with few limits (one new window each for
+ *     the two that decide), the new windows alone when one of the two is the first window's limit.
  * Noiseless measurements (no spread) re-measure nothing: the limit changes and the choice are the
  * original's. ZEUS_PLO_PROFILING=original gives the original's profiling exactly. */
 
@@ -494,6 +496,7 @@ static void size_windows(zeus_plo *p, window_stats ws) {
 /* Which limits to measure again after the sweep (p->refine_seq, p->nrefine; 0: none). */
 static void refine_plan(zeus_plo *p) {
   p->nrefine = 0;
+  p->short_plan = false;
   bool conf_mode = p->conf_target > 0 && !p->original && p->sel.kind != ZEUS_SELECTOR_CUSTOM && p->nmeas >= 2 &&
                    p->nmeas == p->nlimits && (p->epochs_ended == 0 || p->max_profile_steps > 0);
   if (conf_mode) {
@@ -545,6 +548,7 @@ static void refine_plan(zeus_plo *p) {
          * (a third window, A B A, did worse: docs/plo.md). */
         size_t w2 = zeus__robust_window_count(room, p->warmup_steps, p->win_steps, false);
         p->nrefine = zeus__robust_short_plan(key, p->nmeas, thr, w2, p->refine_seq, &nc);
+        p->short_plan = p->nrefine > 0;
       }
       free(key);
     }
@@ -681,6 +685,11 @@ static int conclude_refine(zeus_plo *p) {
      * energy as the power over every window at this limit (power does not move with the amount
      * of work, and more time shrinks the counter's tick error) times that time. */
     bool first = i == 0; /* the sweep starts at the highest limit */
+    /* Few limits, the first window's limit among the two measured again: its time is its new window
+     * alone, so the other's is its new window alone too, both measured one after the other; the
+     * other's sweep window, long before, would bring the drift since then into the comparison
+     * (resnet50's Time cell on 7 limits: 40 -> 47 of 60 right; docs/plo.md). */
+    if (p->short_plan && p->r_n[0] > 0) first = true;
     double t = zeus__robust_remeasured_time(p->meas[i].time_s, first, p->r_sum_t[i], n);
     double e = p->r_sum_e[i] / (double)n;
     double e_all = p->meas[i].energy_j + p->r_sum_e[i];

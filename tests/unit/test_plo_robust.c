@@ -347,11 +347,11 @@ static void plo_loaded_profile_makes_the_live_runs_choice(void **state) {
  * that decide (the first window's among them when it is within the noise) are measured once more.
  * Right choices out of 20 as measured when this test was written (profiles sorted by name). */
 static const int floor_few[6][4] = {
-    {19, 12, 18, 18}, /* bert-base-uncased */
+    {19, 12, 18, 19}, /* bert-base-uncased */
     {14, 20, 19, 19}, /* resnet18 x4 */
     {20, 0, 20, 14},  /* resnet18 (MaxSlowdown: its noiseless choice is judged wrong) */
     {20, 20, 20, 17}, /* resnet50 x4 */
-    {20, 20, 20, 11}, /* resnet50 */
+    {20, 20, 20, 15}, /* resnet50 */
     {20, 20, 20, 20}, /* shufflenetv2 */
 };
 
@@ -406,10 +406,10 @@ static void plo_few_limits_remeasure_what_decides(void **state) {
   }
   print_message("few limits: robust %d/%d, original %d/%d; %d of %d cells whose best leads by > 1.5 %% at >= 95 %%; "
                 "steps at most %.2fx\n", total[0], 24 * RUNS, total[1], 24 * RUNS, must_ok, must, worst);
-  assert_true(total[0] >= 421);
+  assert_true(total[0] >= 426);
   assert_true(total[1] <= 354);
   assert_int_equal(must, 17);
-  assert_true(must_ok >= 13);
+  assert_true(must_ok >= 14);
   assert_true(worst <= 1.5);
   scratch_free(&sc);
 }
