@@ -101,11 +101,14 @@ typedef enum zeus__change_mode {
 } zeus__change_mode;
 
 /* The device side of the lease table: reads the current value (the baseline of a new record) and
- * writes one. Called with the table's lock held. */
+ * writes one; reset_locks unlocks both clock locks of a GPU in one device operation
+ * (zeus_gpu_reset_all_clocks: one amdsmi call), NULL where the two lock writes must be made one
+ * by one. Called with the table's lock held. */
 typedef struct zeus__lease_dev {
   int (*read)(void *ctx, unsigned gpu, zeus__setting s, zeus__dval *out);
   int (*write)(void *ctx, unsigned gpu, zeus__setting s, const zeus__dval *v);
   void *ctx;
+  int (*reset_locks)(void *ctx, unsigned gpu);
 } zeus__lease_dev;
 
 typedef struct zeus__leases zeus__leases;
@@ -153,6 +156,13 @@ void zeus__leases_renew(zeus__leases *L, zeus__lease *l);
  * device layer reports them (the record is then as before). */
 int zeus__leases_change(zeus__leases *L, zeus__lease *who, unsigned gpu, zeus__setting s, const zeus__dval *v,
                         zeus__change_mode mode);
+/* Unlocks both clock locks of a GPU on behalf of `who` (POST /gpu/reset_locked_clocks; with the
+ * lock held): the records of the two change exactly as two zeus__leases_change calls with
+ * "unlocked" would, but both conflict checks come before anything changes (a 409 on either domain
+ * leaves both as they were), the state file is written once, and the device gets one reset of
+ * both (dev.reset_locks; without it, the two writes). Errors as zeus__leases_change's; after a
+ * device error the records of both are as before. */
+int zeus__leases_reset_locks(zeus__leases *L, zeus__lease *who, unsigned gpu, zeus__change_mode mode);
 /* Ends a lease: gives back every setting it holds (logged with `why`). With the lock held. */
 void zeus__leases_end(zeus__leases *L, zeus__lease *l, const char *why);
 /* Ends leases whose process exited (their pidfd is readable) or whose TTL lapsed. With the lock
@@ -275,6 +285,7 @@ typedef struct zeus__dwrite {
   unsigned gpu;
   zeus__setting s;
   zeus__dval v;
+  bool both_locks; /* a reset of both clock locks (s and v unused) */
 } zeus__dwrite;
 
 #define ZEUS__DQUEUE 256

@@ -500,6 +500,40 @@ static void remove_layer(zeus__leases *L, unsigned gpu, zeus__setting s, unsigne
   k->n--;
 }
 
+/* Where the top layers of both clock locks of a GPU are to leave (held by `l`; NULL: by anyone)
+ * and both give back "unlocked" in place of a lock, the two give-backs are one reset of both
+ * (dev.reset_locks: on amdsmi one call where remove_layer's two would make three). Returns whether
+ * it removed them; otherwise nothing changed and remove_layer does each. */
+static bool remove_lock_tops(zeus__leases *L, unsigned gpu, const zeus__lease *l, const char *why) {
+  static const zeus__setting S[2] = {ZEUS__SET_GPU_LOCK, ZEUS__SET_MEM_LOCK};
+  if (!L->dev.reset_locks) return false;
+  for (int m = 0; m < 2; m++) {
+    stack *k = stk(L, gpu, S[m]);
+    if (!k->n) return false;
+    layer *y = &k->l[k->n - 1];
+    if ((l && y->who != l) || y->replaced.on || !y->set.on) return false;
+  }
+  int rc = L->dev.reset_locks(L->dev.ctx, gpu);
+  char err[512] = "";
+  if (rc) snprintf(err, sizeof err, "%s", zeus_errmsg());
+  else atomic_fetch_add(&L->restores, 2);
+  for (int m = 0; m < 2; m++) {
+    stack *k = stk(L, gpu, S[m]);
+    layer *y = &k->l[k->n - 1];
+    char desc[192], from[64];
+    zeus__lease_describe(y->who, desc, sizeof desc);
+    dval_text(S[m], &y->set, from, sizeof from);
+    if (!rc)
+      zeus__log(ZEUS_LOG_INFO, "daemon", "GPU %u: %s given back: %s -> unlocked, with the other clock lock (%s; %s)",
+                gpu, SETTING_NAMES[S[m]], from, desc, why);
+    else
+      zeus__log(ZEUS_LOG_ERROR, "daemon", "GPU %u: %s could not be given back to unlocked (%s; %s): %s", gpu,
+                SETTING_NAMES[S[m]], desc, why, err);
+    k->n--;
+  }
+  return true;
+}
+
 static bool has_layers(zeus__leases *L, const zeus__lease *l) {
   for (unsigned g = 0; g < L->ngpus; g++)
     for (unsigned s = 0; s < ZEUS__SET_COUNT; s++) {
@@ -515,6 +549,7 @@ static bool drop_layers(zeus__leases *L, zeus__lease *l, const char *why) {
   bool any = false;
   for (unsigned g = 0; g < L->ngpus; g++)
     for (unsigned s = 0; s < ZEUS__SET_COUNT; s++) {
+      if (s == ZEUS__SET_GPU_LOCK && remove_lock_tops(L, g, l, why)) any = true; /* both locks in one reset */
       stack *k = stk(L, g, s);
       for (unsigned i = k->n; i-- > 0;)
         if (k->l[i].who == l) { remove_layer(L, g, (zeus__setting)s, i, why); any = true; }
@@ -530,9 +565,9 @@ void zeus__leases_end(zeus__leases *L, zeus__lease *l, const char *why) {
   save_state(L);
 }
 
-int zeus__leases_change(zeus__leases *L, zeus__lease *who, unsigned gpu, zeus__setting s, const zeus__dval *v,
-                        zeus__change_mode mode) {
-  if (gpu >= L->ngpus || (unsigned)s >= ZEUS__SET_COUNT) return zeus__error(ZEUS_EINVAL, "GPU %u does not exist", gpu);
+/* ZEUS_EBUSY naming the holder when another live client holds the top layer of (gpu, s) and the
+ * change does not override; ZEUS_OK otherwise. */
+static int conflict(zeus__leases *L, const zeus__lease *who, unsigned gpu, zeus__setting s, zeus__change_mode mode) {
   stack *k = stk(L, gpu, s);
   layer *top = k->n ? &k->l[k->n - 1] : NULL;
   bool override = mode == ZEUS__CHANGE_OVERRIDE || mode == ZEUS__CHANGE_PERSIST_OVERRIDE;
@@ -545,7 +580,16 @@ int zeus__leases_change(zeus__leases *L, zeus__lease *who, unsigned gpu, zeus__s
                        "to take it over",
                        gpu, SETTING_NAMES[s], cur, desc);
   }
+  return ZEUS_OK;
+}
+
+int zeus__leases_change(zeus__leases *L, zeus__lease *who, unsigned gpu, zeus__setting s, const zeus__dval *v,
+                        zeus__change_mode mode) {
+  if (gpu >= L->ngpus || (unsigned)s >= ZEUS__SET_COUNT) return zeus__error(ZEUS_EINVAL, "GPU %u does not exist", gpu);
+  stack *k = stk(L, gpu, s);
+  layer *top = k->n ? &k->l[k->n - 1] : NULL;
   int rc;
+  if ((rc = conflict(L, who, gpu, s, mode))) return rc;
   if (mode == ZEUS__CHANGE_PERSIST || mode == ZEUS__CHANGE_PERSIST_OVERRIDE) {
     if ((rc = L->dev.write(L->dev.ctx, gpu, s, v))) return rc;
     if (k->n) {
@@ -591,6 +635,80 @@ int zeus__leases_change(zeus__leases *L, zeus__lease *who, unsigned gpu, zeus__s
     k->n--;
     save_state(L);
     return zeus__error(rc, "%s", saved);
+  }
+  return ZEUS_OK;
+}
+
+int zeus__leases_reset_locks(zeus__leases *L, zeus__lease *who, unsigned gpu, zeus__change_mode mode) {
+  static const zeus__setting S[2] = {ZEUS__SET_GPU_LOCK, ZEUS__SET_MEM_LOCK};
+  const zeus__dval off = {0};
+  if (gpu >= L->ngpus) return zeus__error(ZEUS_EINVAL, "GPU %u does not exist", gpu);
+  int rc;
+  for (int m = 0; m < 2; m++)
+    if ((rc = conflict(L, who, gpu, S[m], mode))) return rc;
+  if (!L->dev.reset_locks) {
+    for (int m = 0; m < 2; m++)
+      if ((rc = zeus__leases_change(L, who, gpu, S[m], &off, mode))) return rc;
+    return ZEUS_OK;
+  }
+  if (mode == ZEUS__CHANGE_PERSIST || mode == ZEUS__CHANGE_PERSIST_OVERRIDE) {
+    if ((rc = L->dev.reset_locks(L->dev.ctx, gpu))) return rc;
+    bool dropped = false;
+    for (int m = 0; m < 2; m++) {
+      stack *k = stk(L, gpu, S[m]);
+      if (!k->n) continue;
+      zeus__log(ZEUS_LOG_INFO, "daemon", "GPU %u: %s set to unlocked for good; %u earlier record%s dropped", gpu,
+                SETTING_NAMES[S[m]], k->n, k->n == 1 ? "" : "s");
+      k->n = 0;
+      dropped = true;
+    }
+    if (dropped) save_state(L);
+    return ZEUS_OK;
+  }
+  /* Each domain as zeus__leases_change: `who`'s top layer is updated after the write; otherwise
+   * its older layer leaves and a new one is pushed, both pushed ones recorded before the write. */
+  bool pushed[2] = {false, false};
+  for (int m = 0; m < 2 && !rc; m++) {
+    stack *k = stk(L, gpu, S[m]);
+    if (k->n && k->l[k->n - 1].who == who) continue;
+    for (unsigned i = 0; i < k->n; i++) {
+      if (k->l[i].who == who) {
+        k->l[i + 1].replaced = k->l[i].replaced; /* i is not the top */
+        memmove(&k->l[i], &k->l[i + 1], (k->n - i - 1) * sizeof k->l[0]);
+        k->n--;
+        break;
+      }
+    }
+    if (!stack_room(k)) {
+      rc = zeus__oom("recording a change");
+      break;
+    }
+    layer y = {.who = who, .set = off};
+    if (k->n) y.replaced = k->l[k->n - 1].set;
+    else if ((rc = L->dev.read(L->dev.ctx, gpu, S[m], &y.replaced))) break;
+    k->l[k->n++] = y;
+    pushed[m] = true;
+  }
+  if (!rc && (pushed[0] || pushed[1]) && (rc = save_state(L)))
+    rc = zeus__error_ctx(rc, "GPU %u's clock locks were not reset, because the values they replace could not be recorded",
+                    gpu);
+  if (!rc && (rc = L->dev.reset_locks(L->dev.ctx, gpu)) && (pushed[0] || pushed[1])) {
+    char saved[1024];
+    snprintf(saved, sizeof saved, "%s", zeus_errmsg());
+    for (int m = 0; m < 2; m++)
+      if (pushed[m]) stk(L, gpu, S[m])->n--;
+    pushed[0] = pushed[1] = false;
+    save_state(L);
+    return zeus__error(rc, "%s", saved);
+  }
+  if (rc) {
+    for (int m = 0; m < 2; m++)
+      if (pushed[m]) stk(L, gpu, S[m])->n--;
+    return rc;
+  }
+  for (int m = 0; m < 2; m++) {
+    stack *k = stk(L, gpu, S[m]);
+    if (!pushed[m]) k->l[k->n - 1].set = off; /* `who`'s own top layer */
   }
   return ZEUS_OK;
 }
@@ -886,6 +1004,8 @@ void zeus__leases_close(zeus__leases *L, const char *why) {
     /* Every layer leaves, tops first: each stack ends at its bottom layer's replaced value. */
     for (unsigned g = 0; g < L->ngpus; g++)
       for (unsigned s = 0; s < ZEUS__SET_COUNT; s++) {
+        if (s == ZEUS__SET_GPU_LOCK)
+          while (remove_lock_tops(L, g, NULL, why)) {} /* both locks back to unlocked in one reset */
         stack *k = stk(L, g, s);
         while (k->n) remove_layer(L, g, (zeus__setting)s, k->n - 1, why);
       }

@@ -367,13 +367,10 @@ static int h_gpu_write(zeus__dreq *q) {
   }
   d->async_now = !block;
   for (unsigned k = 0; k < n; k++) {
-    for (unsigned s = 0; s < nset; s++) {
-      int rc = zeus__leases_change(d->L, who, ids[k], set[s], &val[s], mode);
-      if (rc) {
-        err_add(&e, ids[k], zeus__dstatus_of(rc), zeus_errmsg());
-        break;
-      }
-    }
+    /* Both locks: one reset of both (zeus__leases_reset_locks), refused as a whole on a conflict. */
+    int rc = nset == 2 ? zeus__leases_reset_locks(d->L, who, ids[k], mode)
+                       : zeus__leases_change(d->L, who, ids[k], set[0], &val[0], mode);
+    if (rc) err_add(&e, ids[k], zeus__dstatus_of(rc), zeus_errmsg());
   }
   d->async_now = false;
   zeus__leases_unlock(d->L);

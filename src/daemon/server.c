@@ -445,22 +445,40 @@ static int dev_write_now(zeus_daemon *d, unsigned gpu, zeus__setting s, const ze
   }
 }
 
+/* Both clock locks unlocked: a --gpu-command-overrides reset_locked_clocks runs once; where the
+ * file overrides a one-domain reset instead, the two writes (each through its own); otherwise
+ * zeus_gpu_reset_all_clocks, one backend operation (amdsmi: one amdsmi_set_gpu_perf_level). */
+static int dev_reset_locks_now(zeus_daemon *d, unsigned gpu) {
+  if (d->overrides) {
+    zeus__override_values x = {.gpu = gpu};
+    if (zeus__overrides_has(d->overrides, ZEUS__OP_RESET_LOCKS))
+      return zeus__overrides_run(d->overrides, ZEUS__OP_RESET_LOCKS, &x);
+    if (zeus__overrides_has(d->overrides, ZEUS__OP_RESET_GPU_LOCK) ||
+        zeus__overrides_has(d->overrides, ZEUS__OP_RESET_MEM_LOCK)) {
+      const zeus__dval off = {0};
+      int rc = dev_write_now(d, gpu, ZEUS__SET_GPU_LOCK, &off);
+      return rc ? rc : dev_write_now(d, gpu, ZEUS__SET_MEM_LOCK, &off);
+    }
+  }
+  return zeus_gpu_reset_all_clocks(d->dev, gpu);
+}
+
 /* Runs queued non-blocking writes (lease lock held). */
 static void drain_queue(zeus_daemon *d) {
   while (d->qlen) {
     zeus__dwrite w = d->queue[d->qhead];
     d->qhead = (d->qhead + 1) % ZEUS__DQUEUE;
     d->qlen--;
-    if (dev_write_now(d, w.gpu, w.s, &w.v))
-      zeus__log(ZEUS_LOG_ERROR, "daemon", "GPU %u: non-blocking %s change failed: %s", w.gpu, zeus__setting_name(w.s),
-                zeus_errmsg());
+    if (w.both_locks ? dev_reset_locks_now(d, w.gpu) : dev_write_now(d, w.gpu, w.s, &w.v))
+      zeus__log(ZEUS_LOG_ERROR, "daemon", "GPU %u: non-blocking %s change failed: %s", w.gpu,
+                w.both_locks ? "clock locks" : zeus__setting_name(w.s), zeus_errmsg());
   }
 }
 
 static int dev_write(void *ctx, unsigned gpu, zeus__setting s, const zeus__dval *v) {
   zeus_daemon *d = ctx;
   if (d->async_now && d->qlen < ZEUS__DQUEUE && d->worker_started) {
-    d->queue[(d->qhead + d->qlen) % ZEUS__DQUEUE] = (zeus__dwrite){gpu, s, *v};
+    d->queue[(d->qhead + d->qlen) % ZEUS__DQUEUE] = (zeus__dwrite){.gpu = gpu, .s = s, .v = *v};
     d->qlen++;
     pthread_cond_signal(&d->qcv);
     return ZEUS_OK;
@@ -469,7 +487,19 @@ static int dev_write(void *ctx, unsigned gpu, zeus__setting s, const zeus__dval 
   return dev_write_now(d, gpu, s, v);
 }
 
-const zeus__lease_dev zeus__daemon_lease_dev = {dev_read, dev_write, NULL};
+static int dev_reset_locks(void *ctx, unsigned gpu) {
+  zeus_daemon *d = ctx;
+  if (d->async_now && d->qlen < ZEUS__DQUEUE && d->worker_started) {
+    d->queue[(d->qhead + d->qlen) % ZEUS__DQUEUE] = (zeus__dwrite){.gpu = gpu, .both_locks = true};
+    d->qlen++;
+    pthread_cond_signal(&d->qcv);
+    return ZEUS_OK;
+  }
+  drain_queue(d);
+  return dev_reset_locks_now(d, gpu);
+}
+
+const zeus__lease_dev zeus__daemon_lease_dev = {dev_read, dev_write, NULL, dev_reset_locks};
 
 void zeus__daemon_sync(zeus_daemon *d) {
   zeus__leases_lock(d->L);

@@ -225,6 +225,95 @@ static void amdsmi_hybrid_clock_resets_one_domain_and_then_all_go_to_the_daemon(
   finish(srv);
 }
 
+/* zeus_gpu_reset_all_clocks through the daemon (POST /gpu/reset_locked_clocks): the daemon's amdsmi
+ * makes the one performance-level reset that frees both domains (not three calls: auto, the memory
+ * lock again, auto), and both locks read back unlocked. The daemon's records of both are what the
+ * two one-domain resets leave: the client holds "unlocked" in each, so a second client's lock of
+ * either is a 409 naming it (the handle, which forgot both locks, keeps its lease until the process
+ * exits). A client that overrides locks both, and when it goes the daemon gives both back to
+ * "unlocked" in one reset. */
+static void amdsmi_daemon_reset_all_clocks_is_one_perf_level_call_recorded_as_both_resets(void **state) {
+  (void)state;
+  zeus_daemon *srv = serve(NULL, 0, "7,3,5");
+  zeus_devices *d = open_hybrid(), *other = open_hybrid();
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 1000, 1200));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(d, 0, 900, 900));
+  assert_zeus_ok(zeus_gpu_reset_all_clocks(d, 0));
+  assert_log(g_dlog,
+             "amdsmi_set_gpu_clk_range 1 1000 1200 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0\n"
+             "amdsmi_set_gpu_perf_level 1 0 -> 0\n");
+  zeus_clock_lock l;
+  assert_zeus_ok(zeus_gpu_get_locked_clocks(d, 0, false, &l));
+  assert_int_equal(l.state, ZEUS_CLOCK_UNLOCKED);
+  assert_zeus_ok(zeus_gpu_get_locked_clocks(d, 0, true, &l));
+  assert_int_equal(l.state, ZEUS_CLOCK_UNLOCKED);
+  assert_zeus_ok(zeus_gpu_get_locked_clocks(other, 0, true, &l));
+  assert_int_equal(l.state, ZEUS_CLOCK_UNLOCKED);
+  assert_zeus_err(zeus_gpu_set_locked_clocks(other, 0, 800, 1000), ZEUS_EBUSY, "gpu_locked_clocks (unlocked) is held");
+  assert_zeus_err(zeus_gpu_set_memory_locked_clocks(other, 0, 900, 900), ZEUS_EBUSY,
+                  "mem_locked_clocks (unlocked) is held");
+  zeus_devices_close(other);
+  zeus_devices_opts o = {.backend = "amdsmi", .daemon = g_spec, .daemon_override = true};
+  assert_zeus_ok(zeus_devices_open(&other, &o));
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(other, 0, 800, 1000));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(other, 0, 900, 900));
+  zeus_devices_close(other);
+  zeus_devices_close(d);
+  assert_log(g_dlog,
+             "amdsmi_set_gpu_clk_range 1 1000 1200 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0\n"
+             "amdsmi_set_gpu_perf_level 1 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 1 800 1000 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0\n"
+             "amdsmi_set_gpu_perf_level 1 0 -> 0\n"); /* both of other's locks given back in one reset */
+  finish(srv);
+}
+
+/* Another client holds the memory lock: the reset of both is refused (409) as a whole, before
+ * anything changes: the SM lock of the client that asked stays set, and its record too (a third
+ * client's SM lock is still refused). */
+static void amdsmi_daemon_reset_all_clocks_conflict_on_memory_changes_nothing(void **state) {
+  (void)state;
+  zeus_daemon *srv = serve(NULL, 0, "7,3,5");
+  zeus_devices *d = open_hybrid(), *other = open_hybrid(), *third = open_hybrid();
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 1000, 1200));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(other, 0, 900, 900));
+  assert_zeus_err(zeus_gpu_reset_all_clocks(d, 0), ZEUS_EBUSY, "mem_locked_clocks");
+  assert_log(g_dlog,
+             "amdsmi_set_gpu_clk_range 1 1000 1200 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0\n"); /* no reset */
+  zeus_clock_lock l;
+  assert_zeus_ok(zeus_gpu_get_locked_clocks(third, 0, false, &l));
+  assert_int_equal(l.state, ZEUS_CLOCK_LOCKED);
+  assert_int_equal(l.min_mhz, 1000);
+  assert_int_equal(l.max_mhz, 1200);
+  assert_zeus_ok(zeus_gpu_get_locked_clocks(third, 0, true, &l));
+  assert_int_equal(l.state, ZEUS_CLOCK_LOCKED);
+  assert_zeus_err(zeus_gpu_set_locked_clocks(third, 0, 800, 1000), ZEUS_EBUSY, "gpu_locked_clocks");
+  zeus_devices_close(third);
+  zeus_devices_close(other);
+  zeus_devices_close(d);
+  finish(srv);
+}
+
+/* A daemon that stops gives back what its clients still hold: both clock locks of a GPU that go
+ * back to unlocked are one performance-level reset (not auto, the memory lock again, auto). */
+static void amdsmi_daemon_stopping_gives_both_locks_back_in_one_reset(void **state) {
+  (void)state;
+  zeus_daemon *srv = serve(NULL, 0, "7,3,5");
+  zeus_devices *d = open_hybrid();
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 1000, 1200));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(d, 0, 900, 900));
+  assert_log(g_clog, "");
+  zeus_daemon_close(srv);
+  assert_log(g_dlog,
+             "amdsmi_set_gpu_clk_range 1 1000 1200 0 -> 0\n"
+             "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0\n"
+             "amdsmi_set_gpu_perf_level 1 0 -> 0\n");
+  zeus_devices_close(d); /* the daemon is gone: its release fails, with a warning */
+}
+
 /* As the original's ZeusdAMDGPU, which asks the daemon only for gpu-control: with a daemon that
  * serves no gpu-read, the hybrid opens, reads everything here (the current cap too: the client's
  * fake is an engine of its own, so it still reads 750 W where the daemon's GPU has 500 W), and
@@ -280,6 +369,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(amdsmi_hybrid_power_cap_equal_to_the_current_one_is_held_without_a_write),
       cmocka_unit_test(amdsmi_hybrid_clock_resets_one_domain_and_then_all_go_to_the_daemon),
       cmocka_unit_test(amdsmi_hybrid_works_with_a_control_only_daemon),
+      cmocka_unit_test(amdsmi_daemon_reset_all_clocks_is_one_perf_level_call_recorded_as_both_resets),
+      cmocka_unit_test(amdsmi_daemon_reset_all_clocks_conflict_on_memory_changes_nothing),
+      cmocka_unit_test(amdsmi_daemon_stopping_gives_both_locks_back_in_one_reset),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   return cmocka_run_group_tests(tests, setup, NULL);

@@ -314,6 +314,49 @@ static void hybrid_reset_all_clocks_is_one_daemon_request(void **state) {
   zeus_daemon_close(srv);
 }
 
+/* On NVML the daemon's reset of both locks is its two resets, made only after both domains are
+ * checked: while another client holds the memory lock the request is refused (409) and nothing is
+ * reset, the SM lock stays; once that client is gone both resets happen, with no 409. */
+static void daemon_reset_all_clocks_on_nvml_is_refused_whole_then_resets_both(void **state) {
+  (void)state;
+  zeus_daemon *srv = start();
+  zeus_devices *d = client(NULL, false, false), *other = client(NULL, false, false);
+  unsigned mem[16];
+  size_t nm = 16;
+  assert_zeus_ok(zeus_gpu_supported_memory_clocks(d, 1, mem, &nm));
+  assert_true(nm >= 1);
+  unsigned m = mem[nm - 1];
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 1, 500, 1200));
+  assert_zeus_ok(zeus_gpu_set_memory_locked_clocks(other, 1, m, m));
+  assert_zeus_err(zeus_gpu_reset_all_clocks(d, 1), ZEUS_EBUSY, "mem_locked_clocks");
+  assert_clock_lock(d, 1, false, ZEUS_CLOCK_LOCKED, 500, 1200, "daemon");
+  assert_clock_lock(d, 1, true, ZEUS_CLOCK_LOCKED, m, m, "daemon");
+  char *log = nvml_log();
+  char want[512];
+  snprintf(want, sizeof want,
+           "nvmlDeviceSetGpuLockedClocks 1 500 1200 -> 0\n"
+           "nvmlDeviceSetMemoryLockedClocks 1 %u %u -> 0\n",
+           m, m);
+  assert_string_equal(log, want); /* nothing reset */
+  free(log);
+  zeus_devices_close(other); /* gives its memory lock back */
+  assert_zeus_ok(zeus_gpu_reset_all_clocks(d, 1));
+  assert_clock_lock(d, 1, false, ZEUS_CLOCK_UNLOCKED, 0, 0, "daemon");
+  assert_clock_lock(d, 1, true, ZEUS_CLOCK_UNLOCKED, 0, 0, "daemon");
+  zeus_devices_close(d); /* nothing left to give back */
+  log = nvml_log();
+  snprintf(want, sizeof want,
+           "nvmlDeviceSetGpuLockedClocks 1 500 1200 -> 0\n"
+           "nvmlDeviceSetMemoryLockedClocks 1 %u %u -> 0\n"
+           "nvmlDeviceResetMemoryLockedClocks 1 -> 0\n"
+           "nvmlDeviceResetGpuLockedClocks 1 -> 0\n"
+           "nvmlDeviceResetMemoryLockedClocks 1 -> 0\n",
+           m, m);
+  assert_string_equal(log, want);
+  free(log);
+  zeus_daemon_close(srv);
+}
+
 static void no_daemon_configured_means_no_daemon(void **state) {
   (void)state;
   zeus_devices_opts o = {.daemon = ""};
@@ -342,6 +385,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(perseus_controller_changes_clocks_through_the_daemon),
       cmocka_unit_test(clients_see_the_locks_made_through_the_daemon),
       cmocka_unit_test(hybrid_reset_all_clocks_is_one_daemon_request),
+      cmocka_unit_test(daemon_reset_all_clocks_on_nvml_is_refused_whole_then_resets_both),
       cmocka_unit_test(no_daemon_configured_means_no_daemon),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);

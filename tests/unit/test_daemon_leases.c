@@ -46,7 +46,7 @@ static zeus__leases *open_table(const char *state) {
   memset(&F, 0, sizeof F);
   F.v[0][ZEUS__SET_POWER_LIMIT].a = 300000;
   F.v[1][ZEUS__SET_POWER_LIMIT].a = 300000;
-  zeus__lease_dev dev = {f_read, f_write, &F};
+  zeus__lease_dev dev = {f_read, f_write, &F, NULL};
   zeus__leases *L;
   assert_zeus_ok(zeus__leases_open(&L, NG, UUIDS, &dev, state, 16));
   return L;
@@ -283,7 +283,7 @@ static void state_file_replay_adopts_live_clients_and_restores_dead_ones(void **
   assert_int_equal(F.v[1][ZEUS__SET_POWER_LIMIT].a, 150000);
   reap(dead);
   /* A new daemon on a device as the old one left it. */
-  zeus__lease_dev dev = {f_read, f_write, &F};
+  zeus__lease_dev dev = {f_read, f_write, &F, NULL};
   F.log[0] = '\0';
   assert_zeus_ok(zeus__leases_open(&L, NG, UUIDS, &dev, path, 16));
   assert_string_equal(F.log, "1:power_limit=300000;"); /* the dead client's change, given back at start */
