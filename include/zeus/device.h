@@ -11,15 +11,16 @@
  * loads and lists GPUs, else zeusd when a daemon is configured, else none.
  *
  * Through a daemon (zeus/daemon.h; configured by ZEUSD_SOCK_PATH or ZEUSD_HOST_PORT, token in
- * ZEUSD_TOKEN, as for the original Python package): the nvml backend becomes "nvml+zeusd" (and
- * amdsmi "amdsmi+zeusd"): the vendor library in this process still reads energy, power,
- * temperature and clocks, and every setting (power limit, persistence mode, locked clocks), read or
- * written, goes to the daemon, so none of them needs privilege here. amdsmi+zeusd matches each GPU
- * to the daemon's by PCI address; a visible GPU the daemon lists never (ZEUS_ENOENT) or twice
- * (ZEUS_ESTATE) fails zeus_devices_open naming the address and the daemon's GPUs. The daemon gives the changes back when this process dies; restoring or
- * closing the handle has it give them back at once. A setting another client of the daemon
- * holds is ZEUS_EBUSY, naming the holder (daemon_override takes it over). The simulated GPU is
- * never sent to a daemon: it lives in this process and needs no privilege.
+ * ZEUSD_TOKEN, as for the original Python package, or by opts->daemon and opts->daemon_token): the
+ * nvml backend becomes "nvml+zeusd" (and amdsmi "amdsmi+zeusd"): the vendor library in this process
+ * still reads energy, power, temperature and clocks, and every setting (power limit, persistence
+ * mode, locked clocks), read or written, goes to the daemon, so none of them needs privilege here.
+ * amdsmi+zeusd matches each GPU to the daemon's by PCI address; a visible GPU the daemon lists
+ * never (ZEUS_ENOENT) or twice (ZEUS_ESTATE) fails zeus_devices_open naming the address and the
+ * daemon's GPUs. The daemon gives the changes back when this process dies; restoring or closing the
+ * handle has it give them back at once. A setting another client of the daemon holds is ZEUS_EBUSY,
+ * naming the holder (daemon_override takes it over). The simulated GPU is never sent to a daemon:
+ * it lives in this process and needs no privilege.
  *
  * GPU indices are visible indices: CUDA_VISIBLE_DEVICES is honoured as CUDA does (unset: all;
  * empty: none; comma-separated integers or GPU-<uuid> prefixes; parsing stops at the first
@@ -68,6 +69,12 @@ typedef struct zeus_devices_opts {
   const char *daemon;
   /* Through a daemon: take over settings other clients hold instead of failing with ZEUS_EBUSY. */
   bool daemon_override;
+  /* The bearer token to send to that daemon (a JWT of `zeus daemon token issue`): NULL: ZEUSD_TOKEN
+   * from the environment (unset or empty: none); "": send no token, whatever the environment says.
+   * Copied at open; never logged nor put into an error message; one with a control character (a
+   * line break) fails zeus_devices_open with ZEUS_EINVAL. (Last, so that callers that
+   * zero-initialise the struct and know nothing of it keep the environment's token.) */
+  const char *daemon_token;
 } zeus_devices_opts;
 
 /* Fills *o with the defaults (every field NULL or false: the environment decides). */

@@ -267,14 +267,16 @@ def _cli_or_skip():
     return cli
 
 
-def _signing_key_and_token(tmp_path, scopes):
-    """A signing key for `zeus daemon serve --signing-key-path` and a token of `scopes` under it."""
+def _signing_key_and_token(tmp_path, scopes, user="carol"):
+    """A signing key for `zeus daemon serve --signing-key-path` (made on first call in `tmp_path`)
+    and a token of `scopes` for `user` under it."""
     import base64
     import subprocess
     key = tmp_path / "signing.key"
-    key.write_bytes(base64.b64encode(os.urandom(32)) + b"\n")
-    key.chmod(0o600)
-    p = subprocess.run([_cli_or_skip(), "daemon", "token", "issue", "--signing-key-path", str(key), "--user", "carol",
+    if not key.exists():
+        key.write_bytes(base64.b64encode(os.urandom(32)) + b"\n")
+        key.chmod(0o600)
+    p = subprocess.run([_cli_or_skip(), "daemon", "token", "issue", "--signing-key-path", str(key), "--user", user,
                         "--scope", scopes, "--expires", "1h"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     return str(key), p.stdout.strip()
@@ -347,3 +349,49 @@ def test_zeusd_amdgpu_sets_a_cap_with_a_control_only_token(mi300x, tmp_path):
         "amdsmi_set_power_cap 1 0 750000000 -> 0",
         "amdsmi_set_gpu_perf_level 1 0 -> 0",
     ]
+
+
+ZEUSD_AMD_CLIENT_TOKEN_SCRIPT = r"""
+import os
+from zeusc.device.gpu.amd import ZeusdAMDGPU
+from zeusc.utils.zeusd import ZeusdClient, ZeusdConfig
+token = os.environ.pop("CLIENT_TOKEN")
+client = ZeusdClient(ZeusdConfig.uds(os.environ["ZEUSD_SOCK_PATH"], token=token))
+assert client.can_control_gpu, client.auth_error
+gpu = ZeusdAMDGPU(0, client=client)
+gpu.set_power_management_limit(450000)
+gpu.set_gpu_locked_clocks(1200, 1200)
+gpu._devices.close()
+print("done")
+"""
+
+
+def _run_with_the_clients_token(mi300x, tmp_path, env_token):
+    """ZeusdAMDGPU(0, client=c) on a daemon that requires tokens, c's ZeusdConfig carrying a
+    gpu-control token of its own and ZEUSD_TOKEN holding `env_token` (None: unset): the cap and the
+    clock lock are made by the daemon, and given back at close."""
+    key, token = _signing_key_and_token(tmp_path, "gpu-control,gpu-read")
+    env = {"CLIENT_TOKEN": token, "ZEUSD_TOKEN": None}
+    if env_token is not None:
+        env["ZEUSD_TOKEN"] = env_token(key)
+    run_with_a_daemon(tmp_path, ZEUSD_AMD_CLIENT_TOKEN_SCRIPT, "--signing-key-path", key, env=env)
+    assert mi300x.read_text().splitlines() == [
+        "amdsmi_set_power_cap 1 0 450000000 -> 0",
+        "amdsmi_set_gpu_clk_range 1 1200 1200 0 -> 0",
+        "amdsmi_set_power_cap 1 0 750000000 -> 0",
+        "amdsmi_set_gpu_perf_level 1 0 -> 0",
+    ]
+
+
+def test_zeusd_amdgpu_sends_its_clients_token_without_zeusd_token(mi300x, tmp_path):
+    """The original's ZeusdAMDGPU sends every setting through its client, with the client's token:
+    a client made with a token, and no ZEUSD_TOKEN in the environment, sets the cap (libzeus's
+    device set sent none: 401 at the first setting, after the construction check had passed)."""
+    _run_with_the_clients_token(mi300x, tmp_path, None)
+
+
+def test_zeusd_amdgpu_clients_token_wins_over_another_in_zeusd_token(mi300x, tmp_path):
+    """The same with ZEUSD_TOKEN holding another valid token (another user's, of scope gpu-read
+    only): the settings are made under the client's identity, not refused (403) under the
+    environment's."""
+    _run_with_the_clients_token(mi300x, tmp_path, lambda key: _signing_key_and_token(tmp_path, "gpu-read", "dave")[1])

@@ -297,6 +297,7 @@ class DevicesOpts(Structure):
         ("keep_settings_on_close", c_bool),
         ("daemon", c_char_p),
         ("daemon_override", c_bool),
+        ("daemon_token", c_char_p),
     ]
 
 

@@ -207,7 +207,8 @@ static int zd_map(zd_state *s) {
 }
 
 static int open_common(zd_state *s, const zeus_devices_opts *opts) {
-  int rc = zeus__zeusd_open(&s->z, opts ? opts->daemon : NULL, opts && opts->keep_settings_on_close,
+  int rc = zeus__zeusd_open(&s->z, opts ? opts->daemon : NULL, opts ? opts->daemon_token : NULL,
+                            opts && opts->keep_settings_on_close,
                             opts && opts->daemon_override);
   if (!rc && !s->z)
     rc = zeus__error(ZEUS_ENOLIB, "backend zeusd: no daemon configured (set ZEUSD_SOCK_PATH or ZEUSD_HOST_PORT)");

@@ -369,7 +369,7 @@ static double env_timeout(void) {
   return t;
 }
 
-int zeus__zeusd_open(zeus__zeusd **out, const char *spec, bool persist, bool override) {
+int zeus__zeusd_open(zeus__zeusd **out, const char *spec, const char *token, bool persist, bool override) {
   *out = NULL;
   bool tcp = false;
   if (!spec) spec = env_spec(&tcp);
@@ -386,7 +386,14 @@ int zeus__zeusd_open(zeus__zeusd **out, const char *spec, bool persist, bool ove
   zeus__env_long("ZEUS_DAEMON_LEASE_TTL_S", 1, 3600, 30, &ttl);
   z->ttl_s = (unsigned)ttl;
   int rc = parse_spec(z, spec, tcp);
-  const char *tok = zeus__env_str("ZEUSD_TOKEN");
+  /* The caller's token wins over the environment's ("" is none): a zeusc ZeusdClient with its own
+   * token must act here under the identity it was checked under. */
+  const char *tok = token ? (*token ? token : NULL) : zeus__env_str("ZEUSD_TOKEN");
+  /* It goes into a header line: a line break would end it (or add headers). Named, never shown. */
+  for (const char *p = tok; !rc && p && *p; p++)
+    if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+      rc = zeus__error(ZEUS_EINVAL, "the daemon token (%s) has a control character or line break",
+                       token ? "daemon_token" : "ZEUSD_TOKEN");
   if (!rc && tok && !(z->token = strdup(tok))) rc = zeus__oom("connecting to the daemon");
   if (rc) { zeus__zeusd_close(z); return rc; }
   *out = z;
@@ -579,7 +586,7 @@ static void close_shared(void) {
 }
 
 static void open_shared(void) {
-  if (zeus__zeusd_open(&shared, NULL, false, false) == ZEUS_OK && shared) atexit(close_shared);
+  if (zeus__zeusd_open(&shared, NULL, NULL, false, false) == ZEUS_OK && shared) atexit(close_shared);
 }
 
 zeus__zeusd *zeus__zeusd_shared(void) {

@@ -2,7 +2,8 @@
  *
  * The device layer sends privileged calls (and RAPL reads the process cannot make itself) to the
  * daemon named by ZEUSD_SOCK_PATH (a Unix socket) or ZEUSD_HOST_PORT (TCP), with ZEUSD_TOKEN as
- * bearer token, exactly as the original Python package finds zeusd.
+ * bearer token, exactly as the original Python package finds zeusd; or to the daemon and with the
+ * token that zeus_devices_opts names (a client object of zeusc carrying its own token).
  *
  * Transport: a small HTTP/1.1 client over one persistent socket per handle (keep-alive, no
  * libcurl: the device layer is always built, and libzeus without its optional parts must not
@@ -29,9 +30,11 @@ typedef struct zeus__zeusd zeus__zeusd;
 bool zeus__zeusd_configured(const char *spec);
 
 /* Connects (lazily: the first request connects). *out is NULL, with ZEUS_OK, when no daemon is
- * configured. `persist`: changes are permanent (held by nobody, as zeus gpus reset wants);
- * `override`: changes take over settings other clients hold. ZEUS_EINVAL for a malformed spec. */
-int zeus__zeusd_open(zeus__zeusd **out, const char *spec, bool persist, bool override);
+ * configured. `token`: the bearer token, NULL: ZEUSD_TOKEN (unset or empty: none), "": none; it is
+ * copied, and never logged nor put into an error message. `persist`: changes are permanent (held by
+ * nobody, as zeus gpus reset wants); `override`: changes take over settings other clients hold.
+ * ZEUS_EINVAL for a malformed spec, or a token with a control character (a line break). */
+int zeus__zeusd_open(zeus__zeusd **out, const char *spec, const char *token, bool persist, bool override);
 void zeus__zeusd_close(zeus__zeusd *z);
 /* "/run/zeusd/zeusd.sock" or "host:port", for messages. */
 const char *zeus__zeusd_endpoint(const zeus__zeusd *z);

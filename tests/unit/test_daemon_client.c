@@ -1,5 +1,6 @@
 /* libzeus as a client of zeus daemon: the device layer sends settings to an in-process daemon over
  * the fake NVML (whose setter log shows what the daemon did), with a lease per handle. */
+#include <sys/stat.h>
 #include <time.h>
 
 #include "test_util.h"
@@ -23,6 +24,7 @@ static int setup(void **state) {
   unsetenv("ZEUS_GPU_BACKEND");
   unsetenv("ZEUSD_SOCK_PATH");
   unsetenv("ZEUSD_HOST_PORT");
+  unsetenv("ZEUSD_TOKEN");
   unsetenv("CUDA_VISIBLE_DEVICES");
   return 0;
 }
@@ -354,6 +356,78 @@ static void daemon_reset_all_clocks_on_nvml_is_refused_whole_then_resets_both(vo
            m, m);
   assert_string_equal(log, want);
   free(log);
+/* A daemon that requires tokens (signed with a key in g_dir). */
+static zeus_daemon *start_with_tokens(char *key, size_t len) {
+  static const char bytes[] = "daemon-client-test-signing-key-0123456789";
+  snprintf(key, len, "%s/signing.key", g_dir);
+  FILE *f = fopen(key, "w");
+  assert_non_null(f);
+  fwrite(bytes, 1, sizeof bytes - 1, f);
+  fclose(f);
+  chmod(key, 0600);
+  zeus_devices_opts dev = {.backend = "nvml"};
+  zeus_daemon_opts o;
+  zeus_daemon_opts_init(&o);
+  o.socket_path = g_sock;
+  o.signing_key_path = key;
+  o.devices = &dev;
+  zeus_daemon *d;
+  assert_zeus_ok(zeus_daemon_open(&d, &o));
+  unlink(g_log);
+  return d;
+}
+
+static int set_cap_with_token(const char *token) {
+  zeus_devices_opts o = {.daemon = g_spec, .daemon_token = token};
+  zeus_devices *d;
+  assert_zeus_ok(zeus_devices_open(&d, &o));
+  assert_string_equal(zeus_devices_backend(d), "nvml+zeusd");
+  int rc = zeus_gpu_set_power_limit(d, 0, 200000);
+  zeus_devices_close(d);
+  return rc;
+}
+
+/* opts->daemon_token is the token sent, whatever ZEUSD_TOKEN holds (a zeusc ZeusdClient with a token
+ * of its own acts under its identity); "" sends none; NULL takes ZEUSD_TOKEN. No token is ever in an
+ * error message. */
+static void daemon_token_option_overrides_zeusd_token(void **state) {
+  (void)state;
+  char key[320];
+  zeus_daemon *srv = start_with_tokens(key, sizeof key);
+  char *control, *reader;
+  assert_zeus_ok(zeus_daemon_token_issue(key, "carol", ZEUS_DAEMON_GPU_CONTROL | ZEUS_DAEMON_GPU_READ, 0, &control));
+  assert_zeus_ok(zeus_daemon_token_issue(key, "dave", ZEUS_DAEMON_GPU_READ, 0, &reader));
+  /* The environment's token lacks gpu-control; the option's has it and wins. */
+  setenv("ZEUSD_TOKEN", reader, 1);
+  assert_zeus_ok(set_cap_with_token(control));
+  /* NULL: the environment's token, refused for its scope. */
+  assert_zeus_err(set_cap_with_token(NULL), ZEUS_EPERM, "gpu-control");
+  assert_null(strstr(zeus_errmsg(), reader));
+  /* "": no token, even with a good one in the environment. */
+  setenv("ZEUSD_TOKEN", control, 1);
+  assert_zeus_ok(set_cap_with_token(NULL));
+  assert_zeus_err(set_cap_with_token(""), ZEUS_EPERM, "Authentication required");
+  /* No ZEUSD_TOKEN at all: the option's token alone. */
+  unsetenv("ZEUSD_TOKEN");
+  assert_zeus_ok(set_cap_with_token(control));
+  assert_zeus_err(set_cap_with_token(reader), ZEUS_EPERM, "gpu-control");
+  assert_null(strstr(zeus_errmsg(), reader));
+  /* A line break would end the header line (or add one): refused at open, the token not shown. */
+  zeus_devices_opts bad = {.daemon = g_spec, .daemon_token = "s3cret\r\nX-Zeus-Lease: x"};
+  zeus_devices *d;
+  assert_zeus_err(zeus_devices_open(&d, &bad), ZEUS_EINVAL, "daemon_token");
+  assert_null(strstr(zeus_errmsg(), "s3cret"));
+  char *log = nvml_log();
+  assert_string_equal(log,
+                      "nvmlDeviceSetPowerManagementLimit 0 200000 -> 0\n"
+                      "nvmlDeviceSetPowerManagementLimit 0 300000 -> 0\n"
+                      "nvmlDeviceSetPowerManagementLimit 0 200000 -> 0\n"
+                      "nvmlDeviceSetPowerManagementLimit 0 300000 -> 0\n"
+                      "nvmlDeviceSetPowerManagementLimit 0 200000 -> 0\n"
+                      "nvmlDeviceSetPowerManagementLimit 0 300000 -> 0\n");
+  free(log);
+  zeus_free(control);
+  zeus_free(reader);
   zeus_daemon_close(srv);
 }
 
@@ -386,6 +460,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(clients_see_the_locks_made_through_the_daemon),
       cmocka_unit_test(hybrid_reset_all_clocks_is_one_daemon_request),
       cmocka_unit_test(daemon_reset_all_clocks_on_nvml_is_refused_whole_then_resets_both),
+      cmocka_unit_test(daemon_token_option_overrides_zeusd_token),
       cmocka_unit_test(no_daemon_configured_means_no_daemon),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);

@@ -50,22 +50,25 @@ class Devices(Closeable):
             nothing here needs root, and the daemon gives the settings back if this process dies.
         daemon_override: take over settings another client of the daemon holds (otherwise
             :class:`~zeusc.exceptions.ZeusRuntimeError` naming the holder).
+        daemon_token: the bearer token to send to the daemon (a ``zeus daemon token issue`` JWT):
+            None: ``ZEUSD_TOKEN`` (unset or empty: none); "": none, whatever the environment says.
 
     Settings changed through the handle (power limits, persistence mode) are put back when it
     is closed (:meth:`close`, the end of a ``with`` block, or garbage collection).
     """
 
     def __init__(self, backend=None, nvml_library=None, visible_devices=None, all_devices=False,
-                 keep_settings_on_close=False, daemon=None, daemon_override=False):
+                 keep_settings_on_close=False, daemon=None, daemon_override=False, daemon_token=None):
         L = _lib.lib()
         self._h = c_void_p()
         o = _lib.DevicesOpts(backend=_opt_bytes(backend), nvml_library=_opt_bytes(nvml_library),
                              visible_devices=_opt_bytes(visible_devices), all_devices=bool(all_devices),
                              keep_settings_on_close=bool(keep_settings_on_close), daemon=_opt_bytes(daemon),
-                             daemon_override=bool(daemon_override))
+                             daemon_override=bool(daemon_override), daemon_token=_opt_bytes(daemon_token))
         _lib.check(L.zeus_devices_open(byref(self._h), byref(o)))
         self._owned = True
         self._daemon_spec = daemon   # the daemon named at open (None: the environment's), for zeusd checks
+        self._daemon_token = daemon_token   # and its token (None: the environment's); never shown
         # Objects whose threads read this handle (monitors, optimizers), held strongly: the garbage
         # collector clears weak references before it runs finalizers, so with a WeakSet a handle
         # and its dependents collected together could be freed while a dependent's thread still

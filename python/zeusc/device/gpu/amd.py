@@ -27,6 +27,7 @@ daemon's amdsmi writes nothing then.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from typing import Optional, Sequence
@@ -110,16 +111,21 @@ class AMDGPU(GPU):
         raise ZeusGPUNotSupportedError("Average memory power usage is not supported on AMD GPUs.")
 
 
-def _zeusd_client(spec):
+def _zeusd_client(spec, token=None):
     """A ``ZeusdClient`` of the daemon a ``Devices`` ``daemon=`` names (None: the environment's), or
-    None when none is named. Its ``/discover`` (and ``/auth/whoami``) are read now."""
+    None when none is named, with the token that ``Devices`` sends (its ``daemon_token=``; None:
+    ``ZEUSD_TOKEN``; "": none). Its ``/discover`` (and ``/auth/whoami``) are read now."""
     from ...utils.zeusd import ZeusdClient, ZeusdConfig
+    if token is None:
+        token = os.environ.get("ZEUSD_TOKEN")   # the token libzeus sends too
+    token = token or None
     if spec is None:
         config = ZeusdConfig.from_env()
+        if config is not None and config.token != token:
+            config = dataclasses.replace(config, token=token)
     elif not spec:
         config = None
     else:
-        token = os.environ.get("ZEUSD_TOKEN")   # the token libzeus sends too
         path = spec[len("unix:"):] if spec.startswith("unix:") else spec if spec.startswith("/") else None
         config = (ZeusdConfig.uds(socket_path=path, token=token) if path is not None else
                   ZeusdConfig(host_port=spec[len("tcp:"):] if spec.startswith("tcp:") else spec, token=token))
@@ -138,12 +144,15 @@ def _require_gpu_control(client, gpu_index: int) -> None:
 
 
 def _zeusd_devices(client=None):
-    """An ``amdsmi+zeusd`` device set: the daemon of ``client`` (a ``zeusc.utils.zeusd.ZeusdClient``),
-    else the one the environment names."""
+    """An ``amdsmi+zeusd`` device set: the daemon of ``client`` (a ``zeusc.utils.zeusd.ZeusdClient``)
+    with the client's token ("" when it has none: not ``ZEUSD_TOKEN``, so that every setting is made
+    under the identity the client was checked under, as the original's client sends them), else the
+    daemon and token the environment names."""
     from .._devices import Devices
     daemon = client._config._stream_address if client is not None else None
+    token = (client._config.token or "") if client is not None else None
     try:
-        devices = Devices(backend="amdsmi", daemon=daemon)
+        devices = Devices(backend="amdsmi", daemon=daemon, daemon_token=token)
     except ZeusError as e:
         raise ZeusGPUInitError(str(e)) from e
     if devices.backend != "amdsmi+zeusd":
@@ -175,7 +184,7 @@ class ZeusdAMDGPU(AMDGPU):
     def __init__(self, gpu_index: int, client=None, devices=None) -> None:
         if client is None:
             try:
-                client = _zeusd_client(getattr(devices, "_daemon_spec", None))
+                client = _zeusd_client(getattr(devices, "_daemon_spec", None), getattr(devices, "_daemon_token", None))
             except ZeusError as e:   # ZeusdConnectionError: not reachable, or not a current daemon
                 raise ZeusGPUInitError(f"ZeusdAMDGPU {gpu_index}: {e}") from e
             if client is None:
@@ -223,7 +232,7 @@ class AMDGPUs(GPUs):
         if devices.backend == "amdsmi+zeusd":
             # one client for all, as the original's; its failures are ZeusGPUInitError there too
             try:
-                client = _zeusd_client(getattr(devices, "_daemon_spec", None))
+                client = _zeusd_client(getattr(devices, "_daemon_spec", None), getattr(devices, "_daemon_token", None))
                 self._gpus = [ZeusdAMDGPU(i, client=client, devices=devices) for i in range(n)]
             except ZeusError as e:
                 if opened:
