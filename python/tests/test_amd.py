@@ -242,9 +242,8 @@ def test_zeusd_amdgpu_with_a_control_only_daemon(mi300x, tmp_path):
     assert mi300x.read_text().splitlines() == [
         "amdsmi_set_gpu_clk_range 1 1000 1200 0 -> 0",
         "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0",
-        "amdsmi_set_gpu_perf_level 1 0 -> 0",          # reset_locked_clocks: one request, in which the
-        "amdsmi_set_gpu_clk_range 1 900 900 4 -> 0",   # daemon resets the GFX lock (putting the memory
-        "amdsmi_set_gpu_perf_level 1 0 -> 0",          # lock back), then the memory lock
+        "amdsmi_set_gpu_perf_level 1 0 -> 0",          # reset_locked_clocks: one request, and the
+                                                       # daemon's one reset of both locks
         "amdsmi_set_power_cap 1 0 450000000 -> 0",
         "amdsmi_set_power_cap 1 0 750000000 -> 0",     # given back at close
     ]

@@ -356,6 +356,9 @@ static void daemon_reset_all_clocks_on_nvml_is_refused_whole_then_resets_both(vo
            m, m);
   assert_string_equal(log, want);
   free(log);
+  zeus_daemon_close(srv);
+}
+
 /* A daemon that requires tokens (signed with a key in g_dir). */
 static zeus_daemon *start_with_tokens(char *key, size_t len) {
   static const char bytes[] = "daemon-client-test-signing-key-0123456789";
