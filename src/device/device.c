@@ -589,14 +589,15 @@ static int restore_gpu(zeus_devices *d, unsigned gpu, bool quiet) {
 }
 
 /* Through a daemon: the daemon holds the values our changes replaced; releasing the handle's
- * lease has it put them back. */
+ * lease has it put them back. Released whatever this handle still has set: a lock reset through
+ * the daemon leaves its record ("unlocked", held by this lease) there, which would hold the clock
+ * against other clients until this process exits (the backend sends nothing without a lease). */
 static int release_all(zeus_devices *d) {
   bool any = false;
   for (unsigned g = 0; g < d->n; g++) {
     saved_state *s = &d->saved[g];
     any = any || s->pl_saved || s->pm_saved || s->clocks_locked || s->mem_locked;
   }
-  if (!any) return ZEUS_OK;
   int rc = d->be->release(d->st);
   if (rc) {
     zeus__log(ZEUS_LOG_WARN, "device",
@@ -609,7 +610,7 @@ static int release_all(zeus_devices *d) {
     saved_state *s = &d->saved[g];
     s->pl_saved = s->pm_saved = s->clocks_locked = s->mem_locked = false;
   }
-  zeus__log(ZEUS_LOG_INFO, "device", "the daemon gave back the GPU settings this handle changed");
+  if (any) zeus__log(ZEUS_LOG_INFO, "device", "the daemon gave back the GPU settings this handle changed");
   return ZEUS_OK;
 }
 

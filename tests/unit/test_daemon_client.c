@@ -359,6 +359,22 @@ static void daemon_reset_all_clocks_on_nvml_is_refused_whole_then_resets_both(vo
   zeus_daemon_close(srv);
 }
 
+/* A handle whose clock lock was reset (nothing left set) still releases its lease at close: the
+ * daemon's record of the reset lock would otherwise hold the clock against other clients until
+ * this process exits. */
+static void a_handle_with_its_lock_reset_releases_its_lease_at_close(void **state) {
+  (void)state;
+  zeus_daemon *srv = start();
+  zeus_devices *d = client(NULL, false, false), *other = client(NULL, false, false);
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(d, 0, 500, 1200));
+  assert_zeus_ok(zeus_gpu_reset_locked_clocks(d, 0));
+  assert_zeus_err(zeus_gpu_set_locked_clocks(other, 0, 600, 1300), ZEUS_EBUSY, "gpu_locked_clocks");
+  zeus_devices_close(d);
+  assert_zeus_ok(zeus_gpu_set_locked_clocks(other, 0, 600, 1300));
+  zeus_devices_close(other);
+  zeus_daemon_close(srv);
+}
+
 /* A daemon that requires tokens (signed with a key in g_dir). */
 static zeus_daemon *start_with_tokens(char *key, size_t len) {
   static const char bytes[] = "daemon-client-test-signing-key-0123456789";
@@ -464,6 +480,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(hybrid_reset_all_clocks_is_one_daemon_request),
       cmocka_unit_test(daemon_reset_all_clocks_on_nvml_is_refused_whole_then_resets_both),
       cmocka_unit_test(daemon_token_option_overrides_zeusd_token),
+      cmocka_unit_test(a_handle_with_its_lock_reset_releases_its_lease_at_close),
       cmocka_unit_test(no_daemon_configured_means_no_daemon),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
