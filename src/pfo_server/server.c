@@ -254,8 +254,11 @@ static void loop_kick(ev_loop *l);
 /* Resumes q's connection from any thread. In external mode libmicrohttpd has no inter-thread
  * channel (it drops MHD_USE_ITC), so the loop that serves the connection is woken here. */
 static void resume(req *q) {
+  /* Read before the resume: from then on q's own loop may send the reply and free q (a
+   * use-after-free that ASan caught under load in test_pfo_server's long-poll burst). */
+  ev_loop *loop = q->loop;
   MHD_resume_connection(q->conn);
-  if (q->loop) loop_kick(q->loop);
+  if (loop) loop_kick(loop);
 }
 
 static void on_complete(void *w, zeus__reply *reply) {
