@@ -254,3 +254,67 @@ int zeus__plo_lead(const zeus_selector *sel, const zeus_plo_measurement *truth, 
   }
   return ZEUS_OK;
 }
+
+/* The oracle's right choices out of `trials` with contenders within `width` (zeus__plo_oracle_bound). */
+static double oracle_at(const char *path, const zeus_selector *sel, const zeus__plo_noise *nz, int trials,
+                        double width, bool swept) {
+  zeus__plo_noise clean;
+  zeus__plo_noise_init(&clean);
+  clean.wait_steps = nz->wait_steps;
+  clean.warmup_steps = nz->warmup_steps;
+  clean.profile_steps = nz->profile_steps;
+  zeus__plo_replay_result t;
+  if (zeus__plo_noisy_replay(path, sel, &clean, 1, &t) || t.n < 2) return -1;
+  zeus_selector js = *sel;
+  if (js.kind == ZEUS_SELECTOR_ZEUS_COST && js.world_size == 0) js.world_size = t.ngpu;
+  bool cont[ZEUS__PLO_REPLAY_MAX];
+  size_t k = 0, top = 0;
+  for (size_t i = 0; i < t.n; i++)
+    if (t.meas[i].power_limit_w > t.meas[top].power_limit_w) top = i;
+  bool wrong = false; /* a wrong limit among the contenders */
+  for (size_t i = 0; i < t.n; i++) {
+    bool ok = true;
+    double excess = 0; /* the limit's cost over the best, as the judge computes it */
+    if (zeus__plo_judge(&js, t.meas, t.n, t.meas[i].power_limit_w, &ok, &excess)) return -1;
+    if (js.kind == ZEUS_SELECTOR_MAX_SLOWDOWN)
+      cont[i] = i == top || fabs(t.meas[i].time_s / (js.factor * t.meas[top].time_s) - 1) <= width;
+    else
+      cont[i] = excess <= width;
+    k += cont[i];
+    wrong |= cont[i] && !ok;
+  }
+  /* A narrower set that leaves out every wrong limit would be right by construction. */
+  if (!wrong && width < 0.06) return -1;
+  double steps = ZEUS__ROBUST_STEP_BUDGET * (double)t.original_steps - nz->wait_steps - 1, per = steps / (double)k;
+  if (swept) {
+    double sweep = (double)t.n * (double)(nz->warmup_steps + nz->profile_steps);
+    per = (double)nz->profile_steps + fmax(0.0, steps - sweep) / (double)k;
+  }
+  double sd = nz->jitter / sqrt(per);
+  uint64_t seed = 0x9e3779b97f4a7c15ULL;
+  int right = 0;
+  for (int r = 0; r < trials; r++) {
+    zeus_plo_measurement est[ZEUS__PLO_REPLAY_MAX];
+    for (size_t i = 0; i < t.n; i++) {
+      est[i] = t.meas[i];
+      if (!cont[i]) continue;
+      double f = 1 + sd * zeus__plo_gauss(&seed);
+      est[i].time_s *= f;
+      est[i].energy_j *= f;
+    }
+    unsigned w;
+    bool ok = false;
+    if (zeus_selector_select(&js, est, t.n, &w) == ZEUS_OK && zeus__plo_judge(&js, t.meas, t.n, w, &ok, NULL) == ZEUS_OK)
+      right += ok;
+  }
+  return (double)right / trials;
+}
+
+double zeus__plo_oracle_bound(const char *path, const zeus_selector *sel, const zeus__plo_noise *nz, int trials,
+                              bool swept) {
+  static const double widths[] = {0.06, 0.04, 0.025, 0.015};
+  double best = -1;
+  for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+    best = fmax(best, oracle_at(path, sel, nz, trials, widths[i], swept));
+  return best;
+}

@@ -184,6 +184,17 @@ int zeus__plo_robustness(const char *profile, const zeus_selector *sel, const ze
  * least key over the best's, minus one, over the other limits; for MaxSlowdownConstraint a limit
  * within the factor by its energy, one outside by how far its time is past the bound. */
 int zeus__plo_lead(const zeus_selector *sel, const zeus_plo_measurement *truth, size_t n, double *lead /* out */);
+/* What no profiling can beat by much on the optimizer's 1.5x step budget: the share of `trials`
+ * right choices by an oracle that knows which limits contend (cost within a width w of the best;
+ * MaxSlowdown: time within w of the bound, and the reference), knows the others exactly, spends
+ * the budget's steps on the contenders equally and without warm-up, and measures time with the
+ * noise's step jitter (energy follows time at each limit's exact power); the best over w = 6 %,
+ * 4 %, 2.5 % and 1.5 % where the contenders still include a wrong limit. With `swept`, the oracle
+ * must first sweep every limit as the original does (a warm-up and a window of profile_steps at
+ * each), and only the rest of the budget goes to the contenders, on top of their sweep windows:
+ * the bound of any profiling that measures every limit before it re-measures. -1 on an error. */
+double zeus__plo_oracle_bound(const char *profile, const zeus_selector *sel, const zeus__plo_noise *nz, int trials,
+                              bool swept);
 /* Writes to dst the profile CSV src with only its limits in [min_w, max_w] (a GPU with fewer limits:
  * the simulated GPU's range is its table's); *kept: rows kept (may be NULL). */
 int zeus__plo_cut_profile(const char *src, const char *dst, unsigned max_w, unsigned min_w, size_t *kept);

