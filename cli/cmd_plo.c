@@ -83,7 +83,8 @@ static const cli_opt plo_table[] = {
     {"confidence", 0, CLI_OPT_DOUBLE, &plo_opts.confidence, "P",
      "the confidence mode (issue 37), P in (0, 1) such as 0.95: after the sweep, measure\n"
      "the limits that could still be the best until the choice is within the selector's\n"
-     "tolerance at confidence P, or the cap (then the higher contender); 0: off\n"
+     "tolerance at confidence P (looked at each time the steps double), or the cap (then\n"
+     "the choice if at P, else the higher contender); 0: off\n"
      "(ZEUS_PLO_CONFIDENCE is read when 0)", "0", 0, 0.999999},
     {"max-profile-steps", 0, CLI_OPT_LONG, &plo_opts.max_profile_steps, "N",
      "the confidence mode's cap in steps (default 0: the end of the epoch in which the\n"

@@ -133,8 +133,10 @@ typedef struct zeus_plo_opts {
   bool no_signal_handlers;
   /* The confidence mode (issue 37), opt-in: in (0, 1), e.g. 0.95. After the sweep, the limits that
    * could still be the best are measured again, in interleaved rounds, until the choice is within
-   * the selector's tolerance at this confidence (zeus_plo_confidence) or the cap is reached, where
-   * the higher of the remaining contenders is chosen. 0: off, unless ZEUS_PLO_CONFIDENCE is set.
+   * the selector's tolerance at this confidence (zeus_plo_confidence) or the cap is reached. The
+   * choice is looked at a few times (each time the steps have doubled), the error allowed spent
+   * over the looks; at the cap a choice at this confidence is kept, else the higher of the
+   * remaining contenders is chosen. 0: off, unless ZEUS_PLO_CONFIDENCE is set.
    * Noiseless steps and ZEUS_PLO_PROFILING=original ignore it. */
   double confidence;
   /* The cap of the confidence mode in steps since open (>= 0). 0: the end of the epoch in which

@@ -109,9 +109,11 @@ double zeus__robust_remeasured_time(double sweep_s, bool first_window, double ne
 #define ZEUS__ROBUST_TOL 0.01
 /* MaxSlowdownConstraint: a time within the factor and this much more is right. */
 #define ZEUS__ROBUST_SLOWDOWN_TOL 0.005
-/* The confidence mode settles when the confidence is above 1 - (1 - target) x this (it looks after
- * every round, and each look may settle by chance). */
-#define ZEUS__CONF_LOOK_SHARE 0.5
+/* The confidence mode looks at its choice after the first round that ends at or past this many
+ * times the steps of the look before (so a few looks up to any cap), and the r-th look settles at
+ * a confidence of 1 - (1 - target) / (r (r + 1)): the looks' chances of settling wrong sum to at
+ * most 1 - target. */
+#define ZEUS__CONF_LOOK_GROWTH 2.0
 /* Limits within this many standard errors of a difference of the choice are its contenders. */
 #define ZEUS__ROBUST_CONTENDER_Z 2.0
 

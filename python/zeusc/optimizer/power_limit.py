@@ -405,8 +405,9 @@ class GlobalPowerLimitOptimizer(Closeable, Callback):
         confidence: (not in the original; keyword only) the confidence mode, in (0, 1), e.g.
             0.95: after the sweep the limits that could still be the best are measured again in
             interleaved rounds until the choice is within the selector's tolerance at this
-            confidence, or the cap comes (then the higher of the contenders is chosen). None: off
-            unless ZEUS_PLO_CONFIDENCE is set.
+            confidence (looked at each time the steps have doubled, the error spent over the
+            looks), or the cap comes (then the choice if at this confidence, else the higher of
+            the contenders). None: off unless ZEUS_PLO_CONFIDENCE is set.
         max_profile_steps: (keyword only) the confidence mode's cap in steps since construction;
             None or 0: the end of the epoch in which the sweep ends.
 
