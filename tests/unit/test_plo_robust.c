@@ -355,21 +355,44 @@ static const int floor_few[6][4] = {
     {20, 20, 20, 20}, /* shufflenetv2 */
 };
 
+/* Every measured profile cut to 250-100 W (7 limits, a V100's range) in sc's folder: cut[i] for
+ * paths[i]; returns how many (6). */
+static size_t cut_profiles(char (*paths)[1024], char (*cut)[1100], const scratch *sc) {
+  size_t np = list_profiles(paths, 16);
+  assert_int_equal(np, 6);
+  for (size_t i = 0; i < np; i++) {
+    snprintf(cut[i], sizeof cut[i], "%s/%s", sc->dir, strrchr(paths[i], '/') + 1);
+    size_t kept = 0;
+    assert_zeus_ok(zeus__plo_cut_profile(paths[i], cut[i], 250, 100, &kept));
+    assert_int_equal(kept, 7);
+  }
+  return np;
+}
+
+/* The noiseless replay of profile under s (*t), the selector as the judge sees it (*js: ZeusCost
+ * over the replay's GPUs) and whether its noiseless choice is judged right. */
+static bool noiseless_truth(const char *profile, const zeus_selector *s, zeus__plo_replay_result *t,
+                            zeus_selector *js) {
+  zeus__plo_noise clean;
+  zeus__plo_noise_init(&clean);
+  assert_zeus_ok(zeus__plo_noisy_replay(profile, s, &clean, 1, t));
+  *js = *s;
+  if (js->kind == ZEUS_SELECTOR_ZEUS_COST) js->world_size = t->ngpu;
+  bool ok;
+  assert_zeus_ok(zeus__plo_judge(js, t->meas, t->n, t->chosen_w, &ok, NULL));
+  return ok;
+}
+
 static void plo_few_limits_remeasure_what_decides(void **state) {
   (void)state;
   ZEUS_SKIP_WITHOUT_DATA();
   char paths[16][1024], cut[16][1100];
-  size_t np = list_profiles(paths, 16);
-  assert_int_equal(np, 6);
   scratch sc;
   scratch_init(&sc);
+  size_t np = cut_profiles(paths, cut, &sc);
   int total[2] = {0, 0}, must = 0, must_ok = 0, out_of_reach = 0;
   double worst = 0;
   for (size_t i = 0; i < np; i++) {
-    snprintf(cut[i], sizeof cut[i], "%s/%s", sc.dir, strrchr(paths[i], '/') + 1);
-    size_t kept = 0;
-    assert_zeus_ok(zeus__plo_cut_profile(paths[i], cut[i], 250, 100, &kept));
-    assert_int_equal(kept, 7);
     for (int k = 0; k < 4; k++) {
       zeus_selector s;
       make_selector(k, &s);
@@ -381,17 +404,12 @@ static void plo_few_limits_remeasure_what_decides(void **state) {
       assert_zeus_ok(zeus__plo_robustness(cut[i], &s, &nz, 0, RUNS, &right[0], &ratio));
       assert_zeus_ok(zeus__plo_robustness(cut[i], &s, &nz, 1, RUNS, &right[1], NULL));
       /* The noiseless choice, its judgement and the best limit's lead over the next. */
-      zeus__plo_noise clean;
-      zeus__plo_noise_init(&clean);
       zeus__plo_replay_result t;
-      assert_zeus_ok(zeus__plo_noisy_replay(cut[i], &s, &clean, 1, &t));
+      zeus_selector js;
+      bool clean_ok = noiseless_truth(cut[i], &s, &t, &js);
       assert_int_equal(t.n, 7);
-      zeus_selector js = s;
-      if (js.kind == ZEUS_SELECTOR_ZEUS_COST) js.world_size = t.ngpu;
       double lead;
-      bool clean_ok;
       assert_zeus_ok(zeus__plo_lead(&js, t.meas, t.n, &lead));
-      assert_zeus_ok(zeus__plo_judge(&js, t.meas, t.n, t.chosen_w, &clean_ok, NULL));
       /* Issue 37 asks 95 % of every cell whose best leads by > 1.5 %; within the 1.5x budget a
        * profiling that sweeps every limit first cannot reach it where the swept oracle bound is
        * below 95 % (the three cells with leads of 1.54-1.71 %): those are counted apart. */
@@ -662,36 +680,25 @@ static void plo_confidence_mode_is_right_in_every_cell_at_095(void **state) {
  * 0.95, a cap of 12x the original's steps): of the runs that end settled (confidence >= 0.95), at
  * most 5 % choose wrong, and no cell has more than 2 of its 20 settled wrong. Looking after every
  * round at a fixed share of the error settled resnet50's Time cell wrong in 4 of 20 (51 of 60 right
- * with 60 seeds, every wrong run settled); the looks now come at every 1.5x of the steps and the
- * r-th may settle only at 1 - (1 - target) / (r (r + 1)). The cell whose noiseless choice is judged
+ * with 60 seeds, every wrong run settled); the looks now come each time the steps have doubled and
+ * the r-th may settle only at 1 - (1 - target) / (r (r + 1)). The cell whose noiseless choice is judged
  * wrong (resnet18 MaxSlowdown) is left out. */
 static void plo_confidence_mode_settles_wrong_rarely_on_few_limits(void **state) {
   (void)state;
   ZEUS_SKIP_WITHOUT_DATA();
   char paths[16][1024], cut[16][1100];
-  size_t np = list_profiles(paths, 16);
-  assert_int_equal(np, 6);
   scratch sc;
   scratch_init(&sc);
+  size_t np = cut_profiles(paths, cut, &sc);
   int settled = 0, settled_wrong = 0, right_all = 0, worst_cell = 0;
   for (size_t i = 0; i < np; i++) {
-    snprintf(cut[i], sizeof cut[i], "%s/%s", sc.dir, strrchr(paths[i], '/') + 1);
-    size_t kept = 0;
-    assert_zeus_ok(zeus__plo_cut_profile(paths[i], cut[i], 250, 100, &kept));
-    assert_int_equal(kept, 7);
     for (int k = 0; k < 4; k++) {
-      zeus_selector s;
+      zeus_selector s, js;
       make_selector(k, &s);
-      zeus__plo_noise nz, clean;
+      zeus__plo_noise nz;
       zeus__plo_noise_issue30(&nz);
-      zeus__plo_noise_init(&clean);
       zeus__plo_replay_result t;
-      assert_zeus_ok(zeus__plo_noisy_replay(cut[i], &s, &clean, 1, &t));
-      zeus_selector js = s;
-      if (js.kind == ZEUS_SELECTOR_ZEUS_COST) js.world_size = t.ngpu;
-      bool clean_ok;
-      assert_zeus_ok(zeus__plo_judge(&js, t.meas, t.n, t.chosen_w, &clean_ok, NULL));
-      if (!clean_ok) continue;
+      if (!noiseless_truth(cut[i], &s, &t, &js)) continue;
       nz.confidence = 0.95;
       nz.max_profile_steps = 12 * (nz.wait_steps + 1 + 7 * (nz.warmup_steps + nz.profile_steps));
       nz.steps_per_epoch = nz.max_profile_steps + 1;
