@@ -583,6 +583,38 @@ static int conflict(zeus__leases *L, const zeus__lease *who, unsigned gpu, zeus_
   return ZEUS_OK;
 }
 
+/* A holder's older layer taken out of a stack (it was overridden, so it is not the top), with
+ * what putting it back needs: a change that fails after it left must not lose the holder's record
+ * (the value its holder set would not come back when the overrider goes). */
+typedef struct removal {
+  bool done;
+  unsigned at;
+  layer gone;
+  zeus__dval above_replaced; /* the replaced value of the layer above it, before it inherited */
+} removal;
+
+static removal remove_older(stack *k, const zeus__lease *who) {
+  removal r = {0};
+  for (unsigned i = 0; i < k->n; i++) {
+    if (k->l[i].who != who) continue;
+    r = (removal){.done = true, .at = i, .gone = k->l[i], .above_replaced = k->l[i + 1].replaced};
+    k->l[i + 1].replaced = k->l[i].replaced; /* i is not the top: the caller checked */
+    memmove(&k->l[i], &k->l[i + 1], (k->n - i - 1) * sizeof k->l[0]);
+    k->n--;
+    break;
+  }
+  return r;
+}
+
+/* Puts back what remove_older took (the stack holds what it held then: room for one more). */
+static void undo_removal(stack *k, const removal *r) {
+  if (!r->done) return;
+  memmove(&k->l[r->at + 1], &k->l[r->at], (k->n - r->at) * sizeof k->l[0]);
+  k->l[r->at] = r->gone;
+  k->l[r->at + 1].replaced = r->above_replaced;
+  k->n++;
+}
+
 int zeus__leases_change(zeus__leases *L, zeus__lease *who, unsigned gpu, zeus__setting s, const zeus__dval *v,
                         zeus__change_mode mode) {
   if (gpu >= L->ngpus || (unsigned)s >= ZEUS__SET_COUNT) return zeus__error(ZEUS_EINVAL, "GPU %u does not exist", gpu);
@@ -607,25 +639,24 @@ int zeus__leases_change(zeus__leases *L, zeus__lease *who, unsigned gpu, zeus__s
     top->set = *v;
     return ZEUS_OK;
   }
-  /* A new layer: the holder's older one (it was overridden) leaves first, silently. */
-  for (unsigned i = 0; i < k->n; i++) {
-    if (k->l[i].who == who) {
-      k->l[i + 1].replaced = k->l[i].replaced; /* i is not the top: top->who != who */
-      memmove(&k->l[i], &k->l[i + 1], (k->n - i - 1) * sizeof k->l[0]);
-      k->n--;
-      break;
-    }
+  /* A new layer: the holder's older one (it was overridden) leaves first, silently; it comes back
+   * if the change fails. */
+  removal older = remove_older(k, who);
+  if (!stack_room(k)) {
+    undo_removal(k, &older);
+    return zeus__oom("recording a change");
   }
-  if (!stack_room(k)) return zeus__oom("recording a change");
   layer y = {.who = who, .set = *v};
   if (k->n) {
     y.replaced = k->l[k->n - 1].set;
   } else if ((rc = L->dev.read(L->dev.ctx, gpu, s, &y.replaced))) {
+    undo_removal(k, &older);
     return rc;
   }
   k->l[k->n++] = y;
   if ((rc = save_state(L))) {
     k->n--;
+    undo_removal(k, &older);
     return zeus__error_ctx(rc, "GPU %u's %s was not changed, because the value it replaces could not be recorded",
                            gpu, SETTING_NAMES[s]);
   }
@@ -633,6 +664,7 @@ int zeus__leases_change(zeus__leases *L, zeus__lease *who, unsigned gpu, zeus__s
     char saved[1024];
     snprintf(saved, sizeof saved, "%s", zeus_errmsg());
     k->n--;
+    undo_removal(k, &older);
     save_state(L);
     return zeus__error(rc, "%s", saved);
   }
@@ -668,17 +700,11 @@ int zeus__leases_reset_locks(zeus__leases *L, zeus__lease *who, unsigned gpu, ze
   /* Each domain as zeus__leases_change: `who`'s top layer is updated after the write; otherwise
    * its older layer leaves and a new one is pushed, both pushed ones recorded before the write. */
   bool pushed[2] = {false, false};
+  removal older[2] = {{0}, {0}};
   for (int m = 0; m < 2 && !rc; m++) {
     stack *k = stk(L, gpu, S[m]);
     if (k->n && k->l[k->n - 1].who == who) continue;
-    for (unsigned i = 0; i < k->n; i++) {
-      if (k->l[i].who == who) {
-        k->l[i + 1].replaced = k->l[i].replaced; /* i is not the top */
-        memmove(&k->l[i], &k->l[i + 1], (k->n - i - 1) * sizeof k->l[0]);
-        k->n--;
-        break;
-      }
-    }
+    older[m] = remove_older(k, who);
     if (!stack_room(k)) {
       rc = zeus__oom("recording a change");
       break;
@@ -695,15 +721,18 @@ int zeus__leases_reset_locks(zeus__leases *L, zeus__lease *who, unsigned gpu, ze
   if (!rc && (rc = L->dev.reset_locks(L->dev.ctx, gpu)) && (pushed[0] || pushed[1])) {
     char saved[1024];
     snprintf(saved, sizeof saved, "%s", zeus_errmsg());
-    for (int m = 0; m < 2; m++)
+    for (int m = 0; m < 2; m++) {
       if (pushed[m]) stk(L, gpu, S[m])->n--;
-    pushed[0] = pushed[1] = false;
+      undo_removal(stk(L, gpu, S[m]), &older[m]);
+    }
     save_state(L);
     return zeus__error(rc, "%s", saved);
   }
   if (rc) {
-    for (int m = 0; m < 2; m++)
+    for (int m = 0; m < 2; m++) {
       if (pushed[m]) stk(L, gpu, S[m])->n--;
+      undo_removal(stk(L, gpu, S[m]), &older[m]);
+    }
     return rc;
   }
   for (int m = 0; m < 2; m++) {

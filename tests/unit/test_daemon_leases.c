@@ -17,6 +17,7 @@ typedef struct fakedev {
   int writes;
   char log[4096];
   int fail_writes; /* the next N writes fail with ZEUS_EPERM */
+  int resets, fail_resets; /* one-operation resets of both locks (f_reset_locks), and failures to come */
 } fakedev;
 
 static int f_read(void *ctx, unsigned gpu, zeus__setting s, zeus__dval *out) {
@@ -36,6 +37,18 @@ static int f_write(void *ctx, unsigned gpu, zeus__setting s, const zeus__dval *v
   size_t n = strlen(f->log);
   snprintf(f->log + n, sizeof f->log - n, "%u:%s=%u%s;", gpu, zeus__setting_name(s),
            s == ZEUS__SET_PERSISTENCE ? v->on : v->a, (s >= ZEUS__SET_GPU_LOCK && !v->on) ? "(unlocked)" : "");
+  return ZEUS_OK;
+}
+
+static int f_reset_locks(void *ctx, unsigned gpu) {
+  fakedev *f = ctx;
+  if (f->fail_resets > 0) {
+    f->fail_resets--;
+    return zeus__error(ZEUS_EIO, "fake: reset failed on GPU %u", gpu);
+  }
+  f->v[gpu][ZEUS__SET_GPU_LOCK] = (zeus__dval){0};
+  f->v[gpu][ZEUS__SET_MEM_LOCK] = (zeus__dval){0};
+  f->resets++;
   return ZEUS_OK;
 }
 
@@ -206,6 +219,63 @@ static void failed_device_write_leaves_no_record(void **state) {
   zeus__leases_unlock(L);
   zeus__leases_close(L, "end");
   assert_int_equal(F.v[0][ZEUS__SET_POWER_LIMIT].a, 300000);
+}
+
+/* A change that fails after the holder's older (overridden) record left the stack puts it back:
+ * when the overrider goes, the holder's own value comes back, not the one from before it. */
+static void failed_change_keeps_the_holders_older_record(void **state) {
+  (void)state;
+  zeus__leases *L = open_table(NULL);
+  zeus__leases_lock(L);
+  zeus__lease *a = zeus__leases_create(L, 0, 1, NULL, "a", 0), *b = zeus__leases_create(L, 0, 2, NULL, "b", 0);
+  assert_zeus_ok(zeus__leases_change(L, a, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 200000}, ZEUS__CHANGE_NORMAL));
+  assert_zeus_ok(
+      zeus__leases_change(L, b, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 150000}, ZEUS__CHANGE_OVERRIDE));
+  F.fail_writes = 1;
+  assert_zeus_err(
+      zeus__leases_change(L, a, 0, ZEUS__SET_POWER_LIMIT, &(zeus__dval){.a = 250000}, ZEUS__CHANGE_OVERRIDE),
+      ZEUS_EPERM, "no permission on GPU 0");
+  assert_int_equal(F.v[0][ZEUS__SET_POWER_LIMIT].a, 150000);
+  zeus__leases_end(L, b, "b went");
+  assert_int_equal(F.v[0][ZEUS__SET_POWER_LIMIT].a, 200000); /* a's, still held by a */
+  zeus__leases_end(L, a, "a went");
+  assert_int_equal(F.v[0][ZEUS__SET_POWER_LIMIT].a, 300000);
+  zeus__leases_unlock(L);
+  zeus__leases_close(L, "end");
+}
+
+/* The same for a reset of both clock locks in one device operation that fails: each domain's
+ * older record of the holder is put back. */
+static void failed_lock_reset_keeps_the_holders_older_records(void **state) {
+  (void)state;
+  memset(&F, 0, sizeof F);
+  F.v[0][ZEUS__SET_POWER_LIMIT].a = 300000;
+  zeus__lease_dev dev = {f_read, f_write, &F, f_reset_locks};
+  zeus__leases *L;
+  assert_zeus_ok(zeus__leases_open(&L, NG, UUIDS, &dev, NULL, 16));
+  zeus__leases_lock(L);
+  zeus__lease *a = zeus__leases_create(L, 0, 1, NULL, "a", 0), *b = zeus__leases_create(L, 0, 2, NULL, "b", 0);
+  const zeus__dval a_gpu = {.on = true, .a = 900, .b = 1200}, a_mem = {.on = true, .a = 1500, .b = 1500};
+  const zeus__dval b_gpu = {.on = true, .a = 600, .b = 700}, b_mem = {.on = true, .a = 800, .b = 800};
+  assert_zeus_ok(zeus__leases_change(L, a, 0, ZEUS__SET_GPU_LOCK, &a_gpu, ZEUS__CHANGE_NORMAL));
+  assert_zeus_ok(zeus__leases_change(L, a, 0, ZEUS__SET_MEM_LOCK, &a_mem, ZEUS__CHANGE_NORMAL));
+  assert_zeus_ok(zeus__leases_change(L, b, 0, ZEUS__SET_GPU_LOCK, &b_gpu, ZEUS__CHANGE_OVERRIDE));
+  assert_zeus_ok(zeus__leases_change(L, b, 0, ZEUS__SET_MEM_LOCK, &b_mem, ZEUS__CHANGE_OVERRIDE));
+  F.fail_resets = 1;
+  assert_zeus_err(zeus__leases_reset_locks(L, a, 0, ZEUS__CHANGE_OVERRIDE), ZEUS_EIO, "reset failed on GPU 0");
+  assert_int_equal(F.v[0][ZEUS__SET_GPU_LOCK].a, 600);
+  zeus__leases_end(L, b, "b went");
+  assert_int_equal(F.v[0][ZEUS__SET_GPU_LOCK].a, 900); /* a's locks, still held by a */
+  assert_int_equal(F.v[0][ZEUS__SET_MEM_LOCK].a, 1500);
+  /* A reset that works: a's records now hold "unlocked" over the values from before a. */
+  assert_zeus_ok(zeus__leases_reset_locks(L, a, 0, ZEUS__CHANGE_NORMAL));
+  assert_int_equal(F.resets, 1);
+  assert_false(F.v[0][ZEUS__SET_GPU_LOCK].on);
+  zeus__leases_end(L, a, "a went");
+  assert_false(F.v[0][ZEUS__SET_GPU_LOCK].on);
+  assert_false(F.v[0][ZEUS__SET_MEM_LOCK].on);
+  zeus__leases_unlock(L);
+  zeus__leases_close(L, "end");
 }
 
 static void ttl_lease_lapses_and_renewal_keeps_it(void **state) {
@@ -407,6 +477,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(persistent_change_drops_the_records),
       cmocka_unit_test(anonymous_changes_hold_nothing_and_come_back_at_close),
       cmocka_unit_test(failed_device_write_leaves_no_record),
+      cmocka_unit_test(failed_change_keeps_the_holders_older_record),
+      cmocka_unit_test(failed_lock_reset_keeps_the_holders_older_records),
       cmocka_unit_test(ttl_lease_lapses_and_renewal_keeps_it),
       cmocka_unit_test(peer_lease_ends_when_its_process_is_killed),
       cmocka_unit_test(state_file_replay_adopts_live_clients_and_restores_dead_ones),
