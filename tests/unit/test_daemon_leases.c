@@ -55,15 +55,18 @@ static int f_reset_locks(void *ctx, unsigned gpu) {
 static fakedev F;
 static const char *const UUIDS[NG] = {"GPU-aaaa", "GPU-bbbb"};
 
-static zeus__leases *open_table(const char *state) {
+/* The table over a fresh fake device; reset_locks: its one-operation lock reset (NULL: none). */
+static zeus__leases *open_table_with(const char *state, int (*reset_locks)(void *, unsigned)) {
   memset(&F, 0, sizeof F);
   F.v[0][ZEUS__SET_POWER_LIMIT].a = 300000;
   F.v[1][ZEUS__SET_POWER_LIMIT].a = 300000;
-  zeus__lease_dev dev = {f_read, f_write, &F, NULL};
+  zeus__lease_dev dev = {f_read, f_write, &F, reset_locks};
   zeus__leases *L;
   assert_zeus_ok(zeus__leases_open(&L, NG, UUIDS, &dev, state, 16));
   return L;
 }
+
+static zeus__leases *open_table(const char *state) { return open_table_with(state, NULL); }
 
 static double mono(void) {
   struct timespec ts;
@@ -248,11 +251,7 @@ static void failed_change_keeps_the_holders_older_record(void **state) {
  * older record of the holder is put back. */
 static void failed_lock_reset_keeps_the_holders_older_records(void **state) {
   (void)state;
-  memset(&F, 0, sizeof F);
-  F.v[0][ZEUS__SET_POWER_LIMIT].a = 300000;
-  zeus__lease_dev dev = {f_read, f_write, &F, f_reset_locks};
-  zeus__leases *L;
-  assert_zeus_ok(zeus__leases_open(&L, NG, UUIDS, &dev, NULL, 16));
+  zeus__leases *L = open_table_with(NULL, f_reset_locks);
   zeus__leases_lock(L);
   zeus__lease *a = zeus__leases_create(L, 0, 1, NULL, "a", 0), *b = zeus__leases_create(L, 0, 2, NULL, "b", 0);
   const zeus__dval a_gpu = {.on = true, .a = 900, .b = 1200}, a_mem = {.on = true, .a = 1500, .b = 1500};

@@ -683,9 +683,7 @@ static void plo_confidence_mode_is_right_in_every_cell_at_095(void **state) {
  * with 60 seeds, every wrong run settled); the looks now come each time the steps have doubled and
  * the r-th may settle only at 1 - (1 - target) / (r (r + 1)). The cell whose noiseless choice is judged
  * wrong (resnet18 MaxSlowdown) is left out. */
-static void plo_confidence_mode_settles_wrong_rarely_on_few_limits(void **state) {
-  (void)state;
-  ZEUS_SKIP_WITHOUT_DATA();
+static void confidence_settles_wrong_rarely(const char *hw) {
   char paths[16][1024], cut[16][1100];
   scratch sc;
   scratch_init(&sc);
@@ -697,6 +695,10 @@ static void plo_confidence_mode_settles_wrong_rarely_on_few_limits(void **state)
       make_selector(k, &s);
       zeus__plo_noise nz;
       zeus__plo_noise_issue30(&nz);
+      if (hw) {
+        nz.hardware = hw;
+        nz.counter_period_s = 0;
+      }
       zeus__plo_replay_result t;
       if (!noiseless_truth(cut[i], &s, &t, &js)) continue;
       nz.confidence = 0.95;
@@ -723,12 +725,26 @@ static void plo_confidence_mode_settles_wrong_rarely_on_few_limits(void **state)
     }
     unlink(cut[i]);
   }
-  print_message("few limits, confidence 0.95, cap 12x: %d right; %d of %d settled runs wrong; at most %d in a cell\n",
-                right_all, settled_wrong, settled, worst_cell);
+  print_message("few limits (%s), confidence 0.95, cap 12x: %d right; %d of %d settled runs wrong; at most %d in a "
+                "cell\n", hw ? hw : "100 ms counter", right_all, settled_wrong, settled, worst_cell);
   assert_true(settled > 0);
   assert_true(settled_wrong * 20 <= settled);
   assert_true(worst_cell <= 2);
   scratch_free(&sc);
+}
+
+static void plo_confidence_mode_settles_wrong_rarely_on_few_limits(void **state) {
+  (void)state;
+  ZEUS_SKIP_WITHOUT_DATA();
+  confidence_settles_wrong_rarely(NULL);
+}
+
+/* The same on the measured hardware models (their own sensor ticks, read costs, limit delays). */
+static void plo_confidence_mode_settles_wrong_rarely_on_the_h100_and_h200_models(void **state) {
+  (void)state;
+  ZEUS_SKIP_WITHOUT_DATA();
+  confidence_settles_wrong_rarely("h100");
+  confidence_settles_wrong_rarely("h200");
 }
 
 /* At the cap (the default: the end of the first epoch) an unsettled choice takes the higher of the
@@ -877,6 +893,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(plo_report_arithmetic),
       cmocka_unit_test(plo_confidence_mode_is_right_in_every_cell_at_095),
       cmocka_unit_test(plo_confidence_mode_settles_wrong_rarely_on_few_limits),
+      cmocka_unit_test(plo_confidence_mode_settles_wrong_rarely_on_the_h100_and_h200_models),
       cmocka_unit_test(plo_confidence_mode_takes_the_safer_limit_at_the_cap),
       cmocka_unit_test(plo_confidence_options_are_checked),
       cmocka_unit_test(plo_profile_decision_round_trips_and_is_checked),
